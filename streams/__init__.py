@@ -1,0 +1,55 @@
+"""streams: push-based reactive stream processing, streamz-compatible.
+
+Build a graph of :class:`Stream` nodes with ``map``, ``filter``, ``scan``,
+``sink`` and the rest, and push data in with ``emit``.
+
+>>> from streams import Stream
+>>> source = Stream()
+>>> totals = source.map(lambda x: x * 2).scan(lambda a, b: a + b).sink_to_list()
+>>> for i in range(4):
+...     source.emit(i)
+>>> totals
+[0, 2, 6, 12]
+"""
+
+from __future__ import annotations
+
+from . import operators as _operators  # noqa: F401 - registers the operators
+from .clock import Clock, LoopClock, VirtualClock, get_clock, use_clock
+from .core import NO_DEFAULT, Segment, Stream
+from .errors import ErrorRecord, NodeError, StreamClosedError
+from .graph import GraphSpec, NodeSpec, describe, walk
+from .plugins import load_plugins
+from .sinks.basic import Sink, SinkToList, SinkToTextfile
+from .sources.base import Source
+from .sources.iterable import FromIterable
+from .sources.textfile import FromTextfile
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "NO_DEFAULT",
+    "Clock",
+    "ErrorRecord",
+    "FromIterable",
+    "FromTextfile",
+    "GraphSpec",
+    "LoopClock",
+    "NodeError",
+    "NodeSpec",
+    "Segment",
+    "Sink",
+    "SinkToList",
+    "SinkToTextfile",
+    "Source",
+    "Stream",
+    "StreamClosedError",
+    "VirtualClock",
+    "describe",
+    "get_clock",
+    "load_plugins",
+    "use_clock",
+    "walk",
+]
+
+load_plugins()

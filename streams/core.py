@@ -1,0 +1,580 @@
+"""The node: connections, emission, lifecycle and operator registration.
+
+Everything else (operators, sources, sinks, backends) is built on the
+protocol defined here:
+
+* ``update(x, who)`` receives an element from upstream ``who``;
+* ``_emit(x)`` pushes an element to every downstream;
+* ``_on_close(who)`` receives end-of-stream from upstream ``who``;
+* ``describe()`` returns the node's frozen description (see ``streams.graph``).
+
+Both ``update`` and ``_emit`` return ``None`` when all work for the element
+is done, or an awaitable when some of it is still running (a coroutine
+sink, a Dask task...). That return value is what makes backpressure work
+without any cost on the synchronous path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from toolz import identity
+
+from ._api import OperatorAPI
+from .errors import ErrorPolicy, ErrorRecord, NodeError, StreamClosedError, check_policy
+
+if TYPE_CHECKING:
+    from .graph import NodeSpec
+
+__all__ = ["NO_DEFAULT", "Stream", "Segment"]
+
+T = TypeVar("T")
+
+logger = logging.getLogger("streams")
+
+
+class _NoDefault:
+    """Marker for an absent argument (``None`` is a legitimate value)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_DEFAULT"
+
+    def __reduce__(self) -> str:
+        return "NO_DEFAULT"
+
+
+NO_DEFAULT: Any = _NoDefault()
+
+
+class Segment:
+    """A part of the graph that runs on another engine (Dask, Spark).
+
+    The core knows segments only through this small protocol: a node created
+    downstream of a segment node is offered to :meth:`admit`, which refuses
+    operators the engine cannot run by raising; ``gather()`` ends the
+    segment through :meth:`add_exit`.
+    """
+
+    backend: ClassVar[str] = "local"
+
+    def admit(self, node: Stream[Any]) -> None:
+        """Accept ``node`` into the segment or raise a build-time error."""
+
+    def add_exit(self, gather: Stream[Any]) -> None:
+        """Register a ``gather()`` node that brings results back."""
+
+
+class Stream(OperatorAPI[T], Generic[T]):
+    """A node in a push-based stream graph.
+
+    A bare ``Stream()`` is a source: push elements into it with
+    :meth:`emit`. Every operator (``map``, ``filter``, ``scan``...) is a
+    method that creates a new node downstream.
+
+    Parameters
+    ----------
+    upstream : Stream, optional
+        The node this one receives from.
+    upstreams : list of Stream, optional
+        Several upstream nodes (``zip``, ``union``...).
+    stream_name : str, optional
+        A name shown in ``repr``, errors and pictures.
+    asynchronous : bool, optional
+        If True, :meth:`emit` returns an awaitable that resolves when every
+        downstream step for the element has finished (backpressure).
+        Inherited from the upstream when not given.
+    loop : asyncio.AbstractEventLoop, optional
+        Accepted for compatibility with streamz; the running loop is used.
+    ensure_io_loop : bool, optional
+        Accepted for compatibility with streamz; there is no hidden loop.
+
+    Examples
+    --------
+    >>> source = Stream()
+    >>> out = source.map(lambda x: x + 1).sink_to_list()
+    >>> source.emit(1)
+    >>> source.emit(2)
+    >>> out
+    [2, 3]
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_closed",
+        "_errors",
+        "_node_id",
+        "_policy",
+        "_push",
+        "_segment",
+        "asynchronous",
+        "downstreams",
+        "loop",
+        "stream_name",
+        "upstreams",
+    )
+
+    #: Operator name used by ``describe()``; subclasses set it.
+    _operator: ClassVar[str] = "stream"
+    #: Attribute names reported as parameters by ``describe()``.
+    _params: ClassVar[tuple[str, ...]] = ()
+    #: Attribute names holding state, for ``snapshot()`` / ``restore()``.
+    _state: ClassVar[tuple[str, ...]] = ()
+    #: How the node is drawn by ``visualize()``.
+    _graphviz_shape: ClassVar[str] = "ellipse"
+    _graphviz_style: ClassVar[str] = "rounded,filled"
+    _graphviz_fillcolor: ClassVar[str] = "white"
+    _graphviz_orientation: ClassVar[int] = 0
+    #: True for ``gather()``: the node is not part of its upstream's segment.
+    _ends_segment: ClassVar[bool] = False
+
+    _ids: ClassVar[Iterator[int]] = iter(range(sys.maxsize))
+
+    def __init__(
+        self,
+        upstream: Stream[Any] | None = None,
+        upstreams: list[Stream[Any]] | None = None,
+        stream_name: str | None = None,
+        loop: Any = None,
+        asynchronous: bool | None = None,
+        ensure_io_loop: bool = False,
+    ) -> None:
+        self.downstreams: list[Stream[Any]] = []
+        if upstreams is not None:
+            self.upstreams: list[Stream[Any]] = [u for u in upstreams if u is not None]
+        elif upstream is not None:
+            self.upstreams = [upstream]
+        else:
+            self.upstreams = []
+        for u in self.upstreams:
+            if not isinstance(u, Stream):
+                raise TypeError(
+                    f"{type(self).__name__}: upstream must be a Stream, got {u!r}"
+                )
+        self.stream_name = stream_name
+        self.loop = loop
+        self.asynchronous: bool = (
+            any(u.asynchronous for u in self.upstreams) if asynchronous is None else asynchronous
+        )
+        self._push: Callable[[Any], Any] = self._compile_and_push
+        self._policy: ErrorPolicy = "raise"
+        self._errors: Stream[ErrorRecord] | None = None
+        self._closed = False
+        self._node_id = next(Stream._ids)
+        self._segment: Segment | None = None
+        segments = {id(u._segment): u._segment for u in self.upstreams if u._segment}
+        if segments and not self._ends_segment:
+            (segment,) = segments.values() if len(segments) == 1 else (None,)
+            if segment is None:
+                raise ValueError(
+                    f"{self._label()}: its upstreams run on different engines; "
+                    "gather() each of them before combining"
+                )
+            segment.admit(self)
+            self._segment = segment
+        for u in self.upstreams:
+            u.downstreams.append(self)
+        if self.upstreams:
+            _invalidate(self)
+
+    # ------------------------------------------------------------------
+    # Data flow
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        """Receive ``x`` from upstream ``who``; the default passes it on."""
+        return self._push(x)
+
+    def _emit(self, x: Any, metadata: Any = None) -> Any:
+        """Push ``x`` to every downstream node.
+
+        Returns None when all downstream work finished synchronously, else an
+        awaitable that resolves when it has.
+        """
+        return self._push(x)
+
+    def emit(self, x: T, asynchronous: bool = False, metadata: Any = None) -> Any:
+        """Push an element into the stream.
+
+        Synchronously (the default) the element has gone through the whole
+        graph when ``emit`` returns. With ``asynchronous=True``, or on a
+        stream created with ``asynchronous=True``, it returns an awaitable
+        that resolves when every downstream step for ``x`` has finished,
+        coroutine sinks included: ``await source.emit(x)`` is backpressure.
+
+        Examples
+        --------
+        >>> source = Stream()
+        >>> L = source.sink_to_list()
+        >>> source.emit("a")
+        >>> L
+        ['a']
+        """
+        pending = self._push(x)
+        if pending is None:
+            if asynchronous or self.asynchronous:
+                return _DONE
+            return None
+        return _settle(pending, asynchronous or self.asynchronous)
+
+    def _compile_and_push(self, x: Any) -> Any:
+        from .fusion import compile_push
+
+        self._push = compile_push(self)
+        return self._push(x)
+
+    # ------------------------------------------------------------------
+    # Topology
+
+    @property
+    def upstream(self) -> Stream[Any] | None:
+        """The first upstream node, or None for a source."""
+        return self.upstreams[0] if self.upstreams else None
+
+    def connect(self, downstream: Stream[Any]) -> None:
+        """Connect ``downstream`` so that it receives this node's elements.
+
+        Examples
+        --------
+        >>> a, b = Stream(), Stream()
+        >>> L = b.sink_to_list()
+        >>> a.connect(b)
+        >>> a.emit(1)
+        >>> L
+        [1]
+        """
+        if not isinstance(downstream, Stream):
+            raise TypeError(f"connect() takes a Stream, got {downstream!r}")
+        self.downstreams.append(downstream)
+        downstream._add_upstream(self)
+        _invalidate(self)
+
+    def disconnect(self, downstream: Stream[Any]) -> None:
+        """Stop sending elements to ``downstream``."""
+        if downstream not in self.downstreams:
+            raise ValueError(f"{downstream!r} is not downstream of {self!r}")
+        _invalidate(self)
+        self.downstreams.remove(downstream)
+        downstream._remove_upstream(self)
+
+    def _add_upstream(self, upstream: Stream[Any]) -> None:
+        """Record a new upstream (operators with per-upstream state extend it)."""
+        self.upstreams.append(upstream)
+
+    def _remove_upstream(self, upstream: Stream[Any]) -> None:
+        self.upstreams.remove(upstream)
+
+    def destroy(self) -> None:
+        """Disconnect this node from the graph; emitting into it then fails."""
+        _invalidate(self)
+        for u in list(self.upstreams):
+            u.downstreams.remove(self)
+        self.upstreams.clear()
+        for d in list(self.downstreams):
+            d.upstreams.remove(self)
+        self.downstreams.clear()
+        self._closed = True
+        self._push = self._push_destroyed
+
+    def _push_destroyed(self, x: Any) -> Any:
+        raise StreamClosedError(
+            f"{self._label()} was destroyed; create a new stream to emit into"
+        )
+
+    # ------------------------------------------------------------------
+    # End of stream
+
+    def close(self) -> Any:
+        """Signal the end of the stream: flush held elements downstream.
+
+        Windows, partitions and buffers emit what they hold, then every
+        downstream node learns that no more elements will come. Returns None,
+        or an awaitable on an asynchronous stream with work still running.
+
+        Examples
+        --------
+        >>> source = Stream()
+        >>> L = source.partition(2).sink_to_list()
+        >>> for i in range(3):
+        ...     source.emit(i)
+        >>> source.close()
+        >>> L
+        [(0, 1), (2,)]
+        """
+        pending = self._on_close(None)
+        if pending is None:
+            return _DONE if self.asynchronous else None
+        return _settle(pending, self.asynchronous)
+
+    async def aclose(self) -> None:
+        """Close the stream and wait for all work in flight to finish."""
+        pending = self._on_close(None)
+        if pending is not None:
+            await pending
+
+    def _on_close(self, who: Stream[Any] | None) -> Any:
+        """Receive end-of-stream from ``who``; close once every upstream has."""
+        if self._closed:
+            return None
+        if who is not None and any(
+            not u._closed for u in self.upstreams if u is not who
+        ):
+            return None
+        self._closed = True
+        flushed = self._flush()
+        if flushed is None:
+            self._push = self._push_closed
+            return self._close_downstreams()
+        return self._close_after(flushed)
+
+    async def _close_after(self, flushed: Awaitable[Any]) -> None:
+        await flushed
+        self._push = self._push_closed
+        pending = self._close_downstreams()
+        if pending is not None:
+            await pending
+
+    def _push_closed(self, x: Any) -> Any:
+        raise StreamClosedError(
+            f"{self._label()} is closed: element {x!r:.80} was not emitted; "
+            "create a new stream to emit into"
+        )
+
+    def _flush(self) -> Any:
+        """Emit everything this node holds; stateful operators override it."""
+        return None
+
+    def _close_downstreams(self) -> Any:
+        return _gather_pending([d._on_close(self) for d in list(self.downstreams)])
+
+    # ------------------------------------------------------------------
+    # Errors
+
+    def on_error(self, policy: ErrorPolicy) -> Stream[T]:
+        """Choose what happens when this node's function raises.
+
+        ``"raise"`` (default) raises :class:`~streams.errors.NodeError`
+        naming the node and the element; ``"skip"`` logs and drops the
+        element; ``"route"`` sends an :class:`~streams.errors.ErrorRecord`
+        to :attr:`errors`, a stream you can sink. Returns the node itself.
+
+        Examples
+        --------
+        >>> source = Stream()
+        >>> parsed = source.map(int).on_error("route")
+        >>> good, bad = parsed.sink_to_list(), parsed.errors.sink_to_list()
+        >>> for s in ["1", "x", "3"]:
+        ...     source.emit(s)
+        >>> good
+        [1, 3]
+        >>> [r.element for r in bad]
+        ['x']
+        """
+        self._policy = check_policy(self, policy)
+        if policy == "route":
+            self.errors  # noqa: B018 - create the error stream now
+        return self
+
+    @property
+    def errors(self) -> Stream[ErrorRecord]:
+        """The stream of failures of this node under the ``"route"`` policy."""
+        if self._errors is None:
+            self._errors = Stream(stream_name=f"errors of {self._label()}")
+            self._errors.asynchronous = self.asynchronous
+        return self._errors
+
+    def _fail(self, x: Any, exc: BaseException) -> Any:
+        """Apply this node's error policy to ``exc`` raised on element ``x``."""
+        if self._policy == "raise":
+            if isinstance(exc, NodeError):
+                raise exc
+            raise NodeError(self, x, exc) from exc
+        if self._policy == "skip":
+            logger.warning("%s", NodeError(self, x, exc))
+            return None
+        return self.errors._emit(ErrorRecord(x, exc, self))
+
+    # ------------------------------------------------------------------
+    # Description
+
+    def describe(self) -> NodeSpec:
+        """The node's frozen description: operator, function, parameters.
+
+        Examples
+        --------
+        >>> source = Stream()
+        >>> spec = source.map(abs).describe()
+        >>> spec.operator, spec.func is abs, spec.upstream_ids == (source.describe().id,)
+        ('map', True, True)
+        """
+        from .graph import NodeSpec
+
+        return NodeSpec.of(self)
+
+    def snapshot(self) -> dict[str, Any]:
+        """A copy of this node's state (empty for stateless nodes)."""
+        import copy
+
+        return {name: copy.deepcopy(getattr(self, name)) for name in self._state}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Set this node's state from a :meth:`snapshot`."""
+        for name in self._state:
+            setattr(self, name, state[name])
+
+    def _label(self) -> str:
+        from .graph import label
+
+        return label(self)
+
+    def __repr__(self) -> str:
+        return f"<{self._label()}>"
+
+    def __str__(self) -> str:
+        return self._label()
+
+    # ------------------------------------------------------------------
+    # Registration
+
+    @classmethod
+    def register_api(
+        cls, modifier: Callable[[Any], Any] = identity, attribute_name: str | None = None
+    ) -> Callable[[type], type]:
+        """Register a node class as a method on ``Stream`` (and subclasses).
+
+        ``CombineLatest`` becomes ``.combine_latest``; pass ``staticmethod``
+        as ``modifier`` for sources, as streamz does.
+
+        Examples
+        --------
+        >>> @Stream.register_api()
+        ... class Double(Stream):
+        ...     def update(self, x, who=None, metadata=None):
+        ...         return self._emit(2 * x)
+        >>> source = Stream()
+        >>> L = source.double().sink_to_list()
+        >>> source.emit(4)
+        >>> L
+        [8]
+        """
+
+        def _(klass: type) -> type:
+            name = attribute_name or _snake_case(klass.__name__)
+
+            def wrapped(*args: Any, **kwargs: Any) -> Any:
+                return klass(*args, **kwargs)
+
+            wrapped.__name__ = name
+            wrapped.__qualname__ = f"{cls.__name__}.{name}"
+            wrapped.__doc__ = klass.__doc__
+            wrapped.__wrapped__ = klass  # type: ignore[attr-defined]
+            setattr(cls, name, modifier(wrapped))
+            return klass
+
+        return _
+
+    def sink_to_list(self) -> list[T]:
+        """Collect every element into a list that is returned.
+
+        Examples
+        --------
+        >>> source = Stream()
+        >>> L = source.sink_to_list()
+        >>> source.emit(1)
+        >>> L
+        [1]
+        """
+        from .sinks.basic import SinkToList
+
+        return SinkToList(self).results
+
+    def visualize(self, filename: str | None = "mystream.png", **kwargs: Any) -> Any:
+        """Draw the graph with graphviz; see :func:`streams.graph.visualize`."""
+        from .graph import visualize
+
+        return visualize(self, filename, **kwargs)
+
+
+def _snake_case(name: str) -> str:
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i and (not name[i - 1].isupper() or
+                                   (i + 1 < len(name) and name[i + 1].islower())):
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out)
+
+
+def _invalidate(node: Stream[Any]) -> None:
+    """Drop compiled push functions wherever a topology change reaches.
+
+    Fused code inlines downstream steps, so a change anywhere in a connected
+    graph can affect every node's compiled function; graphs are built once
+    and run long, so recompiling lazily is cheap.
+    """
+    seen: set[int] = set()
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if not n._closed:
+            n._push = n._compile_and_push
+        todo.extend(n.upstreams)
+        todo.extend(n.downstreams)
+
+
+# ----------------------------------------------------------------------
+# Pending work: what update/_emit return when something is still running
+
+
+class _Done:
+    """An awaitable that is already complete (``await source.emit(x)``)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Any:
+        return None
+        yield  # pragma: no cover - makes this a generator
+
+
+_DONE = _Done()
+
+
+def _gather_pending(results: list[Any]) -> Any:
+    """Combine the results of several ``update`` calls into one or None."""
+    pending = [r for r in results if r is not None]
+    if not pending:
+        return None
+    if len(pending) == 1:
+        return pending[0]
+    return _all(pending)
+
+
+async def _all(pending: list[Awaitable[Any]]) -> None:
+    for p in pending:
+        await p
+
+
+def _settle(pending: Awaitable[Any], asynchronous: bool) -> Any:
+    """Turn pending work into what ``emit`` returns.
+
+    Asynchronous callers get an awaitable. A synchronous caller with no
+    running loop gets the work run to completion before ``emit`` returns; with
+    a loop already running in this thread (Jupyter), blocking would deadlock,
+    so the work is scheduled on that loop and its future returned.
+    """
+    if asynchronous:
+        return pending
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        from .clock import run_sync
+
+        return run_sync(pending)
+    return asyncio.ensure_future(pending, loop=loop)

@@ -1,0 +1,118 @@
+"""Errors raised by stream nodes and the per-node error policies.
+
+A user function that raises inside the graph never surfaces as a bare
+exception from deep inside a pipeline: it is wrapped in :class:`NodeError`,
+which names the node and shows the element, or handled by the node's policy
+(see :meth:`streams.Stream.on_error`).
+"""
+
+from __future__ import annotations
+
+import reprlib
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+if TYPE_CHECKING:
+    from .core import Stream
+
+__all__ = [
+    "ErrorPolicy",
+    "ErrorRecord",
+    "NodeError",
+    "StreamClosedError",
+    "short_repr",
+]
+
+ErrorPolicy = Literal["raise", "skip", "route"]
+_POLICIES = ("raise", "skip", "route")
+
+_repr = reprlib.Repr()
+_repr.maxstring = 80
+_repr.maxother = 80
+_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 8
+
+
+def short_repr(x: Any) -> str:
+    """The repr of ``x``, truncated so an error message stays readable.
+
+    Examples
+    --------
+    >>> short_repr(list(range(100)))
+    '[0, 1, 2, 3, 4, 5, 6, 7, ...]'
+    """
+    return _repr.repr(x)
+
+
+class NodeError(Exception):
+    """A user function raised while a node processed an element.
+
+    Attributes
+    ----------
+    node : Stream
+        The node whose function raised.
+    element : object
+        The element it was processing.
+    error : BaseException
+        The original exception (also ``__cause__``).
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> _ = source.map(lambda x: 1 / x, stream_name="invert").sink_to_list()
+    >>> try:
+    ...     source.emit(0)
+    ... except NodeError as e:
+    ...     print(e)
+    map(<lambda>) 'invert' failed on element 0: ZeroDivisionError: division by zero
+    """
+
+    def __init__(self, node: Stream[Any], element: Any, error: BaseException) -> None:
+        self.node = node
+        self.element = element
+        self.error = error
+        super().__init__(
+            f"{node._label()} failed on element {short_repr(element)}: "
+            f"{type(error).__name__}: {error}"
+        )
+
+    def __reduce__(self) -> Any:
+        # Nodes do not pickle (they hold the graph); keep the message.
+        return (RemoteNodeError, (str(self),))
+
+
+class RemoteNodeError(Exception):
+    """A :class:`NodeError` that crossed a process boundary (message only)."""
+
+
+class StreamClosedError(RuntimeError):
+    """An element was emitted into a closed or destroyed stream."""
+
+
+class ErrorRecord(NamedTuple):
+    """A failure routed to a node's error stream (policy ``"route"``).
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> node = source.map(int).on_error("route")
+    >>> records = node.errors.sink_to_list()
+    >>> source.emit("x")
+    >>> rec = records[0]
+    >>> rec.element, type(rec.exception).__name__, rec.node is node
+    ('x', 'ValueError', True)
+    """
+
+    element: Any
+    exception: BaseException
+    node: Any
+
+
+def check_policy(node: Stream[Any], policy: str) -> ErrorPolicy:
+    """Validate an error policy name, naming the node when it is wrong."""
+    if policy not in _POLICIES:
+        raise ValueError(
+            f"{node._label()}: on_error takes one of {', '.join(map(repr, _POLICIES))}, "
+            f"got {policy!r}"
+        )
+    return policy  # type: ignore[return-value]

@@ -1,0 +1,219 @@
+"""The graph as data: walking it, its frozen description, and pictures.
+
+Backends (Dask, Spark) and tools (checkpoints, ``visualize``) never inspect
+operator classes: they read :class:`NodeSpec`, the frozen description each
+node gives of itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from .errors import short_repr
+
+if TYPE_CHECKING:
+    from .core import Stream
+
+__all__ = ["GraphSpec", "NodeSpec", "describe", "label", "visualize", "walk"]
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """The frozen description of one node.
+
+    Attributes
+    ----------
+    id : int
+        Unique in this process; stable for the node's lifetime.
+    operator : str
+        The operator's method name (``"map"``, ``"accumulate"``, ...).
+    func : callable or None
+        The user function, if the operator takes one.
+    params : mapping
+        The operator's other parameters, read-only.
+    upstream_ids : tuple of int
+        The ids of the upstream nodes, in order.
+    name : str
+        The ``stream_name`` if given, else the operator and function.
+    backend : str or None
+        ``"dask"`` or ``"spark"`` when the node runs in such a segment.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> spec = Stream().partition(3).describe()
+    >>> spec.operator, dict(spec.params)
+    ('partition', {'n': 3, 'key': None, 'timeout': None})
+    """
+
+    id: int
+    operator: str
+    func: Callable[..., Any] | None
+    params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    upstream_ids: tuple[int, ...] = ()
+    name: str = ""
+    backend: str | None = None
+
+    @classmethod
+    def of(cls, node: Stream[Any]) -> NodeSpec:
+        """Describe ``node``."""
+        params = {p: getattr(node, p) for p in node._params}
+        segment = node._segment
+        return cls(
+            id=node._node_id,
+            operator=node._operator,
+            func=getattr(node, "func", None),
+            params=MappingProxyType(params),
+            upstream_ids=tuple(u._node_id for u in node.upstreams),
+            name=label(node),
+            backend=segment.backend if segment is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """The description of a whole connected graph, in topological order."""
+
+    nodes: tuple[NodeSpec, ...]
+
+    def __getitem__(self, node_id: int) -> NodeSpec:
+        for spec in self.nodes:
+            if spec.id == node_id:
+                return spec
+        raise KeyError(node_id)
+
+    def downstream_ids(self, node_id: int) -> tuple[int, ...]:
+        """The ids of the nodes fed by ``node_id``, in graph order."""
+        return tuple(s.id for s in self.nodes if node_id in s.upstream_ids)
+
+
+def walk(node: Stream[Any]) -> list[Stream[Any]]:
+    """Every node connected to ``node``, upstream and down, topologically.
+
+    Sources come first; every node comes after all of its upstreams, and
+    among siblings the order of connection is kept, so the order is stable
+    from run to run (checkpoints rely on it).
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream(stream_name="src")
+    >>> _ = source.map(str).sink_to_list()
+    >>> [n.describe().operator for n in walk(source)]
+    ['stream', 'map', 'sink_to_list']
+    """
+    seen: dict[int, Stream[Any]] = {}
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen[id(n)] = n
+        todo.extend(n.upstreams)
+        todo.extend(n.downstreams)
+    nodes = sorted(seen.values(), key=lambda n: n._node_id)
+    # Creation order is a topological order except after connect(); repair it.
+    order: list[Stream[Any]] = []
+    placed: set[int] = set()
+    visiting: set[int] = set()
+
+    def place(n: Stream[Any]) -> None:
+        if id(n) in placed or id(n) in visiting:
+            return  # a feedback loop: keep creation order
+        visiting.add(id(n))
+        for u in n.upstreams:
+            place(u)
+        visiting.discard(id(n))
+        placed.add(id(n))
+        order.append(n)
+
+    for n in nodes:
+        place(n)
+    return order
+
+
+def describe(node: Stream[Any]) -> GraphSpec:
+    """The frozen description of the graph ``node`` belongs to.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> _ = source.filter(None).sink(print)
+    >>> [s.operator for s in describe(source).nodes]
+    ['stream', 'filter', 'sink']
+    """
+    return GraphSpec(tuple(n.describe() for n in walk(node)))
+
+
+def label(node: Stream[Any]) -> str:
+    """A short human name: ``map(parse) 'clean'`` for a named map node."""
+    func = getattr(node, "func", None)
+    text = node._operator
+    if func is not None:
+        fname = getattr(func, "__name__", None) or type(func).__name__
+        text = f"{text}({fname})"
+    elif node._params:
+        first = getattr(node, node._params[0], None)
+        if first is not None and not callable(first):
+            text = f"{text}({short_repr(first)})"
+    if node.stream_name:
+        text = f"{text} {node.stream_name!r}"
+    return text
+
+
+def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs: Any) -> Any:
+    """Draw the graph ``node`` belongs to with graphviz.
+
+    Parameters
+    ----------
+    node : Stream
+        Any node of the graph.
+    filename : str or None
+        Where to write the picture (format from the extension: ``.png``,
+        ``.svg``, ``.pdf``...). ``None`` writes nothing.
+    **kwargs
+        Graph attributes passed to ``graphviz.Digraph`` (``rankdir="LR"``...).
+
+    Returns
+    -------
+    graphviz.Digraph
+        Displayed inline by Jupyter (as SVG).
+    """
+    try:
+        import graphviz
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "visualize() needs the graphviz Python package and the dot program: "
+            "pip install 'streams[notebook]' and apt-get install graphviz "
+            "(or conda install python-graphviz)"
+        ) from e
+    colors = {"dask": "#fde2c3", "spark": "#d6e9f8"}
+    g = graphviz.Digraph(graph_attr={k: str(v) for k, v in kwargs.items()})
+    for n in walk(node):
+        spec = n.describe()
+        text = spec.name if spec.backend is None else f"{spec.name}\n[{spec.backend}]"
+        g.node(
+            str(spec.id),
+            label=text,
+            shape=n._graphviz_shape,
+            style=n._graphviz_style,
+            fillcolor=colors.get(spec.backend or "", n._graphviz_fillcolor),
+            orientation=str(n._graphviz_orientation),
+        )
+        for uid in spec.upstream_ids:
+            g.edge(str(uid), str(spec.id))
+    if filename is not None:
+        stem, _, fmt = filename.rpartition(".")
+        if not stem:
+            raise ValueError(f"visualize(): give the file a format extension, got {filename!r}")
+        try:
+            g.render(stem, format=fmt, cleanup=True)
+        except graphviz.ExecutableNotFound as e:  # pragma: no cover
+            raise RuntimeError(
+                "visualize() needs graphviz's dot program: apt-get install graphviz"
+            ) from e
+    return g

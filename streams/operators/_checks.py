@@ -1,0 +1,42 @@
+"""Build-time argument checks shared by the operators.
+
+Bad arguments fail when the graph is built, with a message naming the
+operator and saying what to pass instead, never later inside a worker.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import short_repr
+
+__all__ = ["check_callable", "check_count", "key_function"]
+
+
+def check_callable(op: str, func: Any, what: str = "a function") -> None:
+    """Raise TypeError unless ``func`` is callable."""
+    if not callable(func):
+        raise TypeError(
+            f"{op}() takes {what} as its first argument, got {short_repr(func)} "
+            f"({type(func).__name__}); e.g. {op}(lambda x: ...)"
+        )
+
+
+def check_count(op: str, name: str, value: Any, minimum: int = 1,
+                optional: bool = False) -> None:
+    """Raise unless ``value`` is an int >= ``minimum`` (or None if optional)."""
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{op}(): {name} must be an int, got {short_repr(value)}")
+    if value < minimum:
+        raise ValueError(f"{op}(): {name} must be >= {minimum}, got {value}")
+
+
+def key_function(key: Any) -> Callable[[Any], Any]:
+    """A callable key as is; anything else ``k`` means ``x[k]`` (streamz)."""
+    if callable(key):
+        return key  # type: ignore[no-any-return]
+    return operator.itemgetter(key)

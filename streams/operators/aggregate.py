@@ -1,0 +1,346 @@
+"""Stateful operators over one stream: scan, frequencies, slice, unique, collect.
+
+Their state is named in ``_state`` so that ``snapshot()``/``restore()`` and
+checkpoints capture it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, ClassVar
+
+from toolz import identity
+
+from ..core import NO_DEFAULT, Stream
+from ..fusion import Fuser
+from ._checks import check_callable, check_count, key_function
+
+__all__ = ["Accumulate", "Collect", "Frequencies", "Slice", "Unique"]
+
+
+@Stream.register_api()
+class Accumulate(Stream[Any]):
+    """Accumulate a running state and emit it: a running reduction.
+
+    ``scan`` is the same operator.
+
+    Parameters
+    ----------
+    func : callable
+        ``func(state, x, **kwargs)`` returns the new state (or, with
+        ``returns_state=True``, a ``(state, output)`` pair).
+    start : object, optional
+        The initial state. Without it, the first element becomes the state
+        and is emitted as is (as ``itertools.accumulate`` does).
+    returns_state : bool
+        ``func`` returns ``(new_state, output)``.
+    with_state : bool
+        Emit ``(state, output)`` instead of ``output``.
+    key : callable or hashable, optional
+        Keep one state per key (``key(x)``, or ``x[key]`` if not callable),
+        each starting from a copy of ``start``, and emit ``(key, output)``.
+
+    Examples
+    --------
+    >>> from operator import add
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.scan(add, start=0).sink_to_list()
+    >>> for i in range(4):
+    ...     source.emit(i)
+    >>> L
+    [0, 1, 3, 6]
+
+    One running sum per key:
+
+    >>> source = Stream()
+    >>> L = source.scan(lambda s, x: s + x[1], start=0, key=0).sink_to_list()
+    >>> for x in [("a", 1), ("b", 5), ("a", 2)]:
+    ...     source.emit(x)
+    >>> L
+    [('a', 1), ('b', 5), ('a', 3)]
+    """
+
+    __slots__ = (
+        "_key",
+        "args",
+        "func",
+        "key",
+        "kwargs",
+        "returns_state",
+        "start",
+        "state",
+        "with_state",
+    )
+    _operator = "accumulate"
+    _params: ClassVar[tuple[str, ...]] = (
+        "start", "returns_state", "with_state", "key", "args", "kwargs")
+    _state = ("state",)
+
+    def __init__(self, upstream: Stream[Any], func: Callable[..., Any], start: Any = NO_DEFAULT,
+                 returns_state: bool = False, stream_name: str | None = None,
+                 with_state: bool = False, key: Any = None, **kwargs: Any) -> None:
+        check_callable("accumulate", func)
+        self.func = func
+        self.start = start
+        self.returns_state = returns_state
+        self.with_state = with_state
+        self.key = key
+        self._key = None if key is None else key_function(key)
+        self.args = ()
+        self.kwargs = kwargs
+        self.state: Any = {} if key is not None else start
+        Stream.__init__(self, upstream, stream_name=stream_name)
+
+    def _step(self, state: Any, x: Any) -> tuple[Any, Any]:
+        """One step: the new state and the output, from the old state."""
+        if state is NO_DEFAULT:
+            return x, x
+        result = self.func(state, x, **self.kwargs)
+        if self.returns_state:
+            return result  # type: ignore[no-any-return]
+        return result, result
+
+    def _advance(self, x: Any) -> Any:
+        """Take ``x`` into the state; return what to emit (may raise)."""
+        if self._key is None:
+            self.state, out = self._step(self.state, x)
+            state = self.state
+        else:
+            k = self._key(x)
+            old = self.state.get(k, NO_DEFAULT)
+            if old is NO_DEFAULT and self.start is not NO_DEFAULT:
+                old = copy.deepcopy(self.start)
+            self.state[k], out = self._step(old, x)
+            state = self.state[k]
+            out = (k, out)
+        return (state, out) if self.with_state else out
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        try:
+            out = self._advance(x)
+        except Exception as e:
+            return self._fail(x, e)
+        return self._emit(out)
+
+    def _fusable(self) -> bool:
+        return True
+
+    def _fuse(self, f: Fuser, x: str) -> str:
+        out = f.fresh()
+        if self._key is not None or self.returns_state or self.with_state:
+            advance = f.bind(self._advance, "advance")
+            f.step(self, x, f"{out} = {advance}({x})")
+            return out
+        # The plain running reduction is the hot case: written inline.
+        node = f.bind(self, "node")
+        func = f.bind(self.func, "f")
+        nodefault = f.bind(NO_DEFAULT, "NO_DEFAULT")
+        kw = f", **{f.bind(self.kwargs, 'kwargs')}" if self.kwargs else ""
+        f.step(self, x, (
+            f"if {node}.state is {nodefault}:\n"
+            f"    {node}.state = {out} = {x}\n"
+            f"else:\n"
+            f"    {node}.state = {out} = {func}({node}.state, {x}{kw})"
+        ))
+        return out
+
+
+Stream.register_api(attribute_name="scan")(Accumulate)
+
+
+def _increment(counts: dict[Any, int], x: Hashable) -> tuple[dict[Any, int], dict[Any, int]]:
+    counts[x] = counts.get(x, 0) + 1
+    return counts, dict(counts)
+
+
+@Stream.register_api()
+class Frequencies(Accumulate):
+    """Count occurrences; emit the counts so far after every element.
+
+    Unlike streamz, each emitted dict is a snapshot: earlier emissions do not
+    change when later elements arrive.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.frequencies().sink_to_list()
+    >>> for x in "aba":
+    ...     source.emit(x)
+    >>> L
+    [{'a': 1}, {'a': 1, 'b': 1}, {'a': 2, 'b': 1}]
+    """
+
+    __slots__ = ()
+    _operator = "frequencies"
+    _params: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, upstream: Stream[Any], **kwargs: Any) -> None:
+        super().__init__(upstream, _increment, start={}, returns_state=True, **kwargs)
+        self.state = {}
+
+
+@Stream.register_api()
+class Slice(Stream[Any]):
+    """Keep elements ``start``, ``start + step``... up to ``end``, like ``islice``.
+
+    At ``end`` the node disconnects from upstream and closes downstream (the
+    stream is over for it). streamz counted ``step`` from 0 instead of from
+    ``start``; this follows ``itertools.islice``.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.slice(1, 7, 2).sink_to_list()
+    >>> for i in range(10):
+    ...     source.emit(i)
+    >>> L
+    [1, 3, 5]
+    """
+
+    __slots__ = ("end", "start", "state", "step")
+    _operator = "slice"
+    _params = ("start", "end", "step")
+    _state = ("state",)
+
+    def __init__(self, upstream: Stream[Any], start: int | None = None, end: int | None = None,
+                 step: int | None = None, **kwargs: Any) -> None:
+        check_count("slice", "start", start, 0, optional=True)
+        check_count("slice", "end", end, 0, optional=True)
+        check_count("slice", "step", step, 1, optional=True)
+        self.start = start or 0
+        self.end = end
+        self.step = step or 1
+        self.state = 0
+        Stream.__init__(self, upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        i = self.state
+        if self.end is not None and i >= self.end:
+            return None
+        self.state = i + 1
+        pending = None
+        if i >= self.start and (i - self.start) % self.step == 0:
+            pending = self._emit(x)
+        if self.end is not None and self.state >= self.end:
+            for u in list(self.upstreams):
+                u.disconnect(self)
+            from ..core import _gather_pending
+
+            pending = _gather_pending([pending, self._on_close(None)])
+        return pending
+
+
+@Stream.register_api()
+class Unique(Stream[Any]):
+    """Emit only elements whose key has not been seen.
+
+    Parameters
+    ----------
+    maxsize : int, optional
+        Remember only the last ``maxsize`` distinct keys (a key seen again
+        becomes the most recent); unbounded by default.
+    key : callable or hashable
+        ``key(x)`` (or ``x[key]``) decides what "the same" means.
+    hashable : bool
+        False for unhashable keys (kept in a list: slower).
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.unique().sink_to_list()
+    >>> for x in [1, 2, 1, 3, 2]:
+    ...     source.emit(x)
+    >>> L
+    [1, 2, 3]
+    """
+
+    __slots__ = ("_key", "hashable", "key", "maxsize", "seen")
+    _operator = "unique"
+    _params = ("maxsize", "key", "hashable")
+    _state = ("seen",)
+
+    def __init__(self, upstream: Stream[Any], maxsize: int | None = None,
+                 key: Any = identity, hashable: bool = True, **kwargs: Any) -> None:
+        check_count("unique", "maxsize", maxsize, 1, optional=True)
+        self.maxsize = maxsize
+        self.key = key
+        self._key = key_function(key)
+        self.hashable = hashable
+        self.seen: Any = OrderedDict() if hashable else []
+        Stream.__init__(self, upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        try:
+            k = self._key(x)
+            new = self._remember(k)
+        except Exception as e:
+            return self._fail(x, e)
+        return self._emit(x) if new else None
+
+    def _remember(self, k: Any) -> bool:
+        seen = self.seen
+        if self.hashable:
+            if k in seen:
+                seen.move_to_end(k)
+                return False
+            seen[k] = True
+            if self.maxsize is not None and len(seen) > self.maxsize:
+                seen.popitem(last=False)
+            return True
+        if k in seen:
+            seen.remove(k)
+            seen.append(k)
+            return False
+        seen.append(k)
+        if self.maxsize is not None and len(seen) > self.maxsize:
+            del seen[0]
+        return True
+
+
+@Stream.register_api()
+class Collect(Stream[Any]):
+    """Hold elements until :meth:`flush` is called, then emit them as a tuple.
+
+    Closing the stream flushes what is held.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source, trigger = Stream(), Stream()
+    >>> collector = source.collect()
+    >>> L = collector.sink_to_list()
+    >>> _ = trigger.sink(collector.flush)
+    >>> source.emit(1)
+    >>> source.emit(2)
+    >>> trigger.emit("now")
+    >>> L
+    [(1, 2)]
+    """
+
+    __slots__ = ("cache",)
+    _operator = "collect"
+    _state = ("cache",)
+
+    def __init__(self, upstream: Stream[Any], cache: list[Any] | None = None,
+                 **kwargs: Any) -> None:
+        self.cache: list[Any] = [] if cache is None else cache
+        Stream.__init__(self, upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        self.cache.append(x)
+        return None
+
+    def flush(self, _: Any = None) -> Any:
+        """Emit the held elements as one tuple and forget them."""
+        out = tuple(self.cache)
+        self.cache.clear()
+        return self._emit(out)
+
+    def _flush(self) -> Any:
+        return self.flush() if self.cache else None

@@ -1,0 +1,229 @@
+"""Operators joining several streams: zip, combine_latest, zip_latest, union.
+
+They receive from several upstreams, so they use ``who`` (the sending
+node) and are never fused.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from ..core import Stream, _gather_pending
+
+__all__ = ["CombineLatest", "Union", "Zip", "ZipLatest"]
+
+logger = logging.getLogger("streams")
+
+
+def _index_of(node: Stream[Any], who: Stream[Any] | None) -> list[int]:
+    """Positions of ``who`` among ``node``'s upstreams (it may appear twice)."""
+    found = [i for i, u in enumerate(node.upstreams) if u is who]
+    if not found:
+        raise ValueError(f"{node._label()} received from {who!r}, which is not its upstream")
+    return found
+
+
+@Stream.register_api()
+class Zip(Stream[Any]):
+    """Pair up elements of several streams, one from each, as tuples.
+
+    Non-stream arguments are literals placed in every tuple.
+
+    Parameters
+    ----------
+    *upstreams : Stream or object
+    maxsize : int
+        How far one stream may run ahead of another. On an asynchronous
+        stream a full buffer makes ``await emit`` wait (backpressure).
+
+    Elements still unpaired at close cannot form a tuple; they are logged as
+    a warning with their count, not dropped silently.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> a, b = Stream(), Stream()
+    >>> L = a.zip(b, "lit").sink_to_list()
+    >>> a.emit(1); a.emit(2); b.emit("x")
+    >>> L
+    [(1, 'x', 'lit')]
+    """
+
+    __slots__ = ("buffers", "literals", "maxsize")
+    _operator = "zip"
+    _params = ("maxsize", "literals")
+    _state = ("buffers",)
+
+    def __init__(self, *upstreams: Any, **kwargs: Any) -> None:
+        self.maxsize = kwargs.pop("maxsize", 10)
+        self.literals = tuple((i, v) for i, v in enumerate(upstreams) if not isinstance(v, Stream))
+        streams = [u for u in upstreams if isinstance(u, Stream)]
+        if not streams:
+            raise TypeError("zip() needs at least one Stream")
+        Stream.__init__(self, upstreams=streams, **kwargs)
+        self.buffers: list[deque[Any]] = [deque() for _ in self.upstreams]
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        # A stream zipped with itself sends each element once per connection.
+        idx = min(_index_of(self, who), key=lambda i: len(self.buffers[i]))
+        self.buffers[idx].append(x)
+        if all(self.buffers):
+            vals = [b.popleft() for b in self.buffers]
+            if self.literals:
+                for i, v in self.literals:
+                    vals.insert(i, v)
+            return self._emit(tuple(vals))
+        return None
+
+    def _add_upstream(self, upstream: Stream[Any]) -> None:
+        super()._add_upstream(upstream)
+        self.buffers.append(deque())
+
+    def _remove_upstream(self, upstream: Stream[Any]) -> None:
+        i = self.upstreams.index(upstream)
+        super()._remove_upstream(upstream)
+        del self.buffers[i]
+
+    def _flush(self) -> Any:
+        left = sum(len(b) for b in self.buffers)
+        if left:
+            logger.warning("%s closed with %d unpaired element(s); they cannot form a tuple",
+                           self._label(), left)
+        return None
+
+
+@Stream.register_api()
+class CombineLatest(Stream[Any]):
+    """Emit a tuple of the latest element of each stream on every update.
+
+    Parameters
+    ----------
+    *upstreams : Stream
+    emit_on : Stream, int or iterable of them, optional
+        Only updates from these upstreams emit (all by default).
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> a, b = Stream(), Stream()
+    >>> L = a.combine_latest(b, emit_on=a).sink_to_list()
+    >>> a.emit(1); b.emit("x"); b.emit("y"); a.emit(2)
+    >>> L
+    [(2, 'y')]
+    """
+
+    __slots__ = ("emit_on", "last", "missing")
+    _operator = "combine_latest"
+    _params = ("emit_on",)
+    _state = ("last", "missing")
+
+    def __init__(self, *upstreams: Stream[Any], **kwargs: Any) -> None:
+        emit_on = kwargs.pop("emit_on", None)
+        Stream.__init__(self, upstreams=list(upstreams), **kwargs)
+        if emit_on is None:
+            chosen: tuple[int, ...] = tuple(range(len(upstreams)))
+        else:
+            items = emit_on if isinstance(emit_on, Iterable) and not isinstance(
+                emit_on, Stream) else (emit_on,)
+            chosen = tuple(self._position(e) for e in items)
+        self.emit_on = chosen
+        self.last: list[Any] = [None] * len(upstreams)
+        self.missing = set(range(len(upstreams)))
+
+    def _position(self, e: Any) -> int:
+        if isinstance(e, int) and not isinstance(e, bool):
+            if not 0 <= e < len(self.upstreams):
+                raise ValueError(f"combine_latest(): emit_on index {e} is out of range")
+            return e
+        for i, u in enumerate(self.upstreams):
+            if u is e:
+                return i
+        raise ValueError(f"combine_latest(): emit_on {e!r} is not one of the combined streams")
+
+    def _add_upstream(self, upstream: Stream[Any]) -> None:
+        super()._add_upstream(upstream)
+        self.last.append(None)
+        self.missing.add(len(self.upstreams) - 1)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        idx = _index_of(self, who)
+        for i in idx:
+            self.last[i] = x
+            self.missing.discard(i)
+        if not self.missing and any(i in self.emit_on for i in idx):
+            return self._emit(tuple(self.last))
+        return None
+
+
+@Stream.register_api()
+class ZipLatest(Stream[Any]):
+    """Pair every element of the first (lossless) stream with the latest of the others.
+
+    Elements of the lossless stream that arrive before every other stream
+    has emitted are buffered and emitted once they all have.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> a, b = Stream(), Stream()
+    >>> L = a.zip_latest(b).sink_to_list()
+    >>> a.emit(1); a.emit(2); b.emit("x"); a.emit(3)
+    >>> L
+    [(1, 'x'), (2, 'x'), (3, 'x')]
+    """
+
+    __slots__ = ("last", "lossless_buffer", "missing")
+    _operator = "zip_latest"
+    _state = ("last", "missing", "lossless_buffer")
+
+    def __init__(self, lossless: Stream[Any], *upstreams: Stream[Any], **kwargs: Any) -> None:
+        Stream.__init__(self, upstreams=[lossless, *upstreams], **kwargs)
+        self.last: list[Any] = [None] * len(self.upstreams)
+        self.missing = set(range(len(self.upstreams)))
+        self.lossless_buffer: deque[Any] = deque()
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        idx = _index_of(self, who)
+        if 0 in idx:
+            self.lossless_buffer.append(x)
+        for i in idx:
+            self.last[i] = x
+            self.missing.discard(i)
+        if self.missing:
+            return None
+        pending = []
+        while self.lossless_buffer:
+            self.last[0] = self.lossless_buffer.popleft()
+            pending.append(self._emit(tuple(self.last)))
+        return _gather_pending(pending)
+
+    def _flush(self) -> Any:
+        if self.lossless_buffer:
+            logger.warning("%s closed with %d element(s) never paired: %s never emitted",
+                           self._label(), len(self.lossless_buffer),
+                           [self.upstreams[i] for i in sorted(self.missing)])
+        return None
+
+
+@Stream.register_api()
+class Union(Stream[Any]):
+    """Merge several streams: every element of each goes downstream.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> a, b = Stream(), Stream()
+    >>> L = a.union(b).sink_to_list()
+    >>> a.emit(1); b.emit(2)
+    >>> L
+    [1, 2]
+    """
+
+    __slots__ = ()
+    _operator = "union"
+
+    def __init__(self, *upstreams: Stream[Any], **kwargs: Any) -> None:
+        Stream.__init__(self, upstreams=list(upstreams), **kwargs)

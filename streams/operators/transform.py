@@ -1,0 +1,312 @@
+"""Element-wise operators: map, starmap, filter, remove, pluck, flatten.
+
+Each has a generic ``update`` (the reference behaviour, used when a node is
+called directly) and a ``_fuse`` method writing the same step as inline
+code for ``streams.fusion``. The two are tested against each other.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..core import Stream
+from ..fusion import Fuser
+from ._checks import check_callable
+
+__all__ = ["Filter", "Flatten", "Map", "Pluck", "Remove", "Starmap"]
+
+
+class _FunctionNode(Stream[Any]):
+    """A node applying a user function with extra ``*args, **kwargs``."""
+
+    __slots__ = ("_is_async", "args", "func", "kwargs")
+    _params = ("args", "kwargs")
+
+    def __init__(
+        self, upstream: Stream[Any], func: Callable[..., Any] | None, *args: Any, **kwargs: Any
+    ) -> None:
+        stream_name = kwargs.pop("stream_name", None)
+        self.func = func
+        self.args = args
+        self.kwargs = kwargs
+        self._is_async = func is not None and inspect.iscoroutinefunction(func)
+        Stream.__init__(self, upstream, stream_name=stream_name)
+
+    def _fusable(self) -> bool:
+        return not self._is_async
+
+    def _call_code(self, f: Fuser, x: str, star: str = "") -> str:
+        func = f.bind(self.func, "f")
+        extra = ""
+        if self.args:
+            extra += f", *{f.bind(self.args, 'args')}"
+        if self.kwargs:
+            extra += f", **{f.bind(self.kwargs, 'kwargs')}"
+        return f"{func}({star}{x}{extra})"
+
+    async def _await_then(self, x: Any, result: Any, then: Callable[[Any], Any]) -> None:
+        try:
+            value = await result
+        except Exception as e:
+            pending = self._fail(x, e)
+        else:
+            pending = then(value)
+        if pending is not None:
+            await pending
+
+
+@Stream.register_api()
+class Map(_FunctionNode):
+    """Apply a function to every element.
+
+    A coroutine function is awaited (on an asynchronous stream, ``await
+    emit`` waits for it); streamz drops its coroutines with a warning.
+
+    Parameters
+    ----------
+    func : callable
+        Called as ``func(x, *args, **kwargs)``.
+    *args, **kwargs
+        Extra arguments to ``func``.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.map(lambda x, k: x * k, k=10).sink_to_list()
+    >>> for i in range(3):
+    ...     source.emit(i)
+    >>> L
+    [0, 10, 20]
+    """
+
+    __slots__ = ()
+    _operator = "map"
+
+    def __init__(self, upstream: Stream[Any], func: Callable[..., Any], *args: Any,
+                 **kwargs: Any) -> None:
+        check_callable("map", func)
+        super().__init__(upstream, func, *args, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        try:
+            y = self.func(x, *self.args, **self.kwargs)  # type: ignore[misc]
+        except Exception as e:
+            return self._fail(x, e)
+        if self._is_async:
+            return self._await_then(x, y, self._emit)
+        return self._emit(y)
+
+    def _fuse(self, f: Fuser, x: str) -> str:
+        y = f.fresh()
+        f.step(self, x, f"{y} = {self._call_code(f, x)}")
+        return y
+
+
+@Stream.register_api()
+class Starmap(_FunctionNode):
+    """Apply a function to every element, unpacked as arguments.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.starmap(pow).sink_to_list()
+    >>> source.emit((2, 3))
+    >>> L
+    [8]
+    """
+
+    __slots__ = ()
+    _operator = "starmap"
+
+    def __init__(self, upstream: Stream[Any], func: Callable[..., Any], *args: Any,
+                 **kwargs: Any) -> None:
+        check_callable("starmap", func)
+        super().__init__(upstream, func, *args, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        try:
+            y = self.func(*x, *self.args, **self.kwargs)  # type: ignore[misc]
+        except Exception as e:
+            return self._fail(x, e)
+        if self._is_async:
+            return self._await_then(x, y, self._emit)
+        return self._emit(y)
+
+    def _fuse(self, f: Fuser, x: str) -> str:
+        y = f.fresh()
+        f.step(self, x, f"{y} = {self._call_code(f, x, star='*')}")
+        return y
+
+
+@Stream.register_api()
+class Filter(_FunctionNode):
+    """Keep only the elements for which ``predicate`` is true.
+
+    ``predicate=None`` keeps the truthy elements, as in the ``filter`` builtin.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.filter(lambda x: x % 2 == 0).sink_to_list()
+    >>> for i in range(5):
+    ...     source.emit(i)
+    >>> L
+    [0, 2, 4]
+    """
+
+    __slots__ = ()
+    _operator = "filter"
+    _keep = True
+
+    def __init__(self, upstream: Stream[Any], predicate: Callable[..., Any] | None,
+                 *args: Any, **kwargs: Any) -> None:
+        if predicate is not None:
+            check_callable(self._operator, predicate)
+        super().__init__(upstream, predicate, *args, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        if self.func is None:
+            keep = x
+        else:
+            try:
+                keep = self.func(x, *self.args, **self.kwargs)
+            except Exception as e:
+                return self._fail(x, e)
+            if self._is_async:
+                return self._await_then(x, keep, lambda k: self._decide(x, k))
+        return self._decide(x, keep)
+
+    def _decide(self, x: Any, keep: Any) -> Any:
+        if bool(keep) is self._keep:
+            return self._emit(x)
+        return None
+
+    def _fuse(self, f: Fuser, x: str) -> str:
+        negate = "not " if self._keep else ""
+        if self.func is None:
+            f.line(f"if {negate}{x}:\n    return None")
+            return x
+        keep = f.fresh("keep")
+        f.step(self, x, f"{keep} = {self._call_code(f, x)}")
+        f.line(f"if {negate}{keep}:\n    return None")
+        return x
+
+
+@Stream.register_api()
+class Remove(Filter):
+    """Drop the elements for which ``predicate`` is true.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.remove(lambda x: x % 2 == 0).sink_to_list()
+    >>> for i in range(5):
+    ...     source.emit(i)
+    >>> L
+    [1, 3]
+    """
+
+    __slots__ = ()
+    _operator = "remove"
+    _keep = False
+
+    def __init__(self, upstream: Stream[Any], predicate: Callable[..., Any],
+                 *args: Any, **kwargs: Any) -> None:
+        check_callable("remove", predicate)
+        super().__init__(upstream, predicate, *args, **kwargs)
+
+
+@Stream.register_api()
+class Pluck(Stream[Any]):
+    """Select an item, or a tuple of items, from every element.
+
+    Parameters
+    ----------
+    pick : key or list of keys
+        ``x[pick]``; a list gives ``tuple(x[p] for p in pick)``.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> a = source.pluck(0).sink_to_list()
+    >>> b = source.pluck([0, 2]).sink_to_list()
+    >>> source.emit((1, 2, 3))
+    >>> a, b
+    ([1], [(1, 3)])
+    """
+
+    __slots__ = ("pick",)
+    _operator = "pluck"
+    _params = ("pick",)
+
+    def __init__(self, upstream: Stream[Any], pick: Any, **kwargs: Any) -> None:
+        self.pick = pick
+        Stream.__init__(self, upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        try:
+            y = tuple(x[p] for p in self.pick) if isinstance(self.pick, list) else x[self.pick]
+        except Exception as e:
+            return self._fail(x, e)
+        return self._emit(y)
+
+    def _fusable(self) -> bool:
+        return True
+
+    def _fuse(self, f: Fuser, x: str) -> str:
+        y = f.fresh()
+        if isinstance(self.pick, list):
+            items = ", ".join(f"{x}[{f.bind(p, 'k')}]" for p in self.pick)
+            code = f"{y} = ({items},)"
+        else:
+            code = f"{y} = {x}[{f.bind(self.pick, 'k')}]"
+        f.step(self, x, code)
+        return y
+
+
+@Stream.register_api()
+class Flatten(Stream[Any]):
+    """Emit each item of every (iterable) element.
+
+    ``concat`` is the same operator.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.flatten().sink_to_list()
+    >>> source.emit([1, 2])
+    >>> source.emit((3,))
+    >>> L
+    [1, 2, 3]
+    """
+
+    __slots__ = ()
+    _operator = "flatten"
+
+    def update(self, x: Iterable[Any], who: Stream[Any] | None = None,
+               metadata: Any = None) -> Any:
+        try:
+            items = iter(x)
+        except TypeError as e:
+            return self._fail(x, e)
+        pending = []
+        for item in items:
+            p = self._emit(item)
+            if p is not None:
+                pending.append(p)
+        if not pending:
+            return None
+        from ..core import _gather_pending
+
+        return _gather_pending(pending)
+
+
+Stream.register_api(attribute_name="concat")(Flatten)

@@ -1,0 +1,203 @@
+"""Count-based grouping: partition, partition_unique, sliding_window.
+
+What a node holds when the stream closes is emitted, never dropped: a
+partial partition or an incomplete sliding window goes downstream at close.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from toolz import identity
+
+from ..core import Stream, _gather_pending
+from ._checks import check_count, key_function
+
+__all__ = ["Partition", "PartitionUnique", "SlidingWindow"]
+
+
+@Stream.register_api()
+class Partition(Stream[Any]):
+    """Group elements into tuples of ``n``.
+
+    Parameters
+    ----------
+    n : int
+        Elements per group (at least 1).
+    timeout : float, optional
+        Emit a partial group this many seconds after its first element
+        (needs a running loop; see ``streams.clock``).
+    key : callable or hashable, optional
+        Group separately per key (``key(x)`` or ``x[key]``).
+
+    At close, partial groups are emitted (streamz dropped them).
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.partition(3).sink_to_list()
+    >>> for i in range(7):
+    ...     source.emit(i)
+    >>> L
+    [(0, 1, 2), (3, 4, 5)]
+    >>> source.close()
+    >>> L
+    [(0, 1, 2), (3, 4, 5), (6,)]
+    """
+
+    __slots__ = ("_buffer", "_key", "key", "n", "timeout")
+    _operator = "partition"
+    _params = ("n", "key", "timeout")
+    _state = ("_buffer",)
+
+    def __init__(self, upstream: Stream[Any], n: int, timeout: float | None = None,
+                 key: Any = None, **kwargs: Any) -> None:
+        check_count("partition", "n", n)
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"partition(): timeout must be > 0 seconds, got {timeout!r}")
+        self.n = n
+        self.timeout = timeout
+        self.key = key
+        self._key = None if key is None else key_function(key)
+        self._buffer: dict[Any, list[Any]] = {}
+        Stream.__init__(self, upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        if self._key is None:
+            k = None
+        else:
+            try:
+                k = self._key(x)
+            except Exception as e:
+                return self._fail(x, e)
+        group = self._buffer.get(k)
+        if group is None:
+            group = self._buffer[k] = []
+        group.append(x)
+        if len(group) >= self.n:
+            del self._buffer[k]
+            return self._emit(tuple(group))
+        return None
+
+    def _flush(self) -> Any:
+        groups, self._buffer = self._buffer, {}
+        return _gather_pending([self._emit(tuple(g)) for g in groups.values() if g])
+
+
+@Stream.register_api()
+class PartitionUnique(Stream[Any]):
+    """Group elements into tuples of ``n`` elements with distinct keys.
+
+    Parameters
+    ----------
+    n : int
+        Distinct keys per group.
+    key : callable or hashable
+        ``key(x)`` or ``x[key]``; the element itself by default.
+    keep : {"first", "last"}
+        Which element to keep when a key repeats within a group.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.partition_unique(2).sink_to_list()
+    >>> for x in [1, 1, 2, 3, 3, 4]:
+    ...     source.emit(x)
+    >>> L
+    [(1, 2), (3, 4)]
+    """
+
+    __slots__ = ("_buffer", "_key", "keep", "key", "n")
+    _operator = "partition_unique"
+    _params = ("n", "key", "keep")
+    _state = ("_buffer",)
+
+    def __init__(self, upstream: Stream[Any], n: int, key: Any = identity,
+                 keep: str = "first", **kwargs: Any) -> None:
+        check_count("partition_unique", "n", n)
+        if keep not in ("first", "last"):
+            raise ValueError(f"partition_unique(): keep must be 'first' or 'last', got {keep!r}")
+        self.n = n
+        self.key = key
+        self._key = key_function(key)
+        self.keep = keep
+        self._buffer: dict[Any, Any] = {}
+        Stream.__init__(self, upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        try:
+            k = self._key(x)
+        except Exception as e:
+            return self._fail(x, e)
+        if self.keep == "last":
+            # Re-insert so the group's order reflects the kept elements' order.
+            self._buffer.pop(k, None)
+            self._buffer[k] = x
+        elif k not in self._buffer:
+            self._buffer[k] = x
+        if len(self._buffer) == self.n:
+            result = tuple(self._buffer.values())
+            self._buffer.clear()
+            return self._emit(result)
+        return None
+
+    def _flush(self) -> Any:
+        if not self._buffer:
+            return None
+        result = tuple(self._buffer.values())
+        self._buffer.clear()
+        return self._emit(result)
+
+
+@Stream.register_api()
+class SlidingWindow(Stream[Any]):
+    """Emit the last ``n`` elements as a tuple, after every element.
+
+    Parameters
+    ----------
+    n : int
+        Window length (at least 1).
+    return_partial : bool
+        Also emit the shorter windows before ``n`` elements have arrived
+        (the streamz default). With False the output equals
+        ``toolz.sliding_window(n, seq)``; if the stream closes before ``n``
+        elements arrived, the one partial window is emitted at close.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.sliding_window(2, return_partial=False).sink_to_list()
+    >>> for i in range(4):
+    ...     source.emit(i)
+    >>> L
+    [(0, 1), (1, 2), (2, 3)]
+    """
+
+    __slots__ = ("_buffer", "n", "return_partial")
+    _operator = "sliding_window"
+    _params = ("n", "return_partial")
+    _state = ("_buffer",)
+
+    def __init__(self, upstream: Stream[Any], n: int, return_partial: bool = True,
+                 **kwargs: Any) -> None:
+        check_count("sliding_window", "n", n)
+        self.n = n
+        self.return_partial = return_partial
+        self._buffer: deque[Any] = deque(maxlen=n)
+        Stream.__init__(self, upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        buf = self._buffer
+        buf.append(x)
+        if self.return_partial or len(buf) == self.n:
+            return self._emit(tuple(buf))
+        return None
+
+    def _flush(self) -> Any:
+        if not self.return_partial and 0 < len(self._buffer) < self.n:
+            return self._emit(tuple(self._buffer))
+        return None

@@ -1,0 +1,166 @@
+"""Sinks: call a function, collect into a list, write to a text file."""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from collections.abc import Callable
+from typing import IO, Any
+
+from ..core import Stream
+from ..fusion import Fuser
+from ..operators._checks import check_callable
+
+__all__ = ["Sink", "SinkToList", "SinkToTextfile"]
+
+
+def _awaitable_or_none(result: Any) -> Any:
+    return result if inspect.isawaitable(result) else None
+
+
+@Stream.register_api()
+class Sink(Stream[Any]):
+    """Call ``func(x, *args, **kwargs)`` on every element.
+
+    If ``func`` is a coroutine function (or returns an awaitable), the
+    awaitable is what ``emit`` waits for: on an asynchronous stream, ``await
+    emit`` resolves after the sink finished. streamz dropped it.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> _ = source.sink(print)
+    >>> source.emit("hello")
+    hello
+    """
+
+    __slots__ = ("args", "func", "kwargs")
+    _operator = "sink"
+    _params = ("args", "kwargs")
+    _graphviz_shape = "trapezium"
+
+    def __init__(self, upstream: Stream[Any], func: Callable[..., Any], *args: Any,
+                 **kwargs: Any) -> None:
+        check_callable("sink", func)
+        stream_name = kwargs.pop("stream_name", None)
+        self.func = func
+        self.args = args
+        self.kwargs = kwargs
+        Stream.__init__(self, upstream, stream_name=stream_name)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        try:
+            result = self.func(x, *self.args, **self.kwargs)
+        except Exception as e:
+            return self._fail(x, e)
+        if result is not None and inspect.isawaitable(result):
+            return self._guard(x, result)
+        return None
+
+    async def _guard(self, x: Any, result: Any) -> None:
+        try:
+            await result
+        except Exception as e:
+            pending = self._fail(x, e)
+            if pending is not None:
+                await pending
+
+    def _fusable(self) -> bool:
+        return not inspect.iscoroutinefunction(self.func)
+
+    def _fuse(self, f: Fuser, x: str) -> str | None:
+        func = f.bind(self.func, "f")
+        extra = ""
+        if self.args:
+            extra += f", *{f.bind(self.args, 'args')}"
+        if self.kwargs:
+            extra += f", **{f.bind(self.kwargs, 'kwargs')}"
+        r = f.fresh("r")
+        f.step(self, x, f"{r} = {func}({x}{extra})")
+        guard = f.bind(self._guard, "guard")
+        f.line(f"if {r} is not None and {f.bind(inspect.isawaitable, 'isawaitable')}({r}):\n"
+               f"    return {guard}({x}, {r})")
+        return None
+
+
+class SinkToList(Stream[Any]):
+    """Append every element to ``results`` (see :meth:`Stream.sink_to_list`)."""
+
+    __slots__ = ("results",)
+    _operator = "sink_to_list"
+    _graphviz_shape = "trapezium"
+
+    def __init__(self, upstream: Stream[Any], **kwargs: Any) -> None:
+        self.results: list[Any] = []
+        Stream.__init__(self, upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        self.results.append(x)
+        return None
+
+    def _fusable(self) -> bool:
+        return True
+
+    def _fuse(self, f: Fuser, x: str) -> str | None:
+        f.line(f"{f.bind(self.results.append, 'append')}({x})")
+        return None
+
+
+@Stream.register_api()
+class SinkToTextfile(Stream[Any]):
+    """Write every element, a string, to a text file followed by ``end``.
+
+    Parameters
+    ----------
+    file : str, path or file object
+        Opened with ``mode`` (append by default) and line buffering if a
+        path; closed when the stream closes.
+    end : str
+        Written after each element.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from streams import Stream
+    >>> path = os.path.join(tempfile.mkdtemp(), "out.txt")
+    >>> source = Stream()
+    >>> _ = source.map(str).sink_to_textfile(path)
+    >>> source.emit(1); source.emit(2); source.close()
+    >>> open(path).read()
+    '1\\n2\\n'
+    """
+
+    __slots__ = ("_fp", "end", "file")
+    _operator = "sink_to_textfile"
+    _params = ("file", "end")
+    _graphviz_shape = "trapezium"
+
+    def __init__(self, upstream: Stream[Any], file: Any, end: str = "\n", mode: str = "a",
+                 **kwargs: Any) -> None:
+        self.file = file
+        self.end = end
+        if hasattr(file, "write"):
+            self._fp: IO[str] = file
+        else:
+            self._fp = open(file, mode=mode, buffering=1)  # noqa: SIM115 - closed at close()
+            weakref.finalize(self, self._fp.close)
+        Stream.__init__(self, upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        if not isinstance(x, str):
+            return self._fail(x, TypeError(
+                f"sink_to_textfile writes strings, got {type(x).__name__}; add .map(str) "
+                "or .map(json.dumps) before it"))
+        try:
+            self._fp.write(x + self.end)
+        except Exception as e:
+            return self._fail(x, e)
+        return None
+
+    def _flush(self) -> Any:
+        if self._fp is not self.file:
+            self._fp.close()
+        else:
+            self._fp.flush()
+        return None
