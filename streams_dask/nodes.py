@@ -1,0 +1,269 @@
+# mypy: disallow-untyped-calls=False
+# (distributed's API is not typed; its calls are checked by the tests.)
+"""The user-facing nodes: ``to_dask()`` and ``scatter()``.
+
+``gather()``, which ends a segment, belongs to the core: it registers itself
+with the segment through ``Segment.add_exit``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from distributed import Client
+
+from streams.core import Stream
+
+from .client import Connection, connect, connect_async
+from .runner import AsyncDriver, Runner
+from .segment import DaskSegment, plan_stages
+
+__all__ = ["Scatter", "ToDask"]
+
+#: Elements per task at most; large enough that Dask's per-task cost
+#: (about a millisecond here) is small against the work of a batch.
+DEFAULT_BATCH_SIZE = 1000
+
+
+@Stream.register_api()
+class ToDask(Stream[Any]):
+    """Choose the Dask client that the ``scatter()`` below this node uses.
+
+    Elements pass through unchanged. Without a client, ``scatter()`` uses
+    ``distributed.default_client()``, or else starts a ``LocalCluster`` on
+    first use, which closes with the pipeline.
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        The client to run on.
+
+    Examples
+    --------
+    >>> import streams_dask
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> node = source.to_dask()
+    >>> node.describe().operator
+    'to_dask'
+    """
+
+    __slots__ = ("client",)
+    _operator = "to_dask"
+
+    def __init__(self, upstream: Stream[Any], client: Client | None = None,
+                 **kwargs: Any) -> None:
+        self.client = client
+        Stream.__init__(self, upstream, **kwargs)
+
+
+def _bound_client(node: Stream[Any] | None) -> Client | None:
+    """The client of the nearest ``to_dask()`` upstream, if any."""
+    while node is not None:
+        if isinstance(node, ToDask):
+            return node.client
+        node = node.upstream
+    return None
+
+
+@Stream.register_api()
+class Scatter(Stream[Any]):
+    """Run the operators below this node on Dask, until ``gather()``.
+
+    Elements are sent to workers in batches, many tasks in flight; each
+    task runs every step between ``scatter()`` and ``gather()`` (fused), and
+    ``gather()`` receives the results **in input order**, exactly as an
+    in-process run produces them. Stateful steps (``scan``, windows,
+    ``zip``...) carry their state from one batch to the next.
+
+    Unlike streamz, operators between ``scatter()`` and ``gather()`` never
+    see futures, and an operator that cannot run on Dask is refused when the
+    graph is built.
+
+    Without an event loop, ``emit`` returns once the element is in flight:
+    results reach ``gather()`` while later elements are emitted, and all of
+    them by the time ``close()`` returns (or call :meth:`flush`). On an
+    asynchronous stream, ``await emit(x)`` waits while the bound is reached.
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        Overrides the client chosen by ``to_dask()`` (see there).
+    batch_size : int
+        Most elements per task.
+    max_in_flight : int, optional
+        Most tasks in flight (default: three per worker thread, at least 4).
+        With ``batch_size``, this bounds the elements held: the backpressure.
+
+    Examples
+    --------
+    >>> import streams_dask
+    >>> from distributed import Client, LocalCluster
+    >>> from streams import Stream
+    >>> cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=None)
+    >>> client = Client(cluster)
+    >>> source = Stream()
+    >>> L = source.to_dask(client).scatter().map(abs).scan(max).gather().sink_to_list()
+    >>> for x in [-1, 3, -5, 2]:
+    ...     source.emit(x)
+    >>> source.close()
+    >>> L
+    [1, 3, 5, 5]
+    >>> client.close(); cluster.close()
+    """
+
+    __slots__ = (
+        "_driver",
+        "_runner",
+        "_starting",
+        "batch_size",
+        "client",
+        "max_in_flight",
+    )
+    _operator = "scatter"
+    _params = ("batch_size", "max_in_flight")
+    _graphviz_shape = "triangle"
+
+    def __init__(self, upstream: Stream[Any], client: Client | None = None,
+                 batch_size: int = DEFAULT_BATCH_SIZE, max_in_flight: int | None = None,
+                 **kwargs: Any) -> None:
+        for name, value in (("batch_size", batch_size), ("max_in_flight", max_in_flight)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ValueError(f"scatter(): {name} must be an int >= 1, got {value!r}")
+        self.client = client if client is not None else _bound_client(upstream)
+        self.batch_size = batch_size
+        self.max_in_flight = max_in_flight
+        self._runner: Runner | None = None
+        self._driver: AsyncDriver | None = None
+        self._starting: asyncio.Future[None] | None = None
+        Stream.__init__(self, upstream, **kwargs)
+        self._segment = DaskSegment(self)
+
+    # -- start ----------------------------------------------------------------
+
+    def _make_runner(self, connection: Connection, nthreads: int) -> Runner:
+        segment = self._segment
+        assert isinstance(segment, DaskSegment)
+        segment.started = True
+        plan = plan_stages(segment)
+        nodes = {n._node_id: n for n in segment.nodes}
+        bound = self.max_in_flight or max(4, 3 * nthreads)
+        return Runner(connection, plan, nodes, segment.exits, self.batch_size, bound)
+
+    def _start(self) -> Runner:
+        connection = connect(self.client)
+        nthreads = sum(connection.client.nthreads().values())
+        self._runner = self._make_runner(connection, nthreads)
+        return self._runner
+
+    async def _astart(self) -> None:
+        connection = await connect_async(self.client)
+        nthreads = sum((await connection.client.nthreads()).values())
+        self._runner = self._make_runner(connection, nthreads)
+        self._driver = AsyncDriver(self._runner)
+
+    # -- data flow ------------------------------------------------------------
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        if self.asynchronous:
+            return self._update_async(x)
+        runner = self._runner or self._start()
+        runner.pending.append(x)
+        runner.pump()
+        runner.poll()
+        while runner.full():
+            runner.wait_one()
+            runner.pump()
+        runner.replay()
+        return None
+
+    def _update_async(self, x: Any) -> Any:
+        driver = self._driver
+        if driver is None:
+            return self._start_then(x)
+        driver.check()
+        runner = driver.runner
+        runner.pending.append(x)
+        runner.pump()
+        driver.kick()
+        if runner.full():
+            return driver.room()
+        return None
+
+    async def _start_then(self, x: Any) -> None:
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(self._astart())
+        await self._starting
+        pending = self._update_async(x)
+        if pending is not None:
+            await pending
+
+    def flush(self) -> Any:
+        """Wait for every element in flight and push its results downstream.
+
+        Returns None, or an awaitable on an asynchronous stream.
+        """
+        if self._runner is None:
+            return None
+        if self.asynchronous:
+            return self._aflush()
+        runner = self._runner
+        runner.pump()
+        while runner.head() is not None or runner.pending:
+            runner.wait_one()
+            runner.pump()
+            runner.replay()
+        return None
+
+    async def _aflush(self) -> None:
+        assert self._driver is not None
+        runner = self._driver.runner
+        runner.pump()
+        self._driver.kick()
+        while runner.head() is not None or runner.pending:
+            await runner.await_one()
+            runner.pump()
+            await runner.areplay()
+
+    # -- end of stream -------------------------------------------------------
+
+    def _on_close(self, who: Stream[Any] | None) -> Any:
+        if self._closed:
+            return None
+        self._closed = True
+        self._push = self._push_closed
+        if self.asynchronous:
+            return self._aclose_segment()
+        runner = self._runner
+        try:
+            if runner is not None:
+                runner.drain()
+        finally:
+            if runner is not None:
+                runner.connection.close()
+        return self._close_exits()
+
+    async def _aclose_segment(self) -> None:
+        if self._starting is not None:
+            await self._starting
+        driver = self._driver
+        try:
+            if driver is not None:
+                await driver.finish()
+        finally:
+            if driver is not None:
+                await driver.runner.connection.aclose()
+        pending = self._close_exits()
+        if pending is not None:
+            await pending
+
+    def _close_exits(self) -> Any:
+        from streams.core import _gather_pending
+
+        segment = self._segment
+        assert isinstance(segment, DaskSegment)
+        for node in segment.nodes:
+            node._closed = True
+        return _gather_pending([g._on_close(g.upstreams[0]) for g in segment.exits])

@@ -1,0 +1,291 @@
+# mypy: disallow-untyped-calls=False
+# (distributed's API is not typed; its calls are checked by the tests.)
+"""Tasks in flight: batching, the bound, ordered results, replay at gather.
+
+The runner turns elements arriving at ``scatter()`` into Dask tasks:
+
+* **batches** - elements wait in ``pending`` only while the in-flight bound
+  is reached: with room, they leave at once (so a slow trickle is not held
+  back), and under load each task carries everything that arrived while the
+  previous ones ran (so a fast stream pays Dask's per-task cost rarely);
+* **the bound** - at most ``max_in_flight`` tasks and ``batch_size``
+  elements waiting; beyond that the producer waits (``emit`` blocks, or
+  ``await emit`` is suspended), which is the backpressure;
+* **order** - results are taken from the head of the queue only, so
+  ``gather()`` sees them in input order whatever order workers finish in;
+* **replay** - what a task returns is a list of events (values for a
+  ``gather()`` node, failures for a node's error policy), replayed on the
+  client in order, exactly where an in-process run would have produced them.
+
+A worker that dies loses nothing: every task's input is part of the task
+(nothing is scattered separately), so the scheduler recomputes lost
+results, and each result is replayed once, when it reaches the head.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Sequence
+from typing import Any
+
+from distributed import Future
+
+from streams.clock import run_sync
+from streams.core import Stream
+
+from .client import Connection
+from .segment import Plan
+from .worker import Failure, run_after, run_stage
+
+__all__ = ["Runner"]
+
+
+class Runner:
+    """Runs one Dask segment for its ``scatter()`` node.
+
+    Parameters
+    ----------
+    connection : Connection
+        The client (and what to close at the end).
+    plan : Plan
+        The segment's stages, pickled.
+    nodes : dict
+        Segment nodes by id, to apply their error policy on failures.
+    exits : list of Stream
+        The ``gather()`` nodes, by exit index.
+    batch_size : int
+        Most elements per task.
+    max_in_flight : int
+        Most tasks submitted and not yet replayed.
+    """
+
+    def __init__(self, connection: Connection, plan: Plan, nodes: dict[int, Stream[Any]],
+                 exits: Sequence[Stream[Any]], batch_size: int, max_in_flight: int) -> None:
+        self.connection = connection
+        self.client = connection.client
+        self.plan = plan
+        self.nodes = nodes
+        self.exits = list(exits)
+        self.batch_size = batch_size
+        self.max_in_flight = max_in_flight
+        self.pending: list[Any] = []
+        # Parallel plans: one future per batch, in input order.
+        self.in_flight: deque[Future] = deque()
+        # Chained plans: batches (or first-stage futures) waiting for the
+        # second stage, with the end-of-stream flag of each.
+        self.waiting: deque[tuple[Any, bool]] = deque()
+        self.second: Future | None = None
+        self.states: dict[int, Any] | None = None
+        self.ready: deque[Any] = deque()
+        self.submitted = 0
+
+    # -- submission ---------------------------------------------------------
+
+    def count(self) -> int:
+        """Tasks in flight (submitted, result not yet replayed)."""
+        return len(self.in_flight) + len(self.waiting) + (self.second is not None)
+
+    def full(self) -> bool:
+        """Whether the producer must wait (the backpressure condition)."""
+        return self.count() >= self.max_in_flight and len(self.pending) >= self.batch_size
+
+    def pump(self) -> None:
+        """Submit what is pending while there is room."""
+        while self.pending and self.count() < self.max_in_flight:
+            batch = self.pending[: self.batch_size]
+            del self.pending[: self.batch_size]
+            self._submit(batch, close=False)
+
+    def _submit(self, batch: list[Any], close: bool) -> None:
+        self.submitted += 1
+        if self.plan.second is None:
+            if batch:
+                self.in_flight.append(
+                    self.client.submit(run_stage, self.plan.first, batch, pure=False))
+            return
+        item: Any = batch
+        if self.plan.first is not None and batch:
+            item = self.client.submit(run_stage, self.plan.first, batch, pure=False)
+        self.waiting.append((item, close))
+        self._start_second()
+
+    def _start_second(self) -> None:
+        if self.second is not None or not self.waiting:
+            return
+        item, close = self.waiting.popleft()
+        func = run_after if isinstance(item, Future) else run_stage
+        self.second = self.client.submit(func, self.plan.second, item, self.states, close,
+                                         pure=False)
+
+    def submit_close(self) -> None:
+        """Submit everything pending, and the end of stream for stateful stages."""
+        while len(self.pending) > self.batch_size:
+            batch = self.pending[: self.batch_size]
+            del self.pending[: self.batch_size]
+            self._submit(batch, close=False)
+        batch, self.pending = self.pending, []
+        self._submit(batch, close=True)
+
+    # -- results ------------------------------------------------------------
+
+    def _done_heads(self) -> list[Future]:
+        done = []
+        while self.in_flight and self.in_flight[0].done():
+            done.append(self.in_flight.popleft())
+        return done
+
+    def _take(self, results: list[tuple[list[Any], Any]]) -> None:
+        for events, _ in results:
+            self.ready.extend(events)
+
+    def _take_second(self, result: tuple[list[Any], Any]) -> None:
+        events, self.states = result
+        self.second = None
+        self.ready.extend(events)
+        self._start_second()
+
+    def head(self) -> Future | None:
+        """The future whose result is needed next, if any."""
+        if self.in_flight:
+            return self.in_flight[0]
+        return self.second
+
+    # -- synchronous driving -----------------------------------------------------
+
+    def poll(self) -> None:
+        """Collect finished results at the head, without waiting."""
+        done = self._done_heads()
+        if done:
+            self._take(self.client.gather(done))
+        if self.second is not None and self.second.done():
+            self._take_second(self.second.result())
+
+    def wait_one(self) -> None:
+        """Block until the head result is in, then collect what is done."""
+        head = self.head()
+        if head is None:
+            return
+        if head is self.second:
+            self._take_second(head.result())
+        else:
+            self._take(self.client.gather([self.in_flight.popleft()]))
+        self.poll()
+
+    def replay(self) -> None:
+        """Push collected events downstream, in order (synchronously)."""
+        ready = self.ready
+        while ready:
+            pending = self._replay_one(ready.popleft())
+            if pending is not None:
+                run_sync(pending)
+
+    def _replay_one(self, event: Any) -> Any:
+        if type(event) is Failure:
+            return self.nodes[event.node_id]._fail(event.element, event.error)
+        index, value = event
+        return self.exits[index]._emit(value)
+
+    def drain(self) -> None:
+        """Wait for every task and replay everything (end of stream)."""
+        self.submit_close()
+        while self.head() is not None:
+            self.wait_one()
+            self.replay()
+        self.replay()
+
+    # -- asynchronous driving ------------------------------------------------
+
+    async def apoll(self) -> None:
+        """Collect finished results at the head, without waiting."""
+        done = self._done_heads()
+        if done:
+            self._take(await self.client.gather(done))
+        if self.second is not None and self.second.done():
+            self._take_second(await self.second)
+
+    async def await_one(self) -> None:
+        """Wait until the head result is in, then collect what is done."""
+        head = self.head()
+        if head is None:
+            return
+        if head is self.second:
+            self._take_second(await head)
+        else:
+            self._take(await self.client.gather([self.in_flight.popleft()]))
+        await self.apoll()
+
+    async def areplay(self) -> None:
+        """Push collected events downstream, in order, awaiting each."""
+        ready = self.ready
+        while ready:
+            pending = self._replay_one(ready.popleft())
+            if pending is not None:
+                await pending
+
+
+class AsyncDriver:
+    """Keeps an asynchronous runner moving while the producer is idle.
+
+    One task on the running loop waits for the head result, replays it and
+    submits what is pending; producers wait on :meth:`room` when the bound
+    is reached. An error raised downstream while replaying (a node's
+    ``"raise"`` policy) is kept and raised to the next producer call.
+    """
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.task: asyncio.Task[None] | None = None
+        self.changed = asyncio.Event()
+        self.error: BaseException | None = None
+
+    def kick(self) -> None:
+        """Make sure the driving task runs."""
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._drive())
+
+    def check(self) -> None:
+        """Raise the error the driving task met, once."""
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+    async def _drive(self) -> None:
+        runner = self.runner
+        try:
+            while runner.head() is not None:
+                await runner.await_one()
+                runner.pump()
+                await runner.areplay()
+                self.changed.set()
+        except BaseException as e:
+            self.error = e
+        finally:
+            self.changed.set()
+
+    async def room(self) -> None:
+        """Wait until the producer may go on (room in flight, or an error)."""
+        runner = self.runner
+        while runner.full() and self.error is None:
+            self.changed.clear()
+            self.kick()
+            await self.changed.wait()
+        self.check()
+
+    async def finish(self) -> None:
+        """End of stream: submit the rest, wait for all of it, replay it."""
+        runner = self.runner
+        if self.task is not None:
+            await self.task
+        self.check()
+        runner.submit_close()
+        while runner.head() is not None:
+            await runner.await_one()
+            await runner.areplay()
+        await runner.areplay()
+
+
+def settle(pending: Awaitable[Any] | None) -> None:
+    """Run ``pending`` to completion on a synchronous path."""
+    if pending is not None:
+        run_sync(pending)

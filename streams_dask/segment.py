@@ -1,0 +1,223 @@
+"""The Dask segment: which nodes it admits, and how it is cut into tasks.
+
+A segment starts at a ``scatter()`` node and ends at ``gather()`` nodes.
+Nodes created in between are offered to :meth:`DaskSegment.admit`, which
+refuses, at graph-build time, anything that cannot give on Dask exactly the
+result it gives in-process.
+
+When the first element arrives the segment is *planned*: its nodes, read
+through ``describe()``, become one or two stages (see :func:`plan_stages`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import cloudpickle  # type: ignore[import-untyped]
+
+from streams.core import Segment, Stream
+from streams.errors import short_repr
+
+from .worker import StageOp, StagePlan
+
+if TYPE_CHECKING:
+    from .nodes import Scatter
+
+__all__ = ["DaskSegment", "Plan", "plan_stages"]
+
+#: Operators a segment runs, with exactly their in-process results.
+SUPPORTED = frozenset({
+    "map", "starmap", "filter", "remove", "accumulate", "flatten", "pluck",
+    "partition", "sliding_window", "buffer", "timed_window", "zip", "union",
+})
+
+#: Why some operators are refused, for the build-time message.
+_REASONS = {
+    "unique": "it compares every element with all earlier ones, which is one "
+              "sequential state, cheaper in-process",
+    "scatter": "the stream is already on Dask",
+    "to_dask": "the stream is already on Dask",
+    "map_async": "coroutines run on the client's event loop",
+    "delay": "time-based delivery is done by the client",
+    "rate_limit": "time-based delivery is done by the client",
+    "latest": "it depends on when downstream reads",
+    "combine_latest": "its output depends on arrival times",
+    "zip_latest": "its output depends on arrival times",
+}
+
+
+def _pickles(what: str, node: Stream[Any], value: Any) -> None:
+    """Refuse ``value`` now if it cannot be sent to a worker."""
+    try:
+        cloudpickle.dumps(value)
+    except Exception as e:
+        raise TypeError(
+            f"{node._label()}: its {what} {short_repr(value)} cannot be pickled to "
+            f"send to Dask workers ({type(e).__name__}: {e}); use a module-level "
+            "function, or gather() before this step to run it in-process"
+        ) from e
+
+
+class DaskSegment(Segment):
+    """The nodes between one ``scatter()`` and its ``gather()`` nodes.
+
+    Parameters
+    ----------
+    entry : Scatter
+        The ``scatter()`` node that owns the segment and runs it.
+
+    Examples
+    --------
+    >>> import streams_dask
+    >>> from streams import Stream
+    >>> s = Stream().scatter()
+    >>> try:
+    ...     s.unique()
+    ... except TypeError as e:
+    ...     print(str(e)[:52])
+    unique() cannot run on a Dask segment (it compares e
+    """
+
+    backend = "dask"
+
+    def __init__(self, entry: Scatter) -> None:
+        self.entry = entry
+        self.nodes: list[Stream[Any]] = []
+        self.exits: list[Stream[Any]] = []
+        self.started = False
+
+    def admit(self, node: Stream[Any]) -> None:
+        """Accept ``node`` or raise a build-time error naming it."""
+        op = node._operator
+        if self.started:
+            raise RuntimeError(
+                f"{node._label()}: the Dask segment from {self.entry._label()} is "
+                "already running; build the whole graph before emitting"
+            )
+        if op not in SUPPORTED:
+            reason = _REASONS.get(op, "the Dask backend does not lower it")
+            raise TypeError(
+                f"{op}() cannot run on a Dask segment ({reason}): call gather() "
+                f"before {op}() to run it in-process"
+            )
+        for u in node.upstreams:
+            if u._segment is not self:
+                raise ValueError(
+                    f"{node._label()}: one upstream runs on Dask ({self.entry._label()}) "
+                    f"and {u._label()} does not: gather() first, or scatter() both from "
+                    "one scatter() node"
+                )
+        spec = node.describe()
+        if op == "partition" and spec.params.get("timeout") is not None:
+            raise TypeError(
+                "partition(timeout=...) cannot run on a Dask segment (the timeout is "
+                "wall-clock time on the client): call gather() before partition(), "
+                "or drop the timeout"
+            )
+        if spec.func is not None:
+            _pickles("function", node, spec.func)
+        for name, value in spec.params.items():
+            _pickles(f"parameter {name}=", node, value)
+        self.nodes.append(node)
+
+    def add_exit(self, gather: Stream[Any]) -> None:
+        """Register a ``gather()`` node: results come back through it."""
+        if self.started:
+            raise RuntimeError(
+                f"{gather._label()}: the Dask segment from {self.entry._label()} is "
+                "already running; build the whole graph before emitting"
+            )
+        self.exits.append(gather)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a segment runs: one parallel stage, or a prefix and a chained stage.
+
+    ``first`` runs batches independently (in parallel); ``second``, if any,
+    holds state and runs batches one after the other, on what ``first``
+    produced (or on the batch itself when ``first`` is None).
+    """
+
+    first: bytes | None
+    second: bytes | None
+    tick_nodes: tuple[tuple[int, float], ...]  # (node id, interval) of timed windows
+
+
+_tokens = itertools.count()
+
+
+def _is_stateful(node: Stream[Any]) -> bool:
+    return bool(type(node)._state) or node._operator in ("timed_window", "partition",
+                                                         "sliding_window", "zip")
+
+
+def _downstream_codes(node: Stream[Any], exit_index: dict[int, int],
+                      members: set[int]) -> tuple[int, ...]:
+    codes = []
+    for d in node.downstreams:
+        if id(d) in exit_index:
+            codes.append(-1 - exit_index[id(d)])
+        elif id(d) in members:
+            codes.append(d._node_id)
+    return tuple(codes)
+
+
+def _op(node: Stream[Any], exit_index: dict[int, int], members: set[int]) -> StageOp:
+    spec = node.describe()
+    return StageOp(
+        id=spec.id,
+        operator=spec.operator,
+        func=spec.func,
+        params=tuple(spec.params.items()),
+        upstream_ids=spec.upstream_ids,
+        downstream=_downstream_codes(node, exit_index, members),
+    )
+
+
+def plan_stages(segment: DaskSegment) -> Plan:
+    """Cut the segment into stages and pickle them, once, for the workers.
+
+    A segment without state is one stage: its batches run in parallel, the
+    whole chain of steps fused into each task. Otherwise the longest chain
+    of stateless single-input, single-output steps after ``scatter()`` is a
+    parallel first stage, and the rest a second stage whose batches run in
+    order, carrying the state from one to the next through the client
+    (so no task's lineage grows with the stream).
+    """
+    entry = segment.entry
+    exit_index = {id(g): i for i, g in enumerate(segment.exits)}
+    nodes = segment.nodes
+    ticks = tuple((n._node_id, float(n.describe().params.get("interval", 0)))
+                  for n in nodes if n._operator == "timed_window")
+    token = f"{uuid.uuid4().hex}-{next(_tokens)}"
+    everyone = {id(n) for n in nodes}
+    if not any(_is_stateful(n) for n in nodes):
+        ops = tuple(_op(n, exit_index, everyone) for n in nodes)
+        stage = StagePlan(token, entry._node_id,
+                          _downstream_codes(entry, exit_index, everyone), ops, None)
+        return Plan(cloudpickle.dumps(stage), None, ticks)
+    prefix: list[Stream[Any]] = []
+    last: Stream[Any] = entry
+    while (len(last.downstreams) == 1 and id(last.downstreams[0]) in everyone
+           and len(last.downstreams[0].upstreams) == 1
+           and not _is_stateful(last.downstreams[0])):
+        last = last.downstreams[0]
+        prefix.append(last)
+    first = None
+    if prefix:
+        members = {id(n) for n in prefix}
+        ops = tuple(_op(n, exit_index, members) for n in prefix)
+        stage1 = StagePlan(token + "-1", entry._node_id,
+                           _downstream_codes(entry, exit_index, members), ops,
+                           last._node_id)
+        first = cloudpickle.dumps(stage1)
+    rest = [n for n in nodes if id(n) not in {id(p) for p in prefix}]
+    members = {id(n) for n in rest}
+    ops = tuple(_op(n, exit_index, members) for n in rest)
+    stage2 = StagePlan(token + "-2", last._node_id,
+                       _downstream_codes(last, exit_index, members), ops, None)
+    return Plan(first, cloudpickle.dumps(stage2), ticks)
