@@ -21,14 +21,18 @@ from .errors import ErrorRecord, NodeError, StreamClosedError
 from .graph import GraphSpec, NodeSpec, describe, walk
 from .plugins import load_plugins
 from .sinks.basic import Sink, SinkToList, SinkToTextfile
+from .sinks.durable import SinkToDurableTextfile  # issue 6: exactly-once file output
 from .sources.base import Source
 from .sources.iterable import FromIterable
 from .sources.textfile import FromTextfile
+from .state import Checkpointer, CheckpointError, checkpoint  # issue 6: checkpoints
 
 __version__ = "0.1.0"
 
 __all__ = [
     "NO_DEFAULT",
+    "CheckpointError",
+    "Checkpointer",
     "Clock",
     "ErrorRecord",
     "FromIterable",
@@ -39,12 +43,14 @@ __all__ = [
     "NodeSpec",
     "Segment",
     "Sink",
+    "SinkToDurableTextfile",
     "SinkToList",
     "SinkToTextfile",
     "Source",
     "Stream",
     "StreamClosedError",
     "VirtualClock",
+    "checkpoint",
     "describe",
     "get_clock",
     "load_plugins",

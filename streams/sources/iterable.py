@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import itertools
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..clock import run_sync
@@ -36,7 +37,9 @@ class FromIterable(Source):
     [(0, 1), (2, 3), (4,)]
     """
 
-    __slots__ = ("iterable", "offset")
+    # _checkpointer: the streams.state.Checkpointer told of each finished
+    # element; _skip: items to pass over after a restore (resume at offset).
+    __slots__ = ("_checkpointer", "_skip", "iterable", "offset")
     _operator = "from_iterable"
     _params = ("iterable",)
     _state = ("offset",)
@@ -47,12 +50,26 @@ class FromIterable(Source):
         self.iterable = iterable
         #: How many items have been emitted (the position to resume from).
         self.offset = 0
+        self._checkpointer: Any = None
+        self._skip = 0
         super().__init__(start=start, **kwargs)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self._skip = self.offset  # a restored source resumes where it was
+
+    def _items(self) -> Iterator[Any]:
+        it = iter(self.iterable)
+        if self._skip:
+            it = itertools.islice(it, self._skip, None)
+            self._skip = 0
+        return it
 
     def _run_sync(self) -> None:
         push = self._push
+        ckpt = self._checkpointer
         n = 0
-        for x in self.iterable:
+        for x in self._items():
             if self.stopped:
                 break
             pending = push(x)
@@ -62,19 +79,33 @@ class FromIterable(Source):
                 n = 0
                 run_sync(pending)
                 push = self._push
+            if ckpt is not None:
+                # The element is done: a checkpoint here is consistent.
+                self.offset += n
+                n = 0
+                pending = ckpt.step()
+                if pending is not None:
+                    run_sync(pending)
         else:
             self.offset += n
             pending = self.close()
             if pending is not None:
                 run_sync(pending)
+            if ckpt is not None:
+                pending = ckpt.source_closed(self)
+                if pending is not None:
+                    run_sync(pending)
             return
         self.offset += n
 
     async def _run_async(self) -> None:
         since_yield = 0
-        for x in self.iterable:
+        ckpt = self._checkpointer
+        for x in self._items():
             if self.stopped:
                 return
+            if ckpt is not None:
+                ckpt.begin()
             pending = self._push(x)
             self.offset += 1
             if pending is not None:
@@ -85,5 +116,9 @@ class FromIterable(Source):
                 if since_yield >= _YIELD_EVERY:
                     await asyncio.sleep(0)  # let the loop breathe; not a timing device
                     since_yield = 0
+            if ckpt is not None and (pending := ckpt.step()) is not None:
+                await pending
         self.stopped = True
         await self.aclose()
+        if ckpt is not None and (pending := ckpt.source_closed(self)) is not None:
+            await pending

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import IO, Any
+from typing import Any
 
 from ..clock import run_sync
 from ..core import Stream
@@ -25,6 +25,8 @@ class FromTextfile(Source):
         Seconds between checks for new data when following the file.
     delimiter : str
         What separates lines.
+    encoding : str
+        How the file's bytes are decoded.
     from_end : bool
         Start at the current end of the file (only new lines).
     start : bool
@@ -43,60 +45,82 @@ class FromTextfile(Source):
     ['a', 'b', 'c']
     """
 
-    __slots__ = ("_fp", "delimiter", "file", "from_end", "offset", "poll_interval")
+    # The file is read as bytes and ``offset`` counts bytes, so that seek()
+    # after a restore lands exactly after the last emitted line (a count of
+    # characters is not a file position once a line holds non-ASCII text).
+    # _checkpointer: the streams.state.Checkpointer told of each finished line.
+    __slots__ = ("_checkpointer", "_delim", "_fp", "delimiter", "encoding", "file",
+                 "from_end", "offset", "poll_interval")
     _operator = "from_textfile"
-    _params = ("file", "poll_interval", "delimiter", "from_end")
+    _params = ("file", "poll_interval", "delimiter", "from_end", "encoding")
     _state = ("offset",)
 
     def __init__(self, f: Any, poll_interval: float = 0.1, delimiter: str = "\n",
-                 start: bool = False, from_end: bool = False, **kwargs: Any) -> None:
+                 start: bool = False, from_end: bool = False, encoding: str = "utf-8",
+                 **kwargs: Any) -> None:
         if not delimiter:
             raise ValueError("from_textfile(): delimiter must be a non-empty string")
         self.file = f
         self.poll_interval = poll_interval
         self.delimiter = delimiter
+        self.encoding = getattr(f, "encoding", None) or encoding
+        self._delim = delimiter.encode(self.encoding)
         self.from_end = from_end
-        #: Characters consumed so far: where a restart resumes.
+        #: Bytes consumed so far: where a restart resumes.
         self.offset = 0
-        self._fp: IO[str] | None = None
+        self._fp: Any = None
+        self._checkpointer: Any = None
         super().__init__(start=start, **kwargs)
 
-    def _open(self) -> IO[str]:
+    def _open(self) -> Any:
         if self._fp is None:
-            fp: IO[str] = self.file if hasattr(self.file, "read") else open(self.file)  # noqa: SIM115
-            if self.from_end:
-                fp.seek(0, 2)
-            elif self.offset:
+            if hasattr(self.file, "read"):
+                # A text file object: read its bytes underneath when it has them.
+                fp = getattr(self.file, "buffer", self.file)
+            else:
+                fp = open(self.file, "rb")  # noqa: SIM115 - kept open while following
+            if self.offset:  # restored from a checkpoint: that position wins
                 fp.seek(self.offset)
+            elif self.from_end:
+                fp.seek(0, 2)
+                self.offset = fp.tell()
             self._fp = fp
         return self._fp
 
-    def _lines(self, data: str) -> tuple[list[str], str]:
-        parts = data.split(self.delimiter)
+    def _lines(self, data: bytes) -> tuple[list[bytes], bytes]:
+        parts = data.split(self._delim)
         rest = parts.pop()
-        return [p + self.delimiter for p in parts], rest
+        return [p + self._delim for p in parts], rest
+
 
     def _run_sync(self) -> None:
         fp = self._open()
         lines, rest = self._lines(fp.read())
         if rest:
             lines.append(rest)
+        ckpt = self._checkpointer
+        encoding = self.encoding
         for line in lines:
             if self.stopped:
                 return
-            pending = self._push(line)
+            pending = self._push(line.decode(encoding))
             self.offset += len(line)
             if pending is not None:
                 run_sync(pending)
+            if ckpt is not None and (pending := ckpt.step()) is not None:
+                run_sync(pending)
         pending = self.close()
         if pending is not None:
+            run_sync(pending)
+        if ckpt is not None and (pending := ckpt.source_closed(self)) is not None:
             run_sync(pending)
 
     async def _run_async(self) -> None:
         from ..clock import get_clock
 
         fp = self._open()
-        buffer = ""
+        buffer = b""
+        ckpt = self._checkpointer
         while not self.stopped:
             data = fp.read()
             if not data:
@@ -104,7 +128,11 @@ class FromTextfile(Source):
                 continue
             lines, buffer = self._lines(buffer + data)
             for line in lines:
-                pending = self._push(line)
+                if ckpt is not None:
+                    ckpt.begin()
+                pending = self._push(line.decode(self.encoding))
                 self.offset += len(line)
                 if pending is not None:
+                    await pending
+                if ckpt is not None and (pending := ckpt.step()) is not None:
                     await pending

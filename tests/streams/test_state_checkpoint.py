@@ -1,0 +1,252 @@
+"""Checkpoints on disk: when they are taken, what they hold, how pipelines resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from operator import add
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams import Checkpointer, CheckpointError, Stream, VirtualClock
+from streams.state import FORMAT_VERSION, read_checkpoint, write_checkpoint
+
+
+def header(directory: Path) -> dict[str, Any]:
+    lines = (directory / "checkpoint").read_bytes().split(b"\n", 2)
+    assert lines[0] == b"STREAMS-CHECKPOINT"
+    return json.loads(lines[1])  # type: ignore[no-any-return]
+
+
+def scan_pipeline(items: Any) -> tuple[Stream[Any], list[Any]]:
+    source = Stream.from_iterable(items)
+    return source, source.scan(add, start=0).sink_to_list()
+
+
+def test_checkpoint_every_n_elements_and_at_close(tmp_path: Path) -> None:
+    source, out = scan_pipeline(range(10))
+    seen: list[int] = []
+    source.sink(lambda x: seen.append(x))
+    cp = Checkpointer(source, tmp_path, every=4, fsync=False)
+    written: list[tuple[int, int]] = []
+    original = cp._write
+
+    def spy() -> Any:
+        snap = read_checkpoint(tmp_path)
+        written.append((len(seen), -1 if snap is None else snap.states[0]["offset"]))
+        return original()
+
+    cp._write = spy  # type: ignore[method-assign]
+    source.start()
+    # Before each write: how many elements were fully processed, and the
+    # offset in the previous checkpoint.
+    assert written == [(4, -1), (8, 4), (10, 8)]
+    snap = read_checkpoint(tmp_path)
+    assert snap is not None
+    assert snap.sequence == 2
+    assert snap.states[0] == {"offset": 10}
+    assert snap.states[1] == {"state": 45}
+    assert out[-1] == 45
+
+
+def test_restart_resumes_source_and_state(tmp_path: Path) -> None:
+    source, out = scan_pipeline([1, 2, 3])
+    cp = Checkpointer(source, tmp_path, every=1000, fsync=False)
+    source.start()
+    assert not cp.restored
+    source, out = scan_pipeline([1, 2, 3, 4, 5])
+    cp = Checkpointer(source, tmp_path, every=1000, fsync=False)
+    assert cp.restored
+    source.start()
+    assert out == [10, 15]
+
+
+def test_restore_false_starts_afresh(tmp_path: Path) -> None:
+    source, out = scan_pipeline([1, 2])
+    Checkpointer(source, tmp_path, fsync=False)
+    source.start()
+    source, out = scan_pipeline([1, 2])
+    cp = Checkpointer(source, tmp_path, restore=False, fsync=False)
+    source.start()
+    assert not cp.restored
+    assert out == [1, 3]
+
+
+def test_checkpoint_every_n_seconds_uses_the_clock(tmp_path: Path, clock: VirtualClock) -> None:
+    source = Stream()
+    total = source.scan(add, start=0)
+    total.sink_to_list()
+    cp = Checkpointer(source, tmp_path, interval=5.0, fsync=False)
+    for i in range(3):
+        source.emit(i)
+        cp.step()
+    assert read_checkpoint(tmp_path) is None
+    clock.advance(5.0)
+    source.emit(10)
+    cp.step()
+    snap = read_checkpoint(tmp_path)
+    assert snap is not None and snap.states[1] == {"state": 13}
+    clock.advance(4.9)
+    source.emit(100)
+    cp.step()
+    assert read_checkpoint(tmp_path).states[1] == {"state": 13}  # type: ignore[union-attr]
+    clock.advance(0.1)
+    source.emit(1000)
+    cp.step()
+    assert read_checkpoint(tmp_path).states[1] == {"state": 1113}  # type: ignore[union-attr]
+
+
+def test_format_is_versioned_and_readable(tmp_path: Path) -> None:
+    source, _ = scan_pipeline(range(3))
+    Checkpointer(source, tmp_path, fsync=True)
+    source.start()
+    h = header(tmp_path)
+    assert h["version"] == FORMAT_VERSION == 1
+    assert [(n["index"], n["operator"], n["state"]) for n in h["nodes"]] == [
+        (0, "from_iterable", ["offset"]), (1, "accumulate", ["state"]),
+        (2, "sink_to_list", [])]
+    assert set(h["payload"]) == {"length", "sha256"}
+    assert not (tmp_path / ".checkpoint.tmp").exists()
+
+
+def test_other_version_and_damage_are_refused(tmp_path: Path) -> None:
+    source, _ = scan_pipeline(range(3))
+    write_checkpoint(tmp_path, source, fsync=False)
+    path = tmp_path / "checkpoint"
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(CheckpointError, match="damaged"):
+        read_checkpoint(tmp_path)
+    path.write_bytes(data.replace(b'"version": 1', b'"version": 99'))
+    with pytest.raises(CheckpointError, match="version 99; this version of streams reads "
+                                              "version 1"):
+        read_checkpoint(tmp_path)
+    path.write_bytes(b"hello")
+    with pytest.raises(CheckpointError, match="not a streams checkpoint"):
+        read_checkpoint(tmp_path)
+
+
+def test_changed_pipeline_is_refused_naming_the_node(tmp_path: Path) -> None:
+    source, _ = scan_pipeline(range(3))
+    Checkpointer(source, tmp_path, fsync=False)
+    source.start()
+    source = Stream.from_iterable(range(3))
+    source.scan(add, start=0).partition(2).sink_to_list()
+    with pytest.raises(CheckpointError, match=r"node 2: the graph has partition\(2\), the "
+                                              r"checkpoint has sink_to_list"):
+        Checkpointer(source, tmp_path)
+
+
+def test_a_crash_while_writing_leaves_the_previous_checkpoint(tmp_path: Path) -> None:
+    source, _ = scan_pipeline(range(3))
+    Checkpointer(source, tmp_path, fsync=False)
+    source.start()
+    before = (tmp_path / "checkpoint").read_bytes()
+    (tmp_path / ".checkpoint.tmp").write_bytes(b"STREAMS-CHECKPOINT\n{half")  # died here
+    snap = read_checkpoint(tmp_path)
+    assert snap is not None and snap.states[1] == {"state": 3}
+    assert (tmp_path / "checkpoint").read_bytes() == before
+
+
+def test_unreplayable_source_is_refused(tmp_path: Path) -> None:
+    from streams.sources.base import Source
+
+    class Ticks(Source):
+        __slots__ = ()
+
+    with pytest.raises(CheckpointError, match="cannot resume from a checkpoint"):
+        Checkpointer(Ticks(), tmp_path)
+
+
+def test_bad_arguments(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="every must be an int >= 1"):
+        Checkpointer(Stream(), tmp_path, every=0)
+    with pytest.raises(ValueError, match="interval must be > 0"):
+        Checkpointer(Stream(), tmp_path, interval=0)
+
+
+def test_textfile_offsets_are_bytes_and_resume_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    lines = ["héllo\n", "wörld ✓\n", "ascii\n", "ünïcode\n"]
+    path.write_text("".join(lines[:2]), encoding="utf-8")
+    ckpt = tmp_path / "ckpt"
+
+    def run() -> list[str]:
+        source = Stream.from_textfile(str(path))
+        out = source.sink_to_list()
+        Checkpointer(source, ckpt, every=1, fsync=False)
+        source.start()
+        return out
+
+    assert run() == lines[:2]
+    assert read_checkpoint(ckpt).states[0] == {  # type: ignore[union-attr]
+        "offset": len("".join(lines[:2]).encode())}
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join(lines[2:]))
+    assert run() == lines[2:]
+
+
+def test_durable_file_sink_rolls_back_to_the_checkpoint(tmp_path: Path) -> None:
+    out = tmp_path / "out.txt"
+    ckpt = tmp_path / "ckpt"
+
+    def build(items: Any) -> tuple[Stream[Any], Any, Checkpointer]:
+        source = Stream.from_iterable(items)
+        sink = source.scan(add, start=0).map(str).sink_to_durable_textfile(out, fsync=False)
+        return source, sink, Checkpointer(source, ckpt, every=3, fsync=False)
+
+    # A first run dies after 5 elements; its last checkpoint covers 3.
+    source, sink, cp = build(range(5))
+    for x in range(5):
+        source.emit(x)
+        source.offset += 1
+        cp.step()
+    sink._fp.flush()  # what the dead process had handed to the kernel
+    assert out.read_text() == "0\n1\n3\n6\n10\n"
+    source, sink, cp = build(range(7))
+    assert cp.restored
+    assert out.read_text() == "0\n1\n3\n"
+    source.start()
+    assert out.read_text() == "0\n1\n3\n6\n10\n15\n21\n"
+
+
+def test_durable_sink_refuses_a_truncated_file(tmp_path: Path) -> None:
+    out = tmp_path / "out.txt"
+    source = Stream()
+    sink = source.sink_to_durable_textfile(out, fsync=False)
+    source.emit("abc")
+    saved = sink.snapshot()
+    sink._flush()
+    out.write_text("a")
+    with pytest.raises(RuntimeError, match=r"has 1 bytes but the checkpoint recorded 4"):
+        sink.restore(saved)
+    with pytest.raises(TypeError, match="takes a path"):
+        Stream().sink_to_durable_textfile(open(out))  # noqa: SIM115
+
+
+def test_async_source_checkpoints_between_elements(tmp_path: Path) -> None:
+    done: list[int] = []
+
+    async def slow_sink(x: int) -> None:
+        await asyncio.sleep(0)
+        done.append(x)
+
+    async def main() -> None:
+        source = Stream.from_iterable(range(6), asynchronous=True)
+        source.scan(add, start=0).sink(slow_sink)
+        cp = Checkpointer(source, tmp_path, every=2, fsync=False)
+        seen: list[tuple[int, int]] = []
+        original = cp._write
+
+        def spy() -> Any:
+            seen.append((len(done), source.offset))
+            return original()
+
+        cp._write = spy  # type: ignore[method-assign]
+        await source.start()
+        assert seen == [(2, 2), (4, 4), (6, 6), (6, 6)]
+
+    asyncio.run(main())
+    assert done == [0, 1, 3, 6, 10, 15]
