@@ -22,8 +22,10 @@ from .graph import GraphSpec, NodeSpec, describe, walk
 from .plugins import load_plugins
 from .sinks.basic import Sink, SinkToList, SinkToTextfile
 from .sinks.durable import SinkToDurableTextfile  # issue 6: exactly-once file output
+from .sinks.stdio import SinkToStdout  # issue 6: JSON lines to stdout
 from .sources.base import Source
 from .sources.iterable import FromIterable
+from .sources.stdio import FromStdin  # issue 6: JSON lines from stdin
 from .sources.textfile import FromTextfile
 from .state import Checkpointer, CheckpointError, checkpoint  # issue 6: checkpoints
 
@@ -36,6 +38,7 @@ __all__ = [
     "Clock",
     "ErrorRecord",
     "FromIterable",
+    "FromStdin",
     "FromTextfile",
     "GraphSpec",
     "LoopClock",
@@ -45,6 +48,7 @@ __all__ = [
     "Sink",
     "SinkToDurableTextfile",
     "SinkToList",
+    "SinkToStdout",
     "SinkToTextfile",
     "Source",
     "Stream",

@@ -1,0 +1,144 @@
+"""stdin and stdout: JSON lines through real Unix pipes between real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from streams import NodeError, Stream
+
+PRODUCER = """
+from streams import Stream
+source = Stream.from_iterable([{"n": i, "word": w} for i, w in enumerate(["a", "bé", "c"])])
+source.sink_to_stdout()
+source.start()
+"""
+
+DOUBLER = """
+from streams import Stream
+source = Stream.from_stdin()
+source.map(lambda d: {**d, "n": d["n"] * 2}).sink_to_stdout()
+source.start()
+"""
+
+ASYNC_UPPER = """
+import asyncio
+from streams import Stream
+
+async def main():
+    source = Stream.from_stdin(format="text", asynchronous=True)
+    source.map(str.upper).sink_to_stdout(format="text", flush=True)
+    await source.start()
+
+asyncio.run(main())
+"""
+
+
+def run_python(code: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], input=stdin,
+                          capture_output=True, timeout=60, check=True)
+
+
+def test_pipelines_compose_with_a_unix_pipe() -> None:
+    producer = subprocess.Popen([sys.executable, "-c", PRODUCER], stdout=subprocess.PIPE)
+    consumer = subprocess.Popen([sys.executable, "-c", DOUBLER], stdin=producer.stdout,
+                                stdout=subprocess.PIPE)
+    assert producer.stdout is not None
+    producer.stdout.close()  # the consumer holds the only read end now
+    out, _ = consumer.communicate(timeout=60)
+    assert producer.wait(timeout=60) == 0 and consumer.returncode == 0
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"n": 0, "word": "a"}, {"n": 2, "word": "bé"}, {"n": 4, "word": "c"}]
+
+
+def test_async_reading_of_a_pipe_on_the_loop() -> None:
+    result = run_python(ASYNC_UPPER, stdin="one\ntwö\nthree".encode())
+    assert result.stdout.decode().splitlines() == ["ONE", "TWÖ", "THREE"]
+
+
+def test_async_reading_of_a_redirected_file(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("x\ny\n")
+    with open(path, "rb") as f:
+        result = subprocess.run([sys.executable, "-c", ASYNC_UPPER], stdin=f,
+                                capture_output=True, timeout=60, check=True)
+    assert result.stdout.decode().splitlines() == ["X", "Y"]
+
+
+def test_a_bad_json_line_names_the_node_and_shows_the_line() -> None:
+    source = Stream.from_stdin(file=io.BytesIO(b'1\n{oops\n3\n'))
+    out = source.sink_to_list()
+    with pytest.raises(NodeError, match=r"from_stdin.*\{oops"):
+        source.start()
+    assert out == [1]
+
+
+def test_bad_lines_can_be_routed() -> None:
+    source = Stream.from_stdin(file=io.BytesIO(b'1\n{oops\n3\n'))
+    source.on_error("route")
+    out, bad = source.sink_to_list(), source.errors.sink_to_list()
+    source.start()
+    assert out == [1, 3]
+    assert [r.element for r in bad] == ["{oops\n"]
+
+
+def test_text_format_and_text_file_objects() -> None:
+    source = Stream.from_stdin(format="text", file=io.TextIOWrapper(io.BytesIO(b"a\r\nb\nc")))
+    buf = io.StringIO()
+    source.map(len).sink_to_stdout(format="text", file=buf)
+    source.start()
+    assert buf.getvalue() == "1\n1\n1\n"
+
+
+def test_resume_from_a_checkpoint_over_a_seekable_input(tmp_path: Path) -> None:
+    from streams import Checkpointer
+
+    data = b"".join(json.dumps(i).encode() + b"\n" for i in range(6))
+
+    def run(f: io.BytesIO) -> list[int]:
+        source = Stream.from_stdin(file=f)
+        out = source.scan(lambda s, x: s + x, start=0).sink_to_list()
+        Checkpointer(source, tmp_path, every=1, fsync=False)
+        source.start()
+        return out
+
+    assert run(io.BytesIO(data[:8])) == [0, 1, 3, 6]
+    assert run(io.BytesIO(data)) == [10, 15]
+
+
+def test_a_pipe_cannot_be_resumed(tmp_path: Path) -> None:
+    source = Stream.from_stdin(file=io.BytesIO(b"1\n"))
+    source.offset = 2
+
+    class Pipe(io.BytesIO):
+        def seekable(self) -> bool:
+            return False
+
+    source.file = Pipe(b"1\n")
+    with pytest.raises(RuntimeError, match="a pipe, which cannot be replayed"):
+        source.start()
+
+
+def test_bad_formats() -> None:
+    with pytest.raises(ValueError, match="format must be one of"):
+        Stream.from_stdin(format="csv")
+    with pytest.raises(ValueError, match="format must be one of"):
+        Stream().sink_to_stdout(format="csv")
+
+
+def test_async_source_with_a_regular_file_object() -> None:
+    async def main() -> list[str]:
+        source = Stream.from_stdin(format="text", file=io.BytesIO(b"p\nq\n"),
+                                   asynchronous=True)
+        out = source.sink_to_list()
+        await source.start()
+        return out
+
+    assert asyncio.run(main()) == ["p", "q"]
