@@ -48,8 +48,9 @@ class Connection:
 
 def _embedded_cluster_kwargs() -> dict[str, Any]:
     # Worker processes, not threads: user functions are mostly pure Python
-    # and would contend for the GIL; no dashboard: nobody asked for a port.
-    return {"processes": True, "dashboard_address": None}
+    # and would contend for the GIL. The dashboard takes a free port, never
+    # a fixed one that another cluster may hold.
+    return {"processes": True, "dashboard_address": ":0"}
 
 
 def _announce(cluster: Any) -> None:
@@ -66,7 +67,7 @@ def connect(client: Client | None) -> Connection:
     Examples
     --------
     >>> from distributed import Client, LocalCluster
-    >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc:
+    >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc:
     ...     with Client(lc) as c:
     ...         connect(None).client is c
     True

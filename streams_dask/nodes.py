@@ -101,7 +101,7 @@ class Scatter(Stream[Any]):
     >>> import streams_dask
     >>> from distributed import Client, LocalCluster
     >>> from streams import Stream
-    >>> cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=None)
+    >>> cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=":0")
     >>> client = Client(cluster)
     >>> source = Stream()
     >>> L = source.to_dask(client).scatter().map(abs).scan(max).gather().sink_to_list()
@@ -236,30 +236,34 @@ class Scatter(Stream[Any]):
         self._push = self._push_closed
         if self.asynchronous:
             return self._aclose_segment()
+        errors: list[BaseException] = []
         runner = self._runner
-        try:
-            if runner is not None:
-                runner.drain()
-        finally:
-            if runner is not None:
+        if runner is not None:
+            try:
+                errors = runner.drain()
+            finally:
                 runner.connection.close()
-        return self._close_exits()
+        pending = self._close_exits()
+        _raise_first(errors)
+        return pending
 
     async def _aclose_segment(self) -> None:
         if self._starting is not None:
             await self._starting
         driver = self._driver
-        try:
-            if driver is not None:
-                await driver.finish()
-        finally:
-            if driver is not None:
+        errors: list[BaseException] = []
+        if driver is not None:
+            try:
+                errors = await driver.finish()
+            finally:
                 await driver.runner.connection.aclose()
         pending = self._close_exits()
         if pending is not None:
             await pending
+        _raise_first(errors)
 
     def _close_exits(self) -> Any:
+        """Close the ``gather()`` nodes (their downstreams see the end)."""
         from streams.core import _gather_pending
 
         segment = self._segment
@@ -267,3 +271,14 @@ class Scatter(Stream[Any]):
         for node in segment.nodes:
             node._closed = True
         return _gather_pending([g._on_close(g.upstreams[0]) for g in segment.exits])
+
+
+def _raise_first(errors: list[BaseException]) -> None:
+    """Raise the first error met while draining; mention the others."""
+    if not errors:
+        return
+    first = errors[0]
+    if len(errors) > 1:
+        first.add_note(f"{len(errors) - 1} more error(s) were raised while the Dask "
+                       "segment drained at close; every other result was delivered")
+    raise first

@@ -8,6 +8,10 @@ The runner turns elements arriving at ``scatter()`` into Dask tasks:
   is reached: with room, they leave at once (so a slow trickle is not held
   back), and under load each task carries everything that arrived while the
   previous ones ran (so a fast stream pays Dask's per-task cost rarely);
+* **batch size** - at most ``batch_size`` elements, and fewer when the
+  work is slow: workers report how long each batch took, and a batch is
+  cut to about :data:`TARGET_SECONDS` of work, so the last tasks of a
+  stream do not leave workers idle behind one long batch;
 * **the bound** - at most ``max_in_flight`` tasks and ``batch_size``
   elements waiting; beyond that the producer waits (``emit`` blocks, or
   ``await emit`` is suspended), which is the backpressure;
@@ -36,9 +40,13 @@ from streams.core import Stream
 
 from .client import Connection
 from .segment import Plan
-from .worker import Failure, run_after, run_stage
+from .worker import Failure, StageResult, run_after, run_stage
 
-__all__ = ["Runner"]
+__all__ = ["AsyncDriver", "Runner", "TARGET_SECONDS"]
+
+#: About how long one task should work: long against Dask's per-task cost
+#: (around a millisecond), short against a stream's tail.
+TARGET_SECONDS = 0.1
 
 
 class Runner:
@@ -71,14 +79,19 @@ class Runner:
         self.max_in_flight = max_in_flight
         self.pending: list[Any] = []
         # Parallel plans: one future per batch, in input order.
-        self.in_flight: deque[Future] = deque()
+        self.in_flight: deque[tuple[Future, int]] = deque()
         # Chained plans: batches (or first-stage futures) waiting for the
         # second stage, with the end-of-stream flag of each.
-        self.waiting: deque[tuple[Any, bool]] = deque()
+        self.waiting: deque[tuple[Any, bool, int]] = deque()
         self.second: Future | None = None
+        self.second_size = 0
         self.states: dict[int, Any] | None = None
         self.ready: deque[Any] = deque()
         self.submitted = 0
+        self.closed = False
+        # Seconds of work per element, as workers measured it (None: unknown).
+        self.per_element: float | None = None
+        self.cap = batch_size
 
     # -- submission ---------------------------------------------------------
 
@@ -88,67 +101,84 @@ class Runner:
 
     def full(self) -> bool:
         """Whether the producer must wait (the backpressure condition)."""
-        return self.count() >= self.max_in_flight and len(self.pending) >= self.batch_size
+        return self.count() >= self.max_in_flight and len(self.pending) >= self.cap
 
     def pump(self) -> None:
         """Submit what is pending while there is room."""
         while self.pending and self.count() < self.max_in_flight:
-            batch = self.pending[: self.batch_size]
-            del self.pending[: self.batch_size]
+            batch = self.pending[: self.cap]
+            del self.pending[: self.cap]
             self._submit(batch, close=False)
+
+    def _measure(self, result: StageResult, size: int) -> None:
+        """Learn the cost of an element from a batch of ``size`` elements."""
+        if size <= 0 or result.seconds <= 0:
+            return
+        cost = result.seconds / size
+        self.per_element = cost if self.per_element is None else (
+            0.7 * self.per_element + 0.3 * cost)
+        self.cap = max(1, min(self.batch_size, int(TARGET_SECONDS / self.per_element)))
 
     def _submit(self, batch: list[Any], close: bool) -> None:
         self.submitted += 1
         if self.plan.second is None:
             if batch:
-                self.in_flight.append(
-                    self.client.submit(run_stage, self.plan.first, batch, pure=False))
+                future = self.client.submit(run_stage, self.plan.first, batch, pure=False)
+                self.in_flight.append((future, len(batch)))
             return
         item: Any = batch
         if self.plan.first is not None and batch:
             item = self.client.submit(run_stage, self.plan.first, batch, pure=False)
-        self.waiting.append((item, close))
+        self.waiting.append((item, close, len(batch)))
         self._start_second()
 
     def _start_second(self) -> None:
         if self.second is not None or not self.waiting:
             return
-        item, close = self.waiting.popleft()
+        item, close, self.second_size = self.waiting.popleft()
         func = run_after if isinstance(item, Future) else run_stage
         self.second = self.client.submit(func, self.plan.second, item, self.states, close,
                                          pure=False)
 
     def submit_close(self) -> None:
-        """Submit everything pending, and the end of stream for stateful stages."""
-        while len(self.pending) > self.batch_size:
-            batch = self.pending[: self.batch_size]
-            del self.pending[: self.batch_size]
+        """Submit everything pending, and the end of stream for stateful stages.
+
+        Only the first call does anything.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        while len(self.pending) > self.cap:
+            batch = self.pending[: self.cap]
+            del self.pending[: self.cap]
             self._submit(batch, close=False)
         batch, self.pending = self.pending, []
         self._submit(batch, close=True)
 
     # -- results ------------------------------------------------------------
 
-    def _done_heads(self) -> list[Future]:
+    def _done_heads(self) -> list[tuple[Future, int]]:
         done = []
-        while self.in_flight and self.in_flight[0].done():
+        while self.in_flight and self.in_flight[0][0].done():
             done.append(self.in_flight.popleft())
         return done
 
-    def _take(self, results: list[tuple[list[Any], Any]]) -> None:
-        for events, _ in results:
-            self.ready.extend(events)
+    def _take(self, done: list[tuple[Future, int]], results: list[StageResult]) -> None:
+        for (_, size), result in zip(done, results, strict=True):
+            self._measure(result, size)
+            self.ready.extend(result.events)
 
-    def _take_second(self, result: tuple[list[Any], Any]) -> None:
-        events, self.states = result
+    def _take_second(self, result: StageResult) -> None:
+        self._measure(result, self.second_size)
+        self.states = result.states
         self.second = None
-        self.ready.extend(events)
+        self.ready.extend(result.events)
         self._start_second()
 
     def head(self) -> Future | None:
         """The future whose result is needed next, if any."""
         if self.in_flight:
-            return self.in_flight[0]
+            return self.in_flight[0][0]
         return self.second
 
     # -- synchronous driving -----------------------------------------------------
@@ -157,7 +187,7 @@ class Runner:
         """Collect finished results at the head, without waiting."""
         done = self._done_heads()
         if done:
-            self._take(self.client.gather(done))
+            self._take(done, self.client.gather([f for f, _ in done]))
         if self.second is not None and self.second.done():
             self._take_second(self.second.result())
 
@@ -169,16 +199,27 @@ class Runner:
         if head is self.second:
             self._take_second(head.result())
         else:
-            self._take(self.client.gather([self.in_flight.popleft()]))
+            done = [self.in_flight.popleft()]
+            self._take(done, self.client.gather([done[0][0]]))
         self.poll()
 
-    def replay(self) -> None:
-        """Push collected events downstream, in order (synchronously)."""
+    def replay(self, errors: list[BaseException] | None = None) -> None:
+        """Push collected events downstream, in order (synchronously).
+
+        An error raised downstream (a node's ``"raise"`` policy) propagates
+        at once, the events after it kept for later; with ``errors`` given
+        it is appended there and replay goes on.
+        """
         ready = self.ready
         while ready:
-            pending = self._replay_one(ready.popleft())
-            if pending is not None:
-                run_sync(pending)
+            try:
+                pending = self._replay_one(ready.popleft())
+                if pending is not None:
+                    run_sync(pending)
+            except Exception as e:
+                if errors is None:
+                    raise
+                errors.append(e)
 
     def _replay_one(self, event: Any) -> Any:
         if type(event) is Failure:
@@ -186,13 +227,19 @@ class Runner:
         index, value = event
         return self.exits[index]._emit(value)
 
-    def drain(self) -> None:
-        """Wait for every task and replay everything (end of stream)."""
+    def drain(self) -> list[BaseException]:
+        """Wait for every task and replay everything (end of stream).
+
+        Errors raised downstream do not stop the drain (that would lose the
+        results after them): they are returned, in order.
+        """
+        errors: list[BaseException] = []
         self.submit_close()
         while self.head() is not None:
             self.wait_one()
-            self.replay()
-        self.replay()
+            self.replay(errors)
+        self.replay(errors)
+        return errors
 
     # -- asynchronous driving ------------------------------------------------
 
@@ -200,7 +247,7 @@ class Runner:
         """Collect finished results at the head, without waiting."""
         done = self._done_heads()
         if done:
-            self._take(await self.client.gather(done))
+            self._take(done, await self.client.gather([f for f, _ in done]))
         if self.second is not None and self.second.done():
             self._take_second(await self.second)
 
@@ -212,16 +259,22 @@ class Runner:
         if head is self.second:
             self._take_second(await head)
         else:
-            self._take(await self.client.gather([self.in_flight.popleft()]))
+            done = [self.in_flight.popleft()]
+            self._take(done, await self.client.gather([done[0][0]]))
         await self.apoll()
 
-    async def areplay(self) -> None:
+    async def areplay(self, errors: list[BaseException] | None = None) -> None:
         """Push collected events downstream, in order, awaiting each."""
         ready = self.ready
         while ready:
-            pending = self._replay_one(ready.popleft())
-            if pending is not None:
-                await pending
+            try:
+                pending = self._replay_one(ready.popleft())
+                if pending is not None:
+                    await pending
+            except Exception as e:
+                if errors is None:
+                    raise
+                errors.append(e)
 
 
 class AsyncDriver:
@@ -272,17 +325,24 @@ class AsyncDriver:
             await self.changed.wait()
         self.check()
 
-    async def finish(self) -> None:
-        """End of stream: submit the rest, wait for all of it, replay it."""
+    async def finish(self) -> list[BaseException]:
+        """End of stream: submit the rest, wait for all of it, replay it.
+
+        Returns the errors raised downstream meanwhile, in order.
+        """
         runner = self.runner
+        errors: list[BaseException] = []
         if self.task is not None:
             await self.task
-        self.check()
+        if self.error is not None:
+            errors.append(self.error)
+            self.error = None
         runner.submit_close()
         while runner.head() is not None:
             await runner.await_one()
-            await runner.areplay()
-        await runner.areplay()
+            await runner.areplay(errors)
+        await runner.areplay(errors)
+        return errors
 
 
 def settle(pending: Awaitable[Any] | None) -> None:

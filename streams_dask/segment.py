@@ -46,6 +46,9 @@ _REASONS = {
     "latest": "it depends on when downstream reads",
     "combine_latest": "its output depends on arrival times",
     "zip_latest": "its output depends on arrival times",
+    "sink": "side effects belong in this process, after the results come back",
+    "sink_to_list": "side effects belong in this process, after the results come back",
+    "sink_to_textfile": "side effects belong in this process, after the results come back",
 }
 
 

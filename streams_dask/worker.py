@@ -19,16 +19,26 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import cloudpickle  # type: ignore[import-untyped]
 
 from streams import Stream
 from streams.errors import short_repr
 
-__all__ = ["Failure", "StageOp", "StagePlan", "Tick", "build_node", "run_after", "run_stage"]
+__all__ = [
+    "Failure",
+    "StageOp",
+    "StagePlan",
+    "StageResult",
+    "Tick",
+    "build_node",
+    "run_after",
+    "run_stage",
+]
 
 #: Operators whose first argument is the user function.
 FUNCTION_OPERATORS = frozenset({"map", "starmap", "filter", "remove", "accumulate"})
@@ -59,6 +69,14 @@ class Tick:
     """The client's clock says the time window of node ``node_id`` closes."""
 
     node_id: int
+
+
+class StageResult(NamedTuple):
+    """What a task returns: events in order, new states, and its run time."""
+
+    events: list[Any]
+    states: dict[int, Any] | None
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -232,7 +250,8 @@ class _Built:
                 _Exit(node, self.events, -1 - code)
 
     def run(self, items: Sequence[Any], states: dict[int, Any] | None,
-            close: bool) -> tuple[list[Any], dict[int, Any] | None]:
+            close: bool) -> StageResult:
+        started = time.perf_counter()
         if states:
             for node_id, state in states.items():
                 self.nodes[node_id].restore(state)
@@ -260,7 +279,7 @@ class _Built:
             )
         finally:
             events.clear()
-        return out, new_states
+        return StageResult(out, new_states, time.perf_counter() - started)
 
 
 # Rebuilt stages, per plan token, shared by the tasks of a worker process; a
@@ -283,7 +302,7 @@ def _checkout(plan_bytes: bytes) -> _Built:
 
 
 def run_stage(plan_bytes: bytes, items: Any, states: dict[int, Any] | None = None,
-              close: bool = False) -> tuple[list[Any], dict[int, Any] | None]:
+              close: bool = False) -> StageResult:
     """Run one stage over a batch; the Dask task function.
 
     Parameters
@@ -300,18 +319,18 @@ def run_stage(plan_bytes: bytes, items: Any, states: dict[int, Any] | None = Non
 
     Returns
     -------
-    events : list
-        What reached the exits, :class:`Failure` records and, for the
-        first of two stages, the elements for the next one, in order.
-    states : dict or None
-        The new snapshots of the stateful nodes.
+    StageResult
+        ``events``: what reached the exits, :class:`Failure` records and,
+        for the first of two stages, the elements for the next one, in
+        order; ``states``: the new snapshots of the stateful nodes;
+        ``seconds``: how long the batch took (the client sizes batches by it).
 
     Examples
     --------
     >>> import cloudpickle
     >>> op = StageOp(1, "map", abs, (("args", ()), ("kwargs", {})), (0,), (-1,))
     >>> plan = StagePlan("doc", 0, (1,), (op,), None)
-    >>> run_stage(cloudpickle.dumps(plan), [-1, 2])
+    >>> run_stage(cloudpickle.dumps(plan), [-1, 2])[:2]
     ([(0, 1), (0, 2)], None)
     """
     built = _checkout(plan_bytes)
@@ -322,8 +341,8 @@ def run_stage(plan_bytes: bytes, items: Any, states: dict[int, Any] | None = Non
     return result
 
 
-def run_after(plan_bytes: bytes, previous: tuple[list[Any], Any],
+def run_after(plan_bytes: bytes, previous: StageResult,
               states: dict[int, Any] | None = None,
-              close: bool = False) -> tuple[list[Any], dict[int, Any] | None]:
+              close: bool = False) -> StageResult:
     """Run a stage over what the previous stage's task returned."""
     return run_stage(plan_bytes, previous[0], states, close)

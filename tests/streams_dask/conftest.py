@@ -21,7 +21,7 @@ import streams_dask  # noqa: F401 - registers scatter() and to_dask()
 def cluster() -> Iterator[LocalCluster]:
     """Two single-threaded worker processes on loopback."""
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      host="127.0.0.1", dashboard_address=None) as c:
+                      host="127.0.0.1", dashboard_address=":0") as c:
         yield c
 
 

@@ -1,0 +1,94 @@
+"""What a Dask segment refuses, when the graph is built, and what it says."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+import streams_dask  # noqa: F401
+from streams import Stream
+
+
+def test_scatter_and_to_dask_are_registered() -> None:
+    source: Stream[Any] = Stream()
+    node = source.to_dask().scatter()
+    assert node.describe().operator == "scatter"
+    assert node.describe().backend == "dask"
+    assert node.upstream is not None and node.upstream.describe().operator == "to_dask"
+
+
+def test_nodes_on_the_segment_describe_the_dask_backend() -> None:
+    source: Stream[Any] = Stream()
+    mapped = source.scatter().map(abs)
+    back = mapped.gather()
+    assert mapped.describe().backend == "dask"
+    assert back.describe().backend is None
+    assert source.describe().backend is None
+
+
+@pytest.mark.parametrize("build, operator", [
+    (lambda s: s.unique(), "unique"),
+    (lambda s: s.sink(print), "sink"),
+    (lambda s: s.combine_latest(s.map(abs)), "combine_latest"),
+    (lambda s: s.scatter(), "scatter"),
+    (lambda s: s.slice(0, 3), "slice"),
+])
+def test_unsupported_operator_is_refused_naming_it(build: Any, operator: str) -> None:
+    seg = Stream().scatter()
+    with pytest.raises(TypeError) as info:
+        build(seg)
+    message = str(info.value)
+    assert f"{operator}()" in message
+    assert f"gather() before {operator}()" in message
+
+
+def test_partition_with_timeout_is_refused() -> None:
+    seg = Stream().scatter()
+    with pytest.raises(TypeError, match=r"partition\(timeout=...\).*gather\(\) before partition"):
+        seg.partition(3, timeout=1.0)
+
+
+def test_combining_a_segment_with_an_in_process_stream_is_refused() -> None:
+    source: Stream[Any] = Stream()
+    seg = source.scatter()
+    with pytest.raises(ValueError, match="gather"):
+        seg.zip(source.map(abs))
+
+
+def test_two_segments_cannot_be_combined() -> None:
+    source: Stream[Any] = Stream()
+    with pytest.raises(ValueError, match="gather"):
+        source.scatter().union(source.scatter())
+
+
+def test_unpicklable_function_is_refused_naming_it() -> None:
+    lock = threading.Lock()
+
+    def holds_a_lock(x: int) -> int:
+        with lock:
+            return x
+
+    with pytest.raises(TypeError) as info:
+        Stream().scatter().map(holds_a_lock, stream_name="locked")
+    message = str(info.value)
+    assert "holds_a_lock" in message and "'locked'" in message
+    assert "cannot be pickled" in message
+
+
+def test_unpicklable_parameter_is_refused() -> None:
+    with pytest.raises(TypeError, match="parameter kwargs="):
+        Stream().scatter().map(lambda x, lock: x, lock=threading.Lock())
+
+
+def test_gather_without_scatter_is_refused_by_the_core() -> None:
+    with pytest.raises(ValueError, match="scatter"):
+        Stream().map(abs).gather()
+
+
+@pytest.mark.parametrize("kwargs", [{"batch_size": 0}, {"max_in_flight": -1},
+                                    {"batch_size": 2.5}])
+def test_bad_scatter_arguments(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="scatter"):
+        Stream().scatter(**kwargs)

@@ -1,0 +1,92 @@
+"""Exceptions raised on workers reach the user through the core's policies."""
+
+from __future__ import annotations
+
+import logging
+from operator import add
+from typing import Any
+
+import pytest
+from distributed import Client
+
+from streams import NodeError, Stream
+
+
+def invert(x: int) -> float:
+    return 10 // x
+
+
+def run(data: list[int], build: Any) -> None:
+    source: Stream[Any] = Stream()
+    build(source)
+    for x in data:
+        source.emit(x)
+    source.close()
+
+
+@pytest.mark.dask
+def test_worker_exception_names_the_node_and_the_element(client: Client) -> None:
+    out: list[Any] = []
+    nodes: dict[str, Any] = {}
+
+    def build(source: Stream[Any]) -> None:
+        node = source.scatter(client=client).map(invert, stream_name="invert")
+        nodes["map"] = node
+        node.gather().sink(out.append)
+
+    with pytest.raises(NodeError) as info:
+        run([1, 2, 0, 5], build)
+    err = info.value
+    assert err.node is nodes["map"]
+    assert err.element == 0
+    assert isinstance(err.error, ZeroDivisionError)
+    assert "map(invert) 'invert' failed on element 0: ZeroDivisionError" in str(err)
+    # Nothing else is lost: every other element went through, in order.
+    assert out == [10, 5, 2]
+
+
+@pytest.mark.dask
+def test_skip_policy_logs_and_matches_in_process(client: Client,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    data = [3, 0, 1, 0, 2]
+    expected: list[Any] = []
+    run(data, lambda s: s.map(invert).on_error("skip").scan(add).sink(expected.append))
+    got: list[Any] = []
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="streams"):
+        run(data, lambda s: s.scatter(client=client, batch_size=2).map(invert)
+            .on_error("skip").scan(add).gather().sink(got.append))
+    assert got == expected == [3, 13, 18]
+    assert sum("failed on element 0" in r.getMessage() for r in caplog.records) == 2
+
+
+@pytest.mark.dask
+def test_route_policy_sends_records_in_order(client: Client) -> None:
+    def build(events: list[Any], lift: Any, lower: Any) -> Any:
+        def _(source: Stream[Any]) -> None:
+            node = lift(source).map(invert).on_error("route")
+            node.errors.sink(lambda r: events.append(("error", r.element,
+                                                      type(r.exception).__name__)))
+            lower(node.scan(lambda a, b: a + b if b < 5 else 1 // 0).on_error("route")
+                  ).sink(lambda x: events.append(("ok", x)))
+        return _
+
+    data = [1, 0, 2, 4, 0, 5, 10]
+    expected: list[Any] = []
+    run(data, build(expected, lambda s: s, lambda n: n))
+    got: list[Any] = []
+    run(data, build(got, lambda s: s.scatter(client=client, batch_size=3), lambda n: n.gather()))
+    assert got == expected
+    assert ("error", 0, "ZeroDivisionError") in got
+
+
+@pytest.mark.dask
+def test_error_stream_record_names_the_real_node(client: Client) -> None:
+    source: Stream[Any] = Stream()
+    node = source.scatter(client=client).map(invert).on_error("route")
+    records = node.errors.sink_to_list()
+    node.gather().sink_to_list()
+    source.emit(0)
+    source.close()
+    (record,) = records
+    assert record.node is node and record.element == 0
