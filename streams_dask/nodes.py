@@ -183,13 +183,15 @@ class Scatter(Stream[Any]):
         driver = self._driver
         if driver is None:
             return self._start_then(x)
-        driver.check()
         runner = driver.runner
         runner.pending.append(x)
         runner.pump()
         driver.kick()
         if runner.full():
             return driver.room()
+        # An error met downstream while replaying earlier results is raised
+        # here, after ``x`` is safely accepted.
+        driver.check()
         return None
 
     async def _start_then(self, x: Any) -> None:
