@@ -170,13 +170,9 @@ class Scatter(Stream[Any]):
         if self.asynchronous:
             return self._update_async(x)
         runner = self._runner or self._start()
-        runner.pending.append(x)
-        runner.pump()
-        runner.poll()
-        while runner.full():
-            runner.wait_one()
-            runner.pump()
-        runner.replay()
+        runner.accept(x)
+        if runner.ready:
+            runner.replay()
         return None
 
     def _update_async(self, x: Any) -> Any:

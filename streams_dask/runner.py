@@ -33,16 +33,19 @@ from collections import deque
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from distributed import Future
+from distributed import Future, as_completed
 
 from streams.clock import run_sync
 from streams.core import Stream
 
 from .client import Connection
 from .segment import Plan
-from .worker import Failure, StageResult, run_after, run_stage
+from .worker import Batch, Failure, StageResult, run_after, run_stage
 
-__all__ = ["AsyncDriver", "Runner", "TARGET_SECONDS"]
+__all__ = ["POLL_EVERY", "TARGET_SECONDS", "AsyncDriver", "Runner"]
+
+#: A synchronous producer looks for finished results every this many elements.
+POLL_EVERY = 16
 
 #: About how long one task should work: long against Dask's per-task cost
 #: (around a millisecond), short against a stream's tail.
@@ -88,6 +91,12 @@ class Runner:
         self.states: dict[int, Any] | None = None
         self.ready: deque[Any] = deque()
         self.submitted = 0
+        self.accepted = 0
+        # Synchronous clients: results fetched in the background, by key.
+        self.fetcher: as_completed | None = (
+            None if self.client.asynchronous
+            else as_completed(loop=self.client.loop, with_results=True, raise_errors=False))
+        self.fetched: dict[Any, StageResult] = {}
         self.closed = False
         # Seconds of work per element, as workers measured it (None: unknown).
         self.per_element: float | None = None
@@ -123,12 +132,14 @@ class Runner:
         self.submitted += 1
         if self.plan.second is None:
             if batch:
-                future = self.client.submit(run_stage, self.plan.first, batch, pure=False)
+                future = self.client.submit(run_stage, self.plan.first, Batch(batch),
+                                            pure=False)
                 self.in_flight.append((future, len(batch)))
+                self._track(future)
             return
         item: Any = batch
         if self.plan.first is not None and batch:
-            item = self.client.submit(run_stage, self.plan.first, batch, pure=False)
+            item = self.client.submit(run_stage, self.plan.first, Batch(batch), pure=False)
         self.waiting.append((item, close, len(batch)))
         self._start_second()
 
@@ -136,9 +147,11 @@ class Runner:
         if self.second is not None or not self.waiting:
             return
         item, close, self.second_size = self.waiting.popleft()
-        func = run_after if isinstance(item, Future) else run_stage
-        self.second = self.client.submit(func, self.plan.second, item, self.states, close,
+        func: Any = run_after if isinstance(item, Future) else run_stage
+        arg = item if isinstance(item, Future) else Batch(item)
+        self.second = self.client.submit(func, self.plan.second, arg, self.states, close,
                                          pure=False)
+        self._track(self.second)
 
     def submit_close(self) -> None:
         """Submit everything pending, and the end of stream for stateful stages.
@@ -182,26 +195,64 @@ class Runner:
         return self.second
 
     # -- synchronous driving -----------------------------------------------------
+    #
+    # A synchronous client fetches results on its own loop thread as tasks
+    # finish (``as_completed(with_results=True)``), so the producer's thread
+    # never waits for a round trip to a worker unless the bound is reached.
+
+    def _track(self, future: Future) -> None:
+        if self.fetcher is not None:
+            self.fetcher.add(future)
+
+    def _collect(self, block: bool) -> None:
+        assert self.fetcher is not None
+        for future, result in self.fetcher.next_batch(block=block):
+            if future.status == "error":
+                _, exc, tb = result
+                raise exc.with_traceback(tb)
+            self.fetched[future.key] = result
+
+    def _take_fetched(self) -> None:
+        fetched = self.fetched
+        while True:
+            if self.in_flight and self.in_flight[0][0].key in fetched:
+                future, size = self.in_flight.popleft()
+                self._take([(future, size)], [fetched.pop(future.key)])
+            elif self.second is not None and self.second.key in fetched:
+                self._take_second(fetched.pop(self.second.key))
+            else:
+                return
 
     def poll(self) -> None:
         """Collect finished results at the head, without waiting."""
-        done = self._done_heads()
-        if done:
-            self._take(done, self.client.gather([f for f, _ in done]))
-        if self.second is not None and self.second.done():
-            self._take_second(self.second.result())
+        self._collect(block=False)
+        self._take_fetched()
+
+    def accept(self, x: Any) -> None:
+        """Take ``x`` from a synchronous producer; return once it may go on.
+
+        Finished results are looked for every :data:`POLL_EVERY` elements
+        (looking costs about as much as the rest of the way of an element),
+        and at every element while the bound is reached.
+        """
+        self.pending.append(x)
+        self.pump()
+        self.accepted += 1
+        if not self.accepted % POLL_EVERY or self.full():
+            self.poll()
+            while self.full():
+                self.wait_one()
+                self.pump()
+            self.pump()
 
     def wait_one(self) -> None:
         """Block until the head result is in, then collect what is done."""
         head = self.head()
         if head is None:
             return
-        if head is self.second:
-            self._take_second(head.result())
-        else:
-            done = [self.in_flight.popleft()]
-            self._take(done, self.client.gather([done[0][0]]))
-        self.poll()
+        while head.key not in self.fetched:
+            self._collect(block=True)
+        self._take_fetched()
 
     def replay(self, errors: list[BaseException] | None = None) -> None:
         """Push collected events downstream, in order (synchronously).

@@ -30,6 +30,7 @@ from streams import Stream
 from streams.errors import short_repr
 
 __all__ = [
+    "Batch",
     "Failure",
     "StageOp",
     "StagePlan",
@@ -69,6 +70,22 @@ class Tick:
     """The client's clock says the time window of node ``node_id`` closes."""
 
     node_id: int
+
+
+class Batch:
+    """The elements of one task, opaque to Dask.
+
+    Passed as a plain list, a batch would be walked element by element by
+    Dask looking for keys and futures inside it; wrapped, it is just pickled.
+    """
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    def __reduce__(self) -> Any:
+        return (Batch, (self.items,))
 
 
 class StageResult(NamedTuple):
@@ -301,7 +318,8 @@ def _checkout(plan_bytes: bytes) -> _Built:
     return _Built(plan)
 
 
-def run_stage(plan_bytes: bytes, items: Any, states: dict[int, Any] | None = None,
+def run_stage(plan_bytes: bytes, items: Batch | list[Any],
+              states: dict[int, Any] | None = None,
               close: bool = False) -> StageResult:
     """Run one stage over a batch; the Dask task function.
 
@@ -334,7 +352,7 @@ def run_stage(plan_bytes: bytes, items: Any, states: dict[int, Any] | None = Non
     ([(0, 1), (0, 2)], None)
     """
     built = _checkout(plan_bytes)
-    result = built.run(items, states, close)
+    result = built.run(items.items if isinstance(items, Batch) else items, states, close)
     if not close:  # a closed graph cannot run again
         with _lock:
             _built[built.plan.token].append(built)
