@@ -1,0 +1,23 @@
+"""streams_spark: run segments of a stream graph on Apache Spark.
+
+``import streams_spark`` adds ``to_spark()`` to every ``Stream``. The steps
+between ``to_spark()`` and ``gather()`` are lowered from the graph's
+description to Spark: chains of Python functions fused into one Arrow pass
+(``mapInArrow``), keyed scans on Spark-managed state, event-time windows
+under a watermark. ``gather()`` brings the results back in input order.
+
+>>> import streams_spark
+>>> from streams import Stream
+>>> source = Stream()
+>>> out = source.to_spark().map(str.upper).gather().sink_to_list()
+>>> source.emit("a"); source.emit("b"); source.close()
+>>> out
+['A', 'B']
+"""
+
+from __future__ import annotations
+
+from .nodes import SparkSegment, ToSpark
+from .session import default_session
+
+__all__ = ["SparkSegment", "ToSpark", "default_session"]

@@ -1,0 +1,240 @@
+"""``to_spark()``: the entry of a Spark segment, and the segment itself.
+
+``gather()``, which ends a segment, belongs to the core: it registers itself
+with the segment through ``Segment.add_exit``.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+from streams.clock import get_clock
+from streams.core import Segment, Stream
+
+from .batch import BatchRunner
+from .codec import ERROR
+from .plan import ChainStage, Plan, check_pickles, lower, refusal
+from .stream import NodeFailureInfo
+
+__all__ = ["SparkSegment", "ToSpark"]
+
+#: Elements per micro-batch at most (a batch also closes on ``interval``).
+DEFAULT_BATCH_SIZE = 10_000
+
+
+class SparkSegment(Segment):
+    """The nodes between one ``to_spark()`` and its ``gather()``.
+
+    Admission refuses, when the graph is built, any node that cannot run on
+    Spark with its in-process result: an unsupported operator, a function
+    that cannot be pickled, or a branch (a segment is one linear chain).
+
+    Examples
+    --------
+    >>> import streams_spark
+    >>> from streams import Stream
+    >>> s = Stream().to_spark()
+    >>> try:
+    ...     s.zip(Stream())
+    ... except (TypeError, ValueError) as e:
+    ...     print(str(e)[:40])
+    zip() cannot run in a Spark segment (a S
+    """
+
+    backend = "spark"
+
+    def __init__(self, entry: ToSpark) -> None:
+        self.entry = entry
+        self.nodes: list[Stream[Any]] = []
+        self.exits: list[Stream[Any]] = []
+        self.started = False
+
+    def admit(self, node: Stream[Any]) -> None:
+        """Accept ``node`` or raise a build-time error naming it."""
+        if self.started:
+            raise RuntimeError(
+                f"{node._label()}: the Spark segment from {self.entry._label()} is "
+                "already running; build the whole graph before emitting"
+            )
+        spec = node.describe()
+        why = refusal(spec)
+        if why is not None:
+            raise TypeError(why)
+        upstream = node.upstream
+        assert upstream is not None
+        if any(d._segment is self for d in upstream.downstreams) or (
+                upstream in self.nodes and any(e.upstream is upstream for e in self.exits)):
+            raise ValueError(
+                f"{node._label()}: {upstream._label()} already feeds a step of its Spark "
+                "segment; a segment is one linear chain, so gather() first and branch "
+                "in-process, or start a second to_spark()"
+            )
+        check_pickles(spec)
+        self.nodes.append(node)
+
+    def add_exit(self, gather: Stream[Any]) -> None:
+        """Register the ``gather()`` node (one per segment)."""
+        if self.exits:
+            raise ValueError(
+                f"{gather._label()}: this Spark segment already ends at "
+                f"{self.exits[0]._label()}; gather() once and branch in-process"
+            )
+        up = gather.upstream
+        if up is not None and up is not self.entry and up is not self._tail():
+            raise ValueError(
+                f"{gather._label()}: gather() must follow the last step of the Spark "
+                f"segment ({self._tail()._label()}), not {up._label()}"
+            )
+        self.exits.append(gather)
+
+    def _tail(self) -> Stream[Any]:
+        return self.nodes[-1] if self.nodes else self.entry
+
+    def plan(self) -> Plan:
+        """Lower the segment, in order, from its nodes' descriptions."""
+        self.started = True
+        return lower([n.describe() for n in self.nodes])
+
+    def node(self, node_id: int) -> Stream[Any]:
+        """The segment node with ``node_id``."""
+        for n in self.nodes:
+            if n._node_id == node_id:
+                return n
+        raise KeyError(node_id)
+
+
+@Stream.register_api()
+class ToSpark(Stream[Any]):
+    """Run the steps below this node on Spark, until ``gather()``.
+
+    Elements are buffered into micro-batches, closed when ``batch_size``
+    elements are held or ``interval`` seconds have passed since the batch
+    opened (checked when an element arrives), and at ``close()``. Each
+    micro-batch runs the lowered plan (a chain of Python steps fused into
+    one ``mapInArrow`` pass; keyed scans on Spark-managed state) and
+    ``gather()`` emits its results in input order, as in-process.
+
+    Parameters
+    ----------
+    session : SparkSession, optional
+        Defaults to a reused local session (UI off, Arrow on).
+    batch_size : int
+        Most elements per micro-batch.
+    interval : float, optional
+        Close a micro-batch this many seconds after it opened.
+    checkpoint : str, optional
+        Directory where state and batch id are saved after each batch, so a
+        restarted pipeline resumes them.
+
+    Examples
+    --------
+    >>> import streams_spark
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> out = (source.to_spark(batch_size=3).map(lambda x: x * 10)
+    ...        .filter(lambda x: x != 20).scan(lambda a, b: a + b)
+    ...        .gather().sink_to_list())
+    >>> for i in range(5):
+    ...     source.emit(i)
+    >>> source.close()
+    >>> out
+    [0, 10, 40, 80]
+    """
+
+    _operator = "to_spark"
+    _params = ("batch_size", "interval", "checkpoint")
+    _graphviz_shape = "triangle"
+
+    def __init__(self, upstream: Stream[Any] | None = None, session: Any = None,
+                 batch_size: int = DEFAULT_BATCH_SIZE, interval: float | None = None,
+                 checkpoint: str | None = None, **kwargs: Any) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"to_spark(): batch_size must be an int >= 1, got {batch_size!r}")
+        if interval is not None and not interval > 0:
+            raise ValueError(f"to_spark(): interval must be > 0 seconds, got {interval!r}")
+        self.session = session
+        self.batch_size = batch_size
+        self.interval = interval
+        self.checkpoint = checkpoint
+        self._buffer: list[Any] = []
+        self._opened: float | None = None
+        self._runner: Any = None
+        self._plan: Plan | None = None
+        Stream.__init__(self, upstream, **kwargs)
+        self._segment = SparkSegment(self)
+
+    @property
+    def spark_segment(self) -> SparkSegment:
+        """The segment this node runs."""
+        segment = self._segment
+        assert isinstance(segment, SparkSegment)
+        return segment
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        buf = self._buffer
+        if not buf and self.interval is not None:
+            self._opened = get_clock().now()
+        buf.append(x)
+        if len(buf) >= self.batch_size or (
+                self.interval is not None and self._opened is not None
+                and get_clock().now() - self._opened >= self.interval):
+            self.run_batch()
+        return None
+
+    def run_batch(self, flush: bool = False) -> None:
+        """Run the held elements as one micro-batch and emit the results."""
+        elements, self._buffer = self._buffer, []
+        self._opened = None
+        if not elements and not flush:
+            return
+        runner = self._runner or self._start()
+        try:
+            rows = runner.run(elements, flush=flush)
+        except NodeFailureInfo as e:
+            node_id, x, exc = e.info
+            self.spark_segment.node(node_id)._fail(x, exc)
+            raise
+        self._deliver(rows)
+
+    def _start(self) -> Any:
+        from .session import default_session
+
+        segment = self.spark_segment
+        if not segment.exits:
+            raise ValueError(
+                f"{self._label()}: the Spark segment has no gather(); end it with "
+                ".gather() before emitting"
+            )
+        plan = self._plan = segment.plan()
+        session = self.session if self.session is not None else default_session()
+        if plan.mode == "batch":
+            chains = [s for s in plan.stages if isinstance(s, ChainStage)]
+            steps = chains[0].steps if chains else []
+            sequential = any(s.sequential for s in chains)
+            self._runner = BatchRunner(session, steps, sequential, self.checkpoint)
+        else:
+            from .stream import StreamRunner
+
+            self._runner = StreamRunner(session, plan, self.checkpoint)
+        return self._runner
+
+    def _deliver(self, rows: list[tuple[int, bytes]]) -> None:
+        (gather,) = self.spark_segment.exits
+        segment = self.spark_segment
+        loads = pickle.loads
+        for kind, p in rows:
+            if kind == ERROR:
+                node_id, x, exc = loads(p)
+                segment.node(node_id)._fail(x, exc)
+            else:
+                gather._emit(loads(p))
+
+    def _flush(self) -> Any:
+        # End of stream: the last micro-batch, then what stateful steps hold.
+        if self._runner is None and not self._buffer:
+            return None
+        self.run_batch(flush=True)
+        if self._runner is not None and hasattr(self._runner, "stop"):
+            self._runner.stop()
+        return None

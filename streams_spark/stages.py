@@ -1,0 +1,300 @@
+"""The Spark operations of streaming plans: worker functions and DataFrame steps.
+
+Rows between stages follow :data:`streams_spark.codec.ROW_SCHEMA` plus two
+routing columns computed, once per element, by the chain before the stage
+that needs them: ``k`` (the pickled key of a keyed scan) and ``t`` (the
+event time of a window, in seconds). Rows of kind ``FLUSH`` are control
+rows: they pass every step untouched; at the end of the stream one of them
+carries a far-future event time that moves the watermark past every window.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from .chain import ERROR, Chain, Step, carried_error
+from .codec import DATA, STATE
+
+__all__ = [
+    "FLUSH", "FLUSH_MARK", "MID_SCHEMA", "ONE_GROUP", "SEQUENTIAL_STAGE", "chain_task",
+    "keyed_scan", "sequential_chain", "window_items",
+]
+
+FLUSH = 3
+#: The payload of the end-of-stream row in a plan's input files.
+FLUSH_MARK = b"streams-spark:flush"
+#: The key of the one group of a sequential stage (never a pickled key).
+ONE_GROUP = b"\x01"
+#: The operator name of the routing step before a sequential stage.
+SEQUENTIAL_STAGE = "sequential stage"
+#: A time after every real event time (year 2200), for the end-of-stream row.
+FAR_FUTURE = 7.3e9
+
+MID_SCHEMA = pa.schema([
+    ("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()), ("p", pa.binary()),
+    ("k", pa.binary()), ("t", pa.float64()),
+])
+
+
+class NodeFailure(Exception):
+    """Raised in a worker to fail the query with a node's error.
+
+    The message carries the pickled ``(node id, element, exception)`` after
+    :data:`MARK`, so the driver can apply the node's policy.
+    """
+
+    MARK = "streams-spark-node-error:"
+
+
+def _route(step: Step | None) -> Callable[[Any], tuple[bytes | None, float | None]]:
+    """The routing columns for the stage ``step``: ``k`` and ``t``."""
+    if step is None:
+        return lambda x: (None, None)
+    if step.operator == SEQUENTIAL_STAGE:
+        return lambda x: (ONE_GROUP, None)
+    if step.operator == "accumulate":
+        key = step.params["key"]
+        keyf = key if callable(key) else (lambda x, k=key: x[k])
+        dumps = pickle.dumps
+        return lambda x: (dumps(keyf(x), protocol=5), None)
+    timef = step.params["time"]
+
+    def when(x: Any) -> tuple[None, float]:
+        t = timef(x)
+        return None, float(t.timestamp() if hasattr(t, "timestamp") else t)
+
+    return when
+
+
+def chain_task(steps: list[Step], route_to: Step | None, first: bool
+               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function running ``steps`` then routing for ``route_to``.
+
+    ``first`` says the input is the raw micro-batch (``seq``, ``p``) rather
+    than rows of an earlier stage. Errors of the routing functions (the key
+    or time function) are errors of the ``route_to`` node.
+    """
+    last = steps[-1] if steps else None
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        chain = Chain(steps)
+        route = _route(route_to)
+        loads, dumps = pickle.loads, pickle.dumps
+        cols: dict[str, list[Any]] = {n: [] for n in MID_SCHEMA.names}
+        cur = [0, 0]
+
+        def sink(kind: int, value: Any) -> None:
+            k: bytes | None = b""
+            t: float | None = None
+            if kind == ERROR:
+                p = value
+            else:
+                try:
+                    k, t = route(value)
+                except Exception as e:
+                    assert route_to is not None
+                    kind, p = ERROR, carried_error(route_to, value, e)
+                else:
+                    try:
+                        p = dumps(value, protocol=5)
+                    except Exception as e:
+                        if last is None:
+                            raise
+                        kind, p = ERROR, carried_error(last, value, TypeError(
+                            f"{last.label} returned {value!r:.80}, which Spark cannot "
+                            f"carry (pickling failed: {e}); return plain data, or call "
+                            f"gather() before {last.operator}()"))
+            if kind == ERROR and route_to is not None and route_to.operator == "timed_window":
+                # A window has no place for an error row: fail the query with it.
+                raise NodeFailure(NodeFailure.MARK + bytes(p).hex())
+            for name, v in zip(MID_SCHEMA.names, (cur[0], cur[1], kind, p, k, t), strict=True):
+                cols[name].append(v)
+            cur[1] += 1
+
+        for batch in batches:
+            names = batch.schema.names
+            seqs = batch.column(names.index("seq")).to_pylist()
+            ps = batch.column(names.index("p")).to_pylist()
+            if first:
+                kinds = [FLUSH if p == FLUSH_MARK else DATA for p in ps]
+                subs = [0] * len(seqs)
+            else:
+                kinds = batch.column(names.index("kind")).to_pylist()
+                subs = batch.column(names.index("sub")).to_pylist()
+            for s, sb, kind, p in zip(seqs, subs, kinds, ps, strict=True):
+                if kind == DATA:
+                    # Children of a flatten rank below their parent's rank.
+                    cur[0], cur[1] = s, sb << 16
+                    chain.push(loads(p), sink)
+                else:
+                    cur[0], cur[1] = s, sb
+                    k, t = b"", None
+                    if kind == FLUSH:
+                        t = FAR_FUTURE
+                        if route_to is not None and route_to.operator == SEQUENTIAL_STAGE:
+                            k = ONE_GROUP
+                    for name, v in zip(MID_SCHEMA.names, (s, sb, kind, p, k, t), strict=True):
+                        cols[name].append(v)
+            yield pa.RecordBatch.from_pydict(cols, schema=MID_SCHEMA)
+            for v in cols.values():
+                v.clear()
+
+    return run
+
+
+def _frame(seq: list[int], sub: list[int], kind: list[int], p: list[bytes]) -> pd.DataFrame:
+    # Object columns: pandas would warn (FutureWarning) when PySpark concatenates
+    # typed frames with its all-NA padding frames.
+    return pd.DataFrame({
+        "seq": pd.Series(seq, dtype=object), "sub": pd.Series(sub, dtype=object),
+        "kind": pd.Series(kind, dtype=object), "p": pd.Series(p, dtype=object),
+    })
+
+
+def keyed_scan(step: Step) -> Callable[[Any, Iterator[pd.DataFrame], Any],
+                                       Iterator[pd.DataFrame]]:
+    """The ``applyInPandasWithState`` function of ``scan(func, key=...)``.
+
+    Emits ``(key, output)`` (or ``(state, (key, output))`` with
+    ``with_state``) per element, as the in-process keyed scan does. Control
+    and error rows (key ``b""``) pass through.
+    """
+    p = step.params
+    f = step.func
+    assert f is not None
+    kwargs = p.get("kwargs") or {}
+    returns_state, with_state = p.get("returns_state", False), p.get("with_state", False)
+    start = p.get("start")
+    no_start = type(start).__name__ == "_NoDefault"
+
+    def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        kbytes = key[0]
+        frame = pd.concat(list(frames), ignore_index=True)
+        frame = frame.sort_values(["seq", "sub"], kind="stable")
+        if not kbytes:
+            yield _frame(list(frame["seq"]), list(frame["sub"]), list(frame["kind"]),
+                         list(frame["p"]))
+            return
+        k = pickle.loads(kbytes)
+        if state.exists:
+            acc = pickle.loads(state.get[0])
+        else:
+            acc = _NOTHING if no_start else copy.deepcopy(start)
+        seqs, subs, kinds, ps = [], [], [], []
+        loads, dumps = pickle.loads, pickle.dumps
+        for s, sb, pv in zip(frame["seq"], frame["sub"], frame["p"], strict=True):
+            x = loads(pv)
+            try:
+                if acc is _NOTHING:
+                    new = out = x
+                elif returns_state:
+                    new, out = f(acc, x, **kwargs)
+                else:
+                    new = out = f(acc, x, **kwargs)
+                y = (new, (k, out)) if with_state else (k, out)
+                data = dumps(y, protocol=5)
+                kind = DATA
+            except Exception as e:
+                kind, data = ERROR, carried_error(step, x, e)
+            else:
+                acc = new
+            seqs.append(int(s))
+            subs.append(int(sb))
+            kinds.append(kind)
+            ps.append(data)
+        state.update((pickle.dumps(acc, protocol=5),))
+        yield _frame(seqs, subs, kinds, ps)
+
+    return run
+
+
+def sequential_chain(steps: list[Step]) -> Callable[
+        [Any, Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
+    """The ``applyInPandasWithState`` function of a chain with sequential steps.
+
+    All rows share one group (:data:`ONE_GROUP`); the chain's states are the
+    group's state. A ``FLUSH`` row flushes what the steps hold.
+    """
+    last = steps[-1] if steps else None
+
+    def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        frame = pd.concat(list(frames), ignore_index=True)
+        frame = frame.sort_values(["seq", "sub"], kind="stable")
+        if key[0] != ONE_GROUP:  # error and control rows pass through
+            yield _frame(list(frame["seq"]), list(frame["sub"]), list(frame["kind"]),
+                         list(frame["p"]))
+            return
+        chain = Chain(steps, pickle.loads(state.get[0]) if state.exists else None)
+        seqs, subs, kinds, ps = [], [], [], []
+        cur = [0, 0]
+        dumps, loads = pickle.dumps, pickle.loads
+
+        def sink(kind: int, value: Any) -> None:
+            if kind == ERROR:
+                p = value
+            else:
+                try:
+                    p = dumps(value, protocol=5)
+                except Exception as e:
+                    assert last is not None
+                    kind, p = ERROR, carried_error(last, value, TypeError(
+                        f"{last.label} returned {value!r:.80}, which Spark cannot carry "
+                        f"(pickling failed: {e})"))
+            seqs.append(cur[0])
+            subs.append(cur[1])
+            kinds.append(kind)
+            ps.append(p)
+            cur[1] += 1
+
+        for s, sb, kind, pv in zip(frame["seq"], frame["sub"], frame["kind"], frame["p"],
+                                   strict=True):
+            cur[0], cur[1] = int(s), int(sb) << 16
+            if kind == DATA:
+                chain.push(loads(pv), sink)
+            elif kind == FLUSH:
+                chain.flush(sink)
+                for col, v in ((seqs, int(s)), (subs, cur[1]), (kinds, FLUSH), (ps, pv)):
+                    col.append(v)
+        state.update((pickle.dumps(chain.states, protocol=5),))
+        yield _frame(seqs, subs, kinds, ps)
+
+    return run
+
+
+class _Nothing:
+    def __reduce__(self) -> str:
+        return "_NOTHING"
+
+
+_NOTHING: Any = _Nothing()
+
+
+def window_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Turn aggregated windows into rows: one list of elements per window.
+
+    Input columns: ``start`` (microseconds) and ``items`` (a list of
+    ``(seq, sub, p)``). The window's elements are put back in input order.
+    """
+    loads, dumps = pickle.loads, pickle.dumps
+    for batch in batches:
+        starts = batch.column(0).to_pylist()
+        items = batch.column(1).to_pylist()
+        seqs, ps = [], []
+        for start, rows in zip(starts, items, strict=True):
+            rows.sort(key=lambda r: (r["seq"], r["sub"]))
+            seqs.append(start)
+            ps.append(dumps([loads(r["p"]) for r in rows], protocol=5))
+        n = len(seqs)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(seqs, pa.int64()), pa.array([0] * n, pa.int64()),
+             pa.array([DATA] * n, pa.int8()), pa.array(ps, pa.binary())],
+            names=["seq", "sub", "kind", "p"])
+
+
+assert STATE == 2  # carried state rows never reach streaming stages

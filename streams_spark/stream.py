@@ -1,0 +1,233 @@
+"""Stream mode: one Structured Streaming query per segment.
+
+Keyed scans and event-time windows need state that Spark manages across
+micro-batches (its state store, versioned by batch id and saved with the
+offsets in the checkpoint). Such a plan runs as one streaming query:
+
+    file source (one Parquet file per micro-batch)
+      -> mapInArrow (fused chain, routing columns)
+      -> groupBy(k).applyInPandasWithState (keyed scan)
+      -> withWatermark + groupBy(window(t)) (event-time window)
+      -> foreachBatch (results back to the driver, by batch id)
+
+The driver writes a micro-batch as a file, runs the query until it has
+processed everything available, and emits the results in batch order.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import tempfile
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .chain import Step
+from .codec import ERROR
+from .plan import ChainStage, KeyedStage, Plan, WindowStage
+from .stages import (
+    FAR_FUTURE,
+    FLUSH,
+    FLUSH_MARK,
+    MID_SCHEMA,
+    SEQUENTIAL_STAGE,
+    NodeFailure,
+    chain_task,
+    keyed_scan,
+    sequential_chain,
+    window_items,
+)
+
+__all__ = ["StreamRunner", "build_query_frame"]
+
+_INPUT = pa.schema([("seq", pa.int64()), ("p", pa.binary())])
+
+
+def _spark_schema(schema: pa.Schema) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
+
+
+def _row_schema() -> Any:
+    return _spark_schema(pa.schema([f for f in MID_SCHEMA if f.name not in ("k", "t")]))
+
+
+def _seconds(x: float) -> str:
+    return f"{round(x * 1_000_000)} microseconds"
+
+
+def build_query_frame(df: Any, plan: Plan, first: bool = True) -> Any:
+    """Apply the plan's stages to the streaming DataFrame ``df``.
+
+    ``df`` has ``seq`` and ``p`` (``first``) or the row columns. Returns a
+    DataFrame of rows (``seq``, ``sub``, ``kind``, ``p``).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    mid = _spark_schema(MID_SCHEMA)
+    rows = _row_schema()
+    state = _spark_schema(pa.schema([("s", pa.binary())]))
+    stages = list(plan.stages)
+    i = 0
+    while i < len(stages):
+        stage = stages[i]
+        if isinstance(stage, ChainStage) and not stage.sequential:
+            nxt = stages[i + 1] if i + 1 < len(stages) else None
+            route = _route_step(nxt)
+            df = df.mapInArrow(chain_task(stage.steps, route, first), mid)
+            first = False
+            i += 1
+            if nxt is None:
+                break
+            stage = nxt
+        elif not isinstance(stage, ChainStage) or stage.sequential:
+            df = df.mapInArrow(chain_task([], _route_step(stage), first), mid)
+            first = False
+        if isinstance(stage, ChainStage):
+            df = df.groupBy("k").applyInPandasWithState(
+                sequential_chain(stage.steps), rows, state, "append",
+                GroupStateTimeout.NoTimeout)
+        elif isinstance(stage, KeyedStage):
+            df = df.groupBy("k").applyInPandasWithState(
+                keyed_scan(stage.step), rows, state, "append", GroupStateTimeout.NoTimeout)
+        else:
+            p = stage.step.params
+            lateness = float(p.get("lateness") or 0.0)
+            df = (df.withColumn("et", F.timestamp_seconds("t"))
+                  .withWatermark("et", _seconds(lateness))
+                  .where(F.col("kind") != F.lit(FLUSH))
+                  .groupBy(F.window("et", _seconds(float(p["interval"]))).alias("w"))
+                  .agg(F.collect_list(F.struct("seq", "sub", "p")).alias("items"))
+                  .select(F.unix_micros(F.col("w.start")).alias("start"), "items")
+                  .mapInArrow(window_items, rows))
+        i += 1
+    if first:
+        df = df.mapInArrow(chain_task([], None, True), mid)
+    return df.select("seq", "sub", "kind", "p")
+
+
+def _route_step(stage: Any) -> Step | None:
+    if isinstance(stage, KeyedStage | WindowStage):
+        return stage.step
+    if isinstance(stage, ChainStage) and stage.sequential:
+        return Step(-1, SEQUENTIAL_STAGE, None)
+    return None
+
+
+class StreamRunner:
+    """Run a plan as one streaming query fed micro-batch by micro-batch.
+
+    Parameters
+    ----------
+    session : SparkSession
+    plan : Plan
+    checkpoint : str, optional
+        The query's checkpoint location (a temporary directory if None, then
+        removed by :meth:`stop`).
+    """
+
+    def __init__(self, session: Any, plan: Plan, checkpoint: str | None = None) -> None:
+        from pyspark.sql.types import StructType
+
+        self.session = session
+        self.plan = plan
+        self._tmp = tempfile.mkdtemp(prefix="streams-spark-")
+        self.checkpoint = checkpoint or os.path.join(self._tmp, "checkpoint")
+        self.inbox = os.path.join(self.checkpoint, "inbox")
+        os.makedirs(self.inbox, exist_ok=True)
+        self.files = len([f for f in os.listdir(self.inbox) if f.endswith(".parquet")])
+        self.next_seq = self.files << 32
+        self.results: dict[int, list[tuple[int, bytes]]] = {}
+        self.delivered = -1
+        src = (session.readStream.schema(StructType.fromJson(_spark_schema(_INPUT).jsonValue()))
+               .option("maxFilesPerTrigger", 1).parquet(self.inbox))
+        frame = build_query_frame(src, plan)
+        self.query = (frame.writeStream.foreachBatch(self._collect)
+                      .outputMode("append")
+                      .option("checkpointLocation", os.path.join(self.checkpoint, "query"))
+                      .trigger(processingTime="0 seconds").start())
+
+    def _collect(self, df: Any, batch_id: int) -> None:
+        table = df.toArrow()
+        if table.num_rows:
+            table = table.sort_by([("seq", "ascending"), ("sub", "ascending")])
+        self.results[batch_id] = list(zip(
+            table.column("kind").to_pylist(), table.column("p").to_pylist(), strict=True))
+
+    def _write(self, table: pa.Table) -> None:
+        name = f"batch-{self.files:012d}.parquet"
+        tmp = os.path.join(self.inbox, "." + name)
+        pq.write_table(table, tmp)
+        os.replace(tmp, os.path.join(self.inbox, name))
+        self.files += 1
+
+    def _drain(self) -> list[tuple[int, bytes]]:
+        try:
+            self.query.processAllAvailable()
+        except Exception as e:
+            _reraise_node_failure(e)
+            raise
+        out: list[tuple[int, bytes]] = []
+        for bid in sorted(self.results):
+            if bid > self.delivered:
+                out.extend(r for r in self.results.pop(bid) if r[0] in (0, ERROR))
+                self.delivered = bid
+        return out
+
+    def run(self, elements: list[Any], flush: bool = False) -> list[tuple[int, Any]]:
+        """Run one micro-batch (and, with ``flush``, the end of stream)."""
+        dumps = pickle.dumps
+        out: list[tuple[int, Any]] = []
+        if elements:
+            seq = pa.array(range(self.next_seq, self.next_seq + len(elements)), pa.int64())
+            self.next_seq += len(elements)
+            p = pa.array([dumps(x, protocol=5) for x in elements], pa.binary())
+            self._write(pa.table({"seq": seq, "p": p}, schema=_INPUT))
+            out.extend(self._drain())
+        if flush:
+            # One control row moves the watermark past every window; the empty
+            # batch after it lets Spark emit the windows that closed.
+            self._write(_control_table(self.next_seq))
+            out.extend(self._drain())
+            self._write(pa.table({"seq": pa.array([], pa.int64()),
+                                  "p": pa.array([], pa.binary())}, schema=_INPUT))
+            out.extend(self._drain())
+        return out
+
+    def stop(self) -> None:
+        """Stop the query and remove temporary files."""
+        self.query.stop()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def _control_table(seq: int) -> pa.Table:
+    # The control row enters as an element would; the first chain turns any
+    # row whose payload is this marker into a FLUSH row.
+    return pa.table({"seq": pa.array([seq], pa.int64()),
+                     "p": pa.array([FLUSH_MARK], pa.binary())}, schema=_INPUT)
+
+
+def _reraise_node_failure(exc: BaseException) -> None:
+    """Turn a query failure carrying a node's error into that error."""
+    text = str(exc)
+    at = text.find(NodeFailure.MARK)
+    if at < 0:
+        return
+    hexed = text[at + len(NodeFailure.MARK):].split()[0].strip("'\")")
+    raise NodeFailureInfo(pickle.loads(bytes.fromhex(hexed))) from exc
+
+
+class NodeFailureInfo(Exception):
+    """The ``(node id, element, exception)`` a query failed with."""
+
+    def __init__(self, info: tuple[int, Any, BaseException]) -> None:
+        super().__init__(info)
+        self.info = info
+
+
+assert FAR_FUTURE > 0
