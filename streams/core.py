@@ -16,7 +16,6 @@ without any cost on the synchronous path.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -70,7 +69,41 @@ class Segment:
         """Register a ``gather()`` node that brings results back."""
 
 
-class Stream(OperatorAPI[T], Generic[T]):
+class _StreamType(type):
+    """Loads entry-point plugins when an unknown class attribute is asked.
+
+    Scanning installed packages' metadata takes a noticeable part of a
+    second, so ``import streams`` does not do it: the first node created
+    does (see ``Stream.__init__``), and so does ``Stream.from_kafka`` (a
+    plugin source) asked before any node exists. Instances get no
+    ``__getattr__``: it would disable CPython's fast attribute access on
+    every node, in the hot path.
+    """
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(cls, name: str) -> Any:
+            return _plugin_attribute(cls, name)
+
+
+_plugins_loaded = False
+
+
+def _load_plugins() -> list[str]:
+    global _plugins_loaded
+    _plugins_loaded = True
+    from .plugins import load_plugins
+
+    return load_plugins()
+
+
+def _plugin_attribute(obj: Any, name: str) -> Any:
+    if name.startswith("_") or _plugins_loaded or not _load_plugins():
+        raise AttributeError(f"type object {obj.__name__!r} has no attribute {name!r}")
+    return getattr(obj, name)
+
+
+class Stream(OperatorAPI[T], Generic[T], metaclass=_StreamType):
     """A node in a push-based stream graph.
 
     A bare ``Stream()`` is a source: push elements into it with
@@ -144,6 +177,8 @@ class Stream(OperatorAPI[T], Generic[T]):
         asynchronous: bool | None = None,
         ensure_io_loop: bool = False,
     ) -> None:
+        if not _plugins_loaded:
+            _load_plugins()
         self.downstreams: list[Stream[Any]] = []
         if upstreams is not None:
             self.upstreams: list[Stream[Any]] = [u for u in upstreams if u is not None]
@@ -219,13 +254,23 @@ class Stream(OperatorAPI[T], Generic[T]):
             if asynchronous or self.asynchronous:
                 return _DONE
             return None
-        return _settle(pending, asynchronous or self.asynchronous)
+        if asynchronous or self.asynchronous:
+            return pending  # returned as is: ``await emit`` costs no extra frame
+        return _settle(pending, self)
 
     def _compile_and_push(self, x: Any) -> Any:
-        from .fusion import compile_push
+        return self._pusher()(x)
 
-        self._push = compile_push(self)
-        return self._push(x)
+    def _pusher(self) -> Callable[[Any], Any]:
+        """The compiled push function, compiled now if the graph changed.
+
+        Sources that loop over many elements take it once into a local.
+        """
+        if self._push == self._compile_and_push:
+            from .fusion import compile_push
+
+            self._push = compile_push(self)
+        return self._push
 
     # ------------------------------------------------------------------
     # Topology
@@ -275,7 +320,9 @@ class Stream(OperatorAPI[T], Generic[T]):
             u.downstreams.remove(self)
         self.upstreams.clear()
         for d in list(self.downstreams):
-            d.upstreams.remove(self)
+            # As in disconnect(): nodes with per-upstream state (zip's buffers, a
+            # Jupyter live view that must stop) learn that this upstream is gone.
+            d._remove_upstream(self)
         self.downstreams.clear()
         self._closed = True
         self._push = self._push_destroyed
@@ -305,13 +352,28 @@ class Stream(OperatorAPI[T], Generic[T]):
         >>> L
         [(0, 1), (2,)]
         """
+        from .backlog import Backlog
+
+        backlog = Backlog.of(self)
+        if backlog is not None:
+            # Elements emitted earlier are still running on the loop: close
+            # after them, or windows would flush before those elements arrive.
+            return backlog.defer(lambda: self._on_close(None))
         pending = self._on_close(None)
         if pending is None:
             return _DONE if self.asynchronous else None
-        return _settle(pending, self.asynchronous)
+        if self.asynchronous:
+            return pending
+        return _settle(pending, self)
 
     async def aclose(self) -> None:
         """Close the stream and wait for all work in flight to finish."""
+        from .backlog import Backlog
+
+        backlog = Backlog.of(self)
+        if backlog is not None:
+            await backlog.defer(lambda: self._on_close(None))
+            return
         pending = self._on_close(None)
         if pending is not None:
             await pending
@@ -492,6 +554,13 @@ class Stream(OperatorAPI[T], Generic[T]):
 
         return SinkToList(self).results
 
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        """In Jupyter, show a live view of the latest element (see ``streams.jupyter``)."""
+        # Imported here so that IPython and ipywidgets never load at ``import streams``.
+        from .jupyter.display import show
+
+        show(self)
+
     def visualize(self, filename: str | None = "mystream.png", **kwargs: Any) -> Any:
         """Draw the graph with graphviz; see :func:`streams.graph.visualize`."""
         from .graph import visualize
@@ -561,20 +630,8 @@ async def _all(pending: list[Awaitable[Any]]) -> None:
         await p
 
 
-def _settle(pending: Awaitable[Any], asynchronous: bool) -> Any:
-    """Turn pending work into what ``emit`` returns.
+def _settle(pending: Awaitable[Any], node: Stream[Any]) -> Any:
+    """Finish the pending work of a synchronous ``emit``/``close``: see ``streams.backlog``."""
+    from .backlog import settle
 
-    Asynchronous callers get an awaitable. A synchronous caller with no
-    running loop gets the work run to completion before ``emit`` returns; with
-    a loop already running in this thread (Jupyter), blocking would deadlock,
-    so the work is scheduled on that loop and its future returned.
-    """
-    if asynchronous:
-        return pending
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        from .clock import run_sync
-
-        return run_sync(pending)
-    return asyncio.ensure_future(pending, loop=loop)
+    return settle(pending, node)

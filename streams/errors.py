@@ -29,6 +29,7 @@ _repr = reprlib.Repr()
 _repr.maxstring = 80
 _repr.maxother = 80
 _repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 8
+_MAX_REPR = 160
 
 
 def short_repr(x: Any) -> str:
@@ -39,7 +40,9 @@ def short_repr(x: Any) -> str:
     >>> short_repr(list(range(100)))
     '[0, 1, 2, 3, 4, 5, 6, 7, ...]'
     """
-    return _repr.repr(x)
+    text = _repr.repr(x)
+    # reprlib bounds each part, not the whole: nested containers add up.
+    return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 3] + "..."
 
 
 class NodeError(Exception):

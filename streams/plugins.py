@@ -46,12 +46,20 @@ def _lazy(ep: EntryPoint, modifier: Any) -> Any:
     return modifier(load)
 
 
+_loaded = False
+
+
 def load_plugins() -> list[str]:
     """Register the operators that installed packages declare.
 
-    A plugin never replaces an operator of this package. Returns the names
-    registered.
+    Runs once (later calls return ``[]``); ``Stream`` calls it the first time
+    an unknown attribute is asked for. A plugin never replaces an operator of
+    this package. Returns the names registered.
     """
+    global _loaded
+    if _loaded:
+        return []
+    _loaded = True
     added = []
     for group, modifier in _GROUPS.items():
         for ep in entry_points(group=group):

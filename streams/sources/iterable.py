@@ -66,7 +66,7 @@ class FromIterable(Source):
         return it
 
     def _run_sync(self) -> None:
-        push = self._push
+        push = self._pusher()
         ckpt = self._checkpointer
         n = 0
         for x in self._items():
@@ -78,7 +78,7 @@ class FromIterable(Source):
                 self.offset += n
                 n = 0
                 run_sync(pending)
-                push = self._push
+                push = self._pusher()
             if ckpt is not None:
                 # The element is done: a checkpoint here is consistent.
                 self.offset += n

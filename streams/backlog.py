@@ -1,0 +1,121 @@
+"""Pending work of a *synchronous* emit: run it here, or keep it in order on the loop.
+
+``Stream.emit`` returns what ``update`` returned; on the synchronous API that
+pending work (a coroutine sink, a ``map_async``...) must still be finished.
+With no loop running it is run to completion on a private loop. With a loop
+already running in this thread (Jupyter, a Tornado handler using the
+synchronous API) blocking would deadlock, so it is scheduled on that loop,
+and :class:`Backlog` keeps later emits of the same source behind it.
+
+Examples
+--------
+>>> import asyncio
+>>> from streams import Stream
+>>> async def slow_sink(x):
+...     await asyncio.sleep(0.001 * (3 - x))  # later elements finish sooner
+...     out.append(x)
+>>> out = []
+>>> source = Stream()                  # the synchronous API...
+>>> _ = source.sink(slow_sink)
+>>> async def cell():                  # ...inside a running loop, as in Jupyter
+...     futures = [source.emit(i) for i in range(3)]
+...     await futures[-1]
+>>> asyncio.run(cell())
+>>> out
+[0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .core import Stream
+
+__all__ = ["Backlog", "settle"]
+
+logger = logging.getLogger("streams")
+
+
+def settle(pending: Awaitable[Any], node: Stream[Any]) -> Any:
+    """Finish the work a *synchronous* ``emit``/``close`` on ``node`` left pending.
+
+    With no running loop the work runs to completion here, on a private loop
+    (:func:`streams.clock.run_sync`), before ``emit`` returns. With a loop
+    already running in this thread (Jupyter, a Tornado handler calling the
+    synchronous API), blocking would deadlock, so the work is scheduled on
+    that loop and its future returned; see :class:`Backlog` for how later
+    emits keep their order behind it.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        from .clock import run_sync
+
+        return run_sync(pending)
+    backlog = Backlog.of(node)
+    if backlog is not None and pending is backlog.tail:
+        return pending  # the push was already deferred behind earlier work
+    if backlog is None:
+        backlog = Backlog(node, loop)
+    return backlog.track(asyncio.ensure_future(pending, loop=loop))
+
+
+class Backlog:
+    """Keeps synchronous emits in order while earlier ones run on the loop.
+
+    Scheduling each element's pending work as an independent task (what a
+    plain ``ensure_future`` does) lets element 2's synchronous steps run
+    before element 1's coroutine sink has finished: output out of order, no
+    backpressure, and errors surfacing only as "Task exception was never
+    retrieved". Instead, while work is pending, the node's ``_push`` is
+    replaced by :meth:`push`, which chains each new element behind the
+    previous one; the original is put back once the backlog drains, so the
+    synchronous path pays nothing. Failures are logged (naming the node)
+    and do not stop the elements queued behind them.
+    """
+
+    __slots__ = ("loop", "node", "saved", "tail")
+
+    def __init__(self, node: Stream[Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.node = node
+        self.loop = loop
+        self.saved = node._push
+        self.tail: asyncio.Future[Any] | None = None
+        node._push = self.push
+
+    @staticmethod
+    def of(node: Stream[Any]) -> Backlog | None:
+        owner = getattr(node._push, "__self__", None)
+        return owner if isinstance(owner, Backlog) else None
+
+    def push(self, x: Any) -> asyncio.Future[Any]:
+        return self.defer(lambda: self.saved(x))
+
+    def defer(self, step: Callable[[], Any]) -> asyncio.Future[Any]:
+        """Run ``step()`` (and await what it returns) after the current tail."""
+        previous = self.tail
+
+        async def run() -> None:
+            if previous is not None and not previous.done():
+                await asyncio.wait((previous,))  # its failure is logged, not ours
+            pending = step()
+            if pending is not None:
+                await pending
+
+        return self.track(self.loop.create_task(run()))
+
+    def track(self, future: asyncio.Future[Any]) -> asyncio.Future[Any]:
+        self.tail = future
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, future: asyncio.Future[Any]) -> None:
+        if not future.cancelled() and (exc := future.exception()) is not None:
+            logger.error("%s: work scheduled by a synchronous emit failed",
+                         self.node._label(), exc_info=exc)
+        if future is self.tail and self.node._push == self.push:
+            self.node._push = self.saved

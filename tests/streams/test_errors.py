@@ -1,0 +1,118 @@
+"""Errors name the node and the element; per-node policies; build-time checks."""
+
+from __future__ import annotations
+
+import logging
+import operator
+
+import pytest
+
+from streams import NodeError, Stream
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_raise_policy_names_node_and_element(fused: bool) -> None:
+    source = Stream()
+    upstream = source if fused else source.union(Stream())
+    upstream.map(lambda x: 10 // x, stream_name="div").sink_to_list()
+    with pytest.raises(NodeError) as info:
+        source.emit(0)
+    msg = str(info.value)
+    assert "map(<lambda>) 'div'" in msg
+    assert "failed on element 0" in msg
+    assert "ZeroDivisionError" in msg
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+    assert info.value.element == 0
+
+
+def test_element_repr_is_truncated() -> None:
+    source = Stream()
+    source.map(operator.itemgetter("missing")).sink_to_list()
+    with pytest.raises(NodeError) as info:
+        source.emit({i: "x" * 1000 for i in range(100)})
+    assert len(str(info.value)) < 400
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_skip_policy_logs_and_continues(fused: bool, caplog: pytest.LogCaptureFixture) -> None:
+    source = Stream()
+    upstream = source if fused else source.union(Stream())
+    out = upstream.map(int).on_error("skip").sink_to_list()
+    with caplog.at_level(logging.WARNING, logger="streams"):
+        for s in ["1", "x", "3"]:
+            source.emit(s)
+    assert out == [1, 3]
+    assert "map(int) failed on element 'x'" in caplog.text
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_route_policy_sends_records_to_error_stream(fused: bool) -> None:
+    source = Stream()
+    upstream = source if fused else source.union(Stream())
+    node = upstream.map(int).on_error("route")
+    good, bad = node.sink_to_list(), node.errors.sink_to_list()
+    for s in ["1", "x", "3", "y"]:
+        source.emit(s)
+    assert good == [1, 3]
+    assert [r.element for r in bad] == ["x", "y"]
+    assert all(isinstance(r.exception, ValueError) and r.node is node for r in bad)
+
+
+def test_failing_element_goes_no_further_but_other_branches_run() -> None:
+    source = Stream()
+    bad = source.map(lambda x: 1 / x).on_error("skip").sink_to_list()
+    good = source.sink_to_list()
+    source.emit(0)
+    assert bad == [] and good == [0]
+
+
+@pytest.mark.parametrize("op", ["filter", "remove", "starmap", "scan", "pluck", "sink",
+                                "partition_key", "unique_key"])
+def test_every_function_node_reports_failures(op: str) -> None:
+    source = Stream()
+    build = {
+        "filter": lambda: source.filter(lambda x: 1 / 0),
+        "remove": lambda: source.remove(lambda x: 1 / 0),
+        "starmap": lambda: source.starmap(lambda *a: 1 / 0),
+        "scan": lambda: source.scan(lambda a, b: 1 / 0, start=0),
+        "pluck": lambda: source.pluck(5),
+        "sink": lambda: source.sink(lambda x: 1 / 0),
+        "partition_key": lambda: source.partition(2, key=lambda x: 1 / 0),
+        "unique_key": lambda: source.unique(key=lambda x: 1 / 0),
+    }[op]
+    build()
+    with pytest.raises(NodeError, match="failed on element"):
+        source.emit((1, 2))
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "message"),
+    [
+        (lambda s: s.map(3), TypeError, r"map\(\) takes a function .* got 3 \(int\)"),
+        (lambda s: s.starmap("f"), TypeError, r"starmap\(\) takes a function"),
+        (lambda s: s.filter(1), TypeError, r"filter\(\) takes a function"),
+        (lambda s: s.sink(None), TypeError, r"sink\(\) takes a function"),
+        (lambda s: s.scan(0), TypeError, r"accumulate\(\) takes a function"),
+        (lambda s: s.partition(0), ValueError, r"partition\(\): n must be >= 1, got 0"),
+        (lambda s: s.partition("3"), TypeError, r"partition\(\): n must be an int"),
+        (lambda s: s.partition(2, timeout=-1), ValueError, r"timeout must be > 0"),
+        (lambda s: s.sliding_window(-1), ValueError, r"sliding_window\(\): n must be >= 1"),
+        (lambda s: s.partition_unique(0), ValueError, r"partition_unique\(\): n must be >= 1"),
+        (lambda s: s.partition_unique(2, keep="middle"), ValueError, r"keep must be"),
+        (lambda s: s.unique(maxsize=0), ValueError, r"unique\(\): maxsize must be >= 1"),
+        (lambda s: s.slice(-1), ValueError, r"slice\(\): start must be >= 0"),
+        (lambda s: s.slice(0, 5, 0), ValueError, r"slice\(\): step must be >= 1"),
+        (lambda s: s.map(str).on_error("ignore"), ValueError, r"on_error takes one of"),
+        (lambda s: s.gather(), ValueError, r"gather\(\) follows stream"),
+        (lambda s: s.zip(), TypeError, None),
+        (lambda s: Stream.from_iterable(5), TypeError, r"from_iterable\(\) takes an iterable"),
+        (lambda s: s.combine_latest(Stream(), emit_on=7), ValueError, r"out of range"),
+    ],
+)
+def test_bad_arguments_fail_at_build_time(build, error, message) -> None:
+    source = Stream()
+    if message is None:
+        build(source)  # zip with a single stream is allowed (it emits 1-tuples)
+        return
+    with pytest.raises(error, match=message):
+        build(source)

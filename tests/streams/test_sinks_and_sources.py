@@ -1,0 +1,69 @@
+"""sink, sink_to_textfile, from_iterable, from_textfile (synchronous use)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streams import NodeError, Stream
+
+
+def test_sink_passes_args_and_kwargs() -> None:
+    got = []
+    source = Stream()
+    source.sink(lambda x, a, b: got.append((x, a, b)), 1, b=2)
+    source.emit(0)
+    assert got == [(0, 1, 2)]
+
+
+def test_sink_to_textfile_appends_and_closes(tmp_path: Path) -> None:
+    path = tmp_path / "out.txt"
+    path.write_text("old\n")
+    source = Stream()
+    source.map(str).sink_to_textfile(str(path), end=";\n")
+    source.emit(1)
+    source.emit(2)
+    source.close()
+    assert path.read_text() == "old\n1;\n2;\n"
+
+
+def test_sink_to_textfile_refuses_non_strings_with_a_hint(tmp_path: Path) -> None:
+    source = Stream()
+    source.sink_to_textfile(tmp_path / "out.txt")
+    with pytest.raises(NodeError, match=r"writes strings, got int; add .map\(str\)"):
+        source.emit(1)
+
+
+def test_from_iterable_emits_everything_then_closes() -> None:
+    source = Stream.from_iterable(range(7))
+    out = source.partition(3).sink_to_list()
+    source.start()
+    assert out == [(0, 1, 2), (3, 4, 5), (6,)]
+    assert source.stopped
+
+
+def test_from_iterable_stop_from_inside_the_graph() -> None:
+    source = Stream.from_iterable(range(100))
+    out = source.sink_to_list()
+    source.filter(lambda x: x == 4).sink(lambda x: source.stop())
+    source.start()
+    assert out == [0, 1, 2, 3, 4]
+
+
+def test_from_textfile_reads_lines_with_delimiter(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("a\nb\nlast")
+    source = Stream.from_textfile(str(path))
+    out = source.sink_to_list()
+    source.start()
+    assert out == ["a\n", "b\n", "last"]
+
+
+def test_from_textfile_custom_delimiter(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("a;b;")
+    source = Stream.from_textfile(str(path), delimiter=";")
+    out = source.sink_to_list()
+    source.start()
+    assert out == ["a;", "b;"]
