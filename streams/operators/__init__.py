@@ -2,26 +2,35 @@
 
 from .aggregate import Accumulate, Collect, Frequencies, Slice, Unique
 from .combine import CombineLatest, Union, Zip, ZipLatest
+from .flow import Buffer, Latest, MapAsync
 from .gather import Gather
+from .timed import Delay, RateLimit, TimedWindow, TimedWindowUnique
 from .transform import Filter, Flatten, Map, Pluck, Remove, Starmap
 from .windows import Partition, PartitionUnique, SlidingWindow
 
 __all__ = [
     "Accumulate",
+    "Buffer",
     "Collect",
     "CombineLatest",
+    "Delay",
     "Filter",
     "Flatten",
     "Frequencies",
     "Gather",
+    "Latest",
     "Map",
+    "MapAsync",
     "Partition",
     "PartitionUnique",
     "Pluck",
+    "RateLimit",
     "Remove",
-    "SlidingWindow",
     "Slice",
+    "SlidingWindow",
     "Starmap",
+    "TimedWindow",
+    "TimedWindowUnique",
     "Union",
     "Unique",
     "Zip",

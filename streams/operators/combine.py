@@ -6,12 +6,14 @@ node) and are never fused.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
 from ..core import Stream, _gather_pending
+from ._checks import check_count
 
 __all__ = ["CombineLatest", "Union", "Zip", "ZipLatest"]
 
@@ -36,8 +38,9 @@ class Zip(Stream[Any]):
     ----------
     *upstreams : Stream or object
     maxsize : int
-        How far one stream may run ahead of another. On an asynchronous
-        stream a full buffer makes ``await emit`` wait (backpressure).
+        How far one stream may run ahead of another. On a running loop, a
+        buffer holding more than ``maxsize`` makes ``await emit`` wait until
+        the other streams catch up (backpressure); synchronously it grows.
 
     Elements still unpaired at close cannot form a tuple; they are logged as
     a warning with their count, not dropped silently.
@@ -52,13 +55,16 @@ class Zip(Stream[Any]):
     [(1, 'x', 'lit')]
     """
 
-    __slots__ = ("buffers", "literals", "maxsize")
+    __slots__ = ("_waiters", "buffers", "literals", "maxsize")
     _operator = "zip"
     _params = ("maxsize", "literals")
     _state = ("buffers",)
 
     def __init__(self, *upstreams: Any, **kwargs: Any) -> None:
         self.maxsize = kwargs.pop("maxsize", 10)
+        check_count("zip", "maxsize", self.maxsize)
+        # Producers waiting for their buffer to shrink below maxsize (issue 3).
+        self._waiters: list[asyncio.Future[None]] = []
         self.literals = tuple((i, v) for i, v in enumerate(upstreams) if not isinstance(v, Stream))
         streams = [u for u in upstreams if isinstance(u, Stream)]
         if not streams:
@@ -72,11 +78,40 @@ class Zip(Stream[Any]):
         self.buffers[idx].append(x)
         if all(self.buffers):
             vals = [b.popleft() for b in self.buffers]
+            if self._waiters:
+                self._wake()
             if self.literals:
                 for i, v in self.literals:
                     vals.insert(i, v)
             return self._emit(tuple(vals))
+        if len(self.buffers[idx]) > self.maxsize:
+            return self._room(self.buffers[idx])
         return None
+
+    def _room(self, buffer: deque[Any]) -> Any:
+        """Backpressure: wait until ``buffer`` is back within ``maxsize``.
+
+        Only on a running loop: a synchronous producer cannot wait for the
+        other streams without deadlocking, so there the buffer just grows.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+
+        async def wait() -> None:
+            while len(buffer) > self.maxsize:
+                fut: asyncio.Future[None] = loop.create_future()
+                self._waiters.append(fut)
+                await fut
+
+        return wait()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     def _add_upstream(self, upstream: Stream[Any]) -> None:
         super()._add_upstream(upstream)

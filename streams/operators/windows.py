@@ -11,8 +11,10 @@ from typing import Any
 
 from toolz import identity
 
+from ..clock import Handle, get_clock
 from ..core import Stream, _gather_pending
 from ._checks import check_count, key_function
+from ._outbox import EPSILON, Outbox, arm
 
 __all__ = ["Partition", "PartitionUnique", "SlidingWindow"]
 
@@ -26,12 +28,24 @@ class Partition(Stream[Any]):
     n : int
         Elements per group (at least 1).
     timeout : float, optional
-        Emit a partial group this many seconds after its first element
-        (needs a running loop; see ``streams.clock``).
+        Emit a partial group this many seconds after its first element. The
+        deadline is checked by a timer on the clock (``streams.clock``) and
+        whenever an element arrives, so it holds without a running loop too.
     key : callable or hashable, optional
         Group separately per key (``key(x)`` or ``x[key]``).
 
     At close, partial groups are emitted (streamz dropped them).
+
+    With a timeout, on a virtual clock:
+
+    >>> from streams import VirtualClock, use_clock
+    >>> with use_clock(VirtualClock()) as clock:
+    ...     source = Stream()
+    ...     T = source.partition(3, timeout=1.0).sink_to_list()
+    >>> source.emit("a")
+    >>> clock.advance(1.0)
+    >>> T
+    [('a',)]
 
     Examples
     --------
@@ -47,7 +61,8 @@ class Partition(Stream[Any]):
     [(0, 1, 2), (3, 4, 5), (6,)]
     """
 
-    __slots__ = ("_buffer", "_key", "key", "n", "timeout")
+    __slots__ = ("_buffer", "_clock", "_key", "_outbox", "_started", "_timer", "key", "n",
+                 "timeout")
     _operator = "partition"
     _params = ("n", "key", "timeout")
     _state = ("_buffer",)
@@ -62,6 +77,12 @@ class Partition(Stream[Any]):
         self.key = key
         self._key = None if key is None else key_function(key)
         self._buffer: dict[Any, list[Any]] = {}
+        # Timeout state (issue 3): when each partial group started, in the
+        # buffer's insertion order, which is also deadline order.
+        self._started: dict[Any, float] = {}
+        self._timer: Handle | None = None
+        self._clock = get_clock() if timeout is not None else None
+        self._outbox = Outbox(self)
         Stream.__init__(self, upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
@@ -72,18 +93,56 @@ class Partition(Stream[Any]):
                 k = self._key(x)
             except Exception as e:
                 return self._fail(x, e)
+        expired = None
+        if self.timeout is not None:
+            assert self._clock is not None
+            expired = self._expire(self._outbox.emit, self._clock.now())
         group = self._buffer.get(k)
         if group is None:
             group = self._buffer[k] = []
+            if self.timeout is not None:
+                self._start_group(k)
         group.append(x)
         if len(group) >= self.n:
             del self._buffer[k]
-            return self._emit(tuple(group))
-        return None
+            self._started.pop(k, None)
+            return _gather_pending([expired, self._outbox.emit(tuple(group))])
+        return expired if expired is not None else self._outbox.wait()
+
+    def _start_group(self, k: Any) -> None:
+        assert self._clock is not None and self.timeout is not None
+        self._started[k] = self._clock.now()
+        if self._timer is None:
+            self._timer = arm(self._clock, self._started[k] + self.timeout, self._on_timer)
+
+    def _expire(self, emit: Any, now: float) -> Any:
+        """Emit the partial groups whose timeout has passed by ``now``, oldest first."""
+        assert self.timeout is not None
+        limit = now - self.timeout + EPSILON
+        pending = []
+        for k, started in list(self._started.items()):
+            if started > limit:
+                break
+            del self._started[k]
+            pending.append(emit(tuple(self._buffer.pop(k))))
+        return _gather_pending(pending)
+
+    def _on_timer(self, due: float) -> None:
+        assert self._clock is not None and self.timeout is not None
+        self._timer = None
+        self._expire(self._outbox.send, max(self._clock.now(), due))
+        if self._started:
+            first = next(iter(self._started.values()))
+            self._timer = arm(self._clock, first + self.timeout, self._on_timer)
 
     def _flush(self) -> Any:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         groups, self._buffer = self._buffer, {}
-        return _gather_pending([self._emit(tuple(g)) for g in groups.values() if g])
+        self._started.clear()
+        return _gather_pending([self._outbox.emit(tuple(g)) for g in groups.values() if g]
+                               + [self._outbox.wait()])
 
 
 @Stream.register_api()

@@ -67,7 +67,10 @@ class Sink(Stream[Any]):
                 await pending
 
     def _fusable(self) -> bool:
-        return not inspect.iscoroutinefunction(self.func)
+        # A coroutine sink is fused too: the compiled step returns its guarded
+        # coroutine, which is what ``await emit`` waits for (issue 3: the
+        # per-element cost of an async sink is one coroutine, not a method call).
+        return True
 
     def _fuse(self, f: Fuser, x: str) -> str | None:
         func = f.bind(self.func, "f")
@@ -79,6 +82,9 @@ class Sink(Stream[Any]):
         r = f.fresh("r")
         f.step(self, x, f"{r} = {func}({x}{extra})")
         guard = f.bind(self._guard, "guard")
+        if inspect.iscoroutinefunction(self.func):
+            f.line(f"return {guard}({x}, {r})")
+            return None
         f.line(f"if {r} is not None and {f.bind(inspect.isawaitable, 'isawaitable')}({r}):\n"
                f"    return {guard}({x}, {r})")
         return None

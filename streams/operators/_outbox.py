@@ -1,0 +1,118 @@
+"""Emission from callbacks nobody awaits: timers and worker tasks.
+
+An operator that emits from a timer (``timed_window``, ``delay``) or from a
+task of its own (``buffer``, ``latest``, ``map_async``) has no caller to hand
+the pending downstream work to. :class:`Outbox` keeps that work as the
+node's *in-flight* task, chains later emissions behind it so downstream sees
+them in order, and lets ``update`` return it so producers wait for a slow
+downstream (backpressure). Failures are logged naming the node: nothing
+fails silently.
+
+Timers go through :func:`arm`, which returns None when no loop can run them
+(the loop's clock with no running loop): operators then rely on the checks
+they make when elements arrive, and on ``close()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ..clock import Clock, Handle, run_sync
+
+if TYPE_CHECKING:
+    from ..core import Stream
+
+__all__ = ["EPSILON", "Outbox", "arm", "running_loop"]
+
+logger = logging.getLogger("streams")
+
+#: Timers may fire up to the loop's clock resolution early, and float sums
+#: round: a deadline within this many seconds counts as reached.
+EPSILON = 1e-9
+
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The loop running in this thread, or None."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def arm(clock: Clock, when: float, callback: Callable[[float], Any]) -> Handle | None:
+    """Call ``callback(when)`` at time ``when``; None if nothing can run timers.
+
+    The callback receives the time it was due: it should treat that time as
+    reached even if the clock reads a hair earlier (timers fire up to the
+    clock's resolution early, and virtual time summed from float steps
+    rounds: 0.1 added ten times is 0.9999999999999999).
+    """
+    try:
+        return clock.call_later(max(when - clock.now() - EPSILON, 0.0), callback, when)
+    except RuntimeError:
+        return None
+
+
+async def _quietly(task: asyncio.Future[Any]) -> None:
+    # Waiting must not re-raise the task's failure in every producer: the
+    # failure is logged once, by Outbox._done.
+    if not task.done():
+        await asyncio.wait((task,))
+
+
+async def _await(pending: Awaitable[Any]) -> None:
+    await pending
+
+
+class Outbox:
+    """Ordered emission for ``node`` from callbacks; see the module docstring."""
+
+    __slots__ = ("inflight", "node")
+
+    def __init__(self, node: Stream[Any]) -> None:
+        self.node = node
+        self.inflight: asyncio.Future[Any] | None = None
+
+    def emit(self, x: Any) -> Any:
+        """Emit ``x`` now, or behind the work in flight; return what is pending."""
+        if self.inflight is None:
+            return self.node._emit(x)
+        self._start(self._after(self.inflight, x))
+        return self.wait()
+
+    def send(self, x: Any) -> None:
+        """Emit ``x`` from a callback: pending work becomes the in-flight task."""
+        if self.inflight is not None:
+            self._start(self._after(self.inflight, x))
+            return
+        pending = self.node._emit(x)
+        if pending is not None:
+            self._start(_await(pending))
+
+    def wait(self) -> Awaitable[None] | None:
+        """An awaitable for the work in flight, or None if there is none."""
+        return None if self.inflight is None else _quietly(self.inflight)
+
+    async def _after(self, previous: asyncio.Future[Any], x: Any) -> None:
+        await _quietly(previous)
+        pending = self.node._emit(x)
+        if pending is not None:
+            await pending
+
+    def _start(self, coro: Any) -> None:
+        loop = running_loop()
+        if loop is None:
+            run_sync(coro)  # no loop (a virtual clock advanced by hand): finish now
+            return
+        task = loop.create_task(coro)
+        self.inflight = task
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Future[Any]) -> None:
+        if task is self.inflight:
+            self.inflight = None
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            logger.error("%s: emitting downstream failed", self.node._label(), exc_info=exc)

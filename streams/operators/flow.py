@@ -1,0 +1,334 @@
+"""Flow control on the loop: buffer, latest, map_async.
+
+These operators decouple a producer from a slow consumer with a task of
+their own. Each is bounded: ``buffer(n)`` holds at most ``n`` elements and
+``map_async`` runs at most ``parallelism`` calls; past that, ``await emit``
+waits, which is the backpressure. With no loop running there is nothing to
+run concurrently, so they pass elements straight through. Closing waits for
+everything they hold and every call in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ..core import Stream
+from ._checks import check_callable, check_count
+from ._outbox import running_loop
+
+__all__ = ["Buffer", "Latest", "MapAsync"]
+
+logger = logging.getLogger("streams")
+
+
+class _Worker(Stream[Any]):
+    """A node whose elements go downstream from a task of its own."""
+
+    __slots__ = ("_error", "_worker")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._worker: asyncio.Task[None] | None = None
+        self._error: BaseException | None = None
+        Stream.__init__(self, *args, **kwargs)
+
+    def _start_worker(self, loop: asyncio.AbstractEventLoop, coro: Any) -> None:
+        self._worker = loop.create_task(coro)
+        self._worker.add_done_callback(self._worker_done)
+
+    def _worker_done(self, task: asyncio.Task[None]) -> None:
+        if task is self._worker:
+            self._worker = None
+
+    def _failed(self, exc: BaseException) -> None:
+        # Nobody awaits the worker: log now, and raise at close so the
+        # failure cannot go unnoticed (the other elements still go through).
+        logger.error("%s: emitting downstream failed", self._label(), exc_info=exc)
+        if self._error is None:
+            self._error = exc
+
+    async def _drained(self) -> None:
+        while self._worker is not None:
+            await asyncio.wait((self._worker,))
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _flush(self) -> Any:
+        if self._worker is None and self._error is None:
+            return None
+        return self._drained()
+
+
+@Stream.register_api()
+class Buffer(_Worker):
+    """Let up to ``n`` elements pile up here, ahead of a slower downstream.
+
+    The producer runs ahead of downstream by at most ``n`` elements: when
+    the buffer is full, ``await emit`` waits for room (streamz's buffer did
+    too; its synchronous ``emit`` could not). With no loop running, elements
+    pass straight through.
+
+    Parameters
+    ----------
+    n : int
+        How many elements may wait here (at least 1).
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> from streams import Stream
+    >>> async def slow(x):
+    ...     await asyncio.sleep(0)
+    ...     out.append(x)
+    >>> out = []
+    >>> source = Stream(asynchronous=True)
+    >>> _ = source.buffer(10).sink(slow)
+    >>> async def main():
+    ...     for i in range(100):
+    ...         await source.emit(i)   # waits whenever 10 are already held
+    ...     await source.aclose()      # waits for the buffer to drain
+    >>> asyncio.run(main())
+    >>> out == list(range(100))
+    True
+    """
+
+    __slots__ = ("_queue", "_waiting", "n")
+    _operator = "buffer"
+    _params = ("n",)
+    _state = ("_queue",)
+    _graphviz_shape = "diamond"
+
+    def __init__(self, upstream: Stream[Any], n: int, **kwargs: Any) -> None:
+        check_count("buffer", "n", n)
+        self.n = n
+        self._queue: deque[Any] = deque()
+        self._waiting: deque[tuple[Any, asyncio.Future[None]]] = deque()
+        super().__init__(upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        loop = running_loop()
+        if loop is None and not self._queue:
+            return self._emit(x)
+        if len(self._queue) < self.n and not self._waiting:
+            self._queue.append(x)
+            if self._worker is None and loop is not None:
+                self._start_worker(loop, self._drain())
+            return None
+        # Full: the element waits with its producer, in arrival order, and
+        # enters the buffer as soon as the worker takes one out.
+        room: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((x, room))
+        return room
+
+    async def _drain(self) -> None:
+        queue, waiting = self._queue, self._waiting
+        while queue:
+            x = queue.popleft()
+            if waiting:
+                y, room = waiting.popleft()
+                queue.append(y)
+                if not room.done():
+                    room.set_result(None)
+            try:
+                pending = self._emit(x)
+                if pending is not None:
+                    await pending
+            except Exception as e:
+                self._failed(e)
+
+
+@Stream.register_api()
+class Latest(_Worker):
+    """Pass elements on; while downstream is busy, keep only the newest one.
+
+    When downstream finishes, the newest element that arrived meanwhile
+    goes next; those it replaced are skipped: that is this operator's
+    purpose (for dashboards and the like). ``emit`` never waits here. At
+    close the held element is emitted.
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> from streams import Stream
+    >>> gate = None
+    >>> async def slow(x):
+    ...     out.append(x)
+    ...     await gate.wait()
+    >>> out = []
+    >>> source = Stream(asynchronous=True)
+    >>> _ = source.latest().sink(slow)
+    >>> async def main():
+    ...     global gate
+    ...     gate = asyncio.Event()
+    ...     for i in range(5):
+    ...         await source.emit(i)   # 0 keeps the sink busy; 1..4 replace each other
+    ...     gate.set()
+    ...     await source.aclose()
+    >>> asyncio.run(main())
+    >>> out
+    [0, 4]
+    """
+
+    __slots__ = ("_has_next", "_next")
+    _operator = "latest"
+    _state = ("_next", "_has_next")
+    _graphviz_shape = "octagon"
+
+    def __init__(self, upstream: Stream[Any], **kwargs: Any) -> None:
+        self._next: Any = None
+        self._has_next = False
+        super().__init__(upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        if self._worker is not None:
+            self._next, self._has_next = x, True
+            return None
+        pending = self._emit(x)
+        if pending is None:
+            return None
+        loop = running_loop()
+        if loop is None:
+            return pending
+        self._start_worker(loop, self._run(pending))
+        return None
+
+    async def _run(self, pending: Any) -> None:
+        while True:
+            try:
+                await pending
+            except Exception as e:
+                self._failed(e)
+            if not self._has_next:
+                return
+            x, self._next, self._has_next = self._next, None, False
+            try:
+                pending = self._emit(x)
+            except Exception as e:
+                self._failed(e)
+                pending = None
+            if pending is None:
+                pending = asyncio.sleep(0)
+
+
+@Stream.register_api()
+class MapAsync(_Worker):
+    """Apply a coroutine function, up to ``parallelism`` calls at once, in order.
+
+    Results go downstream in input order whatever order the calls finish
+    in. ``await emit(x)`` resolves once ``x`` has a slot: when
+    ``parallelism`` calls are already running or waiting to be emitted, it
+    waits (backpressure). Close waits for every call. With no loop running,
+    each call is awaited before ``emit`` returns. A call that raises goes to
+    the node's error policy; under ``"raise"`` it is logged at once and
+    raised again at close (streamz logged it and went on).
+
+    Parameters
+    ----------
+    func : coroutine function
+        Called as ``func(x, *args, **kwargs)``.
+    parallelism : int
+        How many calls may run at once (at least 1).
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> from streams import Stream
+    >>> async def slow_double(x):
+    ...     await asyncio.sleep(0.001 * (5 - x))   # later inputs finish sooner
+    ...     return 2 * x
+    >>> source = Stream(asynchronous=True)
+    >>> L = source.map_async(slow_double, parallelism=3).sink_to_list()
+    >>> async def main():
+    ...     for i in range(5):
+    ...         await source.emit(i)
+    ...     await source.aclose()
+    >>> asyncio.run(main())
+    >>> L
+    [0, 2, 4, 6, 8]
+    """
+
+    __slots__ = ("_running", "_waiting", "args", "func", "kwargs", "parallelism")
+    _operator = "map_async"
+    _params = ("parallelism", "args", "kwargs")
+
+    def __init__(self, upstream: Stream[Any], func: Callable[..., Any], *args: Any,
+                 parallelism: int = 1, stop_on_exception: bool = False, **kwargs: Any) -> None:
+        check_callable("map_async", func)
+        check_count("map_async", "parallelism", parallelism)
+        self.parallelism = parallelism
+        self.func = func
+        self.args = args
+        stream_name = kwargs.pop("stream_name", None)
+        self.kwargs = kwargs
+        self._running: deque[tuple[Any, asyncio.Future[Any]]] = deque()
+        self._waiting: deque[tuple[Any, asyncio.Future[None]]] = deque()
+        super().__init__(upstream, stream_name=stream_name)
+
+    def _call(self, x: Any) -> Any:
+        return self.func(x, *self.args, **self.kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        loop = running_loop()
+        if loop is None:
+            try:
+                result = self._call(x)
+            except Exception as e:
+                return self._fail(x, e)
+            if inspect.isawaitable(result):
+                return self._await_then(x, result)
+            return self._emit(result)
+        if len(self._running) < self.parallelism and not self._waiting:
+            return self._launch(loop, x)
+        room: asyncio.Future[None] = loop.create_future()
+        self._waiting.append((x, room))
+        return room
+
+    async def _await_then(self, x: Any, call: Any) -> None:
+        try:
+            result = await call
+        except Exception as e:
+            pending = self._fail(x, e)
+        else:
+            pending = self._emit(result)
+        if pending is not None:
+            await pending
+
+    def _launch(self, loop: asyncio.AbstractEventLoop, x: Any) -> Any:
+        try:
+            call = asyncio.ensure_future(self._call(x))
+        except Exception as e:
+            return self._fail(x, e)
+        self._running.append((x, call))
+        if self._worker is None:
+            self._start_worker(loop, self._drain())
+        return None
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        running, waiting = self._running, self._waiting
+        while running:
+            x, call = running[0]
+            await asyncio.wait((call,))
+            try:
+                if call.cancelled():
+                    raise asyncio.CancelledError(f"map_async({self._label()}) call cancelled")
+                exc = call.exception()
+                pending = self._fail(x, exc) if exc is not None else self._emit(call.result())
+                if pending is not None:
+                    await pending
+            except Exception as e:
+                self._failed(e)
+            running.popleft()
+            while waiting and len(running) < self.parallelism:
+                y, room = waiting.popleft()
+                try:
+                    self._launch(loop, y)
+                except Exception as e:  # its call raised at once, under "raise"
+                    self._failed(e)
+                if not room.done():
+                    room.set_result(None)

@@ -1,0 +1,418 @@
+"""Time-based operators: timed_window, timed_window_unique, delay, rate_limit.
+
+Time comes only from the clock in force when the node is created
+(:func:`streams.clock.get_clock`): the running loop's clock in real runs, a
+:class:`~streams.clock.VirtualClock` in tests. Windows are checked both by a
+timer and whenever an element arrives, so a producer that never yields to
+the loop still gets its windows; with no loop running at all, the arrival
+checks and ``close()`` are what emit them. Nothing held is dropped at close.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from toolz import identity
+
+from ..clock import Handle, get_clock
+from ..core import Stream, _gather_pending
+from ..errors import short_repr
+from ._checks import key_function
+from ._outbox import EPSILON, Outbox, arm
+
+__all__ = ["Delay", "LateElementError", "RateLimit", "TimedWindow", "TimedWindowUnique",
+           "check_interval"]
+
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e-?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def check_interval(op: str, interval: Any, name: str = "interval", zero: bool = False) -> float:
+    """Seconds from a number or a string such as ``"500ms"``, checked at build time.
+
+    Examples
+    --------
+    >>> check_interval("delay", "250ms"), check_interval("delay", 2)
+    (0.25, 2.0)
+    >>> check_interval("timed_window", -1)
+    Traceback (most recent call last):
+    ...
+    ValueError: timed_window(): interval must be > 0 seconds, got -1
+    """
+    if isinstance(interval, str):
+        m = _DURATION.match(interval)
+        unit = m.group(2).lower() if m else ""
+        if m is None or unit not in {"", *_UNITS}:
+            raise ValueError(f"{op}(): cannot read {name} {interval!r}; "
+                             "give seconds or a string like '500ms', '2s', '1min'")
+        return float(m.group(1)) * _UNITS.get(unit, 1.0)
+    if isinstance(interval, bool) or not isinstance(interval, int | float):
+        raise TypeError(f"{op}(): {name} must be a number of seconds, got {short_repr(interval)}")
+    if not math.isfinite(interval) or interval < 0 or (interval == 0 and not zero):
+        raise ValueError(f"{op}(): {name} must be {'>=' if zero else '>'} 0 seconds, "
+                         f"got {interval!r}")
+    return float(interval)
+
+
+class LateElementError(ValueError):
+    """An element arrived after its event-time window was emitted."""
+
+
+@Stream.register_api()
+class TimedWindow(Stream[Any]):
+    """Emit a list of the elements received in every ``interval`` seconds.
+
+    Processing time (the default): windows follow each other every
+    ``interval`` seconds from the node's creation; each emits the list of
+    elements that arrived during it, **empty windows included** (as
+    streamz). The deadline is also checked when an element arrives, so a
+    producer that never yields to the loop still gets one window per
+    interval (streamz emitted a single window then). Windows missed while
+    nothing ran are emitted, empty, when time is next looked at. At close the
+    current window is emitted if it holds anything.
+
+    Event time (``time=`` given): each element's timestamp ``time(x)`` (a
+    number of seconds) puts it in the window ``[k * interval, (k + 1) *
+    interval)``. The watermark is the largest timestamp seen minus
+    ``lateness``; a window is emitted, once, when the watermark reaches its
+    end, and every window still open is emitted at close, in time order.
+    Only windows that received elements are emitted. An element whose window
+    was already emitted is late: it goes to the node's error policy
+    (:meth:`~streams.Stream.on_error`, a :class:`LateElementError`), never
+    silently dropped.
+
+    Parameters
+    ----------
+    interval : float or str
+        Window length in seconds (or ``"500ms"``, ``"2s"``...).
+    time : callable or key, optional
+        Event-time mode: ``time(x)`` (or ``x[time]``) is ``x``'s timestamp.
+    lateness : float or str
+        Event-time mode: how far behind the largest timestamp seen an
+        element may be and still be counted.
+
+    Examples
+    --------
+    >>> from streams import Stream, VirtualClock, use_clock
+    >>> with use_clock(VirtualClock()) as clock:
+    ...     source = Stream()
+    ...     L = source.timed_window(1.0).sink_to_list()
+    >>> source.emit(1); source.emit(2)
+    >>> clock.advance(1.0)
+    >>> source.emit(3)
+    >>> clock.advance(2.0)
+    >>> L
+    [[1, 2], [3], []]
+
+    By event time, allowing elements 5 seconds late:
+
+    >>> source = Stream()
+    >>> L = source.timed_window(10, time=lambda x: x, lateness=5).sink_to_list()
+    >>> for t in [1, 12, 3, 16, 14]:
+    ...     source.emit(t)
+    >>> L
+    [[1, 3]]
+    >>> source.close()
+    >>> L
+    [[1, 3], [12, 16, 14]]
+    """
+
+    __slots__ = ("_buffer", "_clock", "_deadline", "_index", "_max_time", "_origin", "_outbox",
+                 "_time", "_timer", "_windows", "interval", "lateness", "time")
+    _operator = "timed_window"
+    _params = ("interval", "time", "lateness")
+    _state = ("_buffer", "_windows", "_max_time")
+    _graphviz_shape = "octagon"
+
+    def __init__(self, upstream: Stream[Any], interval: float | str, time: Any = None,
+                 lateness: float | str = 0.0, **kwargs: Any) -> None:
+        self.interval = check_interval(self._operator, interval)
+        self.lateness = check_interval(self._operator, lateness, "lateness", zero=True)
+        if time is None and lateness:
+            raise ValueError(f"{self._operator}(): lateness= needs time=, the element's "
+                             "event time; without it windows follow the clock")
+        self.time = time
+        self._time = None if time is None else key_function(time)
+        self._clock = get_clock()
+        self._origin = self._clock.now()
+        self._index = 0  # the open window is [origin + index*I, origin + (index+1)*I)
+        self._deadline = self._origin + self.interval
+        self._timer: Handle | None = None
+        self._buffer: Any = self._new_buffer()
+        self._windows: dict[int, list[Any]] = {}
+        self._max_time = -math.inf
+        self._outbox = Outbox(self)
+        Stream.__init__(self, upstream, **kwargs)
+        if self._time is None:
+            self._timer = arm(self._clock, self._deadline, self._on_timer)
+
+    # -- processing time ---------------------------------------------------
+
+    def _new_buffer(self) -> Any:
+        return []
+
+    def _add(self, x: Any) -> Any:
+        """Put ``x`` in the open window; a returned value goes to the error policy."""
+        self._buffer.append(x)
+
+    def _take(self) -> Any:
+        window, self._buffer = self._buffer, self._new_buffer()
+        return window
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        if self._time is not None:
+            return self._update_event_time(x)
+        pending = None
+        now = self._clock.now()
+        if now >= self._deadline - EPSILON:
+            pending = self._tick(self._outbox.emit, now)
+        failed = self._add(x)
+        if failed is not None:
+            return _gather_pending([pending, failed])
+        if self._timer is None and not self._closed:
+            # Built with no loop running: start the timer once one is.
+            self._timer = arm(self._clock, self._deadline, self._on_timer)
+        if pending is None:
+            return self._outbox.wait()
+        return pending
+
+    def _tick(self, emit: Callable[[Any], Any], now: float) -> Any:
+        """Emit every window whose end has passed (the first holds the buffer)."""
+        due = max(1, math.floor((now + EPSILON - self._origin) / self.interval) - self._index)
+        pending = []
+        for _ in range(due):
+            pending.append(emit(self._take()))
+            self._index += 1
+        self._deadline = self._origin + (self._index + 1) * self.interval
+        return _gather_pending(pending)
+
+    def _on_timer(self, due: float) -> None:
+        self._timer = None
+        if self._closed:
+            return
+        now = max(self._clock.now(), due)
+        if now >= self._deadline - EPSILON:
+            self._tick(self._outbox.send, now)
+        self._timer = arm(self._clock, self._deadline, self._on_timer)
+
+    # -- event time --------------------------------------------------------
+
+    def _update_event_time(self, x: Any) -> Any:
+        try:
+            t = self._time(x)  # type: ignore[misc]
+            k = math.floor(t / self.interval)
+        except Exception as e:
+            return self._fail(x, e)
+        watermark = self._max_time - self.lateness
+        if (k + 1) * self.interval <= watermark:
+            return self._fail(x, LateElementError(
+                f"event time {t!r} falls in window [{k * self.interval!r}, "
+                f"{(k + 1) * self.interval!r}), already emitted: the watermark is "
+                f"{watermark!r} (largest time seen {self._max_time!r} - lateness "
+                f"{self.lateness!r}); raise lateness= to accept it"))
+        self._windows.setdefault(k, []).append(x)
+        if t <= self._max_time:
+            return self._outbox.wait()
+        self._max_time = t
+        return self._emit_until(self._max_time - self.lateness)
+
+    def _emit_until(self, watermark: float) -> Any:
+        ready = sorted(k for k in self._windows if (k + 1) * self.interval <= watermark)
+        if not ready:
+            return self._outbox.wait()
+        return _gather_pending([self._outbox.emit(self._windows.pop(k)) for k in ready])
+
+    # -- end of stream -----------------------------------------------------
+
+    def _flush(self) -> Any:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._time is not None:
+            return _gather_pending([self._emit_until(math.inf), self._outbox.wait()])
+        pending = self._outbox.emit(self._take()) if self._buffer else None
+        return _gather_pending([pending, self._outbox.wait()])
+
+
+@Stream.register_api()
+class TimedWindowUnique(TimedWindow):
+    """Emit, every ``interval`` seconds, a tuple of the elements with distinct keys.
+
+    Like :meth:`timed_window` (empty windows included, checked on arrival,
+    flushed at close), but a key seen twice in a window is kept once.
+
+    Parameters
+    ----------
+    interval : float or str
+    key : callable or hashable
+        ``key(x)`` or ``x[key]``; the element itself by default.
+    keep : {"first", "last"}
+        Which occurrence to keep; the tuple follows the kept elements' order.
+
+    Examples
+    --------
+    >>> from streams import Stream, VirtualClock, use_clock
+    >>> with use_clock(VirtualClock()) as clock:
+    ...     source = Stream()
+    ...     L = source.timed_window_unique(1.0, key=len, keep="last").sink_to_list()
+    >>> for s in ["f", "b", "fo", "ba", "foo"]:
+    ...     source.emit(s)
+    >>> clock.advance(1.0)
+    >>> L
+    [('b', 'ba', 'foo')]
+    """
+
+    __slots__ = ("_key", "keep", "key")
+    _operator = "timed_window_unique"
+    _params = ("interval", "key", "keep")
+
+    def __init__(self, upstream: Stream[Any], interval: float | str, key: Any = identity,
+                 keep: str = "first", **kwargs: Any) -> None:
+        if keep not in ("first", "last"):
+            raise ValueError(f"timed_window_unique(): keep must be 'first' or 'last', "
+                             f"got {keep!r}")
+        self.key = key
+        self._key = key_function(key)
+        self.keep = keep
+        super().__init__(upstream, interval, **kwargs)
+
+    def _new_buffer(self) -> Any:
+        return {}
+
+    def _add(self, x: Any) -> Any:
+        try:
+            k = self._key(x)
+            if self.keep == "last":
+                self._buffer.pop(k, None)  # re-insert: order follows the kept element
+                self._buffer[k] = x
+            elif k not in self._buffer:
+                self._buffer[k] = x
+        except Exception as e:
+            return self._fail(x, e)
+        return None
+
+    def _take(self) -> Any:
+        window, self._buffer = tuple(self._buffer.values()), {}
+        return window
+
+
+@Stream.register_api()
+class Delay(Stream[Any]):
+    """Emit every element ``interval`` seconds after it arrived, in order.
+
+    ``await emit`` does not wait for the delay (the element is held, as in
+    streamz), only for downstream work still running from earlier elements.
+    With no loop running, held elements are emitted when a later element
+    arrives after their time, and at close; close emits whatever is still
+    held rather than dropping it.
+
+    Examples
+    --------
+    >>> from streams import Stream, VirtualClock, use_clock
+    >>> with use_clock(VirtualClock()) as clock:
+    ...     source = Stream()
+    ...     L = source.delay(2.0).sink_to_list()
+    >>> source.emit("a"); clock.advance(1.0); source.emit("b")
+    >>> clock.advance(1.0); L
+    ['a']
+    >>> clock.advance(1.0); L
+    ['a', 'b']
+    """
+
+    __slots__ = ("_clock", "_held", "_outbox", "_timer", "interval")
+    _operator = "delay"
+    _params = ("interval",)
+    _state = ("_held",)
+    _graphviz_shape = "octagon"
+
+    def __init__(self, upstream: Stream[Any], interval: float | str, **kwargs: Any) -> None:
+        self.interval = check_interval("delay", interval)
+        self._clock = get_clock()
+        self._held: deque[tuple[float, Any]] = deque()
+        self._timer: Handle | None = None
+        self._outbox = Outbox(self)
+        Stream.__init__(self, upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        now = self._clock.now()
+        pending = self._release(now, self._outbox.emit)
+        self._held.append((now + self.interval, x))
+        if self._timer is None:
+            self._timer = arm(self._clock, self._held[0][0], self._on_timer)
+        return pending if pending is not None else self._outbox.wait()
+
+    def _release(self, now: float, emit: Callable[[Any], Any]) -> Any:
+        pending = []
+        while self._held and self._held[0][0] <= now + EPSILON:
+            pending.append(emit(self._held.popleft()[1]))
+        return _gather_pending(pending)
+
+    def _on_timer(self, due: float) -> None:
+        self._timer = None
+        self._release(max(self._clock.now(), due), self._outbox.send)
+        if self._held:
+            self._timer = arm(self._clock, self._held[0][0], self._on_timer)
+
+    def _flush(self) -> Any:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        return _gather_pending([self._release(math.inf, self._outbox.emit),
+                                self._outbox.wait()])
+
+
+@Stream.register_api()
+class RateLimit(Stream[Any]):
+    """Let at most one element through per ``interval`` seconds.
+
+    An element arriving too soon waits for its turn, and ``await emit``
+    waits with it: that is the backpressure. On the synchronous API with no
+    loop running, ``emit`` blocks for the wait (on the loop's clock).
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> from streams import Stream, VirtualClock, use_clock
+    >>> with use_clock(VirtualClock()) as clock:
+    ...     source = Stream(asynchronous=True)
+    ...     L = source.rate_limit(1.0).sink_to_list()
+    >>> async def main():
+    ...     await source.emit("a")
+    ...     waiting = asyncio.ensure_future(source.emit("b"))
+    ...     await clock.advance_async(0.5)
+    ...     before = list(L)
+    ...     await clock.advance_async(0.5)
+    ...     await waiting
+    ...     return before
+    >>> asyncio.run(main()), L
+    (['a'], ['a', 'b'])
+    """
+
+    __slots__ = ("_clock", "_next", "interval")
+    _operator = "rate_limit"
+    _params = ("interval",)
+    _graphviz_shape = "octagon"
+
+    def __init__(self, upstream: Stream[Any], interval: float | str, **kwargs: Any) -> None:
+        self.interval = check_interval("rate_limit", interval)
+        self._clock = get_clock()
+        self._next = -math.inf
+        Stream.__init__(self, upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        now = self._clock.now()
+        turn = self._next
+        self._next = max(now, turn) + self.interval
+        if now >= turn - EPSILON:
+            return self._emit(x)
+        return self._later(turn - now, x)
+
+    async def _later(self, wait: float, x: Any) -> None:
+        await self._clock.sleep(wait)
+        pending = self._emit(x)
+        if pending is not None:
+            await pending

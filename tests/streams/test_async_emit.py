@@ -1,0 +1,387 @@
+"""Async emit and backpressure: coroutine steps, map_async, buffer, latest, zip.
+
+Each test drives its own loop with ``asyncio.run`` (or Tornado's IOLoop,
+which runs on asyncio). Concurrency is controlled with events and the
+virtual clock, never with sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams import Stream, VirtualClock
+from streams.errors import NodeError
+
+
+class Gate:
+    """A coroutine sink that holds each element until the test releases it."""
+
+    def __init__(self) -> None:
+        self.entered: list[Any] = []
+        self.done: list[Any] = []
+        self.open = asyncio.Event()
+
+    async def __call__(self, x: Any) -> None:
+        self.entered.append(x)
+        await self.open.wait()
+        self.done.append(x)
+
+
+async def settle() -> None:
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+def test_await_emit_waits_for_a_coroutine_sink() -> None:
+    async def main() -> None:
+        gate = Gate()
+        source = Stream(asynchronous=True)
+        source.map(lambda x: x + 1).sink(gate)
+        emitting = asyncio.ensure_future(source.emit(1))
+        await settle()
+        assert gate.entered == [2] and not emitting.done()
+        gate.open.set()
+        await emitting
+        assert gate.done == [2]
+
+    asyncio.run(main())
+
+
+def test_coroutine_map_is_awaited_not_dropped() -> None:
+    async def double(x: int) -> int:
+        await asyncio.sleep(0)
+        return 2 * x
+
+    async def main() -> list[int]:
+        source = Stream(asynchronous=True)
+        L = source.map(double).map(lambda x: x + 1).sink_to_list()
+        for i in range(5):
+            await source.emit(i)
+        return L
+
+    assert asyncio.run(main()) == [1, 3, 5, 7, 9]
+
+
+def test_sync_emit_without_loop_runs_coroutine_steps_to_completion() -> None:
+    out: list[int] = []
+
+    async def sink(x: int) -> None:
+        await asyncio.sleep(0)
+        out.append(x)
+
+    source = Stream()
+    source.sink(sink)
+    source.emit(1)
+    assert out == [1]
+
+
+def test_coroutine_sink_failure_names_the_node() -> None:
+    async def broken(x: int) -> None:
+        raise ValueError("bad")
+
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.sink(broken)
+        await source.emit(1)
+
+    with pytest.raises(NodeError, match="sink"):
+        asyncio.run(main())
+
+
+def test_tornado_ioloop_drives_the_same_pipeline() -> None:
+    from tornado.ioloop import IOLoop
+
+    async def double(x: int) -> int:
+        await asyncio.sleep(0)
+        return 2 * x
+
+    async def main() -> list[int]:
+        source = Stream(asynchronous=True)
+        L = source.map(double).sink_to_list()
+        for i in range(3):
+            await source.emit(i)
+        return L
+
+    loop = IOLoop(make_current=False)
+    try:
+        assert loop.run_sync(main) == [0, 2, 4]
+    finally:
+        loop.close()
+
+
+# -- a loop already running (Jupyter) ------------------------------------------
+
+
+def test_sync_emit_inside_a_running_loop_keeps_order_and_close_waits() -> None:
+    async def main() -> None:
+        gate = Gate()
+        source = Stream()  # the synchronous API, as typed in a notebook cell
+        windows = source.partition(2)
+        windows.sink(gate)
+        futures = [source.emit(i) for i in range(5)]
+        closing = source.close()  # must not flush the partial group before 4 arrives
+        await settle()
+        assert gate.entered == [(0, 1)]
+        gate.open.set()
+        await asyncio.gather(*[f for f in futures if f is not None], closing)
+        assert gate.done == [(0, 1), (2, 3), (4,)]
+        # the backlog drained: the synchronous path is back in place
+        assert source.emit.__self__._push.__name__ != "push"  # type: ignore[attr-defined]
+
+    asyncio.run(main())
+
+
+def test_failure_in_scheduled_work_is_logged_and_later_elements_still_run(
+        caplog: pytest.LogCaptureFixture) -> None:
+    out: list[int] = []
+
+    async def sink(x: int) -> None:
+        await asyncio.sleep(0)
+        if x == 1:
+            raise ValueError("one")
+        out.append(x)
+
+    async def main() -> None:
+        source = Stream()
+        source.sink(sink)
+        futures = [source.emit(i) for i in range(3)]
+        await asyncio.wait(futures)
+
+    with caplog.at_level(logging.ERROR, logger="streams"):
+        asyncio.run(main())
+    assert out == [0, 2]
+    assert "work scheduled by a synchronous emit failed" in caplog.text
+
+
+def test_timed_window_schedules_on_the_running_loop() -> None:
+    async def main() -> list[list[int]]:
+        clock = VirtualClock()
+        from streams import use_clock
+
+        with use_clock(clock):
+            source = Stream()
+            L = source.timed_window(1.0).sink_to_list()
+        source.emit(1)
+        await clock.advance_async(1.0)
+        return L
+
+    assert asyncio.run(main()) == [[1]]
+
+
+# -- map_async -------------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 5), max_size=30), st.integers(1, 4))
+def test_map_async_keeps_input_order_and_bounds_concurrency(
+        delays: list[int], parallelism: int) -> None:
+    running = 0
+    peak = 0
+
+    async def work(x: tuple[int, int]) -> int:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        for _ in range(x[1]):  # finish in a scrambled order
+            await asyncio.sleep(0)
+        running -= 1
+        return x[0]
+
+    async def main() -> list[int]:
+        source = Stream(asynchronous=True)
+        L = source.map_async(work, parallelism=parallelism).sink_to_list()
+        for i, d in enumerate(delays):
+            await source.emit((i, d))
+        await source.aclose()
+        return L
+
+    assert asyncio.run(main()) == list(range(len(delays)))
+    assert peak <= parallelism
+
+
+def test_map_async_waits_when_all_slots_are_taken() -> None:
+    async def main() -> None:
+        gate = asyncio.Event()
+
+        async def work(x: int) -> int:
+            await gate.wait()
+            return x
+
+        source = Stream(asynchronous=True)
+        L = source.map_async(work, parallelism=2).sink_to_list()
+        await source.emit(0)
+        await source.emit(1)
+        third = asyncio.ensure_future(source.emit(2))
+        await settle()
+        assert not third.done()
+        gate.set()
+        await third
+        await source.aclose()
+        assert L == [0, 1, 2]
+
+    asyncio.run(main())
+
+
+def test_map_async_failure_is_raised_at_close(caplog: pytest.LogCaptureFixture) -> None:
+    async def work(x: int) -> int:
+        if x == 1:
+            raise ValueError("boom")
+        return x
+
+    async def main() -> list[int]:
+        source = Stream(asynchronous=True)
+        L = source.map_async(work, parallelism=2).sink_to_list()
+        for i in range(3):
+            await source.emit(i)
+        with pytest.raises(NodeError, match="boom"):
+            await source.aclose()
+        return L
+
+    assert asyncio.run(main()) == [0, 2]
+
+
+def test_map_async_without_a_loop() -> None:
+    async def inc(x: int) -> int:
+        return x + 1
+
+    source = Stream()
+    L = source.map_async(inc, parallelism=4).sink_to_list()
+    for i in range(3):
+        source.emit(i)
+    assert L == [1, 2, 3]
+    with pytest.raises(ValueError, match="parallelism"):
+        source.map_async(inc, parallelism=0)
+
+
+# -- buffer, latest ---------------------------------------------------------------
+
+
+def test_full_buffer_makes_await_emit_wait() -> None:
+    async def main() -> None:
+        gate = Gate()
+        source = Stream(asynchronous=True)
+        source.buffer(3).sink(gate)
+        for i in range(4):  # one in the sink, three held
+            await source.emit(i)
+            await settle()
+        blocked = asyncio.ensure_future(source.emit(4))
+        await settle()
+        assert gate.entered == [0] and not blocked.done()
+        gate.open.set()
+        await blocked
+        await source.aclose()
+        assert gate.done == [0, 1, 2, 3, 4]
+
+    asyncio.run(main())
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(), max_size=40), st.integers(1, 5))
+def test_buffer_delivers_every_element_once_in_order(xs: list[int], n: int) -> None:
+    async def main() -> list[int]:
+        out: list[int] = []
+
+        async def sink(x: int) -> None:
+            await asyncio.sleep(0)
+            out.append(x)
+
+        source = Stream(asynchronous=True)
+        source.buffer(n).sink(sink)
+        for x in xs:
+            await source.emit(x)
+        await source.aclose()
+        return out
+
+    assert asyncio.run(main()) == xs
+
+
+def test_buffer_passes_through_without_a_loop() -> None:
+    source = Stream()
+    L = source.buffer(2).sink_to_list()
+    for i in range(5):
+        source.emit(i)
+    assert L == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="buffer"):
+        source.buffer(0)
+
+
+def test_latest_skips_only_while_downstream_is_busy() -> None:
+    async def main() -> None:
+        gate = Gate()
+        source = Stream(asynchronous=True)
+        source.latest().sink(gate)
+        for i in range(4):
+            await source.emit(i)
+        await settle()
+        gate.open.set()
+        await source.aclose()
+        assert gate.done == [0, 3]
+
+    asyncio.run(main())
+
+
+def test_latest_passes_everything_through_a_synchronous_downstream() -> None:
+    source = Stream()
+    L = source.latest().sink_to_list()
+    for i in range(3):
+        source.emit(i)
+    assert L == [0, 1, 2]
+
+
+# -- zip(maxsize=) ---------------------------------------------------------------
+
+
+def test_zip_maxsize_backpressure() -> None:
+    async def main() -> None:
+        a, b = Stream(asynchronous=True), Stream(asynchronous=True)
+        L = a.zip(b, maxsize=2).sink_to_list()
+        await a.emit(1)
+        await a.emit(2)
+        third = asyncio.ensure_future(a.emit(3))  # a would be 3 ahead of b
+        await settle()
+        assert not third.done()
+        await b.emit("x")
+        await third
+        assert L == [(1, "x")]
+
+    asyncio.run(main())
+
+
+def test_zip_maxsize_checked_at_build_time() -> None:
+    with pytest.raises(ValueError, match="maxsize"):
+        Stream().zip(Stream(), maxsize=0)
+
+
+# -- delay and rate_limit --------------------------------------------------------
+
+
+def test_delay_keeps_order_and_flushes_at_close(clock: VirtualClock) -> None:
+    source = Stream()
+    L = source.delay(1.0).sink_to_list()
+    source.emit(1)
+    clock.advance(0.5)
+    source.emit(2)
+    clock.advance(0.5)
+    assert L == [1]
+    source.emit(3)
+    source.close()
+    assert L == [1, 2, 3]
+
+
+def test_rate_limit_spaces_elements(clock: VirtualClock) -> None:
+    async def main() -> list[tuple[float, int]]:
+        source = Stream(asynchronous=True)
+        L = source.rate_limit(1.0).map(lambda x: (clock.now(), x)).sink_to_list()
+        tasks = [asyncio.ensure_future(source.emit(i)) for i in range(3)]
+        for _ in range(3):
+            await clock.advance_async(1.0)
+        await asyncio.gather(*tasks)
+        return L
+
+    assert asyncio.run(main()) == [(0.0, 0), (1.0, 1), (2.0, 2)]

@@ -1,0 +1,270 @@
+"""timed_window (processing and event time), timed_window_unique, partition(timeout=).
+
+Time is a VirtualClock: no sleeps, no wall-clock asserts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams import Stream, VirtualClock, use_clock
+from streams.errors import NodeError
+from streams.operators.timed import LateElementError
+
+# -- processing time -------------------------------------------------------
+
+
+def test_one_list_per_interval_empty_windows_included(clock: VirtualClock) -> None:
+    source = Stream()
+    L = source.timed_window(1.0).sink_to_list()
+    source.emit(1)
+    source.emit(2)
+    clock.advance(1.0)
+    assert L == [[1, 2]]
+    clock.advance(2.0)
+    assert L == [[1, 2], [], []]
+    source.emit(3)
+    clock.advance(0.5)
+    assert L == [[1, 2], [], []]
+    clock.advance(0.5)
+    assert L == [[1, 2], [], [], [3]]
+
+
+def test_windows_follow_a_fixed_grid(clock: VirtualClock) -> None:
+    source = Stream()
+    L = source.timed_window(0.1).sink_to_list()
+    for _ in range(10):
+        clock.advance(0.1)
+    assert len(L) == 10  # no drift from summing 0.1 ten times
+
+
+def test_arrival_checks_the_deadline_without_any_timer() -> None:
+    # A clock that cannot schedule (like the loop clock with no loop): only
+    # element arrivals and close() can emit windows.
+    class Manual(VirtualClock):
+        def call_later(self, delay, callback, *args):  # type: ignore[no-untyped-def]
+            raise RuntimeError("no loop")
+
+    clock = Manual()
+    with use_clock(clock):
+        source = Stream()
+        L = source.timed_window(1.0).sink_to_list()
+    source.emit("a")
+    clock._now = 1.0  # a producer that never yields: time moves, no timer runs
+    source.emit("b")
+    assert L == [["a"]]
+    clock._now = 3.5
+    source.emit("c")
+    assert L == [["a"], ["b"], []]  # the interval [2, 3) was empty
+    source.close()
+    assert L == [["a"], ["b"], [], ["c"]]
+
+
+def test_close_flushes_the_open_window_and_stops_the_timer(clock: VirtualClock) -> None:
+    source = Stream()
+    L = source.timed_window(1.0).sink_to_list()
+    source.emit(1)
+    source.close()
+    assert L == [[1]]
+    assert clock.pending == 0
+    clock.advance(5)
+    assert L == [[1]]
+
+
+def test_window_emitted_from_timer_reaches_a_coroutine_sink(clock: VirtualClock) -> None:
+    out: list[list[int]] = []
+
+    async def slow(w: list[int]) -> None:
+        await clock.sleep(0.5)
+        out.append(w)
+
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.timed_window(1.0).sink(slow)
+        await source.emit(1)
+        await clock.advance_async(1.0)  # window [1] emitted; sink busy until 1.5
+        waiting = asyncio.ensure_future(source.emit(2))
+        await asyncio.sleep(0)
+        assert not waiting.done()  # backpressure: the producer waits for the sink
+        await clock.advance_async(0.5)
+        await waiting
+        await clock.advance_async(0.5)  # window [2] emitted; sink busy until 2.5
+        closing = asyncio.ensure_future(source.aclose())
+        await asyncio.sleep(0)
+        assert not closing.done()  # close waits for the work in flight
+        await clock.advance_async(0.5)
+        await closing
+
+    asyncio.run(main())
+    assert out == [[1], [2]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.floats(0, 0.35)), max_size=60))
+def test_every_element_once_in_order(steps: list[tuple[int, float]]) -> None:
+    with use_clock(VirtualClock()) as clock:
+        source = Stream()
+        windows = source.timed_window(0.1).sink_to_list()
+    for x, dt in steps:
+        source.emit(x)
+        clock.advance(dt)
+    source.close()
+    assert [x for w in windows for x in w] == [x for x, _ in steps]
+    # one window per elapsed interval (plus the one flushed at close)
+    assert len(windows) in (math.floor(clock.now() / 0.1 + 1e-9),
+                            math.floor(clock.now() / 0.1 + 1e-9) + 1)
+
+
+def test_timed_window_unique(clock: VirtualClock) -> None:
+    source = Stream()
+    first = source.timed_window_unique(1.0).sink_to_list()
+    last = source.timed_window_unique(1.0, keep="last").sink_to_list()
+    for x in [1, 2, 3, 3, 2, 1]:
+        source.emit(x)
+    clock.advance(1.0)
+    clock.advance(1.0)
+    assert first == [(1, 2, 3), ()]
+    assert last == [(3, 2, 1), ()]
+
+
+def test_timed_window_unique_by_key_flushes_at_close(clock: VirtualClock) -> None:
+    source = Stream()
+    L = source.timed_window_unique(1.0, key="k").sink_to_list()
+    source.emit({"k": 1, "v": "a"})
+    source.emit({"k": 1, "v": "b"})
+    source.close()
+    assert L == [({"k": 1, "v": "a"},)]
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), "soon"])
+def test_bad_interval_fails_at_build_time(bad: object) -> None:
+    with pytest.raises((ValueError, TypeError), match="timed_window"):
+        Stream().timed_window(bad)  # type: ignore[arg-type]
+
+
+def test_interval_strings() -> None:
+    assert Stream().timed_window("250ms").interval == 0.25  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="lateness= needs time="):
+        Stream().timed_window(1, lateness=2)
+
+
+# -- event time -------------------------------------------------------------
+
+
+def test_event_time_windows_close_on_the_watermark() -> None:
+    source = Stream()
+    L = source.timed_window(10, time=lambda e: e["t"]).sink_to_list()
+    for t in [0, 3, 9.99, 10, 25]:
+        source.emit({"t": t})
+    assert [[e["t"] for e in w] for w in L] == [[0, 3, 9.99], [10]]
+    source.close()
+    assert [[e["t"] for e in w] for w in L] == [[0, 3, 9.99], [10], [25]]
+
+
+def test_event_time_late_element_is_routed_not_dropped() -> None:
+    source = Stream()
+    windows = source.timed_window(10, time=0, lateness=2).on_error("route")
+    L = windows.sink_to_list()
+    errors = windows.errors.sink_to_list()
+    for e in [(1, "a"), (11, "b"), (8, "c"), (13, "d"), (9, "late")]:
+        source.emit(e)
+    assert L == [[(1, "a"), (8, "c")]]
+    assert [r.element for r in errors] == [(9, "late")]
+    assert isinstance(errors[0].exception, LateElementError)
+    assert "already emitted" in str(errors[0].exception)
+
+
+def test_event_time_late_element_raises_by_default() -> None:
+    source = Stream()
+    source.timed_window(1, time=lambda x: x).sink_to_list()
+    source.emit(5)
+    with pytest.raises(NodeError, match="already emitted"):
+        source.emit(0)
+
+
+def _reference(interval: float, lateness: float, times: list[float]) -> tuple[list, list]:
+    """A direct restatement of the event-time semantics."""
+    emitted: set[int] = set()
+    open_: dict[int, list[float]] = {}
+    out, late = [], []
+    high = -math.inf
+    for t in times:
+        k = math.floor(t / interval)
+        if k in emitted or (k + 1) * interval <= high - lateness:
+            late.append(t)
+            continue
+        open_.setdefault(k, []).append(t)
+        high = max(high, t)
+        for j in sorted(open_):
+            if (j + 1) * interval <= high - lateness:
+                out.append(open_.pop(j))
+                emitted.add(j)
+    out.extend(open_[j] for j in sorted(open_))
+    return out, late
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 100), max_size=50), st.sampled_from([1, 5, 10]),
+       st.sampled_from([0, 3, 20]))
+def test_event_time_matches_reference(times: list[int], interval: int, lateness: int) -> None:
+    source = Stream()
+    node = source.timed_window(interval, time=lambda t: t, lateness=lateness).on_error("route")
+    out = node.sink_to_list()
+    late = node.errors.map(lambda r: r.element).sink_to_list()
+    for t in times:
+        source.emit(t)
+    source.close()
+    assert (out, late) == _reference(interval, lateness, times)
+    assert sorted([*(x for w in out for x in w), *late]) == sorted(times)  # nothing lost
+
+
+# -- partition(timeout=) ------------------------------------------------------
+
+
+def test_partition_timeout_emits_partial_groups(clock: VirtualClock) -> None:
+    source = Stream()
+    L = source.partition(3, timeout=1.0).sink_to_list()
+    source.emit(1)
+    clock.advance(0.5)
+    source.emit(2)
+    clock.advance(0.5)
+    assert L == [(1, 2)]
+    for x in [3, 4, 5]:
+        source.emit(x)
+    assert L == [(1, 2), (3, 4, 5)]
+    clock.advance(5)
+    assert L == [(1, 2), (3, 4, 5)]
+
+
+def test_partition_timeout_per_key_in_start_order(clock: VirtualClock) -> None:
+    source = Stream()
+    L = source.partition(2, timeout=1.0, key=lambda x: x % 2).sink_to_list()
+    source.emit(1)
+    clock.advance(0.25)
+    source.emit(2)
+    clock.advance(0.75)
+    assert L == [(1,)]
+    clock.advance(0.25)
+    assert L == [(1,), (2,)]
+
+
+def test_partition_timeout_checked_on_arrival_without_timer() -> None:
+    class Manual(VirtualClock):
+        def call_later(self, delay, callback, *args):  # type: ignore[no-untyped-def]
+            raise RuntimeError("no loop")
+
+    clock = Manual()
+    with use_clock(clock):
+        source = Stream()
+        L = source.partition(3, timeout=1.0).sink_to_list()
+    source.emit(1)
+    clock._now = 2.0
+    source.emit(2)
+    assert L == [(1,)]
+    source.close()
+    assert L == [(1,), (2,)]
