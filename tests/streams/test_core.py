@@ -42,7 +42,7 @@ def test_connect_and_disconnect() -> None:
 
 
 def test_connect_rejects_non_streams() -> None:
-    with pytest.raises(TypeError, match="connect.. takes a Stream"):
+    with pytest.raises(TypeError, match=r"connect\(\) takes a Stream"):
         Stream().connect(print)  # type: ignore[arg-type]
 
 
@@ -177,7 +177,9 @@ def test_plugins_from_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     """))
     dist = tmp_path / "streams_plugin_demo-1.0.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: streams-plugin-demo\nVersion: 1.0\n")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: streams-plugin-demo\nVersion: 1.0\n"
+    )
     (dist / "entry_points.txt").write_text(
         "[streams.nodes]\ntriple = streams_plugin_demo:Triple\n"
     )
@@ -198,6 +200,6 @@ def test_plugins_from_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_unknown_attribute_is_a_plain_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no_such_operator"):
-        Stream.no_such_operator  # noqa: B018
+        Stream.no_such_operator
     with pytest.raises(AttributeError, match="no_such_operator"):
-        Stream().no_such_operator  # type: ignore[attr-defined]  # noqa: B018
+        Stream().no_such_operator  # type: ignore[attr-defined]
