@@ -24,3 +24,11 @@ def test_mypy_is_clean_on_the_packages() -> None:
     proc = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True,
                           text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_public_api_types_check_as_documented() -> None:
+    pytest.importorskip("mypy")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--warn-unused-ignores",
+         "tests/typing/usage.py"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

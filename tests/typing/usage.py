@@ -1,0 +1,24 @@
+"""Checked by mypy in tests/test_quality.py, never run: the public API's types.
+
+A line ending in ``# type: ignore[...]`` is an error mypy must find: with
+``warn_unused_ignores`` an ignore that silences nothing fails the check.
+"""
+
+from __future__ import annotations
+
+from operator import add
+
+from streams import Stream
+
+
+def typed_pipeline() -> list[str]:
+    source: Stream[int] = Stream()
+    doubled: Stream[int] = source.map(lambda x: x * 2)
+    texts: Stream[str] = doubled.map(str)
+    kept: Stream[str] = texts.filter(None)
+    totals = source.scan(add, start=0)
+    totals.sink(print)
+    wrong: Stream[int] = texts  # type: ignore[assignment]
+    source.emit("not checked at run time")  # type: ignore[arg-type]
+    del wrong
+    return kept.sink_to_list()
