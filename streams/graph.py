@@ -181,7 +181,21 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
     Returns
     -------
     graphviz.Digraph
-        Displayed inline by Jupyter (as SVG).
+        Jupyter displays it inline as SVG (graphviz's ``_repr_mimebundle_``);
+        ``.pipe(format="svg")`` gives the SVG bytes. Each node shows its
+        operator, function and ``stream_name``; nodes that run on Dask or
+        Spark are tinted and boxed by segment.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream(stream_name="numbers")
+    >>> _ = source.map(abs).sink_to_list()
+    >>> g = visualize(source, filename=None)
+    >>> "image/svg+xml" in g._repr_mimebundle_()
+    True
+    >>> b"map(abs)" in g.pipe(format="svg")
+    True
     """
     try:
         import graphviz
@@ -193,10 +207,22 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
         ) from e
     colors = {"dask": "#fde2c3", "spark": "#d6e9f8"}
     g = graphviz.Digraph(graph_attr={k: str(v) for k, v in kwargs.items()})
+    # Nodes of one Dask or Spark segment are drawn inside one labelled box
+    # (a graphviz cluster), so where each part runs is visible at a glance.
+    clusters: dict[int, Any] = {}
     for n in walk(node):
         spec = n.describe()
         text = spec.name if spec.backend is None else f"{spec.name}\n[{spec.backend}]"
-        g.node(
+        where = g
+        if spec.backend is not None and n._segment is not None:
+            where = clusters.get(id(n._segment))
+            if where is None:
+                where = clusters[id(n._segment)] = graphviz.Digraph(
+                    name=f"cluster_{len(clusters)}",
+                    graph_attr={"label": f"runs on {spec.backend.capitalize()}",
+                                "style": "rounded,dashed", "color": "#888888",
+                                "fontcolor": "#555555"})
+        where.node(
             str(spec.id),
             label=text,
             shape=n._graphviz_shape,
@@ -206,6 +232,8 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
         )
         for uid in spec.upstream_ids:
             g.edge(str(uid), str(spec.id))
+    for cluster in clusters.values():
+        g.subgraph(cluster)
     if filename is not None:
         stem, _, fmt = filename.rpartition(".")
         if not stem:

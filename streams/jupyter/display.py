@@ -1,0 +1,513 @@
+"""Live display of a stream in Jupyter: the latest element, updated as it flows.
+
+A stream shown as the last expression of a cell (or passed to IPython's
+``display``) attaches a :class:`LiveView`: a sink node downstream of the
+stream that keeps the latest element and redraws a small widget at most once
+per ``interval`` seconds, whatever the element rate. Nothing here is
+imported by ``import streams``; IPython and ipywidgets load only when a
+stream is displayed, so streams that are never shown pay nothing.
+
+The drawing surface is an ``ipywidgets.HTML`` widget when ipywidgets is
+installed, else an updatable IPython display (``display_id``), which works
+in any front end that knows ``update_display_data``.
+
+Examples
+--------
+>>> from streams import Stream, VirtualClock, use_clock
+>>> with use_clock(VirtualClock()) as clock:
+...     source = Stream()
+...     view = LiveView(source.map(lambda x: x * 10), interval=1.0, widget=False)
+...     for i in range(5):
+...         source.emit(i)
+>>> view.latest, view.count, view.renders      # the first element drew at once
+(40, 5, 1)
+>>> clock.advance(1.0)                           # the trailing redraw, one interval later
+>>> view.renders, "40" in view.html()
+(2, True)
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import reprlib
+import uuid
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from ..clock import Clock, Handle, get_clock
+from ..core import NO_DEFAULT, Stream
+from ..graph import label
+
+__all__ = ["DEFAULT_INTERVAL", "LiveView", "Surface", "Throttle", "flush_all", "live_view",
+           "show"]
+
+#: Seconds between two redraws of a live view: fast enough to look live,
+#: slow enough that a stream of a million elements per second sends the
+#: browser five small messages per second.
+DEFAULT_INTERVAL = 0.2
+
+
+class _NoLoop:
+    """Marks a throttle that could not schedule a timer (no running loop)."""
+
+    __slots__ = ()
+
+    def cancel(self) -> None:
+        pass
+
+
+_NO_LOOP = _NoLoop()
+
+
+class Throttle:
+    """Call ``render()`` at most once per ``interval`` seconds of clock time.
+
+    :meth:`poke` says "something changed". The first poke after a quiet
+    period renders at once (leading edge); later ones within the interval
+    schedule one render at its end (trailing edge), so the last change is
+    always drawn. Time comes from the clock in force when the throttle is
+    created (``streams.clock.get_clock()``). Without a running loop no timer
+    can be scheduled: the pending render then happens at the next poke after
+    the interval, or at :meth:`flush` (called at the end of a Jupyter cell
+    and at the end of the stream).
+
+    Parameters
+    ----------
+    render : callable
+        Called with no arguments to draw.
+    interval : float
+        Minimum time between two renders, in seconds.
+    clock : Clock, optional
+        Defaults to ``get_clock()``.
+
+    Examples
+    --------
+    >>> from streams import VirtualClock
+    >>> clock, drawn = VirtualClock(), []
+    >>> t = Throttle(lambda: drawn.append(clock.now()), interval=1.0, clock=clock)
+    >>> t.poke(); t.poke(); t.poke()
+    >>> drawn
+    [0.0]
+    >>> clock.advance(2.0); drawn
+    [0.0, 1.0]
+    """
+
+    __slots__ = ("__weakref__", "_clock", "_due", "_timer", "interval", "pending", "render")
+
+    def __init__(self, render: Callable[[], Any], interval: float = DEFAULT_INTERVAL,
+                 clock: Clock | None = None) -> None:
+        if not interval >= 0:
+            raise ValueError(f"Throttle: interval must be >= 0 seconds, got {interval!r}")
+        self.render = render
+        self.interval = float(interval)
+        self._clock = clock if clock is not None else get_clock()
+        self._due = float("-inf")
+        self._timer: Handle | None = None
+        #: True when a change has not been drawn yet.
+        self.pending = False
+
+    def poke(self) -> None:
+        """Record a change; render now or schedule a render."""
+        self.pending = True
+        now = self._clock.now()
+        if now >= self._due:
+            self._fire(now)
+        elif self._timer is None:
+            try:
+                self._timer = self._clock.call_later(self._due - now, self._on_timer)
+            except RuntimeError:  # no running loop: render at a later poke or flush
+                self._timer = _NO_LOOP
+            _pending.add(self)
+
+    def flush(self) -> None:
+        """Render now if a change is waiting."""
+        if self.pending:
+            self._fire(self._clock.now())
+
+    def cancel(self) -> None:
+        """Drop any scheduled render."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.pending = False
+        _pending.discard(self)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.flush()
+
+    def _fire(self, now: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        _pending.discard(self)
+        self.pending = False
+        self._due = now + self.interval
+        self.render()
+
+
+#: Throttles with a change not drawn yet; flushed at the end of each cell.
+_pending: weakref.WeakSet[Throttle] = weakref.WeakSet()
+
+
+def flush_all() -> None:
+    """Draw every pending change now (registered as IPython's ``post_execute``).
+
+    A cell that emits quickly leaves its last elements waiting for a timer
+    that fires after the cell; drawing them when the cell ends makes what
+    the notebook shows (and saves) the final state of the cell.
+    """
+    for throttle in list(_pending):
+        throttle.flush()
+
+
+def _ipython_kernel() -> Any:
+    """The IPython shell if it runs in a kernel (widgets can reach a browser)."""
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return None
+    shell = ipython.get_ipython()
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return None
+    return shell
+
+
+_hooked_shells: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _hook_cell_end() -> None:
+    shell = _ipython_kernel()
+    if shell is not None and shell not in _hooked_shells:
+        shell.events.register("post_execute", flush_all)
+        _hooked_shells.add(shell)
+
+
+def _ipython_display() -> Any:
+    """``IPython.display``, imported only when something is displayed."""
+    import IPython.display
+
+    return IPython.display
+
+
+def _import_widgets() -> Any:
+    try:
+        import ipywidgets
+    except ImportError:
+        return None
+    return ipywidgets
+
+
+class Surface:
+    """Where a live view draws: a widget, or an updatable IPython display.
+
+    Parameters
+    ----------
+    make_widget : callable
+        Builds the ipywidgets widget (called only if ipywidgets imports).
+    set_widget : callable
+        ``set_widget(widget, bundle)`` updates the widget from a MIME bundle.
+    widget : bool or None
+        Use a widget (True), an IPython display (False), or a widget if
+        ipywidgets is installed (None).
+    """
+
+    def __init__(self, make_widget: Callable[[Any], Any],
+                 set_widget: Callable[[Any, dict[str, Any]], None],
+                 widget: bool | None = None) -> None:
+        widgets = _import_widgets() if widget is not False else None
+        if widget and widgets is None:
+            raise ImportError("a widget view needs ipywidgets: pip install ipywidgets")
+        self.widget: Any = make_widget(widgets) if widgets is not None else None
+        self._set_widget = set_widget
+        self.display_id = uuid.uuid4().hex
+        self.shown = False
+
+    def update(self, bundle: dict[str, Any]) -> None:
+        """Draw ``bundle`` (a dict from MIME type to data)."""
+        if self.widget is not None:
+            self._set_widget(self.widget, bundle)
+        elif self.shown:
+            _ipython_display().update_display(_raw(bundle), raw=True,
+                                              display_id=self.display_id)
+
+    def show(self, bundle: dict[str, Any]) -> None:
+        """Display the surface in the current output, ``bundle`` as fallback."""
+        display = _ipython_display().display
+        if self.widget is not None:
+            data = dict(self.widget._repr_mimebundle_())
+            # The text a front end without widgets shows (and nbconvert's text output).
+            data["text/plain"] = bundle.get("text/plain", data.get("text/plain", ""))
+            display(data, raw=True)
+        else:
+            display(_raw(bundle), raw=True, display_id=self.display_id)
+        self.shown = True
+
+    def close(self) -> None:
+        if self.widget is not None:
+            self.widget.close()
+
+
+def _raw(bundle: dict[str, Any]) -> dict[str, Any]:
+    """``bundle`` as IPython displays raw data: binary formats base64-encoded."""
+    return {k: base64.b64encode(v).decode("ascii") if isinstance(v, bytes) else v
+            for k, v in bundle.items()}
+
+
+_short = reprlib.Repr()
+_short.maxlist = _short.maxtuple = _short.maxset = _short.maxdict = 20
+_short.maxstring = _short.maxother = 300
+_short.maxlevel = 4
+
+
+def html_of(x: Any) -> str:
+    """HTML for an element: its ``_repr_html_`` if it has one, else a short repr.
+
+    Examples
+    --------
+    >>> html_of("<b>")
+    '<pre>&#x27;&lt;b&gt;&#x27;</pre>'
+    >>> len(html_of(list(range(10**6)))) < 200
+    True
+    """
+    rich = getattr(type(x), "_repr_html_", None)
+    if rich is not None:
+        try:
+            out = rich(x)
+        except Exception:  # a broken _repr_html_ must not break the view
+            out = None
+        if isinstance(out, str):
+            return out
+    return f"<pre>{html.escape(_short.repr(x))}</pre>"
+
+
+class _ViewNode(Stream[Any]):
+    """The sink node through which a live view receives elements."""
+
+    __slots__ = ("view",)
+    _operator = "live_view"
+    _graphviz_shape = "note"
+
+    def __init__(self, upstream: Stream[Any], view: _Watcher) -> None:
+        self.view = view
+        Stream.__init__(self, upstream)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        try:
+            self.view._add(x)
+        except Exception as e:  # an element the view cannot draw follows the error policy
+            return self._fail(x, e)
+        return None
+
+    def _flush(self) -> Any:
+        self.view._end("ended")
+        return None
+
+    def _remove_upstream(self, upstream: Stream[Any]) -> None:
+        super()._remove_upstream(upstream)
+        if not self.upstreams:
+            self.view._end("stopped")
+
+
+class _Watcher:
+    """The common part of live views and plots: a node, a throttle, a surface."""
+
+    #: Set by subclasses before ``_attach``.
+    _surface: Surface
+    #: The node class: its operator name is what pictures and errors show.
+    _node_class: type[_ViewNode] = _ViewNode
+
+    def _attach(self, stream: Stream[Any], interval: float) -> None:
+        self.count = 0
+        self.renders = 0
+        #: ``"live"``, ``"ended"`` (the stream closed), ``"stopped"`` (destroyed or
+        #: disconnected) or ``"closed"`` (:meth:`close` was called).
+        self.status = "live"
+        self.label = label(stream)
+        self._throttle = Throttle(self._render, interval)
+        self._node = self._node_class(stream, self)
+
+    @property
+    def node(self) -> Stream[Any]:
+        """The sink node attached to the stream."""
+        return self._node
+
+    def _add(self, x: Any) -> None:
+        self._take(x)
+        self.count += 1
+        self._throttle.poke()
+
+    def _take(self, x: Any) -> None:
+        raise NotImplementedError
+
+    def _bundle(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _render(self) -> None:
+        self.renders += 1
+        self._surface.update(self._bundle())
+
+    def _end(self, status: str) -> None:
+        if self.status != "live":
+            return
+        self.status = status
+        self._throttle.cancel()
+        self._render()
+
+    def close(self) -> None:
+        """Detach from the stream and close the widget."""
+        if self.status == "closed":
+            return
+        self._throttle.cancel()
+        self.status = "closed"  # before disconnecting, so that no "stopped" redraw happens
+        for u in list(self._node.upstreams):
+            u.disconnect(self._node)
+        self._surface.close()
+
+    def flush(self) -> None:
+        """Draw the latest state now, if it has changed since the last draw."""
+        self._throttle.flush()
+
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        _hook_cell_end()
+        self._surface.show(self._bundle())
+
+
+class LiveView(_Watcher):
+    """A live view of the latest element of a stream, for Jupyter.
+
+    Created when a stream is displayed; create one yourself to choose the
+    interval or the formatter. The view is a sink node downstream of
+    ``stream``: it costs one call per element plus one clock read, and
+    redraws at most once per ``interval`` seconds (see :class:`Throttle`).
+    It draws the final element when the stream ends, and stops when the
+    stream is destroyed or the view is closed (:meth:`close`).
+
+    Parameters
+    ----------
+    stream : Stream
+        The stream to watch.
+    interval : float
+        Minimum seconds between two redraws (default :data:`DEFAULT_INTERVAL`).
+    formatter : callable, optional
+        ``formatter(x) -> str`` of HTML for an element; default
+        :func:`html_of` (the element's ``_repr_html_``, else a short repr).
+    widget : bool or None
+        Draw in an ipywidgets widget (True), an updatable IPython display
+        (False), or a widget if ipywidgets is installed (None).
+
+    Attributes
+    ----------
+    latest : object
+        The last element seen (``streams.NO_DEFAULT`` before the first).
+    count : int
+        How many elements were seen.
+    status : str
+        ``"live"``, ``"ended"``, ``"stopped"`` or ``"closed"``.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> view = LiveView(source, widget=False)
+    >>> source.emit({"temp": 21.5})
+    >>> view.latest, view.count
+    ({'temp': 21.5}, 1)
+    >>> source.destroy()
+    >>> view.status
+    'stopped'
+    """
+
+    def __init__(self, stream: Stream[Any], interval: float = DEFAULT_INTERVAL,
+                 formatter: Callable[[Any], str] | None = None,
+                 widget: bool | None = None) -> None:
+        self.latest: Any = NO_DEFAULT
+        self.formatter = formatter or html_of
+        self._surface = Surface(
+            lambda w: w.HTML(layout=w.Layout(max_height="24em", overflow="auto")),
+            _set_html, widget)
+        self._attach(stream, interval)
+        self._surface.update(self._bundle())  # "no element yet"; not counted as a render
+
+    def _take(self, x: Any) -> None:
+        self.latest = x
+
+    def text(self) -> str:
+        """The plain-text form of the view (what a front end without widgets shows)."""
+        head = f"{self.label}: {self.count} element{'s' * (self.count != 1)}, {self.status}"
+        if self.latest is NO_DEFAULT:
+            return head
+        return f"{head}; latest: {_short.repr(self.latest)}"
+
+    def html(self) -> str:
+        """The HTML the view draws."""
+        head = (f"{html.escape(self.label)} &middot; {self.count} "
+                f"element{'s' * (self.count != 1)} &middot; {self.status}")
+        if self.latest is NO_DEFAULT:
+            body = "<i>no element yet</i>"
+        else:
+            try:
+                body = self.formatter(self.latest)
+            except Exception as e:  # show the failure instead of breaking the stream
+                body = f"<pre>formatter failed: {html.escape(repr(e))}</pre>"
+        return (f'<div class="streams-live-view"><div style="color:#666;'
+                f'font-size:smaller">{head}</div>{body}</div>')
+
+    def _bundle(self) -> dict[str, Any]:
+        return {"text/html": self.html(), "text/plain": self.text()}
+
+    @property
+    def widget(self) -> Any:
+        """The ipywidgets widget drawn into, or None."""
+        return self._surface.widget
+
+
+def _set_html(widget: Any, bundle: dict[str, Any]) -> None:
+    widget.value = bundle["text/html"]
+
+
+def _find_view(stream: Stream[Any]) -> LiveView | None:
+    for d in stream.downstreams:
+        if isinstance(d, _ViewNode) and isinstance(d.view, LiveView):
+            return d.view
+    return None
+
+
+def live_view(stream: Stream[Any], **kwargs: Any) -> LiveView:
+    """The live view of ``stream`` shown by ``display(stream)``, created if needed.
+
+    Keyword arguments are those of :class:`LiveView`; given any, a new view
+    is made instead of reusing the one displayed.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> view = live_view(source, widget=False)
+    >>> live_view(source) is view
+    True
+    """
+    view = None if kwargs else _find_view(stream)
+    return view if view is not None else LiveView(stream, **kwargs)
+
+
+def show(stream: Stream[Any]) -> None:
+    """Display a live view of ``stream`` (``Stream._ipython_display_``).
+
+    A stream displayed twice gets one view shown twice, so displaying costs
+    at most one sink node per stream. Outside a kernel (terminal IPython)
+    only the stream's name is printed: nothing could redraw the view there.
+    """
+    display = _ipython_display().display
+    if _ipython_kernel() is None:
+        display({"text/plain": repr(stream)}, raw=True)
+        return
+    try:
+        view = live_view(stream)
+    except Exception as e:  # e.g. a Spark segment refusing a Python sink node
+        display({"text/plain": f"{stream!r} (no live view: {e})"}, raw=True)
+        return
+    view._ipython_display_()

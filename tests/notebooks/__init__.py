@@ -1,0 +1,1 @@
+"""Executing the notebooks (a package, so its conftest has a unique module name)."""

@@ -1,0 +1,88 @@
+"""progress(): counts, totals, rates on the virtual clock, end of stream, fusion."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from streams import Stream, VirtualClock
+from streams.jupyter import Progress, progress_bar
+
+
+def test_counts_every_element_and_passes_it_through() -> None:
+    source = Stream()
+    counted = source.progress(file=io.StringIO())
+    L = counted.map(str).sink_to_list()
+    for i in range(1000):
+        source.emit(i)
+    assert isinstance(counted, Progress)
+    assert counted.bar.n == 1000 and [str(i) for i in range(1000)] == L
+
+
+def test_total_comes_from_a_sized_iterable_source() -> None:
+    out = io.StringIO()
+    source = Stream.from_iterable(range(50))
+    counted = source.progress(file=out)
+    assert counted.total == counted.bar.total == 50
+    source.start()
+    assert counted.bar.n == 50
+    assert "50/50" in out.getvalue()
+
+
+def test_total_is_unknown_for_a_generator_and_can_be_given() -> None:
+    unknown = Stream.from_iterable(x for x in range(3)).progress(file=io.StringIO())
+    assert unknown.total is None and unknown.bar.total is None
+    given = Stream.from_iterable(x for x in range(3)).progress(total=3, file=io.StringIO())
+    assert given.bar.total == 3
+
+
+def test_rate_is_measured_on_the_stream_clock(clock: VirtualClock) -> None:
+    source = Stream()
+    counted = source.progress(unit="row", smoothing=0, file=io.StringIO())
+    for i in range(10):
+        clock.advance(0.5)
+        source.emit(i)
+    assert counted.bar.format_dict["elapsed"] == 5.0
+    assert "2.00row/s" in str(counted.bar)
+
+
+def test_the_bar_closes_at_the_end_of_the_stream() -> None:
+    out = io.StringIO()
+    source = Stream()
+    counted = source.progress(total=2, desc="rows", file=out)
+    source.emit("a")
+    source.emit("b")
+    source.close()
+    assert counted.bar.disable  # tqdm marks a closed bar disabled
+    assert out.getvalue().rstrip().splitlines()[-1].startswith("rows: 100%")
+
+
+def test_progress_is_fused_into_the_compiled_chain() -> None:
+    from streams.fusion import Fuser, is_fusable
+
+    source = Stream()
+    counted = source.progress(file=io.StringIO())
+    assert is_fusable(counted)
+    f = Fuser()
+    f.push_function(source, frozenset())
+    assert "tick" in f.source()
+
+
+def test_description_and_bad_arguments() -> None:
+    source = Stream(stream_name="orders")
+    counted = source.progress(total=10, file=io.StringIO())
+    spec = counted.describe()
+    assert spec.operator == "progress"
+    assert dict(spec.params) == {"total": 10, "desc": "orders", "unit": "it"}
+    with pytest.raises(ValueError, match="total"):
+        source.progress(total=-1)
+
+
+def test_progress_bar_for_engines_reports_batches() -> None:
+    clock = VirtualClock()
+    bar = progress_bar(total=4, unit="batch", clock=clock, smoothing=0, file=io.StringIO())
+    for _ in range(4):
+        clock.advance(2.0)
+        bar.update(1)
+    assert bar.n == 4 and "2.00s/batch" in str(bar)  # tqdm inverts rates below 1/s
