@@ -25,8 +25,12 @@ from .sinks.basic import Sink, SinkToList, SinkToTextfile
 from .sinks.durable import SinkToDurableTextfile  # issue 6: exactly-once file output
 from .sinks.stdio import SinkToStdout  # issue 6: JSON lines to stdout
 from .sources.base import Source
+from .sources.http import FromHttpServer  # issue 3: async sources
 from .sources.iterable import FromIterable
+from .sources.periodic import FromPeriodic
+from .sources.process import FromProcess
 from .sources.stdio import FromStdin  # issue 6: JSON lines from stdin
+from .sources.tcp import FromTcp
 from .sources.textfile import FromTextfile
 from .state import Checkpointer, CheckpointError, checkpoint  # issue 6: checkpoints
 
@@ -38,8 +42,12 @@ __all__ = [
     "Checkpointer",
     "Clock",
     "ErrorRecord",
+    "FromHttpServer",
     "FromIterable",
+    "FromPeriodic",
+    "FromProcess",
     "FromStdin",
+    "FromTcp",
     "FromTextfile",
     "GraphSpec",
     "LoopClock",

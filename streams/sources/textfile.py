@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..clock import run_sync
+from ..clock import get_clock, run_sync
 from ..core import Stream
 from .base import Source
 
@@ -16,7 +16,11 @@ class FromTextfile(Source):
     """Emit the lines of a text file, delimiter included (as streamz does).
 
     Without a running loop the file is read to its end, a last line without
-    delimiter included, and the stream closes.
+    delimiter included, and the stream closes. Started inside a running loop
+    it *follows* the file: lines appended later are emitted as they are
+    completed (a partial last line waits for its delimiter), checking every
+    ``poll_interval`` seconds, each line awaited through the graph before the
+    next (backpressure), until ``stop()``.
 
     Parameters
     ----------
@@ -49,7 +53,7 @@ class FromTextfile(Source):
     # after a restore lands exactly after the last emitted line (a count of
     # characters is not a file position once a line holds non-ASCII text).
     # _checkpointer: the streams.state.Checkpointer told of each finished line.
-    __slots__ = ("_checkpointer", "_delim", "_fp", "delimiter", "encoding", "file",
+    __slots__ = ("_checkpointer", "_clock", "_delim", "_fp", "delimiter", "encoding", "file",
                  "from_end", "offset", "poll_interval")
     _operator = "from_textfile"
     _params = ("file", "poll_interval", "delimiter", "from_end", "encoding")
@@ -70,6 +74,8 @@ class FromTextfile(Source):
         self.offset = 0
         self._fp: Any = None
         self._checkpointer: Any = None
+        # Following polls on the clock in force at creation (a virtual one in tests).
+        self._clock = get_clock()
         super().__init__(start=start, **kwargs)
 
     def _open(self) -> Any:
@@ -116,15 +122,13 @@ class FromTextfile(Source):
             run_sync(pending)
 
     async def _run_async(self) -> None:
-        from ..clock import get_clock
-
         fp = self._open()
         buffer = b""
         ckpt = self._checkpointer
         while not self.stopped:
             data = fp.read()
             if not data:
-                await get_clock().sleep(self.poll_interval)
+                await self._clock.sleep(self.poll_interval)
                 continue
             lines, buffer = self._lines(buffer + data)
             for line in lines:

@@ -1,0 +1,246 @@
+"""Async sources on real components: loopback sockets, a Tornado server, subprocesses.
+
+Timing comes from events and the virtual clock; nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams import Stream, VirtualClock
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+# -- from_periodic -----------------------------------------------------------------
+
+
+def test_periodic_calls_on_the_clock_and_stops(clock: VirtualClock) -> None:
+    calls = iter(range(100))
+    source = Stream.from_periodic(lambda: next(calls), poll_interval=0.5)
+    L = source.sink_to_list()
+
+    async def main() -> None:
+        source.start()
+        await clock.advance_async(1.0)
+        assert L == [0, 1, 2]
+        source.stop()
+        await clock.advance_async(5.0)
+
+    asyncio.run(main())
+    assert L == [0, 1, 2]
+
+
+def test_periodic_waits_for_a_slow_downstream(clock: VirtualClock) -> None:
+    async def slow(x: int) -> None:
+        await clock.sleep(2.0)
+
+    async def tick() -> str:
+        return "t"
+
+    source = Stream.from_periodic(tick, poll_interval=0.5)
+    L = source.sink_to_list()
+    source.sink(slow)
+
+    async def main() -> None:
+        source.start()
+        await clock.advance_async(2.4)
+        assert L == ["t"]  # the next call waits for the sink (2s) then 0.5s
+        await clock.advance_async(0.1)
+        assert L == ["t", "t"]
+        source.stop()
+
+    asyncio.run(main())
+
+
+def test_periodic_needs_a_loop() -> None:
+    with pytest.raises(RuntimeError, match="running loop"):
+        Stream.from_periodic(lambda: 1).start()
+    with pytest.raises(ValueError, match="poll_interval"):
+        Stream.from_periodic(lambda: 1, poll_interval=0)
+
+
+# -- from_textfile, following ------------------------------------------------------
+
+
+def test_textfile_follows_a_growing_file(tmp_path: Path, clock: VirtualClock) -> None:
+    path = tmp_path / "log.txt"
+    path.write_text("a\nb\n")
+    source = Stream.from_textfile(str(path), poll_interval=1.0)
+    L = source.sink_to_list()
+
+    async def main() -> None:
+        source.start()
+        await settle()
+        assert L == ["a\n", "b\n"]
+        with path.open("a") as f:
+            f.write("c\nparti")
+        await clock.advance_async(1.0)
+        assert L == ["a\n", "b\n", "c\n"]  # the partial line waits for its end
+        with path.open("a") as f:
+            f.write("al\n")
+        await clock.advance_async(1.0)
+        assert L == ["a\n", "b\n", "c\n", "partial\n"]
+        source.stop()
+        await clock.advance_async(1.0)
+
+    asyncio.run(main())
+
+
+# -- from_tcp ---------------------------------------------------------------------
+
+
+def test_tcp_lines_from_several_loopback_clients() -> None:
+    async def main() -> list[bytes]:
+        source = Stream.from_tcp(0)
+        L = source.sink_to_list()
+        source.start()
+        assert source.port > 0
+        writers = []
+        for name in (b"x", b"y"):
+            _, w = await asyncio.open_connection("127.0.0.1", source.port)
+            w.write(name + b"1\n" + name + b"2\n")
+            await w.drain()
+            writers.append(w)
+        while len(L) < 4:
+            await asyncio.sleep(0)  # waiting for the server's reads, not for time
+        for w in writers:
+            w.close()
+            await w.wait_closed()
+        source.stop()
+        return L
+
+    L = asyncio.run(main())
+    assert sorted(L) == [b"x1\n", b"x2\n", b"y1\n", b"y2\n"]
+    assert L.index(b"x1\n") < L.index(b"x2\n") and L.index(b"y1\n") < L.index(b"y2\n")
+
+
+def test_tcp_reads_the_next_line_only_when_downstream_is_done() -> None:
+    async def main() -> None:
+        gate = asyncio.Event()
+        seen: list[bytes] = []
+
+        async def slow(x: bytes) -> None:
+            seen.append(x)
+            await gate.wait()
+
+        source = Stream.from_tcp(0, delimiter=b";")
+        source.sink(slow)
+        source.start()
+        _, w = await asyncio.open_connection("127.0.0.1", source.port)
+        w.write(b"a;b;c;")
+        await w.drain()
+        while not seen:
+            await asyncio.sleep(0)
+        await settle()
+        assert seen == [b"a;"]  # b and c wait in the socket: backpressure
+        gate.set()
+        while len(seen) < 3:
+            await asyncio.sleep(0)
+        assert seen == [b"a;", b"b;", b"c;"]
+        w.close()
+        source.stop()
+
+    asyncio.run(main())
+
+
+def test_tcp_needs_a_loop_and_checks_its_delimiter() -> None:
+    with pytest.raises(RuntimeError, match="running loop"):
+        Stream.from_tcp(0).start()
+    with pytest.raises(ValueError, match="delimiter"):
+        Stream.from_tcp(0, delimiter="\n")  # type: ignore[arg-type]
+
+
+# -- from_http_server --------------------------------------------------------------
+
+
+def test_http_post_bodies_become_elements_and_responses_wait() -> None:
+    from tornado.httpclient import AsyncHTTPClient
+
+    async def main() -> None:
+        gate, entered = asyncio.Event(), asyncio.Event()
+        done: list[bytes] = []
+
+        async def slow(x: bytes) -> None:
+            entered.set()
+            await gate.wait()
+            done.append(x)
+
+        source = Stream.from_http_server(0, path="/in")
+        source.sink(slow)
+        source.start()
+        client = AsyncHTTPClient(force_instance=True)
+        url = f"http://127.0.0.1:{source.port}/in"
+        response = asyncio.ensure_future(client.fetch(url, method="POST", body=b"one"))
+        await entered.wait()
+        await settle()
+        assert not response.done()  # the response waits for the pipeline
+        gate.set()
+        r = await response
+        assert r.code == 200 and done == [b"one"]
+        missing = await client.fetch(f"http://127.0.0.1:{source.port}/other", method="POST",
+                                     body=b"x", raise_error=False)
+        assert missing.code == 404
+        client.close()
+        source.stop()
+
+    asyncio.run(main())
+
+
+def test_http_pipeline_failure_answers_500() -> None:
+    from tornado.httpclient import AsyncHTTPClient
+
+    async def main() -> Any:
+        source = Stream.from_http_server(0)
+        source.map(int).sink_to_list()
+        source.start()
+        client = AsyncHTTPClient(force_instance=True)
+        url = f"http://127.0.0.1:{source.port}/"
+        ok = await client.fetch(url, method="POST", body=b"12")
+        bad = await client.fetch(url, method="POST", body=b"twelve", raise_error=False)
+        client.close()
+        source.stop()
+        return ok.code, bad.code, bad.body
+
+    ok, bad, body = asyncio.run(main())
+    assert (ok, bad) == (200, 500)
+    assert b"NodeError" in body and b"map(int)" in body
+
+
+# -- from_process -------------------------------------------------------------------
+
+
+def test_process_lines_then_close_flushes_downstream() -> None:
+    script = "import sys\nfor i in range(5): print(i)\nsys.stdout.write('end')"
+    source = Stream.from_process([sys.executable, "-c", script])
+    L = source.map(bytes.decode).partition(2).sink_to_list()
+    source.start()  # no loop: runs the process to its end
+    assert L == [("0\n", "1\n"), ("2\n", "3\n"), ("4\n", "end")]
+    assert source.returncode == 0
+
+
+def test_process_on_the_loop_with_stderr_and_stop() -> None:
+    script = ("import sys, time\nsys.stderr.write('err\\n'); sys.stderr.flush()\n"
+              "print('out', flush=True)\nsys.stdin.read()")  # then waits forever
+
+    async def main() -> list[bytes]:
+        source = Stream.from_process([sys.executable, "-c", script], with_stderr=True,
+                                     open_kwargs={"stdin": asyncio.subprocess.PIPE})
+        L = source.sink_to_list()
+        task = source.start()
+        while len(L) < 2:
+            await asyncio.sleep(0)
+        source.stop()  # terminates the process
+        await task
+        assert source.returncode is not None and source.returncode != 0
+        return L
+
+    assert sorted(asyncio.run(main())) == [b"err\n", b"out\n"]
