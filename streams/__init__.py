@@ -23,12 +23,14 @@ from .graph import GraphSpec, NodeSpec, describe, walk
 from .plugins import load_plugins
 from .sinks.basic import Sink, SinkToList, SinkToTextfile
 from .sinks.durable import SinkToDurableTextfile  # issue 6: exactly-once file output
+from .sinks.redis import SinkToRedis  # issue 6: Redis Streams (redis-py imported lazily)
 from .sinks.stdio import SinkToStdout  # issue 6: JSON lines to stdout
 from .sources.base import Source
 from .sources.http import FromHttpServer  # issue 3: async sources
 from .sources.iterable import FromIterable
 from .sources.periodic import FromPeriodic
 from .sources.process import FromProcess
+from .sources.redis import FromRedis  # issue 6: Redis Streams (redis-py imported lazily)
 from .sources.stdio import FromStdin  # issue 6: JSON lines from stdin
 from .sources.tcp import FromTcp
 from .sources.textfile import FromTextfile
@@ -46,6 +48,7 @@ __all__ = [
     "FromIterable",
     "FromPeriodic",
     "FromProcess",
+    "FromRedis",
     "FromStdin",
     "FromTcp",
     "FromTextfile",
@@ -57,6 +60,7 @@ __all__ = [
     "Sink",
     "SinkToDurableTextfile",
     "SinkToList",
+    "SinkToRedis",
     "SinkToStdout",
     "SinkToTextfile",
     "Source",
@@ -71,4 +75,3 @@ __all__ = [
     "walk",
 ]
 
-load_plugins()

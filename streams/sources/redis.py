@@ -1,0 +1,414 @@
+"""``Stream.from_redis``: entries of a Redis stream, with consumer groups.
+
+Reads are batched (``count`` entries a round trip) and the acknowledgements
+of one batch travel in the same pipelined round trip as the next read.
+
+Delivery guarantees, with a consumer ``group``:
+
+* without a checkpoint, at least once: a batch's entries are acknowledged
+  (``XACK``) only after every downstream step for each of them has finished
+  and the nodes that buffer output (``sink_to_redis``...) have flushed it;
+* with a :class:`~streams.state.Checkpointer`, exactly once for a consumer
+  restarting under its own name: entries are acknowledged only after a
+  checkpoint covering them is written, and the checkpoint records the ids
+  processed since the previous one; on restart those are acknowledged, and
+  the consumer's other pending entries (delivered but not covered) are
+  processed again, in their original order, before any new entry.
+
+Entries left pending by a dead consumer are claimed (``XAUTOCLAIM``) once
+idle for ``claim_idle`` seconds. Without a group, the stream is read with
+``XREAD`` and ``offset`` (the last entry id) is what a checkpoint resumes
+from.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterator
+from typing import Any
+
+from ..clock import run_sync
+from ..core import Stream, _gather_pending
+from ..graph import walk
+from .base import Source
+
+__all__ = ["FromRedis", "start_id"]
+
+_MAX_SEQ = 2**64 - 1
+
+
+def _raw(response: Any, **options: Any) -> Any:
+    return response
+
+
+def start_id(start: Any) -> str:
+    """The exclusive Redis id to read after, from an id, ``"$"`` or a time.
+
+    A time (``datetime`` or seconds since the epoch) means "entries added at
+    or after it"; an id means "entries after it"; ``"0"`` the whole stream,
+    ``"$"`` only entries added from now on.
+
+    Examples
+    --------
+    >>> start_id("0"), start_id("1700000000000-3")
+    ('0', '1700000000000-3')
+    >>> start_id(1700000000.5)
+    '1700000000499-18446744073709551615'
+    """
+    if isinstance(start, _dt.datetime):
+        start = start.timestamp()
+    if isinstance(start, (int, float)) and not isinstance(start, bool):
+        ms = round(start * 1000)
+        return "0" if ms <= 0 else f"{ms - 1}-{_MAX_SEQ}"
+    if isinstance(start, bytes):
+        start = start.decode()
+    if isinstance(start, str):
+        return start
+    raise TypeError(f"from_redis(): start must be an id, '$', a datetime or a timestamp, "
+                    f"got {start!r}")
+
+
+@Stream.register_api(staticmethod)
+class FromRedis(Source):
+    """Emit the entries of a Redis stream (``XREADGROUP``, or ``XREAD`` without a group).
+
+    Parameters
+    ----------
+    stream : str
+        The Redis stream's key.
+    group, consumer : str, optional
+        Read as ``consumer`` of consumer ``group`` (created if missing, at
+        ``start``); entries are then acknowledged (see the module docs).
+    start : str, datetime or float
+        Where to begin: ``"0"`` (the default: the whole stream), ``"$"``
+        (new entries only), an entry id (entries after it), or a time.
+    url : str
+        The server (``redis://host:port/db``); or pass ``client``.
+    client : redis.Redis or redis.asyncio.Redis, optional
+        A client to use (synchronous when no loop runs, asyncio on a loop).
+    count : int
+        Entries read per round trip.
+    block : float
+        On a loop, seconds a read waits for new entries before checking
+        ``stop()`` and claiming again. Without a loop the source reads to the
+        end of the stream and closes.
+    claim_idle : float, optional
+        Claim entries pending for other consumers longer than this (seconds).
+    with_id : bool
+        Emit ``(entry_id, fields)`` instead of ``fields``.
+    decode : bool
+        Decode ids, field names and values to ``str`` (else ``bytes``).
+
+    Examples
+    --------
+    Against a running server (not run here)::
+
+        source = Stream.from_redis("events", group="etl", consumer="a",
+                                   url="redis://localhost:6379/0")
+        source.map(process).sink_to_redis("results", maxlen=1_000_000)
+        source.start()
+    """
+
+    __slots__ = ("_acks", "_barriers", "_checkpointer", "_client", "block", "claim_idle",
+                 "consumer", "count", "decode", "group", "offset", "processed", "start_at",
+                 "stream", "url", "with_id")
+    _operator = "from_redis"
+    _params = ("stream", "group", "consumer", "start_at", "count", "claim_idle", "with_id")
+    _state = ("offset", "processed")
+
+    def __init__(self, stream: str, group: str | None = None, consumer: str | None = None,
+                 start: Any = "0", url: str = "redis://localhost:6379/0", client: Any = None,
+                 count: int = 1000, block: float = 1.0, claim_idle: float | None = None,
+                 with_id: bool = False, decode: bool = True, **kwargs: Any) -> None:
+        try:
+            import redis  # noqa: F401
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise ImportError("from_redis() needs redis-py: pip install 'streams[redis]'") from e
+        if (group is None) != (consumer is None):
+            raise ValueError("from_redis(): give both group= and consumer=, or neither")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"from_redis(): count must be an int >= 1, got {count!r}")
+        if not block > 0:
+            raise ValueError(f"from_redis(): block must be > 0 seconds, got {block!r}")
+        self.stream = stream
+        self.group = group
+        self.consumer = consumer
+        self.start_at = start_id(start)
+        self.url = url
+        self.count = count
+        self.block = block
+        self.claim_idle = claim_idle
+        self.with_id = with_id
+        self.decode = decode
+        self._client = client
+        #: The id of the last entry emitted (where an XREAD restart resumes).
+        self.offset: str | bytes | None = None
+        #: Ids emitted and not yet acknowledged because no checkpoint covers them.
+        self.processed: list[Any] = []
+        self._acks: list[Any] = []
+        self._barriers: list[Stream[Any]] = []
+        self._checkpointer: Any = None
+        super().__init__(**kwargs)
+
+    # -- the Redis side ------------------------------------------------------
+
+    def _connect(self, asynchronous: bool) -> Any:
+        if asynchronous:
+            import redis.asyncio as aredis
+
+            klass: Any = aredis.Redis
+        else:
+            import redis
+
+            klass = redis.Redis
+        if self._client is not None:
+            if not isinstance(self._client, klass):
+                raise TypeError(
+                    f"{self._label()}: a {type(self._client).__module__} client was given but "
+                    f"the source runs {'on a loop' if asynchronous else 'without a loop'}; "
+                    "pass the matching redis.Redis / redis.asyncio.Redis client, or url=")
+            # A client of our own over the same connections: the reply
+            # callbacks changed below must not change the caller's client.
+            r = klass(connection_pool=self._client.connection_pool)
+        else:
+            r = klass.from_url(self.url, decode_responses=self.decode)
+        # redis-py turns each entry's fields into a dict through Python
+        # callbacks (3 us an entry, more than everything else); the raw reply
+        # is parsed here in one pass instead.
+        for command in ("XREAD", "XREADGROUP", "XAUTOCLAIM"):
+            r.set_response_callback(command, _raw)
+        return r
+
+    def _create_group(self, pipe: Any) -> None:
+        pipe.xgroup_create(self.stream, self.group, id=self.start_at, mkstream=True)
+
+    def _group_created(self, result: Any) -> None:
+        if isinstance(result, Exception) and "BUSYGROUP" not in str(result):
+            raise result
+
+    def _queue_read(self, pipe: Any, ident: Any, block: int | None = None) -> None:
+        """Queue the acknowledgements due and one read on ``pipe``."""
+        if self._acks:
+            pipe.xack(self.stream, self.group, *self._acks)
+            self._acks = []
+        if self.group is None:
+            after = self.offset if self.offset is not None else self.start_at
+            pipe.xread({self.stream: after}, count=self.count, block=block)
+        else:
+            pipe.xreadgroup(self.group, self.consumer, {self.stream: ident},
+                            count=self.count, block=block)
+
+    def _queue_claim(self, pipe: Any, cursor: Any) -> None:
+        assert self.claim_idle is not None
+        pipe.xautoclaim(self.stream, self.group, self.consumer,
+                        int(self.claim_idle * 1000), start_id=cursor, count=self.count)
+
+    @staticmethod
+    def _entries(reply: Any) -> list[Any]:
+        """The ``[id, [field, value, ...]]`` entries of a raw XREAD(GROUP) reply."""
+        if not reply:
+            return []
+        if isinstance(reply, dict):  # RESP3: {stream: entries}
+            (entries,) = reply.values()
+            return entries  # type: ignore[no-any-return]
+        return reply[0][1]  # type: ignore[no-any-return]
+
+    # -- the stream side -----------------------------------------------------
+
+    def _start_recovery(self) -> None:
+        """After a restore: the ids the checkpoint covers are done; acknowledge them."""
+        self._barriers = [n for n in walk(self) if hasattr(n, "_barrier")]
+        if self.group is not None and self.processed:
+            self._acks.extend(self.processed)
+            self.processed.clear()
+
+    def _emit_batch(self, entries: list[Any]) -> Any:
+        """Push entries; return None, or an awaitable (async steps, checkpoints)."""
+        if self._checkpointer is not None:
+            return self._emit_checkpointed(iter(entries))
+        # Without a checkpoint, offset and ids are only read once the batch is
+        # done, so the loop keeps them in locals (the per-entry hot path).
+        push = self._push
+        with_id = self.with_id
+        done = 0
+        pending = None
+        for eid, flat in entries:
+            if self.stopped:
+                break
+            done += 1
+            if flat is None:  # deleted (trimmed) while pending: nothing to emit
+                continue
+            pairs = iter(flat)
+            fields = dict(zip(pairs, pairs, strict=True))
+            pending = push((eid, fields) if with_id else fields)
+            if pending is not None:
+                break
+        if done:
+            self.offset = entries[done - 1][0]
+            if self.group is not None:
+                self.processed.extend(e[0] for e in entries[:done])
+        if pending is not None:
+            return self._finish_async(pending, entries[done:])
+        return None
+
+    def _emit_checkpointed(self, it: Iterator[Any]) -> Any:
+        push = self._push
+        ckpt = self._checkpointer
+        processed = self.processed  # cleared in place at commits, never replaced
+        with_id = self.with_id
+        group = self.group is not None
+        for eid, flat in it:
+            if self.stopped:
+                return None
+            if flat is None:
+                if group:
+                    processed.append(eid)
+                continue
+            pairs = iter(flat)
+            fields = dict(zip(pairs, pairs, strict=True))
+            ckpt.begin()
+            pending = push((eid, fields) if with_id else fields)
+            self.offset = eid
+            if group:
+                processed.append(eid)
+            if pending is not None:
+                return self._finish_async(pending, it, stepped=False)
+            if (pending := ckpt.step()) is not None:
+                return self._finish_async(pending, it)
+        return None
+
+    async def _finish_async(self, pending: Any, rest: Any, stepped: bool = True) -> None:
+        await pending
+        ckpt = self._checkpointer
+        if not stepped and ckpt is not None and (p := ckpt.step()) is not None:
+            await p
+        more = self._emit_batch(list(rest))
+        if more is not None:
+            await more
+
+    def _batch_done(self) -> Any:
+        """Every element of a batch finished: flush buffered output, queue the acks."""
+        flushed = _gather_pending([n._barrier() for n in self._barriers])  # type: ignore[attr-defined]
+        if self._checkpointer is None and self.group is not None:
+            self._acks.extend(self.processed)
+            self.processed.clear()
+        return flushed
+
+    def _checkpoint_committed(self) -> None:
+        # A checkpoint covering these entries is on disk: they may be acknowledged.
+        if self.group is not None:
+            self._acks.extend(self.processed)
+            self.processed.clear()  # in place: the running loop holds this list
+
+    # -- without a loop --------------------------------------------------------
+
+    def _run_sync(self) -> None:
+        r = self._connect(asynchronous=False)
+        self._start_recovery()
+        if self.group is not None:
+            pipe = r.pipeline(transaction=False)
+            self._create_group(pipe)
+            self._group_created(pipe.execute(raise_on_error=False)[0])
+            self._drain_sync(r, "0")  # this consumer's pending entries, in order
+            self._claim_sync(r)
+        self._drain_sync(r, ">")
+        if not self.stopped:  # the end of the stream; stop() leaves the stream open
+            self._settle(self.close())
+            if self._checkpointer is not None:
+                self._settle(self._checkpointer.source_closed(self))
+        if self._acks:
+            r.xack(self.stream, self.group, *self._acks)
+            self._acks = []
+        if self._client is None:
+            r.close()
+
+    @staticmethod
+    def _settle(pending: Any) -> None:
+        if pending is not None:
+            run_sync(pending)
+
+    def _drain_sync(self, r: Any, ident: str) -> None:
+        cursor = ident
+        while not self.stopped:
+            pipe = r.pipeline(transaction=False)
+            self._queue_read(pipe, cursor)
+            entries = self._entries(pipe.execute()[-1])
+            if not entries:
+                return
+            self._settle(self._emit_batch(entries))
+            self._settle(self._batch_done())
+            if ident != ">":
+                cursor = entries[-1][0]  # pending entries: page through by id
+
+    def _claim_sync(self, r: Any) -> None:
+        if self.claim_idle is None:
+            return
+        cursor: Any = "0-0"
+        while not self.stopped:
+            pipe = r.pipeline(transaction=False)
+            if self._acks:
+                pipe.xack(self.stream, self.group, *self._acks)
+                self._acks = []
+            self._queue_claim(pipe, cursor)
+            cursor, entries = pipe.execute()[-1][:2]
+            self._settle(self._emit_batch(entries))
+            self._settle(self._batch_done())
+            if cursor in ("0-0", b"0-0"):
+                return
+
+    # -- on a loop -------------------------------------------------------------
+
+    async def _run_async(self) -> None:
+        r = self._connect(asynchronous=True)
+        self._start_recovery()
+        try:
+            if self.group is not None:
+                async with r.pipeline(transaction=False) as pipe:
+                    self._create_group(pipe)
+                    self._group_created((await pipe.execute(raise_on_error=False))[0])
+                await self._drain_async(r, "0", follow=False)
+                await self._claim_async(r)
+            await self._drain_async(r, ">", follow=True)
+            if self._acks:
+                await r.xack(self.stream, self.group, *self._acks)
+                self._acks = []
+        finally:
+            if self._client is None:
+                await r.aclose()
+
+    async def _wait(self, pending: Any) -> None:
+        if pending is not None:
+            await pending
+
+    async def _drain_async(self, r: Any, ident: str, follow: bool) -> None:
+        cursor = ident
+        block = int(self.block * 1000) if follow else None
+        while not self.stopped:
+            async with r.pipeline(transaction=False) as pipe:
+                self._queue_read(pipe, cursor, block)
+                entries = self._entries((await pipe.execute())[-1])
+            if not entries:
+                if not follow:
+                    return
+                await self._claim_async(r)
+                continue
+            await self._wait(self._emit_batch(entries))
+            await self._wait(self._batch_done())
+            if ident != ">":
+                cursor = entries[-1][0]
+
+    async def _claim_async(self, r: Any) -> None:
+        if self.claim_idle is None or self.group is None:
+            return
+        cursor: Any = "0-0"
+        while not self.stopped:
+            async with r.pipeline(transaction=False) as pipe:
+                if self._acks:
+                    pipe.xack(self.stream, self.group, *self._acks)
+                    self._acks = []
+                self._queue_claim(pipe, cursor)
+                cursor, entries = (await pipe.execute())[-1][:2]
+            await self._wait(self._emit_batch(entries))
+            await self._wait(self._batch_done())
+            if cursor in ("0-0", b"0-0"):
+                return

@@ -1,0 +1,265 @@
+"""The Redis Streams connector against a real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams import Checkpointer, NodeError, Stream
+
+redis = pytest.importorskip("redis")
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def r(redis_url: str) -> Iterator[Any]:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    client.close()
+
+
+def fill(r: Any, key: str, n: int, start: int = 0) -> list[str]:
+    pipe = r.pipeline(transaction=False)
+    for i in range(start, start + n):
+        pipe.xadd(key, {"n": i})
+    return pipe.execute()  # type: ignore[no-any-return]
+
+
+def values(r: Any, key: str, field: str = "n") -> list[Any]:
+    return [fields[field] for _, fields in r.xrange(key)]
+
+
+# ----------------------------------------------------------------------
+# sink_to_redis
+
+
+@pytest.mark.parametrize("method", ["script", "pipeline"])
+def test_sink_writes_batches_and_the_rest_at_close(r: Any, redis_url: str, method: str) -> None:
+    source = Stream()
+    source.sink_to_redis("out", url=redis_url, batch=3, method=method)
+    for i in range(4):
+        source.emit({"n": i, "sq": i * i})
+    assert values(r, "out") == ["0", "1", "2"]  # one full batch so far
+    source.emit("plain")
+    source.emit(b"bytes")
+    source.close()
+    entries = [fields for _, fields in r.xrange("out")]
+    assert entries == [{"n": "0", "sq": "0"}, {"n": "1", "sq": "1"}, {"n": "2", "sq": "4"},
+                       {"n": "3", "sq": "9"}, {"data": "plain"}, {"data": "bytes"}]
+
+
+@pytest.mark.parametrize("method", ["script", "pipeline"])
+def test_sink_trims_with_maxlen(r: Any, redis_url: str, method: str) -> None:
+    source = Stream.from_iterable({"n": i} for i in range(50))
+    source.sink_to_redis("out", url=redis_url, maxlen=10, approximate=False, batch=7,
+                         method=method)
+    source.start()
+    assert values(r, "out") == [str(i) for i in range(40, 50)]
+
+
+def test_sink_with_mixed_fields_in_one_batch(r: Any, redis_url: str) -> None:
+    source = Stream.from_iterable([{"a": 1}, {"a": 2, "b": 3}, {"b": 4}, 5])
+    source.sink_to_redis("out", url=redis_url, field="v")
+    source.start()
+    assert [f for _, f in r.xrange("out")] == [
+        {"a": "1"}, {"a": "2", "b": "3"}, {"b": "4"}, {"v": "5"}]
+
+
+def test_sink_error_names_the_node_and_the_element(redis_url: str) -> None:
+    source = Stream()
+    source.sink_to_redis("out", url=redis_url, stream_name="results")
+    source.emit({"ok": 1})
+    source.emit({"bad": [1, 2]})
+    with pytest.raises(NodeError, match=r"sink_to_redis.*'results'.*\[1, 2\]"):
+        source.close()
+
+
+def test_sink_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="batch must be an int >= 1"):
+        Stream().sink_to_redis("s", batch=0)
+    with pytest.raises(ValueError, match="maxlen must be an int >= 1"):
+        Stream().sink_to_redis("s", maxlen=0)
+    with pytest.raises(ValueError, match="method must be"):
+        Stream().sink_to_redis("s", method="lua")
+
+
+# ----------------------------------------------------------------------
+# from_redis without a group: XREAD, replayable by id
+
+
+def test_read_whole_stream_in_order_then_close(r: Any, redis_url: str) -> None:
+    fill(r, "in", 25)
+    source = Stream.from_redis("in", url=redis_url, count=4)
+    out = source.map(lambda f: int(f["n"])).sink_to_list()
+    closed = source.partition(1000).sink_to_list()  # flushed at close
+    source.start()
+    assert out == list(range(25))
+    assert len(closed) == 1 and len(closed[0]) == 25
+
+
+def test_start_from_an_id_and_from_a_time(r: Any, redis_url: str) -> None:
+    ids = [r.xadd("in", {"n": i}, id=f"{1000 * (i + 1)}-0") for i in range(5)]
+    source = Stream.from_redis("in", url=redis_url, start=ids[1], with_id=True)
+    out = source.sink_to_list()
+    source.start()
+    assert out == [(ids[i], {"n": str(i)}) for i in range(2, 5)]
+
+    at = dt.datetime.fromtimestamp(3.0, tz=dt.UTC)  # 3000 ms: entry 2 and later
+    source = Stream.from_redis("in", url=redis_url, start=at)
+    out = source.map(lambda f: f["n"]).sink_to_list()
+    source.start()
+    assert out == ["2", "3", "4"]
+
+
+def test_checkpoint_resumes_an_xread_after_the_last_id(r: Any, redis_url: str,
+                                                        tmp_path: Path) -> None:
+    fill(r, "in", 5)
+
+    def run() -> list[Any]:
+        source = Stream.from_redis("in", url=redis_url, count=2)
+        out = source.map(lambda f: int(f["n"])).scan(lambda a, b: a + b).sink_to_list()
+        Checkpointer(source, tmp_path, every=1, fsync=False)
+        source.start()
+        return out
+
+    assert run() == [0, 1, 3, 6, 10]
+    fill(r, "in", 2, start=5)
+    assert run() == [15, 21]
+
+
+# ----------------------------------------------------------------------
+# from_redis with a consumer group
+
+
+def test_group_reads_and_acknowledges_everything(r: Any, redis_url: str) -> None:
+    fill(r, "in", 30)
+    source = Stream.from_redis("in", group="g", consumer="c1", url=redis_url, count=7)
+    out = source.map(lambda f: int(f["n"])).sink_to_list()
+    source.start()
+    assert out == list(range(30))
+    assert r.xpending("in", "g")["pending"] == 0
+    # A second run of the group sees nothing new.
+    source = Stream.from_redis("in", group="g", consumer="c1", url=redis_url)
+    assert source.sink_to_list() == [] and source.start() is None
+
+
+def test_at_least_once_without_checkpoint(r: Any, redis_url: str) -> None:
+    fill(r, "in", 10)
+    seen: list[int] = []
+
+    def crash_at_7(x: int) -> None:
+        if x == 7 and 7 not in seen:
+            seen.append(x)
+            raise RuntimeError("crash")
+        seen.append(x)
+
+    source = Stream.from_redis("in", group="g", consumer="c1", url=redis_url, count=4)
+    source.map(lambda f: int(f["n"])).sink(crash_at_7)
+    with pytest.raises(NodeError, match="crash"):
+        source.start()
+    # Batches [0..3] and [4..7]: the first was acknowledged, the second not.
+    assert r.xpending("in", "g")["pending"] == 4
+    source = Stream.from_redis("in", group="g", consumer="c1", url=redis_url, count=4)
+    source.map(lambda f: int(f["n"])).sink(crash_at_7)
+    source.start()
+    assert seen == [0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7, 8, 9]
+    assert r.xpending("in", "g")["pending"] == 0
+
+
+def test_ack_waits_for_async_downstream_work(r: Any, redis_url: str) -> None:
+    fill(r, "in", 6)
+    pending_seen: list[int] = []
+
+    async def slow_sink(x: Any) -> None:
+        await asyncio.sleep(0)
+        pending_seen.append(r.xpending("in", "g")["pending"])
+
+    async def main() -> None:
+        source = Stream.from_redis("in", group="g", consumer="c1", url=redis_url, count=3,
+                                   asynchronous=True)
+        source.sink(slow_sink)
+        source.sink(lambda x: source.stop() if x["n"] == "5" else None)
+        await source.start()
+
+    asyncio.run(main())
+    # While element k of a batch of 3 runs, its whole batch is still pending.
+    assert pending_seen == [3, 3, 3, 3, 3, 3]
+    assert r.xpending("in", "g")["pending"] == 0
+
+
+def test_claims_entries_of_a_dead_consumer(r: Any, redis_url: str) -> None:
+    fill(r, "in", 5)
+    r.xgroup_create("in", "g", id="0")
+    r.xreadgroup("g", "dead", {"in": ">"}, count=3)  # took 3 and died
+    source = Stream.from_redis("in", group="g", consumer="alive", url=redis_url,
+                               claim_idle=0.0)
+    out = source.map(lambda f: int(f["n"])).sink_to_list()
+    source.start()
+    assert sorted(out) == [0, 1, 2, 3, 4]
+    assert r.xpending("in", "g")["pending"] == 0
+    without = Stream.from_redis("in", group="g2", consumer="x", url=redis_url)
+    assert without.claim_idle is None
+
+
+def test_async_pipeline_from_redis_to_redis(r: Any, redis_url: str) -> None:
+    fill(r, "in", 40)
+
+    async def main() -> None:
+        source = Stream.from_redis("in", group="g", consumer="c", url=redis_url, count=8,
+                                   block=0.05, asynchronous=True)
+        doubled = source.map(lambda f: {"n": int(f["n"]) * 2})
+        doubled.sink_to_redis("out", url=redis_url, batch=5)
+        doubled.sink(lambda f: source.stop() if f["n"] == 78 else None)
+        await source.start()
+
+    asyncio.run(main())
+    assert values(r, "out") == [str(2 * i) for i in range(40)]
+    assert r.xpending("in", "g")["pending"] == 0
+
+
+def test_group_with_checkpoint_acks_only_what_a_checkpoint_covers(
+        r: Any, redis_url: str, tmp_path: Path) -> None:
+    fill(r, "in", 10)
+    source = Stream.from_redis("in", group="g", consumer="c", url=redis_url, count=4)
+    source.map(lambda f: int(f["n"])).scan(lambda a, b: a + b).sink_to_list()
+    cp = Checkpointer(source, tmp_path, every=3, fsync=False)
+    acked_at_checkpoint: list[int] = []
+    original = cp._write
+
+    def spy() -> Any:
+        delivered = r.xinfo_groups("in")[0]["entries-read"]
+        acked_at_checkpoint.append(delivered - r.xpending("in", "g")["pending"])
+        return original()
+
+    cp._write = spy  # type: ignore[method-assign]
+    source.start()
+    assert r.xpending("in", "g")["pending"] == 0
+    # Checkpoints after 3, 6, 9 elements and at close; before each is written,
+    # exactly the entries covered by the previous ones are acknowledged.
+    assert acked_at_checkpoint == [0, 3, 6, 9]
+
+
+def test_source_bad_arguments(redis_url: str) -> None:
+    with pytest.raises(ValueError, match="both group= and consumer="):
+        Stream.from_redis("s", group="g")
+    with pytest.raises(ValueError, match="count must be an int >= 1"):
+        Stream.from_redis("s", count=0)
+    with pytest.raises(TypeError, match="start must be"):
+        Stream.from_redis("s", start=[1])
+    source = Stream.from_redis("s", client=redis.asyncio.Redis.from_url(redis_url))
+    with pytest.raises(TypeError, match="runs without a loop"):
+        source.start()
+
+
+def test_a_given_client_is_not_changed(r: Any, redis_url: str) -> None:
+    fill(r, "in", 2)
+    source = Stream.from_redis("in", client=r)
+    out = source.sink_to_list()
+    source.start()
+    assert out == [{"n": "0"}, {"n": "1"}]
+    assert r.xread({"in": "0"}, count=1)[0][1][0][1] == {"n": "0"}  # still parsed
