@@ -300,3 +300,15 @@ def test_a_failing_view_node_follows_the_error_policy(clock: VirtualClock) -> No
     source.sink_to_plot(widget=False)
     with pytest.raises(NodeError, match="sink_to_plot"):
         source.emit("not a number")
+
+
+def test_destroy_tells_downstream_nodes_like_disconnect_does() -> None:
+    # The live view stops through this; zip keeps its buffers aligned through it.
+    a, b, c = Stream(), Stream(), Stream()
+    zipped = a.zip(b, c)
+    L = zipped.sink_to_list()
+    b.emit("held")
+    b.destroy()
+    a.emit("a")
+    c.emit("c")
+    assert L == [("a", "c")]
