@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 if TYPE_CHECKING:
     from .core import Stream
     from .errors import ErrorRecord  # noqa: F401
+    from .jupyter.plot import LivePlot
 
 __all__ = ["OperatorAPI"]
 
@@ -64,6 +65,13 @@ class OperatorAPI(Generic[T]):
         def sink(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Stream[T]: ...
         def sink_to_textfile(self, file: Any, end: str = "\n", mode: str = "a",
                              **kwargs: Any) -> Stream[T]: ...
+        # Jupyter (streams.jupyter): a counting pass-through node and a live plot.
+        def progress(self, total: int | None = None, desc: str | None = None,
+                     unit: str = "it", **kwargs: Any) -> Stream[T]: ...
+        def sink_to_plot(self, interval: float = 0.5, keep: int | None = 10_000,
+                         title: str | None = None, xlabel: str | None = None,
+                         ylabel: str | None = None, figsize: tuple[float, float] = (6.0, 3.0),
+                         widget: bool | None = None) -> LivePlot: ...
 
         def timed_window(self, interval: float | str, time: Callable[[Any], float] | None = None,
                          lateness: float | str = 0.0,
