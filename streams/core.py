@@ -23,8 +23,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from toolz import identity
 
+from . import plugins
 from ._api import OperatorAPI
 from .errors import ErrorPolicy, ErrorRecord, NodeError, StreamClosedError, check_policy
+from .naming import snake_case
+from .pending import DONE as _DONE
+from .pending import gather_pending as _gather_pending
+from .pending import settle as _settle
+from .segment import NO_DEFAULT, Segment
 
 if TYPE_CHECKING:
     from .graph import NodeSpec
@@ -36,74 +42,7 @@ T = TypeVar("T")
 logger = logging.getLogger("streams")
 
 
-class _NoDefault:
-    """Marker for an absent argument (``None`` is a legitimate value)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "NO_DEFAULT"
-
-    def __reduce__(self) -> str:
-        return "NO_DEFAULT"
-
-
-NO_DEFAULT: Any = _NoDefault()
-
-
-class Segment:
-    """A part of the graph that runs on another engine (Dask, Spark).
-
-    The core knows segments only through this small protocol: a node created
-    downstream of a segment node is offered to :meth:`admit`, which refuses
-    operators the engine cannot run by raising; ``gather()`` ends the
-    segment through :meth:`add_exit`.
-    """
-
-    backend: ClassVar[str] = "local"
-
-    def admit(self, node: Stream[Any]) -> None:
-        """Accept ``node`` into the segment or raise a build-time error."""
-
-    def add_exit(self, gather: Stream[Any]) -> None:
-        """Register a ``gather()`` node that brings results back."""
-
-
-class _StreamType(type):
-    """Loads entry-point plugins when an unknown class attribute is asked.
-
-    Scanning installed packages' metadata takes a noticeable part of a
-    second, so ``import streams`` does not do it: the first node created
-    does (see ``Stream.__init__``), and so does ``Stream.from_kafka`` (a
-    plugin source) asked before any node exists. Instances get no
-    ``__getattr__``: it would disable CPython's fast attribute access on
-    every node, in the hot path.
-    """
-
-    if not TYPE_CHECKING:
-
-        def __getattr__(cls, name: str) -> Any:
-            return _plugin_attribute(cls, name)
-
-
-_plugins_loaded = False
-
-
-def _load_plugins() -> list[str]:
-    global _plugins_loaded
-    _plugins_loaded = True
-    from .plugins import load_plugins
-
-    return load_plugins()
-
-
-def _plugin_attribute(obj: Any, name: str) -> Any:
-    if name.startswith("_") or _plugins_loaded or not _load_plugins():
-        raise AttributeError(f"type object {obj.__name__!r} has no attribute {name!r}")
-    return getattr(obj, name)
-
-
-class Stream(OperatorAPI[T], Generic[T], metaclass=_StreamType):
+class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     """A node in a push-based stream graph.
 
     A bare ``Stream()`` is a source: push elements into it with
@@ -177,8 +116,8 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=_StreamType):
         asynchronous: bool | None = None,
         ensure_io_loop: bool = False,
     ) -> None:
-        if not _plugins_loaded:
-            _load_plugins()
+        if not plugins.loaded:
+            plugins.load_plugins()
         self.downstreams: list[Stream[Any]] = []
         if upstreams is not None:
             self.upstreams: list[Stream[Any]] = [u for u in upstreams if u is not None]
@@ -525,7 +464,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=_StreamType):
         """
 
         def _(klass: type) -> type:
-            name = attribute_name or _snake_case(klass.__name__)
+            name = attribute_name or snake_case(klass.__name__)
 
             def wrapped(*args: Any, **kwargs: Any) -> Any:
                 return klass(*args, **kwargs)
@@ -568,16 +507,6 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=_StreamType):
         return visualize(self, filename, **kwargs)
 
 
-def _snake_case(name: str) -> str:
-    out = []
-    for i, ch in enumerate(name):
-        if ch.isupper() and i and (not name[i - 1].isupper() or
-                                   (i + 1 < len(name) and name[i + 1].islower())):
-            out.append("_")
-        out.append(ch.lower())
-    return "".join(out)
-
-
 def _invalidate(node: Stream[Any]) -> None:
     """Drop compiled push functions wherever a topology change reaches.
 
@@ -598,40 +527,3 @@ def _invalidate(node: Stream[Any]) -> None:
         todo.extend(n.downstreams)
 
 
-# ----------------------------------------------------------------------
-# Pending work: what update/_emit return when something is still running
-
-
-class _Done:
-    """An awaitable that is already complete (``await source.emit(x)``)."""
-
-    __slots__ = ()
-
-    def __await__(self) -> Any:
-        return None
-        yield  # pragma: no cover - makes this a generator
-
-
-_DONE = _Done()
-
-
-def _gather_pending(results: list[Any]) -> Any:
-    """Combine the results of several ``update`` calls into one or None."""
-    pending = [r for r in results if r is not None]
-    if not pending:
-        return None
-    if len(pending) == 1:
-        return pending[0]
-    return _all(pending)
-
-
-async def _all(pending: list[Awaitable[Any]]) -> None:
-    for p in pending:
-        await p
-
-
-def _settle(pending: Awaitable[Any], node: Stream[Any]) -> Any:
-    """Finish the pending work of a synchronous ``emit``/``close``: see ``streams.backlog``."""
-    from .backlog import settle
-
-    return settle(pending, node)

@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .pending import gather_pending
+
 if TYPE_CHECKING:
     from .core import Stream
 
@@ -57,9 +59,7 @@ def is_fusable(node: Stream[Any]) -> bool:
 
 
 def _gather(results: tuple[Any, ...]) -> Any:
-    from .core import _gather_pending
-
-    return _gather_pending(list(results))
+    return gather_pending(list(results))
 
 
 def _nothing(x: Any) -> None:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import logging
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolz import identity
 
-from .core import Stream
-
-__all__ = ["load_plugins"]
+__all__ = ["StreamType", "load_plugins"]
 
 logger = logging.getLogger("streams")
 
@@ -31,9 +29,16 @@ _GROUPS = {
 }
 
 
+def _stream() -> Any:
+    from .core import Stream  # plugins.py is imported by core.py
+
+    return Stream
+
+
 def _lazy(ep: EntryPoint, modifier: Any) -> Any:
     def load(*args: Any, **kwargs: Any) -> Any:
         klass = ep.load()
+        Stream = _stream()
         if not (isinstance(klass, type) and issubclass(klass, Stream)):
             raise TypeError(
                 f"entry point {ep.name!r} ({ep.value}) must name a subclass of streams.Stream"
@@ -46,7 +51,8 @@ def _lazy(ep: EntryPoint, modifier: Any) -> Any:
     return modifier(load)
 
 
-_loaded = False
+#: True once the entry points have been read (it is done once per process).
+loaded = False
 
 
 def load_plugins() -> list[str]:
@@ -56,18 +62,41 @@ def load_plugins() -> list[str]:
     an unknown attribute is asked for. A plugin never replaces an operator of
     this package. Returns the names registered.
     """
-    global _loaded
-    if _loaded:
+    global loaded
+    if loaded:
         return []
-    _loaded = True
+    loaded = True
     added = []
     for group, modifier in _GROUPS.items():
         for ep in entry_points(group=group):
-            if hasattr(Stream, ep.name):
+            if ep.name in vars(_stream()):
                 if not group.startswith("streamz."):
                     logger.warning("plugin %r (%s) ignored: Stream.%s exists",
                                    ep.name, ep.value, ep.name)
                 continue
-            setattr(Stream, ep.name, _lazy(ep, modifier))
+            setattr(_stream(), ep.name, _lazy(ep, modifier))
             added.append(ep.name)
     return added
+
+
+class StreamType(type):
+    """Loads entry-point plugins when an unknown class attribute is asked.
+
+    Scanning installed packages' metadata takes a noticeable part of a
+    second, so ``import streams`` does not do it: the first node created
+    does (see ``Stream.__init__``), and so does ``Stream.from_kafka`` (a
+    plugin source) asked before any node exists. Instances get no
+    ``__getattr__``: it would disable CPython's fast attribute access on
+    every node, in the hot path.
+    """
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(cls, name: str) -> Any:
+            return plugin_attribute(cls, name)
+
+
+def plugin_attribute(obj: Any, name: str) -> Any:
+    if name.startswith("_") or loaded or not load_plugins():
+        raise AttributeError(f"type object {obj.__name__!r} has no attribute {name!r}")
+    return getattr(obj, name)

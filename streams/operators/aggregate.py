@@ -15,6 +15,7 @@ from toolz import identity
 
 from ..core import NO_DEFAULT, Stream
 from ..fusion import Fuser
+from ..pending import gather_pending
 from ._checks import check_callable, check_count, key_function
 
 __all__ = ["Accumulate", "Collect", "Frequencies", "Slice", "Unique"]
@@ -229,9 +230,7 @@ class Slice(Stream[Any]):
         if self.end is not None and self.state >= self.end:
             for u in list(self.upstreams):
                 u.disconnect(self)
-            from ..core import _gather_pending
-
-            pending = _gather_pending([pending, self._on_close(None)])
+            pending = gather_pending([pending, self._on_close(None)])
         return pending
 
 

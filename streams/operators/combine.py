@@ -12,7 +12,8 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from ..core import Stream, _gather_pending
+from ..core import Stream
+from ..pending import gather_pending
 from ._checks import check_count
 
 __all__ = ["CombineLatest", "Union", "Zip", "ZipLatest"]
@@ -233,7 +234,7 @@ class ZipLatest(Stream[Any]):
         while self.lossless_buffer:
             self.last[0] = self.lossless_buffer.popleft()
             pending.append(self._emit(tuple(self.last)))
-        return _gather_pending(pending)
+        return gather_pending(pending)
 
     def _flush(self) -> Any:
         if self.lossless_buffer:

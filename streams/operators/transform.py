@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core import Stream
 from ..fusion import Fuser
+from ..pending import gather_pending
 from ._checks import check_callable
 
 __all__ = ["Filter", "Flatten", "Map", "Pluck", "Remove", "Starmap"]
@@ -304,9 +305,7 @@ class Flatten(Stream[Any]):
                 pending.append(p)
         if not pending:
             return None
-        from ..core import _gather_pending
-
-        return _gather_pending(pending)
+        return gather_pending(pending)
 
 
 Stream.register_api(attribute_name="concat")(Flatten)

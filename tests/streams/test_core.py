@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import streams.core
+import streams.plugins
 from streams import Stream, StreamClosedError
 
 
@@ -184,8 +184,7 @@ def test_plugins_from_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         "[streams.nodes]\ntriple = streams_plugin_demo:Triple\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(streams.plugins, "_loaded", False)
-    monkeypatch.setattr(streams.core, "_plugins_loaded", False)
+    monkeypatch.setattr(streams.plugins, "loaded", False)
     try:
         source = Stream()  # the first node created loads the plugins
         out = source.triple().sink_to_list()
