@@ -453,8 +453,8 @@ class LiveView(_Watcher):
                 body = self.formatter(self.latest)
             except Exception as e:  # show the failure instead of breaking the stream
                 body = f"<pre>formatter failed: {html.escape(repr(e))}</pre>"
-        return (f'<div class="streams-live-view"><div style="color:#666;'
-                f'font-size:smaller">{head}</div>{body}</div>')
+        return (f'<div class="streams-live-view"><div style="color:#666;font-family:'
+                f'sans-serif;font-size:smaller">{head}</div>{body}</div>')
 
     def _bundle(self) -> dict[str, Any]:
         return {"text/html": self.html(), "text/plain": self.text()}

@@ -141,8 +141,8 @@ class LivePlot(_Watcher):
             if line is None:
                 (line,) = self.axes.plot([], [], label=name)
                 self._lines[name] = line
-                if len(self._series) > 1:
-                    self.axes.legend(loc="upper left")
+                if len(self._series) > 1:  # outside the axes: never over the lines
+                    self.axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
             line.set_data(list(xs), list(ys))
         self.axes.relim()
         self.axes.autoscale_view()
