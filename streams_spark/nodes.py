@@ -11,8 +11,10 @@ from typing import Any
 
 from streams.clock import get_clock
 from streams.core import Segment, Stream
+from streams.graph import NodeSpec
 
 from .batch import BatchRunner
+from .chain import SEQUENTIAL
 from .codec import ERROR
 from .plan import ChainStage, Plan, check_pickles, lower, refusal
 from .stream import NodeFailureInfo
@@ -71,6 +73,7 @@ class SparkSegment(Segment):
                 "in-process, or start a second to_spark()"
             )
         check_pickles(spec)
+        _check_one_state_stage([n.describe() for n in self.nodes], spec)
         self.nodes.append(node)
 
     def add_exit(self, gather: Stream[Any]) -> None:
@@ -102,6 +105,40 @@ class SparkSegment(Segment):
             if n._node_id == node_id:
                 return n
         raise KeyError(node_id)
+
+
+def _state_kind(spec: NodeSpec) -> str | None:
+    if spec.operator == "accumulate" and spec.params.get("key") is not None:
+        return "keyed"
+    if spec.operator in SEQUENTIAL:
+        return "sequential"
+    if spec.operator == "timed_window":
+        return "window"
+    return None
+
+
+def _check_one_state_stage(specs: list[NodeSpec], new: NodeSpec) -> None:
+    """Refuse a second Spark-managed state stage in one streaming query.
+
+    Spark runs at most one ``applyInPandasWithState`` per streaming query.
+    With a keyed scan or an event-time window the segment runs as a query,
+    so it can hold one keyed scan, or sequential steps, not both.
+    """
+    kinds = [(s, _state_kind(s)) for s in [*specs, new]]
+    streaming = any(k in ("keyed", "window") for _, k in kinds)
+    grouped = [s for s, k in kinds if k in ("keyed", "sequential")]
+    if not streaming or new not in grouped:
+        return
+    keyed = [s for s, k in kinds if k == "keyed"]
+    if len(keyed) > 1 or (keyed and len(grouped) > 1):
+        other = next(s for s in grouped if s is not new)
+        raise TypeError(
+            f"{new.operator}() cannot run in this Spark segment after {other.name}: "
+            "Spark runs one applyInPandasWithState per streaming query, so a segment "
+            "with a keyed scan holds no other keyed scan or sequential step "
+            f"(accumulate, partition, ...): call gather() before {new.operator}(), or "
+            "start a second to_spark() after it"
+        )
 
 
 @Stream.register_api()

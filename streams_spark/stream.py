@@ -189,14 +189,19 @@ class StreamRunner:
             p = pa.array([dumps(x, protocol=5) for x in elements], pa.binary())
             self._write(pa.table({"seq": seq, "p": p}, schema=_INPUT))
             out.extend(self._drain())
-        if flush:
-            # One control row moves the watermark past every window; the empty
-            # batch after it lets Spark emit the windows that closed.
+        windows = any(isinstance(s, WindowStage) for s in self.plan.stages)
+        holds = windows or any(isinstance(s, ChainStage) and s.sequential
+                               for s in self.plan.stages)
+        if flush and holds:
+            # One control row flushes sequential steps and moves the watermark
+            # past every window; the empty batch after it lets Spark emit the
+            # windows that closed. Plans that hold nothing skip both batches.
             self._write(_control_table(self.next_seq))
             out.extend(self._drain())
-            self._write(pa.table({"seq": pa.array([], pa.int64()),
-                                  "p": pa.array([], pa.binary())}, schema=_INPUT))
-            out.extend(self._drain())
+            if windows:
+                self._write(pa.table({"seq": pa.array([], pa.int64()),
+                                      "p": pa.array([], pa.binary())}, schema=_INPUT))
+                out.extend(self._drain())
         return out
 
     def stop(self) -> None:

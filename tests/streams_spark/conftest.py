@@ -13,6 +13,7 @@ from typing import Any
 
 import cloudpickle
 import pytest
+from pyspark import cloudpickle as spark_cloudpickle
 
 import streams_spark
 from streams_spark.session import default_session
@@ -29,9 +30,14 @@ def spark() -> Iterator[Any]:
 def _functions_by_value(request: pytest.FixtureRequest) -> None:
     # Test modules are not importable in Spark's Python workers: send the
     # functions they define by value.
+    # PySpark ships its own copy of cloudpickle; the build-time check uses
+    # the installed one: register the module with both.
     module = sys.modules.get(request.module.__name__)
-    if module is not None and module.__name__ not in cloudpickle.list_registry_pickle_by_value():
-        cloudpickle.register_pickle_by_value(module)
+    if module is None:
+        return
+    for pickler in (cloudpickle, spark_cloudpickle):
+        if module.__name__ not in pickler.list_registry_pickle_by_value():
+            pickler.register_pickle_by_value(module)
 
 
 assert streams_spark.ToSpark  # registers to_spark()
