@@ -20,7 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ..clock import Clock, Handle, run_sync
+from ..clock import Clock, Handle, LoopClock, run_sync
 
 if TYPE_CHECKING:
     from ..core import Stream
@@ -32,6 +32,13 @@ logger = logging.getLogger("streams")
 #: Timers may fire up to the loop's clock resolution early, and float sums
 #: round: a deadline within this many seconds counts as reached.
 EPSILON = 1e-9
+
+
+def _on_private_loop() -> bool:
+    from .. import clock
+
+    loop = running_loop()
+    return loop is not None and loop is clock._private_loop
 
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
@@ -50,6 +57,11 @@ def arm(clock: Clock, when: float, callback: Callable[[float], Any]) -> Handle |
     clock's resolution early, and virtual time summed from float steps
     rounds: 0.1 added ten times is 0.9999999999999999).
     """
+    if isinstance(clock, LoopClock) and _on_private_loop():
+        # The private loop of a synchronous emit stops as soon as that emit's
+        # work is done: a timer there would never fire. Arrival checks and
+        # close() emit instead, and a later real loop re-arms the timer.
+        return None
     try:
         return clock.call_later(max(when - clock.now() - EPSILON, 0.0), callback, when)
     except RuntimeError:

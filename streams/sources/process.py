@@ -13,8 +13,10 @@ from .base import Source
 
 __all__ = ["FromProcess"]
 
-#: Longest line accepted from the process (asyncio's reader limit).
-_LINE_LIMIT = 2**24
+#: Longest line accepted from the process. asyncio's reader stops reading the
+#: pipe once it holds twice this much, which is what bounds memory and makes
+#: a slow pipeline block the process's writes.
+_LINE_LIMIT = 2**20
 
 
 @Stream.register_api(staticmethod)
@@ -39,6 +41,9 @@ class FromProcess(Source):
         Merge the process's stderr into the lines.
     with_end : bool
         Emit a last line that has no newline.
+
+    Lines are limited to 1 MiB; at most 2 MiB of output waits in this
+    process before the subprocess is made to wait.
 
     Examples
     --------

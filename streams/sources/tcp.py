@@ -35,7 +35,9 @@ class FromTcp(Source):
     server_kwargs : dict, optional
         Extra arguments for ``tornado.tcpserver.TCPServer``.
     max_message : int
-        Longest message accepted; a longer one closes its connection.
+        Longest message accepted (1 MiB by default); a longer one closes its
+        connection. It also bounds what is read ahead of the pipeline per
+        connection.
 
     Examples
     --------
@@ -65,7 +67,7 @@ class FromTcp(Source):
 
     def __init__(self, port: int, delimiter: bytes = b"\n", address: str = "127.0.0.1",
                  server_kwargs: dict[str, Any] | None = None, start: bool = False,
-                 max_message: int = 2**24, **kwargs: Any) -> None:
+                 max_message: int = 2**20, **kwargs: Any) -> None:
         if not isinstance(delimiter, bytes) or not delimiter:
             raise ValueError(f"from_tcp(): delimiter must be non-empty bytes, got {delimiter!r}")
         self.port = port

@@ -268,3 +268,18 @@ def test_partition_timeout_checked_on_arrival_without_timer() -> None:
     assert L == [(1,)]
     source.close()
     assert L == [(1,), (2,)]
+
+
+def test_window_after_a_coroutine_step_without_a_loop() -> None:
+    """The private loop of a synchronous emit holds no timer that could never fire."""
+
+    async def inc(x: int) -> int:
+        return x + 1
+
+    source = Stream()
+    node = source.map(inc).timed_window(60)
+    L = node.sink_to_list()
+    source.emit(1)
+    assert node._timer is None  # type: ignore[attr-defined]
+    source.close()
+    assert L == [[2]]
