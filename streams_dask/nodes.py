@@ -18,6 +18,7 @@ from streams.core import Stream
 from .client import Connection, connect, connect_async
 from .runner import AsyncDriver, Runner
 from .segment import DaskSegment, plan_stages
+from .ticks import WindowClock
 
 __all__ = ["Scatter", "ToDask"]
 
@@ -115,8 +116,10 @@ class Scatter(Stream[Any]):
 
     __slots__ = (
         "_driver",
+        "_early",
         "_runner",
         "_starting",
+        "_ticks",
         "batch_size",
         "client",
         "max_in_flight",
@@ -138,6 +141,8 @@ class Scatter(Stream[Any]):
         self._runner: Runner | None = None
         self._driver: AsyncDriver | None = None
         self._starting: asyncio.Future[None] | None = None
+        self._ticks: WindowClock | None = None
+        self._early: list[Any] = []
         Stream.__init__(self, upstream, **kwargs)
         self._segment = DaskSegment(self)
 
@@ -150,7 +155,30 @@ class Scatter(Stream[Any]):
         plan = plan_stages(segment)
         nodes = {n._node_id: n for n in segment.nodes}
         bound = self.max_in_flight or max(4, 3 * nthreads)
-        return Runner(connection, plan, nodes, segment.exits, self.batch_size, bound)
+        runner = Runner(connection, plan, nodes, segment.exits, self.batch_size, bound)
+        runner.pending.extend(self._early)  # windows that closed before any element
+        self._early.clear()
+        return runner
+
+    def _admitted(self, node: Stream[Any]) -> None:
+        """A node joined the segment: time it if it is a processing-time window."""
+        if WindowClock.wants(node):
+            if self._ticks is None:
+                self._ticks = WindowClock(self._on_ticks)
+            self._ticks.add(node)
+
+    def _on_ticks(self, ticks: list[Any]) -> None:
+        """A window closed while no element arrived: send its tick on."""
+        runner = self._runner
+        if runner is None:
+            self._early.extend(ticks)
+            return
+        if runner.closed:
+            return
+        runner.pending.extend(ticks)
+        runner.pump()
+        if self._driver is not None:
+            self._driver.kick()
 
     def _start(self) -> Runner:
         connection = connect(self.client)
@@ -170,6 +198,8 @@ class Scatter(Stream[Any]):
         if self.asynchronous:
             return self._update_async(x)
         runner = self._runner or self._start()
+        if self._ticks is not None:
+            self._ticks.due(runner.pending)
         runner.accept(x)
         if runner.ready:
             runner.replay()
@@ -180,6 +210,8 @@ class Scatter(Stream[Any]):
         if driver is None:
             return self._start_then(x)
         runner = driver.runner
+        if self._ticks is not None:
+            self._ticks.due(runner.pending)
         runner.pending.append(x)
         runner.pump()
         driver.kick()
@@ -232,10 +264,14 @@ class Scatter(Stream[Any]):
             return None
         self._closed = True
         self._push = self._push_closed
+        if self._ticks is not None:
+            self._ticks.stop()
         if self.asynchronous:
             return self._aclose_segment()
         errors: list[BaseException] = []
         runner = self._runner
+        if runner is None and self._early:
+            runner = self._start()
         if runner is not None:
             try:
                 errors = runner.drain()
@@ -246,6 +282,8 @@ class Scatter(Stream[Any]):
         return pending
 
     async def _aclose_segment(self) -> None:
+        if self._starting is None and self._early:
+            self._starting = asyncio.ensure_future(self._astart())
         if self._starting is not None:
             await self._starting
         driver = self._driver
@@ -262,7 +300,7 @@ class Scatter(Stream[Any]):
 
     def _close_exits(self) -> Any:
         """Close the ``gather()`` nodes (their downstreams see the end)."""
-        from streams.core import _gather_pending
+        from streams.pending import gather_pending as _gather_pending
 
         segment = self._segment
         assert isinstance(segment, DaskSegment)

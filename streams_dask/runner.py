@@ -49,7 +49,7 @@ POLL_EVERY = 16
 
 #: About how long one task should work: long against Dask's per-task cost
 #: (around a millisecond), short against a stream's tail.
-TARGET_SECONDS = 0.1
+TARGET_SECONDS = 0.25
 
 
 class Runner:

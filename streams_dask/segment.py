@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import cloudpickle  # type: ignore[import-untyped]
 
-from streams.core import Segment, Stream
+from streams import Segment, Stream
 from streams.errors import short_repr
 
 from .worker import StageOp, StagePlan
@@ -124,7 +124,13 @@ class DaskSegment(Segment):
             _pickles("function", node, spec.func)
         for name, value in spec.params.items():
             _pickles(f"parameter {name}=", node, value)
+        if op == "timed_window":
+            # Its windows close on the worker, at ticks from scatter(); the
+            # client-side node must never fire its own timer (it would push
+            # empty windows to gather()). A closed node's timer does nothing.
+            node._closed = True
         self.nodes.append(node)
+        self.entry._admitted(node)
 
     def add_exit(self, gather: Stream[Any]) -> None:
         """Register a ``gather()`` node: results come back through it."""
@@ -147,7 +153,6 @@ class Plan:
 
     first: bytes | None
     second: bytes | None
-    tick_nodes: tuple[tuple[int, float], ...]  # (node id, interval) of timed windows
 
 
 _tokens = itertools.count()
@@ -194,15 +199,13 @@ def plan_stages(segment: DaskSegment) -> Plan:
     entry = segment.entry
     exit_index = {id(g): i for i, g in enumerate(segment.exits)}
     nodes = segment.nodes
-    ticks = tuple((n._node_id, float(n.describe().params.get("interval", 0)))
-                  for n in nodes if n._operator == "timed_window")
     token = f"{uuid.uuid4().hex}-{next(_tokens)}"
     everyone = {id(n) for n in nodes}
     if not any(_is_stateful(n) for n in nodes):
         ops = tuple(_op(n, exit_index, everyone) for n in nodes)
         stage = StagePlan(token, entry._node_id,
                           _downstream_codes(entry, exit_index, everyone), ops, None)
-        return Plan(cloudpickle.dumps(stage), None, ticks)
+        return Plan(cloudpickle.dumps(stage), None)
     prefix: list[Stream[Any]] = []
     last: Stream[Any] = entry
     while (len(last.downstreams) == 1 and id(last.downstreams[0]) in everyone
@@ -223,4 +226,4 @@ def plan_stages(segment: DaskSegment) -> Plan:
     ops = tuple(_op(n, exit_index, members) for n in rest)
     stage2 = StagePlan(token + "-2", last._node_id,
                        _downstream_codes(last, exit_index, members), ops, None)
-    return Plan(first, cloudpickle.dumps(stage2), ticks)
+    return Plan(first, cloudpickle.dumps(stage2))

@@ -162,21 +162,27 @@ class _Failures(Stream[Any]):
 class _TickWindow(Stream[Any]):
     """``timed_window`` on a worker: holds elements until a :class:`Tick`."""
 
-    __slots__ = ("buffer",)
+    __slots__ = ("held",)
     _operator = "dask_tick_window"
-    _state = ("buffer",)
+    _state = ("held",)
 
     def __init__(self, upstream: Stream[Any]) -> None:
-        self.buffer: list[Any] = []
+        self.held: list[Any] = []
         Stream.__init__(self, upstream)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
-        self.buffer.append(x)
+        self.held.append(x)
         return None
 
     def tick(self) -> None:
-        out, self.buffer = self.buffer, []
+        out, self.held = self.held, []
         self._emit(out)
+
+    def _flush(self) -> Any:
+        # As in-process: at close the open window goes out if it holds anything.
+        if self.held:
+            self.tick()
+        return None
 
 
 def _portable(exc: BaseException) -> BaseException:
@@ -208,7 +214,7 @@ def build_node(op: StageOp, ups: Sequence[Stream[Any]]) -> Stream[Any]:
     if op.operator == "buffer":
         # A buffer only decouples timing; on a worker the batch is the buffer.
         return Stream(ups[0])
-    if op.operator == "timed_window":
+    if op.operator == "timed_window" and params.get("time") is None:
         return _TickWindow(ups[0])
     if op.operator == "zip":
         # Literal (non-stream) arguments keep their positions among streams.
@@ -239,7 +245,7 @@ class _Built:
         self._add_exits(self.root, plan.root_downstream)
         for op in plan.ops:
             node = build_node(op, [self.nodes[u] for u in op.upstream_ids])
-            if op.operator not in ("buffer", "timed_window"):
+            if not isinstance(node, _TickWindow) and op.operator != "buffer":
                 node.on_error("route")
                 _Failures(node.errors, self.events, op.id)
             if isinstance(node, _TickWindow):
