@@ -68,3 +68,17 @@ def test_writes_picture_files(tmp_path: Path, ext: str, magic: bytes) -> None:
 def test_a_file_name_needs_a_format() -> None:
     with pytest.raises(ValueError, match="extension"):
         Stream().visualize("graph")
+
+
+def test_real_dask_and_spark_segments_are_marked() -> None:
+    pytest.importorskip("distributed")
+    pytest.importorskip("pyspark")
+    import streams_dask  # noqa: F401 - registers scatter()
+    import streams_spark  # noqa: F401 - registers to_spark()
+
+    events: Stream[Any] = Stream(stream_name="events")
+    events.scatter().map(len).gather().sink_to_list()  # type: ignore[attr-defined]
+    events.to_spark().map(str).gather().sink(print)  # type: ignore[attr-defined]
+    svg = _svg(events)
+    assert ">runs on Dask<" in svg and ">runs on Spark<" in svg
+    assert ">map(len)<" in svg and ">map(str)<" in svg
