@@ -426,6 +426,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         """Set this node's state from a :meth:`snapshot`."""
         for name in self._state:
             setattr(self, name, state[name])
+        _invalidate(self)  # fused code may have specialised on the old state
 
     def _label(self) -> str:
         from .graph import label

@@ -140,6 +140,10 @@ class Accumulate(Stream[Any]):
         func = f.bind(self.func, "f")
         nodefault = f.bind(NO_DEFAULT, "NO_DEFAULT")
         kw = f", **{f.bind(self.kwargs, 'kwargs')}" if self.kwargs else ""
+        if self.state is not NO_DEFAULT:
+            # Once there is a state there always is (restore() recompiles).
+            f.step(self, x, f"{node}.state = {out} = {func}({node}.state, {x}{kw})")
+            return out
         f.step(self, x, (
             f"if {node}.state is {nodefault}:\n"
             f"    {node}.state = {out} = {x}\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from types import BuiltinFunctionType
 import weakref
 from collections.abc import Callable
 from typing import IO, Any
@@ -82,6 +83,8 @@ class Sink(Stream[Any]):
         r = f.fresh("r")
         f.step(self, x, f"{r} = {func}({x}{extra})")
         guard = f.bind(self._guard, "guard")
+        if isinstance(self.func, BuiltinFunctionType):
+            return None  # C functions (list.append, print) never return awaitables
         if inspect.iscoroutinefunction(self.func):
             f.line(f"return {guard}({x}, {r})")
             return None

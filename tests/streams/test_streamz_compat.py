@@ -42,8 +42,9 @@ def windows(lib: ModuleType) -> Any:
 
 def combining(lib: ModuleType) -> Any:
     a, b = lib.Stream(), lib.Stream()
-    z = a.zip(b).sink_to_list()
-    zl = a.zip(b, "lit").sink_to_list()
+    # Past maxsize, streamz's zip waits on a Tornado condition (needs a loop).
+    z = a.zip(b, maxsize=100).sink_to_list()
+    zl = a.zip(b, "lit", maxsize=100).sink_to_list()
     cl = a.combine_latest(b).sink_to_list()
     cle = a.combine_latest(b, emit_on=a).sink_to_list()
     zlat = a.zip_latest(b).sink_to_list()
