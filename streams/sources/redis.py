@@ -28,8 +28,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..clock import run_sync
-from ..core import Stream, _gather_pending
+from ..core import Stream
 from ..graph import walk
+from ..pending import gather_pending as _gather_pending
 from .base import Source
 
 __all__ = ["FromRedis", "start_id"]
@@ -114,7 +115,9 @@ class FromRedis(Source):
                  "stream", "url", "with_id")
     _operator = "from_redis"
     _params = ("stream", "group", "consumer", "start_at", "count", "claim_idle", "with_id")
-    _state = ("offset", "processed")
+    # Acknowledgements wait for the next read's round trip, so a checkpoint
+    # holds those not yet sent (_acks) as well as the ids it covers.
+    _state = ("offset", "processed", "_acks")
 
     def __init__(self, stream: str, group: str | None = None, consumer: str | None = None,
                  start: Any = "0", url: str = "redis://localhost:6379/0", client: Any = None,

@@ -1,0 +1,70 @@
+"""The pipeline the exactly-once test kills: run as ``python exactly_once_child.py ...``.
+
+source (a text file by byte offset, or a Redis stream through a consumer
+group) -> parse -> keyed scan (a running count and sum per word) -> format ->
+sink_to_durable_textfile, checkpointed every ``every`` elements. It reports
+progress on stdout ("<elements done>" lines) so the parent can kill it at a
+chosen count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def count_and_sum(state: tuple[int, int], x: tuple[str, int]) -> tuple[int, int]:
+    return state[0] + 1, state[1] + x[1]
+
+
+def parse_line(line: str) -> tuple[str, int]:
+    word, n = line.split()
+    return word, int(n)
+
+
+def parse_fields(fields: dict[str, str]) -> tuple[str, int]:
+    return fields["word"], int(fields["n"])
+
+
+def main(argv: list[str]) -> None:
+    from streams import Checkpointer, Stream
+
+    p = argparse.ArgumentParser()
+    p.add_argument("kind", choices=["textfile", "redis"])
+    p.add_argument("--input", help="text file path, or Redis stream key")
+    p.add_argument("--url")
+    p.add_argument("--output")
+    p.add_argument("--checkpoint")
+    p.add_argument("--every", type=int, default=7)
+    args = p.parse_args(argv)
+
+    source: Any
+    if args.kind == "textfile":
+        source = Stream.from_textfile(args.input)
+        parsed = source.map(parse_line)
+    else:
+        source = Stream.from_redis(args.input, group="g", consumer="c", url=args.url,
+                                   count=50)
+        parsed = source.map(parse_fields)
+    totals = parsed.scan(count_and_sum, start=(0, 0), key=0)
+    totals.map(lambda kv: f"{kv[0]} {kv[1][0]} {kv[1][1]}").sink_to_durable_textfile(
+        args.output, fsync=False)
+    done = 0
+
+    def progress(_: Any) -> None:
+        nonlocal done
+        done += 1
+        if done % 10 == 0:
+            sys.stdout.write(f"{done}\n")
+            sys.stdout.flush()
+
+    totals.sink(progress)
+    Checkpointer(source, args.checkpoint, every=args.every, fsync=False)
+    source.start()
+    sys.stdout.write("finished\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
