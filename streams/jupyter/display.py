@@ -158,6 +158,19 @@ def flush_all() -> None:
     A cell that emits quickly leaves its last elements waiting for a timer
     that fires after the cell; drawing them when the cell ends makes what
     the notebook shows (and saves) the final state of the cell.
+
+    Examples
+    --------
+    >>> from streams import Stream, VirtualClock, use_clock
+    >>> with use_clock(VirtualClock()):
+    ...     source = Stream()
+    ...     view = LiveView(source, widget=False)
+    ...     source.emit("first"); source.emit("last")
+    >>> view.renders        # "first" was drawn; "last" waits for a timer
+    1
+    >>> flush_all()
+    >>> view.renders
+    2
     """
     for throttle in list(_pending):
         throttle.flush()
