@@ -1,9 +1,10 @@
 """Execute every notebook under notebooks/ on a fresh kernel; render one to HTML.
 
 Notebooks are found when the tests are collected, so a notebook added to
-notebooks/ is executed without touching this file. Any cell error fails the
-test, except in cells tagged ``raises-exception``, which must then raise
-(they show an error on purpose). A notebook may declare, in its metadata::
+notebooks/ is executed without touching this file. A notebook must have
+cells that ``assert`` what it shows. Any cell error fails the test, except
+in cells tagged ``raises-exception``, which must then raise (they show an
+error on purpose). A notebook may declare, in its metadata::
 
     "streams": {"requires": ["pyspark"], "markers": ["spark"], "timeout": 120}
 
@@ -74,6 +75,9 @@ def execute(name: str, workdir: Path) -> Any:
 
 @pytest.mark.parametrize("name", _notebook_params())
 def test_notebook_runs(name: str, kernel_dir: Path, notebook_workdir: Path) -> None:
+    source = nbformat.read(NOTEBOOKS / name, as_version=4)
+    assert any(c.cell_type == "code" and "assert " in c.source for c in source.cells), (
+        f"{name}: a notebook checks what it shows with assert cells; it has none")
     nb = execute(name, notebook_workdir)
     for cell in nb.cells:
         if cell.cell_type != "code":
