@@ -55,8 +55,9 @@ from pathlib import Path
 from typing import Any
 
 from .clock import get_clock, run_sync
-from .core import Stream, _gather_pending, _invalidate
+from .core import Stream, _invalidate
 from .graph import walk
+from .pending import gather_pending as _gather_pending
 
 __all__ = [
     "FORMAT_VERSION",

@@ -134,6 +134,8 @@ PIPELINES: dict[str, Build] = {
     "sliding_window": one(lambda s: s.sliding_window(3)),
     "sliding_window_full": one(lambda s: s.sliding_window(3, return_partial=False)),
     "collect_every_4": one(lambda s: _collect_every(s, 4)),
+    "timed_window_event_time": one(lambda s: s.map(abs).timed_window(
+        5, time=lambda x: x, lateness=3).on_error("skip")),
     "chain": one(lambda s: s.map(lambda x: x * 2).scan(add).partition(2).map(sum)
                  .sliding_window(2)),
     "zip": two(lambda a, b: a.zip(b, maxsize=1000)),
