@@ -14,7 +14,7 @@ is asserted:
 3. A fast producer into ``buffer(1000) -> slow async sink`` over 1,000,000
    elements: peak RSS growth, sampled by the producer every 1,000 elements
    (no thread). A plain ``asyncio.Queue(maxsize=1000)`` pipeline for
-   comparison.
+   comparison, and an unbounded queue to show what no backpressure costs.
 
 Run: ``python benchmarks/asyncemit.py [--rounds 5] [--no-streamz] [--only 1,2,3]``
 """
@@ -185,9 +185,9 @@ async def streams_buffer(n: int) -> tuple[float, float, int]:
     return (peak - before) / 2**20, time.perf_counter() - t, done
 
 
-async def queue_buffer(n: int) -> tuple[float, float, int]:
+async def queue_buffer(n: int, maxsize: int = 1000) -> tuple[float, float, int]:
     proc = psutil.Process()
-    queue: asyncio.Queue[int | None] = asyncio.Queue(maxsize=1000)
+    queue: asyncio.Queue[int | None] = asyncio.Queue(maxsize=maxsize)
     done = 0
 
     async def consumer() -> None:
@@ -210,9 +210,15 @@ async def queue_buffer(n: int) -> tuple[float, float, int]:
 
 def bench_buffer() -> None:
     print(f"3. fast producer -> buffer(1000) -> slow async sink, {N_BUFFER:,} elements")
-    for name, run in (("streams", streams_buffer), ("asyncio.Queue", queue_buffer)):
+    contenders: list[tuple[str, Callable[[int], Coroutine[Any, Any, Any]]]] = [
+        ("streams", streams_buffer),
+        ("asyncio.Queue(1000)", queue_buffer),
+        # No bound: shows what the measurement sees when nothing pushes back.
+        ("asyncio.Queue()", lambda n: queue_buffer(n, maxsize=0)),
+    ]
+    for name, run in contenders:
         growth, elapsed, done = asyncio.run(run(N_BUFFER))
-        print(f"     {name:14s} peak RSS growth {growth:6.1f} MB   time {elapsed:6.2f} s   "
+        print(f"     {name:20s} peak RSS growth {growth:6.1f} MB   time {elapsed:6.2f} s   "
               f"delivered {done:,}")
 
 

@@ -73,7 +73,7 @@ class OperatorAPI(Generic[T]):
                          ylabel: str | None = None, figsize: tuple[float, float] = (6.0, 3.0),
                          widget: bool | None = None) -> LivePlot: ...
 
-        def timed_window(self, interval: float | str, time: Callable[[Any], float] | None = None,
+        def timed_window(self, interval: float | str, time: Callable[[Any], Any] | Any = None,
                          lateness: float | str = 0.0,
                          **kwargs: Any) -> Stream[list[T]]: ...
         def timed_window_unique(self, interval: float | str, key: Any = ...,
@@ -92,5 +92,21 @@ class OperatorAPI(Generic[T]):
         def from_textfile(f: Any, poll_interval: float = 0.1, delimiter: str = "\n",
                           start: bool = False, from_end: bool = False,
                           **kwargs: Any) -> Stream[str]: ...
+        # issue 3: async sources (streams.sources.periodic, tcp, http, process)
+        @staticmethod
+        def from_periodic(callback: Callable[[], Any], poll_interval: float | str = 0.1,
+                          start: bool = False, **kwargs: Any) -> Stream[Any]: ...
+        @staticmethod
+        def from_tcp(port: int, delimiter: bytes = b"\n", address: str = "127.0.0.1",
+                     server_kwargs: dict[str, Any] | None = None, start: bool = False,
+                     max_message: int = ..., **kwargs: Any) -> Stream[bytes]: ...
+        @staticmethod
+        def from_http_server(port: int, path: str = "/.*", address: str = "127.0.0.1",
+                             server_kwargs: dict[str, Any] | None = None, start: bool = False,
+                             **kwargs: Any) -> Stream[bytes]: ...
+        @staticmethod
+        def from_process(cmd: list[str] | str, open_kwargs: dict[str, Any] | None = None,
+                         with_stderr: bool = False, with_end: bool = True, start: bool = False,
+                         **kwargs: Any) -> Stream[bytes]: ...
 
         _unused: Hashable

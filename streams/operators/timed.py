@@ -19,8 +19,9 @@ from typing import Any
 from toolz import identity
 
 from ..clock import Handle, get_clock
-from ..core import Stream, _gather_pending
+from ..core import Stream
 from ..errors import short_repr
+from ..pending import gather_pending as _gather_pending
 from ._checks import key_function
 from ._outbox import EPSILON, Outbox, arm
 
@@ -90,7 +91,8 @@ class TimedWindow(Stream[Any]):
     interval : float or str
         Window length in seconds (or ``"500ms"``, ``"2s"``...).
     time : callable or key, optional
-        Event-time mode: ``time(x)`` (or ``x[time]``) is ``x``'s timestamp.
+        Event-time mode: ``time(x)`` (or ``x[time]``) is ``x``'s timestamp,
+        in seconds, or a ``datetime`` (taken as its POSIX ``timestamp()``).
     lateness : float or str
         Event-time mode: how far behind the largest timestamp seen an
         element may be and still be counted.
@@ -204,6 +206,8 @@ class TimedWindow(Stream[Any]):
     def _update_event_time(self, x: Any) -> Any:
         try:
             t = self._time(x)  # type: ignore[misc]
+            if not isinstance(t, int | float):
+                t = t.timestamp()  # a datetime (aware, or naive as local time)
             k = math.floor(t / self.interval)
         except Exception as e:
             return self._fail(x, e)

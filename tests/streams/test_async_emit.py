@@ -132,7 +132,9 @@ def test_sync_emit_inside_a_running_loop_keeps_order_and_close_waits() -> None:
         await asyncio.gather(*[f for f in futures if f is not None], closing)
         assert gate.done == [(0, 1), (2, 3), (4,)]
         # the backlog drained: the synchronous path is back in place
-        assert source.emit.__self__._push.__name__ != "push"  # type: ignore[attr-defined]
+        from streams.backlog import Backlog
+
+        assert Backlog.of(source) is None
 
     asyncio.run(main())
 

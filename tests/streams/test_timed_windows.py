@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from datetime import UTC
 
 import pytest
 from hypothesis import given, settings
@@ -283,3 +284,15 @@ def test_window_after_a_coroutine_step_without_a_loop() -> None:
     assert node._timer is None  # type: ignore[attr-defined]
     source.close()
     assert L == [[2]]
+
+
+def test_event_time_accepts_datetimes() -> None:
+    from datetime import datetime, timedelta
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    source = Stream()
+    L = source.timed_window(60, time="at").sink_to_list()
+    for minutes in [0, 0.5, 1.5, 3]:
+        source.emit({"at": t0 + timedelta(minutes=minutes)})
+    source.close()
+    assert [len(w) for w in L] == [2, 1, 1]
