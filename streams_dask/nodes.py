@@ -125,7 +125,9 @@ class Scatter(Stream[Any]):
         "max_in_flight",
     )
     _operator = "scatter"
-    _params = ("batch_size", "max_in_flight")
+    # max_in_flight first: a picture labels the node by its first parameter,
+    # which is then "scatter" (the default, None) rather than a batch size.
+    _params = ("max_in_flight", "batch_size")
     _graphviz_shape = "triangle"
 
     def __init__(self, upstream: Stream[Any], client: Client | None = None,
@@ -229,6 +231,11 @@ class Scatter(Stream[Any]):
         pending = self._update_async(x)
         if pending is not None:
             await pending
+
+    @property
+    def in_flight(self) -> int:
+        """How many tasks are in flight now (submitted, results not yet emitted)."""
+        return 0 if self._runner is None else self._runner.count()
 
     def flush(self) -> Any:
         """Wait for every element in flight and push its results downstream.
