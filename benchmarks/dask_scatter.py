@@ -37,6 +37,11 @@ from distributed import Client, LocalCluster
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
+#: Fraction of wall time the two worker threads spent working, per streams run
+#: (from the run times workers report per batch).
+BUSY: dict[tuple[str, str], list[float]] = {}
+
+
 def inc(x: int) -> int:
     return x + 1
 
@@ -73,13 +78,15 @@ def run_streams_sync(client: Client, f: Callable[[int], int], n: int) -> float:
     from streams import Stream
 
     source: Stream[int] = Stream()
-    out = source.scatter(client=client).map(f).gather().sink_to_list()
+    scatter = source.scatter(client=client)
+    out = scatter.map(f).gather().sink_to_list()
     t = time.perf_counter()
     for x in range(n):
         source.emit(x)
     source.close()
     dt = time.perf_counter() - t
     assert out == list(range(1, n + 1))
+    BUSY.setdefault(("sync", f.__name__), []).append(scatter.work_seconds / (2 * dt))
     return n / dt
 
 
@@ -89,13 +96,15 @@ async def _streams_async(address: str, f: Callable[[int], int], n: int) -> float
 
     async with Client(address, asynchronous=True, set_as_default=False) as client:
         source: Stream[int] = Stream(asynchronous=True)
-        out = source.scatter(client=client).map(f).gather().sink_to_list()
+        scatter = source.scatter(client=client)
+        out = scatter.map(f).gather().sink_to_list()
         t = time.perf_counter()
         for x in range(n):
             await source.emit(x)
         await source.aclose()
         dt = time.perf_counter() - t
     assert out == list(range(1, n + 1))
+    BUSY.setdefault(("async", f.__name__), []).append(scatter.work_seconds / (2 * dt))
     return n / dt
 
 
@@ -166,8 +175,9 @@ def main() -> None:
               f"measured on the workers {limit:.0f} (median)")
         for name in ("streams sync", "streams async"):
             med = statistics.median(rates[("sleep_1ms", name)])
+            busy = statistics.median(BUSY[(name.split()[1], "sleep_1ms")])
             print(f"  {name:<14} {med:6.0f} elements/s = {med / 2000:.0%} of nominal, "
-                  f"{med / limit:.0%} of measured")
+                  f"{med / limit:.0%} of measured; workers busy {busy:.0%} of the time")
 
 
 if __name__ == "__main__":

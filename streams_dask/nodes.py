@@ -237,6 +237,15 @@ class Scatter(Stream[Any]):
         """How many tasks are in flight now (submitted, results not yet emitted)."""
         return 0 if self._runner is None else self._runner.count()
 
+    @property
+    def work_seconds(self) -> float:
+        """Seconds of work the workers reported for this segment's batches so far.
+
+        Against wall time and the number of worker threads, it tells how
+        busy the segment kept the cluster.
+        """
+        return 0.0 if self._runner is None else self._runner.work_seconds
+
     def flush(self) -> Any:
         """Wait for every element in flight and push its results downstream.
 

@@ -100,6 +100,7 @@ class Runner:
         self.closed = False
         # Seconds of work per element, as workers measured it (None: unknown).
         self.per_element: float | None = None
+        self.work_seconds = 0.0  # summed over the batches whose results came back
         self.cap = batch_size
 
     # -- submission ---------------------------------------------------------
@@ -121,6 +122,7 @@ class Runner:
 
     def _measure(self, result: StageResult, size: int) -> None:
         """Learn the cost of an element from a batch of ``size`` elements."""
+        self.work_seconds += result.seconds
         if size <= 0 or result.seconds <= 0:
             return
         cost = result.seconds / size

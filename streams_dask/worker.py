@@ -20,6 +20,7 @@ from __future__ import annotations
 import pickle
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -307,9 +308,13 @@ class _Built:
 
 # Rebuilt stages, per plan token, shared by the tasks of a worker process; a
 # free list per token because a worker may run several tasks at once.
-_built: dict[str, list[_Built]] = {}
-_plans: dict[bytes, StagePlan] = {}
+# Workers outlive pipelines: only the most recently used plans are kept.
+_built: OrderedDict[str, list[_Built]] = OrderedDict()
+_plans: OrderedDict[bytes, StagePlan] = OrderedDict()
 _lock = threading.Lock()
+
+#: Plans (and their rebuilt graphs) a worker process keeps.
+MAX_PLANS = 32
 
 
 def _checkout(plan_bytes: bytes) -> _Built:
@@ -318,7 +323,12 @@ def _checkout(plan_bytes: bytes) -> _Built:
         if plan is None:
             plan = cloudpickle.loads(plan_bytes)
             _plans[plan_bytes] = plan
+            while len(_plans) > MAX_PLANS:
+                _, old = _plans.popitem(last=False)
+                _built.pop(old.token, None)
+        _plans.move_to_end(plan_bytes)
         free = _built.setdefault(plan.token, [])
+        _built.move_to_end(plan.token)
         if free:
             return free.pop()
     return _Built(plan)
@@ -361,7 +371,9 @@ def run_stage(plan_bytes: bytes, items: Batch | list[Any],
     result = built.run(items.items if isinstance(items, Batch) else items, states, close)
     if not close:  # a closed graph cannot run again
         with _lock:
-            _built[built.plan.token].append(built)
+            free = _built.get(built.plan.token)
+            if free is not None:
+                free.append(built)
     return result
 
 
