@@ -93,7 +93,12 @@ class Backlog:
         return owner if isinstance(owner, Backlog) else None
 
     def push(self, x: Any) -> asyncio.Future[Any]:
-        return self.defer(lambda: self.saved(x))
+        def step() -> Any:
+            if self.node._closed:  # a close() queued ahead of this element
+                return self.node._push_closed(x)  # raises StreamClosedError
+            return self.saved(x)
+
+        return self.defer(step)
 
     def defer(self, step: Callable[[], Any]) -> asyncio.Future[Any]:
         """Run ``step()`` (and await what it returns) after the current tail."""

@@ -18,12 +18,12 @@ from typing import Any
 
 from toolz import identity
 
-from ..clock import Handle, get_clock
+from ..clock import Handle, LoopClock, get_clock
 from ..core import Stream
 from ..errors import short_repr
 from ..pending import gather_pending as _gather_pending
 from ._checks import key_function
-from ._outbox import EPSILON, Outbox, arm
+from ._outbox import EPSILON, Outbox, arm, running_loop
 
 __all__ = ["Delay", "LateElementError", "RateLimit", "TimedWindow", "TimedWindowUnique",
            "check_interval"]
@@ -413,6 +413,12 @@ class RateLimit(Stream[Any]):
         self._next = max(now, turn) + self.interval
         if now >= turn - EPSILON:
             return self._emit(x)
+        if not isinstance(self._clock, LoopClock) and running_loop() is None:
+            # Waiting on a virtual clock needs someone to advance it: with no
+            # loop running nobody can, and the emit would hang forever.
+            self._next = turn
+            raise RuntimeError("rate_limit() on a virtual clock waits on a running loop: "
+                               "emit from async code and advance with advance_async()")
         return self._later(turn - now, x)
 
     async def _later(self, wait: float, x: Any) -> None:

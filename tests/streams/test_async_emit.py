@@ -387,3 +387,35 @@ def test_rate_limit_spaces_elements(clock: VirtualClock) -> None:
         return L
 
     assert asyncio.run(main()) == [(0.0, 0), (1.0, 1), (2.0, 2)]
+
+
+def test_rate_limit_on_a_virtual_clock_without_a_loop_fails_clearly(
+        clock: VirtualClock) -> None:
+    source = Stream()
+    L = source.rate_limit(1.0).sink_to_list()
+    source.emit(1)
+    with pytest.raises(RuntimeError, match="running loop"):
+        source.emit(2)
+    clock.advance(1.0)
+    source.emit(3)
+    assert L == [1, 3]
+
+
+def test_emit_queued_behind_a_close_fails_with_closed_error(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from streams.errors import StreamClosedError
+
+    async def sink(x: int) -> None:
+        await asyncio.sleep(0)
+
+    async def main() -> None:
+        source = Stream()
+        source.sink(sink)
+        first = source.emit(1)
+        closing = source.close()
+        late = source.emit(2)
+        await asyncio.wait([first, closing, late])
+        assert isinstance(late.exception(), StreamClosedError)
+
+    with caplog.at_level(logging.ERROR, logger="streams"):
+        asyncio.run(main())
