@@ -419,3 +419,48 @@ def test_emit_queued_behind_a_close_fails_with_closed_error(
 
     with caplog.at_level(logging.ERROR, logger="streams"):
         asyncio.run(main())
+
+
+def test_real_loop_timers_are_scheduled_on_the_running_loop() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        source = Stream()  # default clock: the running loop's
+        node = source.timed_window(30.0)
+        L = node.sink_to_list()
+        timer = node._timer  # type: ignore[attr-defined]
+        assert isinstance(timer, asyncio.TimerHandle)
+        assert 0 < timer.when() - loop.time() <= 30.0
+        source.emit(1)
+        source.close()
+        assert L == [[1]] and timer.cancelled()
+
+    asyncio.run(main())
+
+
+def test_close_sync_and_awaitable_forms_flush_everything_in_flight() -> None:
+    async def run(awaitable_form: bool) -> list[Any]:
+        out: list[Any] = []
+
+        async def sink(x: Any) -> None:
+            await asyncio.sleep(0)
+            out.append(x)
+
+        source = Stream(asynchronous=True)
+        (source.buffer(4).map_async(lambda_free_double, parallelism=3)
+            .partition(3).timed_window(60).sink(sink))
+        for i in range(10):
+            await source.emit(i)
+        if awaitable_form:
+            await source.aclose()
+        else:
+            await source.close()  # the sync form returns an awaitable on a running loop
+        return out
+
+    expected = [[(0, 2, 4), (6, 8, 10), (12, 14, 16), (18,)]]
+    assert asyncio.run(run(True)) == expected
+    assert asyncio.run(run(False)) == expected
+
+
+async def lambda_free_double(x: int) -> int:
+    await asyncio.sleep(0)
+    return 2 * x
