@@ -244,3 +244,48 @@ def test_process_on_the_loop_with_stderr_and_stop() -> None:
         return L
 
     assert sorted(asyncio.run(main())) == [b"err\n", b"out\n"]
+
+
+def test_tcp_sender_is_held_back_by_a_slow_pipeline() -> None:
+    """Socket-level backpressure: while downstream is busy nothing more is read,
+    so the kernel buffers fill and a non-blocking sender gets EWOULDBLOCK."""
+    import socket
+
+    total = 64 * 2**20
+
+    async def main() -> tuple[int, int]:
+        gate, entered = asyncio.Event(), asyncio.Event()
+        lines = 0
+
+        async def slow(x: bytes) -> None:
+            nonlocal lines
+            entered.set()
+            await gate.wait()
+            lines += 1
+
+        source = Stream.from_tcp(0)
+        source.sink(slow)
+        source.start()
+        sock = socket.create_connection(("127.0.0.1", source.port))
+        sock.setblocking(False)
+        chunk = (b"x" * 1023 + b"\n") * 64
+        sent, refused = 0, 0
+        while sent < total and refused < 200:  # 200 loop turns without progress
+            try:
+                sent += sock.send(chunk)
+                refused = 0
+            except BlockingIOError:
+                refused += 1
+                await asyncio.sleep(0)  # the server gets every chance to read
+        await entered.wait()
+        held = sent
+        gate.set()
+        sock.close()
+        while lines < held // 1024:
+            await asyncio.sleep(0)
+        source.stop()
+        return held, lines
+
+    held, lines = asyncio.run(main())
+    assert held < 64 * 2**20  # the sender was stopped long before sending it all
+    assert lines == held // 1024  # and nothing it did send was lost
