@@ -329,6 +329,7 @@ class Checkpointer:
         #: Whether the graph was restored from an existing checkpoint.
         self.restored = False
         self._count = 0
+        self._every: float = float("inf") if every is None else every
         self._clock = get_clock()
         self._due = self._clock.now() + interval if interval is not None else float("inf")
         self._inflight = 0
@@ -366,25 +367,27 @@ class Checkpointer:
     # -- what sources call -------------------------------------------------
 
     def begin(self) -> None:
-        """An element enters the graph (asynchronous sources; see :meth:`step`)."""
+        """An element (or batch) enters the graph (asynchronous sources; see :meth:`step`)."""
         self._inflight += 1
 
     def step(self, n: int = 1) -> Any:
         """``n`` elements finished (all downstream work done): checkpoint if due.
 
         Returns None, or an awaitable when the checkpoint has asynchronous
-        work (flushing an asynchronous sink, acknowledging entries).
-        Asynchronous sources call :meth:`begin` before pushing an element so
-        that, with several sources, no checkpoint is taken while another
-        source's element is still in flight.
+        work (flushing an asynchronous sink). Asynchronous sources call
+        :meth:`begin` before pushing an element (or a batch, then one
+        ``step(n)`` after it) so that, with several sources, no checkpoint is
+        taken while another source's element is still in flight.
         """
-        if self._inflight:
-            self._inflight -= n
         self._count += n
-        if self._inflight > 0:
-            return None
-        if (self.every is not None and self._count >= self.every) or (
-                self._clock.now() >= self._due):
+        if self._inflight:
+            self._inflight -= 1
+            if self._inflight > 0:
+                return None
+        if self._count >= self._every:
+            return self.save()
+        # Reading the clock costs more than the rest of this step: only when timed.
+        if self.interval is not None and self._clock.now() >= self._due:
             return self.save()
         return None
 

@@ -24,7 +24,6 @@ from.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterator
 from typing import Any
 
 from ..clock import run_sync
@@ -226,11 +225,12 @@ class FromRedis(Source):
             self.processed.clear()
 
     def _emit_batch(self, entries: list[Any]) -> Any:
-        """Push entries; return None, or an awaitable (async steps, checkpoints)."""
-        if self._checkpointer is not None:
-            return self._emit_checkpointed(iter(entries))
-        # Without a checkpoint, offset and ids are only read once the batch is
-        # done, so the loop keeps them in locals (the per-entry hot path).
+        """Push entries; return None, or an awaitable when a step is asynchronous.
+
+        The offset and the ids to acknowledge are recorded once the batch is
+        done: a checkpoint is taken only between batches (see ``_batch_done``),
+        so the per-entry loop keeps them in locals.
+        """
         push = self._push
         with_id = self.with_id
         done = 0
@@ -254,48 +254,31 @@ class FromRedis(Source):
             return self._finish_async(pending, entries[done:])
         return None
 
-    def _emit_checkpointed(self, it: Iterator[Any]) -> Any:
-        push = self._push
-        ckpt = self._checkpointer
-        processed = self.processed  # cleared in place at commits, never replaced
-        with_id = self.with_id
-        group = self.group is not None
-        for eid, flat in it:
-            if self.stopped:
-                return None
-            if flat is None:
-                if group:
-                    processed.append(eid)
-                continue
-            pairs = iter(flat)
-            fields = dict(zip(pairs, pairs, strict=True))
-            ckpt.begin()
-            pending = push((eid, fields) if with_id else fields)
-            self.offset = eid
-            if group:
-                processed.append(eid)
-            if pending is not None:
-                return self._finish_async(pending, it, stepped=False)
-            if (pending := ckpt.step()) is not None:
-                return self._finish_async(pending, it)
-        return None
-
-    async def _finish_async(self, pending: Any, rest: Any, stepped: bool = True) -> None:
+    async def _finish_async(self, pending: Any, rest: list[Any]) -> None:
         await pending
-        ckpt = self._checkpointer
-        if not stepped and ckpt is not None and (p := ckpt.step()) is not None:
-            await p
-        more = self._emit_batch(list(rest))
+        more = self._emit_batch(rest)
         if more is not None:
             await more
 
-    def _batch_done(self) -> Any:
-        """Every element of a batch finished: flush buffered output, queue the acks."""
+    def _batch_done(self, n: int) -> Any:
+        """Every element of a batch of ``n`` finished: checkpoint, or flush and ack.
+
+        With a checkpoint, one is taken here when due (``every`` is honoured
+        at batch ends: at most ``count - 1`` elements late); it flushes
+        buffered output itself and its commit releases the acknowledgements.
+        """
+        ckpt = self._checkpointer
+        if ckpt is not None:
+            return ckpt.step(n)
         flushed = _gather_pending([n._barrier() for n in self._barriers])  # type: ignore[attr-defined]
-        if self._checkpointer is None and self.group is not None:
+        if self.group is not None:
             self._acks.extend(self.processed)
             self.processed.clear()
         return flushed
+
+    def _begin(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.begin()
 
     def _checkpoint_committed(self) -> None:
         # A checkpoint covering these entries is on disk: they may be acknowledged.
@@ -338,8 +321,9 @@ class FromRedis(Source):
             entries = self._entries(pipe.execute()[-1])
             if not entries:
                 return
+            self._begin()
             self._settle(self._emit_batch(entries))
-            self._settle(self._batch_done())
+            self._settle(self._batch_done(len(entries)))
             if ident != ">":
                 cursor = entries[-1][0]  # pending entries: page through by id
 
@@ -354,8 +338,9 @@ class FromRedis(Source):
                 self._acks = []
             self._queue_claim(pipe, cursor)
             cursor, entries = pipe.execute()[-1][:2]
+            self._begin()
             self._settle(self._emit_batch(entries))
-            self._settle(self._batch_done())
+            self._settle(self._batch_done(len(entries)))
             if cursor in ("0-0", b"0-0"):
                 return
 
@@ -395,8 +380,9 @@ class FromRedis(Source):
                     return
                 await self._claim_async(r)
                 continue
+            self._begin()
             await self._wait(self._emit_batch(entries))
-            await self._wait(self._batch_done())
+            await self._wait(self._batch_done(len(entries)))
             if ident != ">":
                 cursor = entries[-1][0]
 
@@ -411,7 +397,8 @@ class FromRedis(Source):
                     self._acks = []
                 self._queue_claim(pipe, cursor)
                 cursor, entries = (await pipe.execute())[-1][:2]
+            self._begin()
             await self._wait(self._emit_batch(entries))
-            await self._wait(self._batch_done())
+            await self._wait(self._batch_done(len(entries)))
             if cursor in ("0-0", b"0-0"):
                 return

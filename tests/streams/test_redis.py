@@ -239,9 +239,10 @@ def test_group_with_checkpoint_acks_only_what_a_checkpoint_covers(
     cp._write = spy  # type: ignore[method-assign]
     source.start()
     assert r.xpending("in", "g")["pending"] == 0
-    # Checkpoints after 3, 6, 9 elements and at close; before each is written,
-    # exactly the entries covered by the previous ones are acknowledged.
-    assert acked_at_checkpoint == [0, 3, 6, 9]
+    # every=3 is honoured at batch ends (batches of 4): checkpoints after 4 and
+    # 8 elements and at close; before each is written, exactly the entries
+    # covered by the previous ones are acknowledged.
+    assert acked_at_checkpoint == [0, 4, 8]
 
 
 def test_source_bad_arguments(redis_url: str) -> None:
