@@ -63,11 +63,13 @@ def _route(step: Step | None) -> Callable[[Any], tuple[bytes | None, float | Non
         keyf = key if callable(key) else (lambda x, k=key: x[k])
         dumps = pickle.dumps
         return lambda x: (dumps(keyf(x), protocol=5), None)
-    timef = step.params["time"]
+    time = step.params["time"]
+    timef = time if callable(time) else (lambda x, k=time: x[k])
 
     def when(x: Any) -> tuple[None, float]:
         t = timef(x)
-        return None, float(t.timestamp() if hasattr(t, "timestamp") else t)
+        # Seconds, or a datetime taken as its POSIX timestamp (as in-process).
+        return None, float(t if isinstance(t, int | float) else t.timestamp())
 
     return when
 
@@ -287,6 +289,9 @@ def window_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         items = batch.column(1).to_pylist()
         seqs, ps = [], []
         for start, rows in zip(starts, items, strict=True):
+            rows = [r for r in rows if r["kind"] == DATA]
+            if not rows:
+                continue
             rows.sort(key=lambda r: (r["seq"], r["sub"]))
             seqs.append(start)
             ps.append(dumps([loads(r["p"]) for r in rows], protocol=5))

@@ -30,7 +30,6 @@ from .codec import ERROR
 from .plan import ChainStage, KeyedStage, Plan, WindowStage
 from .stages import (
     FAR_FUTURE,
-    FLUSH,
     FLUSH_MARK,
     MID_SCHEMA,
     SEQUENTIAL_STAGE,
@@ -98,11 +97,13 @@ def build_query_frame(df: Any, plan: Plan, first: bool = True) -> Any:
         else:
             p = stage.step.params
             lateness = float(p.get("lateness") or 0.0)
+            # The end-of-stream row is aggregated too, into a far-future window
+            # that never closes: a filter here would be pushed below the
+            # watermark, which would then never see the row.
             df = (df.withColumn("et", F.timestamp_seconds("t"))
                   .withWatermark("et", _seconds(lateness))
-                  .where(F.col("kind") != F.lit(FLUSH))
                   .groupBy(F.window("et", _seconds(float(p["interval"]))).alias("w"))
-                  .agg(F.collect_list(F.struct("seq", "sub", "p")).alias("items"))
+                  .agg(F.collect_list(F.struct("seq", "sub", "kind", "p")).alias("items"))
                   .select(F.unix_micros(F.col("w.start")).alias("start"), "items")
                   .mapInArrow(window_items, rows))
         i += 1
@@ -144,6 +145,7 @@ class StreamRunner:
         self.next_seq = self.files << 32
         self.results: dict[int, list[tuple[int, bytes]]] = {}
         self.delivered = -1
+        self.checked = -1
         src = (session.readStream.schema(StructType.fromJson(_spark_schema(_INPUT).jsonValue()))
                .option("maxFilesPerTrigger", 1).parquet(self.inbox))
         frame = build_query_frame(src, plan)
@@ -172,12 +174,36 @@ class StreamRunner:
         except Exception as e:
             _reraise_node_failure(e)
             raise
-        out: list[tuple[int, bytes]] = []
+        out: list[tuple[int, bytes]] = self._late_rows()
         for bid in sorted(self.results):
             if bid > self.delivered:
                 out.extend(r for r in self.results.pop(bid) if r[0] in (0, ERROR))
                 self.delivered = bid
         return out
+
+    def _late_rows(self) -> list[tuple[int, bytes]]:
+        """Error rows for elements Spark's watermark dropped (never silently)."""
+        windows = [s for s in self.plan.stages if isinstance(s, WindowStage)]
+        if not windows:
+            return []
+        from streams.operators.timed import LateElementError
+
+        step = windows[0].step
+        rows = []
+        for progress in self.query.recentProgress:
+            bid = progress["batchId"]
+            if bid <= self.checked:
+                continue
+            self.checked = bid
+            dropped = sum(op.get("numRowsDroppedByWatermark", 0)
+                          for op in progress.get("stateOperators", []))
+            if dropped:
+                what = f"<{dropped} element(s) of Spark micro-batch {bid}>"
+                rows.append((ERROR, pickle.dumps((step.node_id, what, LateElementError(
+                    f"{dropped} element(s) fell in windows already emitted (behind "
+                    f"Spark's watermark {progress.get('eventTime', {}).get('watermark')}); "
+                    "raise lateness= to accept them")))))
+        return rows
 
     def run(self, elements: list[Any], flush: bool = False) -> list[tuple[int, Any]]:
         """Run one micro-batch (and, with ``flush``, the end of stream)."""

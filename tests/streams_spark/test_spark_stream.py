@@ -1,4 +1,4 @@
-"""Keyed scans: a streaming query with Spark-managed keyed state."""
+"""Stream mode: keyed scans on Spark-managed state, event-time windows under a watermark."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from streams import NodeError, Stream
+from streams.operators.timed import LateElementError
 
 pytestmark = pytest.mark.spark
 
@@ -15,12 +16,13 @@ def add_value(total: int, kv: tuple[str, int]) -> int:
     return total + kv[1]
 
 
-def both(source: Stream, xs: list[Any], build: Any, **kwargs: Any) -> tuple[list, list]:
+def both(xs: list[Any], build: Any, **kwargs: Any) -> tuple[list, list]:
     local = Stream()
     expected = build(local).sink_to_list()
     for x in xs:
         local.emit(x)
     local.close()
+    source = Stream()
     out = build(source.to_spark(**kwargs)).gather().sink_to_list()
     for x in xs:
         source.emit(x)
@@ -28,34 +30,32 @@ def both(source: Stream, xs: list[Any], build: Any, **kwargs: Any) -> tuple[list
     return list(out), list(expected)
 
 
-def test_keyed_scan_keeps_state_per_key_across_batches(spark: Any) -> None:
-    xs = [("ab"[i % 2], i) for i in range(9)]
+def test_keyed_scan_then_event_time_window(spark: Any) -> None:
+    # Timestamps out of order by less than the lateness: no element is late
+    # in-process nor on Spark, so both emit every window, in time order.
+    xs = [(f"k{i % 3}", i, i * 0.25 + (0.2 if i % 4 == 1 else 0.0)) for i in range(24)]
 
     def build(s: Stream) -> Stream:
-        return s.map(lambda kv: (kv[0], kv[1] * 10)).scan(add_value, start=0, key=0)
+        return (s.filter(lambda r: r[1] % 5 != 0)
+                .scan(lambda st, r: (st[0] + r[1], r[2]), start=(0, 0.0), key=0)
+                .timed_window(1.0, time=lambda kv: kv[1][1], lateness=0.5)
+                .map(lambda w: [kv[0] for kv in w]))
 
-    out, expected = both(Stream(), xs, build, batch_size=4)
+    out, expected = both(xs, build, batch_size=10)
     assert out == expected
-    assert out[-1] == ("a", 200)
+    assert len(out) == 6
 
 
-def test_keyed_scan_then_stateless_steps(spark: Any) -> None:
-    xs = [(i % 3, i) for i in range(8)]
-
-    def build(s: Stream) -> Stream:
-        return (s.scan(add_value, start=0, key=lambda kv: kv[0], with_state=True)
-                .pluck(1).map(lambda kv: [kv, kv]).flatten())
-
-    out, expected = both(Stream(), xs, build, batch_size=3)
-    assert out == expected
-
-
-def test_second_state_stage_is_refused_at_build_time() -> None:
-    s = Stream().to_spark().scan(add_value, start=0, key=0)
-    with pytest.raises(TypeError, match=r"accumulate\(\) cannot run in this Spark segment"):
-        s.scan(lambda a, b: a + b[1], start=0)
-    with pytest.raises(TypeError, match=r"partition\(\) cannot run"):
-        s.partition(2)
+def test_late_elements_are_reported_not_dropped(spark: Any) -> None:
+    source = Stream()
+    window = source.to_spark(batch_size=2).timed_window(1.0, time=lambda x: x)
+    errors = window.on_error("route").errors.sink_to_list()
+    out = window.gather().sink_to_list()
+    for t in [5.0, 7.5, 1.0, 8.0]:  # 1.0 arrives after the watermark passed 7.5
+        source.emit(t)
+    source.close()
+    assert out == [[5.0], [7.5], [8.0]]
+    assert [type(e.exception) for e in errors] == [LateElementError]
 
 
 def test_error_in_keyed_scan_names_the_node(spark: Any) -> None:
@@ -66,3 +66,16 @@ def test_error_in_keyed_scan_names_the_node(spark: Any) -> None:
     source.emit(("a", 0))
     with pytest.raises(NodeError, match=r"inv.*\('a', 0\).*ZeroDivisionError"):
         source.close()
+
+
+def test_second_state_stage_is_refused_at_build_time() -> None:
+    s = Stream().to_spark().scan(add_value, start=0, key=0)
+    with pytest.raises(TypeError, match=r"accumulate\(\) cannot run in this Spark segment"):
+        s.scan(lambda a, b: a + b[1], start=0)
+    with pytest.raises(TypeError, match=r"partition\(\) cannot run"):
+        s.partition(2)
+
+
+def test_processing_time_window_is_refused_at_build_time() -> None:
+    with pytest.raises(TypeError, match=r"timed_window\(\) on processing time.*time=func"):
+        Stream().to_spark().timed_window(1.0)
