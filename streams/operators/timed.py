@@ -59,6 +59,25 @@ def check_interval(op: str, interval: Any, name: str = "interval", zero: bool = 
     return float(interval)
 
 
+def _window_index(t: float, interval: float) -> int:
+    """The ``k`` with ``k * interval <= t < (k + 1) * interval``, as floats compute it.
+
+    The quotient alone can be one off (``0.3 / 0.1`` is ``2.9999999999999996``,
+    ``3 * 0.1`` is ``0.30000000000000004``): ``k`` is checked against the same
+    products that define the window bounds, so an element always lands in
+    the window whose bounds contain it.
+
+    >>> _window_index(0.3, 0.1), _window_index(-0.5, 1), _window_index(10, 5)
+    (2, -1, 2)
+    """
+    k = math.floor(t / interval)
+    if (k + 1) * interval <= t:
+        k += 1
+    elif k * interval > t:
+        k -= 1
+    return k
+
+
 class LateElementError(ValueError):
     """An element arrived after its event-time window was emitted."""
 
@@ -208,7 +227,7 @@ class TimedWindow(Stream[Any]):
             t = self._time(x)  # type: ignore[misc]
             if not isinstance(t, int | float):
                 t = t.timestamp()  # a datetime (aware, or naive as local time)
-            k = math.floor(t / self.interval)
+            k = _window_index(t, self.interval)
         except Exception as e:
             return self._fail(x, e)
         watermark = self._max_time - self.lateness

@@ -296,3 +296,40 @@ def test_event_time_accepts_datetimes() -> None:
         source.emit({"at": t0 + timedelta(minutes=minutes)})
     source.close()
     assert [len(w) for w in L] == [2, 1, 1]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 9), st.floats(0, 0.7)), max_size=40),
+       st.integers(1, 4))
+def test_partition_timeout_delivers_every_element_once_in_order_per_key(
+        steps: list[tuple[int, float]], n: int) -> None:
+    with use_clock(VirtualClock()) as clock:
+        source = Stream()
+        groups = source.partition(n, timeout=0.5, key=lambda x: x % 3).sink_to_list()
+    for x, dt in steps:
+        source.emit(x)
+        clock.advance(dt)
+    source.close()
+    assert all(1 <= len(g) <= n for g in groups)
+    for key in range(3):
+        assert [x for g in groups for x in g if x % 3 == key] == \
+            [x for x, _ in steps if x % 3 == key]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(), st.floats(0, 2)), max_size=40))
+def test_delay_delivers_every_element_once_in_order_and_on_time(
+        steps: list[tuple[int, float]]) -> None:
+    with use_clock(VirtualClock()) as clock:
+        source = Stream()
+        out = source.delay(1.0).map(lambda x: (x, clock.now())).sink_to_list()
+    sent = []
+    for x, dt in steps:
+        sent.append((x, clock.now()))
+        source.emit(x)
+        clock.advance(dt)
+    released = len(out)
+    source.close()
+    assert [x for x, _ in out] == [x for x, _ in sent]
+    for (_, t_out), (_, t_in) in zip(out[:released], sent, strict=False):
+        assert t_out == pytest.approx(t_in + 1.0)
