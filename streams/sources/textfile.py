@@ -125,18 +125,24 @@ class FromTextfile(Source):
         fp = self._open()
         buffer = b""
         ckpt = self._checkpointer
-        while not self.stopped:
-            data = fp.read()
-            if not data:
-                await self._clock.sleep(self.poll_interval)
-                continue
-            lines, buffer = self._lines(buffer + data)
-            for line in lines:
-                if ckpt is not None:
-                    ckpt.begin()
-                pending = self._push(line.decode(self.encoding))
-                self.offset += len(line)
-                if pending is not None:
-                    await pending
-                if ckpt is not None and (pending := ckpt.step()) is not None:
-                    await pending
+        try:
+            while not self.stopped:
+                data = fp.read()
+                if not data:
+                    await self._clock.sleep(self.poll_interval)
+                    continue
+                lines, buffer = self._lines(buffer + data)
+                for line in lines:
+                    if ckpt is not None:
+                        ckpt.begin()
+                    pending = self._push(line.decode(self.encoding))
+                    self.offset += len(line)
+                    if pending is not None:
+                        await pending
+                    if ckpt is not None and (pending := ckpt.step()) is not None:
+                        await pending
+        finally:
+            # A partial last line was read but not emitted: after stop(), a
+            # new start() reads it again from the last emitted position.
+            if buffer and not fp.closed:
+                fp.seek(self.offset)

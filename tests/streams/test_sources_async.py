@@ -89,8 +89,19 @@ def test_textfile_follows_a_growing_file(tmp_path: Path, clock: VirtualClock) ->
             f.write("al\n")
         await clock.advance_async(1.0)
         assert L == ["a\n", "b\n", "c\n", "partial\n"]
+        with path.open("a") as f:
+            f.write("sto")
+        await clock.advance_async(1.0)
+        source.stop()  # with "sto" read but not emitted
+        await clock.advance_async(1.0)
+        with path.open("a") as f:
+            f.write("pped\n")
+        task = source.start()  # resumes from the last emitted line
+        await clock.advance_async(1.0)
+        assert L[-1] == "stopped\n"
         source.stop()
         await clock.advance_async(1.0)
+        await task
 
     asyncio.run(main())
 
