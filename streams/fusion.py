@@ -99,6 +99,16 @@ class Fuser:
         self._count += 1
         return f"{hint}_{self._count}"
 
+    def call(self, func: Any, arg: str, args: tuple[Any, ...] = (),
+             kwargs: dict[str, Any] | None = None) -> str:
+        """The expression calling ``func(arg, *args, **kwargs)``, names bound."""
+        extra = ""
+        if args:
+            extra += f", *{self.bind(args, 'args')}"
+        if kwargs:
+            extra += f", **{self.bind(kwargs, 'kwargs')}"
+        return f"{self.bind(func, 'f')}({arg}{extra})"
+
     def line(self, code: str) -> None:
         """Write one statement (or a few, separated by newlines)."""
         self._body.extend("    " + c for c in code.splitlines())

@@ -39,13 +39,7 @@ class _FunctionNode(Stream[Any]):
         return not self._is_async
 
     def _call_code(self, f: Fuser, x: str, star: str = "") -> str:
-        func = f.bind(self.func, "f")
-        extra = ""
-        if self.args:
-            extra += f", *{f.bind(self.args, 'args')}"
-        if self.kwargs:
-            extra += f", **{f.bind(self.kwargs, 'kwargs')}"
-        return f"{func}({star}{x}{extra})"
+        return f.call(self.func, star + x, self.args, self.kwargs)
 
     async def _await_then(self, x: Any, result: Any, then: Callable[[Any], Any]) -> None:
         try:
@@ -85,15 +79,20 @@ class Map(_FunctionNode):
 
     __slots__ = ()
     _operator = "map"
+    #: Starmap unpacks each element into the function's arguments.
+    _star = False
 
     def __init__(self, upstream: Stream[Any], func: Callable[..., Any], *args: Any,
                  **kwargs: Any) -> None:
-        check_callable("map", func)
+        check_callable(self._operator, func)
         super().__init__(upstream, func, *args, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         try:
-            y = self.func(x, *self.args, **self.kwargs)  # type: ignore[misc]
+            if self._star:
+                y = self.func(*x, *self.args, **self.kwargs)  # type: ignore[misc]
+            else:
+                y = self.func(x, *self.args, **self.kwargs)  # type: ignore[misc]
         except Exception as e:
             return self._fail(x, e)
         if self._is_async:
@@ -102,12 +101,12 @@ class Map(_FunctionNode):
 
     def _fuse(self, f: Fuser, x: str) -> str:
         y = f.fresh()
-        f.step(self, x, f"{y} = {self._call_code(f, x)}")
+        f.step(self, x, f"{y} = {self._call_code(f, x, star='*' if self._star else '')}")
         return y
 
 
 @Stream.register_api()
-class Starmap(_FunctionNode):
+class Starmap(Map):
     """Apply a function to every element, unpacked as arguments.
 
     Examples
@@ -122,25 +121,7 @@ class Starmap(_FunctionNode):
 
     __slots__ = ()
     _operator = "starmap"
-
-    def __init__(self, upstream: Stream[Any], func: Callable[..., Any], *args: Any,
-                 **kwargs: Any) -> None:
-        check_callable("starmap", func)
-        super().__init__(upstream, func, *args, **kwargs)
-
-    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
-        try:
-            y = self.func(*x, *self.args, **self.kwargs)  # type: ignore[misc]
-        except Exception as e:
-            return self._fail(x, e)
-        if self._is_async:
-            return self._await_then(x, y, self._emit)
-        return self._emit(y)
-
-    def _fuse(self, f: Fuser, x: str) -> str:
-        y = f.fresh()
-        f.step(self, x, f"{y} = {self._call_code(f, x, star='*')}")
-        return y
+    _star = True
 
 
 @Stream.register_api()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import inspect
-from types import BuiltinFunctionType
 import weakref
 from collections.abc import Callable
+from types import BuiltinFunctionType
 from typing import IO, Any
 
 from ..core import Stream
@@ -74,14 +74,8 @@ class Sink(Stream[Any]):
         return True
 
     def _fuse(self, f: Fuser, x: str) -> str | None:
-        func = f.bind(self.func, "f")
-        extra = ""
-        if self.args:
-            extra += f", *{f.bind(self.args, 'args')}"
-        if self.kwargs:
-            extra += f", **{f.bind(self.kwargs, 'kwargs')}"
         r = f.fresh("r")
-        f.step(self, x, f"{r} = {func}({x}{extra})")
+        f.step(self, x, f"{r} = {f.call(self.func, x, self.args, self.kwargs)}")
         guard = f.bind(self._guard, "guard")
         if isinstance(self.func, BuiltinFunctionType):
             return None  # C functions (list.append, print) never return awaitables
