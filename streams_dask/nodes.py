@@ -82,10 +82,21 @@ class Scatter(Stream[Any]):
     see futures, and an operator that cannot run on Dask is refused when the
     graph is built.
 
-    Without an event loop, ``emit`` returns once the element is in flight:
-    results reach ``gather()`` while later elements are emitted, and all of
-    them by the time ``close()`` returns (or call :meth:`flush`). On an
-    asynchronous stream, ``await emit(x)`` waits while the bound is reached.
+    With the synchronous API, ``emit`` returns once the element is in flight
+    (it blocks only while the bound is reached): results reach ``gather()``
+    while later elements are emitted (finished tasks are looked for every 16
+    elements), and all of them by the time ``close()`` returns, or
+    :meth:`flush` is called. Waiting for each element's result inside
+    ``emit`` would make every element a round trip to the cluster: this is
+    where streamz lost most of its throughput. On an asynchronous stream,
+    ``await emit(x)`` returns once ``x`` is accepted, and waits while the
+    bound is reached; results are emitted as they arrive.
+
+    Errors raised on workers are applied, in order, through the error policy
+    of the node that raised (:meth:`~streams.Stream.on_error`): with
+    ``"raise"`` the :class:`~streams.errors.NodeError` names the node and
+    the element, and surfaces from the ``emit`` or ``close`` during which
+    its result came back; ``close()`` delivers every other result first.
 
     Parameters
     ----------

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from distributed import Future, as_completed
 
-from streams.clock import run_sync
 from streams.core import Stream
+from streams.pending import settle
 
 from .client import Connection
 from .segment import Plan
@@ -266,13 +266,22 @@ class Runner:
         ready = self.ready
         while ready:
             try:
-                pending = self._replay_one(ready.popleft())
+                event = ready.popleft()
+                pending = self._replay_one(event)
                 if pending is not None:
-                    run_sync(pending)
+                    # Finished here, or (a loop running in this thread, as in
+                    # Jupyter) queued on that loop in order.
+                    settle(pending, self._node_of(event))
             except Exception as e:
                 if errors is None:
                     raise
                 errors.append(e)
+
+    def _node_of(self, event: Any) -> Stream[Any]:
+        if type(event) is Failure:
+            return self.nodes[event.node_id]
+        exit_node: Stream[Any] = self.exits[event[0]]
+        return exit_node
 
     def _replay_one(self, event: Any) -> Any:
         if type(event) is Failure:
@@ -397,8 +406,3 @@ class AsyncDriver:
         await runner.areplay(errors)
         return errors
 
-
-def settle(pending: Awaitable[Any] | None) -> None:
-    """Run ``pending`` to completion on a synchronous path."""
-    if pending is not None:
-        run_sync(pending)
