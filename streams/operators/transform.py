@@ -32,7 +32,11 @@ class _FunctionNode(Stream[Any]):
         self.func = func
         self.args = args
         self.kwargs = kwargs
-        self._is_async = func is not None and inspect.iscoroutinefunction(func)
+        # An object whose ``__call__`` is a coroutine function is awaited too
+        # (issue 3: coroutines are awaited, never passed on as values).
+        self._is_async = func is not None and (
+            inspect.iscoroutinefunction(func)
+            or inspect.iscoroutinefunction(type(func).__call__))
         Stream.__init__(self, upstream, stream_name=stream_name)
 
     def _fusable(self) -> bool:

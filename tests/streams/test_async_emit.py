@@ -464,3 +464,19 @@ def test_close_sync_and_awaitable_forms_flush_everything_in_flight() -> None:
 async def lambda_free_double(x: int) -> int:
     await asyncio.sleep(0)
     return 2 * x
+
+
+def test_map_awaits_an_object_with_an_async_call() -> None:
+    class Double:
+        async def __call__(self, x: int) -> int:
+            await asyncio.sleep(0)
+            return 2 * x
+
+    async def main() -> list[int]:
+        source = Stream(asynchronous=True)
+        L = source.map(Double()).sink_to_list()
+        for i in range(3):
+            await source.emit(i)
+        return L
+
+    assert asyncio.run(main()) == [0, 2, 4]
