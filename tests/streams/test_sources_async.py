@@ -300,3 +300,50 @@ def test_tcp_sender_is_held_back_by_a_slow_pipeline() -> None:
     held, lines = asyncio.run(main())
     assert held < 64 * 2**20  # the sender was stopped long before sending it all
     assert lines == held // 1024  # and nothing it did send was lost
+
+
+_WRITER = """
+import os, select, sys
+flag, total = sys.argv[1], 64 * 2**20
+os.set_blocking(1, False)
+sent = 0
+while sent < total:
+    try:
+        sent += os.write(1, (b"x" * 1023 + b"\\n") * 64)
+    except BlockingIOError:
+        # Full pipe. A reader that keeps reading frees it again at once; one
+        # that has stopped never does (the wait only bounds how long we look).
+        if not select.select([], [1], [], 0.5)[1]:
+            break
+open(flag, "w").close()
+os.set_blocking(1, True)
+if sent % 1024:
+    os.write(1, b"x" * (1023 - sent % 1024) + b"\\n")
+os.write(1, b"sent %d\\n" % sent)
+"""
+
+
+def test_process_is_held_back_by_a_slow_pipeline(tmp_path: Path) -> None:
+    """The process's writes stop (EAGAIN on its stdout) while downstream is busy."""
+    flag = tmp_path / "blocked"
+
+    async def main() -> list[bytes]:
+        gate = asyncio.Event()
+
+        async def slow(x: bytes) -> None:
+            await gate.wait()
+
+        source = Stream.from_process([sys.executable, "-c", _WRITER, str(flag)])
+        L = source.sink_to_list()
+        source.sink(slow)
+        task = source.start()
+        while not flag.exists():  # the writer reports its pipe full: an event, not a delay
+            await asyncio.sleep(0)
+        gate.set()
+        await task
+        return L
+
+    L = asyncio.run(main())
+    sent = int(L[-1].split()[1])
+    assert sent < 64 * 2**20  # held back long before writing everything
+    assert len(L) - 1 == -(-sent // 1024)  # every line it wrote came through
