@@ -480,3 +480,28 @@ def test_map_awaits_an_object_with_an_async_call() -> None:
         return L
 
     assert asyncio.run(main()) == [0, 2, 4]
+
+
+def test_tornado_gen_coroutine_sink_is_awaited() -> None:
+    from tornado import gen
+    from tornado.ioloop import IOLoop
+
+    done: list[int] = []
+
+    @gen.coroutine  # type: ignore[misc]
+    def legacy_sink(x: int):  # type: ignore[no-untyped-def]
+        yield gen.moment
+        done.append(x)
+
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.sink(legacy_sink)
+        for i in range(3):
+            await source.emit(i)
+            assert done == list(range(i + 1))  # awaited before emit returned
+
+    loop = IOLoop(make_current=False)
+    try:
+        loop.run_sync(main)
+    finally:
+        loop.close()
