@@ -264,3 +264,35 @@ def test_a_given_client_is_not_changed(r: Any, redis_url: str) -> None:
     source.start()
     assert out == [{"n": "0"}, {"n": "1"}]
     assert r.xread({"in": "0"}, count=1)[0][1][0][1] == {"n": "0"}  # still parsed
+
+
+def test_async_group_with_checkpoint_resumes_exactly(r: Any, redis_url: str,
+                                                     tmp_path: Path) -> None:
+    fill(r, "in", 20)
+
+    async def run(stop_at: int) -> list[Any]:
+        source = Stream.from_redis("in", group="g", consumer="c", url=redis_url, count=3,
+                                   block=0.05, asynchronous=True)
+        totals = source.map(lambda f: int(f["n"])).scan(lambda a, b: a + b, start=0)
+        out = totals.sink_to_list()
+
+        async def slow(x: int) -> None:
+            await asyncio.sleep(0)
+            if x >= stop_at:
+                source.stop()
+
+        totals.sink(slow)
+        Checkpointer(source, tmp_path, every=2, fsync=False)
+        await source.start()
+        return out
+
+    first = asyncio.run(run(stop_at=sum(range(8))))  # stops within the third batch
+    second = asyncio.run(run(stop_at=sum(range(20))))
+    # The second run starts from the last checkpoint (taken at a batch end):
+    # it repeats what the first did after that checkpoint, with the same
+    # totals (its state was restored), and goes on to the end.
+    everything = [sum(range(i + 1)) for i in range(20)]
+    assert first == everything[:len(first)]
+    assert second == everything[len(everything) - len(second):]
+    assert len(first) + len(second) >= 20
+    assert r.xpending("in", "g")["pending"] == 0
