@@ -14,8 +14,8 @@ Build a graph of :class:`Stream` nodes with ``map``, ``filter``, ``scan``,
 
 from __future__ import annotations
 
-from . import operators as _operators  # noqa: F401 - registers the operators
 from . import jupyter as _jupyter  # noqa: F401 - registers progress(), sink_to_plot()
+from . import operators as _operators  # noqa: F401 - registers the operators
 from .clock import Clock, LoopClock, VirtualClock, get_clock, use_clock
 from .core import NO_DEFAULT, Segment, Stream
 from .errors import ErrorRecord, NodeError, StreamClosedError

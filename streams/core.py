@@ -26,6 +26,8 @@ from toolz import identity
 from . import plugins
 from ._api import OperatorAPI
 from .errors import ErrorPolicy, ErrorRecord, NodeError, StreamClosedError, check_policy
+from .fusion import compiled as _compiled
+from .fusion import invalidate as _invalidate
 from .naming import snake_case
 from .pending import DONE as _DONE
 from .pending import gather_pending as _gather_pending
@@ -193,9 +195,32 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             if asynchronous or self.asynchronous:
                 return _DONE
             return None
+        return self._finish(pending, asynchronous)
+
+    def _finish(self, pending: Any, asynchronous: bool) -> Any:
+        """What ``emit`` returns when work is pending (off the fast path)."""
+        if isinstance(pending, list):  # a streamz-style update returns a list
+            pending = _gather_pending(pending)
+            if pending is None:
+                return _DONE if asynchronous or self.asynchronous else None
         if asynchronous or self.asynchronous:
             return pending  # returned as is: ``await emit`` costs no extra frame
         return _settle(pending, self)
+
+    def _emit_through_override(self, x: T, asynchronous: bool = False,
+                               metadata: Any = None) -> Any:
+        # ``emit`` of a class that overrides ``_emit`` (streamz code does):
+        # the override must see every element, so the compiled push is not
+        # called directly.
+        pending = self._emit(x)
+        if pending is None:
+            return _DONE if asynchronous or self.asynchronous else None
+        return self._finish(pending, asynchronous)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls._emit is not Stream._emit and "emit" not in cls.__dict__:
+            cls.emit = Stream._emit_through_override  # type: ignore[method-assign]
 
     def _compile_and_push(self, x: Any) -> Any:
         return self._pusher()(x)
@@ -209,6 +234,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             from .fusion import compile_push
 
             self._push = compile_push(self)
+            _compiled.add(self)
         return self._push
 
     # ------------------------------------------------------------------
@@ -233,6 +259,15 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         """
         if not isinstance(downstream, Stream):
             raise TypeError(f"connect() takes a Stream, got {downstream!r}")
+        segment = self._segment
+        if downstream._segment is not None and downstream._segment is not segment:
+            raise ValueError(
+                f"connect(): {downstream._label()} runs on {downstream._segment.backend}; "
+                "connect to the node that starts that segment (scatter(), to_spark())"
+            )
+        if segment is not None and not downstream._ends_segment:
+            segment.admit(downstream)  # as for a node built downstream: refuse now
+            downstream._segment = segment
         self.downstreams.append(downstream)
         downstream._add_upstream(self)
         _invalidate(self)
@@ -251,9 +286,25 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
     def _remove_upstream(self, upstream: Stream[Any]) -> None:
         self.upstreams.remove(upstream)
+        if self.upstreams and not self._closed and all(u._closed for u in self.upstreams):
+            # The open upstream it waited for is gone: the stream has ended here.
+            pending = self._on_close(None)
+            if pending is not None:
+                _settle(pending, self)
 
-    def destroy(self) -> None:
-        """Disconnect this node from the graph; emitting into it then fails."""
+    def destroy(self, streams: list[Stream[Any]] | None = None) -> None:
+        """Disconnect this node from the graph; emitting into it then fails.
+
+        With ``streams``, only disconnect from those upstreams (as streamz).
+        Unlike streamz, a destroyed node is also cut from its downstreams,
+        which learn that an upstream is gone (a live view stops, a ``zip``
+        drops its buffer), and emitting into it raises instead of silently
+        feeding a half-removed graph.
+        """
+        if streams is not None:
+            for u in list(streams):
+                u.disconnect(self)
+            return
         _invalidate(self)
         for u in list(self.upstreams):
             u.downstreams.remove(self)
@@ -326,7 +377,13 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         ):
             return None
         self._closed = True
-        flushed = self._flush()
+        _invalidate(self)  # compiled code upstream must stop at this node
+        try:
+            flushed = self._flush()
+        except Exception:
+            self._push = self._push_closed
+            self._close_downstreams()  # the other branches still end
+            raise
         if flushed is None:
             self._push = self._push_closed
             return self._close_downstreams()
@@ -350,7 +407,22 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         return None
 
     def _close_downstreams(self) -> Any:
-        return _gather_pending([d._on_close(self) for d in list(self.downstreams)])
+        """Close every downstream (and the error stream); a failure in one
+        branch does not leave the others open: the first error is re-raised
+        once all have been closed."""
+        targets = list(self.downstreams)
+        if self._errors is not None:
+            targets.append(self._errors)
+        results = []
+        error: Exception | None = None
+        for d in targets:
+            try:
+                results.append(d._on_close(self))
+            except Exception as e:
+                error = error or e
+        if error is not None:
+            raise error
+        return _gather_pending(results)
 
     # ------------------------------------------------------------------
     # Errors
@@ -507,24 +579,5 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
         return visualize(self, filename, **kwargs)
 
-
-def _invalidate(node: Stream[Any]) -> None:
-    """Drop compiled push functions wherever a topology change reaches.
-
-    Fused code inlines downstream steps, so a change anywhere in a connected
-    graph can affect every node's compiled function; graphs are built once
-    and run long, so recompiling lazily is cheap.
-    """
-    seen: set[int] = set()
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        if not n._closed:
-            n._push = n._compile_and_push
-        todo.extend(n.upstreams)
-        todo.extend(n.downstreams)
 
 

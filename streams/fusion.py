@@ -25,17 +25,51 @@ around it changes (see ``streams.core._invalidate``).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .backlog import Backlog
 from .pending import gather_pending
 
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["Fuser", "compile_push", "is_fusable"]
+__all__ = ["Fuser", "compile_push", "compiled", "invalidate", "is_fusable"]
 
 _fusable_types: dict[type, bool] = {}
+
+#: Nodes holding compiled code; while it is empty (building a graph),
+#: topology changes cost nothing.
+compiled: weakref.WeakSet[Stream[Any]] = weakref.WeakSet()
+
+
+def invalidate(node: Stream[Any]) -> None:
+    """Drop compiled push functions that a change at ``node`` affects.
+
+    A node's compiled code inlines the steps below it, so a change at
+    ``node`` (its downstreams, its state shape, its closing) affects the code
+    of ``node`` and of every node upstream of it; nothing else. Code is
+    recompiled lazily, on the next element.
+    """
+    if not compiled:
+        return
+    seen: set[int] = set()
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if n in compiled:
+            compiled.discard(n)
+            if not n._closed:
+                owner = getattr(n._push, "__self__", None)
+                if isinstance(owner, Backlog):
+                    owner.saved = n._compile_and_push  # keep queued emits in order
+                else:
+                    n._push = n._compile_and_push
+        todo.extend(n.upstreams)
 
 
 def is_fusable(node: Stream[Any]) -> bool:
@@ -49,11 +83,15 @@ def is_fusable(node: Stream[Any]) -> bool:
     klass = type(node)
     ok = _fusable_types.get(klass)
     if ok is None:
+        from .core import Stream
+
         ok = False
         for base in klass.__mro__:
             if "update" in base.__dict__:
                 ok = "_fuse" in base.__dict__
                 break
+        # An overridden ``_emit`` must see every output: no inlining past it.
+        ok = ok and klass._emit is Stream._emit
         _fusable_types[klass] = ok
     return ok and bool(node._fusable())  # type: ignore[attr-defined]
 
@@ -169,6 +207,10 @@ class Fuser:
     def _chain(
         self, node: Stream[Any], who: Stream[Any], x: str, path: frozenset[int]
     ) -> None:
+        if node._closed:
+            # Elements must not slip through a closed node: raise, naming it.
+            self.line(f"return {self.bind(node._push_closed, 'closed')}({x})")
+            return
         if id(node) in path or not is_fusable(node):
             update = self.bind(node.update, "update")
             self.line(f"return {update}({x}, {self.bind(who, 'node')})")

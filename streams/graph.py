@@ -40,6 +40,13 @@ class NodeSpec:
         The ``stream_name`` if given, else the operator and function.
     backend : str or None
         ``"dask"`` or ``"spark"`` when the node runs in such a segment.
+    policy : str
+        What a failure of the node's function does: ``"raise"``, ``"skip"``
+        or ``"route"`` (see :meth:`streams.Stream.on_error`).
+    downstream_ids : tuple of int
+        The ids of the nodes it feeds, in the order elements reach them.
+    errors_id : int or None
+        The id of its error stream, if one was created.
 
     Examples
     --------
@@ -56,6 +63,9 @@ class NodeSpec:
     upstream_ids: tuple[int, ...] = ()
     name: str = ""
     backend: str | None = None
+    policy: str = "raise"
+    downstream_ids: tuple[int, ...] = ()
+    errors_id: int | None = None
 
     @classmethod
     def of(cls, node: Stream[Any]) -> NodeSpec:
@@ -70,6 +80,9 @@ class NodeSpec:
             upstream_ids=tuple(u._node_id for u in node.upstreams),
             name=label(node),
             backend=segment.backend if segment is not None else None,
+            policy=node._policy,
+            downstream_ids=tuple(d._node_id for d in node.downstreams),
+            errors_id=node._errors._node_id if node._errors is not None else None,
         )
 
 
@@ -86,8 +99,8 @@ class GraphSpec:
         raise KeyError(node_id)
 
     def downstream_ids(self, node_id: int) -> tuple[int, ...]:
-        """The ids of the nodes fed by ``node_id``, in graph order."""
-        return tuple(s.id for s in self.nodes if node_id in s.upstream_ids)
+        """The ids of the nodes fed by ``node_id``, in the order they are fed."""
+        return self[node_id].downstream_ids
 
 
 def walk(node: Stream[Any]) -> list[Stream[Any]]:
@@ -113,6 +126,8 @@ def walk(node: Stream[Any]) -> list[Stream[Any]]:
             continue
         seen[id(n)] = n
         todo.extend(n.upstreams)
+        if n._errors is not None:
+            todo.append(n._errors)  # error streams are part of the graph
         todo.extend(n.downstreams)
     nodes = sorted(seen.values(), key=lambda n: n._node_id)
     # Creation order is a topological order except after connect(); repair it.
@@ -158,7 +173,7 @@ def label(node: Stream[Any]) -> str:
         text = f"{text}({fname})"
     elif node._params:
         first = getattr(node, node._params[0], None)
-        if first is not None and not callable(first):
+        if first is not None and not callable(first) and first != ():
             text = f"{text}({short_repr(first)})"
     if node.stream_name:
         text = f"{text} {node.stream_name!r}"

@@ -1,10 +1,12 @@
 """Operators contributed by other packages, through entry points.
 
 A package declares, in its metadata, entry points in the groups
-``streams.nodes``, ``streams.sources`` or ``streams.sinks`` (streamz's
-``streamz.*`` groups are read too, so existing plugins work), each naming a
-``Stream`` subclass. They are registered on first use, so a broken plugin
-never breaks ``import streams``.
+``streams.nodes``, ``streams.sources`` or ``streams.sinks``, each naming a
+``streams.Stream`` subclass. (streamz's ``streamz.*`` groups name
+``streamz.Stream`` subclasses, which cannot join a streams graph; a plugin
+ports by changing its base class's import and declaring the group.) They
+are registered on first use, so a broken plugin never breaks ``import
+streams``.
 """
 
 from __future__ import annotations
@@ -23,9 +25,6 @@ _GROUPS = {
     "streams.nodes": identity,
     "streams.sinks": identity,
     "streams.sources": staticmethod,
-    "streamz.nodes": identity,
-    "streamz.sinks": identity,
-    "streamz.sources": staticmethod,
 }
 
 
@@ -58,9 +57,9 @@ loaded = False
 def load_plugins() -> list[str]:
     """Register the operators that installed packages declare.
 
-    Runs once (later calls return ``[]``); ``Stream`` calls it the first time
-    an unknown attribute is asked for. A plugin never replaces an operator of
-    this package. Returns the names registered.
+    Runs once (later calls return ``[]``): the first node created calls it,
+    or the first unknown attribute asked of the ``Stream`` class. A plugin
+    never replaces an operator of this package. Returns the names registered.
     """
     global loaded
     if loaded:
@@ -70,9 +69,8 @@ def load_plugins() -> list[str]:
     for group, modifier in _GROUPS.items():
         for ep in entry_points(group=group):
             if ep.name in vars(_stream()):
-                if not group.startswith("streamz."):
-                    logger.warning("plugin %r (%s) ignored: Stream.%s exists",
-                                   ep.name, ep.value, ep.name)
+                logger.warning("plugin %r (%s) ignored: Stream.%s exists",
+                               ep.name, ep.value, ep.name)
                 continue
             setattr(_stream(), ep.name, _lazy(ep, modifier))
             added.append(ep.name)

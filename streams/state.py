@@ -55,7 +55,8 @@ from pathlib import Path
 from typing import Any
 
 from .clock import get_clock, run_sync
-from .core import Stream, _invalidate
+from .core import Stream
+from .fusion import invalidate as _invalidate
 from .graph import walk
 from .pending import gather_pending as _gather_pending
 

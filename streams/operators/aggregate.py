@@ -42,6 +42,7 @@ class Accumulate(Stream[Any]):
     key : callable or hashable, optional
         Keep one state per key (``key(x)``, or ``x[key]`` if not callable),
         each starting from a copy of ``start``, and emit ``(key, output)``.
+        (New here: streamz would pass a ``key=`` keyword on to ``func``.)
 
     Examples
     --------
@@ -157,16 +158,17 @@ Stream.register_api(attribute_name="scan")(Accumulate)
 
 
 def _increment(counts: dict[Any, int], x: Hashable) -> tuple[dict[Any, int], dict[Any, int]]:
-    counts[x] = counts.get(x, 0) + 1
-    return counts, dict(counts)
+    # A new dict each time: an emitted count never changes afterwards.
+    new = {**counts, x: counts.get(x, 0) + 1}
+    return new, new
 
 
 @Stream.register_api()
 class Frequencies(Accumulate):
     """Count occurrences; emit the counts so far after every element.
 
-    Unlike streamz, each emitted dict is a snapshot: earlier emissions do not
-    change when later elements arrive.
+    Each emitted dict is a new one: earlier emissions do not change when
+    later elements arrive.
 
     Examples
     --------
@@ -331,7 +333,8 @@ class Collect(Stream[Any]):
     _state = ("cache",)
 
     def __init__(self, upstream: Stream[Any], cache: list[Any] | None = None,
-                 **kwargs: Any) -> None:
+                 metadata_cache: Any = None, **kwargs: Any) -> None:
+        # ``metadata_cache`` is accepted for streamz code; metadata is not kept.
         self.cache: list[Any] = [] if cache is None else cache
         Stream.__init__(self, upstream, **kwargs)
 

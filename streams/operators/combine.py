@@ -58,7 +58,7 @@ class Zip(Stream[Any]):
 
     __slots__ = ("_waiters", "buffers", "literals", "maxsize")
     _operator = "zip"
-    _params = ("maxsize", "literals")
+    _params = ("literals", "maxsize")
     _state = ("buffers",)
 
     def __init__(self, *upstreams: Any, **kwargs: Any) -> None:

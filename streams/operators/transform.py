@@ -11,7 +11,8 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..core import Stream
+from ..core import NO_DEFAULT, Stream
+from ..errors import NodeError
 from ..fusion import Fuser
 from ..pending import gather_pending
 from ._checks import check_callable
@@ -156,30 +157,31 @@ class Filter(_FunctionNode):
         super().__init__(upstream, predicate, *args, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
-        if self.func is None:
-            keep = x
-        else:
+        if self._is_async:
             try:
-                keep = self.func(x, *self.args, **self.kwargs)
+                result = self.func(x, *self.args, **self.kwargs)  # type: ignore[misc]
             except Exception as e:
                 return self._fail(x, e)
-            if self._is_async:
-                return self._await_then(x, keep, lambda k: self._decide(x, k))
-        return self._decide(x, keep)
+            return self._await_then(x, result, lambda k: self._decide(x, k))
+        return self._decide(x, x if self.func is None else NO_DEFAULT)
 
     def _decide(self, x: Any, keep: Any) -> Any:
-        if bool(keep) is self._keep:
-            return self._emit(x)
-        return None
+        try:
+            if keep is NO_DEFAULT:
+                keep = self.func(x, *self.args, **self.kwargs)  # type: ignore[misc]
+            # The truth test is the user's code too (a numpy array raises).
+            passes = bool(keep) is self._keep
+        except Exception as e:
+            return self._fail(x, e)
+        return self._emit(x) if passes else None
 
     def _fuse(self, f: Fuser, x: str) -> str:
         negate = "not " if self._keep else ""
         if self.func is None:
-            f.line(f"if {negate}{x}:\n    return None")
+            f.step(self, x, f"if {negate}{x}:\n    return None")
             return x
         keep = f.fresh("keep")
-        f.step(self, x, f"{keep} = {self._call_code(f, x)}")
-        f.line(f"if {negate}{keep}:\n    return None")
+        f.step(self, x, f"{keep} = {self._call_code(f, x)}\nif {negate}{keep}:\n    return None")
         return x
 
 
@@ -249,8 +251,8 @@ class Pluck(Stream[Any]):
     def _fuse(self, f: Fuser, x: str) -> str:
         y = f.fresh()
         if isinstance(self.pick, list):
-            items = ", ".join(f"{x}[{f.bind(p, 'k')}]" for p in self.pick)
-            code = f"{y} = ({items},)"
+            items = "".join(f"{x}[{f.bind(p, 'k')}], " for p in self.pick)
+            code = f"{y} = ({items})"
         else:
             code = f"{y} = {x}[{f.bind(self.pick, 'k')}]"
         f.step(self, x, code)
@@ -279,15 +281,17 @@ class Flatten(Stream[Any]):
 
     def update(self, x: Iterable[Any], who: Stream[Any] | None = None,
                metadata: Any = None) -> Any:
+        pending = []
         try:
             items = iter(x)
-        except TypeError as e:
-            return self._fail(x, e)
-        pending = []
-        for item in items:
-            p = self._emit(item)
-            if p is not None:
-                pending.append(p)
+            for item in items:
+                p = self._emit(item)
+                if p is not None:
+                    pending.append(p)
+        except NodeError:
+            raise  # a downstream node failed; it already named itself
+        except Exception as e:
+            pending.append(self._fail(x, e))
         if not pending:
             return None
         return gather_pending(pending)

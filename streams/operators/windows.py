@@ -12,7 +12,8 @@ from typing import Any
 from toolz import identity
 
 from ..clock import Handle, get_clock
-from ..core import Stream, _gather_pending
+from ..core import Stream
+from ..pending import gather_pending as _gather_pending
 from ._checks import check_count, key_function
 from ._outbox import EPSILON, Outbox, arm
 

@@ -134,15 +134,16 @@ class SinkToTextfile(Stream[Any]):
     '1\\n2\\n'
     """
 
-    __slots__ = ("_fp", "end", "file")
+    __slots__ = ("_fp", "end", "file", "mode")
     _operator = "sink_to_textfile"
-    _params = ("file", "end")
+    _params = ("file", "end", "mode")
     _graphviz_shape = "trapezium"
 
     def __init__(self, upstream: Stream[Any], file: Any, end: str = "\n", mode: str = "a",
                  **kwargs: Any) -> None:
         self.file = file
         self.end = end
+        self.mode = mode
         if hasattr(file, "write"):
             self._fp: IO[str] = file
         else:

@@ -30,6 +30,15 @@ class Source(Stream[Any]):
         self._task: asyncio.Task[None] | None = None
         Stream.__init__(self, **kwargs)
         if start:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                # Without a loop, start() runs to the end right here, before any
+                # node is attached: every element would be lost.
+                raise ValueError(
+                    f"{self._label()}: start=True needs a running event loop; without "
+                    "one, build the graph first and then call start()"
+                ) from None
             self.start()
 
     def start(self) -> Any:
@@ -40,8 +49,10 @@ class Source(Stream[Any]):
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            self._run_sync()
-            self.stopped = True
+            try:
+                self._run_sync()
+            finally:
+                self.stopped = True  # also after a failure: start() may be called again
             return None
         self._task = loop.create_task(self._run_async())
         return self._task

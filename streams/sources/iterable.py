@@ -66,37 +66,40 @@ class FromIterable(Source):
         return it
 
     def _run_sync(self) -> None:
-        push = self._pusher()
         ckpt = self._checkpointer
         n = 0
-        for x in self._items():
-            if self.stopped:
-                break
-            pending = push(x)
-            n += 1
-            if pending is not None:
+        try:
+            for x in self._items():
+                if self.stopped:
+                    break
+                # self._push each time, not a local: the graph may change, or
+                # close, while the source runs (a sink may connect a node).
+                pending = self._push(x)
+                n += 1
+                if pending is not None:
+                    self.offset += n
+                    n = 0
+                    run_sync(pending)
+                if ckpt is not None:
+                    # The element is done: a checkpoint here is consistent.
+                    self.offset += n
+                    n = 0
+                    pending = ckpt.step()
+                    if pending is not None:
+                        run_sync(pending)
+            else:
                 self.offset += n
                 n = 0
-                run_sync(pending)
-                push = self._pusher()
-            if ckpt is not None:
-                # The element is done: a checkpoint here is consistent.
-                self.offset += n
-                n = 0
-                pending = ckpt.step()
+                pending = self.close()
                 if pending is not None:
                     run_sync(pending)
-        else:
-            self.offset += n
-            pending = self.close()
-            if pending is not None:
-                run_sync(pending)
-            if ckpt is not None:
-                pending = ckpt.source_closed(self)
-                if pending is not None:
-                    run_sync(pending)
-            return
-        self.offset += n
+                if ckpt is not None:
+                    pending = ckpt.source_closed(self)
+                    if pending is not None:
+                        run_sync(pending)
+                return
+        finally:
+            self.offset += n  # what was emitted counts, also after a failure
 
     async def _run_async(self) -> None:
         since_yield = 0
