@@ -94,7 +94,7 @@ def run(pipeline: Pipeline, data: list[int], lift: Lift | None = None,
 
 @pytest.mark.dask
 @pytest.mark.parametrize("name", sorted(PIPELINES))
-@settings(max_examples=12, deadline=None,
+@settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.lists(st.integers(-20, 50), max_size=30),
        batch_size=st.integers(1, 6), max_in_flight=st.integers(1, 4))

@@ -41,7 +41,7 @@ def run_windows(clock: VirtualClock, schedule: list[tuple[float, int]],
 
 
 @pytest.mark.dask
-@settings(max_examples=10, deadline=None,
+@settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(schedule=st.lists(st.tuples(st.sampled_from([0.0, 0.0, 0.4, 1.0, 3.2]),
                                    st.integers(0, 9)), max_size=25),
