@@ -23,13 +23,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import time
 import warnings
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-import psutil
+
+def rss() -> int:
+    """This process's resident set size in bytes (Linux /proc; psutil elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        import psutil  # not a dependency: only where /proc is missing
+
+        return int(psutil.Process().memory_info().rss)
+
 
 N_EMIT = 100_000
 N_WINDOW = 200_000
@@ -164,7 +175,6 @@ async def slow_sink(x: int) -> None:
 async def streams_buffer(n: int) -> tuple[float, float, int]:
     from streams import Stream
 
-    proc = psutil.Process()
     done = 0
 
     async def sink(x: int) -> None:
@@ -174,19 +184,18 @@ async def streams_buffer(n: int) -> tuple[float, float, int]:
 
     source: Stream[int] = Stream(asynchronous=True)
     source.buffer(1000).sink(sink)
-    before = peak = proc.memory_info().rss
+    before = peak = rss()
     t = time.perf_counter()
     for i in range(n):
         await source.emit(i)
         if i % 1000 == 0:
-            peak = max(peak, proc.memory_info().rss)
+            peak = max(peak, rss())
     await source.aclose()
-    peak = max(peak, proc.memory_info().rss)
+    peak = max(peak, rss())
     return (peak - before) / 2**20, time.perf_counter() - t, done
 
 
 async def queue_buffer(n: int, maxsize: int = 1000) -> tuple[float, float, int]:
-    proc = psutil.Process()
     queue: asyncio.Queue[int | None] = asyncio.Queue(maxsize=maxsize)
     done = 0
 
@@ -197,12 +206,12 @@ async def queue_buffer(n: int, maxsize: int = 1000) -> tuple[float, float, int]:
             done += 1
 
     task = asyncio.ensure_future(consumer())
-    before = peak = proc.memory_info().rss
+    before = peak = rss()
     t = time.perf_counter()
     for i in range(n):
         await queue.put(i)
         if i % 1000 == 0:
-            peak = max(peak, proc.memory_info().rss)
+            peak = max(peak, rss())
     await queue.put(None)
     await task
     return (peak - before) / 2**20, time.perf_counter() - t, done
