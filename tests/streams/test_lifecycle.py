@@ -1,0 +1,154 @@
+"""Lifecycle edge cases: closing, destroying and changing a graph that runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams import NodeError, Stream, StreamClosedError
+from streams.fusion import compiled
+
+
+def test_compiled_code_stops_at_a_closed_node() -> None:
+    source = Stream()
+    m = source.map(lambda x: x + 1)
+    out = m.sink_to_list()
+    source.emit(0)  # compiles
+    m.close()
+    with pytest.raises(StreamClosedError, match=r"map\(<lambda>\) is closed"):
+        source.emit(1)
+    assert out == [1]
+
+
+def test_close_ends_every_branch_even_when_one_fails() -> None:
+    source = Stream()
+    source.collect().map(lambda t: 1 / 0)
+    held = source.partition(2).sink_to_list()
+    for i in range(3):
+        source.emit(i)
+    with pytest.raises(NodeError, match="ZeroDivisionError"):
+        source.close()
+    assert held == [(0, 1), (2,)]
+
+
+def test_close_reaches_the_error_stream() -> None:
+    source = Stream()
+    node = source.map(int).on_error("route")
+    bad = node.errors.map(lambda r: r.element).partition(2).sink_to_list()
+    for v in ["1", "x", "y", "z"]:
+        source.emit(v)
+    source.close()
+    assert bad == [("x", "y"), ("z",)]
+
+
+def test_removing_the_last_open_upstream_closes_the_node() -> None:
+    a, b = Stream(), Stream()
+    out = a.union(b).partition(5).sink_to_list()
+    a.emit(1)
+    a.close()
+    b.destroy()
+    assert out == [(1,)]
+
+
+def test_destroy_from_given_upstreams_only() -> None:
+    a, b = Stream(), Stream()
+    u = a.union(b)
+    out = u.sink_to_list()
+    u.destroy([a])
+    a.emit(1)
+    b.emit(2)
+    assert out == [2]
+
+
+def test_streamz_style_update_returning_a_list() -> None:
+    class Twice(Stream):
+        def update(self, x, who=None, metadata=None):
+            return [self._emit(x), self._emit(x)]
+
+    source = Stream()
+    out = Twice(source).sink_to_list()
+    assert source.emit(1) is None
+    assert out == [1, 1]
+
+
+def test_overridden_emit_sees_every_element() -> None:
+    class Tagged(Stream):
+        def _emit(self, x, metadata=None):
+            return super()._emit(("tag", x))
+
+    source = Tagged()
+    out = source.map(lambda t: t[1]).sink_to_list()
+    tags = source.sink_to_list()
+    source.emit(1)
+    assert tags == [("tag", 1)] and out == [1]
+
+
+@pytest.mark.parametrize("predicate", [None, lambda x: x])
+def test_a_truth_test_that_raises_follows_the_policy(predicate) -> None:
+    class Ambiguous:
+        def __bool__(self) -> bool:
+            raise ValueError("truth value is ambiguous")
+
+    source = Stream()
+    out = source.filter(predicate).on_error("route")
+    errors = out.errors.sink_to_list()
+    out.sink_to_list()
+    source.emit(Ambiguous())
+    assert len(errors) == 1 and isinstance(errors[0].exception, ValueError)
+
+
+def test_flatten_of_a_failing_generator_follows_the_policy() -> None:
+    def gen():
+        yield 1
+        raise KeyError("boom")
+
+    source = Stream()
+    node = source.flatten().on_error("skip")
+    out = node.sink_to_list()
+    source.emit(gen())
+    assert out == [1]
+
+
+def test_building_a_graph_compiles_nothing() -> None:
+    # Invalidation costs nothing while no code is compiled: building large
+    # graphs stays linear (it walked the whole graph per node before).
+    compiled.clear()
+    source = Stream()
+    for _ in range(2000):
+        source.map(str)
+    assert len(compiled) == 0
+    source.emit(1)
+    assert len(compiled) == 1
+
+
+def test_a_graph_change_recompiles_only_upstream_code() -> None:
+    source = Stream()
+    left = source.map(str)
+    right = source.map(repr)
+    left.sink_to_list()
+    right.emit(1)
+    source.emit(1)
+    assert right in compiled and source in compiled
+    left.map(len)  # changes left: source's code inlines it; right's does not
+    assert source not in compiled and right in compiled
+
+
+def test_from_iterable_failure_keeps_offset_and_can_resume() -> None:
+    src = Stream.from_iterable(range(6))
+    out = src.map(lambda x: 10 // (x - 3)).on_error("raise").sink_to_list()
+    with pytest.raises(NodeError):
+        src.start()
+    # 0, 1, 2 went through; 3 failed, so a resumed run starts with it again.
+    assert src.offset == 3 and out == [-4, -5, -10]
+    assert src.stopped
+
+
+def test_start_true_without_a_loop_is_refused() -> None:
+    with pytest.raises(ValueError, match="start=True needs a running event loop"):
+        Stream.from_iterable([1, 2], start=True)
+
+
+def test_pluck_of_an_empty_list_gives_empty_tuples() -> None:
+    source = Stream()
+    out = source.pluck([]).sink_to_list()
+    source.emit((1, 2))
+    assert out == [()]
