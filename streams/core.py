@@ -277,8 +277,8 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         if downstream not in self.downstreams:
             raise ValueError(f"{downstream!r} is not downstream of {self!r}")
         _invalidate(self)
+        downstream._remove_upstream(self)  # first: it may refuse, leaving all as it was
         self.downstreams.remove(downstream)
-        downstream._remove_upstream(self)
 
     def _add_upstream(self, upstream: Stream[Any]) -> None:
         """Record a new upstream (operators with per-upstream state extend it)."""

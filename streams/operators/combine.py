@@ -151,7 +151,7 @@ class CombineLatest(Stream[Any]):
     [(2, 'y')]
     """
 
-    __slots__ = ("emit_on", "last", "missing")
+    __slots__ = ("_emit_on_all", "emit_on", "last", "missing")
     _operator = "combine_latest"
     _params = ("emit_on",)
     _state = ("last", "missing")
@@ -166,6 +166,7 @@ class CombineLatest(Stream[Any]):
                 emit_on, Stream) else (emit_on,)
             chosen = tuple(self._position(e) for e in items)
         self.emit_on = chosen
+        self._emit_on_all = emit_on is None
         self.last: list[Any] = [None] * len(upstreams)
         self.missing = set(range(len(upstreams)))
 
@@ -181,8 +182,26 @@ class CombineLatest(Stream[Any]):
 
     def _add_upstream(self, upstream: Stream[Any]) -> None:
         super()._add_upstream(upstream)
+        i = len(self.upstreams) - 1
         self.last.append(None)
-        self.missing.add(len(self.upstreams) - 1)
+        self.missing.add(i)
+        if self._emit_on_all:  # "every upstream emits" includes the new one
+            self.emit_on = (*self.emit_on, i)
+
+    def _remove_upstream(self, upstream: Stream[Any]) -> None:
+        i = self.upstreams.index(upstream)
+        if self.emit_on == (i,):
+            raise ValueError(
+                f"{self._label()}: cannot remove {upstream!r}, the only stream it emits on"
+            )
+
+        def shift(positions: Iterable[int]) -> list[int]:
+            return [j - (j > i) for j in positions if j != i]
+
+        del self.last[i]
+        self.missing = set(shift(self.missing))
+        self.emit_on = tuple(shift(self.emit_on))
+        super()._remove_upstream(upstream)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         idx = _index_of(self, who)

@@ -86,3 +86,26 @@ def test_union_passes_everything_in_arrival_order() -> None:
     c.emit(3)
     b.emit(2)
     assert out == [1, 3, 2]
+
+
+def test_combine_latest_follows_connect_and_disconnect_as_streamz() -> None:
+    a, b, c = Stream(), Stream(), Stream()
+    cl = a.combine_latest(b)
+    out = cl.sink_to_list()
+    c.connect(cl)
+    a.emit(1)
+    b.emit(2)
+    c.emit(3)
+    c.emit(4)
+    assert out == [(1, 2, 3), (1, 2, 4)]
+    c.disconnect(cl)
+    a.emit(5)
+    assert out[-1] == (5, 2)
+
+
+def test_combine_latest_refuses_removing_its_only_emit_on_stream() -> None:
+    a, b = Stream(), Stream()
+    cl = a.combine_latest(b, emit_on=b)
+    with pytest.raises(ValueError, match="the only stream it emits on"):
+        b.disconnect(cl)
+    assert b in cl.upstreams and cl in b.downstreams  # nothing half-removed
