@@ -19,5 +19,6 @@ from __future__ import annotations
 
 from .nodes import SparkSegment, ToSpark
 from .session import default_session
+from .source import FromSpark
 
-__all__ = ["SparkSegment", "ToSpark", "default_session"]
+__all__ = ["FromSpark", "SparkSegment", "ToSpark", "default_session"]

@@ -1,0 +1,174 @@
+"""``Stream.from_spark``: a pipeline that starts from a Spark streaming source.
+
+The whole segment runs in Spark as one Structured Streaming query with a
+checkpoint location; each micro-batch's results are delivered, in order, to
+the Python nodes after ``gather()``. Exactly once across a killed driver:
+
+* Spark's checkpoint holds the source offsets and the operators' state;
+* after delivering batch ``b``, the source saves ``b`` and the snapshots of
+  the nodes after ``gather()`` in one atomic write;
+* on restart those snapshots are restored (a durable sink rolls its file
+  back to what batch ``b`` left) and Spark's replay of a batch already
+  delivered is skipped. A batch delivered but not yet recorded is delivered
+  again over the rolled-back sink: nothing is lost, nothing is doubled.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from streams.core import Stream
+from streams.graph import walk
+
+from .batch import load_checkpoint, save_checkpoint
+from .codec import ERROR
+from .nodes import SparkSegment
+from .stream import build_query_frame
+
+__all__ = ["FromSpark"]
+
+
+def _rows_to_input(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Spark rows as pickled elements (one value, or a tuple), numbered in order.
+
+    ``seq`` is the partition id then the row's rank in the partition: the
+    order in which an in-process source would have read the same files.
+    """
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    base = (context.partitionId() if context is not None else 0) << 40
+    dumps = pickle.dumps
+    n = 0
+    for b in batches:
+        cols = [c.to_pylist() for c in b.columns]
+        values = cols[0] if len(cols) == 1 else list(zip(*cols, strict=True))
+        seq = pa.array(range(base + n, base + n + len(values)), pa.int64())
+        n += len(values)
+        yield pa.RecordBatch.from_arrays(
+            [seq, pa.array([dumps(v, protocol=5) for v in values], pa.binary())],
+            names=["seq", "p"])
+
+
+@Stream.register_api(staticmethod)
+class FromSpark(Stream[Any]):
+    """Start a pipeline from a Spark streaming DataFrame; run it in Spark.
+
+    Each row becomes an element: the value of a one-column row, else a
+    tuple. The steps until ``gather()`` run in Spark (as after
+    ``to_spark()``); the nodes after it receive each micro-batch's results
+    in order. :meth:`start` runs the query.
+
+    Parameters
+    ----------
+    df : pyspark.sql.DataFrame
+        A streaming DataFrame (``spark.readStream...``).
+    checkpoint : str
+        The checkpoint directory: Spark's offsets and state, and the batch
+        delivered last with the states of the nodes after ``gather()``.
+    available_now : bool
+        Process what is available, then stop (``Trigger.AvailableNow``);
+        otherwise run until :meth:`stop`.
+
+    Examples
+    --------
+    >>> import tempfile, streams_spark
+    >>> from streams import Stream
+    >>> spark = streams_spark.default_session()
+    >>> d = tempfile.mkdtemp()
+    >>> spark.range(5).write.mode("overwrite").parquet(d + "/in")
+    >>> df = spark.readStream.schema("id long").parquet(d + "/in")
+    >>> source = Stream.from_spark(df, checkpoint=d + "/ckpt")
+    >>> out = source.map(lambda x: x * 10).gather().sink_to_list()
+    >>> source.start()
+    >>> sorted(out)
+    [0, 10, 20, 30, 40]
+    """
+
+    _operator = "from_spark"
+    _params = ("checkpoint", "available_now")
+    _graphviz_shape = "triangle"
+
+    def __init__(self, df: Any, checkpoint: str, available_now: bool = True,
+                 **kwargs: Any) -> None:
+        if not getattr(df, "isStreaming", False):
+            raise TypeError(
+                "from_spark() takes a streaming DataFrame (spark.readStream...), got "
+                f"{type(df).__name__}; for in-process data use Stream().to_spark()")
+        self.df = df
+        self.checkpoint = checkpoint
+        self.available_now = available_now
+        self.query: Any = None
+        self._delivered = -1
+        Stream.__init__(self, **kwargs)
+        self._segment = SparkSegment(self)  # type: ignore[arg-type]
+
+    def _local_nodes(self) -> list[Stream[Any]]:
+        """The in-process nodes after ``gather()``, in a stable order."""
+        segment = self._segment
+        assert isinstance(segment, SparkSegment)
+        (gather,) = segment.exits
+        return [n for n in walk(self) if n._segment is None and n is not gather
+                and _after(n, gather)]
+
+    def start(self) -> None:
+        """Run the query (until all is processed, with ``available_now``)."""
+        segment = self._segment
+        assert isinstance(segment, SparkSegment)
+        if not segment.exits:
+            raise ValueError(f"{self._label()}: end the Spark segment with .gather()")
+        saved = load_checkpoint(os.path.join(self.checkpoint, "delivered"))
+        if saved is not None:
+            self._delivered = saved["batch_id"]
+            for node, state in zip(self._local_nodes(), saved["states"], strict=True):
+                node.restore(state)
+        frame = self.df.mapInArrow(_rows_to_input, "seq long, p binary")
+        frame = build_query_frame(frame, segment.plan())
+        writer = (frame.writeStream.foreachBatch(self._deliver_batch)
+                  .option("checkpointLocation", os.path.join(self.checkpoint, "query")))
+        writer = writer.trigger(availableNow=True) if self.available_now else writer
+        self.query = writer.start()
+        if self.available_now:
+            self.query.awaitTermination()
+
+    def stop(self) -> None:
+        """Stop a running query, then close the pipeline."""
+        if self.query is not None:
+            self.query.stop()
+        self.close()
+
+    def _deliver_batch(self, df: Any, batch_id: int) -> None:
+        if batch_id <= self._delivered:
+            return  # replayed by Spark after a restart: delivered already
+        table = df.toArrow()
+        if table.num_rows:
+            table = table.sort_by([("seq", "ascending"), ("sub", "ascending")])
+        segment = self._segment
+        assert isinstance(segment, SparkSegment)
+        (gather,) = segment.exits
+        for kind, p in zip(table.column("kind").to_pylist(), table.column("p").to_pylist(),
+                           strict=True):
+            if kind == ERROR:
+                node_id, x, exc = pickle.loads(p)
+                segment.node(node_id)._fail(x, exc)
+            elif kind == 0:
+                gather._emit(pickle.loads(p))
+        states = [n.snapshot() for n in self._local_nodes()]
+        save_checkpoint(os.path.join(self.checkpoint, "delivered"),
+                        {"batch_id": batch_id, "states": states})
+        self._delivered = batch_id
+
+
+def _after(node: Stream[Any], gather: Stream[Any]) -> bool:
+    todo = list(node.upstreams)
+    while todo:
+        n = todo.pop()
+        if n is gather:
+            return True
+        todo.extend(n.upstreams)
+    return False
