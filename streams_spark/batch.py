@@ -187,7 +187,8 @@ def _ordered(table: pa.Table) -> list[tuple[int, bytes]]:
 def _spark_schema_json() -> dict[str, Any]:
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(ROW_SCHEMA).jsonValue()
+    schema: dict[str, Any] = from_arrow_schema(ROW_SCHEMA).jsonValue()
+    return schema
 
 
 def decode_row(kind: int, p: bytes) -> Any:

@@ -23,6 +23,8 @@ import pyarrow as pa
 
 __all__ = [
     "DATA",
+    "WINDOW",
+    "value_of",
     "ERROR",
     "ROW_SCHEMA",
     "STATE",
@@ -32,6 +34,8 @@ __all__ = [
 ]
 
 DATA, ERROR, STATE = 0, 1, 2
+#: A window: ``p`` pickles the list of its elements' pickles (not re-pickled).
+WINDOW = 4
 
 ROW_SCHEMA = pa.schema([
     ("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()), ("p", pa.binary()),
@@ -113,6 +117,19 @@ def decode_values(batch: pa.RecordBatch) -> list[Any]:
         return col.to_pylist()  # type: ignore[no-any-return]
     loads = pickle.loads
     return [loads(b) for b in batch.column(names.index("p")).to_pylist()]
+
+
+def value_of(kind: int, p: bytes) -> Any:
+    """The element carried by a data or window row.
+
+    Examples
+    --------
+    >>> value_of(WINDOW, pickle.dumps([pickle.dumps(1), pickle.dumps("a")]))
+    [1, 'a']
+    """
+    if kind == WINDOW:
+        return [pickle.loads(b) for b in pickle.loads(p)]
+    return pickle.loads(p)
 
 
 def rows_table(seq: list[int], sub: list[int], kind: list[int], p: list[bytes]) -> pa.RecordBatch:

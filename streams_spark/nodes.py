@@ -15,7 +15,7 @@ from streams.graph import NodeSpec
 
 from .batch import BatchRunner
 from .chain import SEQUENTIAL
-from .codec import ERROR
+from .codec import ERROR, value_of
 from .plan import ChainStage, Plan, check_pickles, lower, refusal
 from .stream import NodeFailureInfo
 
@@ -259,13 +259,12 @@ class ToSpark(Stream[Any]):
     def _deliver(self, rows: list[tuple[int, bytes]]) -> None:
         (gather,) = self.spark_segment.exits
         segment = self.spark_segment
-        loads = pickle.loads
         for kind, p in rows:
             if kind == ERROR:
-                node_id, x, exc = loads(p)
+                node_id, x, exc = pickle.loads(p)
                 segment.node(node_id)._fail(x, exc)
             else:
-                gather._emit(loads(p))
+                gather._emit(value_of(kind, p))
 
     def _flush(self) -> Any:
         # End of stream: the last micro-batch, then what stateful steps hold.

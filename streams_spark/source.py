@@ -26,7 +26,7 @@ from streams.core import Stream
 from streams.graph import walk
 
 from .batch import load_checkpoint, save_checkpoint
-from .codec import ERROR
+from .codec import DATA, ERROR, WINDOW, value_of
 from .nodes import SparkSegment
 from .stream import build_query_frame
 
@@ -156,8 +156,8 @@ class FromSpark(Stream[Any]):
             if kind == ERROR:
                 node_id, x, exc = pickle.loads(p)
                 segment.node(node_id)._fail(x, exc)
-            elif kind == 0:
-                gather._emit(pickle.loads(p))
+            elif kind in (DATA, WINDOW):
+                gather._emit(value_of(kind, p))
         states = [n.snapshot() for n in self._local_nodes()]
         save_checkpoint(os.path.join(self.checkpoint, "delivered"),
                         {"batch_id": batch_id, "states": states})

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .chain import ERROR, Chain, Step, carried_error
-from .codec import DATA, STATE
+from .codec import DATA, STATE, WINDOW, value_of
 
 __all__ = [
     "FLUSH", "FLUSH_MARK", "MID_SCHEMA", "ONE_GROUP", "SEQUENTIAL_STAGE", "chain_task",
@@ -130,10 +130,10 @@ def chain_task(steps: list[Step], route_to: Step | None, first: bool
                 kinds = batch.column(names.index("kind")).to_pylist()
                 subs = batch.column(names.index("sub")).to_pylist()
             for s, sb, kind, p in zip(seqs, subs, kinds, ps, strict=True):
-                if kind == DATA:
+                if kind in (DATA, WINDOW):
                     # Children of a flatten rank below their parent's rank.
                     cur[0], cur[1] = s, sb << 16
-                    chain.push(loads(p), sink)
+                    chain.push(loads(p) if kind == DATA else value_of(kind, p), sink)
                 else:
                     cur[0], cur[1] = s, sb
                     k, t = b"", None
@@ -281,9 +281,10 @@ def window_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Turn aggregated windows into rows: one list of elements per window.
 
     Input columns: ``start`` (microseconds) and ``items`` (a list of
-    ``(seq, sub, p)``). The window's elements are put back in input order.
+    ``(seq, sub, kind, p)``). The window's elements are put back in input
+    order; the row is of kind ``WINDOW``.
     """
-    loads, dumps = pickle.loads, pickle.dumps
+    dumps = pickle.dumps
     for batch in batches:
         starts = batch.column(0).to_pylist()
         items = batch.column(1).to_pylist()
@@ -294,11 +295,12 @@ def window_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 continue
             rows.sort(key=lambda r: (r["seq"], r["sub"]))
             seqs.append(start)
-            ps.append(dumps([loads(r["p"]) for r in rows], protocol=5))
+            # The elements stay pickled: unpickled once, where they are used.
+            ps.append(dumps([r["p"] for r in rows], protocol=5))
         n = len(seqs)
         yield pa.RecordBatch.from_arrays(
             [pa.array(seqs, pa.int64()), pa.array([0] * n, pa.int64()),
-             pa.array([DATA] * n, pa.int8()), pa.array(ps, pa.binary())],
+             pa.array([WINDOW] * n, pa.int8()), pa.array(ps, pa.binary())],
             names=["seq", "sub", "kind", "p"])
 
 

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .chain import Step
-from .codec import ERROR
+from .codec import DATA, ERROR, WINDOW
 from .plan import ChainStage, KeyedStage, Plan, WindowStage
 from .stages import (
     FAR_FUTURE,
@@ -177,7 +177,7 @@ class StreamRunner:
         out: list[tuple[int, bytes]] = self._late_rows()
         for bid in sorted(self.results):
             if bid > self.delivered:
-                out.extend(r for r in self.results.pop(bid) if r[0] in (0, ERROR))
+                out.extend(r for r in self.results.pop(bid) if r[0] in (DATA, WINDOW, ERROR))
                 self.delivered = bid
         return out
 
