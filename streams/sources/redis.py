@@ -297,7 +297,7 @@ class FromRedis(Source):
             self._group_created(pipe.execute(raise_on_error=False)[0])
             self._drain_sync(r, "0")  # this consumer's pending entries, in order
             self._claim_sync(r)
-        self._drain_sync(r, ">")
+        self._drain_ahead_sync(r)
         if not self.stopped:  # the end of the stream; stop() leaves the stream open
             self._settle(self.close())
             if self._checkpointer is not None:
@@ -326,6 +326,46 @@ class FromRedis(Source):
             self._settle(self._batch_done(len(entries)))
             if ident != ">":
                 cursor = entries[-1][0]  # pending entries: page through by id
+
+    def _drain_ahead_sync(self, r: Any) -> None:
+        """New entries, the next batch requested before this one is processed.
+
+        Redis reads the next batch while this process works on the current
+        one. A batch requested and then not processed (``stop()``) stays
+        pending for the group, delivered again at the next start.
+        """
+        conn = r.connection_pool.get_connection()
+        try:
+            expected = self._send_read(conn, self.offset)
+            while expected:
+                replies = [conn.read_response() for _ in range(expected)]
+                expected = 0
+                entries = self._entries(replies[-1])
+                if not entries or self.stopped:
+                    return
+                expected = self._send_read(conn, entries[-1][0])
+                self._begin()
+                self._settle(self._emit_batch(entries))
+                self._settle(self._batch_done(len(entries)))
+        finally:
+            for _ in range(expected):  # leave the connection clean for the pool
+                conn.read_response()
+            r.connection_pool.release(conn)
+
+    def _send_read(self, conn: Any, after: Any) -> int:
+        """Send the acknowledgements due and a read; return how many replies will come."""
+        commands: list[tuple[Any, ...]] = []
+        if self._acks:
+            commands.append(("XACK", self.stream, self.group, *self._acks))
+            self._acks = []
+        if self.group is None:
+            commands.append(("XREAD", "COUNT", self.count, "STREAMS", self.stream,
+                             after if after is not None else self.start_at))
+        else:
+            commands.append(("XREADGROUP", "GROUP", self.group, self.consumer, "COUNT",
+                             self.count, "STREAMS", self.stream, ">"))
+        conn.send_packed_command(conn.pack_commands(commands))
+        return len(commands)
 
     def _claim_sync(self, r: Any) -> None:
         if self.claim_idle is None:
