@@ -163,6 +163,10 @@ class ToSpark(Stream[Any]):
     checkpoint : str, optional
         Directory where state and batch id are saved after each batch, so a
         restarted pipeline resumes them.
+    streaming : bool, optional
+        Run as one Structured Streaming query even when the plan needs no
+        Spark-managed state (by default such a plan runs one Spark batch job
+        per micro-batch).
 
     Examples
     --------
@@ -180,12 +184,13 @@ class ToSpark(Stream[Any]):
     """
 
     _operator = "to_spark"
-    _params = ("batch_size", "interval", "checkpoint")
+    _params = ("batch_size", "interval", "checkpoint", "streaming")
     _graphviz_shape = "triangle"
 
     def __init__(self, upstream: Stream[Any] | None = None, session: Any = None,
                  batch_size: int = DEFAULT_BATCH_SIZE, interval: float | None = None,
-                 checkpoint: str | None = None, **kwargs: Any) -> None:
+                 checkpoint: str | None = None, streaming: bool = False,
+                 **kwargs: Any) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"to_spark(): batch_size must be an int >= 1, got {batch_size!r}")
         if interval is not None and not interval > 0:
@@ -194,6 +199,7 @@ class ToSpark(Stream[Any]):
         self.batch_size = batch_size
         self.interval = interval
         self.checkpoint = checkpoint
+        self.streaming = streaming
         self._buffer: list[Any] = []
         self._opened: float | None = None
         self._runner: Any = None
@@ -245,7 +251,7 @@ class ToSpark(Stream[Any]):
             )
         plan = self._plan = segment.plan()
         session = self.session if self.session is not None else default_session()
-        if plan.mode == "batch":
+        if plan.mode == "batch" and not self.streaming:
             chains = [s for s in plan.stages if isinstance(s, ChainStage)]
             steps = chains[0].steps if chains else []
             sequential = any(s.sequential for s in chains)
