@@ -17,6 +17,7 @@ True
 """
 
 from .nodes import Scatter, ToDask
+from .runner import DaskTaskError
 from .segment import DaskSegment
 
-__all__ = ["DaskSegment", "Scatter", "ToDask"]
+__all__ = ["DaskSegment", "DaskTaskError", "Scatter", "ToDask"]

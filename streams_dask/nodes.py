@@ -168,7 +168,8 @@ class Scatter(Stream[Any]):
         plan = plan_stages(segment)
         nodes = {n._node_id: n for n in segment.nodes}
         bound = self.max_in_flight or max(4, 3 * nthreads)
-        runner = Runner(connection, plan, nodes, segment.exits, self.batch_size, bound)
+        runner = Runner(connection, plan, nodes, segment.exits, self.batch_size, bound,
+                        self._label())
         runner.pending.extend(self._early)  # windows that closed before any element
         self._early.clear()
         return runner

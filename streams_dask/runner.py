@@ -42,7 +42,7 @@ from .client import Connection
 from .segment import Plan
 from .worker import Batch, Failure, StageResult, run_after, run_stage
 
-__all__ = ["POLL_EVERY", "TARGET_SECONDS", "AsyncDriver", "Runner"]
+__all__ = ["POLL_EVERY", "TARGET_SECONDS", "AsyncDriver", "DaskTaskError", "Runner"]
 
 #: A synchronous producer looks for finished results every this many elements.
 POLL_EVERY = 16
@@ -50,6 +50,15 @@ POLL_EVERY = 16
 #: About how long one task should work: long against Dask's per-task cost
 #: (around a millisecond), short against a stream's tail.
 TARGET_SECONDS = 0.25
+
+
+class DaskTaskError(RuntimeError):
+    """A Dask task itself failed (not a user function: those follow node policies).
+
+    For instance a function that pickles here but cannot be unpickled on the
+    workers (its module is not installed there), or a task that killed its
+    worker too often. The elements of that task's batch were not processed.
+    """
 
 
 class Runner:
@@ -69,10 +78,14 @@ class Runner:
         Most elements per task.
     max_in_flight : int
         Most tasks submitted and not yet replayed.
+    label : str
+        The ``scatter()`` node's name, for error messages.
     """
 
     def __init__(self, connection: Connection, plan: Plan, nodes: dict[int, Stream[Any]],
-                 exits: Sequence[Stream[Any]], batch_size: int, max_in_flight: int) -> None:
+                 exits: Sequence[Stream[Any]], batch_size: int, max_in_flight: int,
+                 label: str = "scatter()") -> None:
+        self.label = label
         self.connection = connection
         self.client = connection.client
         self.plan = plan
@@ -211,7 +224,7 @@ class Runner:
         for future, result in self.fetcher.next_batch(block=block):
             if future.status == "error":
                 _, exc, tb = result
-                raise exc.with_traceback(tb)
+                raise self._task_failed(exc) from exc.with_traceback(tb)
             self.fetched[future.key] = result
 
     def _take_fetched(self) -> None:
@@ -277,6 +290,19 @@ class Runner:
                     raise
                 errors.append(e)
 
+    def _task_failed(self, exc: BaseException) -> DaskTaskError:
+        return DaskTaskError(
+            f"a Dask task of {self.label} failed, so the elements of its batch were not "
+            f"processed: {type(exc).__name__}: {exc} (errors of user functions go to "
+            "their node's error policy; this is the task itself, e.g. a function that "
+            "cannot be unpickled on the workers)")
+
+    async def _aget(self, awaitable: Any) -> Any:
+        try:
+            return await awaitable
+        except Exception as e:
+            raise self._task_failed(e) from e
+
     def _node_of(self, event: Any) -> Stream[Any]:
         if type(event) is Failure:
             return self.nodes[event.node_id]
@@ -309,9 +335,9 @@ class Runner:
         """Collect finished results at the head, without waiting."""
         done = self._done_heads()
         if done:
-            self._take(done, await self.client.gather([f for f, _ in done]))
+            self._take(done, await self._aget(self.client.gather([f for f, _ in done])))
         if self.second is not None and self.second.done():
-            self._take_second(await self.second)
+            self._take_second(await self._aget(self.second))
 
     async def await_one(self) -> None:
         """Wait until the head result is in, then collect what is done."""
@@ -319,10 +345,10 @@ class Runner:
         if head is None:
             return
         if head is self.second:
-            self._take_second(await head)
+            self._take_second(await self._aget(head))
         else:
             done = [self.in_flight.popleft()]
-            self._take(done, await self.client.gather([done[0][0]]))
+            self._take(done, await self._aget(self.client.gather([done[0][0]])))
         await self.apoll()
 
     async def areplay(self, errors: list[BaseException] | None = None) -> None:

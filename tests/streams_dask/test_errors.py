@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
+import sys
 from operator import add
+from pathlib import Path
 from typing import Any
 
 import pytest
 from distributed import Client
 
 from streams import NodeError, Stream
+from streams_dask import DaskTaskError
 
 
 def invert(x: int) -> float:
@@ -90,3 +94,23 @@ def test_error_stream_record_names_the_real_node(client: Client) -> None:
     source.close()
     (record,) = records
     assert record.node is node and record.element == 0
+
+
+@pytest.mark.dask
+def test_a_failing_task_is_reported_naming_the_segment(client: Client, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # A module only this process can import: its function pickles by
+    # reference here and cannot be unpickled on the workers.
+    (tmp_path / "only_here.py").write_text("def double(x):\n    return 2 * x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    only_here = importlib.import_module("only_here")
+    try:
+        source: Stream[Any] = Stream()
+        source.scatter(client=client, stream_name="remote").map(only_here.double)\
+            .gather().sink_to_list()
+        with pytest.raises(DaskTaskError, match=r"scatter.*'remote'.*not processed"):
+            for x in range(3):
+                source.emit(x)
+            source.close()
+    finally:
+        sys.modules.pop("only_here", None)
