@@ -146,7 +146,7 @@ def main() -> None:
             "inc": {"client.map": n(3000), "streamz": n(1000),
                     "streams sync": n(100_000), "streams async": n(50_000)},
             "sleep_1ms": {"client.map": n(2000), "streamz": n(500),
-                          "streams sync": n(8000), "streams async": n(8000)},
+                          "streams sync": n(20_000), "streams async": n(20_000)},
         }
         funcs = {"inc": inc, "sleep_1ms": sleep_1ms}
         rates: dict[tuple[str, str], list[float]] = {}

@@ -176,9 +176,12 @@ class Runner:
         if self.closed:
             return
         self.closed = True
-        while len(self.pending) > self.cap:
-            batch = self.pending[: self.cap]
-            del self.pending[: self.cap]
+        # The last batches are cut smaller, so that workers finish together
+        # rather than one of them working alone on a long last batch.
+        size = max(1, min(self.cap, -(-len(self.pending) // self.max_in_flight)))
+        while len(self.pending) > size:
+            batch = self.pending[:size]
+            del self.pending[:size]
             self._submit(batch, close=False)
         batch, self.pending = self.pending, []
         self._submit(batch, close=True)
