@@ -10,7 +10,8 @@ every node and resumes each source at its saved offset: over a replayable
 source, with sinks that take part (see ``sink_to_durable_textfile``), every
 element's effect is seen exactly once.
 
-Checkpoint file format, version 1 (one file, ``<directory>/checkpoint``)::
+Checkpoint file format, version 1 (one file, ``<directory>/checkpoint-<sequence>``,
+the sequence written with 12 digits; a reader takes the highest)::
 
     STREAMS-CHECKPOINT\\n
     {"version": 1, "sequence": 7, "nodes": [...], "payload": {...}}\\n
@@ -49,6 +50,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +78,7 @@ __all__ = [
 FORMAT_VERSION = 1
 _MAGIC = b"STREAMS-CHECKPOINT\n"
 _FILENAME = "checkpoint"
+_NAME = re.compile(rf"{_FILENAME}-(\d+)")
 
 
 class CheckpointError(RuntimeError):
@@ -198,8 +201,9 @@ def write_checkpoint(directory: str | os.PathLike[str], node: Stream[Any],
                      sequence: int = 0, fsync: bool = True) -> Path:
     """Write a checkpoint of the graph ``node`` belongs to; return its path.
 
-    The file is written next to its final name and renamed over it, so a crash
-    at any point leaves the previous checkpoint or the new one. ``fsync``
+    The file is written under a temporary name, renamed to
+    ``checkpoint-<sequence>``, and only then are older checkpoints removed, so
+    a crash at any point leaves the previous checkpoint or the new one. ``fsync``
     also makes it survive a power loss (a killed process needs no fsync:
     written data is in the kernel's hands).
     """
@@ -214,7 +218,7 @@ def write_checkpoint(directory: str | os.PathLike[str], node: Stream[Any],
     }
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    final = directory / _FILENAME
+    final = directory / f"{_FILENAME}-{sequence:012d}"
     tmp = directory / f".{_FILENAME}.tmp"
     with open(tmp, "wb") as f:
         f.write(_MAGIC)
@@ -223,6 +227,9 @@ def write_checkpoint(directory: str | os.PathLike[str], node: Stream[Any],
         if fsync:
             f.flush()
             os.fsync(f.fileno())
+    # Renamed to a new name, not over the previous file: ext4 flushes a file
+    # renamed over another (auto_da_alloc), which made each checkpoint cost
+    # ~2 ms instead of ~0.3 ms here. The previous files go once this one is in.
     os.replace(tmp, final)
     if fsync and hasattr(os, "O_DIRECTORY"):
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
@@ -230,7 +237,21 @@ def write_checkpoint(directory: str | os.PathLike[str], node: Stream[Any],
             os.fsync(fd)  # the rename itself must reach the disk
         finally:
             os.close(fd)
+    for old in _checkpoint_files(directory):
+        if old != final:
+            old.unlink(missing_ok=True)
     return final
+
+
+def _checkpoint_files(directory: Path) -> list[Path]:
+    """The checkpoint files in ``directory``, newest (highest sequence) first."""
+    try:
+        entries = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    found = [(int(m.group(1)), directory / name) for name in entries
+             if (m := _NAME.fullmatch(name))]
+    return [path for _, path in sorted(found, reverse=True)]
 
 
 def read_checkpoint(directory: str | os.PathLike[str]) -> GraphSnapshot | None:
@@ -239,11 +260,11 @@ def read_checkpoint(directory: str | os.PathLike[str]) -> GraphSnapshot | None:
     Raises :class:`CheckpointError` for a file that is not a checkpoint, of
     another format version, or damaged.
     """
-    path = Path(directory) / _FILENAME
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    files = _checkpoint_files(Path(directory))
+    if not files:
         return None
+    path = files[0]
+    data = path.read_bytes()
     if not data.startswith(_MAGIC):
         raise CheckpointError(f"{path} is not a streams checkpoint")
     end = data.index(b"\n", len(_MAGIC))
@@ -339,7 +360,8 @@ class Checkpointer:
         if restore:
             snap = read_checkpoint(self.directory)
             if snap is not None:
-                restore_graph(node, snap, where=f"checkpoint {self.directory / _FILENAME}")
+                where = f"checkpoint {_checkpoint_files(self.directory)[0]}"
+                restore_graph(node, snap, where=where)
                 self.sequence = snap.sequence + 1
                 self.restored = True
 

@@ -16,8 +16,13 @@ from streams import Checkpointer, CheckpointError, NodeError, Stream, VirtualClo
 from streams.state import FORMAT_VERSION, read_checkpoint, write_checkpoint
 
 
+def newest(directory: Path) -> Path:
+    (path,) = directory.glob("checkpoint-*")  # older ones are removed
+    return path
+
+
 def header(directory: Path) -> dict[str, Any]:
-    lines = (directory / "checkpoint").read_bytes().split(b"\n", 2)
+    lines = newest(directory).read_bytes().split(b"\n", 2)
     assert lines[0] == b"STREAMS-CHECKPOINT"
     return json.loads(lines[1])  # type: ignore[no-any-return]
 
@@ -116,7 +121,7 @@ def test_format_is_versioned_and_readable(tmp_path: Path) -> None:
 def test_other_version_and_damage_are_refused(tmp_path: Path) -> None:
     source, _ = scan_pipeline(range(3))
     write_checkpoint(tmp_path, source, fsync=False)
-    path = tmp_path / "checkpoint"
+    path = newest(tmp_path)
     data = path.read_bytes()
     path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
     with pytest.raises(CheckpointError, match="damaged"):
@@ -145,11 +150,11 @@ def test_a_crash_while_writing_leaves_the_previous_checkpoint(tmp_path: Path) ->
     source, _ = scan_pipeline(range(3))
     Checkpointer(source, tmp_path, fsync=False)
     source.start()
-    before = (tmp_path / "checkpoint").read_bytes()
+    before = newest(tmp_path).read_bytes()
     (tmp_path / ".checkpoint.tmp").write_bytes(b"STREAMS-CHECKPOINT\n{half")  # died here
     snap = read_checkpoint(tmp_path)
     assert snap is not None and snap.states[1] == {"state": 3}
-    assert (tmp_path / "checkpoint").read_bytes() == before
+    assert newest(tmp_path).read_bytes() == before
 
 
 def test_unreplayable_source_is_refused(tmp_path: Path) -> None:
@@ -298,3 +303,19 @@ def test_crashes_and_restarts_give_the_uninterrupted_output(
     else:
         run(tmp / "out.txt", tmp / "ckpt", None)
     assert (tmp / "out.txt").read_text() == (tmp / "clean.txt").read_text()
+
+
+def test_newest_checkpoint_wins_and_older_ones_are_removed(tmp_path: Path) -> None:
+    source, _ = scan_pipeline(range(4))
+    Checkpointer(source, tmp_path, every=1, fsync=False)
+    source.start()
+    assert [p.name for p in tmp_path.glob("checkpoint-*")] == ["checkpoint-000000000004"]
+    # A crash between the rename and the removal leaves an older file too.
+    (tmp_path / "checkpoint-000000000001").write_bytes(b"older, never read")
+    assert read_checkpoint(tmp_path).sequence == 4  # type: ignore[union-attr]
+    # Starting afresh over them (restore=False) leaves only the new run's file.
+    source, _ = scan_pipeline(range(2))
+    Checkpointer(source, tmp_path, every=1000, restore=False, fsync=False)
+    source.start()
+    assert [p.name for p in tmp_path.glob("checkpoint-*")] == ["checkpoint-000000000000"]
+    assert read_checkpoint(tmp_path).states[1] == {"state": 1}  # type: ignore[union-attr]
