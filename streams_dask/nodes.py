@@ -170,7 +170,9 @@ class Scatter(Stream[Any]):
         bound = self.max_in_flight or max(4, 3 * nthreads)
         runner = Runner(connection, plan, nodes, segment.exits, self.batch_size, bound,
                         self._label())
-        runner.pending.extend(self._early)  # windows that closed before any element
+        # Ticks of windows that closed before the first element, and elements
+        # that arrived while an asynchronous client was being resolved.
+        runner.pending.extend(self._early)
         self._early.clear()
         return runner
 
@@ -222,7 +224,11 @@ class Scatter(Stream[Any]):
     def _update_async(self, x: Any) -> Any:
         driver = self._driver
         if driver is None:
-            return self._start_then(x)
+            # Queued now, in call order, while the client is being resolved.
+            if self._ticks is not None:
+                self._ticks.due(self._early)
+            self._early.append(x)
+            return self._start_then()
         runner = driver.runner
         if self._ticks is not None:
             self._ticks.due(runner.pending)
@@ -236,13 +242,15 @@ class Scatter(Stream[Any]):
         driver.check()
         return None
 
-    async def _start_then(self, x: Any) -> None:
+    async def _start_then(self) -> None:
         if self._starting is None:
             self._starting = asyncio.ensure_future(self._astart())
         await self._starting
-        pending = self._update_async(x)
-        if pending is not None:
-            await pending
+        driver = self._driver
+        assert driver is not None
+        driver.runner.pump()
+        driver.kick()
+        await driver.room()
 
     @property
     def in_flight(self) -> int:

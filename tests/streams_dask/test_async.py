@@ -83,3 +83,17 @@ def test_async_worker_error_reaches_the_producer(client: Client) -> None:
 
     # The element after the failing one is not lost, whenever the error shows.
     assert asyncio.run(main()) == [1, 1]
+
+
+@pytest.mark.dask
+def test_emits_keep_their_order_whenever_they_are_awaited(client: Client) -> None:
+    async def main() -> list[Any]:
+        source: Stream[Any] = Stream(asynchronous=True)
+        out = source.scatter(client=client, batch_size=2).map(inc).gather().sink_to_list()
+        pending = [source.emit(x) for x in range(12)]  # before the client is resolved
+        for p in reversed(pending):
+            await p
+        await source.aclose()
+        return out
+
+    assert asyncio.run(main()) == list(range(1, 13))
