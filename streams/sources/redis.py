@@ -24,6 +24,7 @@ from.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 from typing import Any
 
 from ..clock import run_sync
@@ -35,6 +36,13 @@ from .base import Source
 __all__ = ["FromRedis", "start_id"]
 
 _MAX_SEQ = 2**64 - 1
+
+
+_hiredis_pack: Callable[..., bytes] | None
+try:
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # pragma: no cover - depends on the environment
+    _hiredis_pack = None
 
 
 def _raw(response: Any, **options: Any) -> Any:
@@ -335,6 +343,7 @@ class FromRedis(Source):
         pending for the group, delivered again at the next start.
         """
         conn = r.connection_pool.get_connection()
+        expected = 0
         try:
             expected = self._send_read(conn, self.offset)
             while expected:
@@ -364,7 +373,12 @@ class FromRedis(Source):
         else:
             commands.append(("XREADGROUP", "GROUP", self.group, self.consumer, "COUNT",
                              self.count, "STREAMS", self.stream, ">"))
-        conn.send_packed_command(conn.pack_commands(commands))
+        if _hiredis_pack is not None:
+            # redis-py checks every argument in Python before hiredis packs
+            # them in C; the ids acknowledged are known strings.
+            conn.send_packed_command([b"".join(map(_hiredis_pack, commands))])
+        else:
+            conn.send_packed_command(conn.pack_commands(commands))
         return len(commands)
 
     def _claim_sync(self, r: Any) -> None:

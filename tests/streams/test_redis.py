@@ -297,3 +297,14 @@ def test_async_group_with_checkpoint_resumes_exactly(r: Any, redis_url: str,
     assert second == everything[len(everything) - len(second):]
     assert len(first) + len(second) >= 20
     assert r.xpending("in", "g")["pending"] == 0
+
+
+def test_sink_reloads_its_script_after_a_server_flush(r: Any, redis_url: str) -> None:
+    source = Stream()
+    source.sink_to_redis("out", url=redis_url, batch=2)
+    source.emit({"n": 1})
+    source.emit({"n": 2})
+    r.script_flush()  # a restarted server has no scripts
+    source.emit({"n": 3})
+    source.emit({"n": 4})
+    assert values(r, "out") == ["1", "2", "3", "4"]
