@@ -65,6 +65,7 @@ steps = st.lists(st.one_of(names, st.sampled_from(sorted(SEQUENTIAL))), min_size
 inputs = st.lists(st.integers(-20, 20), max_size=14)
 
 
+@pytest.mark.timeout(900)
 @settings(max_examples=6, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(chosen=steps, xs=inputs, batch_size=st.integers(3, 8))
@@ -74,6 +75,7 @@ def test_batch_mode_pipelines_agree(spark: Any, chosen: list[str], xs: list[int]
     assert run(pipeline, xs, True, batch_size) == run(pipeline, xs, False, batch_size)
 
 
+@pytest.mark.timeout(900)
 @settings(max_examples=2, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(before=st.lists(names, max_size=2), after=st.lists(names, max_size=2),

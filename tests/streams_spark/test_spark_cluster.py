@@ -107,6 +107,8 @@ DRIVER = textwrap.dedent("""
 """)
 
 
+# JVMs start slowly on a loaded 2-core machine; no timing is asserted.
+@pytest.mark.timeout(900)
 def test_pipeline_runs_on_a_standalone_cluster(cluster: str, tmp_path: Path) -> None:
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
     done = subprocess.run([sys.executable, "-c", DRIVER, cluster], env=env, cwd=tmp_path,

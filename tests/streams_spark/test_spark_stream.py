@@ -30,6 +30,8 @@ def both(xs: list[Any], build: Any, **kwargs: Any) -> tuple[list, list]:
     return list(out), list(expected)
 
 
+# JVMs start slowly on a loaded 2-core machine; no timing is asserted.
+@pytest.mark.timeout(900)
 def test_keyed_scan_then_event_time_window(spark: Any) -> None:
     # Timestamps out of order by less than the lateness: no element is late
     # in-process nor on Spark, so both emit every window, in time order.
