@@ -112,3 +112,18 @@ def test_checkpoint_resumes_state(spark: Any, tmp_path: Any) -> None:
         source.emit(x)
     source.close()
     assert out == [15, 21]
+
+
+def test_micro_batch_closes_on_size_and_on_interval(spark: Any, clock: Any) -> None:
+    source = Stream()
+    out = source.to_spark(batch_size=3, interval=1.0).map(str).gather().sink_to_list()
+    source.emit(1)
+    source.emit(2)
+    assert out == []  # held in the open micro-batch
+    source.emit(3)
+    assert out == ["1", "2", "3"]  # closed on size
+    source.emit(4)
+    clock.advance(1.0)
+    source.emit(5)  # the interval has passed: checked when an element arrives
+    assert out == ["1", "2", "3", "4", "5"]
+    source.close()
