@@ -89,6 +89,25 @@ class OperatorAPI(Generic[T]):
         def map_async(self, func: Callable[..., Any], *args: Any, parallelism: int = 1,
                       stop_on_exception: bool = False, **kwargs: Any) -> Stream[Any]: ...
 
+        def sink_to_redis(self, stream: str, maxlen: int | None = None,
+                          approximate: bool = True, url: str = "redis://localhost:6379/0",
+                          client: Any = None, batch: int = 1000, field: str = "data",
+                          method: str = "script", **kwargs: Any) -> Stream[T]: ...
+        def sink_to_stdout(self, format: str = "json", file: Any = None, flush: bool = False,
+                           **kwargs: Any) -> Stream[T]: ...
+        def sink_to_durable_textfile(self, file: Any, end: str = "\n", encoding: str = "utf-8",
+                                     fsync: bool = True, **kwargs: Any) -> Stream[T]: ...
+
+        @staticmethod
+        def from_redis(stream: str, group: str | None = None, consumer: str | None = None,
+                       start: Any = "0", url: str = "redis://localhost:6379/0",
+                       client: Any = None, count: int = 1000, block: float = 1.0,
+                       claim_idle: float | None = None, with_id: bool = False,
+                       decode: bool = True, **kwargs: Any) -> Stream[Any]: ...
+        @staticmethod
+        def from_stdin(format: str = "json", file: Any = None, encoding: str = "utf-8",
+                       start: bool = False, **kwargs: Any) -> Stream[Any]: ...
+
         @staticmethod
         def from_iterable(iterable: Iterable[U], start: bool = False,
                           **kwargs: Any) -> Stream[U]: ...

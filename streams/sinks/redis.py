@@ -99,6 +99,14 @@ class SinkToRedis(Stream[Any]):
 
     Examples
     --------
+    Nothing connects before the first element, so a graph builds without a server:
+
+    >>> from streams import Stream
+    >>> sink = Stream().sink_to_redis("numbers", maxlen=100_000)
+    >>> spec = sink.describe()
+    >>> spec.operator, spec.params["stream"], spec.params["maxlen"]
+    ('sink_to_redis', 'numbers', 100000)
+
     Against a running server (not run here)::
 
         source = Stream.from_iterable({"n": i} for i in range(10))

@@ -109,6 +109,14 @@ class FromRedis(Source):
 
     Examples
     --------
+    Building the graph needs no server (nothing connects before ``start()``):
+
+    >>> from streams import Stream, describe
+    >>> source = Stream.from_redis("events", group="etl", consumer="a")
+    >>> _ = source.map(len).sink_to_redis("sizes", maxlen=1000)
+    >>> [spec.operator for spec in describe(source).nodes]
+    ['from_redis', 'map', 'sink_to_redis']
+
     Against a running server (not run here)::
 
         source = Stream.from_redis("events", group="etl", consumer="a",
