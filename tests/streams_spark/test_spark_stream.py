@@ -81,3 +81,17 @@ def test_second_state_stage_is_refused_at_build_time() -> None:
 def test_processing_time_window_is_refused_at_build_time() -> None:
     with pytest.raises(TypeError, match=r"timed_window\(\) on processing time.*time=func"):
         Stream().to_spark().timed_window(1.0)
+
+
+def test_sequential_steps_in_a_streaming_query(spark: Any) -> None:
+    # With an event-time window the segment runs as a query; the running
+    # count (accumulate) and partition run there as one state stage.
+    xs = [0.1, 0.4, 1.2, 1.3, 2.5, 2.6, 2.7]
+
+    def build(s: Stream) -> Stream:
+        return (s.map(lambda t: (t, 1)).scan(lambda a, x: (x[0], a[1] + x[1]))
+                .partition(2).flatten()
+                .timed_window(1.0, time=0))
+
+    out, expected = both(xs, build, batch_size=3)
+    assert out == expected
