@@ -60,3 +60,18 @@ def test_embedded_cluster_starts_on_first_use_and_closes_with_the_pipeline(
     assert len(started) == 1
     assert cluster.status == Status.closed
     assert own_client.status == "closed"
+
+
+@pytest.mark.dask
+def test_flush_delivers_everything_in_flight_without_closing(client: Client) -> None:
+    source: Stream[Any] = Stream()
+    scatter = source.scatter(client=client, batch_size=3)
+    out = scatter.map(lambda x: x * 10).gather().sink_to_list()
+    for x in range(20):
+        source.emit(x)
+    scatter.flush()
+    assert out == [x * 10 for x in range(20)]
+    assert scatter.in_flight == 0
+    source.emit(20)
+    source.close()
+    assert out[-1] == 200

@@ -76,10 +76,15 @@ def test_killing_a_local_worker_process_loses_nothing(client: Client) -> None:
     data = list(range(160))
     pids = client.run(os.getpid)
 
+    killed: list[int] = []
+
     def kill(address: str) -> None:
         os.kill(pids[address], signal.SIGKILL)  # the nanny starts a new one
+        killed.append(pids[address])
 
     assert run_killing_one_worker(client, data, kill) == in_process(data)
+    (pid,) = killed
+    assert pid not in client.run(os.getpid).values()
 
 
 def _free_port() -> int:
