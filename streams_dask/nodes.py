@@ -107,6 +107,10 @@ class Scatter(Stream[Any]):
     max_in_flight : int, optional
         Most tasks in flight (default: three per worker thread, at least 4).
         With ``batch_size``, this bounds the elements held: the backpressure.
+    ordered : bool
+        ``gather()`` emits results in input order (the default). With False,
+        batches are emitted as they finish (order within a batch is kept);
+        only steps without state may then follow, so no result changes.
 
     Examples
     --------
@@ -134,16 +138,17 @@ class Scatter(Stream[Any]):
         "batch_size",
         "client",
         "max_in_flight",
+        "ordered",
     )
     _operator = "scatter"
     # max_in_flight first: a picture labels the node by its first parameter,
     # which is then "scatter" (the default, None) rather than a batch size.
-    _params = ("max_in_flight", "batch_size")
+    _params = ("max_in_flight", "batch_size", "ordered")
     _graphviz_shape = "triangle"
 
     def __init__(self, upstream: Stream[Any], client: Client | None = None,
                  batch_size: int = DEFAULT_BATCH_SIZE, max_in_flight: int | None = None,
-                 **kwargs: Any) -> None:
+                 ordered: bool = True, **kwargs: Any) -> None:
         for name, value in (("batch_size", batch_size), ("max_in_flight", max_in_flight)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):
@@ -151,6 +156,7 @@ class Scatter(Stream[Any]):
         self.client = client if client is not None else _bound_client(upstream)
         self.batch_size = batch_size
         self.max_in_flight = max_in_flight
+        self.ordered = bool(ordered)
         self._runner: Runner | None = None
         self._driver: AsyncDriver | None = None
         self._starting: asyncio.Future[None] | None = None
@@ -169,7 +175,7 @@ class Scatter(Stream[Any]):
         nodes = {n._node_id: n for n in segment.nodes}
         bound = self.max_in_flight or max(4, 3 * nthreads)
         runner = Runner(connection, plan, nodes, segment.exits, self.batch_size, bound,
-                        self._label())
+                        self._label(), self.ordered)
         # Ticks of windows that closed before the first element, and elements
         # that arrived while an asynchronous client was being resolved.
         runner.pending.extend(self._early)

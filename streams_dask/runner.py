@@ -80,12 +80,16 @@ class Runner:
         Most tasks submitted and not yet replayed.
     label : str
         The ``scatter()`` node's name, for error messages.
+    ordered : bool
+        Results in input order (the default); else as tasks finish (only
+        for segments without state, where order cannot change a result).
     """
 
     def __init__(self, connection: Connection, plan: Plan, nodes: dict[int, Stream[Any]],
                  exits: Sequence[Stream[Any]], batch_size: int, max_in_flight: int,
-                 label: str = "scatter()") -> None:
+                 label: str = "scatter()", ordered: bool = True) -> None:
         self.label = label
+        self.ordered = ordered
         self.connection = connection
         self.client = connection.client
         self.plan = plan
@@ -189,6 +193,11 @@ class Runner:
     # -- results ------------------------------------------------------------
 
     def _done_heads(self) -> list[tuple[Future, int]]:
+        if not self.ordered:
+            done = [item for item in self.in_flight if item[0].done()]
+            for item in done:
+                self.in_flight.remove(item)
+            return done
         done = []
         while self.in_flight and self.in_flight[0][0].done():
             done.append(self.in_flight.popleft())
@@ -232,6 +241,10 @@ class Runner:
 
     def _take_fetched(self) -> None:
         fetched = self.fetched
+        if not self.ordered:
+            for item in [i for i in self.in_flight if i[0].key in fetched]:
+                self.in_flight.remove(item)
+                self._take([item], [fetched.pop(item[0].key)])
         while True:
             if self.in_flight and self.in_flight[0][0].key in fetched:
                 future, size = self.in_flight.popleft()
@@ -268,7 +281,10 @@ class Runner:
         head = self.head()
         if head is None:
             return
-        while head.key not in self.fetched:
+        if not self.ordered and self.in_flight:
+            while not any(f.key in self.fetched for f, _ in self.in_flight):
+                self._collect(block=True)
+        while head.key not in self.fetched and (self.ordered or head is self.second):
             self._collect(block=True)
         self._take_fetched()
 
@@ -346,6 +362,10 @@ class Runner:
         """Wait until the head result is in, then collect what is done."""
         head = self.head()
         if head is None:
+            return
+        if not self.ordered and self.in_flight:
+            await anext(as_completed([f for f, _ in self.in_flight], loop=self.client.loop))
+            await self.apoll()
             return
         if head is self.second:
             self._take_second(await self._aget(head))

@@ -113,6 +113,11 @@ class DaskSegment(Segment):
                     f"and {u._label()} does not: gather() first, or scatter() both from "
                     "one scatter() node"
                 )
+        if not self.entry.ordered and _is_stateful(node):
+            raise TypeError(
+                f"{op}() cannot follow scatter(ordered=False): its results depend on the "
+                f"order of elements; use scatter() (ordered), or gather() before {op}()"
+            )
         spec = node.describe()
         if op == "partition" and spec.params.get("timeout") is not None:
             raise TypeError(

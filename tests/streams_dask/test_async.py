@@ -97,3 +97,26 @@ def test_emits_keep_their_order_whenever_they_are_awaited(client: Client) -> Non
         return out
 
     assert asyncio.run(main()) == list(range(1, 13))
+
+
+@pytest.mark.dask
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_unordered_results_are_all_there_once(client: Client, asynchronous: bool) -> None:
+    data = list(range(80))
+
+    async def main() -> list[Any]:
+        source: Stream[Any] = Stream(asynchronous=asynchronous)
+        scatter = source.scatter(client=client, batch_size=3, max_in_flight=5, ordered=False)
+        out = scatter.map(lambda x: [x, -x]).flatten().map(inc).gather().sink_to_list()
+        for x in data:
+            pending = source.emit(x)
+            if asynchronous:
+                await pending
+        if asynchronous:
+            await source.aclose()
+        else:
+            source.close()
+        return out
+
+    out = asyncio.run(main())
+    assert sorted(out) == sorted(v + 1 for x in data for v in (x, -x))

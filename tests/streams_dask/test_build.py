@@ -92,3 +92,8 @@ def test_gather_without_scatter_is_refused_by_the_core() -> None:
 def test_bad_scatter_arguments(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="scatter"):
         Stream().scatter(**kwargs)
+
+
+def test_unordered_scatter_refuses_a_step_with_state() -> None:
+    with pytest.raises(TypeError, match=r"scan\(\)|accumulate\(\)"):
+        Stream().scatter(ordered=False).map(abs).scan(max)
