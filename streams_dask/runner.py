@@ -109,10 +109,9 @@ class Runner:
         self.ready: deque[Any] = deque()
         self.submitted = 0
         self.accepted = 0
-        # Synchronous clients: results fetched in the background, by key.
-        self.fetcher: as_completed | None = (
-            None if self.client.asynchronous
-            else as_completed(loop=self.client.loop, with_results=True, raise_errors=False))
+        # Results are fetched in the background as tasks finish, kept by key.
+        self.fetcher = as_completed(loop=self.client.loop, with_results=True,
+                                    raise_errors=False)
         self.fetched: dict[Any, StageResult] = {}
         self.closed = False
         # Seconds of work per element, as workers measured it (None: unknown).
@@ -192,17 +191,6 @@ class Runner:
 
     # -- results ------------------------------------------------------------
 
-    def _done_heads(self) -> list[tuple[Future, int]]:
-        if not self.ordered:
-            done = [item for item in self.in_flight if item[0].done()]
-            for item in done:
-                self.in_flight.remove(item)
-            return done
-        done = []
-        while self.in_flight and self.in_flight[0][0].done():
-            done.append(self.in_flight.popleft())
-        return done
-
     def _take(self, done: list[tuple[Future, int]], results: list[StageResult]) -> None:
         for (_, size), result in zip(done, results, strict=True):
             self._measure(result, size)
@@ -223,21 +211,31 @@ class Runner:
 
     # -- synchronous driving -----------------------------------------------------
     #
-    # A synchronous client fetches results on its own loop thread as tasks
-    # finish (``as_completed(with_results=True)``), so the producer's thread
-    # never waits for a round trip to a worker unless the bound is reached.
+    # The client fetches results on its loop as tasks finish
+    # (``as_completed(with_results=True)``; for a synchronous client that loop
+    # runs in its own thread), so by the time the head result is needed it is
+    # usually here: the producer never waits for a round trip to a worker
+    # unless the bound is reached.
 
     def _track(self, future: Future) -> None:
-        if self.fetcher is not None:
-            self.fetcher.add(future)
+        self.fetcher.add(future)
+
+    def _store(self, future: Future, result: Any) -> None:
+        if future.status == "error":
+            _, exc, tb = result
+            raise self._task_failed(exc) from exc.with_traceback(tb)
+        self.fetched[future.key] = result
 
     def _collect(self, block: bool) -> None:
-        assert self.fetcher is not None
         for future, result in self.fetcher.next_batch(block=block):
-            if future.status == "error":
-                _, exc, tb = result
-                raise self._task_failed(exc) from exc.with_traceback(tb)
-            self.fetched[future.key] = result
+            self._store(future, result)
+
+    def _head_ready(self) -> bool:
+        """Whether the next result to emit has been fetched."""
+        if not self.ordered and self.in_flight:
+            return any(f.key in self.fetched for f, _ in self.in_flight)
+        head = self.head()
+        return head is None or head.key in self.fetched
 
     def _take_fetched(self) -> None:
         fetched = self.fetched
@@ -278,13 +276,7 @@ class Runner:
 
     def wait_one(self) -> None:
         """Block until the head result is in, then collect what is done."""
-        head = self.head()
-        if head is None:
-            return
-        if not self.ordered and self.in_flight:
-            while not any(f.key in self.fetched for f, _ in self.in_flight):
-                self._collect(block=True)
-        while head.key not in self.fetched and (self.ordered or head is self.second):
+        while not self._head_ready():
             self._collect(block=True)
         self._take_fetched()
 
@@ -316,12 +308,6 @@ class Runner:
             "their node's error policy; this is the task itself, e.g. a function that "
             "cannot be unpickled on the workers)")
 
-    async def _aget(self, awaitable: Any) -> Any:
-        try:
-            return await awaitable
-        except Exception as e:
-            raise self._task_failed(e) from e
-
     def _node_of(self, event: Any) -> Stream[Any]:
         if type(event) is Failure:
             return self.nodes[event.node_id]
@@ -352,27 +338,14 @@ class Runner:
 
     async def apoll(self) -> None:
         """Collect finished results at the head, without waiting."""
-        done = self._done_heads()
-        if done:
-            self._take(done, await self._aget(self.client.gather([f for f, _ in done])))
-        if self.second is not None and self.second.done():
-            self._take_second(await self._aget(self.second))
+        self.poll()
 
     async def await_one(self) -> None:
         """Wait until the head result is in, then collect what is done."""
-        head = self.head()
-        if head is None:
-            return
-        if not self.ordered and self.in_flight:
-            await anext(as_completed([f for f, _ in self.in_flight], loop=self.client.loop))
-            await self.apoll()
-            return
-        if head is self.second:
-            self._take_second(await self._aget(head))
-        else:
-            done = [self.in_flight.popleft()]
-            self._take(done, await self._aget(self.client.gather([done[0][0]])))
-        await self.apoll()
+        while not self._head_ready():
+            future, result = await anext(self.fetcher)
+            self._store(future, result)
+        self.poll()
 
     async def areplay(self, errors: list[BaseException] | None = None) -> None:
         """Push collected events downstream, in order, awaiting each."""
