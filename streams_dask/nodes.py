@@ -111,6 +111,9 @@ class Scatter(Stream[Any]):
         ``gather()`` emits results in input order (the default). With False,
         batches are emitted as they finish (order within a batch is kept);
         only steps without state may then follow, so no result changes.
+    progress : bool
+        Show a progress bar (``tqdm.auto``: notebook-aware) of the tasks done,
+        with tasks per second; it closes with the stream.
 
     Examples
     --------
@@ -139,6 +142,7 @@ class Scatter(Stream[Any]):
         "client",
         "max_in_flight",
         "ordered",
+        "progress",
     )
     _operator = "scatter"
     # max_in_flight first: a picture labels the node by its first parameter,
@@ -148,7 +152,7 @@ class Scatter(Stream[Any]):
 
     def __init__(self, upstream: Stream[Any], client: Client | None = None,
                  batch_size: int = DEFAULT_BATCH_SIZE, max_in_flight: int | None = None,
-                 ordered: bool = True, **kwargs: Any) -> None:
+                 ordered: bool = True, progress: bool = False, **kwargs: Any) -> None:
         for name, value in (("batch_size", batch_size), ("max_in_flight", max_in_flight)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):
@@ -157,6 +161,8 @@ class Scatter(Stream[Any]):
         self.batch_size = batch_size
         self.max_in_flight = max_in_flight
         self.ordered = bool(ordered)
+        #: Show a tqdm bar of the Dask tasks done (``streams.jupyter``).
+        self.progress = bool(progress)
         self._runner: Runner | None = None
         self._driver: AsyncDriver | None = None
         self._starting: asyncio.Future[None] | None = None
@@ -176,6 +182,10 @@ class Scatter(Stream[Any]):
         bound = self.max_in_flight or max(4, 3 * nthreads)
         runner = Runner(connection, plan, nodes, segment.exits, self.batch_size, bound,
                         self._label(), self.ordered)
+        if self.progress:
+            from streams.jupyter.progress import progress_bar
+
+            runner.progress = progress_bar(desc=f"{self._label()} on Dask", unit="task")
         # Ticks of windows that closed before the first element, and elements
         # that arrived while an asynchronous client was being resolved.
         runner.pending.extend(self._early)
@@ -348,6 +358,8 @@ class Scatter(Stream[Any]):
         assert isinstance(segment, DaskSegment)
         for node in segment.nodes:
             node._closed = True
+        if self._runner is not None and self._runner.progress is not None:
+            self._runner.progress.close()
         return _gather_pending([g._on_close(g.upstreams[0]) for g in segment.exits])
 
 

@@ -118,6 +118,8 @@ class Runner:
         self.per_element: float | None = None
         self.work_seconds = 0.0  # summed over the batches whose results came back
         self.cap = batch_size
+        #: A progress bar (``update(1)`` per task whose result came back), or None.
+        self.progress: Any = None
 
     # -- submission ---------------------------------------------------------
 
@@ -138,6 +140,8 @@ class Runner:
 
     def _measure(self, result: StageResult, size: int) -> None:
         """Learn the cost of an element from a batch of ``size`` elements."""
+        if self.progress is not None:
+            self.progress.update(1)
         self.work_seconds += result.seconds
         if size <= 0 or result.seconds <= 0:
             return
