@@ -142,7 +142,7 @@ class Scatter(Stream[Any]):
         "client",
         "max_in_flight",
         "ordered",
-        "progress",
+        "show_progress",
     )
     _operator = "scatter"
     # max_in_flight first: a picture labels the node by its first parameter,
@@ -162,7 +162,7 @@ class Scatter(Stream[Any]):
         self.max_in_flight = max_in_flight
         self.ordered = bool(ordered)
         #: Show a tqdm bar of the Dask tasks done (``streams.jupyter``).
-        self.progress = bool(progress)
+        self.show_progress = bool(progress)
         self._runner: Runner | None = None
         self._driver: AsyncDriver | None = None
         self._starting: asyncio.Future[None] | None = None
@@ -182,7 +182,7 @@ class Scatter(Stream[Any]):
         bound = self.max_in_flight or max(4, 3 * nthreads)
         runner = Runner(connection, plan, nodes, segment.exits, self.batch_size, bound,
                         self._label(), self.ordered)
-        if self.progress:
+        if self.show_progress:
             from streams.jupyter.progress import progress_bar
 
             runner.progress = progress_bar(desc=f"{self._label()} on Dask", unit="task")
