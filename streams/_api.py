@@ -109,6 +109,14 @@ class OperatorAPI(Generic[T]):
         def from_stdin(format: str = "json", file: Any = None, encoding: str = "utf-8",
                        start: bool = False, **kwargs: Any) -> Stream[Any]: ...
 
+        def to_spark(self, session: Any = None, batch_size: int = 10_000,
+                     interval: float | None = None, checkpoint: str | None = None,
+                     streaming: bool = False, progress: bool = False,
+                     **kwargs: Any) -> Stream[T]: ...
+
+        @staticmethod
+        def from_spark(df: Any, checkpoint: str, available_now: bool = True,
+                       **kwargs: Any) -> Stream[Any]: ...
         @staticmethod
         def from_iterable(iterable: Iterable[U], start: bool = False,
                           **kwargs: Any) -> Stream[U]: ...

@@ -5,10 +5,11 @@ buffers, ``unique``'s memory, zip buffers, source offsets...), taken between
 two elements. A *checkpoint* is a snapshot written to a directory atomically
 (written to a temporary file, renamed to its final name, and only then are
 older checkpoints removed), so a pipeline killed at any point finds either
-the previous checkpoint or the new one, never half of one. Restarting a pipeline against its checkpoint restores
-every node and resumes each source at its saved offset: over a replayable
-source, with sinks that take part (see ``sink_to_durable_textfile``), every
-element's effect is seen exactly once.
+the previous checkpoint or the new one, never half of one. Restarting a
+pipeline against its checkpoint restores every node and resumes each source
+at its saved offset: over a replayable source, with sinks that take part
+(see ``sink_to_durable_textfile``), every element's effect is seen exactly
+once.
 
 Checkpoint file format, version 1 (one file, ``<directory>/checkpoint-<sequence>``,
 the sequence written with 12 digits; a reader takes the highest)::

@@ -167,6 +167,9 @@ class ToSpark(Stream[Any]):
         Run as one Structured Streaming query even when the plan needs no
         Spark-managed state (by default such a plan runs one Spark batch job
         per micro-batch).
+    progress : bool
+        Show a progress bar (``tqdm.auto``: notebook-aware) of the
+        micro-batches run, with batches per second; it closes with the stream.
 
     Examples
     --------
@@ -190,7 +193,7 @@ class ToSpark(Stream[Any]):
     def __init__(self, upstream: Stream[Any] | None = None, session: Any = None,
                  batch_size: int = DEFAULT_BATCH_SIZE, interval: float | None = None,
                  checkpoint: str | None = None, streaming: bool = False,
-                 **kwargs: Any) -> None:
+                 progress: bool = False, **kwargs: Any) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"to_spark(): batch_size must be an int >= 1, got {batch_size!r}")
         if interval is not None and not interval > 0:
@@ -200,6 +203,8 @@ class ToSpark(Stream[Any]):
         self.interval = interval
         self.checkpoint = checkpoint
         self.streaming = streaming
+        self.show_progress = bool(progress)
+        self._bar: Any = None
         self._buffer: list[Any] = []
         self._opened: float | None = None
         self._runner: Any = None
@@ -239,6 +244,12 @@ class ToSpark(Stream[Any]):
             self.spark_segment.node(node_id)._fail(x, exc)
             raise
         self._deliver(rows)
+        if self.show_progress:
+            if self._bar is None:
+                from streams.jupyter.progress import progress_bar
+
+                self._bar = progress_bar(desc=f"{self._label()} on Spark", unit="batch")
+            self._bar.update(1)
 
     def _start(self) -> Any:
         from .session import default_session
@@ -279,4 +290,6 @@ class ToSpark(Stream[Any]):
         self.run_batch(flush=True)
         if self._runner is not None and hasattr(self._runner, "stop"):
             self._runner.stop()
+        if self._bar is not None:
+            self._bar.close()
         return None
