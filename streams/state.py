@@ -55,13 +55,16 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .clock import get_clock, run_sync
 from .core import Stream
 from .fusion import invalidate as _invalidate
 from .graph import walk
 from .pending import gather_pending as _gather_pending
+
+if TYPE_CHECKING:
+    from .sources.base import Source
 
 __all__ = [
     "FORMAT_VERSION",
@@ -366,14 +369,14 @@ class Checkpointer:
                 self.sequence = snap.sequence + 1
                 self.restored = True
 
-    def _attach(self, node: Stream[Any]) -> list[Stream[Any]]:
+    def _attach(self, node: Stream[Any]) -> list[Source]:
         from .sources.base import Source
 
-        sources: list[Stream[Any]] = []
+        sources: list[Source] = []
         for n in walk(node):
             if not isinstance(n, Source):
                 continue
-            if not hasattr(n, "_checkpointer"):
+            if not n._replayable:
                 raise CheckpointError(
                     f"{n._label()} cannot resume from a checkpoint (it keeps no offset); "
                     "checkpoint a pipeline fed by a replayable source")
@@ -386,7 +389,7 @@ class Checkpointer:
     def detach(self) -> None:
         """Stop taking checkpoints of this pipeline."""
         for s in self._sources:
-            setattr(s, "_checkpointer", None)  # noqa: B010 - a slot only sources have
+            s._checkpointer = None
 
     # -- what sources call -------------------------------------------------
 

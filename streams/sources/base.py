@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
+from ..clock import run_sync
 from ..core import Stream
 
 __all__ = ["Source"]
@@ -21,12 +22,18 @@ class Source(Stream[Any]):
     producer (backpressure).
     """
 
-    __slots__ = ("_task", "started", "stopped")
+    # _checkpointer: the streams.state.Checkpointer told of each finished
+    # element (None when the pipeline is not checkpointed).
+    __slots__ = ("_checkpointer", "_task", "started", "stopped")
+    #: Whether the source keeps an offset it can resume from (a checkpoint
+    #: of its pipeline is possible); servers and timers cannot.
+    _replayable: ClassVar[bool] = False
     _graphviz_shape = "doubleoctagon"
 
     def __init__(self, start: bool = False, **kwargs: Any) -> None:
         self.started = False
         self.stopped = True
+        self._checkpointer: Any = None
         self._task: asyncio.Task[None] | None = None
         Stream.__init__(self, **kwargs)
         if start:
@@ -63,6 +70,35 @@ class Source(Stream[Any]):
 
     def _run_sync(self) -> None:
         raise NotImplementedError
+
+    def _element_done_sync(self, pending: Any) -> None:
+        """Finish an element's pending work, then offer a checkpoint.
+
+        Between two elements nothing is half-processed, so a checkpoint
+        taken here is consistent.
+        """
+        if pending is not None:
+            run_sync(pending)
+        ckpt = self._checkpointer
+        if ckpt is not None and (pending := ckpt.step()) is not None:
+            run_sync(pending)
+
+    def _end_sync(self) -> None:
+        """The source is exhausted: close the stream, then the last checkpoint."""
+        pending = self.close()
+        if pending is not None:
+            run_sync(pending)
+        ckpt = self._checkpointer
+        if ckpt is not None and (pending := ckpt.source_closed(self)) is not None:
+            run_sync(pending)
+
+    async def _end_async(self) -> None:
+        """As :meth:`_end_sync`, on the running loop."""
+        self.stopped = True
+        await self.aclose()
+        ckpt = self._checkpointer
+        if ckpt is not None and (pending := ckpt.source_closed(self)) is not None:
+            await pending
 
     async def _run_async(self) -> None:
         raise NotImplementedError

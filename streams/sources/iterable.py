@@ -37,10 +37,10 @@ class FromIterable(Source):
     [(0, 1), (2, 3), (4,)]
     """
 
-    # _checkpointer: the streams.state.Checkpointer told of each finished
-    # element; _skip: items to pass over after a restore (resume at offset).
-    __slots__ = ("_checkpointer", "_skip", "iterable", "offset")
+    # _skip: items to pass over after a restore (resume at offset).
+    __slots__ = ("_skip", "iterable", "offset")
     _operator = "from_iterable"
+    _replayable = True
     _params = ("iterable",)
     _state = ("offset",)
 
@@ -50,7 +50,6 @@ class FromIterable(Source):
         self.iterable = iterable
         #: How many items have been emitted (the position to resume from).
         self.offset = 0
-        self._checkpointer: Any = None
         self._skip = 0
         super().__init__(start=start, **kwargs)
 
@@ -90,13 +89,7 @@ class FromIterable(Source):
             else:
                 self.offset += n
                 n = 0
-                pending = self.close()
-                if pending is not None:
-                    run_sync(pending)
-                if ckpt is not None:
-                    pending = ckpt.source_closed(self)
-                    if pending is not None:
-                        run_sync(pending)
+                self._end_sync()
                 return
         finally:
             self.offset += n  # what was emitted counts, also after a failure
@@ -121,7 +114,4 @@ class FromIterable(Source):
                     since_yield = 0
             if ckpt is not None and (pending := ckpt.step()) is not None:
                 await pending
-        self.stopped = True
-        await self.aclose()
-        if ckpt is not None and (pending := ckpt.source_closed(self)) is not None:
-            await pending
+        await self._end_async()

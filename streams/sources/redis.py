@@ -125,10 +125,11 @@ class FromRedis(Source):
         source.start()
     """
 
-    __slots__ = ("_acks", "_barriers", "_checkpointer", "_client", "block", "claim_idle",
+    __slots__ = ("_acks", "_barriers", "_client", "block", "claim_idle",
                  "consumer", "count", "decode", "group", "offset", "processed", "start_at",
                  "stream", "url", "with_id")
     _operator = "from_redis"
+    _replayable = True
     _params = ("stream", "group", "consumer", "start_at", "count", "claim_idle", "with_id")
     # Acknowledgements wait for the next read's round trip, so a checkpoint
     # holds those not yet sent (_acks) as well as the ids it covers.
@@ -165,7 +166,6 @@ class FromRedis(Source):
         self.processed: list[Any] = []
         self._acks: list[Any] = []
         self._barriers: list[Stream[Any]] = []
-        self._checkpointer: Any = None
         super().__init__(**kwargs)
 
     # -- the Redis side ------------------------------------------------------

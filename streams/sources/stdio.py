@@ -14,7 +14,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..clock import run_sync
 from ..core import Stream
 from .base import Source
 
@@ -72,8 +71,9 @@ class FromStdin(Source):
     [{'a': 1}, [2, 3]]
     """
 
-    __slots__ = ("_checkpointer", "_parse", "encoding", "file", "format", "offset")
+    __slots__ = ("_parse", "encoding", "file", "format", "offset")
     _operator = "from_stdin"
+    _replayable = True
     _params = ("format", "encoding")
     _state = ("offset",)
 
@@ -87,7 +87,6 @@ class FromStdin(Source):
         self._parse = _parser(format, encoding)
         #: Bytes consumed so far (where a restart over a seekable input resumes).
         self.offset = 0
-        self._checkpointer: Any = None
         super().__init__(start=start, **kwargs)
 
     def _binary(self) -> Any:
@@ -112,22 +111,14 @@ class FromStdin(Source):
 
     def _run_sync(self) -> None:
         f = self._binary()
-        ckpt = self._checkpointer
         for line in f:
             if self.stopped:
                 return
             ok, x = self._element(line)
             pending = self._push(x) if ok else x
             self.offset += len(line)
-            if pending is not None:
-                run_sync(pending)
-            if ckpt is not None and (pending := ckpt.step()) is not None:
-                run_sync(pending)
-        pending = self.close()
-        if pending is not None:
-            run_sync(pending)
-        if ckpt is not None and (pending := ckpt.source_closed(self)) is not None:
-            run_sync(pending)
+            self._element_done_sync(pending)
+        self._end_sync()
 
     async def _lines(self, f: Any) -> Any:
         """Lines from ``f`` without blocking the loop (pipes, terminals)."""
@@ -161,7 +152,4 @@ class FromStdin(Source):
                 await pending
             if ckpt is not None and (pending := ckpt.step()) is not None:
                 await pending
-        self.stopped = True
-        await self.aclose()
-        if ckpt is not None and (pending := ckpt.source_closed(self)) is not None:
-            await pending
+        await self._end_async()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..clock import get_clock, run_sync
+from ..clock import get_clock
 from ..core import Stream
 from .base import Source
 
@@ -52,10 +52,10 @@ class FromTextfile(Source):
     # The file is read as bytes and ``offset`` counts bytes, so that seek()
     # after a restore lands exactly after the last emitted line (a count of
     # characters is not a file position once a line holds non-ASCII text).
-    # _checkpointer: the streams.state.Checkpointer told of each finished line.
-    __slots__ = ("_checkpointer", "_clock", "_delim", "_fp", "delimiter", "encoding", "file",
+    __slots__ = ("_clock", "_delim", "_fp", "delimiter", "encoding", "file",
                  "from_end", "offset", "poll_interval")
     _operator = "from_textfile"
+    _replayable = True
     _params = ("file", "poll_interval", "delimiter", "from_end", "encoding")
     _state = ("offset",)
 
@@ -73,7 +73,6 @@ class FromTextfile(Source):
         #: Bytes consumed so far: where a restart resumes.
         self.offset = 0
         self._fp: Any = None
-        self._checkpointer: Any = None
         # Following polls on the clock in force at creation (a virtual one in tests).
         self._clock = get_clock()
         super().__init__(start=start, **kwargs)
@@ -104,22 +103,14 @@ class FromTextfile(Source):
         lines, rest = self._lines(fp.read())
         if rest:
             lines.append(rest)
-        ckpt = self._checkpointer
         encoding = self.encoding
         for line in lines:
             if self.stopped:
                 return
             pending = self._push(line.decode(encoding))
             self.offset += len(line)
-            if pending is not None:
-                run_sync(pending)
-            if ckpt is not None and (pending := ckpt.step()) is not None:
-                run_sync(pending)
-        pending = self.close()
-        if pending is not None:
-            run_sync(pending)
-        if ckpt is not None and (pending := ckpt.source_closed(self)) is not None:
-            run_sync(pending)
+            self._element_done_sync(pending)
+        self._end_sync()
 
     async def _run_async(self) -> None:
         fp = self._open()
