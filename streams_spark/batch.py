@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .chain import ERROR, Chain, Step, carried_error
+from .chain import ERROR, Chain, Step, pickled_output
 from .codec import DATA, ROW_SCHEMA, STATE, decode_values, encode_input, rows_table
 
 __all__ = ["BatchRunner", "chain_rows", "load_checkpoint", "save_checkpoint"]
@@ -49,15 +49,7 @@ def chain_rows(chain: Chain, batches: Iterator[pa.RecordBatch], flush: bool,
         if kind == ERROR:
             p = value
         else:
-            try:
-                p = dumps(value, protocol=5)
-            except Exception as e:
-                if last is None:
-                    raise
-                kind, p = ERROR, carried_error(last, value, TypeError(
-                    f"{last.label} returned {value!r:.80}, which Spark cannot carry "
-                    f"(pickling failed: {e}); return plain data, or call gather() "
-                    f"before {last.operator}()"))
+            kind, p = pickled_output(kind, value, last)
         seqs.append(cur[0])
         subs.append(cur[1])
         kinds.append(kind)

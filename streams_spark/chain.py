@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SEQUENTIAL", "STATELESS", "Chain", "Step", "Sink", "carried_error"]
+__all__ = ["SEQUENTIAL", "STATELESS", "Chain", "Step", "Sink", "carried_error", "pickled_output"]
 
 #: Steps that depend only on the element: any partitioning is fine.
 STATELESS = frozenset({"map", "starmap", "filter", "remove", "pluck", "flatten"})
@@ -79,6 +79,24 @@ def carried_error(step: Step, x: Any, exc: BaseException) -> bytes:
         except Exception:
             continue
     raise AssertionError("unreachable: text always pickles")
+
+
+def pickled_output(kind: int, value: Any, last: Step | None) -> tuple[int, bytes]:
+    """Pickle a value leaving the chain, as ``(kind, bytes)``.
+
+    A value Spark cannot carry becomes an error row of ``last``, the step
+    that returned it, whose message says what to do; with no step (the input
+    itself) the pickling error is raised.
+    """
+    try:
+        return kind, pickle.dumps(value, protocol=5)
+    except Exception as e:
+        if last is None:
+            raise
+        return ERROR, carried_error(last, value, TypeError(
+            f"{last.label} returned {value!r:.80}, which Spark cannot carry "
+            f"(pickling failed: {e}); return plain data, or call gather() "
+            f"before {last.operator}()"))
 
 
 class _Unpicklable:

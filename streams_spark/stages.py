@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from .chain import ERROR, Chain, Step, carried_error
+from .chain import ERROR, Chain, Step, carried_error, pickled_output
 from .codec import DATA, STATE, WINDOW, value_of
 
 __all__ = [
@@ -87,7 +87,7 @@ def chain_task(steps: list[Step], route_to: Step | None, first: bool
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         chain = Chain(steps)
         route = _route(route_to)
-        loads, dumps = pickle.loads, pickle.dumps
+        loads = pickle.loads
         cols: dict[str, list[Any]] = {n: [] for n in MID_SCHEMA.names}
         cur = [0, 0]
 
@@ -103,15 +103,7 @@ def chain_task(steps: list[Step], route_to: Step | None, first: bool
                     assert route_to is not None
                     kind, p = ERROR, carried_error(route_to, value, e)
                 else:
-                    try:
-                        p = dumps(value, protocol=5)
-                    except Exception as e:
-                        if last is None:
-                            raise
-                        kind, p = ERROR, carried_error(last, value, TypeError(
-                            f"{last.label} returned {value!r:.80}, which Spark cannot "
-                            f"carry (pickling failed: {e}); return plain data, or call "
-                            f"gather() before {last.operator}()"))
+                    kind, p = pickled_output(kind, value, last)
             if kind == ERROR and route_to is not None and route_to.operator == "timed_window":
                 # A window has no place for an error row: fail the query with it.
                 raise NodeFailure(NodeFailure.MARK + bytes(p).hex())
@@ -235,19 +227,13 @@ def sequential_chain(steps: list[Step]) -> Callable[
         chain = Chain(steps, pickle.loads(state.get[0]) if state.exists else None)
         seqs, subs, kinds, ps = [], [], [], []
         cur = [0, 0]
-        dumps, loads = pickle.dumps, pickle.loads
+        loads = pickle.loads
 
         def sink(kind: int, value: Any) -> None:
             if kind == ERROR:
                 p = value
             else:
-                try:
-                    p = dumps(value, protocol=5)
-                except Exception as e:
-                    assert last is not None
-                    kind, p = ERROR, carried_error(last, value, TypeError(
-                        f"{last.label} returned {value!r:.80}, which Spark cannot carry "
-                        f"(pickling failed: {e})"))
+                kind, p = pickled_output(kind, value, last)
             seqs.append(cur[0])
             subs.append(cur[1])
             kinds.append(kind)
