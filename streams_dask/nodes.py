@@ -105,8 +105,10 @@ class Scatter(Stream[Any]):
     batch_size : int
         Most elements per task.
     max_in_flight : int, optional
-        Most tasks in flight (default: three per worker thread, at least 4).
-        With ``batch_size``, this bounds the elements held: the backpressure.
+        Most tasks running or queued on the cluster (default: three per
+        worker thread, at least 4); results that finished ahead of an
+        earlier one wait, at most as many again. With ``batch_size``, this
+        bounds the elements held: the backpressure.
     ordered : bool
         ``gather()`` emits results in input order (the default). With False,
         batches are emitted as they finish (order within a batch is kept);
@@ -181,7 +183,7 @@ class Scatter(Stream[Any]):
         nodes = {n._node_id: n for n in segment.nodes}
         bound = self.max_in_flight or max(4, 3 * nthreads)
         runner = Runner(connection, plan, nodes, segment.exits, self.batch_size, bound,
-                        self._label(), self.ordered)
+                        self._label(), self.ordered, threads=nthreads)
         if self.show_progress:
             from streams.jupyter.progress import progress_bar
 

@@ -4,17 +4,24 @@
 
 The runner turns elements arriving at ``scatter()`` into Dask tasks:
 
-* **batches** - elements wait in ``pending`` only while the in-flight bound
-  is reached: with room, they leave at once (so a slow trickle is not held
-  back), and under load each task carries everything that arrived while the
-  previous ones ran (so a fast stream pays Dask's per-task cost rarely);
+* **batches** - while some worker thread has fewer than two tasks to run,
+  elements leave at once (so a slow trickle is not held back); once every
+  thread has its next task queued, elements wait for a full batch, since a
+  small task sent then would only take a place in the queue, and a worker
+  that finishes its big tasks would wait behind it for the next result;
 * **batch size** - at most ``batch_size`` elements, and fewer when the
   work is slow: workers report how long each batch took, and a batch is
   cut to about :data:`TARGET_SECONDS` of work, so the last tasks of a
-  stream do not leave workers idle behind one long batch;
-* **the bound** - at most ``max_in_flight`` tasks and ``batch_size``
-  elements waiting; beyond that the producer waits (``emit`` blocks, or
-  ``await emit`` is suspended), which is the backpressure;
+  stream do not leave workers idle behind one long batch. Until run times
+  are known, batches start at :data:`FIRST_BATCH` elements and grow at
+  most :data:`GROWTH` times the largest measured one (a slow start: a
+  slow function is never sent as a first batch of ``batch_size``);
+* **the bound** - at most ``max_in_flight`` tasks running or queued on the
+  cluster; results that came back ahead of an earlier one wait on the
+  client (at most ``max_in_flight`` of them), and do not keep the workers
+  from the next batch. Beyond that, and ``batch_size`` elements waiting,
+  the producer waits (``emit`` blocks, or ``await emit`` is suspended),
+  which is the backpressure;
 * **order** - results are taken from the head of the queue only, so
   ``gather()`` sees them in input order whatever order workers finish in;
 * **replay** - what a task returns is a list of events (values for a
@@ -42,7 +49,15 @@ from .client import Connection
 from .segment import Plan
 from .worker import Batch, Failure, StageResult, run_after, run_stage
 
-__all__ = ["POLL_EVERY", "TARGET_SECONDS", "AsyncDriver", "DaskTaskError", "Runner"]
+__all__ = [
+    "FIRST_BATCH",
+    "GROWTH",
+    "POLL_EVERY",
+    "TARGET_SECONDS",
+    "AsyncDriver",
+    "DaskTaskError",
+    "Runner",
+]
 
 #: A synchronous producer looks for finished results every this many elements.
 POLL_EVERY = 16
@@ -50,6 +65,12 @@ POLL_EVERY = 16
 #: About how long one task should work: long against Dask's per-task cost
 #: (around a millisecond), short against a stream's tail.
 TARGET_SECONDS = 0.25
+
+#: Most elements in a task before any run time is known.
+FIRST_BATCH = 16
+
+#: A batch holds at most this many times the largest batch measured so far.
+GROWTH = 4
 
 
 class DaskTaskError(RuntimeError):
@@ -77,17 +98,23 @@ class Runner:
     batch_size : int
         Most elements per task.
     max_in_flight : int
-        Most tasks submitted and not yet replayed.
+        Most tasks running or queued on the cluster; as many again may
+        wait, finished, for an earlier one (input order).
     label : str
         The ``scatter()`` node's name, for error messages.
     ordered : bool
         Results in input order (the default); else as tasks finish (only
         for segments without state, where order cannot change a result).
+    threads : int, optional
+        Worker threads of the cluster: while fewer than two tasks per
+        thread are unfinished, elements leave without waiting for a full
+        batch. Unknown (None): while there is room in flight.
     """
 
     def __init__(self, connection: Connection, plan: Plan, nodes: dict[int, Stream[Any]],
                  exits: Sequence[Stream[Any]], batch_size: int, max_in_flight: int,
-                 label: str = "scatter()", ordered: bool = True) -> None:
+                 label: str = "scatter()", ordered: bool = True,
+                 threads: int | None = None) -> None:
         self.label = label
         self.ordered = ordered
         self.connection = connection
@@ -97,6 +124,10 @@ class Runner:
         self.exits = list(exits)
         self.batch_size = batch_size
         self.max_in_flight = max_in_flight
+        # Unfinished tasks below which a partial batch leaves at once: one
+        # running and one queued per worker thread keep the cluster busy.
+        self.eager = max_in_flight if threads is None else max(
+            1, min(max_in_flight, 2 * threads))
         self.pending: list[Any] = []
         # Parallel plans: one future per batch, in input order.
         self.in_flight: deque[tuple[Future, int]] = deque()
@@ -107,7 +138,7 @@ class Runner:
         self.second_size = 0
         self.states: dict[int, Any] | None = None
         self.ready: deque[Any] = deque()
-        self.submitted = 0
+        self.submitted = 0  # tasks whose results are measured (one per batch)
         self.accepted = 0
         # Results are fetched in the background as tasks finish, kept by key.
         self.fetcher = as_completed(loop=self.client.loop, with_results=True,
@@ -117,7 +148,8 @@ class Runner:
         # Seconds of work per element, as workers measured it (None: unknown).
         self.per_element: float | None = None
         self.work_seconds = 0.0  # summed over the batches whose results came back
-        self.cap = batch_size
+        self.largest = 0  # the most elements of a batch measured so far
+        self.cap = min(batch_size, FIRST_BATCH)
         #: A progress bar (``update(1)`` per task whose result came back), or None.
         self.progress: Any = None
 
@@ -127,13 +159,30 @@ class Runner:
         """Tasks in flight (submitted, result not yet replayed)."""
         return len(self.in_flight) + len(self.waiting) + (self.second is not None)
 
+    def running(self) -> int:
+        """Tasks running or queued on the cluster (no result fetched yet)."""
+        return self.count() - len(self.fetched)
+
+    def _room(self, unfinished: int) -> bool:
+        # Results held for an earlier one are bounded apart from the tasks
+        # on the cluster: with one bound for both, a worker that finished
+        # the tasks behind a long head task would sit idle until it ends.
+        return (self.running() < unfinished
+                and self.count() < 2 * self.max_in_flight)
+
     def full(self) -> bool:
         """Whether the producer must wait (the backpressure condition)."""
-        return self.count() >= self.max_in_flight and len(self.pending) >= self.cap
+        return len(self.pending) >= self.cap and not self._room(self.max_in_flight)
 
     def pump(self) -> None:
-        """Submit what is pending while there is room."""
-        while self.pending and self.count() < self.max_in_flight:
+        """Submit what is pending while there is room.
+
+        A full batch goes while fewer than ``max_in_flight`` tasks are
+        unfinished; a partial one only while some worker thread lacks a
+        queued task (see ``threads``).
+        """
+        while self.pending and self._room(
+                self.max_in_flight if len(self.pending) >= self.cap else self.eager):
             batch = self.pending[: self.cap]
             del self.pending[: self.cap]
             self._submit(batch, close=False)
@@ -143,22 +192,27 @@ class Runner:
         if self.progress is not None:
             self.progress.update(1)
         self.work_seconds += result.seconds
-        if size <= 0 or result.seconds <= 0:
+        if size <= 0:
             return
-        cost = result.seconds / size
-        self.per_element = cost if self.per_element is None else (
-            0.7 * self.per_element + 0.3 * cost)
-        self.cap = max(1, min(self.batch_size, int(TARGET_SECONDS / self.per_element)))
+        self.largest = max(self.largest, size)
+        if result.seconds > 0:
+            cost = result.seconds / size
+            self.per_element = cost if self.per_element is None else (
+                0.7 * self.per_element + 0.3 * cost)
+        by_time = (self.batch_size if self.per_element is None
+                   else int(TARGET_SECONDS / self.per_element))
+        self.cap = max(1, min(self.batch_size, GROWTH * self.largest, by_time))
 
     def _submit(self, batch: list[Any], close: bool) -> None:
-        self.submitted += 1
         if self.plan.second is None:
-            if batch:
+            if batch:  # an empty close needs no task: nothing holds state
+                self.submitted += 1
                 future = self.client.submit(run_stage, self.plan.first, Batch(batch),
                                             pure=False)
                 self.in_flight.append((future, len(batch)))
                 self._track(future)
             return
+        self.submitted += 1
         item: Any = batch
         if self.plan.first is not None and batch:
             item = self.client.submit(run_stage, self.plan.first, Batch(batch), pure=False)
@@ -274,9 +328,19 @@ class Runner:
         if not self.accepted % POLL_EVERY or self.full():
             self.poll()
             while self.full():
-                self.wait_one()
+                self.wait_any()
                 self.pump()
             self.pump()
+
+    def wait_any(self) -> None:
+        """Block until some task is done, then collect what is done.
+
+        Any task, not only the head: a finished task frees a place on the
+        cluster even while its result waits for an earlier one.
+        """
+        if not self._head_ready():
+            self._collect(block=True)
+        self._take_fetched()
 
     def wait_one(self) -> None:
         """Block until the head result is in, then collect what is done."""
@@ -351,6 +415,13 @@ class Runner:
             self._store(future, result)
         self.poll()
 
+    async def await_any(self) -> None:
+        """Wait until some task is done, then collect what is done."""
+        if not self._head_ready():
+            future, result = await anext(self.fetcher)
+            self._store(future, result)
+        self.poll()
+
     async def areplay(self, errors: list[BaseException] | None = None) -> None:
         """Push collected events downstream, in order, awaiting each."""
         ready = self.ready
@@ -368,8 +439,8 @@ class Runner:
 class AsyncDriver:
     """Keeps an asynchronous runner moving while the producer is idle.
 
-    One task on the running loop waits for the head result, replays it and
-    submits what is pending; producers wait on :meth:`room` when the bound
+    One task on the running loop waits for tasks to finish, submits what is
+    pending and replays what reached the head; producers wait on :meth:`room` when the bound
     is reached. An error raised downstream while replaying (a node's
     ``"raise"`` policy) is kept and raised to the next producer call.
     """
@@ -395,7 +466,7 @@ class AsyncDriver:
         runner = self.runner
         try:
             while runner.head() is not None:
-                await runner.await_one()
+                await runner.await_any()
                 runner.pump()
                 await runner.areplay()
                 self.changed.set()
