@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -133,6 +134,7 @@ def main() -> None:
     def n(count: int) -> int:
         return max(1, int(count * args.scale))
 
+    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
         address = cluster.scheduler_address
@@ -159,8 +161,10 @@ def main() -> None:
                 for name, run in contenders.items():
                     rate = run(f, counts[fname][name])
                     rates.setdefault((fname, name), []).append(rate)
-                    print(f"round {r + 1} {fname:>9} {name:<14} {rate:10.0f} elements/s",
-                          flush=True)
+                    busy = BUSY.get((name.split()[-1], fname), [None])[-1]
+                    note = "" if busy is None else f"  (workers busy {busy:.0%})"
+                    print(f"round {r + 1} {fname:>9} {name:<14} {rate:10.0f} elements/s"
+                          f"{note}", flush=True)
         print()
         print(f"{'function':>9} {'contender':<14} {'n':>7} {'median el/s':>12} "
               f"{'x client.map':>13}")
@@ -178,6 +182,9 @@ def main() -> None:
             busy = statistics.median(BUSY[(name.split()[1], "sleep_1ms")])
             print(f"  {name:<14} {med:6.0f} elements/s = {med / 2000:.0%} of nominal, "
                   f"{med / limit:.0%} of measured; workers busy {busy:.0%} of the time")
+    # Other processes on the machine slow the workers' sleeps down: a run is
+    # only comparable with runs made at a similar load.
+    print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":
