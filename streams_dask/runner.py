@@ -440,9 +440,10 @@ class AsyncDriver:
     """Keeps an asynchronous runner moving while the producer is idle.
 
     One task on the running loop waits for tasks to finish, submits what is
-    pending and replays what reached the head; producers wait on :meth:`room` when the bound
-    is reached. An error raised downstream while replaying (a node's
-    ``"raise"`` policy) is kept and raised to the next producer call.
+    pending and replays what reached the head; producers wait on
+    :meth:`room` when the bound is reached. An error raised downstream
+    while replaying (a node's ``"raise"`` policy) is kept and raised to the
+    next producer call.
     """
 
     def __init__(self, runner: Runner) -> None:
