@@ -47,16 +47,17 @@ Examples
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
 import pickle
-import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._checkpoint_io import CheckpointError, Job, Writer, checkpoint_files, close_fds, write_file
 from .clock import get_clock, run_sync
 from .core import Stream
 from .fusion import invalidate as _invalidate
@@ -81,12 +82,6 @@ __all__ = [
 #: The version written in the header; readers refuse any other.
 FORMAT_VERSION = 1
 _MAGIC = b"STREAMS-CHECKPOINT\n"
-_FILENAME = "checkpoint"
-_NAME = re.compile(rf"{_FILENAME}-(\d+)")
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint cannot be taken, read, or applied to this graph."""
 
 
 @dataclass(frozen=True)
@@ -125,9 +120,20 @@ def _describe_entry(entry: dict[str, Any]) -> str:
     return text
 
 
-def _node_state(node: Stream[Any]) -> dict[str, Any] | None:
+def _node_state(node: Stream[Any], fds: list[int] | None = None) -> dict[str, Any] | None:
+    """The state of ``node`` to save; ``fds`` collects files to fsync before the save.
+
+    With ``fds``, a node with a file to make durable (``sink_to_durable_textfile``)
+    hands over a duplicate of its descriptor instead of fsyncing it here:
+    the background writer fsyncs it before it writes the checkpoint.
+    """
     if not node._state:
         return None
+    if fds is not None and hasattr(node, "_checkpoint_state"):
+        state, fd = node._checkpoint_state()
+        if fd is not None:
+            fds.append(fd)
+        return state  # type: ignore[no-any-return]
     if type(node).snapshot is not Stream.snapshot:
         # A node with side effects to settle (a file sink records its length).
         return node.snapshot()
@@ -201,6 +207,18 @@ def _dump_states(nodes: list[Stream[Any]], states: Any) -> bytes:
         raise
 
 
+def _encode(nodes: list[Stream[Any]], states: list[Any], sequence: int) -> bytes:
+    """The bytes of a checkpoint file (see the module docs for the format)."""
+    payload = _dump_states(nodes, states)
+    header = {
+        "version": FORMAT_VERSION,
+        "sequence": sequence,
+        "nodes": [_identity(i, n) for i, n in enumerate(nodes)],
+        "payload": {"length": len(payload), "sha256": hashlib.sha256(payload).hexdigest()},
+    }
+    return b"".join((_MAGIC, json.dumps(header).encode(), b"\n", payload))
+
+
 def write_checkpoint(directory: str | os.PathLike[str], node: Stream[Any],
                      sequence: int = 0, fsync: bool = True) -> Path:
     """Write a checkpoint of the graph ``node`` belongs to; return its path.
@@ -209,53 +227,12 @@ def write_checkpoint(directory: str | os.PathLike[str], node: Stream[Any],
     ``checkpoint-<sequence>``, and only then are older checkpoints removed, so
     a crash at any point leaves the previous checkpoint or the new one. ``fsync``
     also makes it survive a power loss (a killed process needs no fsync:
-    written data is in the kernel's hands).
+    written data is in the kernel's hands). This writes in the calling thread;
+    :class:`Checkpointer` writes in the background.
     """
     nodes = walk(node)
-    states = [_node_state(n) for n in nodes]
-    payload = _dump_states(nodes, states)
-    header = {
-        "version": FORMAT_VERSION,
-        "sequence": sequence,
-        "nodes": [_identity(i, n) for i, n in enumerate(nodes)],
-        "payload": {"length": len(payload), "sha256": hashlib.sha256(payload).hexdigest()},
-    }
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    final = directory / f"{_FILENAME}-{sequence:012d}"
-    tmp = directory / f".{_FILENAME}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(_MAGIC)
-        f.write(json.dumps(header).encode() + b"\n")
-        f.write(payload)
-        if fsync:
-            f.flush()
-            os.fsync(f.fileno())
-    # Renamed to a new name, not over the previous file: ext4 flushes a file
-    # renamed over another (auto_da_alloc), which made each checkpoint cost
-    # ~2 ms instead of ~0.3 ms here. The previous files go once this one is in.
-    os.replace(tmp, final)
-    if fsync and hasattr(os, "O_DIRECTORY"):
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)  # the rename itself must reach the disk
-        finally:
-            os.close(fd)
-    for old in _checkpoint_files(directory):
-        if old != final:
-            old.unlink(missing_ok=True)
-    return final
-
-
-def _checkpoint_files(directory: Path) -> list[Path]:
-    """The checkpoint files in ``directory``, newest (highest sequence) first."""
-    try:
-        entries = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    found = [(int(m.group(1)), directory / name) for name in entries
-             if (m := _NAME.fullmatch(name))]
-    return [path for _, path in sorted(found, reverse=True)]
+    data = _encode(nodes, [_node_state(n) for n in nodes], sequence)
+    return write_file(Path(directory), sequence, data, fsync)
 
 
 def read_checkpoint(directory: str | os.PathLike[str]) -> GraphSnapshot | None:
@@ -264,7 +241,7 @@ def read_checkpoint(directory: str | os.PathLike[str]) -> GraphSnapshot | None:
     Raises :class:`CheckpointError` for a file that is not a checkpoint, of
     another format version, or damaged.
     """
-    files = _checkpoint_files(Path(directory))
+    files = checkpoint_files(Path(directory))
     if not files:
         return None
     path = files[0]
@@ -293,15 +270,30 @@ class Checkpointer:
 
     Created before the sources start. If ``directory`` holds a checkpoint, the
     graph is restored from it at once (:attr:`restored` is then True) and the
-    sources resume from their saved offsets. Then a checkpoint is written
+    sources resume from their saved offsets. Then a checkpoint is taken
     every ``every`` elements and/or every ``interval`` seconds (time from
     :func:`streams.clock.get_clock`, checked as elements complete), and once
     more when every source has closed.
 
     Checkpoints are taken between elements: a source reports an element
     only after all downstream work for it has finished, so no element is
-    ever half in a checkpoint. Before writing, nodes that buffer output
-    (``sink_to_redis``, ``sink_to_durable_textfile``) flush it.
+    ever half in a checkpoint. Before taking one, nodes that buffer output
+    (``sink_to_redis``, ``sink_to_durable_textfile``) hand it over.
+
+    Taking a checkpoint (serialising the node states and source offsets) is
+    synchronous; writing it to disk (write, fsync, rename, fsync of the
+    directory) is done by one background thread, alive only while a
+    checkpoint waits to be written, so the pipeline goes on meanwhile. If
+    the disk is slower than the checkpoints, a checkpoint still waiting when
+    the next is taken is skipped (the newer one covers it). Whatever must
+    wait for durability waits for it: a Redis source acknowledges entries
+    only once a checkpoint covering them is on disk, a durable file sink's
+    data is fsynced before the checkpoint that records its length, writes
+    of ``sink_to_redis`` are confirmed by the server before the checkpoint
+    covering them is written, and the last checkpoint (when every source
+    has closed) is on disk before the sources return. A write that fails
+    is raised, as :class:`CheckpointError`, from the next checkpoint or
+    :meth:`wait`; no later checkpoint is taken.
 
     Parameters
     ----------
@@ -315,9 +307,13 @@ class Checkpointer:
         Seconds between checkpoints.
     fsync : bool
         Make each checkpoint durable against power loss (costs a disk
-        flush per checkpoint; a killed process loses nothing without it).
+        flush per checkpoint, in the background; a killed process loses
+        nothing without it).
     restore : bool
         Resume from an existing checkpoint (False: overwrite it).
+    background : bool
+        Write checkpoints in the background thread (False: in the pipeline's
+        own thread, which waits for each).
 
     Examples
     --------
@@ -328,11 +324,11 @@ class Checkpointer:
     ...     source = Stream.from_iterable(items)
     ...     totals = source.scan(lambda s, x: s + x, start=0).sink_to_list()
     ...     cp = Checkpointer(source, directory, every=2)
-    ...     source.start()
+    ...     source.start()                     # returns with the last checkpoint on disk
     ...     return cp, totals
     >>> cp, totals = run([1, 2, 3])
-    >>> cp.restored, totals
-    (False, [1, 3, 6])
+    >>> cp.restored, totals, cp.durable
+    (False, [1, 3, 6], 1)
     >>> cp, totals = run([1, 2, 3, 4, 5])    # the same source, grown: resumes after 3
     >>> cp.restored, totals
     (True, [10, 15])
@@ -340,7 +336,7 @@ class Checkpointer:
 
     def __init__(self, node: Stream[Any], directory: str | os.PathLike[str],
                  every: int | None = None, interval: float | None = None,
-                 fsync: bool = True, restore: bool = True) -> None:
+                 fsync: bool = True, restore: bool = True, background: bool = True) -> None:
         if every is not None and (isinstance(every, bool) or not isinstance(every, int)
                                   or every < 1):
             raise ValueError(f"Checkpointer(): every must be an int >= 1, got {every!r}")
@@ -351,6 +347,8 @@ class Checkpointer:
         self.every = every
         self.interval = interval
         self.fsync = fsync
+        self.background = background
+        #: The sequence number the next checkpoint gets.
         self.sequence = 0
         #: Whether the graph was restored from an existing checkpoint.
         self.restored = False
@@ -359,15 +357,31 @@ class Checkpointer:
         self._clock = get_clock()
         self._due = self._clock.now() + interval if interval is not None else float("inf")
         self._inflight = 0
+        # Checkpoints taken whose buffered writes (sink_to_redis) are not yet
+        # confirmed: the newest (taken since the last poll) and older ones.
+        self._held: list[Job] = []
+        self._held_older: list[Job] = []
+        self._last: Job | None = None
         self._sources = self._attach(node)
         self._open = set(map(id, self._sources))
         if restore:
             snap = read_checkpoint(self.directory)
             if snap is not None:
-                where = f"checkpoint {_checkpoint_files(self.directory)[0]}"
+                where = f"checkpoint {checkpoint_files(self.directory)[0]}"
                 restore_graph(node, snap, where=where)
                 self.sequence = snap.sequence + 1
                 self.restored = True
+        self._writer = Writer(self.directory, fsync, self.sequence - 1)
+
+    @property
+    def durable(self) -> int:
+        """The sequence of the newest checkpoint known to be on disk (-1: none yet)."""
+        return self._writer.durable
+
+    @property
+    def superseded(self) -> int:
+        """How many checkpoints were skipped because a newer one was taken first."""
+        return self._writer.superseded
 
     def _attach(self, node: Stream[Any]) -> list[Source]:
         from .sources.base import Source
@@ -419,45 +433,163 @@ class Checkpointer:
         return None
 
     def source_closed(self, source: Stream[Any]) -> Any:
-        """``source`` has closed: checkpoint once every source has."""
+        """``source`` has closed: once every source has, checkpoint and wait for it.
+
+        Returns None (without a running loop: the checkpoint is then on
+        disk) or an awaitable.
+        """
         self._open.discard(id(source))
-        if not self._open:
-            return self.save()
+        if self._open:
+            return None
+        pending = self.save()
+        if _loop_running():
+            return self._save_then_wait(pending)
+        if pending is not None:
+            run_sync(pending)
+        self.wait()
         return None
+
+    async def _save_then_wait(self, pending: Any) -> None:
+        if pending is not None:
+            await pending
+        await self.wait_async()
+
+    def poll(self) -> int:
+        """Hand over checkpoints whose writes are confirmed by now; return :attr:`durable`.
+
+        Called by a source at each read (a round trip later than the
+        checkpoint was taken, so the confirmations it reads have arrived).
+        Raises the failure of a background write.
+        """
+        if self._held_older:
+            ready, self._held_older = self._held_older, []
+            self._submit_confirmed(ready)
+        if self._held:
+            self._held_older, self._held = self._held, []
+        self._raise_failure()
+        return self._writer.durable
+
+    def wait(self) -> None:
+        """Wait until every checkpoint taken is on disk (or skipped for a newer one).
+
+        Raises :class:`CheckpointError` if writing one failed.
+        """
+        self._submit_held()
+        if self._last is not None:
+            try:
+                self._last.futures[0].result()
+            except CheckpointError:
+                pass  # raised below, with every later call
+        self._writer.retire()  # the next checkpoint starts another thread
+        self._raise_failure()
+
+    async def wait_async(self) -> None:
+        """:meth:`wait` on the running loop, without blocking it."""
+        self._submit_held()
+        if self._last is not None:
+            try:
+                await asyncio.wrap_future(self._last.futures[0])
+            except CheckpointError:
+                pass
+        self._writer.retire()
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        error = self._writer.error
+        if error is not None:
+            raise CheckpointError(str(error)) from error.__cause__
 
     # -- taking one ----------------------------------------------------------
 
     def save(self) -> Any:
-        """Write a checkpoint now (between elements); None or an awaitable."""
+        """Take a checkpoint now (between elements); None or an awaitable.
+
+        The checkpoint is serialised before this returns and written to disk
+        in the background (see the class description).
+        """
+        self._raise_failure()
         self._count = 0
         if self.interval is not None:
             self._due = self._clock.now() + self.interval
+        self._submit_held()
         nodes = walk(self.node)
-        flushed = _gather_pending(
-            [n._barrier() for n in nodes if hasattr(n, "_barrier")])
+        sync = not _loop_running()
+        confirms: list[tuple[Any, int]] = []
+        flushes = []
+        for n in nodes:
+            if not hasattr(n, "_barrier"):
+                continue
+            if sync and hasattr(n, "_barrier_send"):
+                # Sent now, confirmed before the checkpoint is written (see poll).
+                confirms.append((n, n._barrier_send()))
+            else:
+                flushes.append(n._barrier())
+        flushed = _gather_pending(flushes)
         if flushed is None:
-            return self._write()
-        return self._write_after(flushed)
+            self._take(nodes, confirms)
+            return None
+        return self._take_after(flushed, nodes, confirms)
 
-    async def _write_after(self, flushed: Awaitable[Any]) -> None:
+    async def _take_after(self, flushed: Awaitable[Any], nodes: list[Stream[Any]],
+                          confirms: list[tuple[Any, int]]) -> None:
         await flushed
-        pending = self._write()
-        if pending is not None:
-            await pending
+        self._take(nodes, confirms)
 
-    def _write(self) -> Any:
-        write_checkpoint(self.directory, self.node, self.sequence, self.fsync)
+    def _take(self, nodes: list[Stream[Any]], confirms: list[tuple[Any, int]]) -> None:
+        fds: list[int] = []
+        try:
+            data = _encode(nodes, [_node_state(n, fds) for n in nodes], self.sequence)
+        except BaseException:
+            close_fds(fds)
+            raise
+        job = Job(self.sequence, data, fds, confirms)
         self.sequence += 1
-        hooks: list[Callable[[], Any]] = [
-            s._checkpoint_committed for s in self._sources
-            if hasattr(s, "_checkpoint_committed")]
-        return _gather_pending([h() for h in hooks])
+        for s in self._sources:
+            if hasattr(s, "_checkpoint_taken"):
+                s._checkpoint_taken(job.sequence)
+        self._last = job
+        if confirms and self.background:
+            self._held.append(job)
+        else:
+            self._submit_confirmed([job])
+
+    def _submit_held(self) -> None:
+        held = self._held_older + self._held
+        self._held_older, self._held = [], []
+        self._submit_confirmed(held)
+
+    def _submit_confirmed(self, jobs: list[Job]) -> None:
+        for i, job in enumerate(jobs):
+            try:
+                for n, token in job.confirms:
+                    n._barrier_confirm(token)
+            except BaseException:
+                # A write the checkpoint covers failed: it must not be written.
+                for dropped in jobs[i:]:
+                    close_fds(dropped.fds)
+                    for f in dropped.futures:
+                        f.set_exception(CheckpointError(
+                            f"checkpoint {dropped.sequence} dropped: a write it covers failed"))
+                raise
+            if self.background:
+                self._writer.submit(job)
+            else:
+                self._writer.write_now(job)
+                self._raise_failure()
 
     def save_sync(self) -> None:
         """:meth:`save`, running any asynchronous part to completion (no loop)."""
         pending = self.save()
         if pending is not None:
             run_sync(pending)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def checkpoint(node: Stream[Any], directory: str | os.PathLike[str], every: int | None = None,

@@ -6,11 +6,18 @@ written before a checkpoint, before the source acknowledges the entries that
 produced it, and when the stream closes, so a crash loses nothing that was
 acknowledged (delivery is at least once: after a crash, entries written since
 the last acknowledgement are written again).
+
+Fed by ``from_redis`` without a loop, a batch is sent without waiting for the
+server's reply: the source reads it a round later (``_barrier_confirm``),
+before acknowledging the entries, so Redis adds one batch while this process
+works on the next. A write that failed is then reported at the next write,
+confirmation or close, naming its element as always.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -114,8 +121,9 @@ class SinkToRedis(Stream[Any]):
         source.start()
     """
 
-    __slots__ = ("_aclient", "_ascript", "_buffer", "_client", "_script", "approximate", "batch",
-                 "field", "maxlen", "method", "stream", "url")
+    __slots__ = ("_aclient", "_ascript", "_buffer", "_client", "_confirmed", "_conn", "_deferring",
+                 "_inflight", "_script", "_sent", "approximate", "batch", "field", "maxlen",
+                 "method", "stream", "url")
     _operator = "sink_to_redis"
     _params = ("stream", "maxlen", "approximate", "batch", "field", "method")
     _graphviz_shape = "trapezium"
@@ -152,6 +160,15 @@ class SinkToRedis(Stream[Any]):
         self._script: Any = None
         self._ascript: Any = None
         self._buffer: list[Any] = []
+        # Writes sent whose reply is still to be read (their elements, for
+        # the error message), on the connection held meanwhile; how many
+        # writes were sent and confirmed; whether a source confirms them
+        # later (set by from_redis while it runs without a loop).
+        self._inflight: deque[list[Any]] = deque()
+        self._conn: Any = None
+        self._sent = 0
+        self._confirmed = 0
+        self._deferring = False
         Stream.__init__(self, upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
@@ -173,8 +190,21 @@ class SinkToRedis(Stream[Any]):
         return None
 
     def _barrier(self) -> Any:
-        """Write what is buffered (before acknowledgements and checkpoints)."""
-        return self._write() if self._buffer else None
+        """Write what is buffered and confirm every write (before acks and checkpoints)."""
+        pending = self._write() if self._buffer else None
+        self._barrier_confirm(self._sent)
+        return pending
+
+    def _barrier_send(self) -> int:
+        """Send what is buffered (no loop running); return a token for :meth:`_barrier_confirm`."""
+        if self._buffer:
+            self._write()
+        return self._sent
+
+    def _barrier_confirm(self, token: int) -> None:
+        """Read the replies of the writes sent up to ``token`` (raising their errors)."""
+        while self._confirmed < token and self._inflight:
+            self._read_reply()
 
     def _flush(self) -> Any:
         return self._barrier()
@@ -239,42 +269,93 @@ class SinkToRedis(Stream[Any]):
             if self.method == "script":
                 if self._script is None:
                     self._script = self._client.register_script(_XADD_MANY)
+                    self._client.script_load(_XADD_MANY)  # so the first batches find it
                 args = self._flat(items)
-                if _hiredis_pack is None or not self._call_packed(args):
-                    self._script(keys=[self.stream], args=args)
+                if _hiredis_pack is not None and self._send_packed(args, items):
+                    return
+                self._barrier_confirm(self._sent)  # in order with the writes in flight
+                self._script(keys=[self.stream], args=args)
             else:
+                self._barrier_confirm(self._sent)
                 pipe = self._client.pipeline(transaction=False)
                 self._queue(pipe, items)
                 pipe.execute()
+            self._sent += 1
+            self._confirmed += 1
         except Exception as e:
             self._fail_batch(items, e)
 
-    def _call_packed(self, args: list[Any]) -> bool:
+    def _send_packed(self, args: list[Any], items: list[Any]) -> bool:
         """Call the script packing the arguments with hiredis directly.
 
         redis-py checks each argument in Python before hiredis packs them in
-        C (about 0.5 us an entry). Returns False, having sent nothing, when
-        hiredis refuses an argument or the server lost the script: the caller
-        then goes through redis-py, which reports bad values and reloads
-        scripts.
+        C (about 0.5 us an entry). The reply is read at once, or, when a
+        source confirms writes later (``_deferring``), at the next write or
+        confirmation: one write stays in flight. Returns False, having sent
+        nothing, when hiredis refuses an argument: the caller then goes
+        through redis-py, which reports bad values.
         """
         assert _hiredis_pack is not None and self._script is not None
         try:
             packed = _hiredis_pack(("EVALSHA", self._script.sha, 1, self.stream, *args))
         except TypeError:
             return False
-        from redis.exceptions import NoScriptError
-
-        pool = self._client.connection_pool
-        conn = pool.get_connection()
+        if self._conn is None:
+            self._conn = self._client.connection_pool.get_connection()
         try:
-            conn.send_packed_command([packed])
-            conn.read_response()
-        except NoScriptError:
-            return False  # not loaded yet (first batch), or the server restarted
-        finally:
-            pool.release(conn)
+            self._conn.send_packed_command([packed])
+        except Exception as e:
+            self._drop_connection(items, e)
+            return True  # reported
+        self._inflight.append(items)
+        self._sent += 1
+        keep = 1 if self._deferring else 0
+        while len(self._inflight) > keep:
+            self._read_reply()
         return True
+
+    def _read_reply(self) -> None:
+        """Read the reply of the oldest write in flight."""
+        from redis.exceptions import NoScriptError, ResponseError
+
+        items = self._inflight.popleft()
+        self._confirmed += 1
+        try:
+            self._conn.read_response()
+        except ResponseError as e:  # a reply: the connection is still in step
+            self._release_connection()
+            if not isinstance(e, NoScriptError):
+                self._fail_batch(items, e)
+                return
+            # The server lost the script (restarted, SCRIPT FLUSH): write the
+            # batch again through redis-py, which reloads it. A write in
+            # flight after this one fails the same way and is redone after it.
+            try:
+                self._script(keys=[self.stream], args=self._flat(items))
+            except Exception as e2:
+                self._fail_batch(items, e2)
+        except Exception as e:
+            # No reply: the connection is broken, with it every write in flight.
+            self._drop_connection(items, e)
+        else:
+            self._release_connection()
+
+    def _release_connection(self) -> None:
+        if not self._inflight and self._conn is not None:
+            self._client.connection_pool.release(self._conn)
+            self._conn = None
+
+    def _drop_connection(self, items: list[Any], exc: Exception) -> None:
+        """Give up a broken connection; report the writes it leaves unconfirmed."""
+        conn, self._conn = self._conn, None
+        lost = items + [x for batch in self._inflight for x in batch]
+        self._confirmed += len(self._inflight)
+        self._inflight.clear()
+        if conn is not None:
+            conn.disconnect()
+            self._client.connection_pool.release(conn)
+        if lost:
+            self._fail_batch(lost, exc)
 
     async def _write_async(self, items: list[Any]) -> None:
         if self._aclient is None:

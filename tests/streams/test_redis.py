@@ -228,21 +228,22 @@ def test_group_with_checkpoint_acks_only_what_a_checkpoint_covers(
     fill(r, "in", 10)
     source = Stream.from_redis("in", group="g", consumer="c", url=redis_url, count=4)
     source.map(lambda f: int(f["n"])).scan(lambda a, b: a + b).sink_to_list()
-    cp = Checkpointer(source, tmp_path, every=3, fsync=False)
+    # Written in the pipeline's thread, so each is on disk as soon as taken.
+    cp = Checkpointer(source, tmp_path, every=3, fsync=False, background=False)
     acked_at_checkpoint: list[int] = []
-    original = cp._write
+    original = cp._take
 
-    def spy() -> Any:
+    def spy(*args: Any) -> None:
         delivered = r.xinfo_groups("in")[0]["entries-read"]
         acked_at_checkpoint.append(delivered - r.xpending("in", "g")["pending"])
-        return original()
+        original(*args)
 
-    cp._write = spy  # type: ignore[method-assign]
+    cp._take = spy  # type: ignore[method-assign]
     source.start()
     assert r.xpending("in", "g")["pending"] == 0
     # every=3 is honoured at batch ends (batches of 4): checkpoints after 4 and
-    # 8 elements and at close; before each is written, exactly the entries
-    # covered by the previous ones are acknowledged.
+    # 8 elements and at close; as each is taken, exactly the entries covered
+    # by the previous ones are acknowledged.
     assert acked_at_checkpoint == [0, 4, 8]
 
 

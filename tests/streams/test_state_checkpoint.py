@@ -37,19 +37,17 @@ def test_checkpoint_every_n_elements_and_at_close(tmp_path: Path) -> None:
     seen: list[int] = []
     source.sink(lambda x: seen.append(x))
     cp = Checkpointer(source, tmp_path, every=4, fsync=False)
-    written: list[tuple[int, int]] = []
-    original = cp._write
+    taken: list[tuple[int, int]] = []
+    original = cp._take
 
-    def spy() -> Any:
-        snap = read_checkpoint(tmp_path)
-        written.append((len(seen), -1 if snap is None else snap.states[0]["offset"]))
-        return original()
+    def spy(*args: Any) -> None:
+        taken.append((len(seen), source.offset))
+        original(*args)
 
-    cp._write = spy  # type: ignore[method-assign]
+    cp._take = spy  # type: ignore[method-assign]
     source.start()
-    # Before each write: how many elements were fully processed, and the
-    # offset in the previous checkpoint.
-    assert written == [(4, -1), (8, 4), (10, 8)]
+    # As each is taken: how many elements were fully processed, and the offset.
+    assert taken == [(4, 4), (8, 8), (10, 10)]
     snap = read_checkpoint(tmp_path)
     assert snap is not None
     assert snap.sequence == 2
@@ -89,19 +87,23 @@ def test_checkpoint_every_n_seconds_uses_the_clock(tmp_path: Path, clock: Virtua
     for i in range(3):
         source.emit(i)
         cp.step()
+    cp.wait()
     assert read_checkpoint(tmp_path) is None
     clock.advance(5.0)
     source.emit(10)
     cp.step()
+    cp.wait()
     snap = read_checkpoint(tmp_path)
     assert snap is not None and snap.states[1] == {"state": 13}
     clock.advance(4.9)
     source.emit(100)
     cp.step()
+    cp.wait()
     assert read_checkpoint(tmp_path).states[1] == {"state": 13}  # type: ignore[union-attr]
     clock.advance(0.1)
     source.emit(1000)
     cp.step()
+    cp.wait()
     assert read_checkpoint(tmp_path).states[1] == {"state": 1113}  # type: ignore[union-attr]
 
 
@@ -210,6 +212,7 @@ def test_durable_file_sink_rolls_back_to_the_checkpoint(tmp_path: Path) -> None:
         source.emit(x)
         source.offset += 1
         cp.step()
+    cp.wait()  # the checkpoint at 3 reached the disk before the process died
     sink._fp.flush()  # what the dead process had handed to the kernel
     assert out.read_text() == "0\n1\n3\n6\n10\n"
     source, sink, cp = build(range(7))
@@ -245,13 +248,13 @@ def test_async_source_checkpoints_between_elements(tmp_path: Path) -> None:
         source.scan(add, start=0).sink(slow_sink)
         cp = Checkpointer(source, tmp_path, every=2, fsync=False)
         seen: list[tuple[int, int]] = []
-        original = cp._write
+        original = cp._take
 
-        def spy() -> Any:
+        def spy(*args: Any) -> None:
             seen.append((len(done), source.offset))
-            return original()
+            original(*args)
 
-        cp._write = spy  # type: ignore[method-assign]
+        cp._take = spy  # type: ignore[method-assign]
         await source.start()
         assert seen == [(2, 2), (4, 4), (6, 6), (6, 6)]
 
@@ -286,11 +289,14 @@ def test_crashes_and_restarts_give_the_uninterrupted_output(
         totals = source.scan(lambda s, x: s + x[1], start=0, key=0)
         sink = totals.map(repr).sink_to_durable_textfile(out, fsync=False)
         totals.sink(maybe_crash)
-        Checkpointer(source, ckpt, every=every, fsync=False)
+        cp = Checkpointer(source, ckpt, every=every, fsync=False)
         try:
             source.start()
         except NodeError as e:
             assert isinstance(e.__cause__, Crash)
+            # A dead process writes no more checkpoints; this one's writer
+            # must not write after the next run has started.
+            cp.wait()
             if sink._fp is not None:
                 sink._fp.close()  # what it wrote reaches the file: the worst case
             return False
