@@ -1,7 +1,8 @@
 """Batch mode: one Spark job per micro-batch.
 
 A plan made only of fused chains (see :mod:`streams_spark.plan`) needs no
-streaming query: each micro-batch becomes a DataFrame built from Arrow, one
+streaming query: each micro-batch becomes a DataFrame of packed Arrow chunks
+(one row per few thousand elements, one partition per core), one
 ``mapInArrow`` pass, and ``toArrow()`` back to the driver. When the chain
 holds sequential state (``accumulate``, ``partition``...) the batch runs in
 one partition, the state enters the task with the function and comes back
@@ -14,82 +15,152 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from .chain import ERROR, Chain, Step, pickled_output
-from .codec import DATA, ROW_SCHEMA, STATE, decode_values, encode_input, rows_table
+from .codec import DATA, ROW_SCHEMA, STATE, pack, rows_table, unpack
 
-__all__ = ["BatchRunner", "chain_rows", "load_checkpoint", "save_checkpoint"]
+__all__ = ["BatchRunner", "chain_rows", "encode_chunks", "load_checkpoint", "save_checkpoint"]
 
 #: The ``seq`` of rows that come after every element of a batch.
 LAST_SEQ = 2**63 - 1
-#: Rows per output record batch: bounds a task's memory.
-OUT_ROWS = 8192
+#: Elements per chunk (one Spark row) at most: bounds a row's size.
+CHUNK = 8192
+
+INPUT_SCHEMA = pa.schema([("seq", pa.int64()), ("b", pa.binary())])
 
 
-def chain_rows(chain: Chain, batches: Iterator[pa.RecordBatch], flush: bool,
-               last: Step | None, with_state: bool) -> Iterator[pa.RecordBatch]:
-    """Run ``chain`` over input batches; yield :data:`ROW_SCHEMA` batches.
+def chain_rows(chain_of: Callable[..., Chain], batches: Iterator[pa.RecordBatch],
+               flush: bool, last: Step | None, with_state: bool,
+               ticks: Sequence[tuple[int, int]] = ()) -> Iterator[pa.RecordBatch]:
+    """Run a chain over input chunks; yield :data:`ROW_SCHEMA` batches.
 
-    Each output keeps the ``seq`` of its input and gets ``sub``, its rank
-    among that input's outputs, so the driver can restore input order.
-    A value that cannot be pickled becomes an error row of the last step.
+    ``chain_of(emit, fail)`` builds the chain with its outputs bound. Each
+    input row is a chunk (``seq``: its first element's position, ``b``: its
+    packed elements); its outputs leave as packed rows with the same ``seq``
+    and ``sub`` numbering the pieces, so the driver restores input order by
+    sorting a few rows. A value that cannot be pickled becomes an error of
+    the last step, in its place. ``ticks`` are ``(seq, node id)``: close a
+    window of that processing-time ``timed_window`` before element ``seq``
+    (after the last element if beyond it).
     """
+    vals: list[Any] = []
+    errs: dict[int, bytes] = {}
+
+    def fail(p: bytes) -> None:
+        errs[len(vals)] = p
+        vals.append(None)
+
+    chain = chain_of(vals.append, fail)
+    run = chain.run
     seqs: list[int] = []
     subs: list[int] = []
     kinds: list[int] = []
     ps: list[bytes] = []
-    cur = [0, 0]
-    dumps = pickle.dumps
 
-    def sink(kind: int, value: Any) -> None:
-        if kind == ERROR:
-            p = value
-        else:
-            kind, p = pickled_output(kind, value, last)
-        seqs.append(cur[0])
-        subs.append(cur[1])
-        kinds.append(kind)
-        ps.append(p)
-        cur[1] += 1
+    def take(seq: int) -> None:
+        for sub, start in enumerate(range(0, len(vals), CHUNK)):
+            piece = vals[start:start + CHUNK]
+            bad = {i - start: e for i, e in errs.items() if start <= i < start + CHUNK}
+            seqs.append(seq)
+            subs.append(sub)
+            kinds.append(DATA)
+            ps.append(_packed(piece, bad, last))
+        vals.clear()
+        errs.clear()
 
-    def take() -> pa.RecordBatch:
-        out = rows_table(seqs[:], subs[:], kinds[:], ps[:])
-        del seqs[:], subs[:], kinds[:], ps[:]
-        return out
-
-    push = chain.push
+    due = deque(ticks)
     for batch in batches:
-        xs = decode_values(batch)
-        for s, x in zip(batch.column(0).to_pylist(), xs, strict=True):
-            cur[0], cur[1] = s, 0
-            push(x, sink)
-            if len(seqs) >= OUT_ROWS:
-                yield take()
+        for seq, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(),
+                             strict=True):
+            if due:
+                for i, x in enumerate(unpack(blob), seq):
+                    while due and due[0][0] <= i:
+                        chain.tick(due.popleft()[1])
+                    run(x)
+            else:
+                for x in unpack(blob):
+                    run(x)
+            take(seq)
+        if seqs:
+            yield rows_table(seqs, subs, kinds, ps)
+            seqs, subs, kinds, ps = [], [], [], []
+    if due:
+        while due:
+            chain.tick(due.popleft()[1])
+        take(LAST_SEQ - 2)
     if flush:
-        cur[0], cur[1] = LAST_SEQ - 1, 0
-        chain.flush(sink)
+        chain.flush()
+        take(LAST_SEQ - 1)
     if with_state:
         seqs.append(LAST_SEQ)
         subs.append(0)
         kinds.append(STATE)
-        ps.append(dumps(chain.states, protocol=5))
+        ps.append(pickle.dumps(chain.states, protocol=5))
     if seqs:
-        yield take()
+        yield rows_table(seqs, subs, kinds, ps)
 
 
-def _task(steps: list[Step], states: dict[int, Any], flush: bool,
-          with_state: bool) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def _packed(values: list[Any], errors: dict[int, bytes], last: Step | None) -> bytes:
+    try:
+        return pack(values, errors)
+    except Exception:
+        pass
+    # Some value does not pickle: it becomes an error of the step that
+    # returned it, in its place, and the others still cross.
+    for i, v in enumerate(values):
+        if i not in errors:
+            kind, p = pickled_output(DATA, v, last)
+            if kind == ERROR:
+                errors[i] = p
+    return pack(values, errors)
+
+
+def _task(steps: list[Step], states: dict[int, Any], flush: bool, with_state: bool,
+          ticks: Sequence[tuple[int, int]] = ()
+          ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     last = steps[-1] if steps else None
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        chain = Chain(steps, states)
-        yield from chain_rows(chain, batches, flush, last, with_state)
+        def chain_of(emit: Callable[[Any], None], fail: Callable[[bytes], None]) -> Chain:
+            return Chain(steps, states, emit=emit, fail=fail)
+
+        yield from chain_rows(chain_of, batches, flush, last, with_state, ticks)
 
     return run
+
+
+def encode_chunks(elements: list[Any], first_seq: int, parts: int) -> pa.Table:
+    """The input of one micro-batch: ``parts`` record batches of packed chunks.
+
+    Spark makes one partition of each record batch, so ``parts`` is the
+    parallelism of the batch.
+
+    Examples
+    --------
+    >>> t = encode_chunks(list(range(10)), 100, parts=2)
+    >>> t.column("seq").to_pylist(), [len(unpack(b)) for b in t.column("b").to_pylist()]
+    ([100, 105], [5, 5])
+    >>> encode_chunks([], 7, parts=2).num_rows  # an empty chunk: the task still runs
+    1
+    """
+    n = len(elements)
+    per_part = max(1, -(-n // parts))
+    batches = []
+    # An empty batch still gets one (empty) chunk: Spark runs no task over
+    # no rows, and the task must run to flush or to close windows.
+    for lo in range(0, max(n, 1), per_part):
+        hi = min(n, lo + per_part)
+        starts = range(lo, max(hi, lo + 1), CHUNK)
+        batches.append(pa.RecordBatch.from_arrays([
+            pa.array([first_seq + s for s in starts], pa.int64()),
+            pa.array([pack(elements[s:min(hi, s + CHUNK)]) for s in starts], pa.binary()),
+        ], schema=INPUT_SCHEMA))
+    return pa.Table.from_batches(batches, schema=INPUT_SCHEMA)
 
 
 def save_checkpoint(directory: str, state: dict[str, Any]) -> None:
@@ -142,23 +213,32 @@ class BatchRunner:
         self.batch_id: int = saved["batch_id"] if saved else 0
         self.next_seq: int = saved["next_seq"] if saved else 0
         self.states: dict[int, Any] = saved["states"] if saved else {}
+        self.parallelism = _parallelism(session)
 
-    def run(self, elements: list[Any], flush: bool = False) -> list[tuple[int, Any]]:
-        """Run one micro-batch; return ``(kind, payload)`` rows in order."""
-        table = encode_input(elements, self.next_seq)
+    def run(self, elements: list[Any], flush: bool = False,
+            ticks: Sequence[tuple[int, int]] = ()) -> list[Any]:
+        """Run one micro-batch; return its outputs in order.
+
+        ``ticks`` are ``(position, node id)``: a processing-time window of
+        that node closes before ``elements[position]`` (at the end if
+        ``position == len(elements)``). Errors come as marked records (see
+        :func:`streams_spark.codec.is_error`).
+        """
+        parts = 1 if self.sequential or flush else self.parallelism
+        table = encode_chunks(elements, self.next_seq, parts)
+        at = [(self.next_seq + pos, node_id) for pos, node_id in ticks]
         self.next_seq += len(elements)
         df = self.session.createDataFrame(table)
         if self.sequential or flush:
             df = df.coalesce(1)
-        task = _task(self.steps, self.states, flush, self.sequential)
+        task = _task(self.steps, self.states, flush, self.sequential, at)
         result = df.mapInArrow(task, self.schema).toArrow()
-        rows = _ordered(result)
-        out: list[tuple[int, Any]] = []
-        for kind, p in rows:
+        out: list[Any] = []
+        for kind, p in _ordered(result):
             if kind == STATE:
                 self.states = pickle.loads(p)
             else:
-                out.append((kind, p))
+                out.extend(unpack(p))
         self.batch_id += 1
         if self.checkpoint is not None:
             save_checkpoint(self.checkpoint, {
@@ -176,17 +256,16 @@ def _ordered(table: pa.Table) -> list[tuple[int, bytes]]:
                     strict=True))
 
 
+def _parallelism(session: Any) -> int:
+    """Partitions per micro-batch: the session's default parallelism."""
+    try:
+        return max(1, int(session.sparkContext.defaultParallelism))
+    except Exception:  # Spark Connect sessions have no SparkContext
+        return 2
+
+
 def _spark_schema_json() -> dict[str, Any]:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     schema: dict[str, Any] = from_arrow_schema(ROW_SCHEMA).jsonValue()
     return schema
-
-
-def decode_row(kind: int, p: bytes) -> Any:
-    """The value of a data row, or the ``(node id, element, error)`` of an error row."""
-    del kind
-    return pickle.loads(p)
-
-
-assert DATA == 0  # rows of kind DATA carry results; see codec

@@ -2,12 +2,13 @@
 
 A maximal chain of ``map``, ``starmap``, ``filter``, ``remove``, ``pluck``,
 ``flatten`` (and, where a batch runs in one partition, the sequential steps
-``accumulate``, ``frequencies``, ``partition``, ``sliding_window`` and
-``unique``) becomes one Python function that runs inside one ``mapInArrow``
-task. Every user function runs exactly once per element: the chain is built
-from closures, one per step, each calling the next, so no step is ever
-re-evaluated (Spark never sees the functions, so it cannot push a filter
-below a UDF and re-run it).
+``accumulate``, ``frequencies``, ``partition``, ``sliding_window``,
+``unique`` and processing-time ``timed_window``) becomes one Python
+function that runs inside one ``mapInArrow`` task. Every user function runs
+exactly once per element: runs of element-wise steps are compiled into one
+generated function (:mod:`streams_spark.codegen`), sequential steps are
+closures calling the next, so no step is ever re-evaluated (Spark never sees the functions, so it
+cannot push a filter below a UDF and re-run it).
 
 Errors do not escape the worker: a step that raises records an error row
 ``(node id, element, exception)`` in the output, in order, and the driver
@@ -25,12 +26,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .codegen import STATELESS, compile_steps
+
 __all__ = ["SEQUENTIAL", "STATELESS", "Chain", "Step", "Sink", "carried_error", "pickled_output"]
 
-#: Steps that depend only on the element: any partitioning is fine.
-STATELESS = frozenset({"map", "starmap", "filter", "remove", "pluck", "flatten"})
 #: Steps with one running state, in element order: one partition per batch.
-SEQUENTIAL = frozenset({"accumulate", "frequencies", "partition", "sliding_window", "unique"})
+SEQUENTIAL = frozenset({"accumulate", "frequencies", "partition", "sliding_window", "unique",
+                        "timed_window"})
 
 #: ``Sink`` receives ``(kind, value)``: a result, or an error record.
 DATA, ERROR = 0, 1
@@ -135,15 +137,28 @@ class Chain:
     ([1, 3], {2: 3})
     """
 
-    def __init__(self, steps: list[Step], states: dict[int, Any] | None = None) -> None:
+    def __init__(self, steps: list[Step], states: dict[int, Any] | None = None,
+                 emit: Callable[[Any], None] | None = None,
+                 fail: Callable[[bytes], None] | None = None) -> None:
         self.steps = steps
         self.states: dict[int, Any] = dict(states or {})
         self._sink: Sink = _drop
         self._flushers: list[Callable[[], None]] = []
-        self.push = self._build(0)
+        self._tickers: dict[int, Callable[[], None]] = {}
+        if emit is not None and fail is not None:
+            # Bound outputs: the last step calls ``emit`` itself, with no
+            # per-element dispatch on a kind (the batch runner's hot path).
+            self._terminal, self._on_error = emit, fail
+            self.run: Callable[[Any], None] = self._compile(0)
+        else:
+            self._terminal, self._on_error = self._emit_to_sink, self._error_to_sink
+            self.push = self._build(0)
 
     def _emit_to_sink(self, y: Any) -> None:
         self._sink(DATA, y)
+
+    def _error_to_sink(self, p: bytes) -> None:
+        self._sink(ERROR, p)
 
     def _build(self, i: int) -> Callable[[Any, Sink], None]:
         """The function running steps ``i..`` on one element."""
@@ -155,16 +170,30 @@ class Chain:
 
         return push
 
-    def flush(self, sink: Sink) -> None:
-        """Emit what sequential steps hold (end of stream), upstream first."""
-        self._sink = sink
+    def flush(self, sink: Sink | None = None) -> None:
+        """Emit what sequential steps hold (end of stream), upstream first.
+
+        ``sink`` receives the outputs unless the chain was built with ``emit``.
+        """
+        if sink is not None:
+            self._sink = sink
         for flush in self._flushers:
             flush()
 
+    def tick(self, node_id: int) -> None:
+        """Close one window of the processing-time ``timed_window`` ``node_id``."""
+        self._tickers[node_id]()
+
     def _compile(self, i: int) -> Callable[[Any], None]:
         if i == len(self.steps):
-            return self._emit_to_sink
+            return self._terminal
         step = self.steps[i]
+        if step.operator in STATELESS:
+            # A run of element-wise steps becomes one generated function.
+            j = i
+            while j < len(self.steps) and self.steps[j].operator in STATELESS:
+                j += 1
+            return compile_steps(self.steps[i:j], self._compile(j), self._fail)
         nxt = self._compile(i + 1)
         make = getattr(self, "_op_" + step.operator)
         # States are keyed by position, not node id: ids change when a
@@ -174,91 +203,9 @@ class Chain:
         return fn
 
     def _fail(self, step: Step, x: Any, exc: BaseException) -> None:
-        self._sink(ERROR, carried_error(step, x, exc))
+        self._on_error(carried_error(step, x, exc))
 
     # -- element-wise steps ------------------------------------------------
-
-    def _op_map(self, step: Step, nxt: Callable[[Any], None]) -> Callable[[Any], None]:
-        f, args, kwargs = step.func, step.params.get("args", ()), step.params.get("kwargs", {})
-        assert f is not None
-        fail = self._fail
-
-        def run(x: Any) -> None:
-            try:
-                y = f(x, *args, **kwargs)
-            except Exception as e:
-                return fail(step, x, e)
-            nxt(y)
-
-        return run
-
-    def _op_starmap(self, step: Step, nxt: Callable[[Any], None]) -> Callable[[Any], None]:
-        f, args, kwargs = step.func, step.params.get("args", ()), step.params.get("kwargs", {})
-        assert f is not None
-        fail = self._fail
-
-        def run(x: Any) -> None:
-            try:
-                y = f(*x, *args, **kwargs)
-            except Exception as e:
-                return fail(step, x, e)
-            nxt(y)
-
-        return run
-
-    def _op_filter(self, step: Step, nxt: Callable[[Any], None],
-                   negate: bool = False) -> Callable[[Any], None]:
-        f, args, kwargs = step.func, step.params.get("args", ()), step.params.get("kwargs", {})
-        fail = self._fail
-        if f is None:
-            f = bool
-
-        def run(x: Any) -> None:
-            try:
-                keep = f(x, *args, **kwargs)
-            except Exception as e:
-                return fail(step, x, e)
-            if bool(keep) is not negate:
-                nxt(x)
-
-        return run
-
-    def _op_remove(self, step: Step, nxt: Callable[[Any], None]) -> Callable[[Any], None]:
-        return self._op_filter(step, nxt, negate=True)
-
-    def _op_pluck(self, step: Step, nxt: Callable[[Any], None]) -> Callable[[Any], None]:
-        pick = step.params["pick"]
-        fail = self._fail
-        if isinstance(pick, list):
-            picks = tuple(pick)
-
-            def get(x: Any) -> Any:
-                return tuple(x[p] for p in picks)
-        else:
-            def get(x: Any) -> Any:
-                return x[pick]
-
-        def run(x: Any) -> None:
-            try:
-                y = get(x)
-            except Exception as e:
-                return fail(step, x, e)
-            nxt(y)
-
-        return run
-
-    def _op_flatten(self, step: Step, nxt: Callable[[Any], None]) -> Callable[[Any], None]:
-        fail = self._fail
-
-        def run(x: Any) -> None:
-            try:
-                items = iter(x)
-            except TypeError as e:
-                return fail(step, x, e)
-            for item in items:
-                nxt(item)
-
-        return run
 
     # -- sequential steps: state carried from batch to batch ---------------
 
@@ -347,6 +294,27 @@ class Chain:
             if not partial and 0 < len(buf) < n:
                 nxt(tuple(buf))
 
+        self._flushers.append(flush)
+        return run
+
+    def _op_timed_window(self, step: Step, nxt: Callable[[Any], None]) -> Callable[[Any], None]:
+        # Processing time: the driver owns the clock and sends ticks (see
+        # streams.window_clock); a tick emits the open window, empty or not.
+        states, nid = self.states, self._slot
+        states.setdefault(nid, [])
+
+        def run(x: Any) -> None:
+            states[nid].append(x)
+
+        def tick() -> None:
+            window, states[nid] = states[nid], []
+            nxt(window)
+
+        def flush() -> None:
+            if states[nid]:
+                tick()
+
+        self._tickers[step.node_id] = tick
         self._flushers.append(flush)
         return run
 

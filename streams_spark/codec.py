@@ -1,22 +1,29 @@
 """How Python elements cross into and out of Spark as Arrow.
 
-Elements enter as a typed Arrow column when the micro-batch allows it:
-all ``int``, all ``float``, all ``str``, all ``bool``, or all tuples of one
-length whose positions each hold one of those types (a struct column with
-fields ``_0, _1, ...``, read back as tuples). Anything else is pickled, one
-binary value per element. Typed columns are decoded column-wise, which is
-much cheaper than unpickling element by element.
+Batch mode moves elements in **chunks**: one row per few thousand elements,
+whose binary cell is an Arrow IPC stream (:func:`pack`). Spark then carries
+a handful of rows per micro-batch instead of converting every element to
+and from its internal row format, which costs more than the Python work of
+a typical chain; inside a chunk the values keep their Arrow types.
+
+A chunk's values are a typed Arrow column when the chunk allows it: all
+``int`` (within 64 bits), all ``float``, all ``str``, all ``bool``, or all
+tuples of one length whose positions each hold one of those types (a struct
+column with fields ``_0, _1, ...``, read back as tuples). Anything else is
+pickled, one binary value per element. Typed columns are decoded
+column-wise, which is much cheaper than unpickling element by element.
 
 Every table that Spark carries between the steps of a plan has the columns
-of :data:`ROW_FIELDS`: ``seq`` (the input position), ``sub`` (the position
+of :data:`ROW_SCHEMA`: ``seq`` (the input position), ``sub`` (the position
 among the outputs of that input), ``kind`` (data, error, or carried state)
-and ``p`` (the pickled value).
+and ``p`` (the payload: a packed chunk in batch mode, one pickled value in
+stream mode).
 """
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -28,8 +35,11 @@ __all__ = [
     "ERROR",
     "ROW_SCHEMA",
     "STATE",
-    "decode_values",
-    "encode_input",
+    "ErrorRecord",
+    "is_error",
+    "mark_error",
+    "pack",
+    "unpack",
     "rows_table",
 ]
 
@@ -44,79 +54,43 @@ ROW_SCHEMA = pa.schema([
 _SCALARS: dict[type, pa.DataType] = {
     int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_(),
 }
-_INT64 = (-(2**63), 2**63 - 1)
-
-
-def _scalar_type(values: Iterable[Any]) -> pa.DataType | None:
+def _scalar_type(values: Sequence[Any]) -> pa.DataType | None:
     """The Arrow type if every value has exactly one scalar Python type."""
-    kinds = {type(v) for v in values}
+    kinds = set(map(type, values))
     if len(kinds) != 1:
         return None
-    (kind,) = kinds
-    t = _SCALARS.get(kind)
-    if t is pa.int64() and any(not _INT64[0] <= v <= _INT64[1] for v in values):
+    return _SCALARS.get(kinds.pop())
+
+
+def _array(values: Sequence[Any]) -> pa.Array | None:
+    t = _scalar_type(values)
+    if t is None:
         return None
-    return t
-
-
-def encode_input(elements: Sequence[Any], first_seq: int) -> pa.Table:
-    """The Arrow table for one micro-batch: ``seq`` and ``v`` (typed) or ``p``.
-
-    Examples
-    --------
-    >>> encode_input([1, 2], 10).schema.names
-    ['seq', 'v']
-    >>> encode_input([("a", 1.0)], 0).column("v").type
-    StructType(struct<_0: string not null, _1: double not null>)
-    >>> encode_input([{"a": 1}], 0).schema.names
-    ['seq', 'p']
-    """
-    seq = pa.array(range(first_seq, first_seq + len(elements)), pa.int64())
-    column = _typed(elements) if elements else None
-    if column is not None:
-        return pa.table({"seq": seq, "v": column})
-    p = pa.array([pickle.dumps(x, protocol=5) for x in elements], pa.binary())
-    return pa.table({"seq": seq, "p": p})
+    try:
+        return pa.array(values, t)
+    except (OverflowError, pa.ArrowInvalid):  # an int beyond 64 bits
+        return None
 
 
 def _typed(elements: Sequence[Any]) -> pa.Array | None:
-    t = _scalar_type(elements)
-    if t is not None:
-        return pa.array(elements, t)
+    """A typed Arrow array of ``elements``, or None if their types do not allow it."""
+    column = _array(elements)
+    if column is not None:
+        return column
     first = elements[0]
     if type(first) is not tuple or not first:
         return None
     width = len(first)
     if any(type(x) is not tuple or len(x) != width for x in elements):
         return None
-    columns = list(zip(*elements, strict=True))
     arrays = []
-    for col in columns:
-        ct = _scalar_type(col)
-        if ct is None:
+    for col in zip(*elements, strict=True):
+        array = _array(col)
+        if array is None:
             return None
-        arrays.append(pa.array(col, ct))
+        arrays.append(array)
     fields = [pa.field(f"_{i}", a.type, nullable=False) for i, a in enumerate(arrays)]
     return pa.StructArray.from_arrays(arrays, fields=fields)
-
-
-def decode_values(batch: pa.RecordBatch) -> list[Any]:
-    """The Python elements of an input batch (see :func:`encode_input`).
-
-    Examples
-    --------
-    >>> t = encode_input([(1, "a"), (2, "b")], 0)
-    >>> decode_values(t.to_batches()[0])
-    [(1, 'a'), (2, 'b')]
-    """
-    names = batch.schema.names
-    if "v" in names:
-        col = batch.column(names.index("v"))
-        if pa.types.is_struct(col.type):
-            return list(zip(*(c.to_pylist() for c in col.flatten()), strict=True))
-        return col.to_pylist()  # type: ignore[no-any-return]
-    loads = pickle.loads
-    return [loads(b) for b in batch.column(names.index("p")).to_pylist()]
 
 
 def value_of(kind: int, p: bytes) -> Any:
@@ -139,3 +113,78 @@ def rows_table(seq: list[int], sub: list[int], kind: list[int], p: list[bytes]) 
          pa.array(kind, pa.int8()), pa.array(p, pa.binary())],
         schema=ROW_SCHEMA,
     )
+
+
+def _column(values: Sequence[Any]) -> tuple[str, pa.Array]:
+    """``("v", typed array)`` if the types allow, else ``("p", pickles)``."""
+    column = _typed(values) if values else None
+    if column is not None:
+        return "v", column
+    dumps = pickle.dumps
+    return "p", pa.array([dumps(x, protocol=5) for x in values], pa.binary())
+
+
+def pack(values: Sequence[Any], errors: dict[int, bytes] | None = None) -> bytes:
+    """One Arrow IPC stream holding ``values`` in order, typed where possible.
+
+    ``errors`` maps positions to pickled error records: those positions of
+    ``values`` are placeholders, and the values are then pickled (errors are
+    rare; keeping them in place keeps the order of events).
+
+    Examples
+    --------
+    >>> unpack(pack([1, 2, 3]))
+    [1, 2, 3]
+    >>> unpack(pack([("a", 1.5)]))
+    [('a', 1.5)]
+    >>> pa.ipc.open_stream(pack([("a", 1.5)])).schema.field("v").type
+    StructType(struct<_0: string not null, _1: double not null>)
+    >>> unpack(pack([2**70, 1]))  # beyond int64: pickled
+    [1180591620717411303424, 1]
+    >>> unpack(pack([{"a": 1}, None]))
+    [{'a': 1}, None]
+    """
+    if errors:
+        marks = [errors.get(i) for i in range(len(values))]
+        dumps = pickle.dumps
+        p = pa.array([None if i in errors else dumps(x, protocol=5)
+                      for i, x in enumerate(values)], pa.binary())
+        table = pa.table({"p": p, "e": pa.array(marks, pa.binary())})
+    else:
+        name, column = _column(values)
+        table = pa.table({name: column})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
+
+
+def unpack(blob: bytes) -> list[Any]:
+    """The values of :func:`pack` (error positions hold their pickled record)."""
+    table = pa.ipc.open_stream(blob).read_all()
+    names = table.schema.names
+    if "v" in names:
+        col = table.column("v").combine_chunks()
+        if pa.types.is_struct(col.type):
+            return list(zip(*(c.to_pylist() for c in col.flatten()), strict=True))
+        return col.to_pylist()  # type: ignore[no-any-return]
+    loads = pickle.loads
+    ps = table.column("p").to_pylist()
+    if "e" not in names:
+        return [loads(b) for b in ps]
+    return [loads(b) if e is None else ErrorRecord(e)
+            for b, e in zip(ps, table.column("e").to_pylist(), strict=True)]
+
+
+class ErrorRecord(bytes):
+    """A pickled error record in the values of :func:`unpack`."""
+
+
+def mark_error(p: bytes) -> bytes:
+    """Mark a pickled error record so that it travels among values."""
+    return ErrorRecord(p)
+
+
+def is_error(value: Any) -> bool:
+    """Whether an unpacked value is an error record (see :func:`pack`)."""
+    return type(value) is ErrorRecord

@@ -12,10 +12,11 @@ from typing import Any
 from streams.clock import get_clock
 from streams.core import Segment, Stream
 from streams.graph import NodeSpec
+from streams.window_clock import WindowClock
 
 from .batch import BatchRunner
 from .chain import SEQUENTIAL
-from .codec import ERROR, value_of
+from .codec import ErrorRecord
 from .plan import ChainStage, Plan, check_pickles, lower, refusal
 from .stream import NodeFailureInfo
 
@@ -74,6 +75,12 @@ class SparkSegment(Segment):
             )
         check_pickles(spec)
         _check_one_state_stage([n.describe() for n in self.nodes], spec)
+        if WindowClock.wants(node):
+            # Its windows close on Spark, at ticks from to_spark(): the local
+            # node must never fire its own timer (it would push empty windows
+            # to gather()). A closed node's timer does nothing.
+            node._closed = True
+            self.entry._add_window(node)
         self.nodes.append(node)
 
     def add_exit(self, gather: Stream[Any]) -> None:
@@ -110,10 +117,10 @@ class SparkSegment(Segment):
 def _state_kind(spec: NodeSpec) -> str | None:
     if spec.operator == "accumulate" and spec.params.get("key") is not None:
         return "keyed"
+    if spec.operator == "timed_window":
+        return "window" if spec.params.get("time") is not None else "clock"
     if spec.operator in SEQUENTIAL:
         return "sequential"
-    if spec.operator == "timed_window":
-        return "window"
     return None
 
 
@@ -126,6 +133,16 @@ def _check_one_state_stage(specs: list[NodeSpec], new: NodeSpec) -> None:
     """
     kinds = [(s, _state_kind(s)) for s in [*specs, new]]
     streaming = any(k in ("keyed", "window") for _, k in kinds)
+    clocked = [s for s, k in kinds if k == "clock"]
+    if streaming and clocked:
+        stream_only = next(s for s, k in kinds if k in ("keyed", "window"))
+        raise TypeError(
+            f"{new.name}: a processing-time {clocked[0].name} and {stream_only.name} cannot "
+            "share a Spark segment: the first runs one Spark job per micro-batch with "
+            "the driver's clock, the second needs a streaming query. Call gather() "
+            "between them and start a second to_spark(), or give the window an "
+            "event time (timed_window(interval, time=func, lateness=...))"
+        )
     grouped = [s for s, k in kinds if k in ("keyed", "sequential")]
     if not streaming or new not in grouped:
         return
@@ -209,6 +226,9 @@ class ToSpark(Stream[Any]):
         self._opened: float | None = None
         self._runner: Any = None
         self._plan: Plan | None = None
+        self._windows: WindowClock | None = None
+        #: Windows that close in the open micro-batch: (position, node id).
+        self._ticks: list[tuple[int, int]] = []
         Stream.__init__(self, upstream, **kwargs)
         self._segment = SparkSegment(self)
 
@@ -219,7 +239,26 @@ class ToSpark(Stream[Any]):
         assert isinstance(segment, SparkSegment)
         return segment
 
+    def _add_window(self, node: Stream[Any]) -> None:
+        """Time the processing-time window ``node`` of the segment (at admission)."""
+        if self._windows is None:
+            self._windows = WindowClock(self._on_ticks)
+        self._windows.add(node)
+
+    def _on_ticks(self, ticks: list[int]) -> None:
+        # A timer found windows due: they close with the held elements now.
+        self._ticks.extend((len(self._buffer), t) for t in ticks)
+        self.run_batch()
+
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        if self._windows is not None:
+            due: list[int] = []
+            self._windows.due(due)
+            if due:
+                # Batch-aligned processing time: a window closes at the end of
+                # a micro-batch, which holds exactly the elements that arrived
+                # before its deadline (as the in-process window would).
+                self._on_ticks(due)
         buf = self._buffer
         if not buf and self.interval is not None:
             self._opened = get_clock().now()
@@ -233,17 +272,19 @@ class ToSpark(Stream[Any]):
     def run_batch(self, flush: bool = False) -> None:
         """Run the held elements as one micro-batch and emit the results."""
         elements, self._buffer = self._buffer, []
+        ticks, self._ticks = self._ticks, []
         self._opened = None
-        if not elements and not flush:
+        if not elements and not flush and not ticks:
             return
         runner = self._runner or self._start()
         try:
-            rows = runner.run(elements, flush=flush)
+            values = (runner.run(elements, flush=flush, ticks=ticks) if ticks
+                      else runner.run(elements, flush=flush))
         except NodeFailureInfo as e:
             node_id, x, exc = e.info
             self.spark_segment.node(node_id)._fail(x, exc)
             raise
-        self._deliver(rows)
+        self._deliver(values)
         if self.show_progress:
             if self._bar is None:
                 from streams.jupyter.progress import progress_bar
@@ -262,6 +303,13 @@ class ToSpark(Stream[Any]):
             )
         plan = self._plan = segment.plan()
         session = self.session if self.session is not None else default_session()
+        if self._windows is not None and self.streaming:
+            raise ValueError(
+                f"{self._label()}: streaming=True cannot run the processing-time "
+                "timed_window of this segment (its windows close on the driver's clock, "
+                "one Spark job per micro-batch); drop streaming=True, or give the window "
+                "an event time (timed_window(interval, time=func, lateness=...))"
+            )
         if plan.mode == "batch" and not self.streaming:
             chains = [s for s in plan.stages if isinstance(s, ChainStage)]
             steps = chains[0].steps if chains else []
@@ -273,21 +321,24 @@ class ToSpark(Stream[Any]):
             self._runner = StreamRunner(session, plan, self.checkpoint)
         return self._runner
 
-    def _deliver(self, rows: list[tuple[int, bytes]]) -> None:
+    def _deliver(self, values: list[Any]) -> None:
         (gather,) = self.spark_segment.exits
         segment = self.spark_segment
-        for kind, p in rows:
-            if kind == ERROR:
-                node_id, x, exc = pickle.loads(p)
+        emit = gather._emit
+        for v in values:
+            if type(v) is ErrorRecord:
+                node_id, x, exc = pickle.loads(v)
                 segment.node(node_id)._fail(x, exc)
             else:
-                gather._emit(value_of(kind, p))
+                emit(v)
 
     def _flush(self) -> Any:
         # End of stream: the last micro-batch, then what stateful steps hold.
         if self._runner is None and not self._buffer:
             return None
         self.run_batch(flush=True)
+        if self._windows is not None:
+            self._windows.stop()
         if self._runner is not None and hasattr(self._runner, "stop"):
             self._runner.stop()
         if self._bar is not None:

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .chain import Step
-from .codec import DATA, ERROR, WINDOW
+from .codec import DATA, ERROR, WINDOW, mark_error, value_of
 from .plan import ChainStage, KeyedStage, Plan, WindowStage
 from .stages import (
     FAR_FUTURE,
@@ -205,8 +205,16 @@ class StreamRunner:
                     "raise lateness= to accept them")))))
         return rows
 
-    def run(self, elements: list[Any], flush: bool = False) -> list[tuple[int, Any]]:
-        """Run one micro-batch (and, with ``flush``, the end of stream)."""
+    def run(self, elements: list[Any], flush: bool = False) -> list[Any]:
+        """Run one micro-batch (and, with ``flush``, the end of stream).
+
+        Returns its outputs in order, errors as marked records (see
+        :func:`streams_spark.codec.is_error`).
+        """
+        return [mark_error(p) if kind == ERROR else value_of(kind, p)
+                for kind, p in self._run(elements, flush)]
+
+    def _run(self, elements: list[Any], flush: bool) -> list[tuple[int, Any]]:
         dumps = pickle.dumps
         out: list[tuple[int, Any]] = []
         if elements:

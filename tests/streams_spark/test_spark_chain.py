@@ -54,3 +54,25 @@ def test_sequential_state_and_flush() -> None:
     steps = [Step(1, "accumulate", lambda a, b: a + b, {"start": 0}),
              Step(2, "partition", None, {"n": 2})]
     assert run(steps, [1, 2, 3], flush=True) == [(1, 3), (6,)]
+
+
+def test_flatten_iteration_error_is_the_flatten_nodes() -> None:
+    def items(n: int) -> Any:
+        yield n
+        raise ValueError("broken generator")
+
+    out: list[Any] = []
+    chain = Chain([Step(1, "map", items), Step(2, "flatten", None),
+                   Step(3, "map", lambda x: x * 10)],
+                  emit=out.append, fail=lambda p: out.append(pickle.loads(p)))
+    chain.run(1)
+    chain.run(2)
+    assert [x if isinstance(x, int) else (x[0], type(x[2]).__name__) for x in out] == [
+        10, (2, "ValueError"), 20, (2, "ValueError")]
+
+
+def test_arguments_and_pick_lists_reach_the_generated_code() -> None:
+    steps = [Step(1, "map", lambda x, a, b=0: x + a + b, {"args": (1,), "kwargs": {"b": 2}}),
+             Step(2, "filter", lambda x, m: x % m, {"args": (2,)}),
+             Step(3, "map", lambda x: (x, -x, x * 2)), Step(4, "pluck", None, {"pick": [2, 0]})]
+    assert run(steps, [0, 1, 2]) == [(6, 3), (10, 5)]

@@ -78,11 +78,6 @@ def test_second_state_stage_is_refused_at_build_time() -> None:
         s.partition(2)
 
 
-def test_processing_time_window_is_refused_at_build_time() -> None:
-    with pytest.raises(TypeError, match=r"timed_window\(\) on processing time.*time=func"):
-        Stream().to_spark().timed_window(1.0)
-
-
 def test_sequential_steps_in_a_streaming_query(spark: Any) -> None:
     # With an event-time window the segment runs as a query; the running
     # count (accumulate) and partition run there as one state stage.

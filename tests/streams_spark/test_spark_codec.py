@@ -1,0 +1,63 @@
+"""How values cross into and out of Spark: packed chunks, typed where possible."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pyarrow as pa
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streams_spark.batch import _task, encode_chunks
+from streams_spark.chain import Step
+from streams_spark.codec import is_error, pack, unpack
+
+scalars = st.one_of(st.integers(), st.floats(allow_nan=False), st.text(), st.booleans(),
+                    st.none())
+values = st.one_of(scalars, st.tuples(scalars, scalars), st.lists(scalars, max_size=3))
+
+
+def exact(xs: list[Any]) -> list[tuple[type, Any]]:
+    return [(type(x), tuple(exact(list(x))) if isinstance(x, (tuple, list)) else x) for x in xs]
+
+
+@given(st.lists(values, max_size=30))
+def test_pack_round_trips_values_and_their_types(xs: list[Any]) -> None:
+    assert exact(unpack(pack(xs))) == exact(xs)
+
+
+@given(st.one_of(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1),
+                 st.lists(st.tuples(st.text(), st.floats(allow_nan=False)), min_size=1)))
+def test_uniform_chunks_cross_as_typed_arrow(xs: list[Any]) -> None:
+    schema = pa.ipc.open_stream(pack(xs)).schema
+    assert schema.names == ["v"]
+    assert not pa.types.is_binary(schema.field("v").type)
+
+
+def test_errors_keep_their_place_among_values() -> None:
+    got = unpack(pack([1, None, 3], {1: b"err"}))
+    assert got[0] == 1 and got[2] == 3
+    assert is_error(got[1]) and bytes(got[1]) == b"err"
+    assert not any(is_error(x) for x in unpack(pack([b"err"])))
+
+
+@given(st.lists(st.integers(), max_size=50), st.integers(1, 4))
+def test_chunks_split_a_batch_into_partitions_in_order(xs: list[int], parts: int) -> None:
+    table = encode_chunks(xs, 100, parts)
+    assert len(table.to_batches()) <= parts
+    got = [x for b in table.column("b").to_pylist() for x in unpack(b)]
+    assert got == xs
+    seqs = table.column("seq").to_pylist()
+    assert seqs == sorted(seqs) and all(s >= 100 for s in seqs)
+
+
+def test_an_unpicklable_output_becomes_an_error_of_its_step_in_place() -> None:
+    steps = [Step(5, "map", lambda x: (lambda: x) if x == 2 else x, {}, "map(f)")]
+    task = _task(steps, {}, flush=False, with_state=False)
+    rows = list(task(iter(encode_chunks([1, 2, 3], 0, 1).to_batches())))
+    out = [x for batch in rows for p in batch.column("p").to_pylist() for x in unpack(p)]
+    assert out[0] == 1 and out[2] == 3
+    node_id, element, error = pickle.loads(out[1])
+    assert node_id == 5 and repr(element).startswith("<function")  # stands for the value
+    assert "map(f) returned" in str(error) and "gather()" in str(error)
