@@ -26,7 +26,7 @@ from streams.core import Stream
 from streams.graph import walk
 
 from .batch import load_checkpoint, save_checkpoint
-from .codec import DATA, ERROR, WINDOW, value_of
+from .codec import DATA, ERROR, WINDOW, pack, value_of
 from .nodes import SparkSegment
 from .stream import build_query_frame
 
@@ -34,25 +34,25 @@ __all__ = ["FromSpark"]
 
 
 def _rows_to_input(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Spark rows as pickled elements (one value, or a tuple), numbered in order.
+    """Spark rows as packed chunks of elements (one value, or a tuple), numbered in order.
 
-    ``seq`` is the partition id then the row's rank in the partition: the
-    order in which an in-process source would have read the same files.
+    An element's ``seq`` is the partition id then the row's rank in the
+    partition: the order in which an in-process source would have read the
+    same files. Each record batch becomes one row: its first ``seq`` and
+    its values packed as typed Arrow (see :func:`streams_spark.codec.pack`).
     """
     from pyspark import TaskContext
 
     context = TaskContext.get()
     base = (context.partitionId() if context is not None else 0) << 40
-    dumps = pickle.dumps
     n = 0
     for b in batches:
         cols = [c.to_pylist() for c in b.columns]
         values = cols[0] if len(cols) == 1 else list(zip(*cols, strict=True))
-        seq = pa.array(range(base + n, base + n + len(values)), pa.int64())
+        seq = pa.array([base + n], pa.int64())
         n += len(values)
-        yield pa.RecordBatch.from_arrays(
-            [seq, pa.array([dumps(v, protocol=5) for v in values], pa.binary())],
-            names=["seq", "p"])
+        yield pa.RecordBatch.from_arrays([seq, pa.array([pack(values)], pa.binary())],
+                                         names=["seq", "p"])
 
 
 @Stream.register_api(staticmethod)

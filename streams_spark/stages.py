@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .chain import ERROR, Chain, Step, carried_error, pickled_output
-from .codec import DATA, STATE, WINDOW, value_of
+from .codec import DATA, STATE, WINDOW, unpack, value_of
 
 __all__ = [
     "FLUSH", "FLUSH_MARK", "MID_SCHEMA", "ONE_GROUP", "SEQUENTIAL_STAGE", "chain_task",
@@ -27,6 +27,8 @@ __all__ = [
 ]
 
 FLUSH = 3
+#: An input row holding a packed chunk of elements (never leaves a task).
+CHUNK = 5
 #: The payload of the end-of-stream row in a plan's input files.
 FLUSH_MARK = b"streams-spark:flush"
 #: The key of the one group of a sequential stage (never a pickled key).
@@ -116,13 +118,19 @@ def chain_task(steps: list[Step], route_to: Step | None, first: bool
             seqs = batch.column(names.index("seq")).to_pylist()
             ps = batch.column(names.index("p")).to_pylist()
             if first:
-                kinds = [FLUSH if p == FLUSH_MARK else DATA for p in ps]
+                # Input rows are packed chunks (typed Arrow inside): element
+                # ``i`` of the chunk at ``seq`` is element ``seq + i``.
+                kinds = [FLUSH if p == FLUSH_MARK else CHUNK for p in ps]
                 subs = [0] * len(seqs)
             else:
                 kinds = batch.column(names.index("kind")).to_pylist()
                 subs = batch.column(names.index("sub")).to_pylist()
             for s, sb, kind, p in zip(seqs, subs, kinds, ps, strict=True):
-                if kind in (DATA, WINDOW):
+                if kind == CHUNK:
+                    for cur[0], x in enumerate(unpack(p), s):
+                        cur[1] = 0
+                        chain.push(x, sink)
+                elif kind in (DATA, WINDOW):
                     # Children of a flatten rank below their parent's rank.
                     cur[0], cur[1] = s, sb << 16
                     chain.push(loads(p) if kind == DATA else value_of(kind, p), sink)

@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .batch import encode_chunks
 from .chain import Step
 from .codec import DATA, ERROR, WINDOW, mark_error, value_of
 from .plan import ChainStage, KeyedStage, Plan, WindowStage
@@ -215,13 +216,11 @@ class StreamRunner:
                 for kind, p in self._run(elements, flush)]
 
     def _run(self, elements: list[Any], flush: bool) -> list[tuple[int, Any]]:
-        dumps = pickle.dumps
         out: list[tuple[int, Any]] = []
         if elements:
-            seq = pa.array(range(self.next_seq, self.next_seq + len(elements)), pa.int64())
+            chunks = encode_chunks(elements, self.next_seq, parts=1)
             self.next_seq += len(elements)
-            p = pa.array([dumps(x, protocol=5) for x in elements], pa.binary())
-            self._write(pa.table({"seq": seq, "p": p}, schema=_INPUT))
+            self._write(chunks.rename_columns(_INPUT.names))
             out.extend(self._drain())
         windows = any(isinstance(s, WindowStage) for s in self.plan.stages)
         holds = windows or any(isinstance(s, ChainStage) and s.sequential
