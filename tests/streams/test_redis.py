@@ -309,3 +309,57 @@ def test_sink_reloads_its_script_after_a_server_flush(r: Any, redis_url: str) ->
     source.emit({"n": 3})
     source.emit({"n": 4})
     assert values(r, "out") == ["1", "2", "3", "4"]
+
+
+def test_acks_never_precede_the_checkpoint_on_disk(r: Any, redis_url: str, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+    import threading
+
+    from streams import _checkpoint_io
+
+    ids = fill(r, "in", 40)
+    real = _checkpoint_io.write_file
+    entered, gate = threading.Event(), threading.Event()
+    written: list[int] = []
+    on_disk = [0]  # how many entries the newest checkpoint on disk covers
+
+    def gated(directory: Path, sequence: int, data: bytes, *args: Any) -> Path:
+        entered.set()
+        assert gate.wait(timeout=60), "the test never opened the gate"
+        path = real(directory, sequence, data, *args)
+        offset = pickle.loads(data.split(b"\n", 2)[2])[0]["offset"]
+        on_disk[0] = ids.index(offset) + 1
+        written.append(sequence)
+        return path
+
+    monkeypatch.setattr(_checkpoint_io, "write_file", gated)
+    source = Stream.from_redis("in", group="g", consumer="c", url=redis_url, count=4)
+    numbers = source.map(lambda f: int(f["n"]))
+    numbers.map(lambda n: {"n": n}).sink_to_redis("out", url=redis_url, batch=3)
+    cp = Checkpointer(source, tmp_path, every=4, fsync=False)  # one at each batch end
+    acked_seen: list[int] = []
+
+    def check(n: int) -> None:
+        # Acks are sent by this thread only, between batches: stable while it runs.
+        delivered = r.xinfo_groups("in")[0]["entries-read"]
+        acked = delivered - r.xpending("in", "g")["pending"]
+        acked_seen.append(acked)
+        assert acked <= on_disk[0], (n, acked, on_disk[0])
+        if n == 9:
+            # Checkpoint 0 (batch 1) went to the writer at the end of batch 2,
+            # once the sink's write of batch 1 was confirmed; it is held in
+            # the writer until 30.
+            assert entered.wait(timeout=60)
+        if n == 30:
+            assert acked == 0  # nothing is on disk yet, so nothing is acknowledged
+            gate.set()
+
+    numbers.sink(check)
+    source.start()
+    assert values(r, "out") == [str(i) for i in range(40)]
+    assert r.xpending("in", "g")["pending"] == 0
+    assert max(acked_seen) > 0  # acks went out during the run, once checkpoints were on disk
+    # Checkpoints 1..5 reached the writer while 0 was held: they replaced each other.
+    assert written[0] == 0 and written == sorted(set(written)) and cp.superseded >= 4
+    assert cp.durable == written[-1] == cp.sequence - 1

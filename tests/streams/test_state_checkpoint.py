@@ -325,3 +325,143 @@ def test_newest_checkpoint_wins_and_older_ones_are_removed(tmp_path: Path) -> No
     source.start()
     assert [p.name for p in tmp_path.glob("checkpoint-*")] == ["checkpoint-000000000000"]
     assert read_checkpoint(tmp_path).states[1] == {"state": 1}  # type: ignore[union-attr]
+
+
+# ----------------------------------------------------------------------
+# The background writer
+
+
+class GatedWrites:
+    """Stands in for ``write_file``: records each checkpoint written, and can hold the writer.
+
+    The first write blocks (``entered`` set) until ``gate`` opens, so the
+    pipeline takes checkpoints while one is still being written.
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, hold: bool = True) -> None:
+        import threading
+
+        from streams import _checkpoint_io
+
+        self.real = _checkpoint_io.write_file
+        self.written: list[int] = []
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        if not hold:
+            self.gate.set()
+        monkeypatch.setattr(_checkpoint_io, "write_file", self)
+
+    def __call__(self, directory: Path, sequence: int, data: bytes, fsync: bool,
+                 replaces: Any = None) -> Path:
+        self.entered.set()
+        assert self.gate.wait(timeout=60), "the test never opened the gate"
+        path = self.real(directory, sequence, data, fsync, replaces)
+        self.written.append(sequence)
+        return path
+
+
+def test_a_superseded_checkpoint_is_never_written_after_a_newer_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writes = GatedWrites(monkeypatch)
+
+    def hold_then_release(x: int) -> None:
+        if x == 1:  # checkpoint 0 is being written, and stays so until x == 8
+            assert writes.entered.wait(timeout=60)
+        if x == 8:
+            writes.gate.set()
+
+    source, _ = scan_pipeline(range(10))
+    source.sink(hold_then_release)
+    cp = Checkpointer(source, tmp_path, every=1, fsync=False)
+    source.start()  # returns once the last checkpoint (10, at close) is on disk
+    # Checkpoints 1..7 were taken while 0 was being written: each replaced
+    # the one waiting before it, so at least 1..6 were never written.
+    assert writes.written[0] == 0 and writes.written[-1] == 10
+    assert writes.written == sorted(set(writes.written))
+    assert cp.superseded >= 6
+    assert cp.superseded + len(writes.written) == 11
+    assert cp.durable == 10
+    snap = read_checkpoint(tmp_path)
+    assert snap is not None and snap.sequence == 10 and snap.states[1] == {"state": 45}
+    assert [p.name for p in tmp_path.glob("checkpoint-*")] == ["checkpoint-000000000010"]
+
+
+def test_a_failed_write_is_raised_and_no_later_checkpoint_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streams import _checkpoint_io
+
+    attempts: list[int] = []
+
+    def full_disk(directory: Path, sequence: int, *args: Any) -> Path:
+        attempts.append(sequence)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_checkpoint_io, "write_file", full_disk)
+    source, out = scan_pipeline(range(10))
+    cp = Checkpointer(source, tmp_path, every=2, fsync=False)
+    message = r"writing checkpoint 0 to .* failed: OSError: .*No space left on device"
+
+    def wait_at_3(x: int) -> None:
+        if x == 3:  # checkpoint 0 (after 2 elements) was handed to the writer
+            with pytest.raises(CheckpointError, match=message):
+                cp.wait()
+
+    source.sink(wait_at_3)
+    with pytest.raises(CheckpointError, match=message):
+        source.start()  # the next checkpoint (after 4 elements) is refused
+    assert out == [0, 1, 3, 6]
+    assert attempts == [0]  # nothing after the failure
+    assert read_checkpoint(tmp_path) is None
+    with pytest.raises(CheckpointError, match="No space left"):
+        cp.wait()  # and it stays failed
+    with pytest.raises(CheckpointError, match="No space left"):
+        cp.save()
+
+
+def test_background_false_writes_in_the_pipeline_thread(tmp_path: Path) -> None:
+    source = Stream()
+    source.scan(add, start=0).sink_to_list()
+    cp = Checkpointer(source, tmp_path, fsync=False, background=False)
+    source.emit(5)
+    cp.save()
+    assert cp.durable == 0  # on disk as save() returns
+    assert read_checkpoint(tmp_path).states[1] == {"state": 5}  # type: ignore[union-attr]
+
+
+def test_the_durable_sink_is_fsynced_before_the_checkpoint_that_records_its_length(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import pickle
+
+    out = tmp_path / "out.txt"
+    writes = GatedWrites(monkeypatch, hold=False)
+    fsynced = [0]  # the longest length of out.txt known to be on disk
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        real_fsync(fd)
+        if out.exists() and os.fstat(fd).st_ino == out.stat().st_ino:
+            fsynced[0] = max(fsynced[0], os.fstat(fd).st_size)
+
+    recorded: list[tuple[int, int]] = []
+
+    def check_then_write(directory: Path, sequence: int, data: bytes, *args: Any) -> Path:
+        states = pickle.loads(data.split(b"\n", 2)[2])
+        (length,) = [state["length"] for state in states if state and "length" in state]
+        recorded.append((length, fsynced[0]))
+        return writes(directory, sequence, data, *args)
+
+    from streams import _checkpoint_io
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(_checkpoint_io, "write_file", check_then_write)
+    source = Stream.from_iterable(range(50))
+    source.map(str).sink_to_durable_textfile(out, fsync=True)
+    cp = Checkpointer(source, tmp_path / "ckpt", every=7, fsync=True)
+    # Waiting for each checkpoint makes every one reach the writer (none superseded).
+    source.sink(lambda x: cp.wait() if x % 7 == 0 else None)
+    source.start()
+    assert out.read_text() == "".join(f"{i}\n" for i in range(50))
+    assert len(recorded) == 8 and recorded[-1][0] == out.stat().st_size
+    # Each checkpoint written records a length already fsynced.
+    assert all(length <= synced for length, synced in recorded), recorded
