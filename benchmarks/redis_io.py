@@ -18,13 +18,16 @@ own consumer group and writing to its own output stream:
 
 It prints per-variant medians of entries/s, and medians of the per-round
 ratios (paired, so a noisy machine affects both sides of a ratio alike).
-Client CPU time per entry is printed too: the machine is shared, and CPU per
-entry is what the code controls.
+Client and redis-server CPU time per entry are printed too (the server's
+from /proc, on Linux): the machine is shared, CPU per entry is what the code
+controls, and the two processes share the machine's cores. The load average
+is printed at the start and the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import socket
 import statistics
@@ -119,12 +122,26 @@ def with_streams(url: str, group: str, out: str, ckpt: str | None = None,
     return n
 
 
-def timed(run: Callable[[], int]) -> tuple[float, float]:
-    """(entries/s, client CPU microseconds per entry)."""
-    c0, t0 = time.process_time(), time.perf_counter()
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid``; NaN if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(run: Callable[[], int], server: int) -> tuple[float, float, float]:
+    """(entries/s, client and redis-server CPU microseconds per entry)."""
+    s0, c0, t0 = process_cpu(server), time.process_time(), time.perf_counter()
     n = run()
-    t1, c1 = time.perf_counter(), time.process_time()
-    return n / (t1 - t0), (c1 - c0) / n * 1e6
+    t1, c1, s1 = time.perf_counter(), time.process_time(), process_cpu(server)
+    return n / (t1 - t0), (c1 - c0) / n * 1e6, (s1 - s0) / n * 1e6
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main() -> None:
@@ -140,6 +157,7 @@ def main() -> None:
     except ImportError:
         parser = "pure Python (install hiredis: redis-py parses replies several times faster)"
     print(f"python {sys.version.split()[0]}, redis-py {redis.__version__}, parser: {parser}")
+    print(f"load average at start: {load()}")
 
     with tempfile.TemporaryDirectory() as tmp:
         proc, url = start_server(tmp)
@@ -147,7 +165,7 @@ def main() -> None:
             admin = redis.Redis.from_url(url)
             fill(url, STREAM, args.entries)
             fill(url, SMALL, args.plain_entries)
-            results: dict[str, list[tuple[float, float]]] = {}
+            results: dict[str, list[tuple[float, float, float]]] = {}
             for rnd in range(args.rounds):
                 variants: dict[str, Callable[[str, str], int]] = {
                     "plain": lambda g, o: plain(url, SMALL, g, o, pipelined=False),
@@ -162,7 +180,7 @@ def main() -> None:
                     out = f"bench-out-{i}"
                     admin.delete(out)
                     results.setdefault(name, []).append(
-                        timed(lambda run=run, g=f"g{rnd}-{i}", out=out: run(g, out)))
+                        timed(lambda run=run, g=f"g{rnd}-{i}", out=out: run(g, out), proc.pid))
                     admin.delete(out)
                 print(f"round {rnd + 1}: " + ", ".join(
                     f"{k} {v[-1][0]:,.0f}/s" for k, v in results.items()))
@@ -171,10 +189,13 @@ def main() -> None:
             proc.terminate()
             proc.wait()
 
-    print(f"\n{'variant':28} {'median entries/s':>17} {'client CPU us/entry':>20}")
+    print(f"load average at end: {load()}")
+    print(f"\n{'variant':28} {'median entries/s':>17} {'client CPU us/entry':>20} "
+          f"{'server CPU us/entry':>20}")
     for name, rs in results.items():
         print(f"{name:28} {statistics.median(r[0] for r in rs):>17,.0f} "
-              f"{statistics.median(r[1] for r in rs):>20.2f}")
+              f"{statistics.median(r[1] for r in rs):>20.2f} "
+              f"{statistics.median(r[2] for r in rs):>20.2f}")
 
     def ratio(a: str, b: str) -> float:
         return statistics.median(x[0] / y[0] for x, y in zip(results[a], results[b],

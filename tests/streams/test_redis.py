@@ -363,3 +363,28 @@ def test_acks_never_precede_the_checkpoint_on_disk(r: Any, redis_url: str, tmp_p
     # Checkpoints 1..5 reached the writer while 0 was held: they replaced each other.
     assert written[0] == 0 and written == sorted(set(written)) and cp.superseded >= 4
     assert cp.durable == written[-1] == cp.sequence - 1
+
+
+def test_a_write_confirmed_late_still_holds_back_the_acks(r: Any, redis_url: str) -> None:
+    # Without a loop the sink's reply is read a round later; a failed write
+    # must still be reported, naming the node, and its entries stay pending.
+    fill(r, "in", 12)
+    r.set("out", "not a stream")  # every XADD to it fails (WRONGTYPE)
+    source = Stream.from_redis("in", group="g", consumer="c", url=redis_url, count=4)
+    written: list[int] = []
+    numbers = source.map(lambda f: int(f["n"]))
+    numbers.map(lambda n: {"n": n}).sink_to_redis("out", url=redis_url, batch=4,
+                                                    stream_name="results")
+    numbers.sink(written.append)
+    with pytest.raises(NodeError, match=r"sink_to_redis.*'results'.*WRONGTYPE"):
+        source.start()
+    assert written[:4] == [0, 1, 2, 3]  # the next batch ran before the reply was read
+    delivered = r.xinfo_groups("in")[0]["entries-read"]
+    assert r.xpending("in", "g")["pending"] == delivered >= 4  # nothing acknowledged
+    # The sink is not left waiting for replies: a new run writes once "out" is fixed.
+    r.delete("out")
+    source = Stream.from_redis("in", group="g", consumer="c", url=redis_url, count=4)
+    source.map(lambda f: {"n": int(f["n"])}).sink_to_redis("out", url=redis_url, batch=4)
+    source.start()
+    assert values(r, "out") == [str(i) for i in range(12)]
+    assert r.xpending("in", "g")["pending"] == 0
