@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -84,9 +85,10 @@ class Job:
 
     __slots__ = ("confirms", "data", "fds", "futures", "sequence")
 
-    def __init__(self, sequence: int, data: bytes, fds: list[int],
+    def __init__(self, sequence: int, data: bytes | Callable[[], bytes], fds: list[int],
                  confirms: list[tuple[Any, int]]) -> None:
         self.sequence = sequence
+        #: The file's bytes, or what makes them (called by the writer).
         self.data = data
         #: Duplicated descriptors of files to fsync before the checkpoint is written.
         self.fds = fds
@@ -187,8 +189,8 @@ class Writer:
             if self.fsync:
                 for fd in job.fds:
                     os.fsync(fd)
-            final = write_file(self.directory, job.sequence, job.data, self.fsync,
-                               self._replaces)
+            data = job.data if isinstance(job.data, bytes) else job.data()
+            final = write_file(self.directory, job.sequence, data, self.fsync, self._replaces)
             self._replaces = [final]
         except Exception as e:  # handed to the pipeline's thread (see Checkpointer.save)
             error = CheckpointError(

@@ -52,7 +52,7 @@ import hashlib
 import json
 import os
 import pickle
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -207,16 +207,27 @@ def _dump_states(nodes: list[Stream[Any]], states: Any) -> bytes:
         raise
 
 
-def _encode(nodes: list[Stream[Any]], states: list[Any], sequence: int) -> bytes:
-    """The bytes of a checkpoint file (see the module docs for the format)."""
+def _encode(nodes: list[Stream[Any]], states: list[Any], sequence: int) -> Callable[[], bytes]:
+    """Serialise ``states`` now; return what makes the file's bytes (see the module docs).
+
+    The pickle is made at once (the states are live objects); the checksum
+    and the header are left to whoever writes the file (the background
+    writer: hashing a large payload there runs without the GIL).
+    """
     payload = _dump_states(nodes, states)
-    header = {
-        "version": FORMAT_VERSION,
-        "sequence": sequence,
-        "nodes": [_identity(i, n) for i, n in enumerate(nodes)],
-        "payload": {"length": len(payload), "sha256": hashlib.sha256(payload).hexdigest()},
-    }
-    return b"".join((_MAGIC, json.dumps(header).encode(), b"\n", payload))
+    identity = [_identity(i, n) for i, n in enumerate(nodes)]
+
+    def data() -> bytes:
+        header = {
+            "version": FORMAT_VERSION,
+            "sequence": sequence,
+            "nodes": identity,
+            "payload": {"length": len(payload),
+                        "sha256": hashlib.sha256(payload).hexdigest()},
+        }
+        return b"".join((_MAGIC, json.dumps(header).encode(), b"\n", payload))
+
+    return data
 
 
 def write_checkpoint(directory: str | os.PathLike[str], node: Stream[Any],
@@ -231,7 +242,7 @@ def write_checkpoint(directory: str | os.PathLike[str], node: Stream[Any],
     :class:`Checkpointer` writes in the background.
     """
     nodes = walk(node)
-    data = _encode(nodes, [_node_state(n) for n in nodes], sequence)
+    data = _encode(nodes, [_node_state(n) for n in nodes], sequence)()
     return write_file(Path(directory), sequence, data, fsync)
 
 

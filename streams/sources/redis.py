@@ -56,6 +56,11 @@ def _raw(response: Any, **options: Any) -> Any:
     return response
 
 
+def _joined(ids: list[Any]) -> Any:
+    """``ids`` (all str, or all bytes) as one newline-separated string."""
+    return ("\n" if isinstance(ids[0], str) else b"\n").join(ids)
+
+
 def start_id(start: Any) -> str:
     """The exclusive Redis id to read after, from an id, ``"$"`` or a time.
 
@@ -179,7 +184,8 @@ class FromRedis(Source):
         # is on disk.
         self._deferred: list[Any] = []
         self._unconfirmed: deque[tuple[list[tuple[Any, int]], list[Any]]] = deque()
-        self._covered: deque[tuple[int, list[Any]]] = deque()
+        # (sequence, ids, the ids joined by newlines: what a checkpoint saves)
+        self._covered: deque[tuple[int, list[Any], Any]] = deque()
         super().__init__(**kwargs)
 
     def snapshot(self) -> dict[str, Any]:
@@ -187,11 +193,20 @@ class FromRedis(Source):
 
         Ids covered by earlier checkpoints still being written count too:
         this checkpoint covers them as well, and may be the one that reaches
-        the disk (a newer checkpoint supersedes one still waiting).
+        the disk (a newer checkpoint supersedes one still waiting). They are
+        saved as strings of newline-separated ids, one per batch: pickling a
+        list costs 75 ns an id, a string 10 (ids hold no newline).
         """
-        unacked = [i for _, ids in self._covered for i in ids]
-        return {"offset": self.offset, "processed": unacked + self.processed,
-                "_acks": list(self._acks)}
+        chunks = [joined for _, _, joined in self._covered]
+        if self.processed:
+            chunks.append(_joined(self.processed))
+        return {"offset": self.offset, "processed": chunks, "_acks": list(self._acks)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Restore the offset and the ids to acknowledge (chunks or single ids)."""
+        super().restore(state)
+        self.processed = [i for chunk in self.processed
+                          for i in chunk.split("\n" if isinstance(chunk, str) else b"\n")]
 
     # -- the Redis side ------------------------------------------------------
 
@@ -335,7 +350,7 @@ class FromRedis(Source):
     def _checkpoint_taken(self, sequence: int) -> None:
         # The checkpoint `sequence` covers these ids: acknowledged once it is on disk.
         if self.group is not None and self.processed:
-            self._covered.append((sequence, self.processed[:]))
+            self._covered.append((sequence, self.processed[:], _joined(self.processed)))
             self.processed.clear()
 
     def _release(self, final: bool = False) -> None:

@@ -388,3 +388,18 @@ def test_a_write_confirmed_late_still_holds_back_the_acks(r: Any, redis_url: str
     source.start()
     assert values(r, "out") == [str(i) for i in range(12)]
     assert r.xpending("in", "g")["pending"] == 0
+
+
+def test_saved_ids_restore_from_chunks_and_from_single_ids() -> None:
+    source = Stream.from_redis("in", group="g", consumer="c")
+    source.processed = ["1-0", "1-1"]
+    source._checkpoint_taken(0)  # covered by checkpoint 0, not yet on disk
+    source.processed = ["2-0"]
+    saved = source.snapshot()
+    assert saved["processed"] == ["1-0\n1-1", "2-0"]  # one string per batch
+    source = Stream.from_redis("in", group="g", consumer="c")
+    source.restore(saved)
+    assert source.processed == ["1-0", "1-1", "2-0"]
+    # A checkpoint written with one id an entry reads the same.
+    source.restore({"offset": b"2-0", "processed": [b"1-0", b"2-0"], "_acks": []})
+    assert source.processed == [b"1-0", b"2-0"]
