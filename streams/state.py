@@ -293,8 +293,10 @@ class Checkpointer:
 
     Taking a checkpoint (serialising the node states and source offsets) is
     synchronous; writing it to disk (write, fsync, rename, fsync of the
-    directory) is done by one background thread, alive only while a
-    checkpoint waits to be written, so the pipeline goes on meanwhile. If
+    directory) is done by one background thread, so the pipeline goes on
+    meanwhile; the thread ends once the last checkpoint is written (when
+    the sources close, at :meth:`wait`, or a second after the last one) and
+    an interpreter exiting waits for the checkpoint it is writing. If
     the disk is slower than the checkpoints, a checkpoint still waiting when
     the next is taken is skipped (the newer one covers it). Whatever must
     wait for durability waits for it: a Redis source acknowledges entries
