@@ -82,10 +82,11 @@ class Scatter(Stream[Any]):
     see futures, and an operator that cannot run on Dask is refused when the
     graph is built.
 
-    With the synchronous API, ``emit`` returns once the element is in flight
-    (it blocks only while the bound is reached): results reach ``gather()``
-    while later elements are emitted (finished tasks are looked for every 16
-    elements), and all of them by the time ``close()`` returns, or
+    With the synchronous API, ``emit`` returns once the element is accepted
+    (sent, or held for the next batch while every worker thread has a task
+    queued; it blocks only while the bound is reached): results reach
+    ``gather()`` while later elements are emitted (finished tasks are looked
+    for every 16 elements), and all of them by the time ``close()`` returns, or
     :meth:`flush` is called. Waiting for each element's result inside
     ``emit`` would make every element a round trip to the cluster: this is
     where streamz lost most of its throughput. On an asynchronous stream,
@@ -103,7 +104,9 @@ class Scatter(Stream[Any]):
     client : distributed.Client, optional
         Overrides the client chosen by ``to_dask()`` (see there).
     batch_size : int
-        Most elements per task.
+        Most elements per task. Batches start at 16 elements and grow as
+        workers report run times, up to about a quarter of a second of work
+        per task (so that the last tasks of a stream are short).
     max_in_flight : int, optional
         Most tasks running or queued on the cluster (default: three per
         worker thread, at least 4); results that finished ahead of an
