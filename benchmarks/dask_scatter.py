@@ -42,6 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 #: (from the run times workers report per batch).
 BUSY: dict[tuple[str, str], list[float]] = {}
 
+#: Milliseconds of work per element, per streams run, as the workers measured it:
+#: against 1 ms it shows how much the machine's load slowed the sleeps down.
+COST: dict[tuple[str, str], list[float]] = {}
+
 
 def inc(x: int) -> int:
     return x + 1
@@ -88,6 +92,7 @@ def run_streams_sync(client: Client, f: Callable[[int], int], n: int) -> float:
     dt = time.perf_counter() - t
     assert out == list(range(1, n + 1))
     BUSY.setdefault(("sync", f.__name__), []).append(scatter.work_seconds / (2 * dt))
+    COST.setdefault(("sync", f.__name__), []).append(1e3 * scatter.work_seconds / n)
     return n / dt
 
 
@@ -106,6 +111,7 @@ async def _streams_async(address: str, f: Callable[[int], int], n: int) -> float
         dt = time.perf_counter() - t
     assert out == list(range(1, n + 1))
     BUSY.setdefault(("async", f.__name__), []).append(scatter.work_seconds / (2 * dt))
+    COST.setdefault(("async", f.__name__), []).append(1e3 * scatter.work_seconds / n)
     return n / dt
 
 
@@ -161,8 +167,10 @@ def main() -> None:
                 for name, run in contenders.items():
                     rate = run(f, counts[fname][name])
                     rates.setdefault((fname, name), []).append(rate)
-                    busy = BUSY.get((name.split()[-1], fname), [None])[-1]
-                    note = "" if busy is None else f"  (workers busy {busy:.0%})"
+                    key = (name.split()[-1], fname)
+                    note = "" if key not in BUSY else (
+                        f"  (workers busy {BUSY[key][-1]:.0%}, "
+                        f"{COST[key][-1]:.3f} ms per element)")
                     print(f"round {r + 1} {fname:>9} {name:<14} {rate:10.0f} elements/s"
                           f"{note}", flush=True)
         print()
@@ -180,8 +188,10 @@ def main() -> None:
         for name in ("streams sync", "streams async"):
             med = statistics.median(rates[("sleep_1ms", name)])
             busy = statistics.median(BUSY[(name.split()[1], "sleep_1ms")])
+            cost = statistics.median(COST[(name.split()[1], "sleep_1ms")])
             print(f"  {name:<14} {med:6.0f} elements/s = {med / 2000:.0%} of nominal, "
-                  f"{med / limit:.0%} of measured; workers busy {busy:.0%} of the time")
+                  f"{med / limit:.0%} of measured; workers busy {busy:.0%} of the time, "
+                  f"{cost:.3f} ms of work per element")
     # Other processes on the machine slow the workers' sleeps down: a run is
     # only comparable with runs made at a similar load.
     print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
