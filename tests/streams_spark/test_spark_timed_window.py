@@ -74,13 +74,13 @@ def test_windows_close_on_arrival_without_timers(spark: Any) -> None:
 
 
 def test_keyed_scan_and_processing_window_are_refused_together() -> None:
-    with pytest.raises(TypeError, match="processing-time timed_window.*gather"):
+    with pytest.raises(TypeError, match=r"processing-time timed_window.*gather"):
         Stream().to_spark().scan(lambda a, b: a + b, start=0, key=0).timed_window(1.0)
 
 
 def test_streaming_mode_refuses_a_processing_window_naming_the_fix(spark: Any) -> None:
     source = Stream()
     source.to_spark(streaming=True).timed_window(1.0).gather().sink(print)
-    with pytest.raises(ValueError, match="streaming=True.*event time"):
+    with pytest.raises(ValueError, match=r"streaming=True.*event time"):
         source.emit(1)
         source.close()
