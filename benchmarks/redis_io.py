@@ -14,7 +14,9 @@ own consumer group and writing to its own output stream:
   pipelined (a stronger baseline, for information);
 * ``streams``: ``Stream.from_redis(...).map(f).sink_to_redis(...)``;
 * ``streams+ckpt``: the same with a Checkpointer every 1,000 elements,
-  with ``fsync=False`` and with the default ``fsync=True``.
+  with ``fsync=False`` and with the default ``fsync=True`` (written in the
+  pipeline's thread), and with ``fsync=True, background=True`` (one writer
+  thread).
 
 It prints per-variant medians of entries/s, and medians of the per-round
 ratios (paired, so a noisy machine affects both sides of a ratio alike).
@@ -108,12 +110,12 @@ def plain(url: str, key: str, group: str, out: str, pipelined: bool) -> int:
 
 
 def with_streams(url: str, group: str, out: str, ckpt: str | None = None,
-                 fsync: bool = True) -> int:
+                 fsync: bool = True, background: bool = False) -> int:
     source = Stream.from_redis(STREAM, group=group, consumer="c", url=url, count=BATCH)
     counted = source.map(transform)
     counted.sink_to_redis(out, url=url, batch=BATCH)
     if ckpt is not None:
-        Checkpointer(source, ckpt, every=1000, fsync=fsync)
+        Checkpointer(source, ckpt, every=1000, fsync=fsync, background=background)
     source.start()
     r = redis.Redis.from_url(url)
     n = int(r.xlen(out))
@@ -175,6 +177,9 @@ def main() -> None:
                         url, g, o, ckpt=str(Path(tmp) / f"ck-{g}"), fsync=False),
                     "streams+ckpt(fsync=True)": lambda g, o: with_streams(
                         url, g, o, ckpt=str(Path(tmp) / f"ck-{g}"), fsync=True),
+                    "streams+ckpt(fsync=True,bg)": lambda g, o: with_streams(
+                        url, g, o, ckpt=str(Path(tmp) / f"ck-{g}"), fsync=True,
+                        background=True),
                 }
                 for i, (name, run) in enumerate(variants.items()):
                     out = f"bench-out-{i}"
@@ -204,7 +209,8 @@ def main() -> None:
     print("\nmedian paired ratios (throughput)")
     print(f"  streams / plain                     {ratio('streams', 'plain'):6.2f}x")
     print(f"  streams / plain-pipelined           {ratio('streams', 'plain-pipelined'):6.2f}x")
-    for ck in ("streams+ckpt(fsync=False)", "streams+ckpt(fsync=True)"):
+    for ck in ("streams+ckpt(fsync=False)", "streams+ckpt(fsync=True)",
+               "streams+ckpt(fsync=True,bg)"):
         cost = 1 - ratio(ck, "streams")
         print(f"  cost of {ck:27} {cost:6.1%} of throughput")
 

@@ -292,11 +292,13 @@ class Checkpointer:
     (``sink_to_redis``, ``sink_to_durable_textfile``) hand it over.
 
     Taking a checkpoint (serialising the node states and source offsets) is
-    synchronous; writing it to disk (write, fsync, rename, fsync of the
-    directory) is done by one background thread, so the pipeline goes on
-    meanwhile; the thread ends once the last checkpoint is written (when
-    the sources close, at :meth:`wait`, or a second after the last one) and
-    an interpreter exiting waits for the checkpoint it is writing. If
+    synchronous, and so, by default, is writing it to disk (write, fsync,
+    rename, fsync of the directory): the library starts no thread of its
+    own unless asked. With ``background=True`` one writer thread writes
+    checkpoints while the pipeline goes on; the thread ends once the last
+    checkpoint is written (when the sources close, at :meth:`wait`, or a
+    second after the last one) and an interpreter exiting waits for the
+    checkpoint it is writing. If
     the disk is slower than the checkpoints, a checkpoint still waiting when
     the next is taken is skipped (the newer one covers it). Whatever must
     wait for durability waits for it: a Redis source acknowledges entries
@@ -320,13 +322,13 @@ class Checkpointer:
         Seconds between checkpoints.
     fsync : bool
         Make each checkpoint durable against power loss (costs a disk
-        flush per checkpoint, in the background; a killed process loses
-        nothing without it).
+        flush per checkpoint; a killed process loses nothing without it).
     restore : bool
         Resume from an existing checkpoint (False: overwrite it).
     background : bool
-        Write checkpoints in the background thread (False: in the pipeline's
-        own thread, which waits for each).
+        Write checkpoints in one writer thread, started for the purpose, while
+        the pipeline goes on (default False: in the pipeline's own thread,
+        which waits for each write).
 
     Examples
     --------
@@ -349,7 +351,7 @@ class Checkpointer:
 
     def __init__(self, node: Stream[Any], directory: str | os.PathLike[str],
                  every: int | None = None, interval: float | None = None,
-                 fsync: bool = True, restore: bool = True, background: bool = True) -> None:
+                 fsync: bool = True, restore: bool = True, background: bool = False) -> None:
         if every is not None and (isinstance(every, bool) or not isinstance(every, int)
                                   or every < 1):
             raise ValueError(f"Checkpointer(): every must be an int >= 1, got {every!r}")

@@ -337,7 +337,8 @@ def test_acks_never_precede_the_checkpoint_on_disk(r: Any, redis_url: str, tmp_p
     source = Stream.from_redis("in", group="g", consumer="c", url=redis_url, count=4)
     numbers = source.map(lambda f: int(f["n"]))
     numbers.map(lambda n: {"n": n}).sink_to_redis("out", url=redis_url, batch=3)
-    cp = Checkpointer(source, tmp_path, every=4, fsync=False)  # one at each batch end
+    cp = Checkpointer(source, tmp_path, every=4, fsync=False,  # one at each batch end
+                      background=True)
     acked_seen: list[int] = []
 
     def check(n: int) -> None:

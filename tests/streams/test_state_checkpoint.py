@@ -372,7 +372,7 @@ def test_a_superseded_checkpoint_is_never_written_after_a_newer_one(
 
     source, _ = scan_pipeline(range(10))
     source.sink(hold_then_release)
-    cp = Checkpointer(source, tmp_path, every=1, fsync=False)
+    cp = Checkpointer(source, tmp_path, every=1, fsync=False, background=True)
     source.start()  # returns once the last checkpoint (10, at close) is on disk
     # Checkpoints 1..7 were taken while 0 was being written: each replaced
     # the one waiting before it, so at least 1..6 were never written.
@@ -398,7 +398,7 @@ def test_a_failed_write_is_raised_and_no_later_checkpoint_is_written(
 
     monkeypatch.setattr(_checkpoint_io, "write_file", full_disk)
     source, out = scan_pipeline(range(10))
-    cp = Checkpointer(source, tmp_path, every=2, fsync=False)
+    cp = Checkpointer(source, tmp_path, every=2, fsync=False, background=True)
     message = r"writing checkpoint 0 to .* failed: OSError: .*No space left on device"
 
     def wait_at_3(x: int) -> None:
