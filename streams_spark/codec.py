@@ -31,6 +31,7 @@ import pyarrow as pa
 __all__ = [
     "DATA",
     "WINDOW",
+    "WINDOW_ITEMS",
     "value_of",
     "ERROR",
     "ROW_SCHEMA",
@@ -46,6 +47,8 @@ __all__ = [
 DATA, ERROR, STATE = 0, 1, 2
 #: A window: ``p`` pickles the list of its elements' pickles (not re-pickled).
 WINDOW = 4
+#: A window assembled on the driver: ``p`` is the list of its elements' pickles.
+WINDOW_ITEMS = 6
 
 ROW_SCHEMA = pa.schema([
     ("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()), ("p", pa.binary()),
@@ -93,7 +96,7 @@ def _typed(elements: Sequence[Any]) -> pa.Array | None:
     return pa.StructArray.from_arrays(arrays, fields=fields)
 
 
-def value_of(kind: int, p: bytes) -> Any:
+def value_of(kind: int, p: Any) -> Any:
     """The element carried by a data or window row.
 
     Examples
@@ -101,6 +104,8 @@ def value_of(kind: int, p: bytes) -> Any:
     >>> value_of(WINDOW, pickle.dumps([pickle.dumps(1), pickle.dumps("a")]))
     [1, 'a']
     """
+    if kind == WINDOW_ITEMS:
+        return [pickle.loads(b) for b in p]
     if kind == WINDOW:
         return [pickle.loads(b) for b in pickle.loads(p)]
     return pickle.loads(p)

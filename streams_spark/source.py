@@ -26,8 +26,9 @@ from streams.core import Stream
 from streams.graph import walk
 
 from .batch import load_checkpoint, save_checkpoint
-from .codec import DATA, ERROR, WINDOW, pack, value_of
+from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, pack, value_of
 from .nodes import SparkSegment
+from .stages import collected_rows
 from .stream import build_query_frame
 
 __all__ = ["FromSpark"]
@@ -145,18 +146,14 @@ class FromSpark(Stream[Any]):
     def _deliver_batch(self, df: Any, batch_id: int) -> None:
         if batch_id <= self._delivered:
             return  # replayed by Spark after a restart: delivered already
-        table = df.toArrow()
-        if table.num_rows:
-            table = table.sort_by([("seq", "ascending"), ("sub", "ascending")])
         segment = self._segment
         assert isinstance(segment, SparkSegment)
         (gather,) = segment.exits
-        for kind, p in zip(table.column("kind").to_pylist(), table.column("p").to_pylist(),
-                           strict=True):
+        for kind, p in collected_rows(df.toArrow()):
             if kind == ERROR:
                 node_id, x, exc = pickle.loads(p)
                 segment.node(node_id)._fail(x, exc)
-            elif kind in (DATA, WINDOW):
+            elif kind in (DATA, WINDOW, WINDOW_ITEMS):
                 gather._emit(value_of(kind, p))
         states = [n.snapshot() for n in self._local_nodes()]
         save_checkpoint(os.path.join(self.checkpoint, "delivered"),

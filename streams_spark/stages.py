@@ -17,13 +17,14 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .chain import ERROR, Chain, Step, carried_error, pickled_output
-from .codec import DATA, STATE, WINDOW, unpack, value_of
+from .codec import DATA, STATE, WINDOW, WINDOW_ITEMS, unpack, value_of
 
 __all__ = [
     "FLUSH", "FLUSH_MARK", "MID_SCHEMA", "ONE_GROUP", "SEQUENTIAL_STAGE", "chain_task",
-    "keyed_scan", "sequential_chain", "window_items",
+    "collected_rows", "keyed_scan", "sequential_chain", "window_items",
 ]
 
 FLUSH = 3
@@ -76,6 +77,74 @@ def _route(step: Step | None) -> Callable[[Any], tuple[bytes | None, float | Non
     return when
 
 
+class Router:
+    """Rows for the next stage, routed: ``k`` and ``t`` computed once per element.
+
+    Parameters
+    ----------
+    route_to : Step, optional
+        The stage the rows go to (None: no routing columns needed).
+    last : Step, optional
+        The step that produced the values (named when one cannot be pickled).
+    """
+
+    def __init__(self, route_to: Step | None, last: Step | None) -> None:
+        self.route_to = route_to
+        self.last = last
+        self.route = _route(route_to)
+        self.to_window = route_to is not None and route_to.operator == "timed_window"
+        self.grouped = route_to is not None and route_to.operator == SEQUENTIAL_STAGE
+        self.cols: dict[str, list[Any]] = {n: [] for n in MID_SCHEMA.names}
+
+    def add(self, seq: int, sub: int, kind: int, value: Any) -> None:
+        """A value (``kind`` DATA) or a pickled error record (``kind`` ERROR)."""
+        k: bytes | None = b""
+        t: float | None = None
+        if kind == ERROR:
+            p = value
+        else:
+            try:
+                k, t = self.route(value)
+            except Exception as e:
+                assert self.route_to is not None
+                kind, p = ERROR, carried_error(self.route_to, value, e)
+            else:
+                kind, p = pickled_output(kind, value, self.last)
+        if kind == ERROR and self.to_window:
+            # A window has no place for an error row: fail the query with it.
+            raise NodeFailure(NodeFailure.MARK + bytes(p).hex())
+        self._append(seq, sub, kind, p, k, t)
+
+    def passthrough(self, seq: int, sub: int, kind: int, p: bytes) -> None:
+        """A control or error row of an earlier stage, going on unchanged."""
+        k, t = b"", None
+        if kind == FLUSH:
+            t = FAR_FUTURE
+            if self.grouped:
+                k = ONE_GROUP
+        self._append(seq, sub, kind, p, k, t)
+
+    def _append(self, *row: Any) -> None:
+        for column, v in zip(self.cols.values(), row, strict=True):
+            column.append(v)
+
+    def batch(self) -> pa.RecordBatch:
+        """The rows so far as a record batch (and start anew)."""
+        out = pa.RecordBatch.from_pydict(self.cols, schema=MID_SCHEMA)
+        for v in self.cols.values():
+            v.clear()
+        return out
+
+    def frame(self) -> pd.DataFrame:
+        """The rows so far as a pandas frame of object columns (and start anew)."""
+        # Object columns: pandas would warn (FutureWarning) when PySpark
+        # concatenates typed frames with its all-NA padding frames.
+        out = pd.DataFrame({n: pd.Series(v, dtype=object) for n, v in self.cols.items()})
+        for v in self.cols.values():
+            v.clear()
+        return out
+
+
 def chain_task(steps: list[Step], route_to: Step | None, first: bool
                ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function running ``steps`` then routing for ``route_to``.
@@ -88,29 +157,12 @@ def chain_task(steps: list[Step], route_to: Step | None, first: bool
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         chain = Chain(steps)
-        route = _route(route_to)
+        rows = Router(route_to, last)
         loads = pickle.loads
-        cols: dict[str, list[Any]] = {n: [] for n in MID_SCHEMA.names}
         cur = [0, 0]
 
         def sink(kind: int, value: Any) -> None:
-            k: bytes | None = b""
-            t: float | None = None
-            if kind == ERROR:
-                p = value
-            else:
-                try:
-                    k, t = route(value)
-                except Exception as e:
-                    assert route_to is not None
-                    kind, p = ERROR, carried_error(route_to, value, e)
-                else:
-                    kind, p = pickled_output(kind, value, last)
-            if kind == ERROR and route_to is not None and route_to.operator == "timed_window":
-                # A window has no place for an error row: fail the query with it.
-                raise NodeFailure(NodeFailure.MARK + bytes(p).hex())
-            for name, v in zip(MID_SCHEMA.names, (cur[0], cur[1], kind, p, k, t), strict=True):
-                cols[name].append(v)
+            rows.add(cur[0], cur[1], kind, value)
             cur[1] += 1
 
         for batch in batches:
@@ -135,37 +187,20 @@ def chain_task(steps: list[Step], route_to: Step | None, first: bool
                     cur[0], cur[1] = s, sb << 16
                     chain.push(loads(p) if kind == DATA else value_of(kind, p), sink)
                 else:
-                    cur[0], cur[1] = s, sb
-                    k, t = b"", None
-                    if kind == FLUSH:
-                        t = FAR_FUTURE
-                        if route_to is not None and route_to.operator == SEQUENTIAL_STAGE:
-                            k = ONE_GROUP
-                    for name, v in zip(MID_SCHEMA.names, (s, sb, kind, p, k, t), strict=True):
-                        cols[name].append(v)
-            yield pa.RecordBatch.from_pydict(cols, schema=MID_SCHEMA)
-            for v in cols.values():
-                v.clear()
+                    rows.passthrough(s, sb, kind, p)
+            yield rows.batch()
 
     return run
 
 
-def _frame(seq: list[int], sub: list[int], kind: list[int], p: list[bytes]) -> pd.DataFrame:
-    # Object columns: pandas would warn (FutureWarning) when PySpark concatenates
-    # typed frames with its all-NA padding frames.
-    return pd.DataFrame({
-        "seq": pd.Series(seq, dtype=object), "sub": pd.Series(sub, dtype=object),
-        "kind": pd.Series(kind, dtype=object), "p": pd.Series(p, dtype=object),
-    })
-
-
-def keyed_scan(step: Step) -> Callable[[Any, Iterator[pd.DataFrame], Any],
-                                       Iterator[pd.DataFrame]]:
+def keyed_scan(step: Step, route_to: Step | None = None
+               ) -> Callable[[Any, Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
     """The ``applyInPandasWithState`` function of ``scan(func, key=...)``.
 
     Emits ``(key, output)`` (or ``(state, (key, output))`` with
-    ``with_state``) per element, as the in-process keyed scan does. Control
-    and error rows (key ``b""``) pass through.
+    ``with_state``) per element, as the in-process keyed scan does, as rows
+    routed for ``route_to`` (so no pass of its own is needed to route them).
+    Control and error rows (key ``b""``) pass through.
     """
     p = step.params
     f = step.func
@@ -179,17 +214,19 @@ def keyed_scan(step: Step) -> Callable[[Any, Iterator[pd.DataFrame], Any],
         kbytes = key[0]
         frame = pd.concat(list(frames), ignore_index=True)
         frame = frame.sort_values(["seq", "sub"], kind="stable")
+        rows = Router(route_to, step)
         if not kbytes:
-            yield _frame(list(frame["seq"]), list(frame["sub"]), list(frame["kind"]),
-                         list(frame["p"]))
+            for s, sb, kind, pv in zip(frame["seq"], frame["sub"], frame["kind"],
+                                       frame["p"], strict=True):
+                rows.passthrough(int(s), int(sb), int(kind), pv)
+            yield rows.frame()
             return
         k = pickle.loads(kbytes)
         if state.exists:
             acc = pickle.loads(state.get[0])
         else:
             acc = _NOTHING if no_start else copy.deepcopy(start)
-        seqs, subs, kinds, ps = [], [], [], []
-        loads, dumps = pickle.loads, pickle.dumps
+        loads = pickle.loads
         for s, sb, pv in zip(frame["seq"], frame["sub"], frame["p"], strict=True):
             x = loads(pv)
             try:
@@ -199,66 +236,54 @@ def keyed_scan(step: Step) -> Callable[[Any, Iterator[pd.DataFrame], Any],
                     new, out = f(acc, x, **kwargs)
                 else:
                     new = out = f(acc, x, **kwargs)
-                y = (new, (k, out)) if with_state else (k, out)
-                data = dumps(y, protocol=5)
-                kind = DATA
             except Exception as e:
-                kind, data = ERROR, carried_error(step, x, e)
+                rows.add(int(s), int(sb), ERROR, carried_error(step, x, e))
             else:
                 acc = new
-            seqs.append(int(s))
-            subs.append(int(sb))
-            kinds.append(kind)
-            ps.append(data)
+                rows.add(int(s), int(sb), DATA, (new, (k, out)) if with_state else (k, out))
         state.update((pickle.dumps(acc, protocol=5),))
-        yield _frame(seqs, subs, kinds, ps)
+        yield rows.frame()
 
     return run
 
 
-def sequential_chain(steps: list[Step]) -> Callable[
+def sequential_chain(steps: list[Step], route_to: Step | None = None) -> Callable[
         [Any, Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
     """The ``applyInPandasWithState`` function of a chain with sequential steps.
 
     All rows share one group (:data:`ONE_GROUP`); the chain's states are the
-    group's state. A ``FLUSH`` row flushes what the steps hold.
+    group's state. A ``FLUSH`` row flushes what the steps hold. Output rows
+    are routed for ``route_to``.
     """
     last = steps[-1] if steps else None
 
     def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         frame = pd.concat(list(frames), ignore_index=True)
         frame = frame.sort_values(["seq", "sub"], kind="stable")
+        rows = Router(route_to, last)
+        columns = (frame["seq"], frame["sub"], frame["kind"], frame["p"])
         if key[0] != ONE_GROUP:  # error and control rows pass through
-            yield _frame(list(frame["seq"]), list(frame["sub"]), list(frame["kind"]),
-                         list(frame["p"]))
+            for s, sb, kind, pv in zip(*columns, strict=True):
+                rows.passthrough(int(s), int(sb), int(kind), pv)
+            yield rows.frame()
             return
         chain = Chain(steps, pickle.loads(state.get[0]) if state.exists else None)
-        seqs, subs, kinds, ps = [], [], [], []
         cur = [0, 0]
         loads = pickle.loads
 
         def sink(kind: int, value: Any) -> None:
-            if kind == ERROR:
-                p = value
-            else:
-                kind, p = pickled_output(kind, value, last)
-            seqs.append(cur[0])
-            subs.append(cur[1])
-            kinds.append(kind)
-            ps.append(p)
+            rows.add(cur[0], cur[1], kind, value)
             cur[1] += 1
 
-        for s, sb, kind, pv in zip(frame["seq"], frame["sub"], frame["kind"], frame["p"],
-                                   strict=True):
+        for s, sb, kind, pv in zip(*columns, strict=True):
             cur[0], cur[1] = int(s), int(sb) << 16
             if kind == DATA:
                 chain.push(loads(pv), sink)
             elif kind == FLUSH:
                 chain.flush(sink)
-                for col, v in ((seqs, int(s)), (subs, cur[1]), (kinds, FLUSH), (ps, pv)):
-                    col.append(v)
+                rows.passthrough(int(s), cur[1], FLUSH, pv)
         state.update((pickle.dumps(chain.states, protocol=5),))
-        yield _frame(seqs, subs, kinds, ps)
+        yield rows.frame()
 
     return run
 
@@ -299,3 +324,33 @@ def window_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 
 assert STATE == 2  # carried state rows never reach streaming stages
+
+
+def collected_rows(table: pa.Table) -> list[tuple[int, Any]]:
+    """The ``(kind, payload)`` rows a query delivered, in input order.
+
+    A plan ending in an event-time window delivers its windows as Spark
+    aggregated them (``start``, ``items``): they are put in order here, on
+    the driver, rather than in a Python pass of their own on the executors.
+    """
+    if "items" not in table.column_names:
+        if table.num_rows:
+            table = table.sort_by([("seq", "ascending"), ("sub", "ascending")])
+        return list(zip(table.column("kind").to_pylist(), table.column("p").to_pylist(),
+                        strict=True))
+    table = table.sort_by("start")
+    items = table.column("items").combine_chunks()
+    flat = pc.list_flatten(items)
+    rows = pa.table({"w": pc.list_parent_indices(items), "seq": flat.field("seq"),
+                     "sub": flat.field("sub"), "kind": flat.field("kind"),
+                     "p": flat.field("p")})
+    rows = rows.filter(pc.equal(rows["kind"], DATA)).sort_by(
+        [("w", "ascending"), ("seq", "ascending"), ("sub", "ascending")])
+    out: list[tuple[int, Any]] = []
+    current = None
+    for w, p in zip(rows.column("w").to_pylist(), rows.column("p").to_pylist(), strict=True):
+        if w != current:
+            out.append((WINDOW_ITEMS, []))
+            current = w
+        out[-1][1].append(p)
+    return out

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from .batch import encode_chunks
 from .chain import Step
-from .codec import DATA, ERROR, WINDOW, mark_error, value_of
+from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, mark_error, value_of
 from .plan import ChainStage, KeyedStage, Plan, WindowStage
 from .stages import (
     FAR_FUTURE,
@@ -36,12 +36,16 @@ from .stages import (
     SEQUENTIAL_STAGE,
     NodeFailure,
     chain_task,
+    collected_rows,
     keyed_scan,
     sequential_chain,
     window_items,
 )
 
 __all__ = ["StreamRunner", "build_query_frame"]
+
+#: The kinds of rows that reach ``gather()`` (or a node's error policy).
+DELIVERED = (DATA, WINDOW, WINDOW_ITEMS, ERROR)
 
 _INPUT = pa.schema([("seq", pa.int64()), ("p", pa.binary())])
 
@@ -64,7 +68,9 @@ def build_query_frame(df: Any, plan: Plan, first: bool = True) -> Any:
     """Apply the plan's stages to the streaming DataFrame ``df``.
 
     ``df`` has ``seq`` and ``p`` (``first``) or the row columns. Returns a
-    DataFrame of rows (``seq``, ``sub``, ``kind``, ``p``).
+    DataFrame of rows (``seq``, ``sub``, ``kind``, ``p``), or of windows
+    (``start``, ``items``) when the plan ends with one; read either with
+    :func:`~streams_spark.stages.collected_rows`.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -73,28 +79,33 @@ def build_query_frame(df: Any, plan: Plan, first: bool = True) -> Any:
     rows = _row_schema()
     state = _spark_schema(pa.schema([("s", pa.binary())]))
     stages = list(plan.stages)
-    i = 0
-    while i < len(stages):
-        stage = stages[i]
+    # Rows reaching a stateful stage must carry its routing columns (k, t);
+    # each stage computes them for the next one on the rows it emits, so no
+    # pass is spent on routing alone (except before a first stateful stage).
+    routed = False
+    for i, stage in enumerate(stages):
+        nxt = stages[i + 1] if i + 1 < len(stages) else None
+        route = _route_step(nxt)
         if isinstance(stage, ChainStage) and not stage.sequential:
-            nxt = stages[i + 1] if i + 1 < len(stages) else None
-            route = _route_step(nxt)
             df = df.mapInArrow(chain_task(stage.steps, route, first), mid)
             first = False
-            i += 1
-            if nxt is None:
-                break
-            stage = nxt
-        elif not isinstance(stage, ChainStage) or stage.sequential:
+            routed = True
+            continue
+        if not routed:
             df = df.mapInArrow(chain_task([], _route_step(stage), first), mid)
             first = False
+        if nxt is not None and isinstance(nxt, ChainStage) and not nxt.sequential:
+            route = None  # that chain routes its own outputs
         if isinstance(stage, ChainStage):
             df = df.groupBy("k").applyInPandasWithState(
-                sequential_chain(stage.steps), rows, state, "append",
+                sequential_chain(stage.steps, route), mid, state, "append",
                 GroupStateTimeout.NoTimeout)
+            routed = True
         elif isinstance(stage, KeyedStage):
             df = df.groupBy("k").applyInPandasWithState(
-                keyed_scan(stage.step), rows, state, "append", GroupStateTimeout.NoTimeout)
+                keyed_scan(stage.step, route), mid, state, "append",
+                GroupStateTimeout.NoTimeout)
+            routed = True
         else:
             p = stage.step.params
             lateness = float(p.get("lateness") or 0.0)
@@ -105,9 +116,11 @@ def build_query_frame(df: Any, plan: Plan, first: bool = True) -> Any:
                   .withWatermark("et", _seconds(lateness))
                   .groupBy(F.window("et", _seconds(float(p["interval"]))).alias("w"))
                   .agg(F.collect_list(F.struct("seq", "sub", "kind", "p")).alias("items"))
-                  .select(F.unix_micros(F.col("w.start")).alias("start"), "items")
-                  .mapInArrow(window_items, rows))
-        i += 1
+                  .select(F.unix_micros(F.col("w.start")).alias("start"), "items"))
+            if nxt is None:
+                return df  # windows are put in order on the driver: collected_rows()
+            df = df.mapInArrow(window_items, rows)
+            routed = False
     if first:
         df = df.mapInArrow(chain_task([], None, True), mid)
     return df.select("seq", "sub", "kind", "p")
@@ -156,11 +169,7 @@ class StreamRunner:
                       .trigger(processingTime="0 seconds").start())
 
     def _collect(self, df: Any, batch_id: int) -> None:
-        table = df.toArrow()
-        if table.num_rows:
-            table = table.sort_by([("seq", "ascending"), ("sub", "ascending")])
-        self.results[batch_id] = list(zip(
-            table.column("kind").to_pylist(), table.column("p").to_pylist(), strict=True))
+        self.results[batch_id] = collected_rows(df.toArrow())
 
     def _write(self, table: pa.Table) -> None:
         name = f"batch-{self.files:012d}.parquet"
@@ -178,7 +187,7 @@ class StreamRunner:
         out: list[tuple[int, bytes]] = self._late_rows()
         for bid in sorted(self.results):
             if bid > self.delivered:
-                out.extend(r for r in self.results.pop(bid) if r[0] in (DATA, WINDOW, ERROR))
+                out.extend(r for r in self.results.pop(bid) if r[0] in DELIVERED)
                 self.delivered = bid
         return out
 

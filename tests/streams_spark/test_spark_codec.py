@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from streams_spark.batch import _task, encode_chunks
 from streams_spark.chain import Step
-from streams_spark.codec import is_error, pack, unpack
+from streams_spark.codec import is_error, pack, unpack, value_of
+from streams_spark.stages import collected_rows
 
 scalars = st.one_of(st.integers(), st.floats(allow_nan=False), st.text(), st.booleans(),
                     st.none())
@@ -61,3 +62,19 @@ def test_an_unpicklable_output_becomes_an_error_of_its_step_in_place() -> None:
     node_id, element, error = pickle.loads(out[1])
     assert node_id == 5 and repr(element).startswith("<function")  # stands for the value
     assert "map(f) returned" in str(error) and "gather()" in str(error)
+
+
+def test_windows_assembled_on_the_driver_come_in_window_then_element_order() -> None:
+    item = pa.struct([("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()),
+                      ("p", pa.binary())])
+    table = pa.table({
+        "start": pa.array([2_000_000, 0, 1_000_000], pa.int64()),
+        "items": pa.array([
+            [{"seq": 5, "sub": 0, "kind": 0, "p": pickle.dumps("c")}],
+            [{"seq": 2, "sub": 0, "kind": 0, "p": pickle.dumps("b")},
+             {"seq": 1, "sub": 0, "kind": 0, "p": pickle.dumps("a")}],
+            [{"seq": 9, "sub": 0, "kind": 3, "p": b"end of stream"}],  # control only
+        ], pa.list_(item)),
+    })
+    windows = [value_of(kind, p) for kind, p in collected_rows(table)]
+    assert windows == [["a", "b"], ["c"]]
