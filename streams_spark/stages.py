@@ -65,7 +65,20 @@ def _route(step: Step | None) -> Callable[[Any], tuple[bytes | None, float | Non
         key = step.params["key"]
         keyf = key if callable(key) else (lambda x, k=key: x[k])
         dumps = pickle.dumps
-        return lambda x: (dumps(keyf(x), protocol=5), None)
+        # Keys repeat: pickle each once. Equal keys share one pickle, as they
+        # share one state in-process (a dict: 1, 1.0 and True are one key).
+        pickled: dict[Any, bytes] = {}
+
+        def by_key(x: Any) -> tuple[bytes, None]:
+            k = keyf(x)
+            try:
+                return pickled[k], None
+            except KeyError:
+                b = pickled[k] = dumps(k, protocol=5)
+                return b, None
+            # An unhashable key raises TypeError: an error of the scan, as in-process.
+
+        return by_key
     time = step.params["time"]
     timef = time if callable(time) else (lambda x, k=time: x[k])
 
@@ -95,6 +108,7 @@ class Router:
         self.to_window = route_to is not None and route_to.operator == "timed_window"
         self.grouped = route_to is not None and route_to.operator == SEQUENTIAL_STAGE
         self.cols: dict[str, list[Any]] = {n: [] for n in MID_SCHEMA.names}
+        self._appends = tuple(c.append for c in self.cols.values())
 
     def add(self, seq: int, sub: int, kind: int, value: Any) -> None:
         """A value (``kind`` DATA) or a pickled error record (``kind`` ERROR)."""
@@ -124,9 +138,15 @@ class Router:
                 k = ONE_GROUP
         self._append(seq, sub, kind, p, k, t)
 
-    def _append(self, *row: Any) -> None:
-        for column, v in zip(self.cols.values(), row, strict=True):
-            column.append(v)
+    def _append(self, seq: int, sub: int, kind: int, p: bytes, k: bytes | None,
+                t: float | None) -> None:
+        a = self._appends
+        a[0](seq)
+        a[1](sub)
+        a[2](kind)
+        a[3](p)
+        a[4](k)
+        a[5](t)
 
     def batch(self) -> pa.RecordBatch:
         """The rows so far as a record batch (and start anew)."""
@@ -227,7 +247,8 @@ def keyed_scan(step: Step, route_to: Step | None = None
         else:
             acc = _NOTHING if no_start else copy.deepcopy(start)
         loads = pickle.loads
-        for s, sb, pv in zip(frame["seq"], frame["sub"], frame["p"], strict=True):
+        for s, sb, pv in zip(frame["seq"].tolist(), frame["sub"].tolist(),
+                             frame["p"].tolist(), strict=True):
             x = loads(pv)
             try:
                 if acc is _NOTHING:
@@ -237,10 +258,10 @@ def keyed_scan(step: Step, route_to: Step | None = None
                 else:
                     new = out = f(acc, x, **kwargs)
             except Exception as e:
-                rows.add(int(s), int(sb), ERROR, carried_error(step, x, e))
+                rows.add(s, sb, ERROR, carried_error(step, x, e))
             else:
                 acc = new
-                rows.add(int(s), int(sb), DATA, (new, (k, out)) if with_state else (k, out))
+                rows.add(s, sb, DATA, (new, (k, out)) if with_state else (k, out))
         state.update((pickle.dumps(acc, protocol=5),))
         yield rows.frame()
 
