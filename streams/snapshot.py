@@ -1,0 +1,152 @@
+"""Snapshots: the state of every node of a graph, taken between two elements.
+
+A snapshot holds scan totals, window buffers, ``unique``'s memory, zip
+buffers, source offsets... and the graph's identity (one entry per node in
+:func:`streams.graph.walk` order), which a restore compares with the running
+graph. :mod:`streams.state` writes snapshots to disk as checkpoints.
+
+Examples
+--------
+>>> from streams import Stream
+>>> source = Stream()
+>>> totals = source.scan(lambda s, x: s + x, start=0).sink_to_list()
+>>> source.emit(5)
+>>> snapshot_graph(source).states[1]
+{'state': 5}
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+from ._checkpoint_io import CheckpointError
+from .core import Stream
+from .fusion import invalidate as _invalidate
+from .graph import walk
+
+__all__ = ["GraphSnapshot", "restore_graph", "snapshot_graph"]
+
+
+@dataclass(frozen=True)
+class GraphSnapshot:
+    """The state of every node of a graph, in :func:`~streams.graph.walk` order.
+
+    Attributes
+    ----------
+    nodes : tuple of dict
+        One ``{"index", "operator", "name", "state"}`` entry per node: the
+        graph's identity, compared on restore.
+    states : tuple
+        One state dict per node (None for a stateless node).
+    sequence : int
+        How many checkpoints were taken before this one (0 for a bare snapshot).
+    """
+
+    nodes: tuple[dict[str, Any], ...]
+    states: tuple[dict[str, Any] | None, ...]
+    sequence: int = 0
+
+
+def _identity(index: int, node: Stream[Any]) -> dict[str, Any]:
+    return {
+        "index": index,
+        "operator": node._operator,
+        "name": node.stream_name,
+        "state": list(node._state),
+    }
+
+
+def _describe_entry(entry: dict[str, Any]) -> str:
+    text = str(entry["operator"])
+    if entry.get("name"):
+        text += f" {entry['name']!r}"
+    return text
+
+
+def _node_state(node: Stream[Any], fds: list[int] | None = None) -> dict[str, Any] | None:
+    """The state of ``node`` to save; ``fds`` collects files to fsync before the save.
+
+    With ``fds``, a node with a file to make durable (``sink_to_durable_textfile``)
+    hands over a duplicate of its descriptor instead of fsyncing it here:
+    the background writer fsyncs it before it writes the checkpoint.
+    """
+    if not node._state:
+        return None
+    if fds is not None and hasattr(node, "_checkpoint_state"):
+        state, fd = node._checkpoint_state()
+        if fd is not None:
+            fds.append(fd)
+        return state  # type: ignore[no-any-return]
+    if type(node).snapshot is not Stream.snapshot:
+        # A node with side effects to settle (a file sink records its length).
+        return node.snapshot()
+    # No deep copy: the caller serialises at once, between two elements.
+    return {name: getattr(node, name) for name in node._state}
+
+
+def snapshot_graph(node: Stream[Any], copy: bool = True) -> GraphSnapshot:
+    """Snapshot every node of the graph ``node`` belongs to.
+
+    Take it between elements (not from inside a node's function). With
+    ``copy=False`` the states share objects with the live nodes; serialise
+    them before the next element.
+    """
+    nodes = walk(node)
+    states = tuple(_node_state(n) for n in nodes)
+    if copy:
+        states = tuple(pickle.loads(_dump_states(nodes, states)))
+    return GraphSnapshot(tuple(_identity(i, n) for i, n in enumerate(nodes)), states)
+
+
+def _check_match(nodes: list[Stream[Any]], entries: tuple[dict[str, Any], ...],
+                 where: str) -> None:
+    for i, n in enumerate(nodes):
+        if i >= len(entries):
+            raise CheckpointError(
+                f"{where} does not match the graph: the graph has {len(nodes)} nodes, the "
+                f"checkpoint {len(entries)}; node {i} ({n._label()}) is not in the checkpoint")
+        got, want = _identity(i, n), entries[i]
+        if {k: got[k] for k in ("operator", "name", "state")} != {
+                k: want.get(k) for k in ("operator", "name", "state")}:
+            raise CheckpointError(
+                f"{where} does not match the graph at node {i}: the graph has "
+                f"{n._label()}, the checkpoint has {_describe_entry(want)}; a changed "
+                "pipeline cannot resume from an old checkpoint (remove it to start afresh)")
+    if len(entries) > len(nodes):
+        raise CheckpointError(
+            f"{where} does not match the graph: the graph has {len(nodes)} nodes, the "
+            f"checkpoint {len(entries)}; checkpoint node {len(nodes)} "
+            f"({_describe_entry(entries[len(nodes)])}) is not in the graph")
+
+
+def restore_graph(node: Stream[Any], snapshot: GraphSnapshot, where: str = "snapshot") -> None:
+    """Restore every node of the graph ``node`` belongs to from ``snapshot``.
+
+    Raises :class:`CheckpointError`, naming the node, if the graph differs
+    from the one the snapshot was taken of.
+    """
+    nodes = walk(node)
+    _check_match(nodes, snapshot.nodes, where)
+    for n, state in zip(nodes, snapshot.states, strict=True):
+        if state is not None:
+            try:
+                n.restore(state)
+            except Exception as e:
+                raise CheckpointError(f"{where}: restoring {n._label()} failed: {e}") from e
+    _invalidate(node)  # compiled code may hold references to replaced state
+
+
+def _dump_states(nodes: list[Stream[Any]], states: Any) -> bytes:
+    try:
+        return pickle.dumps(list(states), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        for n, s in zip(nodes, states, strict=True):
+            try:
+                pickle.dumps(s)
+            except Exception as e:
+                raise CheckpointError(
+                    f"the state of {n._label()} cannot be saved: {type(e).__name__}: {e}"
+                ) from e
+        raise
