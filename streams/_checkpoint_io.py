@@ -1,83 +1,201 @@
-"""Writing checkpoint files, in the background: the disk side of :mod:`streams.state`.
+"""Checkpoint files on disk, written in the background: the disk side of :mod:`streams.state`.
 
 A checkpoint is serialised by :class:`streams.state.Checkpointer` in the
-pipeline's thread; this module puts the bytes on disk atomically
-(:func:`write_file`) and does so off the pipeline's thread (:class:`Writer`).
+pipeline's thread; this module puts its bytes on disk atomically
+(:func:`write_file`, :class:`SlotFile`), off the pipeline's thread when
+asked (:class:`Writer`), and reads the newest one back (:func:`read_record`).
+
+File format, version 2: one file, ``<directory>/checkpoint``, holding two
+*slots*, each with room for one checkpoint. A checkpoint is written into
+the slot that does not hold the newest one, with one ``pwrite`` and one
+``fdatasync``; a reader takes the slot with the highest sequence whose
+checksum holds. A crash in the middle of a write damages only the slot
+being written, so the file always holds the previous checkpoint or the new
+one. (Writing a new file and renaming it, as version 1 did, costs a file
+creation, a rename and two flushes per checkpoint: ~1.2 ms against ~0.2 ms
+here, which a pipeline checkpointing every thousand elements pays a hundred
+times a second.) A checkpoint larger than a slot is written into a new,
+larger file, renamed over the old one::
+
+    block 0 (4096 bytes): STREAMS-CHECKPOINT\\n{"version": 2, "slot_size": N}\\n, zero-padded
+    slot 0 at 4096, slot 1 at 4096 + N, each:
+        "STRMSLOT", sequence (u64 LE), length (u64 LE),
+        SHA-256 of sequence, length and record (32 bytes),
+        then the record (``length`` bytes: see :mod:`streams.state`)
 
 Examples
 --------
 >>> import tempfile
->>> from pathlib import Path
 >>> directory = Path(tempfile.mkdtemp())
 >>> writer = Writer(directory, fsync=False, durable=-1)
->>> job = Job(0, b"STREAMS-CHECKPOINT\\n...", fds=[], confirms=[])
->>> writer.submit(job)
->>> job.futures[0].result()               # on disk once this returns
->>> writer.durable, [p.name for p in checkpoint_files(directory)]
-(0, ['checkpoint-000000000000'])
+>>> for sequence in range(3):
+...     job = Job(sequence, b"record %d" % sequence, fds=[], confirms=[])
+...     writer.submit(job)
+...     job.futures[0].result()           # on disk once this returns
+>>> writer.durable, read_record(directory)
+(2, (2, b'record 2'))
+>>> [p.name for p in directory.iterdir()]
+['checkpoint']
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
+import struct
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CheckpointError", "Job", "Writer", "checkpoint_files", "close_fds", "write_file"]
+__all__ = ["FORMAT_VERSION", "CheckpointError", "Job", "SlotFile", "Writer", "close_fds",
+           "read_record", "write_file"]
 
+#: The version written in the file's first block; readers refuse any other.
+FORMAT_VERSION = 2
 FILENAME = "checkpoint"
-_NAME = re.compile(rf"{FILENAME}-(\d+)")
+MAGIC = b"STREAMS-CHECKPOINT\n"
+BLOCK = 4096
+_SLOT = struct.Struct("<8sQQ32s")
+_SLOT_MAGIC = b"STRMSLOT"
+_COVERED = struct.Struct("<QQ")
+#: The smallest slot; a new file's slots have room for 1.5 times the checkpoint.
+MIN_SLOT = 64 * 1024
+_OLD_NAME = re.compile(rf"{FILENAME}-\d+")
+_fdatasync: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
 
 
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be taken, read, or applied to this graph."""
 
 
-def write_file(directory: Path, sequence: int, data: bytes, fsync: bool,
-               replaces: list[Path] | None = None) -> Path:
-    """Write ``data`` as ``checkpoint-<sequence>`` atomically, then remove older files.
+class SlotFile:
+    """An open checkpoint file: where the next checkpoint goes, and whether it fits."""
 
-    ``replaces`` lists the older files (None: ``directory`` is created if
-    needed and searched for them).
-    """
-    if replaces is None:
-        directory.mkdir(parents=True, exist_ok=True)
-    final = directory / f"{FILENAME}-{sequence:012d}"
+    __slots__ = ("path", "slot_size", "spare")
+
+    def __init__(self, path: Path, slot_size: int, spare: int) -> None:
+        self.path = path
+        self.slot_size = slot_size
+        #: The slot not holding the newest checkpoint: the next is written there.
+        self.spare = spare
+
+    def fits(self, record: bytes) -> bool:
+        return _SLOT.size + len(record) <= self.slot_size
+
+    def write(self, sequence: int, record: bytes, fsync: bool) -> None:
+        """Write ``record`` into the spare slot; it then holds the newest checkpoint."""
+        data = _slot(sequence, record)
+        offset = BLOCK + self.spare * self.slot_size
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            view = memoryview(data)
+            while view:  # a regular file takes it all at once, unless interrupted
+                n = os.pwrite(fd, view, offset)
+                view, offset = view[n:], offset + n
+            if fsync:
+                _fdatasync(fd)
+        finally:
+            os.close(fd)
+        self.spare ^= 1
+
+
+def _digest(sequence: int, record: bytes) -> bytes:
+    # The sequence and length are covered too: a write cut short inside the
+    # slot's header must not pair a new sequence with the old record.
+    return hashlib.sha256(_COVERED.pack(sequence, len(record)) + record).digest()
+
+
+def _slot(sequence: int, record: bytes) -> bytes:
+    return _SLOT.pack(_SLOT_MAGIC, sequence, len(record), _digest(sequence, record)) + record
+
+
+def _create(directory: Path, sequence: int, record: bytes, fsync: bool) -> SlotFile:
+    """A new file, holding ``record`` in slot 0, renamed over any previous one."""
+    directory.mkdir(parents=True, exist_ok=True)
+    need = _SLOT.size + len(record)
+    slot_size = -(-max(MIN_SLOT, need * 3 // 2) // BLOCK) * BLOCK
+    head = MAGIC + json.dumps({"version": FORMAT_VERSION, "slot_size": slot_size}).encode()
+    head += b"\n"
+    path = directory / FILENAME
     tmp = directory / f".{FILENAME}.tmp"
     with open(tmp, "wb") as f:
-        f.write(data)
+        f.write(head.ljust(BLOCK, b"\0"))
+        f.write(_slot(sequence, record))
+        # Slot 1 is a hole until written: the file has its full size from the start.
+        f.truncate(BLOCK + 2 * slot_size)
         if fsync:
             f.flush()
             os.fsync(f.fileno())
-    # Renamed to a new name, not over the previous file: ext4 flushes a file
-    # renamed over another (auto_da_alloc), which made each checkpoint cost
-    # ~2 ms instead of ~0.3 ms here. The previous files go once this one is in.
-    os.replace(tmp, final)
+    os.replace(tmp, path)
     if fsync and hasattr(os, "O_DIRECTORY"):
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(fd)  # the rename itself must reach the disk
         finally:
             os.close(fd)
-    for old in checkpoint_files(directory) if replaces is None else replaces:
-        if old != final:
-            old.unlink(missing_ok=True)
-    return final
+    return SlotFile(path, slot_size, spare=1)
 
 
-def checkpoint_files(directory: Path) -> list[Path]:
-    """The checkpoint files in ``directory``, newest (highest sequence) first."""
+def write_file(directory: Path, sequence: int, record: bytes, fsync: bool,
+               file: SlotFile | None) -> SlotFile:
+    """Write checkpoint ``sequence`` (its ``record``) atomically; return the file to write next.
+
+    ``file`` is the file the previous checkpoint of this writer went to
+    (None: a new file is created, replacing any earlier run's).
+    """
+    if file is not None and file.fits(record):
+        file.write(sequence, record, fsync)
+        return file
+    return _create(directory, sequence, record, fsync)
+
+
+def read_record(directory: Path) -> tuple[int, bytes] | None:
+    """The newest checkpoint in ``directory``, as (sequence, record); None if there is none.
+
+    Raises :class:`CheckpointError` for a file that is not a checkpoint, of
+    another format version, or with no whole checkpoint in it.
+    """
+    path = directory / FILENAME
     try:
-        entries = os.listdir(directory)
+        data = path.read_bytes()
     except FileNotFoundError:
-        return []
-    found = [(int(m.group(1)), directory / name) for name in entries
-             if (m := _NAME.fullmatch(name))]
-    return [path for _, path in sorted(found, reverse=True)]
+        old = sorted(n for n in os.listdir(directory) if _OLD_NAME.fullmatch(n)) \
+            if directory.is_dir() else []
+        if old:
+            raise CheckpointError(
+                f"{directory / old[-1]} has checkpoint format version 1, written by an earlier "
+                f"development version of streams; this version reads version {FORMAT_VERSION} "
+                "only: remove it to start afresh") from None
+        return None
+    if not data.startswith(MAGIC):
+        raise CheckpointError(f"{path} is not a streams checkpoint")
+    try:
+        header = json.loads(data[len(MAGIC):data.index(b"\n", len(MAGIC))])
+        version, slot_size = header.get("version"), header.get("slot_size")
+    except (ValueError, AttributeError) as e:
+        raise CheckpointError(f"{path}: unreadable header: {e}") from e
+    if version != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path} has checkpoint format version {version!r}; this version "
+            f"of streams reads version {FORMAT_VERSION} only")
+    best: tuple[int, bytes] | None = None
+    for offset in (BLOCK, BLOCK + slot_size):
+        head = data[offset:offset + _SLOT.size]
+        if len(head) < _SLOT.size:
+            continue
+        magic, sequence, length, digest = _SLOT.unpack(head)
+        record = data[offset + _SLOT.size:offset + _SLOT.size + length]
+        if (magic == _SLOT_MAGIC and len(record) == length
+                and _digest(sequence, record) == digest
+                and (best is None or sequence > best[0])):
+            best = (sequence, record)
+    if best is None:
+        raise CheckpointError(f"{path} is damaged (neither of its slots holds a whole checkpoint)")
+    return best
 
 
 class Job:
@@ -88,7 +206,7 @@ class Job:
     def __init__(self, sequence: int, data: bytes | Callable[[], bytes], fds: list[int],
                  confirms: list[tuple[Any, int]]) -> None:
         self.sequence = sequence
-        #: The file's bytes, or what makes them (called by the writer).
+        #: The checkpoint's record, or what makes it (called by the writer).
         self.data = data
         #: Duplicated descriptors of files to fsync before the checkpoint is written.
         self.fds = fds
@@ -136,9 +254,9 @@ class Writer:
         self._next: Job | None = None
         self._thread: threading.Thread | None = None
         self._retire = False
-        # The file written last, removed once the next is in (None: the
-        # directory is searched, at the first write, for earlier runs' files).
-        self._replaces: list[Path] | None = None
+        # The file the last checkpoint went to (None: the first write creates
+        # one, replacing an earlier run's).
+        self._file: SlotFile | None = None
 
     def submit(self, job: Job) -> None:
         with self._lock:
@@ -190,8 +308,7 @@ class Writer:
                 for fd in job.fds:
                     os.fsync(fd)
             data = job.data if isinstance(job.data, bytes) else job.data()
-            final = write_file(self.directory, job.sequence, data, self.fsync, self._replaces)
-            self._replaces = [final]
+            self._file = write_file(self.directory, job.sequence, data, self.fsync, self._file)
         except Exception as e:  # handed to the pipeline's thread (see Checkpointer.save)
             error = CheckpointError(
                 f"writing checkpoint {job.sequence} to {self.directory} failed: "

@@ -2,29 +2,26 @@
 
 A *snapshot* is the state of every node of a graph (scan totals, window
 buffers, ``unique``'s memory, zip buffers, source offsets...), taken between
-two elements. A *checkpoint* is a snapshot written to a directory atomically
-(written to a temporary file, renamed to its final name, and only then are
-older checkpoints removed), so a pipeline killed at any point finds either
-the previous checkpoint or the new one, never half of one. Restarting a
-pipeline against its checkpoint restores every node and resumes each source
-at its saved offset: over a replayable source, with sinks that take part
-(see ``sink_to_durable_textfile``), every element's effect is seen exactly
-once.
+two elements. A *checkpoint* is a snapshot written to a directory
+atomically: a pipeline killed at any point finds either the previous
+checkpoint or the new one, never half of one (see
+:mod:`streams._checkpoint_io` for the file, ``<directory>/checkpoint``, and
+how it is written). Restarting a pipeline against its checkpoint restores
+every node and resumes each source at its saved offset: over a replayable
+source, with sinks that take part (see ``sink_to_durable_textfile``), every
+element's effect is seen exactly once.
 
-Checkpoint file format, version 1 (one file, ``<directory>/checkpoint-<sequence>``,
-the sequence written with 12 digits; a reader takes the highest)::
+A checkpoint's *record* (format version 2)::
 
-    STREAMS-CHECKPOINT\\n
-    {"version": 1, "sequence": 7, "nodes": [...], "payload": {...}}\\n
+    {"sequence": 7, "nodes": [...]}\n
     <pickle of a list: one state dict (or None) per node, in walk() order>
 
-The second line is JSON, readable with ``head -2``: ``nodes`` lists every
-node of the graph in :func:`streams.graph.walk` order as ``{"index",
-"operator", "name", "state"}`` (``name`` is the ``stream_name``; ``state`` the
-names of its state attributes). That list is the graph's identity: a
-checkpoint whose list differs from the running graph's is refused with a
-message naming the first node that differs. ``payload`` holds the pickle's
-length and SHA-256, checked on reading.
+The first line is JSON: ``nodes`` lists every node of the graph in
+:func:`streams.graph.walk` order as ``{"index", "operator", "name",
+"state"}`` (``name`` is the ``stream_name``; ``state`` the names of its
+state attributes). That list is the graph's identity: a checkpoint whose
+list differs from the running graph's is refused with a message naming the
+first node that differs. The file checksums each record.
 
 Examples
 --------
@@ -48,7 +45,6 @@ Examples
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import pickle
@@ -56,7 +52,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._checkpoint_io import CheckpointError, Job, Writer, checkpoint_files, close_fds, write_file
+from ._checkpoint_io import (
+    FILENAME,
+    FORMAT_VERSION,
+    CheckpointError,
+    Job,
+    Writer,
+    close_fds,
+    read_record,
+    write_file,
+)
 from .clock import get_clock, run_sync
 from .core import Stream
 from .graph import walk
@@ -85,78 +90,52 @@ __all__ = [
     "write_checkpoint",
 ]
 
-#: The version written in the header; readers refuse any other.
-FORMAT_VERSION = 1
-_MAGIC = b"STREAMS-CHECKPOINT\n"
-
-
 def _encode(nodes: list[Stream[Any]], states: list[Any], sequence: int) -> Callable[[], bytes]:
-    """Serialise ``states`` now; return what makes the file's bytes (see the module docs).
+    """Serialise ``states`` now; return what makes the checkpoint's record (see the module docs).
 
-    The pickle is made at once (the states are live objects); the checksum
-    and the header are left to whoever writes the file (the background
-    writer: hashing a large payload there runs without the GIL).
+    The pickle is made at once (the states are live objects); joining it
+    to its header is left to whoever writes the file (the background writer).
     """
     payload = _dump_states(nodes, states)
     identity = [_identity(i, n) for i, n in enumerate(nodes)]
 
-    def data() -> bytes:
-        header = {
-            "version": FORMAT_VERSION,
-            "sequence": sequence,
-            "nodes": identity,
-            "payload": {"length": len(payload),
-                        "sha256": hashlib.sha256(payload).hexdigest()},
-        }
-        return b"".join((_MAGIC, json.dumps(header).encode(), b"\n", payload))
+    def record() -> bytes:
+        header = {"sequence": sequence, "nodes": identity}
+        return b"".join((json.dumps(header).encode(), b"\n", payload))
 
-    return data
+    return record
 
 
 def write_checkpoint(directory: str | os.PathLike[str], node: Stream[Any],
                      sequence: int = 0, fsync: bool = True) -> Path:
-    """Write a checkpoint of the graph ``node`` belongs to; return its path.
+    """Write a checkpoint of the graph ``node`` belongs to, as a new file; return its path.
 
-    The file is written under a temporary name, renamed to
-    ``checkpoint-<sequence>``, and only then are older checkpoints removed, so
-    a crash at any point leaves the previous checkpoint or the new one. ``fsync``
-    also makes it survive a power loss (a killed process needs no fsync:
-    written data is in the kernel's hands). This writes in the calling thread;
-    :class:`Checkpointer` writes in the background.
+    The file is written under a temporary name and renamed over any earlier
+    one, so a crash at any point leaves the previous checkpoint or the new
+    one. ``fsync`` also makes it survive a power loss (a killed process
+    needs no fsync: written data is in the kernel's hands). This writes in
+    the calling thread; a :class:`Checkpointer` writes the checkpoints of a
+    running pipeline.
     """
     nodes = walk(node)
-    data = _encode(nodes, [_node_state(n) for n in nodes], sequence)()
-    return write_file(Path(directory), sequence, data, fsync)
+    record = _encode(nodes, [_node_state(n) for n in nodes], sequence)()
+    return write_file(Path(directory), sequence, record, fsync, None).path
 
 
 def read_checkpoint(directory: str | os.PathLike[str]) -> GraphSnapshot | None:
-    """Read the checkpoint in ``directory``; None if there is none.
+    """Read the newest checkpoint in ``directory``; None if there is none.
 
     Raises :class:`CheckpointError` for a file that is not a checkpoint, of
     another format version, or damaged.
     """
-    files = checkpoint_files(Path(directory))
-    if not files:
+    found = read_record(Path(directory))
+    if found is None:
         return None
-    path = files[0]
-    data = path.read_bytes()
-    if not data.startswith(_MAGIC):
-        raise CheckpointError(f"{path} is not a streams checkpoint")
-    end = data.index(b"\n", len(_MAGIC))
-    try:
-        header = json.loads(data[len(_MAGIC):end])
-    except ValueError as e:
-        raise CheckpointError(f"{path}: unreadable header: {e}") from e
-    if header.get("version") != FORMAT_VERSION:
-        raise CheckpointError(
-            f"{path} has checkpoint format version {header.get('version')!r}; this version "
-            f"of streams reads version {FORMAT_VERSION} only")
-    payload = data[end + 1:]
-    meta = header["payload"]
-    if len(payload) != meta["length"] or hashlib.sha256(payload).hexdigest() != meta["sha256"]:
-        raise CheckpointError(f"{path} is damaged (its payload does not match its checksum)")
-    states = pickle.loads(payload)
-    return GraphSnapshot(tuple(header["nodes"]), tuple(states), header["sequence"])
+    sequence, record = found
+    end = record.index(b"\n")
+    header = json.loads(record[:end])
+    states = pickle.loads(record[end + 1:])
+    return GraphSnapshot(tuple(header["nodes"]), tuple(states), sequence)
 
 
 class Checkpointer:
@@ -175,9 +154,9 @@ class Checkpointer:
     (``sink_to_redis``, ``sink_to_durable_textfile``) hand it over.
 
     Taking a checkpoint (serialising the node states and source offsets) is
-    synchronous, and so, by default, is writing it to disk (write, fsync,
-    rename, fsync of the directory): the library starts no thread of its
-    own unless asked. With ``background=True`` one writer thread writes
+    synchronous, and so, by default, is writing it to disk (one write and,
+    with ``fsync``, one flush): the library starts no thread of its own
+    unless asked. With ``background=True`` one writer thread writes
     checkpoints while the pipeline goes on; the thread ends once the last
     checkpoint is written (when the sources close, at :meth:`wait`, or a
     second after the last one) and an interpreter exiting waits for the
@@ -265,7 +244,7 @@ class Checkpointer:
         if restore:
             snap = read_checkpoint(self.directory)
             if snap is not None:
-                where = f"checkpoint {checkpoint_files(self.directory)[0]}"
+                where = f"checkpoint {snap.sequence} in {self.directory / FILENAME}"
                 restore_graph(node, snap, where=where)
                 self.sequence = snap.sequence + 1
                 self.restored = True
@@ -446,7 +425,9 @@ class Checkpointer:
             if hasattr(s, "_checkpoint_taken"):
                 s._checkpoint_taken(job.sequence)
         self._last = job
-        if confirms and self.background:
+        if confirms:
+            # Written once the server confirms the writes it covers: at the
+            # source's next read, by when the reply has arrived (see poll).
             self._held.append(job)
         else:
             self._submit_confirmed([job])

@@ -324,11 +324,11 @@ def test_acks_never_precede_the_checkpoint_on_disk(r: Any, redis_url: str, tmp_p
     written: list[int] = []
     on_disk = [0]  # how many entries the newest checkpoint on disk covers
 
-    def gated(directory: Path, sequence: int, data: bytes, *args: Any) -> Path:
+    def gated(directory: Path, sequence: int, data: bytes, *args: Any) -> Any:
         entered.set()
         assert gate.wait(timeout=60), "the test never opened the gate"
         path = real(directory, sequence, data, *args)
-        offset = pickle.loads(data.split(b"\n", 2)[2])[0]["offset"]
+        offset = pickle.loads(data.split(b"\n", 1)[1])[0]["offset"]
         on_disk[0] = ids.index(offset) + 1
         written.append(sequence)
         return path

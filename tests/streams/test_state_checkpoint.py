@@ -13,18 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams import Checkpointer, CheckpointError, NodeError, Stream, VirtualClock
+from streams._checkpoint_io import BLOCK, MIN_SLOT, _slot, read_record, write_file
 from streams.state import FORMAT_VERSION, read_checkpoint, write_checkpoint
 
 
-def newest(directory: Path) -> Path:
-    (path,) = directory.glob("checkpoint-*")  # older ones are removed
-    return path
-
-
 def header(directory: Path) -> dict[str, Any]:
-    lines = newest(directory).read_bytes().split(b"\n", 2)
-    assert lines[0] == b"STREAMS-CHECKPOINT"
-    return json.loads(lines[1])  # type: ignore[no-any-return]
+    found = read_record(directory)
+    assert found is not None
+    return json.loads(found[1].split(b"\n", 1)[0])  # type: ignore[no-any-return]
 
 
 def scan_pipeline(items: Any) -> tuple[Stream[Any], list[Any]]:
@@ -111,30 +107,38 @@ def test_format_is_versioned_and_readable(tmp_path: Path) -> None:
     source, _ = scan_pipeline(range(3))
     Checkpointer(source, tmp_path, fsync=True)
     source.start()
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint"]  # no temporary file left
+    first = (tmp_path / "checkpoint").read_bytes()[:BLOCK].rstrip(b"\0").split(b"\n")
+    assert first[0] == b"STREAMS-CHECKPOINT"
+    assert json.loads(first[1]) == {"version": FORMAT_VERSION, "slot_size": MIN_SLOT}
+    assert FORMAT_VERSION == 2
     h = header(tmp_path)
-    assert h["version"] == FORMAT_VERSION == 1
+    assert h["sequence"] == 0
     assert [(n["index"], n["operator"], n["state"]) for n in h["nodes"]] == [
         (0, "from_iterable", ["offset"]), (1, "accumulate", ["state"]),
         (2, "sink_to_list", [])]
-    assert set(h["payload"]) == {"length", "sha256"}
-    assert not (tmp_path / ".checkpoint.tmp").exists()
 
 
 def test_other_version_and_damage_are_refused(tmp_path: Path) -> None:
     source, _ = scan_pipeline(range(3))
-    write_checkpoint(tmp_path, source, fsync=False)
-    path = newest(tmp_path)
+    path = write_checkpoint(tmp_path, source, fsync=False)
     data = path.read_bytes()
-    path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    end = BLOCK + len(_slot(0, read_record(tmp_path)[1]))  # type: ignore[index]
+    path.write_bytes(data[:end - 1] + bytes([data[end - 1] ^ 1]) + data[end:])
     with pytest.raises(CheckpointError, match="damaged"):
         read_checkpoint(tmp_path)
-    path.write_bytes(data.replace(b'"version": 1', b'"version": 99'))
+    path.write_bytes(data.replace(b'"version": 2', b'"version": 99'))
     with pytest.raises(CheckpointError, match="version 99; this version of streams reads "
-                                              "version 1"):
+                                              "version 2"):
         read_checkpoint(tmp_path)
     path.write_bytes(b"hello")
     with pytest.raises(CheckpointError, match="not a streams checkpoint"):
         read_checkpoint(tmp_path)
+    path.unlink()
+    (tmp_path / "checkpoint-000000000003").write_bytes(b"STREAMS-CHECKPOINT\n")
+    with pytest.raises(CheckpointError, match=r"checkpoint-000000000003 has checkpoint format "
+                                              r"version 1.*remove it to start afresh"):
+        Checkpointer(source, tmp_path)
 
 
 def test_changed_pipeline_is_refused_naming_the_node(tmp_path: Path) -> None:
@@ -150,13 +154,42 @@ def test_changed_pipeline_is_refused_naming_the_node(tmp_path: Path) -> None:
 
 def test_a_crash_while_writing_leaves_the_previous_checkpoint(tmp_path: Path) -> None:
     source, _ = scan_pipeline(range(3))
-    Checkpointer(source, tmp_path, fsync=False)
-    source.start()
-    before = newest(tmp_path).read_bytes()
-    (tmp_path / ".checkpoint.tmp").write_bytes(b"STREAMS-CHECKPOINT\n{half")  # died here
+    Checkpointer(source, tmp_path, every=1, fsync=False)
+    source.start()  # checkpoints 0..3, the last two in slots 0 and 1
+    assert read_checkpoint(tmp_path).sequence == 3  # type: ignore[union-attr]
+    # The process dies writing checkpoint 4 into the slot holding 2:
+    (_, record), slot_size = read_record(tmp_path), MIN_SLOT  # type: ignore[misc]
+    with open(tmp_path / "checkpoint", "r+b") as f:
+        f.seek(BLOCK)
+        f.write(_slot(4, record + b"more")[:80])  # the rest: checkpoint 2's record
+    # ...or creating a larger file, before its rename.
+    (tmp_path / ".checkpoint.tmp").write_bytes(b"STREAMS-CHECKPOINT\n{half")
     snap = read_checkpoint(tmp_path)
-    assert snap is not None and snap.states[1] == {"state": 3}
-    assert newest(tmp_path).read_bytes() == before
+    assert snap is not None and snap.sequence == 3 and snap.states[1] == {"state": 3}
+    assert slot_size == MIN_SLOT
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 150_000), min_size=1, max_size=6),
+       last=st.integers(0, 60_000), cut=st.floats(0, 1, exclude_max=True))
+def test_a_write_cut_short_anywhere_leaves_the_previous_checkpoint(
+        tmp_path_factory: pytest.TempPathFactory, sizes: list[int], last: int,
+        cut: float) -> None:
+    """Property: after any run of writes (the slots growing as records do),
+    a write cut short at any byte leaves the newest whole checkpoint readable."""
+    directory = tmp_path_factory.mktemp("slots")
+    file = None
+    for sequence, size in enumerate(sizes):
+        record = bytes([sequence]) * size
+        file = write_file(directory, sequence, record, False, file)
+        assert read_record(directory) == (sequence, record)
+        assert file.fits(record)
+    assert file is not None
+    data = _slot(len(sizes), b"\xff" * min(last, file.slot_size - 100))
+    with open(directory / "checkpoint", "r+b") as f:
+        f.seek(BLOCK + file.spare * file.slot_size)
+        f.write(data[:int(len(data) * cut)])
+    assert read_record(directory) == (len(sizes) - 1, bytes([len(sizes) - 1]) * sizes[-1])
 
 
 def test_unreplayable_source_is_refused(tmp_path: Path) -> None:
@@ -311,20 +344,19 @@ def test_crashes_and_restarts_give_the_uninterrupted_output(
     assert (tmp / "out.txt").read_text() == (tmp / "clean.txt").read_text()
 
 
-def test_newest_checkpoint_wins_and_older_ones_are_removed(tmp_path: Path) -> None:
+def test_a_fresh_start_replaces_an_earlier_runs_checkpoint(tmp_path: Path) -> None:
     source, _ = scan_pipeline(range(4))
     Checkpointer(source, tmp_path, every=1, fsync=False)
     source.start()
-    assert [p.name for p in tmp_path.glob("checkpoint-*")] == ["checkpoint-000000000004"]
-    # A crash between the rename and the removal leaves an older file too.
-    (tmp_path / "checkpoint-000000000001").write_bytes(b"older, never read")
     assert read_checkpoint(tmp_path).sequence == 4  # type: ignore[union-attr]
-    # Starting afresh over them (restore=False) leaves only the new run's file.
+    # Starting afresh (restore=False): the new run's checkpoint 0 replaces
+    # the earlier run's 4 (which a slot left over would otherwise outrank).
     source, _ = scan_pipeline(range(2))
     Checkpointer(source, tmp_path, every=1000, restore=False, fsync=False)
     source.start()
-    assert [p.name for p in tmp_path.glob("checkpoint-*")] == ["checkpoint-000000000000"]
-    assert read_checkpoint(tmp_path).states[1] == {"state": 1}  # type: ignore[union-attr]
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint"]
+    snap = read_checkpoint(tmp_path)
+    assert snap is not None and snap.sequence == 0 and snap.states[1] == {"state": 1}
 
 
 # ----------------------------------------------------------------------
@@ -352,12 +384,12 @@ class GatedWrites:
         monkeypatch.setattr(_checkpoint_io, "write_file", self)
 
     def __call__(self, directory: Path, sequence: int, data: bytes, fsync: bool,
-                 replaces: Any = None) -> Path:
+                 file: Any) -> Any:
         self.entered.set()
         assert self.gate.wait(timeout=60), "the test never opened the gate"
-        path = self.real(directory, sequence, data, fsync, replaces)
+        written = self.real(directory, sequence, data, fsync, file)
         self.written.append(sequence)
-        return path
+        return written
 
 
 def test_a_superseded_checkpoint_is_never_written_after_a_newer_one(
@@ -383,7 +415,6 @@ def test_a_superseded_checkpoint_is_never_written_after_a_newer_one(
     assert cp.durable == 10
     snap = read_checkpoint(tmp_path)
     assert snap is not None and snap.sequence == 10 and snap.states[1] == {"state": 45}
-    assert [p.name for p in tmp_path.glob("checkpoint-*")] == ["checkpoint-000000000010"]
 
 
 def test_a_failed_write_is_raised_and_no_later_checkpoint_is_written(
@@ -445,8 +476,8 @@ def test_the_durable_sink_is_fsynced_before_the_checkpoint_that_records_its_leng
 
     recorded: list[tuple[int, int]] = []
 
-    def check_then_write(directory: Path, sequence: int, data: bytes, *args: Any) -> Path:
-        states = pickle.loads(data.split(b"\n", 2)[2])
+    def check_then_write(directory: Path, sequence: int, data: bytes, *args: Any) -> Any:
+        states = pickle.loads(data.split(b"\n", 1)[1])
         (length,) = [state["length"] for state in states if state and "length" in state]
         recorded.append((length, fsynced[0]))
         return writes(directory, sequence, data, *args)
