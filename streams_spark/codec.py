@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
@@ -32,6 +33,7 @@ __all__ = [
     "DATA",
     "WINDOW",
     "WINDOW_ITEMS",
+    "PACK",
     "value_of",
     "ERROR",
     "ROW_SCHEMA",
@@ -45,10 +47,13 @@ __all__ = [
 ]
 
 DATA, ERROR, STATE = 0, 1, 2
-#: A window: ``p`` pickles the list of its elements' pickles (not re-pickled).
+#: A window: ``p`` pickles the list of its elements.
 WINDOW = 4
-#: A window assembled on the driver: ``p`` is the list of its elements' pickles.
+#: A window assembled on the driver: ``p`` is the list of its elements itself.
 WINDOW_ITEMS = 6
+#: Elements of one group bound for one stateful stage, in one row: ``p``
+#: pickles ``(seqs, subs, values)`` (see :mod:`streams_spark.packs`).
+PACK = 7
 
 ROW_SCHEMA = pa.schema([
     ("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()), ("p", pa.binary()),
@@ -57,16 +62,14 @@ ROW_SCHEMA = pa.schema([
 _SCALARS: dict[type, pa.DataType] = {
     int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_(),
 }
-def _scalar_type(values: Sequence[Any]) -> pa.DataType | None:
-    """The Arrow type if every value has exactly one scalar Python type."""
+def _one_type(values: Sequence[Any]) -> type | None:
+    """The Python type of every value, if they all have the same one."""
     kinds = set(map(type, values))
-    if len(kinds) != 1:
-        return None
-    return _SCALARS.get(kinds.pop())
+    return kinds.pop() if len(kinds) == 1 else None
 
 
-def _array(values: Sequence[Any]) -> pa.Array | None:
-    t = _scalar_type(values)
+def _array(values: Sequence[Any], kind: type | None) -> pa.Array | None:
+    t = _SCALARS.get(kind) if kind is not None else None
     if t is None:
         return None
     try:
@@ -77,18 +80,18 @@ def _array(values: Sequence[Any]) -> pa.Array | None:
 
 def _typed(elements: Sequence[Any]) -> pa.Array | None:
     """A typed Arrow array of ``elements``, or None if their types do not allow it."""
-    column = _array(elements)
-    if column is not None:
-        return column
-    first = elements[0]
-    if type(first) is not tuple or not first:
-        return None
-    width = len(first)
-    if any(type(x) is not tuple or len(x) != width for x in elements):
+    kind = _one_type(elements)
+    if kind is not tuple:
+        return _array(elements, kind)
+    # Whole-column checks run in C (map, set): this runs on the driver, on
+    # every element, before Spark sees a micro-batch.
+    widths = set(map(len, elements))
+    if len(widths) != 1 or 0 in widths:
         return None
     arrays = []
-    for col in zip(*elements, strict=True):
-        array = _array(col)
+    for i in range(widths.pop()):
+        col = list(map(itemgetter(i), elements))
+        array = _array(col, _one_type(col))
         if array is None:
             return None
         arrays.append(array)
@@ -101,13 +104,13 @@ def value_of(kind: int, p: Any) -> Any:
 
     Examples
     --------
-    >>> value_of(WINDOW, pickle.dumps([pickle.dumps(1), pickle.dumps("a")]))
+    >>> value_of(WINDOW, pickle.dumps([1, "a"]))
+    [1, 'a']
+    >>> value_of(WINDOW_ITEMS, [1, "a"])
     [1, 'a']
     """
     if kind == WINDOW_ITEMS:
-        return [pickle.loads(b) for b in p]
-    if kind == WINDOW:
-        return [pickle.loads(b) for b in pickle.loads(p)]
+        return p
     return pickle.loads(p)
 
 

@@ -15,12 +15,13 @@ import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .chain import ERROR, Chain, Step, carried_error, pickled_output
-from .codec import DATA, STATE, WINDOW, WINDOW_ITEMS, unpack, value_of
+from .codec import DATA, PACK, STATE, WINDOW, WINDOW_ITEMS, unpack, value_of
+from .packs import opened, pack_payload, windows_of
 
 __all__ = [
     "FLUSH", "FLUSH_MARK", "MID_SCHEMA", "ONE_GROUP", "SEQUENTIAL_STAGE", "chain_task",
@@ -93,6 +94,10 @@ def _route(step: Step | None) -> Callable[[Any], tuple[bytes | None, float | Non
 class Router:
     """Rows for the next stage, routed: ``k`` and ``t`` computed once per element.
 
+    Data bound for a stateful stage is packed (see :mod:`streams_spark.packs`):
+    one row per key of a keyed scan, per window of an event-time window, or
+    for the one group of a sequential stage, holding that group's elements.
+
     Parameters
     ----------
     route_to : Step, optional
@@ -109,25 +114,70 @@ class Router:
         self.grouped = route_to is not None and route_to.operator == SEQUENTIAL_STAGE
         self.cols: dict[str, list[Any]] = {n: [] for n in MID_SCHEMA.names}
         self._appends = tuple(c.append for c in self.cols.values())
+        # Group -> [seqs, subs, values, k, latest t]: the packs being filled.
+        self.packs: dict[Any, list[Any]] = {}
+        self.width = 0
+        if self.to_window:
+            assert route_to is not None
+            self.width = round(float(route_to.params["interval"]) * 1_000_000)
 
     def add(self, seq: int, sub: int, kind: int, value: Any) -> None:
         """A value (``kind`` DATA) or a pickled error record (``kind`` ERROR)."""
-        k: bytes | None = b""
-        t: float | None = None
         if kind == ERROR:
-            p = value
-        else:
-            try:
-                k, t = self.route(value)
-            except Exception as e:
-                assert self.route_to is not None
-                kind, p = ERROR, carried_error(self.route_to, value, e)
+            self._error(seq, sub, value)
+            return
+        try:
+            k, t = self.route(value)
+        except Exception as e:
+            assert self.route_to is not None
+            self._error(seq, sub, carried_error(self.route_to, value, e))
+            return
+        if self.route_to is None:
+            kind, p = pickled_output(kind, value, self.last)
+            if kind == ERROR:
+                self._error(seq, sub, p)
             else:
-                kind, p = pickled_output(kind, value, self.last)
-        if kind == ERROR and self.to_window:
-            # A window has no place for an error row: fail the query with it.
+                self._append(seq, sub, kind, p, b"", None)
+            return
+        group: Any = k
+        if self.to_window:
+            assert t is not None
+            # The window Spark will put the element in: timestamp_seconds()
+            # truncates to microseconds, window() floors them by the width.
+            # Before 1970 Spark's window start is not a floor: no packing.
+            micros = int(t * 1_000_000) if 0.0 <= t < FAR_FUTURE else -1
+            if micros < 0:
+                self._pack_one(seq, sub, value, k, t)
+                return
+            group = micros // self.width
+        pack = self.packs.get(group)
+        if pack is None:
+            self.packs[group] = [[seq], [sub], [value], k, t]
+            return
+        pack[0].append(seq)
+        pack[1].append(sub)
+        pack[2].append(value)
+        if t is not None and t > pack[4]:
+            # The pack's event time is its latest element's: Spark's
+            # watermark (the latest event time seen) stays what it would be.
+            pack[4] = t
+
+    def _pack_one(self, seq: int, sub: int, value: Any, k: bytes | None,
+                  t: float | None) -> None:
+        kind, p = pickled_output(DATA, value, self.last)
+        if kind == ERROR:
+            self._error(seq, sub, p)
+        else:
+            self._append(seq, sub, kind, p, k, t)
+
+    def _error(self, seq: int, sub: int, p: bytes) -> None:
+        if self.to_window:
+            # A window has no place for an error row: fail the query with the
+            # first error in element order (an earlier element held in a pack
+            # may be one that cannot be pickled).
+            self._close_packs()
             raise NodeFailure(NodeFailure.MARK + bytes(p).hex())
-        self._append(seq, sub, kind, p, k, t)
+        self._append(seq, sub, ERROR, p, b"", None)
 
     def passthrough(self, seq: int, sub: int, kind: int, p: bytes) -> None:
         """A control or error row of an earlier stage, going on unchanged."""
@@ -148,8 +198,35 @@ class Router:
         a[4](k)
         a[5](t)
 
+    def _close_packs(self) -> None:
+        """Turn the packs being filled into rows."""
+        packs, self.packs = self.packs, {}
+        failed: list[tuple[int, int, bytes]] = []
+        for seqs, subs, values, k, t in packs.values():
+            try:
+                p = pack_payload(seqs, subs, values)
+            except Exception:
+                # Some value cannot be pickled: it becomes an error row of the
+                # step that returned it, in its place; the others stay packed.
+                keep = []
+                for i, x in enumerate(values):
+                    kind, ep = pickled_output(DATA, x, self.last)
+                    if kind == ERROR:
+                        failed.append((seqs[i], subs[i], ep))
+                    else:
+                        keep.append(i)
+                if not keep:
+                    continue
+                seqs, subs = [seqs[i] for i in keep], [subs[i] for i in keep]
+                p = pack_payload(seqs, subs, [values[i] for i in keep])
+            self._append(seqs[0], subs[0], PACK, p, k, t)
+        failed.sort(key=lambda f: (f[0], f[1]))
+        for seq, sub, ep in failed:
+            self._error(seq, sub, ep)
+
     def batch(self) -> pa.RecordBatch:
         """The rows so far as a record batch (and start anew)."""
+        self._close_packs()
         out = pa.RecordBatch.from_pydict(self.cols, schema=MID_SCHEMA)
         for v in self.cols.values():
             v.clear()
@@ -157,9 +234,13 @@ class Router:
 
     def frame(self) -> pd.DataFrame:
         """The rows so far as a pandas frame of object columns (and start anew)."""
+        self._close_packs()
         # Object columns: pandas would warn (FutureWarning) when PySpark
-        # concatenates typed frames with its all-NA padding frames.
-        out = pd.DataFrame({n: pd.Series(v, dtype=object) for n, v in self.cols.items()})
+        # concatenates typed frames with its all-NA padding frames. Built from
+        # object arrays: pd.Series(..., dtype=object) costs several times more.
+        n = len(self.cols["seq"])
+        out = pd.DataFrame({name: np.fromiter(v, dtype=object, count=n)
+                            for name, v in self.cols.items()}, copy=False)
         for v in self.cols.values():
             v.clear()
         return out
@@ -206,6 +287,11 @@ def chain_task(steps: list[Step], route_to: Step | None, first: bool
                     # Children of a flatten rank below their parent's rank.
                     cur[0], cur[1] = s, sb << 16
                     chain.push(loads(p) if kind == DATA else value_of(kind, p), sink)
+                elif kind == PACK:
+                    pseqs, psubs, values = loads(p)
+                    for ps_, psb, x in zip(pseqs, psubs, values, strict=True):
+                        cur[0], cur[1] = ps_, psb << 16
+                        chain.push(x, sink)
                 else:
                     rows.passthrough(s, sb, kind, p)
             yield rows.batch()
@@ -232,12 +318,10 @@ def keyed_scan(step: Step, route_to: Step | None = None
 
     def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         kbytes = key[0]
-        frame = pd.concat(list(frames), ignore_index=True)
-        frame = frame.sort_values(["seq", "sub"], kind="stable")
+        seqs, subs, kinds, ps = _columns(frames)
         rows = Router(route_to, step)
         if not kbytes:
-            for s, sb, kind, pv in zip(frame["seq"], frame["sub"], frame["kind"],
-                                       frame["p"], strict=True):
+            for s, sb, kind, pv in zip(seqs, subs, kinds, ps, strict=True):
                 rows.passthrough(int(s), int(sb), int(kind), pv)
             yield rows.frame()
             return
@@ -246,10 +330,8 @@ def keyed_scan(step: Step, route_to: Step | None = None
             acc = pickle.loads(state.get[0])
         else:
             acc = _NOTHING if no_start else copy.deepcopy(start)
-        loads = pickle.loads
-        for s, sb, pv in zip(frame["seq"].tolist(), frame["sub"].tolist(),
-                             frame["p"].tolist(), strict=True):
-            x = loads(pv)
+        seqs, subs, _, xs = opened(seqs, subs, kinds, ps)
+        for s, sb, x in zip(seqs, subs, xs, strict=True):
             try:
                 if acc is _NOTHING:
                     new = out = x
@@ -279,10 +361,8 @@ def sequential_chain(steps: list[Step], route_to: Step | None = None) -> Callabl
     last = steps[-1] if steps else None
 
     def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        frame = pd.concat(list(frames), ignore_index=True)
-        frame = frame.sort_values(["seq", "sub"], kind="stable")
+        columns = _columns(frames)
         rows = Router(route_to, last)
-        columns = (frame["seq"], frame["sub"], frame["kind"], frame["p"])
         if key[0] != ONE_GROUP:  # error and control rows pass through
             for s, sb, kind, pv in zip(*columns, strict=True):
                 rows.passthrough(int(s), int(sb), int(kind), pv)
@@ -290,23 +370,35 @@ def sequential_chain(steps: list[Step], route_to: Step | None = None) -> Callabl
             return
         chain = Chain(steps, pickle.loads(state.get[0]) if state.exists else None)
         cur = [0, 0]
-        loads = pickle.loads
 
         def sink(kind: int, value: Any) -> None:
             rows.add(cur[0], cur[1], kind, value)
             cur[1] += 1
 
-        for s, sb, kind, pv in zip(*columns, strict=True):
-            cur[0], cur[1] = int(s), int(sb) << 16
+        for s, sb, kind, item in zip(*opened(*columns), strict=True):
+            cur[0], cur[1] = s, sb << 16
             if kind == DATA:
-                chain.push(loads(pv), sink)
+                chain.push(item, sink)
             elif kind == FLUSH:
                 chain.flush(sink)
-                rows.passthrough(int(s), cur[1], FLUSH, pv)
+                rows.passthrough(s, cur[1], FLUSH, item)
         state.update((pickle.dumps(chain.states, protocol=5),))
         yield rows.frame()
 
     return run
+
+
+def _columns(frames: Iterator[pd.DataFrame]) -> tuple[list[Any], ...]:
+    """The ``seq``, ``sub``, ``kind`` and ``p`` columns of a group's frames, as lists.
+
+    Unordered: :func:`~streams_spark.packs.opened` puts the elements in order
+    (a pandas concat and sort would cost more than the group's Python work).
+    """
+    cols: tuple[list[Any], ...] = ([], [], [], [])
+    for frame in frames:
+        for col, name in zip(cols, ("seq", "sub", "kind", "p"), strict=True):
+            col.extend(frame[name].tolist())
+    return cols
 
 
 class _Nothing:
@@ -321,22 +413,17 @@ def window_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Turn aggregated windows into rows: one list of elements per window.
 
     Input columns: ``start`` (microseconds) and ``items`` (a list of
-    ``(seq, sub, kind, p)``). The window's elements are put back in input
-    order; the row is of kind ``WINDOW``.
+    ``(seq, sub, kind, p)``, data rows or packs). The window's elements are
+    put back in input order; the row is of kind ``WINDOW``.
     """
     dumps = pickle.dumps
     for batch in batches:
         starts = batch.column(0).to_pylist()
-        items = batch.column(1).to_pylist()
         seqs, ps = [], []
-        for start, rows in zip(starts, items, strict=True):
-            rows = [r for r in rows if r["kind"] == DATA]
-            if not rows:
-                continue
-            rows.sort(key=lambda r: (r["seq"], r["sub"]))
-            seqs.append(start)
-            # The elements stay pickled: unpickled once, where they are used.
-            ps.append(dumps([r["p"] for r in rows], protocol=5))
+        for start, values in zip(starts, windows_of(batch.column(1)), strict=True):
+            if values:
+                seqs.append(start)
+                ps.append(dumps(values, protocol=5))
         n = len(seqs)
         yield pa.RecordBatch.from_arrays(
             [pa.array(seqs, pa.int64()), pa.array([0] * n, pa.int64()),
@@ -360,18 +447,4 @@ def collected_rows(table: pa.Table) -> list[tuple[int, Any]]:
         return list(zip(table.column("kind").to_pylist(), table.column("p").to_pylist(),
                         strict=True))
     table = table.sort_by("start")
-    items = table.column("items").combine_chunks()
-    flat = pc.list_flatten(items)
-    rows = pa.table({"w": pc.list_parent_indices(items), "seq": flat.field("seq"),
-                     "sub": flat.field("sub"), "kind": flat.field("kind"),
-                     "p": flat.field("p")})
-    rows = rows.filter(pc.equal(rows["kind"], DATA)).sort_by(
-        [("w", "ascending"), ("seq", "ascending"), ("sub", "ascending")])
-    out: list[tuple[int, Any]] = []
-    current = None
-    for w, p in zip(rows.column("w").to_pylist(), rows.column("p").to_pylist(), strict=True):
-        if w != current:
-            out.append((WINDOW_ITEMS, []))
-            current = w
-        out[-1][1].append(p)
-    return out
+    return [(WINDOW_ITEMS, values) for values in windows_of(table.column("items")) if values]

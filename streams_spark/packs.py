@@ -1,0 +1,128 @@
+"""Packed rows: the elements one task sends to one group of a stateful stage.
+
+Between the stages of a streaming plan, one Spark row per element costs
+more than the Python work on it: Spark converts, shuffles, sorts and
+aggregates every row, and the worker converts it to and from pandas. So a
+task sends the elements bound for one group of the next stage (one key of
+a keyed scan, the one group of a sequential stage, one window of an
+event-time window) as one row of kind :data:`~streams_spark.codec.PACK`,
+whose payload pickles ``(seqs, subs, values)``: the values in order with
+their positions. The receiving stage opens the packs and puts the elements
+back in ``(seq, sub)`` order, the order of the in-process run.
+
+Only data travels packed: errors and control rows stay rows of their own.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .codec import DATA, PACK
+
+__all__ = ["opened", "pack_payload", "windows_of"]
+
+
+def pack_payload(seqs: list[int], subs: list[int], values: list[Any]) -> bytes:
+    """The payload of a pack (raises if a value cannot be pickled).
+
+    Examples
+    --------
+    >>> opened([3], [0], [PACK], [pack_payload([3, 4], [0, 0], ["a", "b"])])
+    ([3, 4], [0, 0], [0, 0], ['a', 'b'])
+    """
+    return pickle.dumps((seqs, subs, values), protocol=5)
+
+
+def opened(seqs: Iterable[int], subs: Iterable[int], kinds: Iterable[int],
+           ps: Iterable[Any]) -> tuple[list[int], list[int], list[int], list[Any]]:
+    """Rows with their packs opened, in ``(seq, sub)`` order.
+
+    Returns the columns ``seq``, ``sub``, ``kind`` and ``item``: an item is
+    the value of a data row (a packed element is a data row), the payload of
+    any other row.
+
+    Examples
+    --------
+    >>> opened([1, 2], [0, 0], [PACK, DATA],
+    ...        [pack_payload([1, 3], [0, 0], ["a", "c"]), pickle.dumps("b")])
+    ([1, 2, 3], [0, 0, 0], [0, 0, 0], ['a', 'b', 'c'])
+    """
+    out_s: list[int] = []
+    out_b: list[int] = []
+    out_k: list[int] = []
+    out_v: list[Any] = []
+    loads = pickle.loads
+    in_order = True
+    last: tuple[int, int] | None = None
+    for s, sb, kind, p in zip(seqs, subs, kinds, ps, strict=True):
+        if kind == PACK:
+            pseqs, psubs, values = loads(p)
+            first = (pseqs[0], psubs[0])
+            out_s.extend(pseqs)
+            out_b.extend(psubs)
+            out_k.extend([DATA] * len(pseqs))
+            out_v.extend(values)
+        else:
+            s, sb, kind = int(s), int(sb), int(kind)
+            first = (s, sb)
+            out_s.append(s)
+            out_b.append(sb)
+            out_k.append(kind)
+            out_v.append(loads(p) if kind == DATA else p)
+        # A pack is in order inside; only the seams between rows can be out
+        # of order (rows of several tasks), and then everything is sorted.
+        if last is not None and first < last:
+            in_order = False
+        last = (out_s[-1], out_b[-1])
+    if not in_order:
+        order = sorted(range(len(out_s)), key=lambda i: (out_s[i], out_b[i]))
+        return ([out_s[i] for i in order], [out_b[i] for i in order],
+                [out_k[i] for i in order], [out_v[i] for i in order])
+    return out_s, out_b, out_k, out_v
+
+
+def windows_of(items: pa.Array | pa.ChunkedArray) -> list[list[Any]]:
+    """The elements of each aggregated window, in ``(seq, sub)`` order.
+
+    ``items`` is a list column (one window per row) of structs ``seq``,
+    ``sub``, ``kind``, ``p``; data rows and packs count, control rows do not
+    (a window of control rows only is an empty list).
+    """
+    if isinstance(items, pa.ChunkedArray):
+        items = items.combine_chunks()
+    flat = pc.list_flatten(items)
+    parents = pc.list_parent_indices(items).to_pylist()
+    win: list[int] = []
+    seq: list[int] = []
+    sub: list[int] = []
+    values: list[Any] = []
+    loads = pickle.loads
+    for w, s, sb, kind, p in zip(parents, flat.field("seq").to_pylist(),
+                                 flat.field("sub").to_pylist(), flat.field("kind").to_pylist(),
+                                 flat.field("p").to_pylist(), strict=True):
+        if kind == PACK:
+            pseqs, psubs, pvalues = loads(p)
+            win.extend([w] * len(pseqs))
+            seq.extend(pseqs)
+            sub.extend(psubs)
+            values.extend(pvalues)
+        elif kind == DATA:
+            win.append(w)
+            seq.append(s)
+            sub.append(sb)
+            values.append(loads(p))
+    out: list[list[Any]] = [[] for _ in range(len(items))]
+    if not values:
+        return out
+    order = pc.sort_indices(
+        pa.table({"w": pa.array(win, pa.int64()), "seq": pa.array(seq, pa.int64()),
+                  "sub": pa.array(sub, pa.int64())}),
+        sort_keys=[("w", "ascending"), ("seq", "ascending"), ("sub", "ascending")])
+    for i in order.to_pylist():
+        out[win[i]].append(values[i])
+    return out

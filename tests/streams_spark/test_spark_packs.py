@@ -1,0 +1,153 @@
+"""Packed rows between the stages of a streaming plan: order, errors, routing."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streams_spark.chain import Step
+from streams_spark.codec import DATA, ERROR, PACK
+from streams_spark.packs import opened, pack_payload, windows_of
+from streams_spark.stages import FLUSH, ONE_GROUP, SEQUENTIAL_STAGE, NodeFailure, Router
+
+ITEM = pa.struct([("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()),
+                  ("p", pa.binary())])
+
+
+def rows_of(router: Router) -> list[dict[str, Any]]:
+    return router.batch().to_pylist()  # type: ignore[no-any-return]
+
+
+@st.composite
+def packed_rows(draw: Any) -> tuple[list[tuple[int, int, int, Any]], list[Any]]:
+    """Elements in (seq, sub) order, cut into rows (packs, data, control), shuffled."""
+    n = draw(st.integers(0, 30))
+    seqs = sorted(draw(st.lists(st.integers(0, 10**6), min_size=n, max_size=n, unique=True)))
+    elements = [(s, draw(st.integers(0, 3)), draw(st.one_of(st.integers(), st.text())))
+                for s in seqs]
+    rows: list[tuple[int, int, int, Any]] = []
+    i = 0
+    while i < n:
+        size = draw(st.integers(1, 5))
+        part = elements[i:i + size]
+        i += size
+        kind = draw(st.sampled_from([PACK, DATA, FLUSH]))
+        if kind == PACK:
+            rows.append((part[0][0], part[0][1], PACK, pack_payload(
+                [e[0] for e in part], [e[1] for e in part], [e[2] for e in part])))
+        else:
+            rows.extend((s, sb, kind, pickle.dumps(x) if kind == DATA else x)
+                        for s, sb, x in part)
+    expected = [(s, sb) for s, sb, _ in elements]
+    return draw(st.permutations(rows)), expected
+
+
+@given(packed_rows())
+def test_opened_rows_come_in_element_order_with_control_rows_in_place(
+        case: tuple[list[tuple[int, int, int, Any]], list[Any]]) -> None:
+    rows, expected = case
+    seqs, subs, kinds, items = opened(*zip(*rows, strict=True)) if rows else opened([], [], [],
+                                                                                    [])
+    assert list(zip(seqs, subs, strict=True)) == expected
+    by_position = {(s, sb): (k, p) for s, sb, k, p in rows if k != PACK}
+    for s, sb, kind, item in zip(seqs, subs, kinds, items, strict=True):
+        if (s, sb) in by_position and by_position[(s, sb)][0] == FLUSH:
+            assert (kind, item) == by_position[(s, sb)]
+        else:
+            assert kind == DATA and not isinstance(item, bytes)
+
+
+def keyed(name: str = "scan") -> Step:
+    return Step(7, "accumulate", lambda a, b: a, {"key": 0}, name)
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.integers()), max_size=40))
+def test_rows_for_a_keyed_scan_are_one_pack_per_key(xs: list[tuple[str, int]]) -> None:
+    router = Router(keyed(), None)
+    for i, x in enumerate(xs):
+        router.add(i, 0, DATA, x)
+    rows = rows_of(router)
+    assert sorted(r["k"] for r in rows) == sorted({pickle.dumps(k, protocol=5)
+                                                   for k, _ in xs})
+    for row in rows:
+        assert row["kind"] == PACK
+        seqs, _, _, values = opened([row["seq"]], [row["sub"]], [PACK], [row["p"]])
+        key = pickle.loads(row["k"])
+        assert values == [x for x in xs if x[0] == key]
+        assert seqs == [i for i, x in enumerate(xs) if x[0] == key]
+
+
+def test_an_unpicklable_value_leaves_its_pack_as_an_error_in_its_place() -> None:
+    last = Step(3, "map", None, {}, "map(f)")
+    router = Router(keyed(), last)
+    router.add(0, 0, DATA, ("a", 1))
+    router.add(1, 0, DATA, ("a", lambda: 2))
+    router.add(2, 0, DATA, ("a", 3))
+    rows = rows_of(router)
+    (pack,) = [r for r in rows if r["kind"] == PACK]
+    (error,) = [r for r in rows if r["kind"] == ERROR]
+    assert opened([pack["seq"]], [0], [PACK], [pack["p"]])[3] == [("a", 1), ("a", 3)]
+    assert (error["seq"], error["k"]) == (1, b"")  # its own row, in no key's group
+    node_id, _, exc = pickle.loads(error["p"])
+    assert node_id == 3 and "map(f) returned" in str(exc)
+
+
+def test_rows_for_a_sequential_stage_are_one_pack() -> None:
+    router = Router(Step(-1, SEQUENTIAL_STAGE, None), None)
+    for i in range(5):
+        router.add(i, 0, DATA, i * 10)
+    router.passthrough(9, 0, FLUSH, b"end")
+    rows = rows_of(router)
+    assert [(r["kind"], r["k"]) for r in rows] == [(FLUSH, ONE_GROUP), (PACK, ONE_GROUP)]
+    assert opened(*zip(*[(r["seq"], r["sub"], r["kind"], r["p"]) for r in rows],
+                       strict=True))[3] == [0, 10, 20, 30, 40, b"end"]
+
+
+def window(interval: float = 1.0) -> Step:
+    return Step(8, "timed_window", None, {"interval": interval, "time": lambda x: x},
+                "timed_window")
+
+
+def test_rows_for_a_window_are_one_pack_per_spark_window_at_its_latest_time() -> None:
+    router = Router(window(), None)
+    # Spark truncates seconds to microseconds, then floors by the width.
+    times = [0.2, 0.9999999, 0.5, 1.0, 2.5, 1.9999994, -0.5]
+    for i, t in enumerate(times):
+        router.add(i, 0, DATA, t)
+    rows = rows_of(router)
+    packs = {r["t"]: opened([r["seq"]], [0], [PACK], [r["p"]])[3]
+             for r in rows if r["kind"] == PACK}
+    assert packs == {0.9999999: [0.2, 0.9999999, 0.5], 1.9999994: [1.0, 1.9999994],
+                     2.5: [2.5]}
+    # Before 1970 Spark's window start is no floor: such elements go alone.
+    assert [(r["kind"], r["t"]) for r in rows if r["kind"] != PACK] == [(DATA, -0.5)]
+
+
+def test_an_error_before_a_window_fails_with_the_first_error_in_order() -> None:
+    router = Router(window(), Step(3, "map", None, {}, "map(f)"))
+    router.add(0, 0, DATA, 0.5)
+    unpicklable = type("F", (float,), {"__reduce__": lambda self: 1 / 0})(0.7)
+    router.add(1, 0, DATA, unpicklable)
+    with pytest.raises(NodeFailure) as info:
+        router.add(2, 0, DATA, "not a time")  # the window's own error, later
+    node_id, _, exc = pickle.loads(bytes.fromhex(str(info.value)[len(NodeFailure.MARK):]))
+    assert node_id == 3 and "map(f) returned" in str(exc)
+
+
+def test_windows_open_packs_and_order_their_elements() -> None:
+    def item(seq: int, kind: int, p: bytes) -> dict[str, Any]:
+        return {"seq": seq, "sub": 0, "kind": kind, "p": p}
+
+    items = pa.array([
+        [item(4, PACK, pack_payload([4, 6], [0, 0], ["d", "f"])),
+         item(1, PACK, pack_payload([1, 5], [0, 0], ["a", "e"])),
+         item(2, DATA, pickle.dumps("b"))],
+        [item(9, FLUSH, b"end of stream")],
+        [item(3, DATA, pickle.dumps("c"))],
+    ], pa.list_(ITEM))
+    assert windows_of(items) == [["a", "b", "d", "e", "f"], [], ["c"]]
