@@ -27,46 +27,52 @@ from .codec import DATA, PACK
 __all__ = ["opened", "pack_payload", "windows_of"]
 
 
-def pack_payload(seqs: list[int], subs: list[int], values: list[Any]) -> bytes:
+def pack_payload(seqs: list[int], subs: list[int], values: list[Any],
+                 keys: list[bytes] | None = None) -> bytes:
     """The payload of a pack (raises if a value cannot be pickled).
+
+    ``keys`` are the elements' pickled keys, for a keyed scan.
 
     Examples
     --------
-    >>> opened([3], [0], [PACK], [pack_payload([3, 4], [0, 0], ["a", "b"])])
-    ([3, 4], [0, 0], [0, 0], ['a', 'b'])
+    >>> opened([3], [0], [PACK], [pack_payload([3, 4], [0, 0], ["a", "b"], [b"k", b"j"])])
+    ([3, 4], [0, 0], [0, 0], ['a', 'b'], [b'k', b'j'])
     """
-    return pickle.dumps((seqs, subs, values), protocol=5)
+    return pickle.dumps((seqs, subs, values, keys), protocol=5)
 
 
-def opened(seqs: Iterable[int], subs: Iterable[int], kinds: Iterable[int],
-           ps: Iterable[Any]) -> tuple[list[int], list[int], list[int], list[Any]]:
+def opened(seqs: Iterable[int], subs: Iterable[int], kinds: Iterable[int], ps: Iterable[Any]
+           ) -> tuple[list[int], list[int], list[int], list[Any], list[bytes | None]]:
     """Rows with their packs opened, in ``(seq, sub)`` order.
 
-    Returns the columns ``seq``, ``sub``, ``kind`` and ``item``: an item is
-    the value of a data row (a packed element is a data row), the payload of
-    any other row.
+    Returns the columns ``seq``, ``sub``, ``kind``, ``item`` and ``key``: an
+    item is the value of a data row (a packed element is a data row), the
+    payload of any other row; a key is a packed element's pickled key (None
+    outside the packs of a keyed scan).
 
     Examples
     --------
     >>> opened([1, 2], [0, 0], [PACK, DATA],
     ...        [pack_payload([1, 3], [0, 0], ["a", "c"]), pickle.dumps("b")])
-    ([1, 2, 3], [0, 0, 0], [0, 0, 0], ['a', 'b', 'c'])
+    ([1, 2, 3], [0, 0, 0], [0, 0, 0], ['a', 'b', 'c'], [None, None, None])
     """
     out_s: list[int] = []
     out_b: list[int] = []
     out_k: list[int] = []
     out_v: list[Any] = []
+    out_key: list[bytes | None] = []
     loads = pickle.loads
     in_order = True
     last: tuple[int, int] | None = None
     for s, sb, kind, p in zip(seqs, subs, kinds, ps, strict=True):
         if kind == PACK:
-            pseqs, psubs, values = loads(p)
+            pseqs, psubs, values, keys = loads(p)
             first = (pseqs[0], psubs[0])
             out_s.extend(pseqs)
             out_b.extend(psubs)
             out_k.extend([DATA] * len(pseqs))
             out_v.extend(values)
+            out_key.extend([None] * len(pseqs) if keys is None else keys)
         else:
             s, sb, kind = int(s), int(sb), int(kind)
             first = (s, sb)
@@ -74,6 +80,7 @@ def opened(seqs: Iterable[int], subs: Iterable[int], kinds: Iterable[int],
             out_b.append(sb)
             out_k.append(kind)
             out_v.append(loads(p) if kind == DATA else p)
+            out_key.append(None)
         # A pack is in order inside; only the seams between rows can be out
         # of order (rows of several tasks), and then everything is sorted.
         if last is not None and first < last:
@@ -82,8 +89,9 @@ def opened(seqs: Iterable[int], subs: Iterable[int], kinds: Iterable[int],
     if not in_order:
         order = sorted(range(len(out_s)), key=lambda i: (out_s[i], out_b[i]))
         return ([out_s[i] for i in order], [out_b[i] for i in order],
-                [out_k[i] for i in order], [out_v[i] for i in order])
-    return out_s, out_b, out_k, out_v
+                [out_k[i] for i in order], [out_v[i] for i in order],
+                [out_key[i] for i in order])
+    return out_s, out_b, out_k, out_v, out_key
 
 
 def windows_of(items: pa.Array | pa.ChunkedArray) -> list[list[Any]]:
@@ -106,7 +114,7 @@ def windows_of(items: pa.Array | pa.ChunkedArray) -> list[list[Any]]:
                                  flat.field("sub").to_pylist(), flat.field("kind").to_pylist(),
                                  flat.field("p").to_pylist(), strict=True):
         if kind == PACK:
-            pseqs, psubs, pvalues = loads(p)
+            pseqs, psubs, pvalues, _ = loads(p)
             win.extend([w] * len(pseqs))
             seq.extend(pseqs)
             sub.extend(psubs)

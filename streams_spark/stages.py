@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import copy
 import pickle
+import zlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -54,6 +55,23 @@ class NodeFailure(Exception):
     """
 
     MARK = "streams-spark-node-error:"
+
+
+#: Keys of a keyed scan are spread over this many groups (each holding the
+#: states of its keys): one group per key would cost PySpark ~2 ms per key
+#: and micro-batch, and one row per key and window on the way to a window.
+KEY_BUCKETS = 16
+
+
+def key_bucket(kbytes: bytes) -> bytes:
+    """The group of a pickled key (the same in every worker process).
+
+    Examples
+    --------
+    >>> key_bucket(pickle.dumps("a", protocol=5)) == key_bucket(pickle.dumps("a", protocol=5))
+    True
+    """
+    return b"%d" % (zlib.crc32(kbytes) % KEY_BUCKETS)
 
 
 def _route(step: Step | None) -> Callable[[Any], tuple[bytes | None, float | None]]:
@@ -114,8 +132,10 @@ class Router:
         self.grouped = route_to is not None and route_to.operator == SEQUENTIAL_STAGE
         self.cols: dict[str, list[Any]] = {n: [] for n in MID_SCHEMA.names}
         self._appends = tuple(c.append for c in self.cols.values())
-        # Group -> [seqs, subs, values, k, latest t]: the packs being filled.
+        # Group -> [seqs, subs, values, k, latest t, keys]: the packs being filled.
         self.packs: dict[Any, list[Any]] = {}
+        self.keyed = route_to is not None and route_to.operator == "accumulate"
+        self.buckets: dict[bytes, bytes] = {}
         self.width = 0
         if self.to_window:
             assert route_to is not None
@@ -140,7 +160,12 @@ class Router:
                 self._append(seq, sub, kind, p, b"", None)
             return
         group: Any = k
-        if self.to_window:
+        if self.keyed:
+            assert k is not None
+            group = self.buckets.get(k)
+            if group is None:
+                group = self.buckets[k] = key_bucket(k)
+        elif self.to_window:
             assert t is not None
             # The window Spark will put the element in: timestamp_seconds()
             # truncates to microseconds, window() floors them by the width.
@@ -152,12 +177,15 @@ class Router:
             group = micros // self.width
         pack = self.packs.get(group)
         if pack is None:
-            self.packs[group] = [[seq], [sub], [value], k, t]
+            self.packs[group] = ([[seq], [sub], [value], group, t, [k]] if self.keyed
+                                 else [[seq], [sub], [value], k, t, None])
             return
         pack[0].append(seq)
         pack[1].append(sub)
         pack[2].append(value)
-        if t is not None and t > pack[4]:
+        if self.keyed:
+            pack[5].append(k)
+        elif t is not None and t > pack[4]:
             # The pack's event time is its latest element's: Spark's
             # watermark (the latest event time seen) stays what it would be.
             pack[4] = t
@@ -202,9 +230,9 @@ class Router:
         """Turn the packs being filled into rows."""
         packs, self.packs = self.packs, {}
         failed: list[tuple[int, int, bytes]] = []
-        for seqs, subs, values, k, t in packs.values():
+        for seqs, subs, values, k, t, keys in packs.values():
             try:
-                p = pack_payload(seqs, subs, values)
+                p = pack_payload(seqs, subs, values, keys)
             except Exception:
                 # Some value cannot be pickled: it becomes an error row of the
                 # step that returned it, in its place; the others stay packed.
@@ -218,7 +246,8 @@ class Router:
                 if not keep:
                     continue
                 seqs, subs = [seqs[i] for i in keep], [subs[i] for i in keep]
-                p = pack_payload(seqs, subs, [values[i] for i in keep])
+                p = pack_payload(seqs, subs, [values[i] for i in keep],
+                                 None if keys is None else [keys[i] for i in keep])
             self._append(seqs[0], subs[0], PACK, p, k, t)
         failed.sort(key=lambda f: (f[0], f[1]))
         for seq, sub, ep in failed:
@@ -288,7 +317,7 @@ def chain_task(steps: list[Step], route_to: Step | None, first: bool
                     cur[0], cur[1] = s, sb << 16
                     chain.push(loads(p) if kind == DATA else value_of(kind, p), sink)
                 elif kind == PACK:
-                    pseqs, psubs, values = loads(p)
+                    pseqs, psubs, values, _ = loads(p)
                     for ps_, psb, x in zip(pseqs, psubs, values, strict=True):
                         cur[0], cur[1] = ps_, psb << 16
                         chain.push(x, sink)
@@ -317,21 +346,21 @@ def keyed_scan(step: Step, route_to: Step | None = None
     no_start = type(start).__name__ == "_NoDefault"
 
     def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        kbytes = key[0]
         seqs, subs, kinds, ps = _columns(frames)
         rows = Router(route_to, step)
-        if not kbytes:
+        if not key[0]:
             for s, sb, kind, pv in zip(seqs, subs, kinds, ps, strict=True):
                 rows.passthrough(int(s), int(sb), int(kind), pv)
             yield rows.frame()
             return
-        k = pickle.loads(kbytes)
-        if state.exists:
-            acc = pickle.loads(state.get[0])
-        else:
-            acc = _NOTHING if no_start else copy.deepcopy(start)
-        seqs, subs, _, xs = opened(seqs, subs, kinds, ps)
-        for s, sb, x in zip(seqs, subs, xs, strict=True):
+        # The group is a bucket of keys: its state maps each pickled key to
+        # that key's accumulator.
+        accs: dict[bytes, Any] = pickle.loads(state.get[0]) if state.exists else {}
+        names: dict[bytes, Any] = {}
+        loads = pickle.loads
+        seqs, subs, _, xs, kbs = opened(seqs, subs, kinds, ps)
+        for s, sb, x, kb in zip(seqs, subs, xs, cast("list[bytes]", kbs), strict=True):
+            acc = accs[kb] if kb in accs else _NOTHING if no_start else copy.deepcopy(start)
             try:
                 if acc is _NOTHING:
                     new = out = x
@@ -341,10 +370,15 @@ def keyed_scan(step: Step, route_to: Step | None = None
                     new = out = f(acc, x, **kwargs)
             except Exception as e:
                 rows.add(s, sb, ERROR, carried_error(step, x, e))
-            else:
-                acc = new
-                rows.add(s, sb, DATA, (new, (k, out)) if with_state else (k, out))
-        state.update((pickle.dumps(acc, protocol=5),))
+                if kb not in accs:
+                    accs[kb] = acc
+                continue
+            accs[kb] = new
+            k = names.get(kb, _NOTHING)
+            if k is _NOTHING:
+                k = names[kb] = loads(kb)
+            rows.add(s, sb, DATA, (new, (k, out)) if with_state else (k, out))
+        state.update((pickle.dumps(accs, protocol=5),))
         yield rows.frame()
 
     return run
@@ -375,7 +409,7 @@ def sequential_chain(steps: list[Step], route_to: Step | None = None) -> Callabl
             rows.add(cur[0], cur[1], kind, value)
             cur[1] += 1
 
-        for s, sb, kind, item in zip(*opened(*columns), strict=True):
+        for s, sb, kind, item, _ in zip(*opened(*columns), strict=True):
             cur[0], cur[1] = s, sb << 16
             if kind == DATA:
                 chain.push(item, sink)

@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 from streams_spark.chain import Step
 from streams_spark.codec import DATA, ERROR, PACK
 from streams_spark.packs import opened, pack_payload, windows_of
-from streams_spark.stages import FLUSH, ONE_GROUP, SEQUENTIAL_STAGE, NodeFailure, Router
+from streams_spark.stages import (
+    FLUSH,
+    ONE_GROUP,
+    SEQUENTIAL_STAGE,
+    NodeFailure,
+    Router,
+    key_bucket,
+)
 
 ITEM = pa.struct([("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()),
                   ("p", pa.binary())])
@@ -51,8 +58,8 @@ def packed_rows(draw: Any) -> tuple[list[tuple[int, int, int, Any]], list[Any]]:
 def test_opened_rows_come_in_element_order_with_control_rows_in_place(
         case: tuple[list[tuple[int, int, int, Any]], list[Any]]) -> None:
     rows, expected = case
-    seqs, subs, kinds, items = opened(*zip(*rows, strict=True)) if rows else opened([], [], [],
-                                                                                    [])
+    seqs, subs, kinds, items, _ = opened(*zip(*rows, strict=True)) if rows else opened(
+        [], [], [], [])
     assert list(zip(seqs, subs, strict=True)) == expected
     by_position = {(s, sb): (k, p) for s, sb, k, p in rows if k != PACK}
     for s, sb, kind, item in zip(seqs, subs, kinds, items, strict=True):
@@ -66,20 +73,23 @@ def keyed(name: str = "scan") -> Step:
     return Step(7, "accumulate", lambda a, b: a, {"key": 0}, name)
 
 
-@given(st.lists(st.tuples(st.sampled_from("abc"), st.integers()), max_size=40))
-def test_rows_for_a_keyed_scan_are_one_pack_per_key(xs: list[tuple[str, int]]) -> None:
+@given(st.lists(st.tuples(st.sampled_from("abcdefghij"), st.integers()), max_size=40))
+def test_rows_for_a_keyed_scan_are_one_pack_per_bucket_of_keys(xs: list[tuple[str, int]]) -> None:
     router = Router(keyed(), None)
     for i, x in enumerate(xs):
         router.add(i, 0, DATA, x)
     rows = rows_of(router)
-    assert sorted(r["k"] for r in rows) == sorted({pickle.dumps(k, protocol=5)
-                                                   for k, _ in xs})
+    keys = {pickle.dumps(k, protocol=5) for k, _ in xs}
+    assert sorted(r["k"] for r in rows) == sorted({key_bucket(k) for k in keys})
+    seen = []
     for row in rows:
         assert row["kind"] == PACK
-        seqs, _, _, values = opened([row["seq"]], [row["sub"]], [PACK], [row["p"]])
-        key = pickle.loads(row["k"])
-        assert values == [x for x in xs if x[0] == key]
-        assert seqs == [i for i, x in enumerate(xs) if x[0] == key]
+        seqs, _, _, values, kbs = opened([row["seq"]], [row["sub"]], [PACK], [row["p"]])
+        assert {key_bucket(kb) for kb in kbs} == {row["k"]}  # type: ignore[arg-type]
+        assert [pickle.loads(kb) for kb in kbs] == [x[0] for x in values]  # type: ignore[arg-type]
+        assert values == [xs[s] for s in seqs]
+        seen.extend(seqs)
+    assert sorted(seen) == list(range(len(xs)))
 
 
 def test_an_unpicklable_value_leaves_its_pack_as_an_error_in_its_place() -> None:
@@ -93,6 +103,7 @@ def test_an_unpicklable_value_leaves_its_pack_as_an_error_in_its_place() -> None
     (error,) = [r for r in rows if r["kind"] == ERROR]
     assert opened([pack["seq"]], [0], [PACK], [pack["p"]])[3] == [("a", 1), ("a", 3)]
     assert (error["seq"], error["k"]) == (1, b"")  # its own row, in no key's group
+    assert pack["k"] == key_bucket(pickle.dumps("a", protocol=5))
     node_id, _, exc = pickle.loads(error["p"])
     assert node_id == 3 and "map(f) returned" in str(exc)
 

@@ -90,3 +90,29 @@ def test_sequential_steps_in_a_streaming_query(spark: Any) -> None:
 
     out, expected = both(xs, build, batch_size=3)
     assert out == expected
+
+
+def test_keyed_scan_over_many_keys_keeps_each_keys_state_and_errors_in_place(
+        spark: Any) -> None:
+    # More keys than groups of keys (KEY_BUCKETS), no start (a key's first
+    # element is its state), a failing element: per-key states stay apart
+    # across micro-batches and the error comes in its place.
+    xs = [(f"k{i % 40}", i) for i in range(130)]
+
+    def run(s: Stream, spark_: bool) -> tuple[list, list]:
+        node = s.to_spark(batch_size=17) if spark_ else s
+        scan = node.scan(lambda a, x: (x[0], a[1] + 100 // (x[1] - 77)), key=0)
+        errors = scan.on_error("route").errors.map(lambda e: e.element).sink_to_list()
+        out = (scan.map(lambda kv: kv[1]).gather() if spark_ else scan.map(lambda kv: kv[1]))
+        return out.sink_to_list(), errors
+
+    results = []
+    for spark_ in (True, False):
+        source = Stream()
+        out, errors = run(source, spark_)
+        for x in xs:
+            source.emit(x)
+        source.close()
+        results.append((list(out), list(errors)))
+    assert results[0] == results[1]
+    assert results[1][1] == [("k37", 77)]
