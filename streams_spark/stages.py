@@ -2,10 +2,12 @@
 
 Rows between stages follow :data:`streams_spark.codec.ROW_SCHEMA` plus two
 routing columns computed, once per element, by the chain before the stage
-that needs them: ``k`` (the pickled key of a keyed scan) and ``t`` (the
-event time of a window, in seconds). Rows of kind ``FLUSH`` are control
-rows: they pass every step untouched; at the end of the stream one of them
-carries a far-future event time that moves the watermark past every window.
+that needs them: ``k`` (the group of a keyed scan: a bucket of keys, see
+:func:`key_bucket`) and ``t`` (the event time of a window, in seconds).
+Data bound for a stateful stage travels packed, one row per group (see
+:mod:`streams_spark.packs`). Rows of kind ``FLUSH`` are control rows: they
+pass every step untouched; at the end of the stream one of them carries a
+far-future event time that moves the watermark past every window.
 """
 
 from __future__ import annotations
