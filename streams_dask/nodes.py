@@ -99,6 +99,15 @@ class Scatter(Stream[Any]):
     the element, and surfaces from the ``emit`` or ``close`` during which
     its result came back; ``close()`` delivers every other result first.
 
+    Checkpoints (:class:`~streams.state.Checkpointer`) and sources that
+    acknowledge what is done (``from_redis``) see an element as done only
+    once its results came back: a checkpoint first waits for every element
+    in flight, then records the state the segment's stateful nodes carry
+    from batch to batch (:attr:`segment_states`), and a pipeline restarted
+    from it resumes that state on the cluster. (The cluster drains at each
+    checkpoint: checkpoint every few batches' worth of elements, not every
+    few elements.)
+
     Parameters
     ----------
     client : distributed.Client, optional
@@ -140,6 +149,7 @@ class Scatter(Stream[Any]):
     __slots__ = (
         "_driver",
         "_early",
+        "_restored",
         "_runner",
         "_starting",
         "_ticks",
@@ -150,6 +160,7 @@ class Scatter(Stream[Any]):
         "show_progress",
     )
     _operator = "scatter"
+    _state = ("segment_states",)
     # max_in_flight first: a picture labels the node by its first parameter,
     # which is then "scatter" (the default, None) rather than a batch size.
     _params = ("max_in_flight", "batch_size", "ordered")
@@ -173,6 +184,7 @@ class Scatter(Stream[Any]):
         self._starting: asyncio.Future[None] | None = None
         self._ticks: WindowClock | None = None
         self._early: list[Any] = []
+        self._restored: dict[int, Any] | None = None
         Stream.__init__(self, upstream, **kwargs)
         self._segment = DaskSegment(self)
 
@@ -187,6 +199,10 @@ class Scatter(Stream[Any]):
         bound = self.max_in_flight or max(4, 3 * nthreads)
         runner = Runner(connection, plan, nodes, segment.exits, self.batch_size, bound,
                         self._label(), self.ordered, threads=nthreads)
+        if plan.second is not None and self._restored is not None:
+            # The stateful stage resumes from a checkpoint.
+            runner.states = {segment.nodes[position]._node_id: state
+                             for position, state in self._restored.items()}
         if self.show_progress:
             from streams.jupyter.progress import progress_bar
 
@@ -305,14 +321,61 @@ class Scatter(Stream[Any]):
         return None
 
     async def _aflush(self) -> None:
-        assert self._driver is not None
-        runner = self._driver.runner
+        driver = self._driver
+        assert driver is not None
+        runner = driver.runner
         runner.pump()
-        self._driver.kick()
-        while runner.head() is not None or runner.pending:
-            await runner.await_one()
+        while runner.head() is not None or runner.pending or runner.ready:
+            # The driving task collects results until nothing is in flight;
+            # waiting for it (rather than collecting here too) leaves one
+            # consumer of the finished tasks, which a second one could starve.
+            driver.kick()
+            assert driver.task is not None
+            await asyncio.shield(driver.task)
+            driver.check()
             runner.pump()
             await runner.areplay()
+
+    def _barrier(self) -> Any:
+        """Before a checkpoint: finish the elements in flight (None, or an awaitable).
+
+        A checkpoint records a source's offset as done, so every element up
+        to it must have come back from the cluster; :attr:`segment_states`
+        is then the state after exactly those elements.
+        """
+        if self.asynchronous:
+            started = self._driver is not None or self._starting is not None
+            return self._abarrier() if started else None
+        return self.flush()
+
+    async def _abarrier(self) -> None:
+        if self._starting is not None:
+            await self._starting  # the client is still being resolved
+        await self._aflush()
+
+    @property
+    def segment_states(self) -> dict[int, Any] | None:
+        """The state the segment's stateful nodes carry from batch to batch.
+
+        Keyed by each node's position in the segment (stable from run to
+        run, unlike node ids); None before the first batch. Part of this
+        node's snapshot: a pipeline restored from a checkpoint resumes it
+        on the cluster. (The local copies of those nodes never run.)
+        """
+        runner = self._runner
+        if runner is None or runner.states is None:
+            return self._restored
+        segment = self._segment
+        assert isinstance(segment, DaskSegment)
+        position = {n._node_id: i for i, n in enumerate(segment.nodes)}
+        return {position[node_id]: state for node_id, state in runner.states.items()}
+
+    @segment_states.setter
+    def segment_states(self, states: dict[int, Any] | None) -> None:
+        if self._runner is not None:
+            raise RuntimeError(f"{self._label()}: cannot restore a running segment's state; "
+                               "restore before the first element")
+        self._restored = states
 
     # -- end of stream -------------------------------------------------------
 
