@@ -50,3 +50,60 @@ def _spark_functions_by_value(request: pytest.FixtureRequest) -> None:
     for pickler in (cloudpickle, spark_cloudpickle):
         if module.__name__ not in pickler.list_registry_pickle_by_value():
             pickler.register_pickle_by_value(module)
+
+
+class Crash(Exception):
+    """Stands for the process dying: raised from inside a pipeline."""
+
+
+#: build(out, ckpt, tap) -> (source, checkpointer, durable file sink): a
+#: pipeline writing to the file ``out``, checkpointed to ``ckpt``, that sends
+#: each output element to ``tap`` too.
+Build = Any
+
+
+def crash_and_restart(build: Build, tmp: Any, crashes: list[int]) -> None:
+    """Assert that runs dying and restarting from their checkpoint give the uninterrupted output.
+
+    A run dies (raises :class:`Crash` from ``tap``) after ``k`` output
+    elements, for each ``k`` in ``crashes``, after handing its writes to the
+    kernel; the next run restarts from the checkpoint. The final file must
+    equal that of a run that never died.
+    """
+    from streams import NodeError
+
+    def run(out: Any, ckpt: Any, crash_after: int | None) -> bool:
+        seen = 0
+
+        def tap(_: Any) -> None:
+            nonlocal seen
+            seen += 1
+            if crash_after is not None and seen >= crash_after:
+                raise Crash
+
+        source, cp, sink = build(out, ckpt, tap)
+        try:
+            source.start()
+        except NodeError as e:
+            assert isinstance(e.__cause__, Crash)
+            # A dead process writes no more checkpoints; this one's writer
+            # must not write after the next run has started.
+            cp.wait()
+            if sink._fp is not None:
+                sink._fp.close()  # what it wrote reaches the file: the worst case
+            return False
+        return True
+
+    run(tmp / "clean.txt", tmp / "clean", None)
+    for k in crashes:
+        if run(tmp / "out.txt", tmp / "ckpt", k):
+            break
+    else:
+        run(tmp / "out.txt", tmp / "ckpt", None)
+    assert (tmp / "out.txt").read_text() == (tmp / "clean.txt").read_text()
+
+
+@pytest.fixture(name="crash_and_restart", scope="session")
+def _crash_and_restart() -> Any:
+    """:func:`crash_and_restart`, for tests in any directory."""
+    return crash_and_restart

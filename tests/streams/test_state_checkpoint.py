@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams import Checkpointer, CheckpointError, NodeError, Stream, VirtualClock
+from streams import Checkpointer, CheckpointError, Stream, VirtualClock
 from streams._checkpoint_io import BLOCK, MIN_SLOT, _slot, read_record, write_file
 from streams.state import FORMAT_VERSION, read_checkpoint, write_checkpoint
 
@@ -295,53 +295,23 @@ def test_async_source_checkpoints_between_elements(tmp_path: Path) -> None:
     assert done == [0, 1, 3, 6, 10, 15]
 
 
-class Crash(Exception):
-    """Stands for the process dying: raised from inside the pipeline."""
-
-
 @settings(max_examples=40, deadline=None)
 @given(items=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 9)), max_size=40),
        every=st.integers(1, 6), crashes=st.lists(st.integers(1, 15), max_size=4))
 def test_crashes_and_restarts_give_the_uninterrupted_output(
-        tmp_path_factory: pytest.TempPathFactory, items: list[tuple[str, int]], every: int,
-        crashes: list[int]) -> None:
+        tmp_path_factory: pytest.TempPathFactory, crash_and_restart: Any,
+        items: list[tuple[str, int]], every: int, crashes: list[int]) -> None:
     """Property: however often a run dies (after handing its writes to the
     kernel), restarting from the checkpoint gives the uninterrupted output."""
-    tmp = tmp_path_factory.mktemp("crash")
 
-    def run(out: Path, ckpt: Path, crash_after: int | None) -> bool:
-        seen = 0
-
-        def maybe_crash(_: Any) -> None:
-            nonlocal seen
-            seen += 1
-            if crash_after is not None and seen >= crash_after:
-                raise Crash
-
+    def build(out: Path, ckpt: Path, tap: Any) -> tuple[Any, ...]:
         source = Stream.from_iterable(items)
         totals = source.scan(lambda s, x: s + x[1], start=0, key=0)
         sink = totals.map(repr).sink_to_durable_textfile(out, fsync=False)
-        totals.sink(maybe_crash)
-        cp = Checkpointer(source, ckpt, every=every, fsync=False)
-        try:
-            source.start()
-        except NodeError as e:
-            assert isinstance(e.__cause__, Crash)
-            # A dead process writes no more checkpoints; this one's writer
-            # must not write after the next run has started.
-            cp.wait()
-            if sink._fp is not None:
-                sink._fp.close()  # what it wrote reaches the file: the worst case
-            return False
-        return True
+        totals.sink(tap)
+        return source, Checkpointer(source, ckpt, every=every, fsync=False), sink
 
-    run(tmp / "clean.txt", tmp / "clean", None)
-    for k in crashes:
-        if run(tmp / "out.txt", tmp / "ckpt", k):
-            break
-    else:
-        run(tmp / "out.txt", tmp / "ckpt", None)
-    assert (tmp / "out.txt").read_text() == (tmp / "clean.txt").read_text()
+    crash_and_restart(build, tmp_path_factory.mktemp("crash"), crashes)
 
 
 def test_a_fresh_start_replaces_an_earlier_runs_checkpoint(tmp_path: Path) -> None:

@@ -18,29 +18,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streams_dask  # noqa: F401
-from streams import Checkpointer, NodeError, Stream
+from streams import Checkpointer, Stream
 from streams.state import read_checkpoint
 
 
-class Crash(Exception):
-    """Stands for the process dying: raised from inside the pipeline."""
-
-
 def build(client: Client, items: list[int], out: Path, ckpt: Path, every: int,
-          crash_after: int | None = None) -> tuple[Stream[Any], Checkpointer, Any]:
-    seen = 0
-
-    def maybe_crash(_: Any) -> None:
-        nonlocal seen
-        seen += 1
-        if crash_after is not None and seen >= crash_after:
-            raise Crash
-
+          tap: Any = None) -> tuple[Stream[Any], Checkpointer, Any]:
     source = Stream.from_iterable(items)
     totals = source.scatter(client=client, batch_size=3).map(lambda x: 2 * x).scan(
         add, start=0).gather()
     sink = totals.map(str).sink_to_durable_textfile(out, fsync=False)
-    totals.sink(maybe_crash)
+    if tap is not None:
+        totals.sink(tap)
     return source, Checkpointer(source, ckpt, every=every, fsync=False), sink
 
 
@@ -83,31 +72,12 @@ def test_a_restart_resumes_the_segments_state(client: Client, tmp_path: Path) ->
 @given(items=st.lists(st.integers(0, 99), min_size=1, max_size=25),
        every=st.integers(1, 5), crashes=st.lists(st.integers(1, 20), max_size=3))
 def test_crashes_and_restarts_give_the_uninterrupted_output(
-        client: Client, tmp_path_factory: pytest.TempPathFactory, items: list[int],
-        every: int, crashes: list[int]) -> None:
+        client: Client, tmp_path_factory: pytest.TempPathFactory, crash_and_restart: Any,
+        items: list[int], every: int, crashes: list[int]) -> None:
     """Property: a run with a Dask segment that dies (its writes handed to the
     kernel) and restarts from its checkpoint gives the uninterrupted output."""
-    tmp = tmp_path_factory.mktemp("dask-crash")
-
-    def run(out: Path, ckpt: Path, crash_after: int | None) -> bool:
-        source, cp, sink = build(client, items, out, ckpt, every, crash_after)
-        try:
-            source.start()
-        except NodeError as e:
-            assert isinstance(e.__cause__, Crash)
-            cp.wait()
-            if sink._fp is not None:
-                sink._fp.close()  # what it wrote reaches the file: the worst case
-            return False
-        return True
-
-    run(tmp / "clean.txt", tmp / "clean", None)
-    for k in crashes:
-        if run(tmp / "out.txt", tmp / "ckpt", k):
-            break
-    else:
-        run(tmp / "out.txt", tmp / "ckpt", None)
-    assert (tmp / "out.txt").read_text() == (tmp / "clean.txt").read_text()
+    crash_and_restart(lambda out, ckpt, tap: build(client, items, out, ckpt, every, tap),
+                      tmp_path_factory.mktemp("dask-crash"), crashes)
 
 
 @pytest.mark.dask
