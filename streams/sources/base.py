@@ -8,7 +8,31 @@ from typing import Any, ClassVar
 from ..clock import run_sync
 from ..core import Stream
 
-__all__ = ["Source"]
+__all__ = ["Source", "listen", "require_loop"]
+
+
+def require_loop(source: Source) -> None:
+    """Raise a clear error unless called with an event loop running (servers need one)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise RuntimeError(
+            f"{source._operator}() serves on an event loop: call start() inside a running "
+            "loop (asyncio.run, Tornado, Jupyter)") from None
+
+
+def listen(source: Any, server: Any) -> None:
+    """Serve ``server`` (a Tornado server) on ``source.port`` and ``source.address``.
+
+    Port 0 picks a free port, stored back in ``source.port``.
+    """
+    from tornado.netutil import bind_sockets
+
+    sockets = bind_sockets(source.port, source.address)
+    source.port = sockets[0].getsockname()[1]
+    server.add_sockets(sockets)
+    source._server = server
+    source.started, source.stopped = True, False
 
 
 class Source(Stream[Any]):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from ..core import Stream
 from ..errors import short_repr
-from .base import Source
+from .base import Source, listen, require_loop
 
 __all__ = ["FromHttpServer"]
 
@@ -74,16 +73,11 @@ class FromHttpServer(Source):
     def start(self) -> None:
         """Bind the port and start serving (needs a running loop)."""
         from tornado.httpserver import HTTPServer
-        from tornado.netutil import bind_sockets
         from tornado.web import Application, RequestHandler
 
         if self._server is not None:
             return
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            raise RuntimeError("from_http_server() serves on an event loop: call start() "
-                               "inside a running loop (asyncio.run, Tornado, Jupyter)") from None
+        require_loop(self)
         source = self
 
         class _Ingest(RequestHandler):
@@ -102,11 +96,7 @@ class FromHttpServer(Source):
                     return
                 self.finish("OK")
 
-        sockets = bind_sockets(self.port, self.address)
-        self.port = sockets[0].getsockname()[1]
-        self._server = HTTPServer(Application([(self.path, _Ingest)]), **self.server_kwargs)
-        self._server.add_sockets(sockets)
-        self.started, self.stopped = True, False
+        listen(self, HTTPServer(Application([(self.path, _Ingest)]), **self.server_kwargs))
 
     def stop(self) -> None:
         """Stop listening; the stream stays open."""

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from ..core import Stream
-from .base import Source
+from .base import Source, listen, require_loop
 
 __all__ = ["FromTcp"]
 
@@ -81,27 +80,18 @@ class FromTcp(Source):
 
     def start(self) -> None:
         """Bind the port and start accepting connections (needs a running loop)."""
-        from tornado.netutil import bind_sockets
         from tornado.tcpserver import TCPServer
 
         if self._server is not None:
             return
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            raise RuntimeError("from_tcp() serves on an event loop: call start() inside a "
-                               "running loop (asyncio.run, Tornado, Jupyter)") from None
+        require_loop(self)
         source = self
 
         class _Server(TCPServer):
             async def handle_stream(self, stream: Any, address: Any) -> None:
                 await source._serve(stream)
 
-        sockets = bind_sockets(self.port, self.address)
-        self.port = sockets[0].getsockname()[1]
-        self._server = _Server(max_buffer_size=self.max_message, **self.server_kwargs)
-        self._server.add_sockets(sockets)
-        self.started, self.stopped = True, False
+        listen(self, _Server(max_buffer_size=self.max_message, **self.server_kwargs))
 
     async def _serve(self, stream: Any) -> None:
         from tornado.iostream import StreamClosedError
