@@ -265,6 +265,11 @@ class Checkpointer:
 
         sources: list[Source] = []
         for n in walk(node):
+            # A node whose state lives elsewhere, out of step with the
+            # checkpoint (Spark-managed state), says why it cannot take part.
+            refusal = getattr(n, "_checkpoint_refusal", None)
+            if refusal is not None and (why := refusal()):
+                raise CheckpointError(why)
             if not isinstance(n, Source):
                 continue
             if not n._replayable:

@@ -179,7 +179,12 @@ class ToSpark(Stream[Any]):
         Close a micro-batch this many seconds after it opened.
     checkpoint : str, optional
         Directory where state and batch id are saved after each batch, so a
-        restarted pipeline resumes them.
+        restarted pipeline resumes them. (A :class:`~streams.state.Checkpointer`
+        of the whole pipeline also covers a batch-mode segment: a checkpoint
+        first runs the open micro-batch, and saves the state the segment
+        carries between micro-batches, :attr:`segment_states`. A segment that
+        runs as a Structured Streaming query is refused by a Checkpointer:
+        Spark keeps its state.)
     streaming : bool, optional
         Run as one Structured Streaming query even when the plan needs no
         Spark-managed state (by default such a plan runs one Spark batch job
@@ -205,6 +210,7 @@ class ToSpark(Stream[Any]):
 
     _operator = "to_spark"
     _params = ("batch_size", "interval", "checkpoint", "streaming")
+    _state = ("segment_states",)
     _graphviz_shape = "triangle"
 
     def __init__(self, upstream: Stream[Any] | None = None, session: Any = None,
@@ -229,6 +235,7 @@ class ToSpark(Stream[Any]):
         self._windows: WindowClock | None = None
         #: Windows that close in the open micro-batch: (position, node id).
         self._ticks: list[tuple[int, int]] = []
+        self._restored: dict[int, Any] | None = None
         Stream.__init__(self, upstream, **kwargs)
         self._segment = SparkSegment(self)
 
@@ -315,11 +322,61 @@ class ToSpark(Stream[Any]):
             steps = chains[0].steps if chains else []
             sequential = any(s.sequential for s in chains)
             self._runner = BatchRunner(session, steps, sequential, self.checkpoint)
+            if self._restored is not None:  # resumed from a pipeline's checkpoint
+                self._runner.states = dict(self._restored)
         else:
             from .stream import StreamRunner
 
             self._runner = StreamRunner(session, plan, self.checkpoint)
         return self._runner
+
+    # -- checkpoints of the pipeline (streams.state.Checkpointer) -------------
+
+    def _barrier(self) -> None:
+        """Before a checkpoint: run the open micro-batch.
+
+        A checkpoint records a source's offset as done, so every element up
+        to it must have been through Spark; :attr:`segment_states` is then
+        the state after exactly those elements.
+        """
+        if self._buffer or self._ticks:
+            self.run_batch()
+
+    def _checkpoint_refusal(self) -> str | None:
+        """Why a Checkpointer cannot include this segment (None: it can)."""
+        if not self.streaming and lower(
+                [n.describe() for n in self.spark_segment.nodes]).mode == "batch":
+            return None
+        return (
+            f"{self._label()}: a Checkpointer cannot include this Spark segment: it runs "
+            "as a Structured Streaming query (a keyed scan, an event-time window, or "
+            "streaming=True), which keeps its state in Spark, apart from the source "
+            "offsets a checkpoint of the pipeline saves. For exactly-once with Spark "
+            "state, start the pipeline from a Spark source with a checkpoint location "
+            "(Stream.from_spark(df, checkpoint=...)); or gather() before the keyed "
+            "scan or window and run it in-process"
+        )
+
+    @property
+    def segment_states(self) -> dict[int, Any] | None:
+        """The state the segment's stateful steps carry from micro-batch to micro-batch.
+
+        Keyed by the step's position in the lowered chain (stable from run
+        to run); None before the first micro-batch. Part of this node's
+        snapshot: a pipeline restored from a checkpoint resumes it. (Batch
+        mode; a Structured Streaming query keeps its state in Spark.)
+        """
+        runner = self._runner
+        if not isinstance(runner, BatchRunner):
+            return self._restored
+        return dict(runner.states)
+
+    @segment_states.setter
+    def segment_states(self, states: dict[int, Any] | None) -> None:
+        if self._runner is not None:
+            raise RuntimeError(f"{self._label()}: cannot restore a running segment's state; "
+                               "restore before the first element")
+        self._restored = states
 
     def _deliver(self, values: list[Any]) -> None:
         (gather,) = self.spark_segment.exits
