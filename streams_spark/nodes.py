@@ -158,6 +158,26 @@ def _check_one_state_stage(specs: list[NodeSpec], new: NodeSpec) -> None:
         )
 
 
+def _check_policies_before_window(nodes: list[Stream[Any]]) -> None:
+    """Refuse ``skip``/``route`` before an event-time window (at the first batch).
+
+    On Spark an error raised before an event-time window fails the
+    micro-batch: ``window()`` has no place for an error row. Only the
+    ``raise`` policy gives the in-process result there.
+    """
+    for i, node in enumerate(nodes):
+        if node._operator == "timed_window" and node.describe().params.get("time") is not None:
+            for before in nodes[:i]:
+                if before._policy != "raise":
+                    raise ValueError(
+                        f"{before._label()}: on_error({before._policy!r}) cannot apply on "
+                        f"Spark before the event-time window {node._label()}: an error "
+                        "there fails the micro-batch (Spark's window() has no place for "
+                        "it). Keep on_error('raise') there, or gather() before the window "
+                        "and window in-process")
+            return
+
+
 @Stream.register_api()
 class ToSpark(Stream[Any]):
     """Run the steps below this node on Spark, until ``gather()``.
@@ -317,6 +337,7 @@ class ToSpark(Stream[Any]):
                 "one Spark job per micro-batch); drop streaming=True, or give the window "
                 "an event time (timed_window(interval, time=func, lateness=...))"
             )
+        _check_policies_before_window(segment.nodes)
         if plan.mode == "batch" and not self.streaming:
             chains = [s for s in plan.stages if isinstance(s, ChainStage)]
             steps = chains[0].steps if chains else []

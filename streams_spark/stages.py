@@ -211,6 +211,11 @@ class Router:
 
     def passthrough(self, seq: int, sub: int, kind: int, p: bytes) -> None:
         """A control or error row of an earlier stage, going on unchanged."""
+        if kind == ERROR and self.to_window:
+            # Spark's window() drops a row without an event time: an error
+            # row must not go on to one (see _error).
+            self._error(seq, sub, p)
+            return
         k, t = b"", None
         if kind == FLUSH:
             t = FAR_FUTURE

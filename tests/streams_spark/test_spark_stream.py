@@ -70,6 +70,33 @@ def test_error_in_keyed_scan_names_the_node(spark: Any) -> None:
         source.close()
 
 
+def test_an_error_before_a_keyed_scan_and_a_window_is_raised_not_dropped(spark: Any) -> None:
+    def parse(r: tuple[str, int]) -> tuple[str, int]:
+        if r[1] == 3:
+            raise ValueError("bad record")
+        return r
+
+    source = Stream()
+    (source.to_spark(batch_size=3).map(parse, stream_name="parse")
+     .scan(add_value, start=0, key=0).timed_window(1.0, time=lambda kv: float(kv[1]))
+     .gather().sink_to_list())
+    with pytest.raises(NodeError, match=r"parse.*\('a', 3\).*bad record"):
+        for i in range(8):
+            source.emit(("a", i))
+        source.close()
+
+
+def test_skip_or_route_before_an_event_time_window_is_refused_at_the_first_batch(
+        spark: Any) -> None:
+    source = Stream()
+    parsed = source.to_spark().map(int, stream_name="parse").on_error("route")
+    parsed.timed_window(1.0, time=float).gather().sink_to_list()
+    with pytest.raises(ValueError, match=r"parse.*on_error\('route'\) cannot apply on Spark "
+                                         r"before the event-time window.*gather\(\) before"):
+        source.emit("1")
+        source.close()  # the first micro-batch
+
+
 def test_second_state_stage_is_refused_at_build_time() -> None:
     s = Stream().to_spark().scan(add_value, start=0, key=0)
     with pytest.raises(TypeError, match=r"accumulate\(\) cannot run in this Spark segment"):
