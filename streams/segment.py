@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["NO_DEFAULT", "Segment"]
+__all__ = ["NO_DEFAULT", "Segment", "SegmentEntry"]
 
 
 class _NoDefault:
@@ -42,3 +42,42 @@ class Segment:
 
     def add_exit(self, gather: Stream[Any]) -> None:
         """Register a ``gather()`` node that brings results back."""
+
+
+class SegmentEntry:
+    """Checkpoints of a segment, for the node that starts it (``scatter()``, ``to_spark()``).
+
+    The state a segment's stateful steps carry from batch to batch lives
+    with the engine's runner, not in the local copies of those steps (which
+    never run). It is the entry node's state, :attr:`segment_states`: saved
+    in checkpoints, and restored before the first element. A subclass says
+    where the runner keeps it (:meth:`_running_states`) and passes
+    ``_restored`` to its runner when it starts.
+    """
+
+    __slots__ = ()
+    _state: ClassVar[tuple[str, ...]] = ("segment_states",)
+
+    if TYPE_CHECKING:
+        _restored: dict[int, Any] | None
+        _runner: Any
+
+        def _label(self) -> str: ...
+
+    def _running_states(self) -> dict[int, Any] | None:
+        """The runner's states, keyed by a position stable from run to run (None: not run)."""
+        raise NotImplementedError
+
+    @property
+    def segment_states(self) -> dict[int, Any] | None:
+        """The state the segment's stateful steps carry from batch to batch (None: none yet)."""
+        states = self._running_states()
+        return self._restored if states is None else states
+
+    @segment_states.setter
+    def segment_states(self, states: dict[int, Any] | None) -> None:
+        if self._runner is not None:
+            raise RuntimeError(f"{self._label()}: cannot restore a running segment's state; "
+                               "restore before the first element")
+        # (A slot of the subclass: a mixin's own slot would clash with Stream's.)
+        self._restored = states  # type: ignore[misc]

@@ -14,6 +14,7 @@ from typing import Any
 from distributed import Client
 
 from streams.core import Stream
+from streams.segment import SegmentEntry
 
 from .client import Connection, connect, connect_async
 from .runner import AsyncDriver, Runner
@@ -69,7 +70,7 @@ def _bound_client(node: Stream[Any] | None) -> Client | None:
 
 
 @Stream.register_api()
-class Scatter(Stream[Any]):
+class Scatter(SegmentEntry, Stream[Any]):
     """Run the operators below this node on Dask, until ``gather()``.
 
     Elements are sent to workers in batches, many tasks in flight; each
@@ -160,7 +161,6 @@ class Scatter(Stream[Any]):
         "show_progress",
     )
     _operator = "scatter"
-    _state = ("segment_states",)
     # max_in_flight first: a picture labels the node by its first parameter,
     # which is then "scatter" (the default, None) rather than a batch size.
     _params = ("max_in_flight", "batch_size", "ordered")
@@ -353,29 +353,16 @@ class Scatter(Stream[Any]):
             await self._starting  # the client is still being resolved
         await self._aflush()
 
-    @property
-    def segment_states(self) -> dict[int, Any] | None:
-        """The state the segment's stateful nodes carry from batch to batch.
-
-        Keyed by each node's position in the segment (stable from run to
-        run, unlike node ids); None before the first batch. Part of this
-        node's snapshot: a pipeline restored from a checkpoint resumes it
-        on the cluster. (The local copies of those nodes never run.)
-        """
+    def _running_states(self) -> dict[int, Any] | None:
+        # Keyed by each node's position in the segment (node ids change from
+        # run to run).
         runner = self._runner
         if runner is None or runner.states is None:
-            return self._restored
+            return None
         segment = self._segment
         assert isinstance(segment, DaskSegment)
         position = {n._node_id: i for i, n in enumerate(segment.nodes)}
         return {position[node_id]: state for node_id, state in runner.states.items()}
-
-    @segment_states.setter
-    def segment_states(self, states: dict[int, Any] | None) -> None:
-        if self._runner is not None:
-            raise RuntimeError(f"{self._label()}: cannot restore a running segment's state; "
-                               "restore before the first element")
-        self._restored = states
 
     # -- end of stream -------------------------------------------------------
 

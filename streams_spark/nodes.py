@@ -12,6 +12,7 @@ from typing import Any
 from streams.clock import get_clock
 from streams.core import Segment, Stream
 from streams.graph import NodeSpec
+from streams.segment import SegmentEntry
 from streams.window_clock import WindowClock
 
 from .batch import BatchRunner
@@ -179,7 +180,7 @@ def _check_policies_before_window(nodes: list[Stream[Any]]) -> None:
 
 
 @Stream.register_api()
-class ToSpark(Stream[Any]):
+class ToSpark(SegmentEntry, Stream[Any]):
     """Run the steps below this node on Spark, until ``gather()``.
 
     Elements are buffered into micro-batches, closed when ``batch_size``
@@ -230,7 +231,6 @@ class ToSpark(Stream[Any]):
 
     _operator = "to_spark"
     _params = ("batch_size", "interval", "checkpoint", "streaming")
-    _state = ("segment_states",)
     _graphviz_shape = "triangle"
 
     def __init__(self, upstream: Stream[Any] | None = None, session: Any = None,
@@ -378,26 +378,11 @@ class ToSpark(Stream[Any]):
             "scan or window and run it in-process"
         )
 
-    @property
-    def segment_states(self) -> dict[int, Any] | None:
-        """The state the segment's stateful steps carry from micro-batch to micro-batch.
-
-        Keyed by the step's position in the lowered chain (stable from run
-        to run); None before the first micro-batch. Part of this node's
-        snapshot: a pipeline restored from a checkpoint resumes it. (Batch
-        mode; a Structured Streaming query keeps its state in Spark.)
-        """
+    def _running_states(self) -> dict[int, Any] | None:
+        # Keyed by the step's position in the lowered chain. (Batch mode: a
+        # Structured Streaming query keeps its state in Spark.)
         runner = self._runner
-        if not isinstance(runner, BatchRunner):
-            return self._restored
-        return dict(runner.states)
-
-    @segment_states.setter
-    def segment_states(self, states: dict[int, Any] | None) -> None:
-        if self._runner is not None:
-            raise RuntimeError(f"{self._label()}: cannot restore a running segment's state; "
-                               "restore before the first element")
-        self._restored = states
+        return dict(runner.states) if isinstance(runner, BatchRunner) else None
 
     def _deliver(self, values: list[Any]) -> None:
         (gather,) = self.spark_segment.exits

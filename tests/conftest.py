@@ -107,3 +107,22 @@ def crash_and_restart(build: Build, tmp: Any, crashes: list[int]) -> None:
 def _crash_and_restart() -> Any:
     """:func:`crash_and_restart`, for tests in any directory."""
     return crash_and_restart
+
+
+def record_checkpoints(cp: Any, what: Any) -> list[Any]:
+    """Record ``what(nodes)`` (``nodes`` in walk order) as each checkpoint of ``cp`` is taken."""
+    taken: list[Any] = []
+    original = cp._take
+
+    def spy(nodes: Any, *args: Any) -> None:
+        taken.append(what(nodes))
+        original(nodes, *args)
+
+    cp._take = spy
+    return taken
+
+
+@pytest.fixture(name="record_checkpoints", scope="session")
+def _record_checkpoints() -> Any:
+    """:func:`record_checkpoints`, for tests in any directory."""
+    return record_checkpoints

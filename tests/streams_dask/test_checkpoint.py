@@ -35,18 +35,12 @@ def build(client: Client, items: list[int], out: Path, ckpt: Path, every: int,
 
 @pytest.mark.dask
 def test_a_checkpoint_waits_for_the_cluster_and_holds_the_segments_state(
-        client: Client, tmp_path: Path) -> None:
+        client: Client, tmp_path: Path, record_checkpoints: Any) -> None:
     source = Stream.from_iterable(range(10))
     out = source.scatter(client=client, batch_size=2).scan(add, start=0).gather().sink_to_list()
     cp = Checkpointer(source, tmp_path, every=4, fsync=False)
-    taken: list[tuple[int, int, Any]] = []
-    original = cp._take
-
-    def spy(*args: Any) -> None:
-        taken.append((source.offset, len(out), args[0][1].segment_states))
-        original(*args)
-
-    cp._take = spy  # type: ignore[method-assign]
+    taken = record_checkpoints(
+        cp, lambda nodes: (source.offset, len(out), nodes[1].segment_states))
     source.start()
     # At each checkpoint every element up to the offset has come back, and
     # the scan's running total (kept by the runner, between batches) is saved.
@@ -82,7 +76,7 @@ def test_crashes_and_restarts_give_the_uninterrupted_output(
 
 @pytest.mark.dask
 def test_an_asynchronous_checkpoint_waits_for_the_cluster(
-        cluster: Any, tmp_path: Path) -> None:
+        cluster: Any, tmp_path: Path, record_checkpoints: Any) -> None:
     async def main() -> tuple[list[int], list[tuple[int, int]]]:
         async with Client(cluster.scheduler_address, asynchronous=True,
                           set_as_default=False) as client:
@@ -90,14 +84,7 @@ def test_an_asynchronous_checkpoint_waits_for_the_cluster(
             out = source.scatter(client=client, batch_size=2).scan(
                 add, start=0).gather().sink_to_list()
             cp = Checkpointer(source, tmp_path, every=3, fsync=False)
-            taken: list[tuple[int, int]] = []
-            original = cp._take
-
-            def spy(*args: Any) -> None:
-                taken.append((source.offset, len(out)))
-                original(*args)
-
-            cp._take = spy  # type: ignore[method-assign]
+            taken = record_checkpoints(cp, lambda _: (source.offset, len(out)))
             await source.start()
             return out, taken
 

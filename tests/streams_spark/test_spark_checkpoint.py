@@ -35,18 +35,12 @@ def build(items: list[int], out: Path, ckpt: Path, every: int,
 
 
 def test_a_checkpoint_runs_the_open_micro_batch_and_holds_the_state(
-        spark: Any, tmp_path: Path) -> None:
+        spark: Any, tmp_path: Path, record_checkpoints: Any) -> None:
     source = Stream.from_iterable(range(10))
     out = source.to_spark(batch_size=4).scan(add, start=0).gather().sink_to_list()
     cp = Checkpointer(source, tmp_path, every=3, fsync=False)
-    taken: list[tuple[int, int, Any]] = []
-    original = cp._take
-
-    def spy(*args: Any) -> None:
-        taken.append((source.offset, len(out), args[0][1].segment_states))
-        original(*args)
-
-    cp._take = spy  # type: ignore[method-assign]
+    taken = record_checkpoints(
+        cp, lambda nodes: (source.offset, len(out), nodes[1].segment_states))
     source.start()
     # Every element up to the offset came back before each checkpoint, and
     # the scan's running total (kept between micro-batches) is saved.
