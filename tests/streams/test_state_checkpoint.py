@@ -28,19 +28,13 @@ def scan_pipeline(items: Any) -> tuple[Stream[Any], list[Any]]:
     return source, source.scan(add, start=0).sink_to_list()
 
 
-def test_checkpoint_every_n_elements_and_at_close(tmp_path: Path) -> None:
+def test_checkpoint_every_n_elements_and_at_close(tmp_path: Path,
+                                                  record_checkpoints: Any) -> None:
     source, out = scan_pipeline(range(10))
     seen: list[int] = []
     source.sink(lambda x: seen.append(x))
     cp = Checkpointer(source, tmp_path, every=4, fsync=False)
-    taken: list[tuple[int, int]] = []
-    original = cp._take
-
-    def spy(*args: Any) -> None:
-        taken.append((len(seen), source.offset))
-        original(*args)
-
-    cp._take = spy  # type: ignore[method-assign]
+    taken = record_checkpoints(cp, lambda _: (len(seen), source.offset))
     source.start()
     # As each is taken: how many elements were fully processed, and the offset.
     assert taken == [(4, 4), (8, 8), (10, 10)]
@@ -269,7 +263,8 @@ def test_durable_sink_refuses_a_truncated_file(tmp_path: Path) -> None:
         Stream().sink_to_durable_textfile(open(out))  # noqa: SIM115
 
 
-def test_async_source_checkpoints_between_elements(tmp_path: Path) -> None:
+def test_async_source_checkpoints_between_elements(tmp_path: Path,
+                                                   record_checkpoints: Any) -> None:
     done: list[int] = []
 
     async def slow_sink(x: int) -> None:
@@ -280,14 +275,7 @@ def test_async_source_checkpoints_between_elements(tmp_path: Path) -> None:
         source = Stream.from_iterable(range(6), asynchronous=True)
         source.scan(add, start=0).sink(slow_sink)
         cp = Checkpointer(source, tmp_path, every=2, fsync=False)
-        seen: list[tuple[int, int]] = []
-        original = cp._take
-
-        def spy(*args: Any) -> None:
-            seen.append((len(done), source.offset))
-            original(*args)
-
-        cp._take = spy  # type: ignore[method-assign]
+        seen = record_checkpoints(cp, lambda _: (len(done), source.offset))
         await source.start()
         assert seen == [(2, 2), (4, 4), (6, 6), (6, 6)]
 
