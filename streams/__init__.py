@@ -23,11 +23,13 @@ from .graph import GraphSpec, NodeSpec, describe, walk
 from .plugins import load_plugins
 from .sinks.basic import Sink, SinkToList, SinkToTextfile
 from .sinks.durable import SinkToDurableTextfile  # issue 6: exactly-once file output
+from .sinks.kafka import ToKafka  # issue 16: Kafka (confluent-kafka imported lazily)
 from .sinks.redis import SinkToRedis  # issue 6: Redis Streams (redis-py imported lazily)
 from .sinks.stdio import SinkToStdout  # issue 6: JSON lines to stdout
 from .sources.base import Source
 from .sources.http import FromHttpServer  # issue 3: async sources
 from .sources.iterable import FromIterable
+from .sources.kafka import FromKafka  # issue 16: Kafka (confluent-kafka imported lazily)
 from .sources.periodic import FromPeriodic
 from .sources.process import FromProcess
 from .sources.redis import FromRedis  # issue 6: Redis Streams (redis-py imported lazily)
@@ -46,6 +48,7 @@ __all__ = [
     "ErrorRecord",
     "FromHttpServer",
     "FromIterable",
+    "FromKafka",
     "FromPeriodic",
     "FromProcess",
     "FromRedis",
@@ -66,6 +69,7 @@ __all__ = [
     "Source",
     "Stream",
     "StreamClosedError",
+    "ToKafka",
     "VirtualClock",
     "checkpoint",
     "describe",

@@ -10,6 +10,8 @@ import pytest
 
 from streams import VirtualClock, use_clock
 
+pytest_plugins = ["tests.kafka_broker"]  # the Kafka broker fixtures
+
 
 @pytest.fixture
 def clock() -> Iterator[VirtualClock]:

@@ -1,0 +1,303 @@
+"""``to_kafka``: write elements to a Kafka topic through confluent-kafka.
+
+Messages are handed to the producer's queue (librdkafka batches and sends
+them in its own thread); delivery is confirmed at a *barrier*: before a
+source commits the offsets of what produced them, before a checkpoint, and
+when the stream closes. A message that could not be delivered fails the
+node there, naming it, through the node's error policy.
+
+With ``transactional=True`` (and a ``transactional.id`` in the producer
+configuration) each barrier commits a Kafka transaction, and the sink takes
+part in checkpoints for exactly-once output: every message carries the
+headers ``streams-writer`` (the transactional id) and ``streams-seq`` (its
+number in the sink's output), the checkpoint records how many messages the
+sink had written and where the topic's partitions ended, and a restored
+sink reads the committed messages written after that (``read_committed``)
+and does not write again those the replay produces a second time. Outputs
+must then be a deterministic function of the input (as for every
+exactly-once sink). A fresh run with no checkpoint reads the whole topic
+for its writer's messages: give a new pipeline (a new checkpoint directory)
+a new ``transactional.id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ..clock import get_clock, run_sync
+from ..core import Stream
+
+__all__ = ["ToKafka"]
+
+_SEQ = "streams-seq"
+_WRITER = "streams-writer"
+# Delivery callbacks are served every this many messages (and at barriers).
+_POLL_EVERY = 1000
+
+
+def _as_bytes(x: Any) -> Any:
+    if x is None or isinstance(x, (bytes, str)):
+        return x
+    raise TypeError(f"to_kafka writes str or bytes, got {type(x).__name__}; add .map(str) or "
+                    ".map(json.dumps) before it")
+
+
+@Stream.register_api()
+class ToKafka(Stream[Any]):
+    """Write each element (``str`` or ``bytes``) as a message of a Kafka topic.
+
+    Delivered messages' values are emitted downstream, as in streamz.
+
+    Parameters
+    ----------
+    topic : str
+        The topic written to.
+    producer_config : dict
+        librdkafka settings, at least ``bootstrap.servers``.
+    transactional : bool
+        Commit a transaction at each barrier and take part in checkpoints
+        for exactly-once output (see the module docs); needs
+        ``transactional.id`` in ``producer_config``.
+    key : callable, optional
+        ``key(x)`` gives the message's key (``str`` or ``bytes``), which
+        picks its partition.
+
+    Examples
+    --------
+    Nothing connects before the first element, so a graph builds without a broker:
+
+    >>> from streams import Stream
+    >>> sink = Stream().map(str).to_kafka("numbers", {"bootstrap.servers": "localhost:9092"})
+    >>> spec = sink.describe()
+    >>> spec.operator, spec.params["topic"]
+    ('to_kafka', 'numbers')
+    >>> Stream().to_kafka("numbers", {"bootstrap.servers": "h:9092"}, transactional=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: to_kafka(transactional=True) needs a 'transactional.id' in producer_config, stable across restarts of the pipeline
+
+    Against a running broker (not run here)::
+
+        source = Stream.from_iterable(range(10))
+        sink = source.map(str).to_kafka("numbers", {"bootstrap.servers": "localhost:9092"})
+        source.start()      # closing the stream flushes the producer
+    """
+
+    __slots__ = ("_errors_seen", "_marks_seen", "_producer", "_sent", "_skip", "_in_txn",
+                 "key", "marks", "producer_config", "topic", "transactional", "written")
+    _operator = "to_kafka"
+    _params = ("topic", "transactional")
+    _state = ("written", "marks")
+    _graphviz_shape = "trapezium"
+
+    def __init__(self, upstream: Stream[Any], topic: str, producer_config: dict[str, Any],
+                 transactional: bool = False, key: Any = None, **kwargs: Any) -> None:
+        try:
+            import confluent_kafka  # noqa: F401
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise ImportError("to_kafka() needs confluent-kafka: pip install 'streams[kafka]'") from e
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"to_kafka(): topic must be a topic name, got {topic!r}")
+        if not isinstance(producer_config, dict) or "bootstrap.servers" not in producer_config:
+            raise ValueError("to_kafka(): producer_config must be a dict with "
+                             "'bootstrap.servers' (host:port of a broker)")
+        if transactional and not producer_config.get("transactional.id"):
+            raise ValueError("to_kafka(transactional=True) needs a 'transactional.id' in "
+                             "producer_config, stable across restarts of the pipeline")
+        if key is not None and not callable(key):
+            raise TypeError(f"to_kafka(): key must be a function of the element, got {key!r}")
+        self.topic = topic
+        self.producer_config = dict(producer_config)
+        self.transactional = transactional
+        self.key = key
+        #: Messages written so far (the next message's ``streams-seq``).
+        self.written = 0
+        #: ``{partition: offset}`` past the last message delivered, at the last barrier.
+        self.marks: dict[int, int] | None = None
+        self._marks_seen: dict[int, int] = {}
+        self._producer: Any = None
+        self._skip: set[int] = set()
+        self._errors_seen: list[tuple[Any, Exception]] = []
+        self._sent = 0
+        self._in_txn = False
+        Stream.__init__(self, upstream, **kwargs)
+
+    # -- the producer ------------------------------------------------------------
+
+    def _open(self) -> Any:
+        import confluent_kafka as ck
+
+        producer = ck.Producer(self.producer_config)
+        if self.transactional:
+            # Fences an earlier producer with this id and aborts its open transaction.
+            producer.init_transactions(30)
+            self._skip = self._already_written()
+        self._producer = producer
+        return producer
+
+    def _already_written(self) -> set[int]:
+        """The ``streams-seq`` numbers this writer committed after the restored checkpoint."""
+        import confluent_kafka as ck
+
+        writer = str(self.producer_config["transactional.id"]).encode()
+        consumer = ck.Consumer({"bootstrap.servers": self.producer_config["bootstrap.servers"],
+                                "group.id": "streams-recovery", "enable.auto.commit": False,
+                                "isolation.level": "read_committed",
+                                "enable.partition.eof": True})
+        try:
+            meta = consumer.list_topics(self.topic, timeout=30).topics.get(self.topic)
+            if meta is None or meta.error is not None:
+                return set()
+            marks = self.marks or {}
+            tps = [ck.TopicPartition(self.topic, p, marks.get(p, ck.OFFSET_BEGINNING))
+                   for p in meta.partitions]
+            consumer.assign(tps)
+            left = {tp.partition for tp in tps}
+            found: set[int] = set()
+            while left:
+                for msg in consumer.consume(1000, timeout=1.0):
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == ck.KafkaError._PARTITION_EOF:
+                            left.discard(msg.partition())
+                            continue
+                        raise ck.KafkaException(err)
+                    headers = dict(msg.headers() or ())
+                    if headers.get(_WRITER) == writer:
+                        seq = int(headers[_SEQ])
+                        if seq >= self.written:
+                            found.add(seq)
+            return found
+        finally:
+            consumer.close()
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._errors_seen.append((msg.value(), RuntimeError(f"delivery failed: {err}")))
+            return
+        part, off = msg.partition(), msg.offset() + 1
+        if off > self._marks_seen.get(part, -1):
+            self._marks_seen[part] = off
+        if self.downstreams:
+            pending = self._push(msg.value())
+            if pending is not None:
+                run_sync(pending)
+
+    # -- writing -------------------------------------------------------------------
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        producer = self._producer if self._producer is not None else self._open()
+        try:
+            value = _as_bytes(x)
+            key = _as_bytes(self.key(x)) if self.key is not None else None
+        except Exception as e:
+            return self._fail(x, e)
+        headers = None
+        if self.transactional:
+            seq = self.written
+            self.written += 1
+            if seq in self._skip:  # committed before the crash: not written again
+                self._skip.discard(seq)
+                return None
+            if not self._in_txn:
+                producer.begin_transaction()
+                self._in_txn = True
+            headers = [(_WRITER, str(self.producer_config["transactional.id"])),
+                       (_SEQ, str(seq))]
+        try:
+            producer.produce(self.topic, value, key, on_delivery=self._delivered,
+                             headers=headers)
+        except BufferError:
+            return self._produce_when_room(x, value, key, headers)
+        except Exception as e:
+            return self._fail(x, e)
+        self._sent += 1
+        if self._sent % _POLL_EVERY == 0:
+            producer.poll(0)
+            if self._errors_seen:
+                return self._report()
+        return None
+
+    def _produce_when_room(self, x: Any, value: Any, key: Any, headers: Any) -> Any:
+        """The producer's queue is full: wait for room (backpressure), then produce."""
+        producer = self._producer
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            while True:
+                producer.poll(0.1)  # serves deliveries, which frees room
+                try:
+                    producer.produce(self.topic, value, key, on_delivery=self._delivered,
+                                     headers=headers)
+                    return None
+                except BufferError:
+                    continue
+        return self._produce_async(value, key, headers)
+
+    async def _produce_async(self, value: Any, key: Any, headers: Any) -> None:
+        producer = self._producer
+        clock = get_clock()
+        while True:
+            producer.poll(0)
+            try:
+                producer.produce(self.topic, value, key, on_delivery=self._delivered,
+                                 headers=headers)
+                return
+            except BufferError:
+                await clock.sleep(0.005)
+
+    def _report(self) -> Any:
+        errors, self._errors_seen = self._errors_seen, []
+        pending = None
+        for x, e in errors:
+            pending = self._fail(x, e)
+        return pending
+
+    # -- barriers ----------------------------------------------------------------------
+
+    def _barrier(self) -> Any:
+        """Deliver everything produced (and commit the transaction); before acks and checkpoints."""
+        producer = self._producer
+        if producer is None:
+            if self.marks is None:
+                self.marks = {}
+            return None
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            producer.flush()
+            return self._settled()
+        return self._barrier_async()
+
+    async def _barrier_async(self) -> None:
+        producer = self._producer
+        clock = get_clock()
+        while producer.flush(0) > 0:
+            await clock.sleep(0.002)
+        pending = self._settled()
+        if pending is not None:
+            await pending
+
+    def _settled(self) -> Any:
+        pending = self._report() if self._errors_seen else None
+        if self.transactional and self._in_txn:
+            self._producer.commit_transaction(30)
+            self._in_txn = False
+        self.marks = dict(self._marks_seen)
+        return pending
+
+    def flush(self, timeout: float = -1) -> None:
+        """Deliver every message produced (streamz's ``flush``)."""
+        if self._producer is not None:
+            self._producer.flush(timeout)
+            self._settled()
+
+    def _flush(self) -> Any:
+        return self._barrier()
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Resume counting messages from ``state``; the next write skips what was committed."""
+        super().restore(state)
+        self.marks = dict(self.marks) if self.marks is not None else None
+        self._marks_seen = dict(self.marks or {})

