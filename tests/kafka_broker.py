@@ -78,6 +78,44 @@ class KafkaBroker:
         futures[name].result(timeout=30)
         return name
 
+    def produce(self, topic: str, values: list[bytes], partition: int | None = None) -> None:
+        """Write ``values`` to ``topic`` (to ``partition``, else the producer's choice)."""
+        from confluent_kafka import Producer
+
+        p = Producer(self.config())
+        for v in values:
+            if partition is None:
+                p.produce(topic, v)
+            else:
+                p.produce(topic, v, partition=partition)
+        p.flush(30)
+
+    def read(self, topic: str, committed: bool = False) -> list[bytes]:
+        """Every message of ``topic``, partition after partition (committed ones only if asked)."""
+        from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+        c = Consumer(self.config(**{"group.id": "test-reader", "enable.partition.eof": True,
+                                    "isolation.level": "read_committed" if committed
+                                    else "read_uncommitted"}))
+        try:
+            parts = sorted(c.list_topics(topic, timeout=30).topics[topic].partitions)
+            c.assign([TopicPartition(topic, p, 0) for p in parts])
+            left = set(parts)
+            out: dict[int, list[bytes]] = {p: [] for p in parts}
+            for _ in range(10_000):  # bounded: each round waits at most a second
+                if not left:
+                    break
+                for m in c.consume(1000, timeout=1.0):
+                    if m.error() is None:
+                        out[m.partition()].append(m.value())
+                    elif m.error().code() == KafkaError._PARTITION_EOF:
+                        left.discard(m.partition())
+                    else:
+                        raise RuntimeError(str(m.error()))
+            return [v for p in parts for v in out[p]]
+        finally:
+            c.close()
+
     def stop(self) -> None:
         self.process.terminate()
         try:

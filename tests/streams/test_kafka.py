@@ -12,38 +12,12 @@ from streams import Checkpointer, Stream
 pytestmark = pytest.mark.kafka
 
 
-def produce(broker: Any, topic: str, values: list[bytes], partition: int | None = None) -> None:
-    from confluent_kafka import Producer
-
-    p = Producer(broker.config())
-    for v in values:
-        if partition is None:
-            p.produce(topic, v)
-        else:
-            p.produce(topic, v, partition=partition)
-    p.flush(30)
+def produce(broker: Any, topic: str, values: list[bytes]) -> None:
+    broker.produce(topic, values)
 
 
 def read_all(broker: Any, topic: str, committed: bool = False) -> list[bytes]:
-    """Every message of ``topic`` (partition by partition)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer(broker.config(**{"group.id": "reader", "enable.partition.eof": True,
-                                  "isolation.level": "read_committed" if committed
-                                  else "read_uncommitted"}))
-    parts = c.list_topics(topic, timeout=30).topics[topic].partitions
-    c.assign([TopicPartition(topic, p, 0) for p in parts])
-    left, out = set(parts), []
-    for _ in range(1000):
-        if not left:
-            break
-        for m in c.consume(1000, timeout=1.0):
-            if m.error() is None:
-                out.append(m.value())
-            else:
-                left.discard(m.partition())
-    c.close()
-    return out
+    return broker.read(topic, committed)
 
 
 def test_from_kafka_without_a_group_reads_to_the_end_and_closes(kafka_broker: Any,
