@@ -37,6 +37,7 @@ from .sources.stdio import FromStdin  # issue 6: JSON lines from stdin
 from .sources.tcp import FromTcp
 from .sources.textfile import FromTextfile
 from .state import Checkpointer, CheckpointError, checkpoint  # issue 6: checkpoints
+from . import uri as _uri  # noqa: E402,F401 - issue 16: Stream.from_uri, .to_uri
 
 __version__ = "0.1.0"
 

@@ -1,0 +1,237 @@
+"""Unix-style tools over stream URIs: ``streams relay``, ``streams tap``, ``streams clock``.
+
+Installed as the ``streams`` console script (and run by ``python -m streams``)::
+
+    streams relay --input redis://localhost:6379/events --output kafka://localhost:9092/events
+    streams relay --input stdio:// --output kafka://localhost:9092/lines --map mymod:clean
+    streams tap kafka://localhost:9092/events --offset earliest
+    streams clock kafka://localhost:9092/ticks --interval 1s --count 10
+
+Elements travel as text lines: Kafka values are decoded (UTF-8), Redis
+entries become JSON objects (an entry with the single field ``data`` becomes
+its value), file lines lose their newline. Without ``--follow`` a relay or
+tap reads what its source holds and exits; with it, it follows the source
+until interrupted. A bad URI or option is reported in one line, with exit
+status 2.
+
+See :mod:`streams.uri` for the URI schemes and their options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as _dt
+import importlib
+import json
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .core import Stream
+from .uri import from_uri, parse_uri, to_uri
+
+__all__ = ["main", "parse_interval", "text_of"]
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "": 1.0}
+
+
+def parse_interval(text: str) -> float:
+    """Seconds in ``text`` (``"1s"``, ``"250ms"``, ``"2m"``, ``"0.5"``).
+
+    Examples
+    --------
+    >>> parse_interval("1s"), parse_interval("250ms"), parse_interval("2m"), parse_interval("0.5")
+    (1.0, 0.25, 120.0, 0.5)
+    """
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h|)\s*", text)
+    if m is None or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a positive interval (write 1s, 250ms, 2m or a number of seconds)")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def text_of(x: Any) -> str:
+    """An element as one line of text.
+
+    Examples
+    --------
+    >>> text_of(b"abc"), text_of("line\\n"), text_of({"data": "v"}), text_of({"a": 1})
+    ('abc', 'line', 'v', '{"a": 1}')
+    """
+    if isinstance(x, bytes):
+        return x.decode("utf-8", errors="replace")
+    if isinstance(x, str):
+        return x.rstrip("\r\n")
+    if isinstance(x, dict) and len(x) == 1 and "data" in x:
+        return text_of(x["data"])
+    return json.dumps(x, default=lambda v: v.decode() if isinstance(v, bytes) else str(v))
+
+
+def _load(spec: str) -> Callable[[Any], Any]:
+    module, sep, name = spec.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"--map {spec!r}: write module:function, e.g. mypackage.clean:line")
+    try:
+        func = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"--map {spec!r}: {e}") from None
+    if not callable(func):
+        raise ValueError(f"--map {spec!r}: {name} is not callable")
+    return func  # type: ignore[no-any-return]
+
+
+def _source_options(uri: str, offset: str | None) -> dict[str, Any]:
+    """Default options for a source made by the tools (text stdin; where to start)."""
+    _, scheme = parse_uri(uri, "source")
+    opts: dict[str, Any] = {}
+    if scheme == "stdio" and "format=" not in uri:
+        opts["format"] = "text"
+    if offset is not None:
+        at = _position(offset)
+        if scheme == "kafka":
+            opts["offset"] = at
+        elif scheme == "redis":
+            opts["start"] = at
+        else:
+            raise ValueError(f"--offset/--since: a {scheme}:// source has no offsets")
+    return opts
+
+
+def _position(text: str) -> Any:
+    """An offset, a name (``earliest``...), or a time (ISO 8601) as seconds since the epoch."""
+    if text.isdigit():
+        return int(text)
+    try:
+        when = _dt.datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=_dt.timezone.utc)
+    return when.timestamp()
+
+
+def _sink_options(uri: str) -> dict[str, Any]:
+    _, scheme = parse_uri(uri, "sink")
+    return {"format": "text"} if scheme == "stdio" and "format=" not in uri else {}
+
+
+def _run(source: Stream[Any], follow: bool) -> None:
+    """Run ``source`` to its end, or (``follow``) on a loop until SIGINT/SIGTERM."""
+    if not follow:
+        source.start()  # type: ignore[attr-defined]
+        return
+
+    async def forever() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, source.stop)  # type: ignore[attr-defined]
+        await source.start()  # type: ignore[attr-defined]
+        await source.aclose()
+
+    asyncio.run(forever())
+
+
+def _relay(args: argparse.Namespace) -> None:
+    source = from_uri(args.input, **_source_options(args.input, args.offset))
+    node = source.map(text_of)
+    if args.map:
+        node = node.map(_load(args.map))
+    to_uri(node, args.output, **_sink_options(args.output))
+    _run(source, args.follow)
+
+
+def _tap(args: argparse.Namespace) -> None:
+    offset = args.since if args.since is not None else args.offset
+    _, scheme = parse_uri(args.uri, "source")
+    if offset is None and scheme == "kafka":
+        offset = "earliest"
+    source = from_uri(args.uri, **_source_options(args.uri, offset))
+    source.map(text_of).sink_to_stdout(format="text")  # type: ignore[attr-defined]
+    _run(source, args.follow)
+
+
+def _clock(args: argparse.Namespace) -> None:
+    from .clock import get_clock
+
+    source: Stream[Any] = Stream(asynchronous=True)
+    to_uri(source.map(json.dumps), args.uri, **_sink_options(args.uri))
+
+    async def tick() -> None:
+        clock = get_clock()
+        i = 0
+        try:
+            while args.count is None or i < args.count:
+                await source.emit({"tick": i, "time": time.time()})
+                i += 1
+                if args.count is None or i < args.count:
+                    await clock.sleep(args.interval)
+        finally:
+            await source.aclose()
+
+    try:
+        asyncio.run(tick())
+    except KeyboardInterrupt:
+        pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="streams", description="Move and watch streams named by URI (kafka://, "
+        "redis://, stdio://, file://, tcp://, http://).",
+        epilog="URIs and their options: see the streams.uri module.")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{relay,tap,clock}")
+    relay = sub.add_parser("relay", help="copy a stream to another, optionally mapped",
+                           description="Copy every element of --input to --output.")
+    relay.add_argument("--input", required=True, metavar="URI", help="the source")
+    relay.add_argument("--output", required=True, metavar="URI", help="the sink")
+    relay.add_argument("--map", metavar="MODULE:FUNCTION",
+                       help="apply this function to each element (a line of text)")
+    relay.add_argument("--offset", metavar="WHERE",
+                       help="where to start: earliest, latest, an offset or id, or an ISO time")
+    relay.add_argument("--follow", action="store_true",
+                       help="keep following the source until interrupted")
+    relay.set_defaults(run=_relay)
+    tap = sub.add_parser("tap", help="print a stream to stdout, one element a line",
+                         description="Print the elements of a stream, one a line.")
+    tap.add_argument("uri", metavar="URI")
+    tap.add_argument("--offset", metavar="WHERE",
+                     help="where to start: earliest (Kafka's default), latest, an offset "
+                          "(Kafka) or entry id (Redis)")
+    tap.add_argument("--since", metavar="TIME",
+                     help="start at the first element at or after this ISO 8601 time")
+    tap.add_argument("--follow", action="store_true", help="keep printing new elements")
+    tap.set_defaults(run=_tap)
+    clock = sub.add_parser("clock", help="write a tick every interval",
+                           description='Write {"tick": n, "time": seconds} every interval.')
+    clock.add_argument("uri", metavar="URI")
+    clock.add_argument("--interval", type=parse_interval, default=1.0,
+                       help="time between ticks (1s, 250ms, 2m; default 1s)")
+    clock.add_argument("--count", type=int, default=None,
+                       help="stop after this many ticks (default: until interrupted)")
+    clock.set_defaults(run=_clock)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    ap = _parser()
+    args = ap.parse_args(argv)
+    try:
+        args.run(args)
+    except ValueError as e:
+        print(f"streams {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:  # e.g. a server source run without --follow
+        print(f"streams {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,263 @@
+"""Stream URIs: ``Stream.from_uri(uri)`` and ``.to_uri(uri)`` name a source or sink by address.
+
+One way to name a stream whatever holds it, so tools (``python -m streams
+relay``...) and configuration need no code per system. Each scheme takes
+its options from the URI's query string or as keyword arguments (keyword
+arguments win); an option the scheme does not know is refused, naming the
+ones it does.
+
+==========================================  ==========================================
+URI                                         source / sink and options
+==========================================  ==========================================
+``kafka://host:port[,host:port]/topic``     ``from_kafka`` / ``to_kafka``; ``group``,
+                                            ``offset`` (``earliest``, ``latest``, an
+                                            int, or ``time:<seconds since epoch>``),
+                                            ``batch``, ``poll_interval``, ``keys``,
+                                            ``with_meta``; sink: ``transactional_id``
+                                            (makes it transactional); both: ``config``
+                                            (a dict of librdkafka settings, keyword only)
+``redis://host:port/stream``                ``from_redis`` / ``sink_to_redis``; ``db``,
+                                            ``group``, ``consumer``, ``start`` (an id,
+                                            ``$``, or ``time:<seconds>``), ``count``,
+                                            ``with_id``; sink: ``maxlen``, ``field``
+``stdio://``                                ``from_stdin`` / ``sink_to_stdout``;
+                                            ``format`` (``json`` or ``text``)
+``file:///path``                            ``from_textfile`` / ``sink_to_textfile``;
+                                            ``encoding``; sink: ``mode`` (``a`` or ``w``)
+``tcp://host:port``                         ``from_tcp`` (a server; source only)
+``http://host:port/path``                   ``from_http_server`` (source only)
+==========================================  ==========================================
+
+Examples
+--------
+>>> from streams import Stream, describe
+>>> source = Stream.from_uri("kafka://localhost:9092/events?group=etl&offset=earliest")
+>>> source.topics, source.group, source.offset
+(['events'], 'etl', 'earliest')
+>>> sink = source.map(len).map(str).to_uri("redis://localhost:6379/sizes?maxlen=1000")
+>>> sink.describe().operator, sink.stream, sink.maxlen
+('sink_to_redis', 'sizes', 1000)
+>>> Stream.from_uri("kafka://localhost:9092/events?colour=red")
+Traceback (most recent call last):
+...
+ValueError: kafka:// source: unknown option 'colour'; it takes: batch, config, group, keys, offset, poll_interval, with_meta
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from .core import Stream
+
+__all__ = ["SCHEMES", "from_uri", "parse_uri", "to_uri"]
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    if str(v).lower() in ("1", "true", "yes", "on"):
+        return True
+    if str(v).lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {v!r}")
+
+
+def _position(v: Any) -> Any:
+    """``time:<seconds>`` is a time; digits an offset; anything else as given."""
+    if isinstance(v, str):
+        if v.startswith("time:"):
+            return float(v[5:])
+        if v.isdigit():
+            return int(v)
+    return v
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+def _redis_start(v: Any) -> Any:
+    return float(v[5:]) if isinstance(v, str) and v.startswith("time:") else v
+
+
+_KAFKA_SOURCE = {"group": str, "offset": _position, "batch": int, "poll_interval": float,
+                 "keys": _bool, "with_meta": _bool, "config": _same}
+_KAFKA_SINK = {"transactional_id": str, "config": _same}
+_REDIS_SOURCE = {"db": int, "group": str, "consumer": str, "start": _redis_start, "count": int,
+                 "with_id": _bool}
+_REDIS_SINK = {"db": int, "maxlen": int, "field": str, "batch": int}
+_STDIO = {"format": str}
+_FILE_SOURCE = {"encoding": str}
+_FILE_SINK = {"encoding": str, "mode": str}
+
+#: What each scheme can be: a source, a sink, or both.
+SCHEMES = {"kafka": ("source", "sink"), "redis": ("source", "sink"),
+           "stdio": ("source", "sink"), "file": ("source", "sink"),
+           "tcp": ("source",), "http": ("source",)}
+
+
+def parse_uri(uri: str, role: str) -> tuple[Any, str]:
+    """Split ``uri``; raise a clear error for a scheme that cannot be a ``role``.
+
+    Examples
+    --------
+    >>> parse_uri("kafka://h:9092/t", "sink")[1]
+    'kafka'
+    >>> parse_uri("tcp://127.0.0.1:9000", "sink")
+    Traceback (most recent call last):
+    ...
+    ValueError: tcp:// can only be a source; sinks are: file, kafka, redis, stdio
+    """
+    if not isinstance(uri, str) or "://" not in uri:
+        raise ValueError(f"{uri!r} is not a stream URI: write scheme://address, with a scheme "
+                         f"among {', '.join(sorted(SCHEMES))} (e.g. kafka://localhost:9092/topic)")
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise ValueError(f"{uri!r}: unknown scheme {scheme + '://'!r}; known: "
+                         f"{', '.join(s + '://' for s in sorted(SCHEMES))}")
+    if role not in SCHEMES[scheme]:
+        can = sorted(s for s, roles in SCHEMES.items() if role in roles)
+        raise ValueError(f"{scheme}:// can only be a {SCHEMES[scheme][0]}; {role}s are: "
+                         f"{', '.join(can)}")
+    return parts, scheme
+
+
+def _options(uri: Any, scheme: str, role: str, spec: dict[str, Callable[[Any], Any]],
+             given: dict[str, Any]) -> dict[str, Any]:
+    merged: dict[str, Any] = dict(parse_qsl(uri.query, keep_blank_values=True))
+    merged.update(given)
+    out = {}
+    for name, value in merged.items():
+        if name not in spec:
+            raise ValueError(f"{scheme}:// {role}: unknown option {name!r}; it takes: "
+                             f"{', '.join(sorted(spec))}")
+        try:
+            out[name] = spec[name](value)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{scheme}:// {role}: option {name}={value!r}: {e}") from None
+    return out
+
+
+def _name(uri: Any, scheme: str, what: str) -> str:
+    name = unquote(uri.path.lstrip("/"))
+    if not name or "/" in name:
+        raise ValueError(f"{uri.geturl()!r}: give one {what} after the address, as in "
+                         f"{scheme}://host:port/{what}")
+    return name
+
+
+def _host_port(uri: Any, scheme: str, default_port: int | None = None) -> tuple[str, int]:
+    host = uri.hostname or "127.0.0.1"
+    try:
+        port = uri.port
+    except ValueError:
+        port = None
+    if port is None:
+        if default_port is None:
+            raise ValueError(f"{uri.geturl()!r}: give a port, as in {scheme}://127.0.0.1:9000")
+        port = default_port
+    return host, port
+
+
+def from_uri(uri: str, **options: Any) -> Stream[Any]:
+    """The source named by ``uri`` (see the module docs for schemes and options)."""
+    parts, scheme = parse_uri(uri, "source")
+    if scheme == "kafka":
+        opts = _options(parts, scheme, "source", _KAFKA_SOURCE, options)
+        config = {"bootstrap.servers": _kafka_servers(parts), **opts.pop("config", {})}
+        if "group" in opts:
+            config["group.id"] = opts.pop("group")
+        return Stream.from_kafka([_name(parts, scheme, "topic")], config,  # type: ignore[attr-defined,no-any-return]
+                                 **opts)
+    if scheme == "redis":
+        opts = _options(parts, scheme, "source", _REDIS_SOURCE, options)
+        url = _redis_url(parts, opts.pop("db", 0))
+        return Stream.from_redis(_name(parts, scheme, "stream"), url=url,  # type: ignore[attr-defined,no-any-return]
+                                 **opts)
+    if scheme == "stdio":
+        return Stream.from_stdin(**_options(parts, scheme, "source", _STDIO, options))  # type: ignore[attr-defined,no-any-return]
+    if scheme == "file":
+        opts = _options(parts, scheme, "source", _FILE_SOURCE, options)
+        return Stream.from_textfile(_path(parts), **opts)  # type: ignore[attr-defined,no-any-return]
+    if scheme == "tcp":
+        host, port = _host_port(parts, scheme)
+        _options(parts, scheme, "source", {}, options)
+        return Stream.from_tcp(port, address=host)  # type: ignore[attr-defined,no-any-return]
+    host, port = _host_port(parts, scheme, 80)
+    _options(parts, scheme, "source", {}, options)
+    return Stream.from_http_server(port, path=parts.path or "/.*",  # type: ignore[attr-defined,no-any-return]
+                                   address=host)
+
+
+def to_uri(upstream: Stream[Any], uri: str, **options: Any) -> Stream[Any]:
+    """A sink writing ``upstream``'s elements to ``uri`` (see the module docs)."""
+    parts, scheme = parse_uri(uri, "sink")
+    if scheme == "kafka":
+        opts = _options(parts, scheme, "sink", _KAFKA_SINK, options)
+        config = {"bootstrap.servers": _kafka_servers(parts), **opts.pop("config", {})}
+        transactional = "transactional_id" in opts
+        if transactional:
+            config["transactional.id"] = opts.pop("transactional_id")
+        return upstream.to_kafka(_name(parts, scheme, "topic"), config,  # type: ignore[attr-defined,no-any-return]
+                                 transactional=transactional)
+    if scheme == "redis":
+        opts = _options(parts, scheme, "sink", _REDIS_SINK, options)
+        url = _redis_url(parts, opts.pop("db", 0))
+        return upstream.sink_to_redis(_name(parts, scheme, "stream"), url=url, **opts)  # type: ignore[no-any-return]
+    if scheme == "stdio":
+        return upstream.sink_to_stdout(**_options(parts, scheme, "sink", _STDIO, options))  # type: ignore[attr-defined,no-any-return]
+    opts = _options(parts, scheme, "sink", _FILE_SINK, options)
+    return upstream.sink_to_textfile(_path(parts), **opts)
+
+
+def _kafka_servers(parts: Any) -> str:
+    if not parts.netloc:
+        raise ValueError(f"{parts.geturl()!r}: give the brokers, as in "
+                         "kafka://localhost:9092/topic")
+    return str(parts.netloc)
+
+
+def _redis_url(parts: Any, db: int) -> str:
+    host, port = _host_port(parts, "redis", 6379)
+    auth = f"{parts.username or ''}:{parts.password}@" if parts.password else ""
+    return f"redis://{auth}{host}:{port}/{db}"
+
+
+def _path(parts: Any) -> str:
+    path = unquote(parts.netloc + parts.path)
+    if not path:
+        raise ValueError(f"{parts.geturl()!r}: give a path, as in file:///tmp/data.txt")
+    return path
+
+
+def _register() -> None:
+    def from_uri_method(uri: str, **options: Any) -> Stream[Any]:
+        return from_uri(uri, **options)
+
+    def to_uri_method(self: Stream[Any], uri: str, **options: Any) -> Stream[Any]:
+        return to_uri(self, uri, **options)
+
+    from_uri_method.__doc__ = (
+        "The source named by a stream URI (kafka://, redis://, stdio://, file://, tcp://, "
+        "http://); see :mod:`streams.uri`.\n\n"
+        "Examples\n--------\n"
+        ">>> from streams import Stream\n"
+        ">>> Stream.from_uri('file:///tmp/data.txt').file\n"
+        "'/tmp/data.txt'\n")
+    to_uri_method.__doc__ = (
+        "Write to the sink named by a stream URI (kafka://, redis://, stdio://, file://); "
+        "see :mod:`streams.uri`.\n\n"
+        "Examples\n--------\n"
+        ">>> from streams import Stream\n"
+        ">>> Stream().to_uri('stdio://?format=text').format\n"
+        "'text'\n")
+    from_uri_method.__name__ = "from_uri"
+    to_uri_method.__name__ = "to_uri"
+    Stream.from_uri = staticmethod(from_uri_method)  # type: ignore[attr-defined]
+    Stream.to_uri = to_uri_method  # type: ignore[attr-defined]
+
+
+_register()
