@@ -110,7 +110,7 @@ def _position(text: str) -> Any:
     except ValueError:
         return text
     if when.tzinfo is None:
-        when = when.replace(tzinfo=_dt.timezone.utc)
+        when = when.replace(tzinfo=_dt.UTC)
     return when.timestamp()
 
 
@@ -150,7 +150,7 @@ def _tap(args: argparse.Namespace) -> None:
     if offset is None and scheme == "kafka":
         offset = "earliest"
     source = from_uri(args.uri, **_source_options(args.uri, offset))
-    source.map(text_of).sink_to_stdout(format="text")  # type: ignore[attr-defined]
+    source.map(text_of).sink_to_stdout(format="text")
     _run(source, args.follow)
 
 

@@ -40,12 +40,12 @@ Examples
 >>> Stream.from_uri("kafka://localhost:9092/events?colour=red")
 Traceback (most recent call last):
 ...
-ValueError: kafka:// source: unknown option 'colour'; it takes: batch, config, group, keys, offset, poll_interval, with_meta
+ValueError: kafka:// source: unknown option 'colour'; it takes: batch, config, group, keys, ...
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -82,15 +82,17 @@ def _redis_start(v: Any) -> Any:
     return float(v[5:]) if isinstance(v, str) and v.startswith("time:") else v
 
 
-_KAFKA_SOURCE = {"group": str, "offset": _position, "batch": int, "poll_interval": float,
+Options = dict[str, Callable[[Any], Any]]
+
+_KAFKA_SOURCE: Options = {"group": str, "offset": _position, "batch": int, "poll_interval": float,
                  "keys": _bool, "with_meta": _bool, "config": _same}
-_KAFKA_SINK = {"transactional_id": str, "config": _same}
-_REDIS_SOURCE = {"db": int, "group": str, "consumer": str, "start": _redis_start, "count": int,
-                 "with_id": _bool}
-_REDIS_SINK = {"db": int, "maxlen": int, "field": str, "batch": int}
-_STDIO = {"format": str}
-_FILE_SOURCE = {"encoding": str}
-_FILE_SINK = {"encoding": str, "mode": str}
+_KAFKA_SINK: Options = {"transactional_id": str, "config": _same}
+_REDIS_SOURCE: Options = {"db": int, "group": str, "consumer": str, "start": _redis_start,
+                          "count": int, "with_id": _bool}
+_REDIS_SINK: Options = {"db": int, "maxlen": int, "field": str, "batch": int}
+_STDIO: Options = {"format": str}
+_FILE_SOURCE: Options = {"encoding": str}
+_FILE_SINK: Options = {"encoding": str, "mode": str}
 
 #: What each scheme can be: a source, a sink, or both.
 SCHEMES = {"kafka": ("source", "sink"), "redis": ("source", "sink"),
@@ -125,7 +127,7 @@ def parse_uri(uri: str, role: str) -> tuple[Any, str]:
     return parts, scheme
 
 
-def _options(uri: Any, scheme: str, role: str, spec: dict[str, Callable[[Any], Any]],
+def _options(uri: Any, scheme: str, role: str, spec: Mapping[str, Callable[[Any], Any]],
              given: dict[str, Any]) -> dict[str, Any]:
     merged: dict[str, Any] = dict(parse_qsl(uri.query, keep_blank_values=True))
     merged.update(given)
@@ -170,25 +172,25 @@ def from_uri(uri: str, **options: Any) -> Stream[Any]:
         config = {"bootstrap.servers": _kafka_servers(parts), **opts.pop("config", {})}
         if "group" in opts:
             config["group.id"] = opts.pop("group")
-        return Stream.from_kafka([_name(parts, scheme, "topic")], config,  # type: ignore[attr-defined,no-any-return]
-                                 **opts)
+        topic = _name(parts, scheme, "topic")
+        return Stream.from_kafka([topic], config, **opts)  # type: ignore[attr-defined,no-any-return]
     if scheme == "redis":
         opts = _options(parts, scheme, "source", _REDIS_SOURCE, options)
         url = _redis_url(parts, opts.pop("db", 0))
-        return Stream.from_redis(_name(parts, scheme, "stream"), url=url,  # type: ignore[attr-defined,no-any-return]
+        return Stream.from_redis(_name(parts, scheme, "stream"), url=url,
                                  **opts)
     if scheme == "stdio":
-        return Stream.from_stdin(**_options(parts, scheme, "source", _STDIO, options))  # type: ignore[attr-defined,no-any-return]
+        return Stream.from_stdin(**_options(parts, scheme, "source", _STDIO, options))
     if scheme == "file":
         opts = _options(parts, scheme, "source", _FILE_SOURCE, options)
-        return Stream.from_textfile(_path(parts), **opts)  # type: ignore[attr-defined,no-any-return]
+        return Stream.from_textfile(_path(parts), **opts)
     if scheme == "tcp":
         host, port = _host_port(parts, scheme)
         _options(parts, scheme, "source", {}, options)
-        return Stream.from_tcp(port, address=host)  # type: ignore[attr-defined,no-any-return]
+        return Stream.from_tcp(port, address=host)
     host, port = _host_port(parts, scheme, 80)
     _options(parts, scheme, "source", {}, options)
-    return Stream.from_http_server(port, path=parts.path or "/.*",  # type: ignore[attr-defined,no-any-return]
+    return Stream.from_http_server(port, path=parts.path or "/.*",
                                    address=host)
 
 
@@ -201,14 +203,15 @@ def to_uri(upstream: Stream[Any], uri: str, **options: Any) -> Stream[Any]:
         transactional = "transactional_id" in opts
         if transactional:
             config["transactional.id"] = opts.pop("transactional_id")
-        return upstream.to_kafka(_name(parts, scheme, "topic"), config,  # type: ignore[attr-defined,no-any-return]
+        topic = _name(parts, scheme, "topic")
+        return upstream.to_kafka(topic, config,  # type: ignore[attr-defined,no-any-return]
                                  transactional=transactional)
     if scheme == "redis":
         opts = _options(parts, scheme, "sink", _REDIS_SINK, options)
         url = _redis_url(parts, opts.pop("db", 0))
-        return upstream.sink_to_redis(_name(parts, scheme, "stream"), url=url, **opts)  # type: ignore[no-any-return]
+        return upstream.sink_to_redis(_name(parts, scheme, "stream"), url=url, **opts)
     if scheme == "stdio":
-        return upstream.sink_to_stdout(**_options(parts, scheme, "sink", _STDIO, options))  # type: ignore[attr-defined,no-any-return]
+        return upstream.sink_to_stdout(**_options(parts, scheme, "sink", _STDIO, options))
     opts = _options(parts, scheme, "sink", _FILE_SINK, options)
     return upstream.sink_to_textfile(_path(parts), **opts)
 

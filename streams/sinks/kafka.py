@@ -75,7 +75,7 @@ class ToKafka(Stream[Any]):
     >>> Stream().to_kafka("numbers", {"bootstrap.servers": "h:9092"}, transactional=True)
     Traceback (most recent call last):
     ...
-    ValueError: to_kafka(transactional=True) needs a 'transactional.id' in producer_config, stable across restarts of the pipeline
+    ValueError: to_kafka(transactional=True) needs a 'transactional.id' in producer_config, ...
 
     Against a running broker (not run here)::
 
@@ -84,8 +84,20 @@ class ToKafka(Stream[Any]):
         source.start()      # closing the stream flushes the producer
     """
 
-    __slots__ = ("_errors_seen", "_marks_seen", "_producer", "_sent", "_skip", "_in_txn",
-                 "key", "marks", "producer_config", "topic", "transactional", "written")
+    __slots__ = (
+        "_errors_seen",
+        "_in_txn",
+        "_marks_seen",
+        "_producer",
+        "_sent",
+        "_skip",
+        "key",
+        "marks",
+        "producer_config",
+        "topic",
+        "transactional",
+        "written",
+    )
     _operator = "to_kafka"
     _params = ("topic", "transactional")
     _state = ("written", "marks")
@@ -96,7 +108,8 @@ class ToKafka(Stream[Any]):
         try:
             import confluent_kafka  # noqa: F401
         except ImportError as e:  # pragma: no cover - depends on the environment
-            raise ImportError("to_kafka() needs confluent-kafka: pip install 'streams[kafka]'") from e
+            raise ImportError(
+                "to_kafka() needs confluent-kafka: pip install 'streams[kafka]'") from e
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"to_kafka(): topic must be a topic name, got {topic!r}")
         if not isinstance(producer_config, dict) or "bootstrap.servers" not in producer_config:
@@ -165,7 +178,7 @@ class ToKafka(Stream[Any]):
                         raise ck.KafkaException(err)
                     headers = dict(msg.headers() or ())
                     if headers.get(_WRITER) == writer:
-                        seq = int(headers[_SEQ])
+                        seq = int(headers[_SEQ] or 0)
                         if seq >= self.written:
                             found.add(seq)
             return found

@@ -234,7 +234,7 @@ class FromKafka(Source):
             consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
         else:
             meta = consumer.list_topics(timeout=30)
-            tps = []
+            tps: list[Any] = []
             for topic in self.topics:
                 tmeta = meta.topics.get(topic)
                 if tmeta is None or tmeta.error is not None:
@@ -268,8 +268,9 @@ class FromKafka(Source):
             found = {(t.topic, t.partition): t.offset
                      for t in consumer.offsets_for_times(timed, timeout=30)}
             for tp in tps:
-                if (tp.topic, tp.partition) in found and (tp.topic, tp.partition) not in self.offsets:
-                    at = found[(tp.topic, tp.partition)]
+                part = (tp.topic, tp.partition)
+                if part in found and part not in self.offsets:
+                    at = found[part]
                     tp.offset = at if at >= 0 else ck.OFFSET_END  # nothing that late yet
         return tps
 
@@ -388,7 +389,7 @@ class FromKafka(Source):
     def _begin(self) -> None:
         self._barriers = [n for n in walk(self) if hasattr(n, "_barrier")]
 
-    def _finish(self, consumer: Any) -> None:
+    def _close_consumer(self, consumer: Any) -> None:
         """Commit what is done, synchronously, and close the consumer."""
         try:
             if self._checkpointer is not None:
@@ -424,7 +425,7 @@ class FromKafka(Source):
                 self._settle(self._checkpointer.source_closed(self))
                 self._checkpointer.wait()
         finally:
-            self._finish(consumer)
+            self._close_consumer(consumer)
 
     # -- on a loop -------------------------------------------------------------
 
@@ -451,4 +452,4 @@ class FromKafka(Source):
             if self._checkpointer is not None:
                 await self._checkpointer.wait_async()
         finally:
-            self._finish(consumer)
+            self._close_consumer(consumer)

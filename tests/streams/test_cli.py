@@ -14,7 +14,8 @@ import pytest
 ROOT = Path(__file__).parents[2]  # the checkout under test, imported first by the tools
 
 
-def streams_cli(*args: str, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def streams_cli(*args: str, stdin: str = "",
+                cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), str(cwd or "")]))}
     return subprocess.run([sys.executable, "-m", "streams.cli", *args], input=stdin,
                           capture_output=True, text=True, timeout=120, env=env)

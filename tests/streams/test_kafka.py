@@ -99,13 +99,13 @@ def test_from_kafka_on_a_loop_follows_and_applies_backpressure(kafka_broker: Any
 
 
 def test_from_kafka_refuses_bad_arguments_at_build_time() -> None:
-    with pytest.raises(ValueError, match="bootstrap.servers"):
+    with pytest.raises(ValueError, match=r"bootstrap\.servers"):
         Stream.from_kafka(["t"], {})
     with pytest.raises(ValueError, match="non-empty list"):
         Stream.from_kafka([], {"bootstrap.servers": "h:1"})
     with pytest.raises(ValueError, match="offset must be"):
         Stream.from_kafka(["t"], {"bootstrap.servers": "h:1"}, offset="newest")
-    with pytest.raises(ValueError, match="transactional.id"):
+    with pytest.raises(ValueError, match=r"transactional\.id"):
         Stream().to_kafka("t", {"bootstrap.servers": "h:1"}, transactional=True)
 
 
