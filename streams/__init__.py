@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from . import jupyter as _jupyter  # noqa: F401 - registers progress(), sink_to_plot()
 from . import operators as _operators  # noqa: F401 - registers the operators
+from . import uri as _uri  # noqa: F401 - issue 16: Stream.from_uri, .to_uri
 from .clock import Clock, LoopClock, VirtualClock, get_clock, use_clock
 from .core import NO_DEFAULT, Segment, Stream
 from .errors import ErrorRecord, NodeError, StreamClosedError
@@ -37,7 +38,6 @@ from .sources.stdio import FromStdin  # issue 6: JSON lines from stdin
 from .sources.tcp import FromTcp
 from .sources.textfile import FromTextfile
 from .state import Checkpointer, CheckpointError, checkpoint  # issue 6: checkpoints
-from . import uri as _uri  # noqa: E402,F401 - issue 16: Stream.from_uri, .to_uri
 
 __version__ = "0.1.0"
 

