@@ -164,9 +164,9 @@ class FromKafka(Source):
         source.start()     # without a loop: reads to the end, then closes
     """
 
-    __slots__ = ("_barriers", "_consumer", "_covered", "_deferred", "_eof", "_unconfirmed",
-                 "batch", "consumer_params", "group", "keys", "offset", "offsets", "poll_interval",
-                 "topics", "with_meta")
+    __slots__ = ("_barriers", "_consumer", "_covered", "_deferred", "_eof", "_not_before",
+                 "_unconfirmed", "batch", "consumer_params", "group", "keys", "offset", "offsets",
+                 "poll_interval", "topics", "with_meta")
     _operator = "from_kafka"
     _replayable = True
     _params = ("topics", "group", "poll_interval", "offset", "batch", "keys", "with_meta")
@@ -198,6 +198,8 @@ class FromKafka(Source):
         self.offsets: dict[Partition, int] = {}
         self._consumer: Any = None
         self._eof: set[Partition] = set()
+        # Partitions started at a time: the time (ms), until a message at or after it.
+        self._not_before: dict[Partition, int] = {}
         self._barriers: list[Stream[Any]] = []
         # Nodes whose output is sent now and confirmed later (to_kafka without
         # a loop), and per batch the confirmations awaited and its offsets.
@@ -275,6 +277,7 @@ class FromKafka(Source):
             for tp in tps:
                 part = (tp.topic, tp.partition)
                 if part in found and part not in self.offsets:
+                    self._not_before[part] = self.offset[1]
                     at = found[part]
                     tp.offset = at if at >= 0 else ck.OFFSET_END  # nothing that late yet
         return tps
@@ -310,8 +313,16 @@ class FromKafka(Source):
         for msg in consumer.consume(self.batch, timeout=timeout):
             err = msg.error()
             if err is None:
+                part = (msg.topic(), msg.partition())
+                self._eof.discard(part)
+                if self._not_before and part in self._not_before:
+                    # A broker may answer a time lookup with an earlier offset:
+                    # messages before the time are passed over here.
+                    if msg.timestamp()[1] < self._not_before[part]:
+                        self.offsets[part] = msg.offset() + 1
+                        continue
+                    del self._not_before[part]
                 out.append(msg)
-                self._eof.discard((msg.topic(), msg.partition()))
             elif err.code() == ck.KafkaError._PARTITION_EOF:
                 self._eof.add((msg.topic(), msg.partition()))
             else:

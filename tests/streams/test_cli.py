@@ -66,6 +66,8 @@ def test_stdin_to_kafka_then_tap(kafka_broker: Any, kafka_topic: str) -> None:
     assert tapped.stdout.splitlines() == lines
     from_ten = streams_cli("tap", uri, "--offset", "10")
     assert from_ten.stdout.splitlines() == lines[10:]
+    assert streams_cli("tap", uri, "--since", "2000-01-01T00:00:00").stdout.splitlines() == lines
+    assert streams_cli("tap", uri, "--since", "2999-01-01T00:00:00").stdout == ""
 
 
 @pytest.mark.kafka
