@@ -32,11 +32,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from streams import Stream  # noqa: E402
 from tests.kafka_broker import KafkaBroker  # noqa: E402
@@ -132,16 +133,15 @@ def main() -> None:
         try:
             results: dict[str, list[float]] = {}
             for _ in range(args.rounds):
-                def out() -> str:
-                    return broker.create_topic(f"bench-out-{next(_names)}", PARTITIONS)
-
-                topic = broker.create_topic(f"bench-in-{next(_names)}", PARTITIONS)
-                round_ = {
-                    "produce-only": lambda t=topic: fill(broker, t, n),
-                    "consume-only": lambda t=topic: consume_only(broker, t, n),
-                    "plain": lambda t=topic, o=out(): plain(broker, t, o, n, batched=False),
-                    "plain-batched": lambda t=topic, o=out(): plain(broker, t, o, n, True),
-                    "streams": lambda t=topic, o=out(): with_streams(broker, t, o, n),
+                t = broker.create_topic(f"bench-in-{next(_names)}", PARTITIONS)
+                o1, o2, o3 = (broker.create_topic(f"bench-out-{next(_names)}", PARTITIONS)
+                              for _ in range(3))
+                round_: dict[str, Callable[[], int]] = {
+                    "produce-only": partial(fill, broker, t, n),
+                    "consume-only": partial(consume_only, broker, t, n),
+                    "plain": partial(plain, broker, t, o1, n, False),
+                    "plain-batched": partial(plain, broker, t, o2, n, True),
+                    "streams": partial(with_streams, broker, t, o3, n),
                 }
                 for name, run in round_.items():
                     results.setdefault(name, []).append(timed(run))
