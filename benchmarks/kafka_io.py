@@ -37,10 +37,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition
 
-from streams import Stream  # noqa: E402
-from tests.kafka_broker import KafkaBroker  # noqa: E402
+from streams import Stream
+from tests.kafka_broker import KafkaBroker
 
 PARTITIONS = 2
 _names = itertools.count()
