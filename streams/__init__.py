@@ -31,6 +31,7 @@ from .sources.base import Source
 from .sources.http import FromHttpServer  # issue 3: async sources
 from .sources.iterable import FromIterable
 from .sources.kafka import FromKafka  # issue 16: Kafka (confluent-kafka imported lazily)
+from .sources.kafka_batched import FromKafkaBatched  # issue 16
 from .sources.periodic import FromPeriodic
 from .sources.process import FromProcess
 from .sources.redis import FromRedis  # issue 6: Redis Streams (redis-py imported lazily)
@@ -50,6 +51,7 @@ __all__ = [
     "FromHttpServer",
     "FromIterable",
     "FromKafka",
+    "FromKafkaBatched",
     "FromPeriodic",
     "FromProcess",
     "FromRedis",

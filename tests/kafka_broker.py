@@ -78,11 +78,18 @@ class KafkaBroker:
         futures[name].result(timeout=30)
         return name
 
-    def produce(self, topic: str, values: list[bytes], partition: int | None = None) -> None:
-        """Write ``values`` to ``topic`` (to ``partition``, else the producer's choice)."""
+    def produce(self, topic: str, values: list[bytes], partition: int | None = None,
+                record_batches: bool = True) -> None:
+        """Write ``values`` to ``topic`` (to ``partition``, else the producer's choice).
+
+        ``record_batches=False`` sends one record a batch: this tansu build
+        reports a partition's high watermark as its last record batch's base
+        offset + 1, which is right only then.
+        """
         from confluent_kafka import Producer
 
-        p = Producer(self.config())
+        p = Producer(self.config() if record_batches
+                     else self.config(**{"batch.num.messages": 1}))
         for v in values:
             if partition is None:
                 p.produce(topic, v)

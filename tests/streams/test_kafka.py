@@ -129,3 +129,19 @@ def test_checkpointed_from_kafka_resumes_at_its_offsets(kafka_broker: Any, kafka
 
     with pytest.raises(CheckpointError, match="covers topics"):
         run("another-topic")
+
+
+def test_from_kafka_batched_in_process_commits_after_the_batches(kafka_broker: Any) -> None:
+    topic = kafka_broker.create_topic("batched-in", partitions=2)
+    kafka_broker.produce(topic, [b"%d" % i for i in range(30)], record_batches=False)
+    params = kafka_broker.config(**{"group.id": "batched", "auto.offset.reset": "earliest"})
+    batches = Stream.from_kafka_batched(topic, params, max_batch_size=4)
+    out = batches.sink_to_list()
+    batches.start()
+    assert all(0 < len(b) <= 4 for b in out)
+    assert sorted(int(v) for b in out for v in b) == list(range(30))
+    again = Stream.from_kafka_batched(topic, params)  # the group's offsets are at the end
+    more = again.sink_to_list()
+    kafka_broker.produce(topic, [b"30"], partition=0, record_batches=False)
+    again.start()
+    assert more == [[b"30"]]
