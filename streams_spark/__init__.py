@@ -17,8 +17,15 @@ under a watermark. ``gather()`` brings the results back in input order.
 
 from __future__ import annotations
 
+from .datasources import register_data_sources  # issue 16: redis_streams, streams_kafka
 from .nodes import SparkSegment, ToSpark
 from .session import default_session
 from .source import FromSpark
 
-__all__ = ["FromSpark", "SparkSegment", "ToSpark", "default_session"]
+__all__ = [
+    "FromSpark",
+    "SparkSegment",
+    "ToSpark",
+    "default_session",
+    "register_data_sources",
+]

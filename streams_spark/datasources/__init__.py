@@ -1,0 +1,42 @@
+"""Spark data sources for Redis Streams and Kafka (PySpark 4's Python Data Source API).
+
+``register_data_sources(spark)`` registers two formats, read with
+``spark.readStream.format(...)`` and written with ``writeStream.format(...)``:
+
+* ``"redis_streams"`` (options ``url``, ``stream``; reads ``count`` entries a
+  round trip): rows ``(id string, fields map<string,string>)``; the offset is
+  the last entry id, kept in Spark's checkpoint. Writing adds each row's
+  ``fields`` (or its ``value`` column, as field ``data``) with ``XADD``.
+* ``"streams_kafka"`` (options ``bootstrap.servers``, ``topic``,
+  ``startingOffsets`` = ``earliest`` or ``latest``): rows ``(topic string,
+  partition int, offset long, timestamp long, key binary, value binary)``; the
+  offsets, one per partition, are kept in Spark's checkpoint. Writing
+  produces each row's ``value`` (and ``key``, if there is one). Options
+  ``kafka.<setting>`` pass librdkafka settings to the producer.
+
+Reading is exactly once through Spark's checkpoint: a restarted query reads
+each micro-batch's range again, the same rows. Writing is at least once: a
+micro-batch is written by its tasks and confirmed (flushed) before the batch
+commits; a batch retried after a failure writes its rows again.
+
+Examples
+--------
+>>> from streams_spark.datasources import RedisStreamsDataSource, KafkaDataSource
+>>> RedisStreamsDataSource.name(), KafkaDataSource.name()
+('redis_streams', 'streams_kafka')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .kafka import KafkaDataSource
+from .redis import RedisStreamsDataSource
+
+__all__ = ["KafkaDataSource", "RedisStreamsDataSource", "register_data_sources"]
+
+
+def register_data_sources(spark: Any) -> None:
+    """Register the ``redis_streams`` and ``streams_kafka`` formats with ``spark``."""
+    spark.dataSource.register(RedisStreamsDataSource)
+    spark.dataSource.register(KafkaDataSource)

@@ -1,0 +1,68 @@
+"""The redis_streams and streams_kafka Spark data sources, with a real local SparkSession."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams_spark import register_data_sources
+
+pytestmark = [pytest.mark.spark, pytest.mark.redis, pytest.mark.kafka]
+
+
+@pytest.fixture
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A redis-server of this test's own (the shared one lives in tests/streams)."""
+    from tests.streams.conftest import REDIS_SERVER, RedisServer
+
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed")
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def run_available(df: Any, fmt: str, options: dict[str, str], checkpoint: Path) -> None:
+    """Process what the source holds now, in micro-batches, then stop."""
+    writer = df.writeStream.format(fmt).option("checkpointLocation", str(checkpoint))
+    for k, v in options.items():
+        writer = writer.option(k, v)
+    writer.trigger(availableNow=True).start().awaitTermination(300)
+
+
+def test_redis_to_kafka_and_back_exactly_once_through_the_checkpoint(
+        spark: Any, redis_url: str, kafka_broker: Any, tmp_path: Path) -> None:
+    import redis
+
+    register_data_sources(spark)
+    topic = kafka_broker.create_topic("spark-out", partitions=1)
+    r = redis.Redis.from_url(redis_url)
+    for i in range(20):
+        r.xadd("events", {"n": str(i)})
+    source = (spark.readStream.format("redis_streams").option("url", redis_url)
+              .option("stream", "events").load())
+    values = source.selectExpr("fields['n'] AS value")
+    # One record a batch: the test broker's high watermark is right only then
+    # (see tests/kafka_broker.py).
+    kafka = {"bootstrap.servers": kafka_broker.bootstrap, "topic": topic,
+             "kafka.batch.num.messages": "1"}
+    run_available(values, "streams_kafka", kafka, tmp_path / "to-kafka")
+    assert kafka_broker.read(topic) == [b"%d" % i for i in range(20)]
+    # A restart against the same checkpoint reads only what came since.
+    for i in range(20, 25):
+        r.xadd("events", {"n": str(i)})
+    run_available(values, "streams_kafka", kafka, tmp_path / "to-kafka")
+    assert kafka_broker.read(topic) == [b"%d" % i for i in range(25)]
+    # Kafka back to Redis, through the other data source.
+    back = (spark.readStream.format("streams_kafka")
+            .option("bootstrap.servers", kafka_broker.bootstrap).option("topic", topic).load())
+    run_available(back.selectExpr("CAST(value AS STRING) AS value"), "redis_streams",
+                  {"url": redis_url, "stream": "copy"}, tmp_path / "to-redis")
+    copied = [fields[b"data"] for _, fields in r.xrange("copy")]
+    assert copied == [b"%d" % i for i in range(25)]
+    r.close()
