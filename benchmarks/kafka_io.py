@@ -17,6 +17,10 @@ group to join, for every variant alike) and writing to its own output topic:
 * ``plain-batched``: the same with ``consume(1000)`` (a stronger baseline);
 * ``streams``: ``Stream.from_kafka(...).map(f).to_kafka(...)``.
 
+With ``--dask``, it then reads the input with
+``Stream.from_kafka_batched(..., dask=True).gather()`` on a local Dask cluster
+of one, then two single-threaded worker processes, and prints the ratio.
+
 It prints per-variant medians of messages/s and medians of per-round ratios
 (paired, so a noisy machine affects both sides of a ratio alike), and the
 load average at the start and the end.
@@ -50,8 +54,11 @@ def transform(value: bytes) -> bytes:
     return value.upper()
 
 
-def fill(broker: KafkaBroker, topic: str, n: int) -> int:
-    p = Producer(broker.config(**{"linger.ms": 5}))
+def fill(broker: KafkaBroker, topic: str, n: int, one_record_batches: bool = False) -> int:
+    # One record a batch for from_kafka_batched: the tansu build reports a
+    # partition's high watermark right only then (see tests/kafka_broker.py).
+    extra = {"batch.num.messages": 1} if one_record_batches else {"linger.ms": 5}
+    p = Producer(broker.config(**extra))
     for i in range(n):
         while True:
             try:
@@ -110,6 +117,29 @@ def with_streams(broker: KafkaBroker, topic: str, out: str, n: int) -> int:
     return sum(source.offsets.values())
 
 
+def with_dask(broker: KafkaBroker, topic: str, n: int, workers: int) -> float:
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                      host="127.0.0.1", dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        got = 0
+
+        def count(batch: list[bytes]) -> None:
+            nonlocal got
+            got += len(batch)
+
+        batches = Stream.from_kafka_batched(topic, broker.config(**{"auto.offset.reset":
+                                                                    "earliest"}),
+                                            dask=True, client=client, max_batch_size=5000)
+        batches.map(lambda b: [transform(v) for v in b]).gather().sink(count)
+        t0 = time.perf_counter()
+        batches.start()
+        rate = got / (time.perf_counter() - t0)
+        assert got == n, (got, n)
+        return rate
+
+
 def timed(run: Callable[[], int]) -> float:
     t0 = time.perf_counter()
     n = run()
@@ -124,6 +154,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--dask", action="store_true", help="also from_kafka_batched(dask=True)")
     args = ap.parse_args()
     n = args.messages
     print(f"load average at start: {load()}; {os.cpu_count()} cores; {n} messages, "
@@ -145,6 +176,12 @@ def main() -> None:
                 }
                 for name, run in round_.items():
                     results.setdefault(name, []).append(timed(run))
+                if args.dask:
+                    t = broker.create_topic(f"bench-in-{next(_names)}", PARTITIONS)
+                    fill(broker, t, n, one_record_batches=True)
+                    for workers in (1, 2):
+                        results.setdefault(f"dask-{workers}-worker", []).append(
+                            with_dask(broker, t, n, workers))
         finally:
             broker.stop()
     print("\nmedian messages/s")
@@ -159,6 +196,8 @@ def main() -> None:
     for a, b in [("streams", "plain"), ("streams", "plain-batched"),
                  ("streams", "produce-only"), ("streams", "consume-only")]:
         print(f"  {a} / {b:14} {ratio(a, b):6.2f}x")
+    if args.dask:
+        print(f"  dask 2 workers / 1 worker {ratio('dask-2-worker', 'dask-1-worker'):6.2f}x")
     print(f"\nload average at end: {load()}")
 
 

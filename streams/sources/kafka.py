@@ -228,10 +228,14 @@ class FromKafka(Source):
 
     # -- the consumer ----------------------------------------------------------
 
-    def _connect(self) -> Any:
+    def _connect(self, to_the_end: bool = False) -> Any:
         ck = _import_kafka("from_kafka()")
         config = {**self.consumer_params, "enable.auto.commit": False,
                   "enable.partition.eof": True}
+        if to_the_end:
+            # The end of a partition is known only from an empty fetch, which
+            # the broker holds up to fetch.wait.max.ms (500 by default).
+            config.setdefault("fetch.wait.max.ms", 20)
         if self.group is None:
             config["group.id"] = "streams-unused"  # librdkafka wants one; nothing is committed
         if self.offset in ("earliest", "latest") and "auto.offset.reset" not in config:
@@ -310,7 +314,14 @@ class FromKafka(Source):
         """One batch of messages; end-of-partition events are noted, errors raised."""
         ck = _import_kafka("from_kafka()")
         out = []
-        for msg in consumer.consume(self.batch, timeout=timeout):
+        # consume(n) waits for n messages or the timeout: wait for the first
+        # one only, then take what is there.
+        got = consumer.consume(self.batch, timeout=0)
+        if not got and timeout > 0:
+            got = consumer.consume(1, timeout=timeout)
+            if got and self.batch > 1:
+                got.extend(consumer.consume(self.batch - 1, timeout=0))
+        for msg in got:
             err = msg.error()
             if err is None:
                 part = (msg.topic(), msg.partition())
@@ -449,7 +460,7 @@ class FromKafka(Source):
     # -- without a loop --------------------------------------------------------
 
     def _run_sync(self) -> None:
-        consumer = self._connect()
+        consumer = self._connect(to_the_end=True)
         self._begin(deferring=True)
         try:
             while not self.stopped:
