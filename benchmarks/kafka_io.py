@@ -93,7 +93,10 @@ def plain(broker: KafkaBroker, topic: str, out: str, n: int, batched: bool) -> i
     p = Producer(broker.config(**{"linger.ms": 5}))
     got = 0
     while got < n:
-        msgs = c.consume(1000, timeout=1.0) if batched else [c.poll(1.0)]
+        # consume(n) waits for n messages or its timeout: batched, take what
+        # is there, waiting only when nothing is.
+        msgs = ((c.consume(1000, timeout=0) or c.consume(1, timeout=1.0)) if batched
+                else [c.poll(1.0)])
         for m in msgs:
             if m is None or m.error() is not None:
                 continue
