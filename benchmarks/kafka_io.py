@@ -81,7 +81,7 @@ def consume_only(broker: KafkaBroker, topic: str, n: int) -> int:
     c = consumer(broker, topic)
     got = 0
     while got < n:
-        for m in c.consume(1000, timeout=1.0):
+        for m in c.consume(1000, timeout=0) or c.consume(1, timeout=1.0):
             if m.error() is None:
                 got += 1
     c.close()
