@@ -65,7 +65,8 @@ def main(argv: list[str]) -> None:
 
     params: dict[str, Any] = {"bootstrap.servers": args.bootstrap}
     if args.group:
-        params.update({"group.id": args.group, "session.timeout.ms": 6000})
+        params.update({"group.id": args.group, "session.timeout.ms": 2000,
+                       "heartbeat.interval.ms": 500})
     source = Stream.from_kafka([args.input], params, offset="earliest", batch=20)
     totals = source.map(parse).scan(count_and_sum, start=(0, 0), key=0)
     lines = totals.map(lambda kv: f"{kv[0]} {kv[1][0]} {kv[1][1]}")

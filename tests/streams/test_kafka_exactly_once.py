@@ -124,7 +124,7 @@ def test_kafka_to_transactional_kafka_survives_sigkill(kafka_broker: Any, tmp_pa
     child.communicate(timeout=120)
     assert child.returncode == -signal.SIGKILL
     # Each restart of a group member waits for the killed one's session to
-    # time out (6 s here): one random kill more.
-    kills = killed_and_restarted(args, seed, n_kills=1)
+    # time out (2 s here): two random kills more.
+    kills = killed_and_restarted(args, seed, n_kills=2)
     got = sorted(v.decode() for v in kafka_broker.read(out, committed=True))
     assert got == expected_lines(recs), f"seed {seed}, kills at {kills}"
