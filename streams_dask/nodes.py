@@ -161,6 +161,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         "show_progress",
     )
     _operator = "scatter"
+    _local_only = "it starts a segment of its own, and segments cannot be nested"
     # max_in_flight first: a picture labels the node by its first parameter,
     # which is then "scatter" (the default, None) rather than a batch size.
     _params = ("max_in_flight", "batch_size", "ordered")

@@ -230,6 +230,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
     """
 
     _operator = "to_spark"
+    _local_only = "it starts a segment of its own, and segments cannot be nested"
     _params = ("batch_size", "interval", "checkpoint", "streaming")
     _graphviz_shape = "triangle"
 

@@ -38,6 +38,8 @@ class Sink(Stream[Any]):
 
     __slots__ = ("args", "func", "kwargs")
     _operator = "sink"
+    _local_only = "its side effects belong in this process"
+    _takes_function = True
     _params = ("args", "kwargs")
     _graphviz_shape = "trapezium"
 
@@ -92,6 +94,7 @@ class SinkToList(Stream[Any]):
 
     __slots__ = ("results",)
     _operator = "sink_to_list"
+    _local_only = "its side effects belong in this process"
     _graphviz_shape = "trapezium"
 
     def __init__(self, upstream: Stream[Any], **kwargs: Any) -> None:
@@ -136,6 +139,7 @@ class SinkToTextfile(Stream[Any]):
 
     __slots__ = ("_fp", "end", "file", "mode")
     _operator = "sink_to_textfile"
+    _local_only = "its side effects belong in this process"
     _params = ("file", "end", "mode")
     _graphviz_shape = "trapezium"
 
