@@ -153,16 +153,19 @@ class _Exit(Stream[Any]):
 class _Failures(Stream[Any]):
     """Turns the routed error records of one node into :class:`Failure` events."""
 
-    __slots__ = ("events", "node_id")
+    __slots__ = ("events", "failed", "node_id")
     _operator = "stage_failures"
     _local_only = "it belongs to a running stage"
 
-    def __init__(self, upstream: Stream[Any], events: list[Any], node_id: int) -> None:
+    def __init__(self, upstream: Stream[Any], events: list[Any], failed: list[int],
+                 node_id: int) -> None:
         self.events = events
+        self.failed = failed
         self.node_id = node_id
         Stream.__init__(self, upstream)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        self.failed.append(len(self.events))
         self.events.append(Failure(self.node_id, x.element, portable_error(x.exception)))
         return None
 
@@ -192,6 +195,9 @@ class Stage:
     def __init__(self, plan: StagePlan) -> None:
         self.plan = plan
         self.events: list[Any] = []
+        #: Where among :attr:`events` the failures are (cleared with them):
+        #: a reader that packs values need not look at every event.
+        self.failed: list[int] = []
         # Nodes read this clock; it never moves, so no timer of theirs fires:
         # the local clock's ticks close their windows.
         with use_clock(VirtualClock()):
@@ -208,7 +214,7 @@ class Stage:
                 else:
                     node = build(spec, ups)
                     node.on_error("route")
-                    _Failures(node.errors, self.events, spec.id)
+                    _Failures(node.errors, self.events, self.failed, spec.id)
                 if spec.traits.ticked:
                     self.ticked[spec.id] = node
                 self.nodes[spec.id] = node
@@ -282,6 +288,7 @@ class Stage:
         """The events recorded so far (and start anew)."""
         out = list(self.events)
         self.events.clear()
+        self.failed.clear()
         return out
 
     def run(self, items: Sequence[Any], states: dict[int, Any] | None = None,
@@ -297,6 +304,7 @@ class Stage:
             new_states = self.snapshot()
         finally:
             self.events.clear()
+            self.failed.clear()
         return StageResult(out, new_states, time.perf_counter() - started)
 
 

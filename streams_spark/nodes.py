@@ -16,7 +16,6 @@ from streams.segment import SegmentEntry
 from streams.window_clock import WindowClock
 
 from .batch import BatchRunner
-from .chain import SEQUENTIAL
 from .codec import ErrorRecord
 from .plan import ChainStage, Plan, check_pickles, lower, refusal
 from .stream import NodeFailureInfo
@@ -42,8 +41,9 @@ class SparkSegment(Segment):
     >>> try:
     ...     s.zip(Stream())
     ... except (TypeError, ValueError) as e:
-    ...     print(str(e)[:40])
-    zip() cannot run in a Spark segment (a S
+    ...     print(e)
+    zip() cannot run in a Spark segment: zip (a Spark segment is one linear chain of
+    steps); call gather() before zip() to run it in-process
     """
 
     backend = "spark"
@@ -61,6 +61,14 @@ class SparkSegment(Segment):
                 f"{node._label()}: the Spark segment from {self.entry._label()} is "
                 "already running; build the whole graph before emitting"
             )
+        traits = node._traits()
+        if traits.local_only is not None:
+            # Refused before describe(): a node is offered while its
+            # constructor runs, and only what its traits read is set yet.
+            op = node._operator
+            raise TypeError(
+                f"{op}() cannot run in a Spark segment: {node._label()} "
+                f"({traits.local_only}); call gather() before {op}() to run it in-process")
         spec = node.describe()
         why = refusal(spec)
         if why is not None:
@@ -116,11 +124,14 @@ class SparkSegment(Segment):
 
 
 def _state_kind(spec: NodeSpec) -> str | None:
-    if spec.operator == "accumulate" and spec.params.get("key") is not None:
+    traits = spec.traits
+    if traits.key is not None and traits.stateful:
         return "keyed"
-    if spec.operator == "timed_window":
-        return "window" if spec.params.get("time") is not None else "clock"
-    if spec.operator in SEQUENTIAL:
+    if traits.event_time is not None:
+        return "window"
+    if traits.ticked:
+        return "clock"
+    if traits.stateful and not traits.identity_on_engine:
         return "sequential"
     return None
 
@@ -167,7 +178,7 @@ def _check_policies_before_window(nodes: list[Stream[Any]]) -> None:
     ``raise`` policy gives the in-process result there.
     """
     for i, node in enumerate(nodes):
-        if node._operator == "timed_window" and node.describe().params.get("time") is not None:
+        if node.describe().traits.event_time is not None:
             for before in nodes[:i]:
                 if before._policy != "raise":
                     raise ValueError(
@@ -341,9 +352,9 @@ class ToSpark(SegmentEntry, Stream[Any]):
         _check_policies_before_window(segment.nodes)
         if plan.mode == "batch" and not self.streaming:
             chains = [s for s in plan.stages if isinstance(s, ChainStage)]
-            steps = chains[0].steps if chains else []
+            specs = chains[0].specs if chains else []
             sequential = any(s.sequential for s in chains)
-            self._runner = BatchRunner(session, steps, sequential, self.checkpoint)
+            self._runner = BatchRunner(session, specs, sequential, self.checkpoint)
             if self._restored is not None:  # resumed from a pipeline's checkpoint
                 self._runner.states = dict(self._restored)
         else:

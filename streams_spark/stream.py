@@ -26,14 +26,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .batch import encode_chunks
-from .chain import Step
-from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, mark_error, value_of
-from .plan import ChainStage, KeyedStage, Plan, WindowStage
+from .codec import DATA, ERROR, FLUSH_MARK, WINDOW, WINDOW_ITEMS, mark_error, value_of
+from .plan import ChainStage, KeyedStage, Plan, WindowStage, route_of
 from .stages import (
     FAR_FUTURE,
-    FLUSH_MARK,
     MID_SCHEMA,
-    SEQUENTIAL_STAGE,
     NodeFailure,
     chain_task,
     collected_rows,
@@ -85,36 +82,36 @@ def build_query_frame(df: Any, plan: Plan, first: bool = True) -> Any:
     routed = False
     for i, stage in enumerate(stages):
         nxt = stages[i + 1] if i + 1 < len(stages) else None
-        route = _route_step(nxt)
+        route = route_of(nxt)
         if isinstance(stage, ChainStage) and not stage.sequential:
-            df = df.mapInArrow(chain_task(stage.steps, route, first), mid)
+            df = df.mapInArrow(chain_task(stage.specs, route, first), mid)
             first = False
             routed = True
             continue
         if not routed:
-            df = df.mapInArrow(chain_task([], _route_step(stage), first), mid)
+            df = df.mapInArrow(chain_task([], route_of(stage), first), mid)
             first = False
         if nxt is not None and isinstance(nxt, ChainStage) and not nxt.sequential:
             route = None  # that chain routes its own outputs
         if isinstance(stage, ChainStage):
             df = df.groupBy("k").applyInPandasWithState(
-                sequential_chain(stage.steps, route), mid, state, "append",
+                sequential_chain(stage.specs, route), mid, state, "append",
                 GroupStateTimeout.NoTimeout)
             routed = True
         elif isinstance(stage, KeyedStage):
             df = df.groupBy("k").applyInPandasWithState(
-                keyed_scan(stage.step, route), mid, state, "append",
+                keyed_scan(stage.spec, route), mid, state, "append",
                 GroupStateTimeout.NoTimeout)
             routed = True
         else:
-            p = stage.step.params
-            lateness = float(p.get("lateness") or 0.0)
+            event_time = stage.spec.traits.event_time
+            assert event_time is not None
             # The end-of-stream row is aggregated too, into a far-future window
             # that never closes: a filter here would be pushed below the
             # watermark, which would then never see the row.
             df = (df.withColumn("et", F.timestamp_seconds("t"))
-                  .withWatermark("et", _seconds(lateness))
-                  .groupBy(F.window("et", _seconds(float(p["interval"]))).alias("w"))
+                  .withWatermark("et", _seconds(event_time.lateness))
+                  .groupBy(F.window("et", _seconds(event_time.size)).alias("w"))
                   .agg(F.collect_list(F.struct("seq", "sub", "kind", "p")).alias("items"))
                   .select(F.unix_micros(F.col("w.start")).alias("start"), "items"))
             if nxt is None:
@@ -124,14 +121,6 @@ def build_query_frame(df: Any, plan: Plan, first: bool = True) -> Any:
     if first:
         df = df.mapInArrow(chain_task([], None, True), mid)
     return df.select("seq", "sub", "kind", "p")
-
-
-def _route_step(stage: Any) -> Step | None:
-    if isinstance(stage, KeyedStage | WindowStage):
-        return stage.step
-    if isinstance(stage, ChainStage) and stage.sequential:
-        return Step(-1, SEQUENTIAL_STAGE, None)
-    return None
 
 
 class StreamRunner:
@@ -198,7 +187,7 @@ class StreamRunner:
             return []
         from streams.operators.timed import LateElementError
 
-        step = windows[0].step
+        spec = windows[0].spec
         rows = []
         for progress in self.query.recentProgress:
             bid = progress["batchId"]
@@ -209,7 +198,7 @@ class StreamRunner:
                           for op in progress.get("stateOperators", []))
             if dropped:
                 what = f"<{dropped} element(s) of Spark micro-batch {bid}>"
-                rows.append((ERROR, pickle.dumps((step.node_id, what, LateElementError(
+                rows.append((ERROR, pickle.dumps((spec.id, what, LateElementError(
                     f"{dropped} element(s) fell in windows already emitted (behind "
                     f"Spark's watermark {progress.get('eventTime', {}).get('watermark')}); "
                     "raise lateness= to accept them")))))
