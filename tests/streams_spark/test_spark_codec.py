@@ -9,8 +9,8 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams_spark.batch import _task, encode_chunks
 from streams import Stream
+from streams_spark.batch import _task, encode_chunks
 from streams_spark.codec import is_error, pack, unpack, value_of
 from streams_spark.stages import collected_rows
 
