@@ -7,7 +7,7 @@ signatures are declared here, once. At run time this class is empty.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
@@ -140,5 +140,3 @@ class OperatorAPI(Generic[T]):
         def from_process(cmd: list[str] | str, open_kwargs: dict[str, Any] | None = None,
                          with_stderr: bool = False, with_end: bool = True, start: bool = False,
                          **kwargs: Any) -> Stream[bytes]: ...
-
-        _unused: Hashable

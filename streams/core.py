@@ -577,11 +577,12 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
         def _(klass: type) -> type:
             name = attribute_name or snake_case(klass.__name__)
-            if "_operator" not in klass.__dict__:
-                klass._operator = name  # type: ignore[attr-defined]
-            from .spec import register_operator
+            if issubclass(klass, Stream):  # not a helper such as sink_to_plot's LivePlot
+                if "_operator" not in klass.__dict__:
+                    klass._operator = name
+                from .spec import register_operator
 
-            register_operator(klass)
+                register_operator(klass)
 
             def wrapped(*args: Any, **kwargs: Any) -> Any:
                 return klass(*args, **kwargs)

@@ -14,6 +14,7 @@ from typing import Any
 from distributed import Client
 
 from streams.core import Stream
+from streams.operators._checks import check_count
 from streams.segment import SegmentEntry
 
 from .client import Connection, connect, connect_async
@@ -170,10 +171,8 @@ class Scatter(SegmentEntry, Stream[Any]):
     def __init__(self, upstream: Stream[Any], client: Client | None = None,
                  batch_size: int = DEFAULT_BATCH_SIZE, max_in_flight: int | None = None,
                  ordered: bool = True, progress: bool = False, **kwargs: Any) -> None:
-        for name, value in (("batch_size", batch_size), ("max_in_flight", max_in_flight)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 1):
-                raise ValueError(f"scatter(): {name} must be an int >= 1, got {value!r}")
+        check_count("scatter", "batch_size", batch_size)
+        check_count("scatter", "max_in_flight", max_in_flight, optional=True)
         self.client = client if client is not None else _bound_client(upstream)
         self.batch_size = batch_size
         self.max_in_flight = max_in_flight

@@ -12,6 +12,7 @@ from typing import Any
 from streams.clock import get_clock
 from streams.core import Segment, Stream
 from streams.graph import NodeSpec
+from streams.operators._checks import check_count
 from streams.segment import SegmentEntry
 from streams.window_clock import WindowClock
 
@@ -249,8 +250,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
                  batch_size: int = DEFAULT_BATCH_SIZE, interval: float | None = None,
                  checkpoint: str | None = None, streaming: bool = False,
                  progress: bool = False, **kwargs: Any) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"to_spark(): batch_size must be an int >= 1, got {batch_size!r}")
+        check_count("to_spark", "batch_size", batch_size)
         if interval is not None and not interval > 0:
             raise ValueError(f"to_spark(): interval must be > 0 seconds, got {interval!r}")
         self.session = session

@@ -92,7 +92,7 @@ class FromSpark(Stream[Any]):
     """
 
     _operator = "from_spark"
-    _params = ("checkpoint", "available_now")
+    _params = ("df", "checkpoint", "available_now")
     _graphviz_shape = "triangle"
 
     def __init__(self, df: Any, checkpoint: str, available_now: bool = True,

@@ -11,12 +11,9 @@ from typing import IO, Any
 from ..core import Stream
 from ..fusion import Fuser
 from ..operators._checks import check_callable
+from ..spec import register_operator
 
 __all__ = ["Sink", "SinkToList", "SinkToTextfile"]
-
-
-def _awaitable_or_none(result: Any) -> Any:
-    return result if inspect.isawaitable(result) else None
 
 
 @Stream.register_api()
@@ -111,6 +108,9 @@ class SinkToList(Stream[Any]):
     def _fuse(self, f: Fuser, x: str) -> str | None:
         f.line(f"{f.bind(self.results.append, 'append')}({x})")
         return None
+
+
+register_operator(SinkToList)  # sink_to_list() itself is a method of Stream
 
 
 @Stream.register_api()

@@ -87,10 +87,12 @@ def test_gather_without_scatter_is_refused_by_the_core() -> None:
         Stream().map(abs).gather()
 
 
-@pytest.mark.parametrize("kwargs", [{"batch_size": 0}, {"max_in_flight": -1},
-                                    {"batch_size": 2.5}])
-def test_bad_scatter_arguments(kwargs: dict[str, Any]) -> None:
-    with pytest.raises(ValueError, match="scatter"):
+@pytest.mark.parametrize("kwargs, error", [({"batch_size": 0}, ValueError),
+                                           ({"max_in_flight": -1}, ValueError),
+                                           ({"batch_size": 2.5}, TypeError)])
+def test_bad_scatter_arguments(kwargs: dict[str, Any], error: type[Exception]) -> None:
+    # The one check every operator uses: a wrong type is a TypeError.
+    with pytest.raises(error, match="scatter"):
         Stream().scatter(**kwargs)
 
 
