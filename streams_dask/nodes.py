@@ -15,7 +15,7 @@ from distributed import Client
 
 from streams.core import Stream
 from streams.operators._checks import check_count
-from streams.segment import SegmentEntry
+from streams.segment import SegmentEntry, raise_first
 
 from .client import Connection, connect, connect_async
 from .runner import AsyncDriver, Runner
@@ -385,7 +385,7 @@ class Scatter(SegmentEntry, Stream[Any]):
             finally:
                 runner.connection.close()
         pending = self._close_exits()
-        _raise_first(errors)
+        raise_first(errors, "Dask")
         return pending
 
     async def _aclose_segment(self) -> None:
@@ -403,7 +403,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         pending = self._close_exits()
         if pending is not None:
             await pending
-        _raise_first(errors)
+        raise_first(errors, "Dask")
 
     def _close_exits(self) -> Any:
         """Close the ``gather()`` nodes (their downstreams see the end)."""
@@ -416,14 +416,3 @@ class Scatter(SegmentEntry, Stream[Any]):
         if self._runner is not None and self._runner.progress is not None:
             self._runner.progress.close()
         return _gather_pending([g._on_close(g.upstreams[0]) for g in segment.exits])
-
-
-def _raise_first(errors: list[BaseException]) -> None:
-    """Raise the first error met while draining; mention the others."""
-    if not errors:
-        return
-    first = errors[0]
-    if len(errors) > 1:
-        first.add_note(f"{len(errors) - 1} more error(s) were raised while the Dask "
-                       "segment drained at close; every other result was delivered")
-    raise first

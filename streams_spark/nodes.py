@@ -7,13 +7,14 @@ with the segment through ``Segment.add_exit``.
 from __future__ import annotations
 
 import pickle
+from collections import deque
 from typing import Any
 
 from streams.clock import get_clock
 from streams.core import Segment, Stream
 from streams.graph import NodeSpec
 from streams.operators._checks import check_count
-from streams.segment import SegmentEntry
+from streams.segment import SegmentEntry, raise_first
 from streams.window_clock import WindowClock
 
 from .batch import BatchRunner
@@ -268,6 +269,9 @@ class ToSpark(SegmentEntry, Stream[Any]):
         #: Windows that close in the open micro-batch: (position, node id).
         self._ticks: list[tuple[int, int]] = []
         self._restored: dict[int, Any] | None = None
+        #: Results of a micro-batch not yet delivered: an error raised by a
+        #: node's policy stops delivery; the rest follows at the next call.
+        self._pending: deque[Any] = deque()
         Stream.__init__(self, upstream, **kwargs)
         self._segment = SparkSegment(self)
 
@@ -302,13 +306,16 @@ class ToSpark(SegmentEntry, Stream[Any]):
         if not buf and self.interval is not None:
             self._opened = get_clock().now()
         buf.append(x)
+        if self._pending:
+            self._replay()  # after taking x: an error raised here loses nothing
         if len(buf) >= self.batch_size or (
                 self.interval is not None and self._opened is not None
                 and get_clock().now() - self._opened >= self.interval):
             self.run_batch()
         return None
 
-    def run_batch(self, flush: bool = False) -> None:
+    def run_batch(self, flush: bool = False,
+                  errors: list[BaseException] | None = None) -> None:
         """Run the held elements as one micro-batch and emit the results."""
         elements, self._buffer = self._buffer, []
         ticks, self._ticks = self._ticks, []
@@ -323,7 +330,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
             node_id, x, exc = e.info
             self.spark_segment.node(node_id)._fail(x, exc)
             raise
-        self._deliver(values)
+        self._deliver(values, errors)
         if self.show_progress:
             if self._bar is None:
                 from streams.jupyter.progress import progress_bar
@@ -372,6 +379,8 @@ class ToSpark(SegmentEntry, Stream[Any]):
         to it must have been through Spark; :attr:`segment_states` is then
         the state after exactly those elements.
         """
+        if self._pending:
+            self._replay()
         if self._buffer or self._ticks:
             self.run_batch()
 
@@ -396,26 +405,49 @@ class ToSpark(SegmentEntry, Stream[Any]):
         runner = self._runner
         return dict(runner.states) if isinstance(runner, BatchRunner) else None
 
-    def _deliver(self, values: list[Any]) -> None:
+    def _deliver(self, values: list[Any], errors: list[BaseException] | None = None) -> None:
+        self._pending.extend(values)
+        self._replay(errors)
+
+    def _replay(self, errors: list[BaseException] | None = None) -> None:
+        """Deliver held results in order, applying each error's node policy.
+
+        An error raised by a policy propagates at once, the results after it
+        kept for the next call (as on Dask); with ``errors`` given it is
+        appended there and delivery goes on.
+        """
         (gather,) = self.spark_segment.exits
         segment = self.spark_segment
         emit = gather._emit
-        for v in values:
-            if type(v) is ErrorRecord:
-                node_id, x, exc = pickle.loads(v)
-                segment.node(node_id)._fail(x, exc)
-            else:
-                emit(v)
+        pending = self._pending
+        while pending:
+            v = pending.popleft()
+            try:
+                if type(v) is ErrorRecord:
+                    node_id, x, exc = pickle.loads(v)
+                    segment.node(node_id)._fail(x, exc)
+                else:
+                    emit(v)
+            except Exception as e:
+                if errors is None:
+                    raise
+                errors.append(e)
 
     def _flush(self) -> Any:
         # End of stream: the last micro-batch, then what stateful steps hold.
         if self._runner is None and not self._buffer:
             return None
-        self.run_batch(flush=True)
-        if self._windows is not None:
-            self._windows.stop()
-        if self._runner is not None and hasattr(self._runner, "stop"):
-            self._runner.stop()
-        if self._bar is not None:
-            self._bar.close()
+        # Every result is delivered before the first error is raised.
+        errors: list[BaseException] = []
+        try:
+            self._replay(errors)
+            self.run_batch(flush=True, errors=errors)
+        finally:
+            if self._windows is not None:
+                self._windows.stop()
+            if self._runner is not None and hasattr(self._runner, "stop"):
+                self._runner.stop()
+            if self._bar is not None:
+                self._bar.close()
+        raise_first(errors, "Spark")
         return None

@@ -207,5 +207,5 @@ def test_an_undeclared_plugin_is_local_only_until_it_says_otherwise() -> None:
 
 
 def test_an_unknown_operator_name_says_what_to_import() -> None:
-    with pytest.raises(LookupError, match="no operator named 'nope'.*import"):
+    with pytest.raises(LookupError, match=r"no operator named 'nope'.*import"):
         operator_class("nope")
