@@ -58,6 +58,13 @@ def linear(make: Callable[[Stream[Any]], Stream[Any]], **kw: Any) -> Case:
     return Case(lambda h, leave, out: out("out", leave(make(h))), **kw)
 
 
+def beats(best: int, x: int) -> tuple[int | None, list[int]]:
+    """Emit x when it beats the best so far; forget the best after a 0."""
+    if x == 0:
+        return None, [0]
+    return (x, [x]) if x > best else (best, [])
+
+
 def _branches(h: Stream[Any], leave: Callable[[Stream[Any]], Stream[Any]], out: Out) -> None:
     a = h.map(inc)
     b = h.filter(lambda x: x % 2 == 0)
@@ -101,6 +108,10 @@ CASES: dict[str, Case] = {
     "frequencies": linear(lambda h: h.map(lambda x: x % 4).frequencies()
                           .map(lambda d: sorted(d.items()))),
     "slice": linear(lambda h: h.slice(1, 10, 2)),
+    "stateful_map": linear(lambda h: h.stateful_map(beats, start=-100)),
+    "stateful_map_keyed": linear(lambda h: h.map(lambda x: (x % 3, x)).stateful_map(
+        lambda best, kx: ((kx[1], [kx]) if kx[1] > best else (best, [])), start=-100, key=0),
+        slow_on_spark=True),
     "buffer": linear(lambda h: h.buffer(3).map(inc)),
     "event_time_window": linear(lambda h: h.timed_window(10, time=lambda x: x, lateness=5),
                                 inputs=times, slow_on_spark=True),

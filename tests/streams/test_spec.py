@@ -34,6 +34,10 @@ def positive(x: int) -> bool:
     return x > 0
 
 
+def keep_state(n: int, x: int) -> tuple[int, list[int]]:
+    return n, [x]
+
+
 async def slow(x: int) -> int:
     return x
 
@@ -62,6 +66,7 @@ EXAMPLES: dict[str, Make] = {
     "flatten": lambda s: s.flatten(),
     "accumulate": lambda s: s.scan(operator.add, start=0, key=0, with_state=True),
     "frequencies": lambda s: s.frequencies(),
+    "stateful_map": lambda s: s.stateful_map(keep_state, start=0, key=1),
     "slice": lambda s: s.slice(1, 9, 2),
     "unique": lambda s: s.unique(maxsize=3, hashable=False),
     "collect": lambda s: s.collect(),
