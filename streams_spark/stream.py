@@ -6,7 +6,8 @@ offsets in the checkpoint). Such a plan runs as one streaming query:
 
     file source (one Parquet file per micro-batch)
       -> mapInArrow (fused chain, routing columns)
-      -> groupBy(k).applyInPandasWithState (keyed scan)
+      -> groupBy(k).applyInPandasWithState (keyed scan; applyInPandas on a
+         static DataFrame, whose groups come once)
       -> withWatermark + groupBy(window(t)) (event-time window)
       -> foreachBatch (results back to the driver, by batch id)
 
@@ -61,11 +62,12 @@ def _seconds(x: float) -> str:
     return f"{round(x * 1_000_000)} microseconds"
 
 
-def build_query_frame(df: Any, plan: Plan, first: bool = True) -> Any:
+def build_query_frame(df: Any, plan: Plan, first: bool = True, rows_only: bool = False) -> Any:
     """Apply the plan's stages to the streaming DataFrame ``df``.
 
     ``df`` has ``seq`` and ``p`` (``first``) or the row columns. Returns a
-    DataFrame of rows (``seq``, ``sub``, ``kind``, ``p``), or of windows
+    DataFrame of rows (``seq``, ``sub``, ``kind``, ``p``), or (unless
+    ``rows_only``) of windows
     (``start``, ``items``) when the plan ends with one; read either with
     :func:`~streams_spark.stages.collected_rows`.
     """
@@ -93,15 +95,15 @@ def build_query_frame(df: Any, plan: Plan, first: bool = True) -> Any:
             first = False
         if nxt is not None and isinstance(nxt, ChainStage) and not nxt.sequential:
             route = None  # that chain routes its own outputs
-        if isinstance(stage, ChainStage):
-            df = df.groupBy("k").applyInPandasWithState(
-                sequential_chain(stage.specs, route), mid, state, "append",
-                GroupStateTimeout.NoTimeout)
-            routed = True
-        elif isinstance(stage, KeyedStage):
-            df = df.groupBy("k").applyInPandasWithState(
-                keyed_scan(stage.spec, route), mid, state, "append",
-                GroupStateTimeout.NoTimeout)
+        if isinstance(stage, ChainStage | KeyedStage):
+            group = (sequential_chain(stage.specs, route) if isinstance(stage, ChainStage)
+                     else keyed_scan(stage.spec, route))
+            if df.isStreaming:
+                df = df.groupBy("k").applyInPandasWithState(
+                    group, mid, state, "append", GroupStateTimeout.NoTimeout)
+            else:
+                # A static DataFrame (a backfill): each group comes once, whole.
+                df = df.groupBy("k").applyInPandas(_once(group), mid)
             routed = True
         else:
             event_time = stage.spec.traits.event_time
@@ -114,13 +116,34 @@ def build_query_frame(df: Any, plan: Plan, first: bool = True) -> Any:
                   .groupBy(F.window("et", _seconds(event_time.size)).alias("w"))
                   .agg(F.collect_list(F.struct("seq", "sub", "kind", "p")).alias("items"))
                   .select(F.unix_micros(F.col("w.start")).alias("start"), "items"))
-            if nxt is None:
+            if nxt is None and not rows_only:
                 return df  # windows are put in order on the driver: collected_rows()
             df = df.mapInArrow(window_items, rows)
             routed = False
     if first:
         df = df.mapInArrow(chain_task([], None, True), mid)
     return df.select("seq", "sub", "kind", "p")
+
+
+class _NoState:
+    """The group state of a static DataFrame: empty, and nothing to keep."""
+
+    exists = False
+
+    def update(self, value: Any) -> None:
+        return None
+
+
+def _once(group: Any) -> Any:
+    """A group-state function as an ``applyInPandas`` function (static input)."""
+
+    def run(key: Any, frame: Any) -> Any:
+        import pandas as pd
+
+        frames = list(group(key, iter([frame]), _NoState()))
+        return pd.concat(frames) if len(frames) != 1 else frames[0]
+
+    return run
 
 
 class StreamRunner:
