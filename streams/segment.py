@@ -84,7 +84,7 @@ class SegmentEntry:
 
 
 def raise_first(errors: list[BaseException], engine: str) -> None:
-    """Raise the first error met while a segment drained at close; mention the others.
+    """Raise the first error met while a segment delivered its results; mention the others.
 
     Examples
     --------
@@ -92,13 +92,13 @@ def raise_first(errors: list[BaseException], engine: str) -> None:
     ...     raise_first([ValueError("a"), ValueError("b")], "Spark")
     ... except ValueError as e:
     ...     print(e, "|", *e.__notes__)
-    a | 1 more error(s) were raised while the Spark segment drained at close; every other
-    result was delivered
+    a | 1 more error(s) were raised while the Spark segment delivered its results; every
+    other result was delivered
     """
     if not errors:
         return
     first = errors[0]
     if len(errors) > 1:
         first.add_note(f"{len(errors) - 1} more error(s) were raised while the {engine} "
-                       "segment drained at close; every other result was delivered")
+                       "segment delivered its results; every other result was delivered")
     raise first

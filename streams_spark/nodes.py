@@ -146,6 +146,16 @@ def _check_one_state_stage(specs: list[NodeSpec], new: NodeSpec) -> None:
     so it can hold one keyed scan, or sequential steps, not both.
     """
     kinds = [(s, _state_kind(s)) for s in [*specs, new]]
+    window = next((s for s, k in kinds[:-1] if k == "window"), None)
+    if window is not None and kinds[-1][1] is not None:
+        # Spark emits a window once its watermark passes; a stateful step
+        # after it would need a second watermark-driven stage in the query.
+        raise TypeError(
+            f"{new.operator}() cannot follow the event-time window {window.name} in a "
+            f"Spark segment: {new.name} keeps state, and Spark runs it on the windows' "
+            "output only as a second stateful stage of one query, which it refuses. Call "
+            f"gather() after the window and run {new.operator}() in-process, or start a "
+            "second Spark segment")
     streaming = any(k in ("keyed", "window") for _, k in kinds)
     clocked = [s for s, k in kinds if k == "clock"]
     if streaming and clocked:

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from streams.core import Stream
 from streams.graph import walk
+from streams.segment import raise_first
 
 from .batch import load_checkpoint, save_checkpoint
 from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, pack_columns, value_of
@@ -172,17 +173,25 @@ class FromSpark(Stream[Any]):
         segment = self._segment
         assert isinstance(segment, SparkSegment)
         (gather,) = segment.exits
+        # Every result of the batch is delivered, and the batch recorded as
+        # delivered, before the first error a node's policy raises: a
+        # restarted query then neither loses nor repeats the others.
+        errors: list[BaseException] = []
         for kind, p in collected_rows(df.toArrow()):
-            if kind == ERROR:
-                node_id, x, exc = pickle.loads(p)
-                segment.node(node_id)._fail(x, exc)
-            elif kind in (DATA, WINDOW, WINDOW_ITEMS):
-                gather._emit(value_of(kind, p))
+            try:
+                if kind == ERROR:
+                    node_id, x, exc = pickle.loads(p)
+                    segment.node(node_id)._fail(x, exc)
+                elif kind in (DATA, WINDOW, WINDOW_ITEMS):
+                    gather._emit(value_of(kind, p))
+            except Exception as e:
+                errors.append(e)
         if self.checkpoint is not None:
             states = [n.snapshot() for n in self._local_nodes()]
             save_checkpoint(os.path.join(self.checkpoint, "delivered"),
                             {"batch_id": batch_id, "states": states})
         self._delivered = batch_id
+        raise_first(errors, "Spark")
 
 
 def _after(node: Stream[Any], gather: Stream[Any]) -> bool:

@@ -145,3 +145,33 @@ def test_a_static_dataframe_delivered_to_python_needs_no_checkpoint(spark: Any) 
     source.start()
     assert sorted((d["key"], d["total"]) for d in out) == [("a", 2), ("a", 8)]  # b: 4 filtered
     assert source._closed  # a backfill ends: windows and partitions flushed
+
+
+def test_a_stateful_step_after_an_event_time_window_is_refused_when_built() -> None:
+    Stream().to_spark().timed_window(10, time=lambda x: x).map(len)  # element-wise: fine
+    for build in (lambda w: w.scan(lambda a, b: a + b), lambda w: w.timed_window(5, time=0),
+                  lambda w: w.map(lambda x: (len(x), x)).scan(max, key=0)):
+        window = Stream().to_spark().timed_window(10, time=lambda x: x)
+        with pytest.raises(TypeError, match=r"cannot follow the event-time window.*gather\(\)"):
+            build(window)
+
+
+def test_combining_a_segment_with_a_local_stream_is_refused_naming_the_operator() -> None:
+    with pytest.raises(TypeError, match=r"combine_latest\(\) cannot run in a Spark segment"):
+        Stream().to_spark().map(abs).combine_latest(Stream())
+
+
+def test_from_spark_delivers_every_result_of_a_batch_before_raising(
+        spark: Any, tmp_path: Path) -> None:
+    from streams import NodeError
+
+    spark.createDataFrame([(5,), (0,), (2,)], "n long").coalesce(1).write.parquet(
+        str(tmp_path / "in"))
+    df = spark.readStream.schema("n long").parquet(str(tmp_path / "in"))
+    source = Stream.from_spark(df, checkpoint=str(tmp_path / "ckpt"))
+    out = source.map(lambda n: 10 // n).gather().sink_to_list()
+    with pytest.raises(Exception) as info:
+        source.start()
+    text = str(info.value)
+    assert isinstance(info.value, NodeError) or "ZeroDivisionError" in text
+    assert sorted(out) == [2, 5]
