@@ -6,6 +6,7 @@ with the segment through ``Segment.add_exit``.
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 from collections import deque
 from typing import Any
@@ -14,6 +15,7 @@ from streams.clock import get_clock
 from streams.core import Segment, Stream
 from streams.graph import NodeSpec
 from streams.operators._checks import check_count
+from streams.operators._outbox import running_loop as _running_loop
 from streams.segment import SegmentEntry, raise_first
 from streams.window_clock import WindowClock
 
@@ -282,6 +284,8 @@ class ToSpark(SegmentEntry, Stream[Any]):
         #: Results of a micro-batch not yet delivered: an error raised by a
         #: node's policy stops delivery; the rest follows at the next call.
         self._pending: deque[Any] = deque()
+        #: Set while a micro-batch runs off the loop (asynchronous streams).
+        self._inflight: asyncio.Future[None] | None = None
         Stream.__init__(self, upstream, **kwargs)
         self._segment = SparkSegment(self)
 
@@ -321,32 +325,62 @@ class ToSpark(SegmentEntry, Stream[Any]):
         if len(buf) >= self.batch_size or (
                 self.interval is not None and self._opened is not None
                 and get_clock().now() - self._opened >= self.interval):
+            if self.asynchronous and _running_loop() is not None:
+                return self._run_batch_async()
             self.run_batch()
         return None
 
-    def run_batch(self, flush: bool = False,
-                  errors: list[BaseException] | None = None) -> None:
-        """Run the held elements as one micro-batch and emit the results."""
+    def _take(self) -> tuple[list[Any], list[tuple[int, int]]]:
+        """The held elements and ticks, for one micro-batch (and hold none)."""
         elements, self._buffer = self._buffer, []
         ticks, self._ticks = self._ticks, []
         self._opened = None
-        if not elements and not flush and not ticks:
-            return
-        runner = self._runner or self._start()
+        return elements, ticks
+
+    def _run(self, runner: Any, elements: list[Any], flush: bool,
+             ticks: list[tuple[int, int]]) -> list[Any]:
+        """One micro-batch on Spark (a blocking call); a failed query names its node."""
         try:
-            values = (runner.run(elements, flush=flush, ticks=ticks) if ticks
-                      else runner.run(elements, flush=flush))
+            values: list[Any] = (runner.run(elements, flush=flush, ticks=ticks) if ticks
+                                 else runner.run(elements, flush=flush))
+            return values
         except NodeFailureInfo as e:
             node_id, x, exc = e.info
             self.spark_segment.node(node_id)._fail(x, exc)
             raise
-        self._deliver(values, errors)
-        if self.show_progress:
-            if self._bar is None:
-                from streams.jupyter.progress import progress_bar
 
-                self._bar = progress_bar(desc=f"{self._label()} on Spark", unit="batch")
-            self._bar.update(1)
+    def run_batch(self, flush: bool = False,
+                  errors: list[BaseException] | None = None) -> None:
+        """Run the held elements as one micro-batch and emit the results."""
+        elements, ticks = self._take()
+        if not elements and not flush and not ticks:
+            return
+        values = self._run(self._runner or self._start(), elements, flush, ticks)
+        self._deliver(values, errors)
+
+    async def _run_batch_async(self, flush: bool = False,
+                               errors: list[BaseException] | None = None) -> None:
+        """:meth:`run_batch` on a running loop: the Spark job runs off the loop.
+
+        One micro-batch runs at a time: an ``await emit`` that closes a batch
+        while another runs waits for it (the backpressure), and resolves once
+        its batch's results are delivered. The loop keeps serving other tasks
+        meanwhile.
+        """
+        loop = asyncio.get_running_loop()
+        while self._inflight is not None:
+            await asyncio.shield(self._inflight)
+        elements, ticks = self._take()
+        if not elements and not flush and not ticks:
+            return
+        done = self._inflight = loop.create_future()
+        try:
+            runner = self._runner or await loop.run_in_executor(None, self._start)
+            values = await loop.run_in_executor(None, self._run, runner, elements, flush, ticks)
+        finally:
+            self._inflight = None
+            done.set_result(None)
+        self._deliver(values, errors)
 
     def _start(self) -> Any:
         from .session import default_session
@@ -416,6 +450,12 @@ class ToSpark(SegmentEntry, Stream[Any]):
         return dict(runner.states) if isinstance(runner, BatchRunner) else None
 
     def _deliver(self, values: list[Any], errors: list[BaseException] | None = None) -> None:
+        if self.show_progress:
+            if self._bar is None:
+                from streams.jupyter.progress import progress_bar
+
+                self._bar = progress_bar(desc=f"{self._label()} on Spark", unit="batch")
+            self._bar.update(1)
         self._pending.extend(values)
         self._replay(errors)
 
@@ -447,17 +487,31 @@ class ToSpark(SegmentEntry, Stream[Any]):
         # End of stream: the last micro-batch, then what stateful steps hold.
         if self._runner is None and not self._buffer:
             return None
+        if self.asynchronous and _running_loop() is not None:
+            return self._aflush()
         # Every result is delivered before the first error is raised.
         errors: list[BaseException] = []
         try:
             self._replay(errors)
             self.run_batch(flush=True, errors=errors)
         finally:
-            if self._windows is not None:
-                self._windows.stop()
-            if self._runner is not None and hasattr(self._runner, "stop"):
-                self._runner.stop()
-            if self._bar is not None:
-                self._bar.close()
+            self._stop()
         raise_first(errors, "Spark")
         return None
+
+    async def _aflush(self) -> None:
+        errors: list[BaseException] = []
+        try:
+            self._replay(errors)
+            await self._run_batch_async(flush=True, errors=errors)
+        finally:
+            self._stop()
+        raise_first(errors, "Spark")
+
+    def _stop(self) -> None:
+        if self._windows is not None:
+            self._windows.stop()
+        if self._runner is not None and hasattr(self._runner, "stop"):
+            self._runner.stop()
+        if self._bar is not None:
+            self._bar.close()
