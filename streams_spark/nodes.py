@@ -411,7 +411,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
         else:
             from .stream import StreamRunner
 
-            self._runner = StreamRunner(session, plan, self.checkpoint)
+            self._runner = StreamRunner(session, plan, self.checkpoint, owner=self)
         return self._runner
 
     # -- checkpoints of the pipeline (streams.state.Checkpointer) -------------

@@ -30,7 +30,7 @@ from .batch import load_checkpoint, save_checkpoint
 from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, pack_columns, value_of
 from .nodes import SparkSegment
 from .stages import collected_rows
-from .stream import build_query_frame
+from .stream import build_query_frame, query_name, reraise_node_failure
 
 __all__ = ["FromSpark"]
 
@@ -112,6 +112,7 @@ class FromSpark(Stream[Any]):
         self.available_now = available_now
         self.query: Any = None
         self._delivered = -1
+        self._failed: BaseException | None = None
         Stream.__init__(self, **kwargs)
         self._segment = SparkSegment(self)  # type: ignore[arg-type]
 
@@ -138,8 +139,7 @@ class FromSpark(Stream[Any]):
                 f"{self._label()}: a streaming DataFrame delivered to Python nodes after "
                 "gather() needs a checkpoint directory: Stream.from_spark(df, "
                 "checkpoint='ckpt/') (to_dataframe() needs none: Spark's sink keeps it)")
-        saved = (load_checkpoint(os.path.join(self.checkpoint, "delivered"))
-                 if self.checkpoint is not None else None)
+        saved = load_checkpoint(os.path.join(self.checkpoint, "delivered"))
         if saved is not None:
             self._delivered = saved["batch_id"]
             for node, state in zip(self._local_nodes(), saved["states"], strict=True):
@@ -147,11 +147,28 @@ class FromSpark(Stream[Any]):
         frame = self.df.mapInArrow(_rows_to_input, "seq long, p binary")
         frame = build_query_frame(frame, segment.plan())
         writer = (frame.writeStream.foreachBatch(self._deliver_batch)
+                  .queryName(query_name(self))
                   .option("checkpointLocation", os.path.join(self.checkpoint, "query")))
         writer = writer.trigger(availableNow=True) if self.available_now else writer
         self.query = writer.start()
         if self.available_now:
+            self.await_termination()
+
+    def await_termination(self) -> None:
+        """Wait for the query to end; a node's error is raised as itself.
+
+        An error a node's policy raised while a batch was delivered reaches
+        the caller as that :class:`~streams.NodeError` (with its original
+        type), not wrapped in Spark's ``StreamingQueryException``.
+        """
+        try:
             self.query.awaitTermination()
+        except Exception as e:
+            failed, self._failed = self._failed, None
+            if failed is not None:
+                raise failed  # keeps its cause; Spark's exception is its context
+            reraise_node_failure(e, self._segment)
+            raise
 
     def _run_static(self) -> None:
         """A static DataFrame: one Spark job, its results delivered in order, then close."""
@@ -191,6 +208,8 @@ class FromSpark(Stream[Any]):
             save_checkpoint(os.path.join(self.checkpoint, "delivered"),
                             {"batch_id": batch_id, "states": states})
         self._delivered = batch_id
+        if errors:
+            self._failed = errors[0]  # raised as itself by await_termination()
         raise_first(errors, "Spark")
 
 

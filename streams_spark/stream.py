@@ -156,9 +156,12 @@ class StreamRunner:
     checkpoint : str, optional
         The query's checkpoint location (a temporary directory if None, then
         removed by :meth:`stop`).
+    owner : Stream, optional
+        The node that starts the segment: the query is named after it.
     """
 
-    def __init__(self, session: Any, plan: Plan, checkpoint: str | None = None) -> None:
+    def __init__(self, session: Any, plan: Plan, checkpoint: str | None = None,
+                 owner: Any = None) -> None:
         from pyspark.sql.types import StructType
 
         self.session = session
@@ -176,6 +179,8 @@ class StreamRunner:
                .option("maxFilesPerTrigger", 1).parquet(self.inbox))
         frame = build_query_frame(src, plan)
         self.query = (frame.writeStream.foreachBatch(self._collect)
+                      .queryName(query_name(owner) if owner is not None
+                                 else f"streams_{id(self)}")
                       .outputMode("append")
                       .option("checkpointLocation", os.path.join(self.checkpoint, "query"))
                       .trigger(processingTime="0 seconds").start())
@@ -279,6 +284,28 @@ def _reraise_node_failure(exc: BaseException) -> None:
         return
     hexed = text[at + len(NodeFailure.MARK):].split()[0].strip("'\")")
     raise NodeFailureInfo(pickle.loads(bytes.fromhex(hexed))) from exc
+
+
+def reraise_node_failure(exc: BaseException, segment: Any) -> None:
+    """Raise a query failure carrying a node's error through that node's policy."""
+    try:
+        _reraise_node_failure(exc)
+    except NodeFailureInfo as info:
+        node_id, x, error = info.info
+        segment.node(node_id)._fail(x, error)
+
+
+_names: dict[str, int] = {}
+
+
+def query_name(node: Any) -> str:
+    """A name for the Spark query of ``node``'s segment, unique in this process.
+
+    Spark shows it in its UI and in ``StreamingQueryListener`` events.
+    """
+    base = "".join(c if c.isalnum() else "_" for c in f"streams_{node._label()}")[:60]
+    _names[base] = _names.get(base, 0) + 1
+    return base if _names[base] == 1 else f"{base}_{_names[base]}"
 
 
 class NodeFailureInfo(Exception):
