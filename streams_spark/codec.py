@@ -54,7 +54,7 @@ __all__ = [
     "is_error",
     "mark_error",
     "pack",
-    "pack_columns",
+    "elements_of",
     "unpack",
     "rows_table",
 ]
@@ -187,21 +187,22 @@ def pack(values: Sequence[Any], errors: dict[int, bytes] | None = None) -> bytes
     return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
 
 
-def pack_columns(batch: pa.RecordBatch) -> bytes:
-    """A chunk of Spark rows as :func:`pack` makes it, straight from their Arrow columns.
+def elements_of(batch: pa.RecordBatch) -> list[Any]:
+    """The elements a batch of Spark rows stands for: one column's values, else Rows.
 
-    One column: its values. Several: a struct of the named columns, which
-    :func:`unpack` reads as ``pyspark.sql.Row`` objects (``r.name``, ``r[0]``).
+    Examples
+    --------
+    >>> elements_of(pa.RecordBatch.from_pydict({"n": [1, 2]}))
+    [1, 2]
+    >>> elements_of(pa.RecordBatch.from_pydict({"k": ["a"], "n": [1]}))
+    [Row(k='a', n=1)]
     """
     if batch.num_columns == 1:
-        column = batch.column(0)
-    else:
-        column = pa.StructArray.from_arrays(batch.columns, names=batch.schema.names)
-    table = pa.table({"v": column})
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
+        return batch.column(0).to_pylist()  # type: ignore[no-any-return]
+    from pyspark.sql import Row
+
+    make = Row(*batch.schema.names)
+    return [make(*v) for v in zip(*(c.to_pylist() for c in batch.columns), strict=True)]
 
 
 def unpack(blob: bytes) -> list[Any]:
@@ -211,15 +212,7 @@ def unpack(blob: bytes) -> list[Any]:
     if "v" in names:
         col = table.column("v").combine_chunks()
         if pa.types.is_struct(col.type):
-            fields = [f.name for f in col.type]
-            values = zip(*(c.to_pylist() for c in col.flatten()), strict=True)
-            if fields and not fields[0].startswith("_"):
-                # Named columns: the rows of a Spark source, as pyspark's Row.
-                from pyspark.sql import Row
-
-                make = Row(*fields)
-                return [make(*v) for v in values]
-            return list(values)
+            return list(zip(*(c.to_pylist() for c in col.flatten()), strict=True))
         return col.to_pylist()  # type: ignore[no-any-return]
     loads = pickle.loads
     ps = table.column("p").to_pylist()

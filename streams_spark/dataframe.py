@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -27,9 +27,10 @@ import pyarrow as pa
 from streams.core import Stream
 from streams.spec import NodeSpec, build
 
-from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, value_of
+from .codec import DATA, ERROR, carried_error
 from .nodes import SparkSegment
 from .plan import lower
+from .stages import COLUMNS
 from .stream import build_query_frame
 
 __all__ = ["to_dataframe"]
@@ -61,50 +62,102 @@ def _fields(value: Any, names: list[str]) -> list[Any]:
     return [value]
 
 
-def _typed(schema_json: str, nodes: dict[int, tuple[str, str]], last: str
-           ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function turning output rows into rows of the schema."""
+class TypedRows:
+    """Receives a last stage's outputs and failures as rows of the output schema.
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    Used in place of the routing to a next stage (see
+    :func:`streams_spark.stream.build_query_frame`): the values never cross
+    Spark as pickles. A failure goes to its node's policy: ``skip`` logs it
+    on the executor, ``raise`` fails the job naming the node and element.
+    """
+
+    def __init__(self, schema_json: str, nodes: dict[int, tuple[str, str]], last: str) -> None:
         from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import StructType
 
-        schema = to_arrow_schema(StructType.fromJson(pickle.loads(bytes.fromhex(schema_json))))
-        names = schema.names
-        loads = pickle.loads
-        for batch in batches:
-            cols: list[list[Any]] = [[] for _ in names]
-            kinds = batch.column(2).to_pylist()
-            for kind, p in zip(kinds, batch.column(3).to_pylist(), strict=True):
-                if kind == ERROR:
-                    node_id, x, exc = loads(p)
-                    label, policy = nodes[node_id]
-                    message = f"{label} failed on element {x!r:.120}: {type(exc).__name__}: {exc}"
-                    if policy == "skip":
-                        logger.warning("%s", message)
-                        continue
-                    raise OutputError(message) from exc
-                if kind not in (DATA, WINDOW, WINDOW_ITEMS):
-                    continue  # control rows
-                value = value_of(kind, p)
-                try:
-                    row = _fields(value, names)
-                except ValueError as e:
-                    raise OutputError(f"to_dataframe(): the element {value!r:.120} from "
-                                      f"{last} {e}") from None
-                for col, v in zip(cols, row, strict=True):
-                    col.append(v)
-            arrays = []
-            for name, col in zip(names, cols, strict=True):
-                field = schema.field(name)
-                try:
-                    arrays.append(pa.array(col, type=field.type))
-                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
-                    raise OutputError(f"to_dataframe(): column {name!r} ({field.type}) "
-                                      f"cannot hold what {last} returned: {e}") from None
-            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+        self.schema = to_arrow_schema(StructType.fromJson(pickle.loads(bytes.fromhex(
+            schema_json))))
+        self.names = self.schema.names
+        self.nodes = nodes
+        self.last = last
+        self.cols: list[list[Any]] = [[] for _ in self.names]
+        self._appends = [c.append for c in self.cols]
 
-    return run
+    #: It keeps no positions: a stage hands it all its outputs at once.
+    bulk = True
+
+    def extend(self, values: list[Any], failed: list[int]) -> None:
+        """Outputs in order, some of them (at ``failed``) :class:`~streams.stage.Failure`."""
+        if failed:
+            bad = set(failed)
+            for i in failed:
+                e = values[i]
+                self._failed(carried_error(e.node_id, e.element, e.error))
+            values = [v for i, v in enumerate(values) if i not in bad]
+        if not values:
+            return
+        n = len(self.names)
+        kinds = set(map(type, values))
+        if len(kinds) == 1:
+            kind = kinds.pop()
+            if issubclass(kind, tuple) and not hasattr(values[0], "__fields__"):
+                if set(map(len, values)) == {n}:  # columns by position, transposed in C
+                    for col, column in zip(self.cols, zip(*values, strict=True), strict=True):
+                        col.extend(column)
+                    return
+            elif kind is dict:
+                for name, col in zip(self.names, self.cols, strict=True):
+                    col.extend([v.get(name) for v in values])
+                return
+            elif n == 1 and not issubclass(kind, tuple | list):
+                self.cols[0].extend(values)
+                return
+        for v in values:
+            self.add(0, 0, DATA, v)
+
+    def add(self, seq: int, sub: int, kind: int, value: Any) -> None:
+        """An output value (``kind`` DATA) or a pickled failure (``kind`` ERROR)."""
+        if kind == ERROR:
+            self._failed(value)
+            return
+        try:
+            row = _fields(value, self.names)
+        except ValueError as e:
+            raise OutputError(f"to_dataframe(): the element {value!r:.120} from "
+                              f"{self.last} {e}") from None
+        for append, v in zip(self._appends, row, strict=True):
+            append(v)
+
+    def passthrough(self, seq: int, sub: int, kind: int, p: bytes) -> None:
+        """A row of an earlier stage: a failure goes to its policy, control rows end here."""
+        if kind == ERROR:
+            self._failed(p)
+
+    def _failed(self, p: bytes) -> None:
+        node_id, x, exc = pickle.loads(p)
+        label, policy = self.nodes[node_id]
+        message = f"{label} failed on element {x!r:.120}: {type(exc).__name__}: {exc}"
+        if policy == "skip":
+            logger.warning("%s", message)
+            return
+        raise OutputError(message) from exc
+
+    def batch(self) -> pa.RecordBatch:
+        """The rows so far (and start anew)."""
+        arrays = []
+        for name, col in zip(self.names, self.cols, strict=True):
+            field = self.schema.field(name)
+            try:
+                arrays.append(pa.array(col, type=field.type))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
+                raise OutputError(f"to_dataframe(): column {name!r} ({field.type}) "
+                                  f"cannot hold what {self.last} returned: {e}") from None
+            col.clear()
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def frame(self) -> Any:
+        """The rows so far as a pandas frame (for a group function)."""
+        return self.batch().to_pandas()
 
 
 def _infer(source: Stream[Any], specs: list[NodeSpec]) -> Any:
@@ -188,14 +241,10 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     if not isinstance(schema, StructType):
         raise TypeError(f"to_dataframe(): schema must be a DDL string or a StructType, "
                         f"got {schema!r:.80}")
-    from .source import _rows_to_input
-
-    frame = entry.df.mapInArrow(_rows_to_input, "seq long, p binary")
-    frame = build_query_frame(frame, lower(specs), rows_only=True)
     nodes = {s.id: (s.name, s.policy) for s in specs}
     last = specs[-1].name if specs else entry._label()
-    return frame.mapInArrow(_typed(pickle.dumps(schema.jsonValue()).hex(), nodes, last),
-                            schema)
+    rows = partial(TypedRows, pickle.dumps(schema.jsonValue()).hex(), nodes, last)
+    return build_query_frame(entry.df, lower(specs), first=COLUMNS, output=(rows, schema))
 
 
 setattr(Stream, "to_dataframe", to_dataframe)  # noqa: B010 - declared in streams/_api.py

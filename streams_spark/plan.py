@@ -67,9 +67,14 @@ class ChainStage:
 
 @dataclass
 class KeyedStage:
-    """A node with one independent state per key, on Spark-managed state."""
+    """A node with one independent state per key, on Spark-managed state.
+
+    ``after`` are stateless nodes that follow it: they run in the same group
+    function, on its outputs, saving a pass.
+    """
 
     spec: NodeSpec
+    after: list[NodeSpec] = field(default_factory=list)
 
 
 @dataclass
@@ -114,7 +119,12 @@ class Plan:
         """Every node, upstream first."""
         out: list[NodeSpec] = []
         for s in self.stages:
-            out.extend(s.specs if isinstance(s, ChainStage) else [s.spec])
+            if isinstance(s, ChainStage):
+                out.extend(s.specs)
+            else:
+                out.append(s.spec)
+                if isinstance(s, KeyedStage):
+                    out.extend(s.after)
         return out
 
 
@@ -170,9 +180,12 @@ def lower(specs: list[NodeSpec]) -> Plan:
     >>> b = a.filter(None)
     >>> c = b.scan(max)
     >>> d = c.scan(max, key=0)
-    >>> plan = lower([a.describe(), b.describe(), c.describe(), d.describe()])
+    >>> e = d.map(str)
+    >>> plan = lower([a.describe(), b.describe(), c.describe(), d.describe(), e.describe()])
     >>> [type(st).__name__ for st in plan.stages], plan.mode
     (['ChainStage', 'KeyedStage'], 'stream')
+    >>> [spec.operator for spec in plan.stages[1].after]  # in the keyed group function
+    ['map']
     """
     stages: list[Stage] = []
     labels = {s.id: s.name for s in specs}
@@ -181,6 +194,9 @@ def lower(specs: list[NodeSpec]) -> Plan:
             stages.append(KeyedStage(spec))
         elif spec.traits.event_time is not None:
             stages.append(WindowStage(spec))
+        elif (stages and isinstance(stages[-1], KeyedStage) and not spec.traits.stateful
+              and not spec.traits.ticked):
+            stages[-1].after.append(spec)  # runs in the keyed stage's group function
         else:
             if not stages or not isinstance(stages[-1], ChainStage):
                 stages.append(ChainStage())

@@ -17,42 +17,19 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Iterator
 from typing import Any
-
-import pyarrow as pa
 
 from streams.core import Stream
 from streams.graph import walk
 from streams.segment import raise_first
 
 from .batch import load_checkpoint, save_checkpoint
-from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, pack_columns, value_of
+from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, value_of
 from .nodes import SparkSegment
-from .stages import collected_rows
+from .stages import COLUMNS, collected_rows
 from .stream import build_query_frame, query_name, reraise_node_failure
 
 __all__ = ["FromSpark"]
-
-
-def _rows_to_input(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Spark rows as packed chunks of elements, numbered in order.
-
-    An element is the value of a one-column row, else a ``pyspark.sql.Row``.
-    Its ``seq`` is the partition id then the row's rank in the partition.
-    Each record batch becomes one row: its first ``seq`` and its columns,
-    still Arrow, packed (see :func:`streams_spark.codec.pack_columns`).
-    """
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    base = (context.partitionId() if context is not None else 0) << 40
-    n = 0
-    for b in batches:
-        seq = pa.array([base + n], pa.int64())
-        n += b.num_rows
-        yield pa.RecordBatch.from_arrays([seq, pa.array([pack_columns(b)], pa.binary())],
-                                         names=["seq", "p"])
 
 
 @Stream.register_api(staticmethod)
@@ -144,8 +121,7 @@ class FromSpark(Stream[Any]):
             self._delivered = saved["batch_id"]
             for node, state in zip(self._local_nodes(), saved["states"], strict=True):
                 node.restore(state)
-        frame = self.df.mapInArrow(_rows_to_input, "seq long, p binary")
-        frame = build_query_frame(frame, segment.plan())
+        frame = build_query_frame(self.df, segment.plan(), first=COLUMNS)
         writer = (frame.writeStream.foreachBatch(self._deliver_batch)
                   .queryName(query_name(self))
                   .option("checkpointLocation", os.path.join(self.checkpoint, "query")))
@@ -166,7 +142,7 @@ class FromSpark(Stream[Any]):
         except Exception as e:
             failed, self._failed = self._failed, None
             if failed is not None:
-                raise failed  # keeps its cause; Spark's exception is its context
+                raise failed from failed.__cause__  # its own cause, not Spark's exception
             reraise_node_failure(e, self._segment)
             raise
 
@@ -174,8 +150,7 @@ class FromSpark(Stream[Any]):
         """A static DataFrame: one Spark job, its results delivered in order, then close."""
         segment = self._segment
         assert isinstance(segment, SparkSegment)
-        frame = self.df.mapInArrow(_rows_to_input, "seq long, p binary")
-        self._deliver_batch(build_query_frame(frame, segment.plan()), 0)
+        self._deliver_batch(build_query_frame(self.df, segment.plan(), first=COLUMNS), 0)
         self.close()
 
     def stop(self) -> None:

@@ -36,6 +36,7 @@ from .codec import (
     WINDOW,
     WINDOW_ITEMS,
     carried_error,
+    elements_of,
     pickled_output,
     unpack,
     value_of,
@@ -299,8 +300,10 @@ class Driver:
     ``(seq, sub + i)``: the order of the in-process run.
     """
 
-    def __init__(self, stage: Stage, rows: Router) -> None:
+    def __init__(self, stage: Stage, rows: Any) -> None:
         self.stage = stage
+        #: A :class:`Router`, or another receiver of ``add``/``passthrough``
+        #: calls (``streams_spark.dataframe.TypedRows``, which takes ``extend``).
         self.rows = rows
         self.events = stage.events
         self._push = stage.root._pusher()  # after any restore(): it recompiles
@@ -309,6 +312,24 @@ class Driver:
         """Run ``x``; return the ``sub`` after its outputs."""
         self._push(x)
         return self.drain(seq, sub)
+
+    def push_all(self, seq: int, items: list[Any]) -> None:
+        """Run ``items``, the elements at ``seq``, ``seq + 1``...
+
+        A receiver that keeps no positions (``bulk``: the typed rows of
+        ``to_dataframe()``) takes all their outputs at once.
+        """
+        if getattr(self.rows, "bulk", False):
+            push = self._push
+            for x in items:
+                push(x)
+            self.rows.extend(self.events, self.stage.failed)
+            self.events.clear()
+            self.stage.failed.clear()
+            return
+        push_one = self.push
+        for i, x in enumerate(items, seq):
+            push_one(i, 0, x)
 
     def drain(self, seq: int, sub: int) -> int:
         """Hand the recorded outputs and failures on, numbered from ``sub``."""
@@ -334,23 +355,51 @@ class Driver:
         return sub
 
 
-def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool
+#: Makes the receiver of a stage's output: a :class:`Router` for the next
+#: stage, or typed rows for ``to_dataframe()`` (``streams_spark.dataframe``).
+Rows = Callable[[], Any]
+
+
+#: ``first`` of :func:`chain_task` when its input is the user's DataFrame.
+COLUMNS = "columns"
+
+
+def _partition_base() -> int:
+    """The ``seq`` of a partition's first row: the partition id, shifted."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return (context.partitionId() if context is not None else 0) << 40
+
+
+def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool | str,
+               rows_of: Rows | None = None
                ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function running ``specs`` then routing for ``route_to``.
 
     ``first`` says the input is the raw micro-batch (``seq``, ``p``) rather
-    than rows of an earlier stage. Errors of the routing functions (the key
-    or time function) are errors of the ``route_to`` node.
+    than rows of an earlier stage; :data:`COLUMNS`, that it is the user's
+    DataFrame, whose rows are the elements (see
+    :func:`~streams_spark.codec.elements_of`). Errors of the routing functions (the key
+    or time function) are errors of the ``route_to`` node. ``rows_of``
+    replaces the routing with another receiver of the outputs.
     """
     plan = chain_plan(specs)
     last = specs[-1] if specs else None
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        rows = Router(route_to, last)
+        rows = rows_of() if rows_of is not None else Router(route_to, last)
         drive = Driver(Stage(plan), rows)
         push = drive.push
         loads = pickle.loads
+        base = _partition_base() if first == COLUMNS else 0
         for batch in batches:
+            if first == COLUMNS:
+                # The user's DataFrame itself: its rows are the elements.
+                drive.push_all(base, elements_of(batch))
+                base += batch.num_rows
+                yield rows.batch()
+                continue
             names = batch.schema.names
             seqs = batch.column(names.index("seq")).to_pylist()
             ps = batch.column(names.index("p")).to_pylist()
@@ -364,8 +413,7 @@ def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool
                 subs = batch.column(names.index("sub")).to_pylist()
             for s, sb, kind, p in zip(seqs, subs, kinds, ps, strict=True):
                 if kind == CHUNK:
-                    for i, x in enumerate(unpack(p), s):
-                        push(i, 0, x)
+                    drive.push_all(s, unpack(p))
                 elif kind in (DATA, WINDOW):
                     # Children of a flatten rank below their parent's rank.
                     push(s, sb << 16, loads(p) if kind == DATA else value_of(kind, p))
@@ -380,39 +428,46 @@ def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool
     return run
 
 
-def keyed_scan(spec: NodeSpec, route_to: Route | None = None
+def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSpec] | None = None,
+               rows_of: Rows | None = None
                ) -> Callable[[Any, Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
     """The ``applyInPandasWithState`` function of a node with per-key state.
 
     Each group is a bucket of keys (see :func:`key_bucket`); the core's own
     node runs over the group's elements in input order, its state restored
-    from and saved to the group's state in Spark's state store. Its outputs
-    leave as rows routed for ``route_to`` (so no pass of its own is needed
-    to route them). Control and error rows (key ``b""``) pass through.
+    from and saved to the group's state in Spark's state store, followed by
+    the stateless nodes ``after`` it. Its outputs leave as rows routed for
+    ``route_to`` (so no pass of its own is needed to route them), or to
+    ``rows_of()``. Control and error rows (key ``b""``) pass through.
     """
-    plan = chain_plan([spec])
+    specs = [spec, *(after or ())]
+    plan = chain_plan(specs)
 
     def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         seqs, subs, kinds, ps = _columns(frames)
-        rows = Router(route_to, spec)
+        rows = rows_of() if rows_of is not None else Router(route_to, specs[-1])
         if not key[0]:
             for s, sb, kind, pv in zip(seqs, subs, kinds, ps, strict=True):
                 rows.passthrough(int(s), int(sb), int(kind), pv)
             yield rows.frame()
             return
         stage = Stage(plan)
-        stage.restore(by_id([spec], pickle.loads(state.get[0]) if state.exists else None))
+        stage.restore(by_id(specs, pickle.loads(state.get[0]) if state.exists else None))
         drive = Driver(stage, rows)
         seqs, subs, _, xs, _ = opened(seqs, subs, kinds, ps)
-        for s, sb, x in zip(seqs, subs, xs, strict=True):
-            drive.push(s, sb, x)
-        state.update((pickle.dumps(by_position([spec], stage.snapshot()), protocol=5),))
+        if getattr(rows, "bulk", False):
+            drive.push_all(0, xs)
+        else:
+            for s, sb, x in zip(seqs, subs, xs, strict=True):
+                drive.push(s, sb, x)
+        state.update((pickle.dumps(by_position(specs, stage.snapshot()), protocol=5),))
         yield rows.frame()
 
     return run
 
 
-def sequential_chain(specs: list[NodeSpec], route_to: Route | None = None) -> Callable[
+def sequential_chain(specs: list[NodeSpec], route_to: Route | None = None,
+                     rows_of: Rows | None = None) -> Callable[
         [Any, Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
     """The ``applyInPandasWithState`` function of a chain with stateful nodes.
 
@@ -425,7 +480,7 @@ def sequential_chain(specs: list[NodeSpec], route_to: Route | None = None) -> Ca
 
     def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         columns = _columns(frames)
-        rows = Router(route_to, last)
+        rows = rows_of() if rows_of is not None else Router(route_to, last)
         if key[0] != ONE_GROUP:  # error and control rows pass through
             for s, sb, kind, pv in zip(*columns, strict=True):
                 rows.passthrough(int(s), int(sb), int(kind), pv)

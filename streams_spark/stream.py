@@ -33,6 +33,7 @@ from .stages import (
     FAR_FUTURE,
     MID_SCHEMA,
     NodeFailure,
+    Rows,
     chain_task,
     collected_rows,
     keyed_scan,
@@ -62,14 +63,17 @@ def _seconds(x: float) -> str:
     return f"{round(x * 1_000_000)} microseconds"
 
 
-def build_query_frame(df: Any, plan: Plan, first: bool = True, rows_only: bool = False) -> Any:
+def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
+                      output: tuple[Rows, Any] | None = None) -> Any:
     """Apply the plan's stages to the streaming DataFrame ``df``.
 
-    ``df`` has ``seq`` and ``p`` (``first``) or the row columns. Returns a
-    DataFrame of rows (``seq``, ``sub``, ``kind``, ``p``), or (unless
-    ``rows_only``) of windows
+    ``df`` has ``seq`` and ``p`` (``first``), or the row columns, or is the
+    user's DataFrame (``first`` is :data:`~streams_spark.stages.COLUMNS`). Returns a
+    DataFrame of rows (``seq``, ``sub``, ``kind``, ``p``), or of windows
     (``start``, ``items``) when the plan ends with one; read either with
-    :func:`~streams_spark.stages.collected_rows`.
+    :func:`~streams_spark.stages.collected_rows`. With ``output`` (a maker of
+    the receiver of the last stage's outputs, and the Spark schema of what
+    it makes), the last stage writes those rows instead (``to_dataframe()``).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -78,15 +82,18 @@ def build_query_frame(df: Any, plan: Plan, first: bool = True, rows_only: bool =
     rows = _row_schema()
     state = _spark_schema(pa.schema([("s", pa.binary())]))
     stages = list(plan.stages)
+    rows_of, out_schema = output if output is not None else (None, mid)
     # Rows reaching a stateful stage must carry its routing columns (k, t);
     # each stage computes them for the next one on the rows it emits, so no
     # pass is spent on routing alone (except before a first stateful stage).
     routed = False
     for i, stage in enumerate(stages):
         nxt = stages[i + 1] if i + 1 < len(stages) else None
+        last = nxt is None and output is not None  # writes the output rows itself
         route = route_of(nxt)
         if isinstance(stage, ChainStage) and not stage.sequential:
-            df = df.mapInArrow(chain_task(stage.specs, route, first), mid)
+            df = df.mapInArrow(chain_task(stage.specs, route, first, rows_of if last else None),
+                               out_schema if last else mid)
             first = False
             routed = True
             continue
@@ -96,14 +103,16 @@ def build_query_frame(df: Any, plan: Plan, first: bool = True, rows_only: bool =
         if nxt is not None and isinstance(nxt, ChainStage) and not nxt.sequential:
             route = None  # that chain routes its own outputs
         if isinstance(stage, ChainStage | KeyedStage):
-            group = (sequential_chain(stage.specs, route) if isinstance(stage, ChainStage)
-                     else keyed_scan(stage.spec, route))
+            to = rows_of if last else None
+            group = (sequential_chain(stage.specs, route, to) if isinstance(stage, ChainStage)
+                     else keyed_scan(stage.spec, route, stage.after, to))
+            schema = out_schema if last else mid
             if df.isStreaming:
                 df = df.groupBy("k").applyInPandasWithState(
-                    group, mid, state, "append", GroupStateTimeout.NoTimeout)
+                    group, schema, state, "append", GroupStateTimeout.NoTimeout)
             else:
                 # A static DataFrame (a backfill): each group comes once, whole.
-                df = df.groupBy("k").applyInPandas(_once(group), mid)
+                df = df.groupBy("k").applyInPandas(_once(group), schema)
             routed = True
         else:
             event_time = stage.spec.traits.event_time
@@ -116,12 +125,18 @@ def build_query_frame(df: Any, plan: Plan, first: bool = True, rows_only: bool =
                   .groupBy(F.window("et", _seconds(event_time.size)).alias("w"))
                   .agg(F.collect_list(F.struct("seq", "sub", "kind", "p")).alias("items"))
                   .select(F.unix_micros(F.col("w.start")).alias("start"), "items"))
-            if nxt is None and not rows_only:
+            if nxt is None and output is None:
                 return df  # windows are put in order on the driver: collected_rows()
             df = df.mapInArrow(window_items, rows)
+            if last:
+                return df.mapInArrow(chain_task([], None, False, rows_of), out_schema)
             routed = False
+    if output is not None:
+        if first:  # no stage at all: the input is the output
+            df = df.mapInArrow(chain_task([], None, first, rows_of), out_schema)
+        return df
     if first:
-        df = df.mapInArrow(chain_task([], None, True), mid)
+        df = df.mapInArrow(chain_task([], None, first), mid)
     return df.select("seq", "sub", "kind", "p")
 
 

@@ -47,6 +47,9 @@ class FakeDataFrame:
 
     isStreaming = True
 
+    def mapInArrow(self, *args: Any) -> Any:  # noqa: N802 - PySpark's name
+        raise NotImplementedError
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, FakeDataFrame)
 
