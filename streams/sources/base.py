@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, ClassVar
 
 from ..clock import run_sync
 from ..core import Stream
 
 __all__ = ["Source", "listen", "require_loop"]
+
+logger = logging.getLogger("streams")
 
 
 def require_loop(source: Source) -> None:
@@ -73,24 +76,68 @@ class Source(Stream[Any]):
             self.start()
 
     def start(self) -> Any:
-        """Start producing; see the class description for what it returns."""
+        """Start producing; see the class description for what it returns.
+
+        On a loop, a failure of the source itself (not of a node, which
+        has its own error policy) goes through this node's policy: with
+        ``"raise"`` (default) the awaitable returned here, by ``stop()``
+        and by ``aclose()`` raises it, and it is logged at once in case
+        nobody awaits; ``"skip"`` logs it; ``"route"`` sends it to
+        :attr:`errors`. What can be checked before running (a wrong client,
+        a switch that needs a loop) raises from ``start()`` itself.
+        """
+        __tracebackhide__ = True  # pytest and IPython: the user's call is the cause
         if self.started and not self.stopped:
             return self._task
-        self.started, self.stopped = True, False
         try:
-            loop = asyncio.get_running_loop()
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
+            loop = None  # outside the except: errors below chain to nothing
+        self._check_start(on_loop=loop is not None)
+        self.started, self.stopped = True, False
+        if loop is None:
             try:
                 self._run_sync()
             finally:
                 self.stopped = True  # also after a failure: start() may be called again
             return None
-        self._task = loop.create_task(self._run_async())
+        self._task = loop.create_task(self._run_guarded(), name=f"{self._label()} source")
         return self._task
 
-    def stop(self) -> None:
-        """Stop producing after the element in progress; the stream stays open."""
+    def _check_start(self, on_loop: bool) -> None:
+        """Raise a clear error when the source cannot run here (before it starts)."""
+
+    async def _run_guarded(self) -> None:
+        try:
+            await self._run_async()
+        except Exception as e:
+            self.stopped = True
+            if self._policy == "raise":
+                # Logged now: a task nobody awaits would only be reported
+                # when collected, if ever, and the pipeline would wait forever.
+                logger.error("%s failed: %s: %s", self._label(), type(e).__name__, e)
+                raise
+            pending = self._fail(None, e)
+            if pending is not None:
+                await pending
+
+    def stop(self) -> Any:
+        """Stop producing after the element in progress; the stream stays open.
+
+        On a loop, returns the awaitable of the run (as ``start()`` does),
+        which raises if the source failed; otherwise None.
+        """
         self.stopped = True
+        return self._task
+
+    async def aclose(self) -> None:
+        """Close the stream after the source's run; raise if the source failed."""
+        task = self._task
+        if task is not None and task.done() and not task.cancelled():
+            exc = task.exception()
+            if exc is not None:
+                raise exc
+        await Stream.aclose(self)
 
     def _run_sync(self) -> None:
         raise NotImplementedError
