@@ -80,8 +80,8 @@ class Source(Stream[Any]):
 
         On a loop, a failure of the source itself (not of a node, which
         has its own error policy) goes through this node's policy: with
-        ``"raise"`` (default) the awaitable returned here, by ``stop()``
-        and by ``aclose()`` raises it, and it is logged at once in case
+        ``"raise"`` (default) the awaitable returned here and ``aclose()``
+        raise it, and it is logged at once in case
         nobody awaits; ``"skip"`` logs it; ``"route"`` sends it to
         :attr:`errors`. What can be checked before running (a wrong client,
         a switch that needs a loop) raises from ``start()`` itself.
@@ -121,14 +121,13 @@ class Source(Stream[Any]):
             if pending is not None:
                 await pending
 
-    def stop(self) -> Any:
+    def stop(self) -> None:
         """Stop producing after the element in progress; the stream stays open.
 
-        On a loop, returns the awaitable of the run (as ``start()`` does),
-        which raises if the source failed; otherwise None.
+        Returns None (a sink may call it: ``sink(lambda x: source.stop())``);
+        on a loop, await what ``start()`` returned to see the run end.
         """
         self.stopped = True
-        return self._task
 
     async def aclose(self) -> None:
         """Close the stream after the source's run; raise if the source failed."""

@@ -281,9 +281,9 @@ class FromRedis(Source):
         is_async = isinstance(self._client, aredis.Redis)
         if is_async and not asynchronous:
             raise TypeError(
-                f"{self._label()}: a redis.asyncio client was given but start() was called "
-                "without a running loop; pass a redis.Redis client, or url=, or start the "
-                "source inside a loop (asyncio.run, Tornado, Jupyter)")
+                f"{self._label()}: a redis.asyncio client was given but the source runs "
+                "without a loop (start() was called with none running); pass a redis.Redis "
+                "client, or url=, or start it inside a loop (asyncio.run, Tornado, Jupyter)")
         if not is_async and asynchronous:
             _async_params(self._client, self._label())  # raises if it cannot be converted
 
