@@ -132,6 +132,9 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
                 raise TypeError(
                     f"{type(self).__name__}: upstream must be a Stream, got {u!r}"
                 )
+        if asynchronous not in (None, True, False):
+            raise TypeError(f"{type(self).__name__}: asynchronous must be True, False or "
+                            f"None, got {asynchronous!r}")
         self.stream_name = stream_name
         self.loop = loop
         self.asynchronous: bool = (

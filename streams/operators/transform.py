@@ -234,7 +234,11 @@ class Pluck(Stream[Any]):
     _operator = "pluck"
     _params = ("pick",)
 
-    def __init__(self, upstream: Stream[Any], pick: Any, **kwargs: Any) -> None:
+    def __init__(self, upstream: Stream[Any], pick: Any, *more: Any, **kwargs: Any) -> None:
+        if more:
+            keys = ", ".join(map(repr, (pick, *more)))
+            raise TypeError(f"pluck() takes one key or a list of keys: pluck([{keys}]) "
+                            f"gives a tuple of them, got pluck({keys})")
         self.pick = pick
         Stream.__init__(self, upstream, **kwargs)
 

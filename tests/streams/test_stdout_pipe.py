@@ -26,7 +26,8 @@ finally:
 @pytest.mark.parametrize("flush", [False, True])
 def test_a_closed_pipe_ends_the_producer_quietly(flush: bool) -> None:
     producer = subprocess.Popen([sys.executable, "-c", PRODUCER.format(flush=flush)],
-                                cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     head = subprocess.run(["head", "-3"], stdin=producer.stdout, capture_output=True,
                           timeout=60)
     assert producer.stdout is not None and producer.stderr is not None
