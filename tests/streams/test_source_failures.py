@@ -100,3 +100,14 @@ def test_a_client_that_cannot_be_used_is_refused_by_start(redis_url: str) -> Non
             source.start()  # raised by start() itself, not in a background task
 
     asyncio.run(main())
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("bad", [[1, 2], None])
+def test_sink_to_redis_names_a_field_it_cannot_store(redis_url: str, bad: Any) -> None:
+    source = Stream()
+    source.sink_to_redis("out", url=redis_url)
+    source.emit({"ok": 1, "tags": bad})
+    with pytest.raises(NodeError, match=r"DataError: field 'tags' holds .*convert it") as info:
+        source.close()
+    assert isinstance(info.value.error, redis.exceptions.DataError)  # the type is kept
