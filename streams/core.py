@@ -193,6 +193,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         >>> L
         ['a']
         """
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         pending = self._push(x)
         if pending is None:
             if asynchronous or self.asynchronous:
@@ -202,6 +203,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
     def _finish(self, pending: Any, asynchronous: bool) -> Any:
         """What ``emit`` returns when work is pending (off the fast path)."""
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         if isinstance(pending, list):  # a streamz-style update returns a list
             pending = _gather_pending(pending)
             if pending is None:
@@ -226,6 +228,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             cls.emit = Stream._emit_through_override  # type: ignore[method-assign]
 
     def _compile_and_push(self, x: Any) -> Any:
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         return self._pusher()(x)
 
     def _pusher(self) -> Callable[[Any], Any]:
@@ -345,6 +348,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         >>> L
         [(0, 1), (2,)]
         """
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         from .backlog import Backlog
 
         backlog = Backlog.of(self)
@@ -465,6 +469,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
     def _fail(self, x: Any, exc: BaseException) -> Any:
         """Apply this node's error policy to ``exc`` raised on element ``x``."""
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         if self._policy == "raise":
             if isinstance(exc, NodeError):
                 raise exc

@@ -147,6 +147,7 @@ class Source(Stream[Any]):
         Between two elements nothing is half-processed, so a checkpoint
         taken here is consistent.
         """
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         if pending is not None:
             run_sync(pending)
         ckpt = self._checkpointer
@@ -155,6 +156,7 @@ class Source(Stream[Any]):
 
     def _end_sync(self) -> None:
         """The source is exhausted: close the stream, then the last checkpoint."""
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         pending = self.close()
         if pending is not None:
             run_sync(pending)

@@ -170,6 +170,7 @@ class FromTextfile(Source):
             yield rest
 
     def _run_sync(self) -> None:
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         encoding = self.encoding
         try:
             for line in self._read_lines(self._open()):
