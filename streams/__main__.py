@@ -64,7 +64,8 @@ def _segment(demo: str) -> Any:
     if demo == "spark":
         import streams_spark  # noqa: F401 - registers to_spark()
 
-        return lambda s: s.to_spark().map(enrich).gather()
+        # Micro-batches of 1,000 views: results come back while the stream runs.
+        return lambda s: s.to_spark(batch_size=1000).map(enrich).gather()
     return None
 
 
