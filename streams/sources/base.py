@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from ..clock import run_sync
 from ..core import Stream
 
-__all__ = ["Source", "listen", "require_loop"]
+__all__ = ["Source", "SourceRun", "listen", "require_loop"]
 
 logger = logging.getLogger("streams")
 
@@ -38,6 +38,17 @@ def listen(source: Any, server: Any) -> None:
     source.started, source.stopped = True, False
 
 
+class SourceRun(asyncio.Task[None]):
+    """The task of a source running on a loop (what ``start()`` returns there).
+
+    An ``asyncio.Task`` in every way, except that a notebook cell ending in
+    ``source.start()`` shows nothing rather than ``<Task pending ...>``.
+    """
+
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        """Display nothing: the run is shown by the views of the stream."""
+
+
 class Source(Stream[Any]):
     """A node that produces elements itself once started.
 
@@ -61,7 +72,7 @@ class Source(Stream[Any]):
         self.started = False
         self.stopped = True
         self._checkpointer: Any = None
-        self._task: asyncio.Task[None] | None = None
+        self._task: SourceRun | None = None
         Stream.__init__(self, **kwargs)
         if start:
             try:
@@ -101,7 +112,7 @@ class Source(Stream[Any]):
             finally:
                 self.stopped = True  # also after a failure: start() may be called again
             return None
-        self._task = loop.create_task(self._run_guarded(), name=f"{self._label()} source")
+        self._task = SourceRun(self._run_guarded(), loop=loop, name=f"{self._label()} source")
         return self._task
 
     def _check_start(self, on_loop: bool) -> None:
