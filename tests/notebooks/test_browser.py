@@ -3,8 +3,9 @@
 A JupyterLab server runs on loopback with a scratch copy of the notebooks;
 Debian's ``chromium`` and ``chromium-driver`` open the quickstart through
 selenium, run every cell, and the page is checked as a reader sees it: the
-live views redrawn by the kernel after they were displayed, the graph drawn
-as SVG, and no ``<Task pending ...>`` echoed by ``start()``. Every wait is on
+live views redrawn by the kernel after they were displayed (a sink's view
+counting what it received), the graph drawn as SVG, a progress bar of unknown
+total in elements/s, and no ``<Task pending ...>`` echoed by ``start()``. Every wait is on
 a condition in the page (``WebDriverWait``), never a fixed delay.
 """
 
@@ -37,7 +38,7 @@ pytestmark = [
 
 TOKEN = "streams-browser-test"
 #: Seconds a page condition may take on a loaded 2-core machine.
-WAIT = 120
+WAIT = float(os.environ.get("STREAMS_BROWSER_WAIT", 120))
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +102,15 @@ def browser() -> Iterator[Any]:
 
 
 def wait_for(driver: Any, condition: Any, what: str) -> Any:
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, WAIT, poll_frequency=0.2).until(condition, message=what)
+    try:
+        return WebDriverWait(driver, WAIT, poll_frequency=0.2).until(condition)
+    except TimeoutException:
+        raise AssertionError(
+            f"waited {WAIT} s for {what}; the page shows live views {live_views(driver)} "
+            f"and widgets {driver.execute_script(JS_WIDGET_TEXTS)}") from None
 
 
 def live_views(driver: Any) -> list[str]:
@@ -133,6 +140,12 @@ return Array.from(document.querySelectorAll('.jp-RenderedSVG')).map((el) => {
     const data = src.slice(src.indexOf(',') + 1);
     return src.includes(';base64,') ? atob(data) : decodeURIComponent(data);
 });
+"""
+
+# tqdm's notebook bar writes figure spaces (U+2007) for spaces.
+JS_WIDGET_TEXTS = """
+return Array.from(document.querySelectorAll('.jupyter-widgets.widget-html-content, '
+    + '.widget-html-content')).map((el) => el.textContent.replace(/\u2007/g, ' ').trim());
 """
 
 JS_SVG_DRAWN = """
@@ -166,7 +179,17 @@ def test_the_quickstart_runs_in_jupyterlab_with_live_views_and_a_graph(
              "the live view of `averages` to show 100 elements, ended")
     wait_for(browser, lambda d: any("1000" in v and "live" in v for v in live_views(d)),
              "the live view of the click count to show 1000")
+    # A cell ending in .sink(...): the view counts what the sink received, from a
+    # source that start() runs in the background on the notebook's loop.
+    wait_for(browser, lambda d: any(v.startswith("sink(append)") and "1700 elements" in v
+                                    for v in live_views(d)),
+             "the sink's live view to count the 1,700 events it received")
     assert not any("no element yet" in v for v in live_views(browser))
+    # The bar of an unknown total: count and elements/s, no "/?" nor time left.
+    bar = wait_for(browser, lambda d: next(
+        (t for t in d.execute_script(JS_WIDGET_TEXTS) if t.startswith("events: 1700")), None),
+        "the progress bar to count the 1,700 events")
+    assert "elements/s" in bar and "?" not in bar and "<" not in bar
 
     # The graph: graphviz's SVG drawn in the page (JupyterLab shows an SVG output
     # as an image), with the nodes' operators and names.
