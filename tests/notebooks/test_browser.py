@@ -42,9 +42,23 @@ WAIT = float(os.environ.get("STREAMS_BROWSER_WAIT", 120))
 
 
 @pytest.fixture(scope="module")
-def lab(kernel_dir: Path, notebook_workdir: Path,
-        tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A JupyterLab server on 127.0.0.1 over the scratch notebooks; yields its URL."""
+def lab(kernel_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A JupyterLab server on 127.0.0.1 over a scratch copy of the notebooks; yields its URL.
+
+    The copies have their stored outputs and widget states removed: what the
+    page shows must come from this run.
+    """
+    import nbformat
+
+    notebook_workdir = tmp_path_factory.mktemp("lab-notebooks")
+    shutil.copytree(ROOT / "notebooks", notebook_workdir, dirs_exist_ok=True)
+    for path in notebook_workdir.glob("*.ipynb"):
+        nb = nbformat.read(path, as_version=4)
+        nb.metadata.pop("widgets", None)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
+        nbformat.write(nb, path)
     home = tmp_path_factory.mktemp("jupyter-home")  # no user settings, no runtime files left
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JUPYTER_PATH": os.environ["JUPYTER_PATH"],
            "MPLBACKEND": "module://matplotlib_inline.backend_inline",
