@@ -49,6 +49,23 @@ class SourceRun(asyncio.Task[None]):
         """Display nothing: the run is shown by the views of the stream."""
 
 
+class _RunEnd:
+    """What ``stop()`` returns on a loop: awaiting it waits for the run to end."""
+
+    __slots__ = ("_task",)
+
+    def __init__(self, task: asyncio.Task[None]) -> None:
+        self._task = task
+
+    def __await__(self) -> Any:
+        if asyncio.current_task() is self._task:
+            return None  # called by the run's own graph: it ends after this element
+        return (yield from self._task.__await__())
+
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        """Display nothing (a cell ending in ``source.stop()``)."""
+
+
 class Source(Stream[Any]):
     """A node that produces elements itself once started.
 
@@ -91,8 +108,8 @@ class Source(Stream[Any]):
 
         On a loop, a failure of the source itself (not of a node, which
         has its own error policy) goes through this node's policy: with
-        ``"raise"`` (default) the awaitable returned here and ``aclose()``
-        raise it, and it is logged at once in case
+        ``"raise"`` (default) the awaitable returned here, the one
+        ``stop()`` returns and ``aclose()`` raise it, and it is logged at once in case
         nobody awaits; ``"skip"`` logs it; ``"route"`` sends it to
         :attr:`errors`. What can be checked before running (a wrong client,
         a switch that needs a loop) raises from ``start()`` itself.
@@ -132,13 +149,17 @@ class Source(Stream[Any]):
             if pending is not None:
                 await pending
 
-    def stop(self) -> None:
+    def stop(self) -> Any:
         """Stop producing after the element in progress; the stream stays open.
 
-        Returns None (a sink may call it: ``sink(lambda x: source.stop())``);
-        on a loop, await what ``start()`` returned to see the run end.
+        On a loop, returns an awaitable of the end of the run, which raises
+        if the source failed (as the one ``start()`` returned); otherwise
+        None. A node of the source's own graph may call it
+        (``sink(lambda x: source.stop())``): awaited from the run itself, it
+        is done at once.
         """
         self.stopped = True
+        return None if self._task is None else _RunEnd(self._task)
 
     async def aclose(self) -> None:
         """Close the stream after the source's run; raise if the source failed."""

@@ -23,6 +23,8 @@ def test_a_source_failing_on_a_loop_is_logged_and_raised_by_its_awaitables(
         with pytest.raises(FileNotFoundError):
             await task
         with pytest.raises(FileNotFoundError):
+            await source.stop()
+        with pytest.raises(FileNotFoundError):
             await source.aclose()
 
     with caplog.at_level(logging.ERROR, logger="streams"):
@@ -111,3 +113,21 @@ def test_sink_to_redis_names_a_field_it_cannot_store(redis_url: str, bad: Any) -
     with pytest.raises(NodeError, match=r"DataError: field 'tags' holds .*convert it") as info:
         source.close()
     assert isinstance(info.value.error, redis.exceptions.DataError)  # the type is kept
+
+
+def test_stop_from_inside_the_graph_and_from_outside(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("".join(f"{i}\n" for i in range(100)))
+    source = Stream.from_textfile(str(path), follow=True)
+    out = source.map(int).sink_to_list()
+    source.map(int).filter(lambda i: i == 4).sink(lambda _: source.stop())
+
+    async def main() -> None:
+        await source.start()  # the sink's stop() ends the run after element 4
+        assert out == [0, 1, 2, 3, 4]
+        source.start()
+        await source.stop()  # from outside: waits for the run to end
+        assert source._fp is None
+
+    asyncio.run(main())
+    assert source.stop() is not None and source._task is not None and source._task.done()
