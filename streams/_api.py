@@ -7,7 +7,7 @@ signatures are declared here, once. At run time this class is empty.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
@@ -44,11 +44,13 @@ class OperatorAPI(Generic[T]):
                  returns_state: bool = False, stream_name: str | None = None,
                  with_state: bool = False, key: Any = None, **kwargs: Any) -> Stream[Any]: ...
         def frequencies(self, **kwargs: Any) -> Stream[dict[Any, int]]: ...
+        def stateful_map(self, func: Callable[[Any, T], tuple[Any, Iterable[U]]],
+                         start: Any = None, key: Any = None, **kwargs: Any) -> Stream[U]: ...
         def slice(self, start: int | None = None, end: int | None = None,
                   step: int | None = None, **kwargs: Any) -> Stream[T]: ...
         def unique(self, maxsize: int | None = None, key: Any = ...,
                    hashable: bool = True, **kwargs: Any) -> Stream[T]: ...
-        def collect(self, cache: list[Any] | None = None,
+        def collect(self, cache: list[Any] | None = None, metadata_cache: Any = None,
                     **kwargs: Any) -> Stream[tuple[T, ...]]: ...
         def partition(self, n: int, timeout: float | None = None, key: Any = None,
                       **kwargs: Any) -> Stream[tuple[T, ...]]: ...
@@ -115,14 +117,15 @@ class OperatorAPI(Generic[T]):
                      **kwargs: Any) -> Stream[T]: ...
 
         @staticmethod
-        def from_spark(df: Any, checkpoint: str, available_now: bool = True,
+        def from_spark(df: Any, checkpoint: str | None = None, available_now: bool = True,
                        **kwargs: Any) -> Stream[Any]: ...
+        def to_dataframe(self, schema: Any = None) -> Any: ...
         @staticmethod
         def from_iterable(iterable: Iterable[U], start: bool = False,
                           **kwargs: Any) -> Stream[U]: ...
         @staticmethod
         def from_textfile(f: Any, poll_interval: float = 0.1, delimiter: str = "\n",
-                          start: bool = False, from_end: bool = False,
+                          start: bool = False, from_end: bool = False, encoding: str = "utf-8",
                           **kwargs: Any) -> Stream[str]: ...
         # issue 3: async sources (streams.sources.periodic, tcp, http, process)
         @staticmethod
@@ -140,5 +143,3 @@ class OperatorAPI(Generic[T]):
         def from_process(cmd: list[str] | str, open_kwargs: dict[str, Any] | None = None,
                          with_stderr: bool = False, with_end: bool = True, start: bool = False,
                          **kwargs: Any) -> Stream[bytes]: ...
-
-        _unused: Hashable

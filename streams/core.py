@@ -35,7 +35,7 @@ from .pending import settle as _settle
 from .segment import NO_DEFAULT, Segment
 
 if TYPE_CHECKING:
-    from .graph import NodeSpec
+    from .spec import NodeSpec, Traits
 
 __all__ = ["NO_DEFAULT", "Stream", "Segment"]
 
@@ -106,6 +106,12 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     _graphviz_orientation: ClassVar[int] = 0
     #: True for ``gather()``: the node is not part of its upstream's segment.
     _ends_segment: ClassVar[bool] = False
+    #: The constructor takes the user function after the upstream (``spec.func``).
+    _takes_function: ClassVar[bool] = False
+    #: Why the node must run in this process (None: an engine can run it).
+    #: A class that defines its own ``update`` must declare it; until it does,
+    #: engines refuse it (see ``__init_subclass__``).
+    _local_only: ClassVar[str | None] = None
 
     _ids: ClassVar[Iterator[int]] = iter(range(sys.maxsize))
 
@@ -226,6 +232,13 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         super().__init_subclass__(**kwargs)
         if cls._emit is not Stream._emit and "emit" not in cls.__dict__:
             cls.emit = Stream._emit_through_override  # type: ignore[method-assign]
+        declared = any("_local_only" in vars(b) for b in cls.__mro__ if b is not Stream)
+        if "update" in cls.__dict__ and not declared:
+            # New behaviour that does not say whether its description rebuilds
+            # it faithfully elsewhere (a plugin, say): engines refuse it.
+            cls._local_only = (
+                f"{cls.__name__} does not declare that an engine can run it (its "
+                "author can set _local_only = None once its NodeSpec rebuilds it)")
 
     def _compile_and_push(self, x: Any) -> Any:
         __tracebackhide__ = True  # pytest, IPython: show the user's frames
@@ -492,9 +505,35 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         >>> spec.operator, spec.func is abs, spec.upstream_ids == (source.describe().id,)
         ('map', True, True)
         """
-        from .graph import NodeSpec
+        from .spec import NodeSpec
 
         return NodeSpec.of(self)
+
+    def _traits(self) -> Traits:
+        """What a backend needs to know to place this node (see :class:`~streams.spec.Traits`).
+
+        Operators whose traits depend on their arguments extend it.
+        """
+        from .spec import Traits
+
+        return Traits(stateful=bool(self._state), local_only=self._local_only)
+
+    @classmethod
+    def _from_spec(cls, spec: NodeSpec, upstreams: list[Stream[Any]]) -> Stream[Any]:
+        """A node of this class doing what ``spec`` describes (see :func:`streams.spec.build`).
+
+        The parameters are passed back as the constructor's keywords, the
+        function after the upstreams; ``args`` and ``kwargs`` parameters are
+        spread. Operators whose constructors differ override it (``zip``).
+        """
+        params = dict(spec.params)
+        args = params.pop("args", ())
+        kwargs = params.pop("kwargs", {})
+        lead = (spec.func,) if cls._takes_function else ()
+        if spec.stream_name is not None:
+            params["stream_name"] = spec.stream_name
+        make: Callable[..., Stream[Any]] = cls  # each operator has its own signature
+        return make(*upstreams, *lead, *args, **params, **kwargs)
 
     def snapshot(self) -> dict[str, Any]:
         """A copy of this node's state (empty for stateless nodes)."""
@@ -546,6 +585,12 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
         def _(klass: type) -> type:
             name = attribute_name or snake_case(klass.__name__)
+            if issubclass(klass, Stream):  # not a helper such as sink_to_plot's LivePlot
+                if "_operator" not in klass.__dict__:
+                    klass._operator = name
+                from .spec import register_operator
+
+                register_operator(klass)
 
             def wrapped(*args: Any, **kwargs: Any) -> Any:
                 return klass(*args, **kwargs)

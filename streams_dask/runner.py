@@ -404,10 +404,6 @@ class Runner:
 
     # -- asynchronous driving ------------------------------------------------
 
-    async def apoll(self) -> None:
-        """Collect finished results at the head, without waiting."""
-        self.poll()
-
     async def await_one(self) -> None:
         """Wait until the head result is in, then collect what is done."""
         while not self._head_ready():

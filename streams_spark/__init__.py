@@ -17,8 +17,9 @@ under a watermark. ``gather()`` brings the results back in input order.
 
 from __future__ import annotations
 
+from .dataframe import to_dataframe
 from .nodes import SparkSegment, ToSpark
 from .session import default_session
 from .source import FromSpark
 
-__all__ = ["FromSpark", "SparkSegment", "ToSpark", "default_session"]
+__all__ = ["FromSpark", "SparkSegment", "ToSpark", "default_session", "to_dataframe"]

@@ -6,7 +6,8 @@ offsets in the checkpoint). Such a plan runs as one streaming query:
 
     file source (one Parquet file per micro-batch)
       -> mapInArrow (fused chain, routing columns)
-      -> groupBy(k).applyInPandasWithState (keyed scan)
+      -> groupBy(k).applyInPandasWithState (keyed scan; applyInPandas on a
+         static DataFrame, whose groups come once)
       -> withWatermark + groupBy(window(t)) (event-time window)
       -> foreachBatch (results back to the driver, by batch id)
 
@@ -26,14 +27,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .batch import encode_chunks
-from .chain import Step
-from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, mark_error, value_of
-from .plan import ChainStage, KeyedStage, Plan, WindowStage
+from .codec import DATA, ERROR, FLUSH_MARK, WINDOW, WINDOW_ITEMS, mark_error, value_of
+from .plan import ChainStage, KeyedStage, Plan, WindowStage, route_of
 from .stages import (
     FAR_FUTURE,
-    FLUSH_MARK,
     MID_SCHEMA,
-    SEQUENTIAL_STAGE,
     NodeFailure,
     chain_task,
     collected_rows,
@@ -64,11 +62,12 @@ def _seconds(x: float) -> str:
     return f"{round(x * 1_000_000)} microseconds"
 
 
-def build_query_frame(df: Any, plan: Plan, first: bool = True) -> Any:
+def build_query_frame(df: Any, plan: Plan, first: bool = True, rows_only: bool = False) -> Any:
     """Apply the plan's stages to the streaming DataFrame ``df``.
 
     ``df`` has ``seq`` and ``p`` (``first``) or the row columns. Returns a
-    DataFrame of rows (``seq``, ``sub``, ``kind``, ``p``), or of windows
+    DataFrame of rows (``seq``, ``sub``, ``kind``, ``p``), or (unless
+    ``rows_only``) of windows
     (``start``, ``items``) when the plan ends with one; read either with
     :func:`~streams_spark.stages.collected_rows`.
     """
@@ -85,39 +84,39 @@ def build_query_frame(df: Any, plan: Plan, first: bool = True) -> Any:
     routed = False
     for i, stage in enumerate(stages):
         nxt = stages[i + 1] if i + 1 < len(stages) else None
-        route = _route_step(nxt)
+        route = route_of(nxt)
         if isinstance(stage, ChainStage) and not stage.sequential:
-            df = df.mapInArrow(chain_task(stage.steps, route, first), mid)
+            df = df.mapInArrow(chain_task(stage.specs, route, first), mid)
             first = False
             routed = True
             continue
         if not routed:
-            df = df.mapInArrow(chain_task([], _route_step(stage), first), mid)
+            df = df.mapInArrow(chain_task([], route_of(stage), first), mid)
             first = False
         if nxt is not None and isinstance(nxt, ChainStage) and not nxt.sequential:
             route = None  # that chain routes its own outputs
-        if isinstance(stage, ChainStage):
-            df = df.groupBy("k").applyInPandasWithState(
-                sequential_chain(stage.steps, route), mid, state, "append",
-                GroupStateTimeout.NoTimeout)
-            routed = True
-        elif isinstance(stage, KeyedStage):
-            df = df.groupBy("k").applyInPandasWithState(
-                keyed_scan(stage.step, route), mid, state, "append",
-                GroupStateTimeout.NoTimeout)
+        if isinstance(stage, ChainStage | KeyedStage):
+            group = (sequential_chain(stage.specs, route) if isinstance(stage, ChainStage)
+                     else keyed_scan(stage.spec, route))
+            if df.isStreaming:
+                df = df.groupBy("k").applyInPandasWithState(
+                    group, mid, state, "append", GroupStateTimeout.NoTimeout)
+            else:
+                # A static DataFrame (a backfill): each group comes once, whole.
+                df = df.groupBy("k").applyInPandas(_once(group), mid)
             routed = True
         else:
-            p = stage.step.params
-            lateness = float(p.get("lateness") or 0.0)
+            event_time = stage.spec.traits.event_time
+            assert event_time is not None
             # The end-of-stream row is aggregated too, into a far-future window
             # that never closes: a filter here would be pushed below the
             # watermark, which would then never see the row.
             df = (df.withColumn("et", F.timestamp_seconds("t"))
-                  .withWatermark("et", _seconds(lateness))
-                  .groupBy(F.window("et", _seconds(float(p["interval"]))).alias("w"))
+                  .withWatermark("et", _seconds(event_time.lateness))
+                  .groupBy(F.window("et", _seconds(event_time.size)).alias("w"))
                   .agg(F.collect_list(F.struct("seq", "sub", "kind", "p")).alias("items"))
                   .select(F.unix_micros(F.col("w.start")).alias("start"), "items"))
-            if nxt is None:
+            if nxt is None and not rows_only:
                 return df  # windows are put in order on the driver: collected_rows()
             df = df.mapInArrow(window_items, rows)
             routed = False
@@ -126,12 +125,25 @@ def build_query_frame(df: Any, plan: Plan, first: bool = True) -> Any:
     return df.select("seq", "sub", "kind", "p")
 
 
-def _route_step(stage: Any) -> Step | None:
-    if isinstance(stage, KeyedStage | WindowStage):
-        return stage.step
-    if isinstance(stage, ChainStage) and stage.sequential:
-        return Step(-1, SEQUENTIAL_STAGE, None)
-    return None
+class _NoState:
+    """The group state of a static DataFrame: empty, and nothing to keep."""
+
+    exists = False
+
+    def update(self, value: Any) -> None:
+        return None
+
+
+def _once(group: Any) -> Any:
+    """A group-state function as an ``applyInPandas`` function (static input)."""
+
+    def run(key: Any, frame: Any) -> Any:
+        import pandas as pd
+
+        frames = list(group(key, iter([frame]), _NoState()))
+        return pd.concat(frames) if len(frames) != 1 else frames[0]
+
+    return run
 
 
 class StreamRunner:
@@ -198,7 +210,7 @@ class StreamRunner:
             return []
         from streams.operators.timed import LateElementError
 
-        step = windows[0].step
+        spec = windows[0].spec
         rows = []
         for progress in self.query.recentProgress:
             bid = progress["batchId"]
@@ -209,7 +221,7 @@ class StreamRunner:
                           for op in progress.get("stateOperators", []))
             if dropped:
                 what = f"<{dropped} element(s) of Spark micro-batch {bid}>"
-                rows.append((ERROR, pickle.dumps((step.node_id, what, LateElementError(
+                rows.append((ERROR, pickle.dumps((spec.id, what, LateElementError(
                     f"{dropped} element(s) fell in windows already emitted (behind "
                     f"Spark's watermark {progress.get('eventTime', {}).get('watermark')}); "
                     "raise lateness= to accept them")))))

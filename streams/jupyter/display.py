@@ -303,6 +303,7 @@ class _ViewNode(Stream[Any]):
 
     __slots__ = ("view",)
     _operator = "live_view"
+    _local_only = "it draws in this process"
     _graphviz_shape = "note"
 
     def __init__(self, upstream: Stream[Any], view: _Watcher) -> None:

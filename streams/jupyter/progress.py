@@ -131,6 +131,7 @@ class Progress(Stream[Any]):
 
     __slots__ = ("_tick", "bar", "desc", "total", "unit")
     _operator = "progress"
+    _local_only = "it draws in this process"
     _params = ("total", "desc", "unit")
     _graphviz_shape = "cds"
 

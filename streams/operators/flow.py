@@ -15,9 +15,11 @@ import inspect
 import logging
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ..core import Stream
+from ..spec import Traits
 from ._checks import check_callable, check_count
 from ._outbox import running_loop
 
@@ -99,9 +101,15 @@ class Buffer(_Worker):
 
     __slots__ = ("_queue", "_waiting", "n")
     _operator = "buffer"
+    _local_only = None
     _params = ("n",)
     _state = ("_queue",)
     _graphviz_shape = "diamond"
+
+    def _traits(self) -> Traits:
+        # It decouples producer and consumer in this process; on an engine the
+        # batches already do.
+        return replace(super()._traits(), identity_on_engine=True)
 
     def __init__(self, upstream: Stream[Any], n: int, **kwargs: Any) -> None:
         check_count("buffer", "n", n)
@@ -176,6 +184,7 @@ class Latest(_Worker):
 
     __slots__ = ("_has_next", "_next")
     _operator = "latest"
+    _local_only = "it depends on when downstream reads"
     _state = ("_next", "_has_next")
     _graphviz_shape = "octagon"
 
@@ -254,6 +263,8 @@ class MapAsync(_Worker):
 
     __slots__ = ("_running", "_waiting", "args", "func", "kwargs", "parallelism")
     _operator = "map_async"
+    _takes_function = True
+    _local_only = "coroutines run on this process's event loop"
     _params = ("parallelism", "args", "kwargs")
 
     def __init__(self, upstream: Stream[Any], func: Callable[..., Any], *args: Any,

@@ -12,12 +12,9 @@ from typing import IO, Any
 from ..core import Stream
 from ..fusion import Fuser
 from ..operators._checks import check_callable
+from ..spec import register_operator
 
 __all__ = ["Sink", "SinkToList", "SinkToTextfile"]
-
-
-def _awaitable_or_none(result: Any) -> Any:
-    return result if inspect.isawaitable(result) else None
 
 
 @Stream.register_api()
@@ -39,6 +36,8 @@ class Sink(Stream[Any]):
 
     __slots__ = ("args", "func", "kwargs")
     _operator = "sink"
+    _local_only = "its side effects belong in this process"
+    _takes_function = True
     _params = ("args", "kwargs")
     _graphviz_shape = "trapezium"
 
@@ -93,6 +92,7 @@ class SinkToList(Stream[Any]):
 
     __slots__ = ("results",)
     _operator = "sink_to_list"
+    _local_only = "its side effects belong in this process"
     _graphviz_shape = "trapezium"
 
     def __init__(self, upstream: Stream[Any], **kwargs: Any) -> None:
@@ -109,6 +109,9 @@ class SinkToList(Stream[Any]):
     def _fuse(self, f: Fuser, x: str) -> str | None:
         f.line(f"{f.bind(self.results.append, 'append')}({x})")
         return None
+
+
+register_operator(SinkToList)  # sink_to_list() itself is a method of Stream
 
 
 @Stream.register_api()
@@ -137,6 +140,7 @@ class SinkToTextfile(Stream[Any]):
 
     __slots__ = ("_fp", "end", "file", "mode")
     _operator = "sink_to_textfile"
+    _local_only = "its side effects belong in this process"
     _params = ("file", "end", "mode")
     _graphviz_shape = "trapezium"
 

@@ -63,6 +63,7 @@ class SinkToDurableTextfile(Stream[Any]):
 
     __slots__ = ("_fp", "encoding", "end", "file", "fsync", "length")
     _operator = "sink_to_durable_textfile"
+    _local_only = "its side effects belong in this process"
     _params = ("file", "end", "encoding", "fsync")
     _state = ("length",)
     _graphviz_shape = "trapezium"

@@ -125,6 +125,7 @@ class SinkToRedis(Stream[Any]):
                  "_inflight", "_script", "_sent", "approximate", "batch", "field", "maxlen",
                  "method", "stream", "url")
     _operator = "sink_to_redis"
+    _local_only = "its side effects belong in this process"
     _params = ("stream", "maxlen", "approximate", "batch", "field", "method")
     _graphviz_shape = "trapezium"
 

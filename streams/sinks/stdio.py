@@ -66,6 +66,7 @@ class SinkToStdout(Stream[Any]):
 
     __slots__ = ("_dumps", "file", "flush", "format")
     _operator = "sink_to_stdout"
+    _local_only = "its side effects belong in this process"
     _params = ("format", "flush")
     _graphviz_shape = "trapezium"
 
