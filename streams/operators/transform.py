@@ -246,11 +246,7 @@ class Pluck(Stream[Any]):
     _local_only = None
     _params = ("pick",)
 
-    def __init__(self, upstream: Stream[Any], pick: Any, *more: Any, **kwargs: Any) -> None:
-        if more:
-            keys = ", ".join(map(repr, (pick, *more)))
-            raise TypeError(f"pluck() takes one key or a list of keys: pluck([{keys}]) "
-                            f"gives a tuple of them, got pluck({keys})")
+    def __init__(self, upstream: Stream[Any], pick: Any, **kwargs: Any) -> None:
         self.pick = pick
         Stream.__init__(self, upstream, **kwargs)
 

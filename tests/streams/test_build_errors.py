@@ -34,8 +34,3 @@ def test_zip_with_a_single_stream_and_a_literal_is_refused() -> None:
     a.emit(1)
     b.emit(2)
     assert L == [(1, 2, "lit")]
-
-
-def test_pluck_with_several_keys_says_to_pass_a_list() -> None:
-    with pytest.raises(TypeError, match=r"pluck\(\['a', 'b'\]\) gives a tuple"):
-        Stream().pluck("a", "b")
