@@ -270,6 +270,15 @@ class FromRedis(Source):
             r.set_response_callback(command, _raw)
         return r
 
+    @classmethod
+    def _from_spec(cls, spec: Any, upstreams: list[Stream[Any]]) -> Stream[Any]:
+        # Described as ``start_at`` (its attribute), passed as ``start``.
+        params = dict(spec.params)
+        params["start"] = params.pop("start_at")
+        if spec.stream_name is not None:
+            params["stream_name"] = spec.stream_name
+        return cls(**params)
+
     def _check_start(self, on_loop: bool) -> None:
         if self._client is not None:
             self._check_client(on_loop)

@@ -124,6 +124,15 @@ class FromTextfile(Source):
         self._clock = get_clock()
         super().__init__(start=start, **kwargs)
 
+    @classmethod
+    def _from_spec(cls, spec: Any, upstreams: list[Stream[Any]]) -> Stream[Any]:
+        # The file is described as ``file`` (its attribute) but passed as ``f``.
+        params = dict(spec.params)
+        f = params.pop("file")
+        if spec.stream_name is not None:
+            params["stream_name"] = spec.stream_name
+        return cls(f, **params)
+
     def _check_start(self, on_loop: bool) -> None:
         if self.follow and not on_loop:
             raise RuntimeError(
