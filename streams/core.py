@@ -138,6 +138,9 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
                 raise TypeError(
                     f"{type(self).__name__}: upstream must be a Stream, got {u!r}"
                 )
+        if asynchronous not in (None, True, False):
+            raise TypeError(f"{type(self).__name__}: asynchronous must be True, False or "
+                            f"None, got {asynchronous!r}")
         self.stream_name = stream_name
         self.loop = loop
         self.asynchronous: bool = (
@@ -196,6 +199,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         >>> L
         ['a']
         """
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         pending = self._push(x)
         if pending is None:
             if asynchronous or self.asynchronous:
@@ -205,6 +209,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
     def _finish(self, pending: Any, asynchronous: bool) -> Any:
         """What ``emit`` returns when work is pending (off the fast path)."""
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         if isinstance(pending, list):  # a streamz-style update returns a list
             pending = _gather_pending(pending)
             if pending is None:
@@ -236,6 +241,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
                 "author can set _local_only = None once its NodeSpec rebuilds it)")
 
     def _compile_and_push(self, x: Any) -> Any:
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         return self._pusher()(x)
 
     def _pusher(self) -> Callable[[Any], Any]:
@@ -355,6 +361,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         >>> L
         [(0, 1), (2,)]
         """
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         from .backlog import Backlog
 
         backlog = Backlog.of(self)
@@ -475,6 +482,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
     def _fail(self, x: Any, exc: BaseException) -> Any:
         """Apply this node's error policy to ``exc`` raised on element ``x``."""
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         if self._policy == "raise":
             if isinstance(exc, NodeError):
                 raise exc

@@ -19,6 +19,8 @@ from typing import Any
 
 from distributed import Client, LocalCluster, default_client
 
+from .main_guard import check_main_guard
+
 __all__ = ["Connection", "connect", "connect_async"]
 
 logger = logging.getLogger("streams_dask")
@@ -78,6 +80,7 @@ def connect(client: Client | None) -> Connection:
         return Connection(default_client())
     except ValueError:
         pass
+    check_main_guard()
     cluster = LocalCluster(**_embedded_cluster_kwargs())
     _announce(cluster)
     new = Client(cluster, set_as_default=False)
@@ -97,6 +100,7 @@ async def connect_async(client: Client | None) -> Connection:
         own = await Client(client.scheduler_info()["address"], asynchronous=True,
                            set_as_default=False)
         return Connection(own, [own])
+    check_main_guard()
     cluster = await LocalCluster(asynchronous=True, **_embedded_cluster_kwargs())
     _announce(cluster)
     own = await Client(cluster, asynchronous=True, set_as_default=False)

@@ -74,6 +74,11 @@ class Zip(Stream[Any]):
         streams = [u for u in upstreams if isinstance(u, Stream)]
         if not streams:
             raise TypeError("zip() needs at least one Stream")
+        if len(streams) == 1 and self.literals:
+            given = ", ".join(repr(v) for _, v in self.literals)
+            raise TypeError(
+                f"zip() pairs elements of several streams (a.zip(b)), got one stream and "
+                f"{given}; to add a constant to each element use map(lambda x: (x, {given}))")
         Stream.__init__(self, upstreams=streams, **kwargs)
         self.buffers: list[deque[Any]] = [deque() for _ in self.upstreams]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import weakref
 from collections.abc import Callable
 from types import BuiltinFunctionType
@@ -145,6 +146,11 @@ class SinkToTextfile(Stream[Any]):
 
     def __init__(self, upstream: Stream[Any], file: Any, end: str = "\n", mode: str = "a",
                  **kwargs: Any) -> None:
+        if not (isinstance(file, (str, os.PathLike)) or hasattr(file, "write")):
+            # open(3) would write to file descriptor 3: never what was meant.
+            raise TypeError(
+                f"sink_to_textfile(): file must be a path (str or pathlib.Path) or an open "
+                f"text file, got {type(file).__name__} {file!r:.60}")
         self.file = file
         self.end = end
         self.mode = mode

@@ -378,6 +378,7 @@ class SinkToRedis(Stream[Any]):
     def _fail_batch(self, items: list[Any], exc: Exception) -> None:
         """Name the element that could not be written (the first unwritable one)."""
         bad = next((x for x in items if not _writable(x)), items[0] if items else None)
+        exc = _name_the_field(exc, bad, self.field)
         pending = self._fail(bad, exc)
         if pending is not None:  # pragma: no cover - a routed error on an async stream
             from ..clock import run_sync
@@ -393,3 +394,20 @@ def _writable(x: Any) -> bool:
     values = x.values() if isinstance(x, dict) else (x,)
     return all(isinstance(v, (str, bytes, int, float)) and not isinstance(v, bool)
                for v in values)
+
+
+def _name_the_field(exc: Exception, x: Any, default_field: str) -> Exception:
+    """``exc`` with a message naming the field Redis cannot store, same type."""
+    fields = x.items() if isinstance(x, dict) else ((default_field, x),)
+    for name, v in fields:
+        if not isinstance(v, (str, bytes, int, float)) or isinstance(v, bool):
+            try:
+                named = type(exc)(
+                    f"field {name!r} holds {type(v).__name__} {v!r:.60}; Redis stores str, "
+                    f"bytes, int or float values: convert it before the sink, e.g. "
+                    f"map(lambda d: {{**d, {name!r}: json.dumps(d[{name!r}])}})")
+            except Exception:  # pragma: no cover - an exception type with other arguments
+                return exc
+            named.__cause__ = exc
+            return named
+    return exc

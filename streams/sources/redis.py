@@ -88,6 +88,37 @@ def start_id(start: Any) -> str:
                     f"got {start!r}")
 
 
+#: Connection settings carried from a synchronous client to its asyncio twin.
+_CARRIED = ("host", "port", "db", "username", "password", "socket_timeout",
+            "socket_connect_timeout", "socket_keepalive", "encoding", "encoding_errors",
+            "decode_responses", "client_name")
+
+
+def _async_params(client: Any, label: str = "from_redis()") -> dict[str, Any]:
+    """``redis.asyncio.Redis`` arguments reaching the server ``client`` (a redis.Redis) uses.
+
+    Plain TCP and Unix-socket connections are carried over; other kinds
+    (TLS, Sentinel, cluster) are refused with what to pass instead.
+    """
+    import redis
+
+    pool = getattr(client, "connection_pool", None)
+    kind = getattr(pool, "connection_class", None)
+    if not isinstance(client, redis.Redis) or kind not in (
+            redis.connection.Connection, redis.connection.UnixDomainSocketConnection):
+        raise TypeError(
+            f"{label}: the source runs on a loop and cannot turn the "
+            f"{type(client).__module__}.{type(client).__name__} client given "
+            f"({getattr(kind, '__name__', 'unknown connection')}) into an asyncio one; "
+            "pass a redis.asyncio.Redis client, or url=")
+    assert pool is not None
+    given = pool.connection_kwargs
+    params = {k: given[k] for k in _CARRIED if k in given}
+    if kind is redis.connection.UnixDomainSocketConnection:
+        params["unix_socket_path"] = given["path"]
+    return params
+
+
 @Stream.register_api(staticmethod)
 class FromRedis(Source):
     """Emit the entries of a Redis stream (``XREADGROUP``, or ``XREAD`` without a group).
@@ -105,7 +136,9 @@ class FromRedis(Source):
     url : str
         The server (``redis://host:port/db``); or pass ``client``.
     client : redis.Redis or redis.asyncio.Redis, optional
-        A client to use (synchronous when no loop runs, asyncio on a loop).
+        A client to use: a ``redis.Redis`` without a loop; on a loop a
+        ``redis.asyncio.Redis``, or a ``redis.Redis`` whose connection
+        settings are used to open an asyncio client to the same server.
     count : int
         Entries read per round trip.
     block : float
@@ -220,14 +253,14 @@ class FromRedis(Source):
 
             klass = redis.Redis
         if self._client is not None:
-            if not isinstance(self._client, klass):
-                raise TypeError(
-                    f"{self._label()}: a {type(self._client).__module__} client was given but "
-                    f"the source runs {'on a loop' if asynchronous else 'without a loop'}; "
-                    "pass the matching redis.Redis / redis.asyncio.Redis client, or url=")
-            # A client of our own over the same connections: the reply
-            # callbacks changed below must not change the caller's client.
-            r = klass(connection_pool=self._client.connection_pool)
+            self._check_client(asynchronous)
+            if asynchronous and not isinstance(self._client, klass):
+                # A synchronous client on a loop: its asyncio twin, same server.
+                r = klass(**_async_params(self._client))
+            else:
+                # A client of our own over the same connections: the reply
+                # callbacks changed below must not change the caller's client.
+                r = klass(connection_pool=self._client.connection_pool)
         else:
             r = klass.from_url(self.url, decode_responses=self.decode)
         # redis-py turns each entry's fields into a dict through Python
@@ -236,6 +269,32 @@ class FromRedis(Source):
         for command in ("XREAD", "XREADGROUP", "XAUTOCLAIM"):
             r.set_response_callback(command, _raw)
         return r
+
+    @classmethod
+    def _from_spec(cls, spec: Any, upstreams: list[Stream[Any]]) -> Stream[Any]:
+        # Described as ``start_at`` (its attribute), passed as ``start``.
+        params = dict(spec.params)
+        params["start"] = params.pop("start_at")
+        if spec.stream_name is not None:
+            params["stream_name"] = spec.stream_name
+        return cls(**params)
+
+    def _check_start(self, on_loop: bool) -> None:
+        if self._client is not None:
+            self._check_client(on_loop)
+
+    def _check_client(self, asynchronous: bool) -> None:
+        """Refuse a client the source cannot use where it runs (a clear error at start())."""
+        import redis.asyncio as aredis
+
+        is_async = isinstance(self._client, aredis.Redis)
+        if is_async and not asynchronous:
+            raise TypeError(
+                f"{self._label()}: a redis.asyncio client was given but the source runs "
+                "without a loop (start() was called with none running); pass a redis.Redis "
+                "client, or url=, or start it inside a loop (asyncio.run, Tornado, Jupyter)")
+        if not is_async and asynchronous:
+            _async_params(self._client, self._label())  # raises if it cannot be converted
 
     def _create_group(self, pipe: Any) -> None:
         pipe.xgroup_create(self.stream, self.group, id=self.start_at, mkstream=True)
@@ -512,8 +571,8 @@ class FromRedis(Source):
                 await r.xack(self.stream, self.group, *self._acks)
                 self._acks = []
         finally:
-            if self._client is None:
-                await r.aclose()
+            if not isinstance(self._client, type(r)):
+                await r.aclose()  # a client of our own (from url=, or converted)
 
     async def _wait(self, pending: Any) -> None:
         if pending is not None:
