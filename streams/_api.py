@@ -126,7 +126,7 @@ class OperatorAPI(Generic[T]):
         @staticmethod
         def from_textfile(f: Any, poll_interval: float = 0.1, delimiter: str = "\n",
                           start: bool = False, from_end: bool = False, encoding: str = "utf-8",
-                          **kwargs: Any) -> Stream[str]: ...
+                          follow: bool | None = None, **kwargs: Any) -> Stream[str]: ...
         # issue 3: async sources (streams.sources.periodic, tcp, http, process)
         @staticmethod
         def from_periodic(callback: Callable[[], Any], poll_interval: float | str = 0.1,

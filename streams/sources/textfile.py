@@ -93,10 +93,7 @@ class FromTextfile(Source):
 
     def __init__(self, f: Any, poll_interval: float = 0.1, delimiter: str = "\n",
                  start: bool = False, from_end: bool = False, encoding: str = "utf-8",
-                 **kwargs: Any) -> None:
-        # follow= arrives through **kwargs so that the signature stays the one
-        # streams/_api.py declares (declaring it there is the next step).
-        follow: bool | None = kwargs.pop("follow", None)
+                 follow: bool | None = None, **kwargs: Any) -> None:
         if not (isinstance(f, (str, os.PathLike)) or hasattr(f, "read")):
             raise TypeError(
                 f"from_textfile(): f must be a path (str or pathlib.Path) or an open file, "

@@ -47,7 +47,7 @@ class FakeDataFrame:
 
     isStreaming = True
 
-    def mapInArrow(self, *args: Any) -> Any:  # noqa: N802 - PySpark's name
+    def mapInArrow(self, *args: Any) -> Any:
         raise NotImplementedError
 
     def __eq__(self, other: object) -> bool:
