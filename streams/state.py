@@ -239,6 +239,7 @@ class Checkpointer:
         self._held: list[Job] = []
         self._held_older: list[Job] = []
         self._last: Job | None = None
+        self._numbering = False
         self._sources = self._attach(node)
         self._open = set(map(id, self._sources))
         if restore:
@@ -249,6 +250,13 @@ class Checkpointer:
                 self.sequence = snap.sequence + 1
                 self.restored = True
         self._writer = Writer(self.directory, fsync, self.sequence - 1)
+        if self._numbering and not self.restored:
+            # A sink numbering its writes (sink_to_redis) drew a new writer
+            # name: it must be on disk before the first write, or a crash
+            # before the first checkpoint would restart under another name
+            # and write again what the server already has.
+            self.save_sync()
+            self.wait()
 
     @property
     def durable(self) -> int:
@@ -270,6 +278,10 @@ class Checkpointer:
             refusal = getattr(n, "_checkpoint_refusal", None)
             if refusal is not None and (why := refusal()):
                 raise CheckpointError(why)
+            attach = getattr(n, "_attach_checkpointer", None)
+            if attach is not None:
+                attach()  # a sink that numbers its writes (sink_to_redis)
+                self._numbering = True
             if not isinstance(n, Source):
                 continue
             if not n._replayable:
