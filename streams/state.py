@@ -48,6 +48,7 @@ import asyncio
 import json
 import os
 import pickle
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,6 +90,11 @@ __all__ = [
     "snapshot_graph",
     "write_checkpoint",
 ]
+
+#: The file, next to the checkpoint, naming the writers of sinks that number
+#: their writes (``sink_to_redis``) for a start without a checkpoint.
+WRITERS = "writers.json"
+
 
 def _encode(nodes: list[Stream[Any]], states: list[Any], sequence: int) -> Callable[[], bytes]:
     """Serialise ``states`` now; return what makes the checkpoint's record (see the module docs).
@@ -239,7 +245,7 @@ class Checkpointer:
         self._held: list[Job] = []
         self._held_older: list[Job] = []
         self._last: Job | None = None
-        self._numbering = False
+        self._numbering: list[Stream[Any]] = []
         self._sources = self._attach(node)
         self._open = set(map(id, self._sources))
         if restore:
@@ -249,14 +255,34 @@ class Checkpointer:
                 restore_graph(node, snap, where=where)
                 self.sequence = snap.sequence + 1
                 self.restored = True
-        self._writer = Writer(self.directory, fsync, self.sequence - 1)
         if self._numbering and not self.restored:
-            # A sink numbering its writes (sink_to_redis) drew a new writer
-            # name: it must be on disk before the first write, or a crash
-            # before the first checkpoint would restart under another name
-            # and write again what the server already has.
-            self.save_sync()
-            self.wait()
+            self._name_writers(restore)
+        self._writer = Writer(self.directory, fsync, self.sequence - 1)
+
+    def _name_writers(self, reuse: bool) -> None:
+        """Give each sink that numbers its writes its writer name, kept on disk.
+
+        The names of a fresh start are written (to ``WRITERS``) before the
+        first write: a crash before the first checkpoint restarts under the
+        same names, so the server skips what it already has. Removing the
+        directory, or ``restore=False``, draws new names.
+        """
+        path = self.directory / WRITERS
+        names: list[str] = []
+        if reuse and path.exists():
+            names = json.loads(path.read_text())
+        if len(names) != len(self._numbering):
+            names = [uuid.uuid4().hex for _ in self._numbering]
+            self.directory.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(WRITERS + ".tmp")
+            with open(tmp, "w") as f:
+                json.dump(names, f)
+                if self.fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, path)
+        for n, name in zip(self._numbering, names, strict=True):
+            n._attach_checkpointer(name)  # type: ignore[attr-defined]
 
     @property
     def durable(self) -> int:
@@ -278,10 +304,8 @@ class Checkpointer:
             refusal = getattr(n, "_checkpoint_refusal", None)
             if refusal is not None and (why := refusal()):
                 raise CheckpointError(why)
-            attach = getattr(n, "_attach_checkpointer", None)
-            if attach is not None:
-                attach()  # a sink that numbers its writes (sink_to_redis)
-                self._numbering = True
+            if hasattr(n, "_attach_checkpointer"):
+                self._numbering.append(n)  # a sink that numbers its writes (sink_to_redis)
             if not isinstance(n, Source):
                 continue
             if not n._replayable:
@@ -411,8 +435,8 @@ class Checkpointer:
         confirms: list[tuple[Any, int]] = []
         flushes = []
         for n in nodes:
-            if not hasattr(n, "_barrier"):
-                continue
+            if not hasattr(n, "_barrier") or hasattr(n, "_checkpoint_state"):
+                continue  # a file sink hands its data over with its state
             if sync and hasattr(n, "_barrier_send"):
                 # Sent now, confirmed before the checkpoint is written (see poll).
                 confirms.append((n, n._barrier_send()))

@@ -30,7 +30,6 @@ confirmation or close, naming its element as always.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -246,10 +245,9 @@ class SinkToRedis(Stream[Any]):
     def _flush(self) -> Any:
         return self._barrier()
 
-    def _attach_checkpointer(self) -> None:
-        """A Checkpointer covers this sink: number the elements from now on."""
-        if not self.writer:
-            self.writer = uuid.uuid4().hex
+    def _attach_checkpointer(self, writer: str) -> None:
+        """A Checkpointer covers this sink: number the elements as ``writer`` from now on."""
+        self.writer = writer
 
     def _flat(self, items: list[Any], base: int) -> list[Any]:
         """The script's arguments for ``items``, numbered after ``base`` (see ``_XADD_MANY``)."""
