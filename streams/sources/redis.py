@@ -14,7 +14,14 @@ Delivery guarantees, with a consumer ``group``:
   background), and each checkpoint records the ids it covers that are not
   yet acknowledged; on restart those are acknowledged, and the consumer's
   other pending entries (delivered but not covered) are processed again, in
-  their original order, before any new entry.
+  their original order, before any new entry. The checkpoint is the truth,
+  not the group's bookkeeping: an entry read again at or below the
+  checkpoint's offset (an acknowledgement lost when the server restarted,
+  a group rolled back to an older snapshot) is acknowledged without being
+  processed again. With ``claim_idle`` this holds for the entries the
+  consumer read itself only: a lost acknowledgement of a claimed entry
+  replays it (at least once), since an entry claimed and not yet processed
+  may lie below the offset.
 
 Without a loop, ``sink_to_redis`` nodes downstream write a batch without
 waiting for the server's reply, which is read a round later: the server adds
@@ -50,6 +57,12 @@ try:
     from hiredis import pack_command as _hiredis_pack
 except ImportError:  # pragma: no cover - depends on the environment
     _hiredis_pack = None
+
+
+def _id_key(entry_id: Any) -> tuple[int, int]:
+    """A Redis entry id (``"<ms>-<seq>"``, str or bytes) as a comparable pair."""
+    ms, _, seq = (entry_id.decode() if isinstance(entry_id, bytes) else entry_id).partition("-")
+    return int(ms), int(seq or 0)
 
 
 def _raw(response: Any, **options: Any) -> Any:
@@ -137,7 +150,7 @@ class FromRedis(Source):
         source.start()
     """
 
-    __slots__ = ("_acks", "_barriers", "_client", "_covered", "_deferred", "_unconfirmed",
+    __slots__ = ("_acks", "_barriers", "_client", "_covered", "_deferred", "_floor", "_unconfirmed",
                  "block", "claim_idle", "consumer", "count", "decode", "group", "offset",
                  "processed", "start_at", "stream", "url", "with_id")
     _operator = "from_redis"
@@ -186,6 +199,9 @@ class FromRedis(Source):
         self._unconfirmed: deque[tuple[list[tuple[Any, int]], list[Any]]] = deque()
         # (sequence, ids, the ids joined by newlines: what a checkpoint saves)
         self._covered: deque[tuple[int, list[Any], Any]] = deque()
+        # After a restore: the id of the last entry the checkpoint covers;
+        # an entry read again at or below it is not processed again.
+        self._floor: tuple[int, int] | None = None
         super().__init__(**kwargs)
 
     def snapshot(self) -> dict[str, Any]:
@@ -207,6 +223,10 @@ class FromRedis(Source):
         super().restore(state)
         self.processed = [i for chunk in self.processed
                           for i in chunk.split("\n" if isinstance(chunk, str) else b"\n")]
+        # Not with claims: an entry claimed from another consumer and not
+        # yet processed may lie below the offset (see the module docs).
+        if self.group is not None and self.offset is not None and self.claim_idle is None:
+            self._floor = _id_key(self.offset)
 
     # -- the Redis side ------------------------------------------------------
 
@@ -281,13 +301,35 @@ class FromRedis(Source):
             self._acks.extend(self.processed)
             self.processed.clear()
 
-    def _emit_batch(self, entries: list[Any]) -> Any:
+    def _skip_covered(self, entries: list[Any]) -> list[Any]:
+        """``entries`` less those the restored checkpoint covers (acknowledged instead).
+
+        The checkpoint is the truth, whatever the group's pending list says:
+        an acknowledgement lost with a restarted server, or a group rolled
+        back to an older snapshot, delivers covered entries again. This
+        consumer reads its own entries in id order, so an entry at or below
+        the checkpoint's offset was processed before the checkpoint. Once a
+        read starts above it, no later read can go below it.
+        """
+        floor = self._floor
+        assert floor is not None
+        if _id_key(entries[0][0]) > floor:
+            self._floor = None
+            return entries
+        keep = [e for e in entries if _id_key(e[0]) > floor]
+        self._acks.extend(e[0] for e in entries if _id_key(e[0]) <= floor)
+        return keep
+
+    def _emit_batch(self, entries: list[Any], claimed: bool = False) -> Any:
         """Push entries; return None, or an awaitable when a step is asynchronous.
 
         The offset and the ids to acknowledge are recorded once the batch is
         done: a checkpoint is taken only between batches (see ``_batch_done``),
-        so the per-entry loop keeps them in locals.
+        so the per-entry loop keeps them in locals. Entries ``claimed`` from
+        other consumers do not move the offset (their ids may be older).
         """
+        if self._floor is not None and entries and not claimed:
+            entries = self._skip_covered(entries)
         push = self._push
         with_id = self.with_id
         done = 0
@@ -306,16 +348,17 @@ class FromRedis(Source):
             if pending is not None:
                 break
         if done:
-            self.offset = entries[done - 1][0]
+            if not claimed:
+                self.offset = entries[done - 1][0]
             if self.group is not None:
                 self.processed.extend(e[0] for e in entries[:done])
         if pending is not None:
-            return self._finish_async(pending, entries[done:])
+            return self._finish_async(pending, entries[done:], claimed)
         return None
 
-    async def _finish_async(self, pending: Any, rest: list[Any]) -> None:
+    async def _finish_async(self, pending: Any, rest: list[Any], claimed: bool) -> None:
         await pending
-        more = self._emit_batch(rest)
+        more = self._emit_batch(rest, claimed)
         if more is not None:
             await more
 
@@ -487,7 +530,7 @@ class FromRedis(Source):
             self._queue_claim(pipe, cursor)
             cursor, entries = pipe.execute()[-1][:2]
             self._begin()
-            self._settle(self._emit_batch(entries))
+            self._settle(self._emit_batch(entries, claimed=True))
             self._settle(self._batch_done(len(entries)))
             if cursor in ("0-0", b"0-0"):
                 return
@@ -550,7 +593,7 @@ class FromRedis(Source):
                 self._queue_claim(pipe, cursor)
                 cursor, entries = (await pipe.execute())[-1][:2]
             self._begin()
-            await self._wait(self._emit_batch(entries))
+            await self._wait(self._emit_batch(entries, claimed=True))
             await self._wait(self._batch_done(len(entries)))
             if cursor in ("0-0", b"0-0"):
                 return
