@@ -259,6 +259,11 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         """
         if not isinstance(downstream, Stream):
             raise TypeError(f"connect() takes a Stream, got {downstream!r}")
+        if _reaches(downstream, self):
+            raise ValueError(
+                f"connect(): {self._label()} -> {downstream._label()} would make a cycle "
+                f"({downstream._label()} already feeds {self._label()}); an element would "
+                "go round for ever. Feed results back through a new source instead")
         segment = self._segment
         if downstream._segment is not None and downstream._segment is not segment:
             raise ValueError(
@@ -580,4 +585,15 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         return visualize(self, filename, **kwargs)
 
 
-
+def _reaches(start: Stream[Any], target: Stream[Any]) -> bool:
+    """Whether ``target`` is ``start`` or downstream of it."""
+    seen: set[int] = set()
+    todo = [start]
+    while todo:
+        node = todo.pop()
+        if node is target:
+            return True
+        if id(node) not in seen:
+            seen.add(id(node))
+            todo.extend(node.downstreams)
+    return False

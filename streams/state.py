@@ -197,6 +197,11 @@ class Checkpointer:
         Write checkpoints in one writer thread, started for the purpose, while
         the pipeline goes on (default False: in the pipeline's own thread,
         which waits for each write).
+    manual : bool
+        The graph has no source (it is fed by ``emit()``): the caller takes
+        checkpoints with :meth:`step` or :meth:`save` and restarts emitting
+        where the restored state says. Without it, ``every`` or ``interval``
+        on such a graph is refused: no checkpoint would ever be taken.
 
     Examples
     --------
@@ -219,7 +224,8 @@ class Checkpointer:
 
     def __init__(self, node: Stream[Any], directory: str | os.PathLike[str],
                  every: int | None = None, interval: float | None = None,
-                 fsync: bool = True, restore: bool = True, background: bool = False) -> None:
+                 fsync: bool = True, restore: bool = True, background: bool = False,
+                 manual: bool = False) -> None:
         if every is not None and (isinstance(every, bool) or not isinstance(every, int)
                                   or every < 1):
             raise ValueError(f"Checkpointer(): every must be an int >= 1, got {every!r}")
@@ -231,6 +237,7 @@ class Checkpointer:
         self.interval = interval
         self.fsync = fsync
         self.background = background
+        self.manual = manual
         #: The sequence number the next checkpoint gets.
         self.sequence = 0
         #: Whether the graph was restored from an existing checkpoint.
@@ -316,6 +323,13 @@ class Checkpointer:
                 raise CheckpointError(f"{n._label()} already has a Checkpointer")
             n._checkpointer = self
             sources.append(n)
+        if not sources and not self.manual and (self.every or self.interval):
+            raise CheckpointError(
+                f"Checkpointer(): the graph of {node._label()} has no source to resume "
+                "(elements given to emit() keep no offset, so no checkpoint would ever be "
+                "taken); feed it from a replayable source (Stream.from_iterable, "
+                "from_textfile, from_redis...), or pass manual=True and call step() or save() "
+                "yourself")
         return sources
 
     def detach(self) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 from ..core import Stream
 from ..errors import short_repr
 from .base import Source, listen, require_loop
+from .tcp import check_port
 
 __all__ = ["FromHttpServer"]
 
@@ -63,7 +64,7 @@ class FromHttpServer(Source):
     def __init__(self, port: int, path: str = "/.*", address: str = "127.0.0.1",
                  server_kwargs: dict[str, Any] | None = None, start: bool = False,
                  **kwargs: Any) -> None:
-        self.port = port
+        self.port = check_port("from_http_server", port)
         self.path = path
         self.address = address
         self.server_kwargs = dict(server_kwargs or {})

@@ -156,6 +156,8 @@ class FromRedis(Source):
     _operator = "from_redis"
     _replayable = True
     _params = ("stream", "group", "consumer", "start_at", "count", "claim_idle", "with_id")
+    # What a checkpoint's offsets are offsets into (where reading began does not matter).
+    _identity_params = ("stream", "group", "consumer")
     # Acknowledgements wait for the next read's round trip, so a checkpoint
     # holds those not yet sent (_acks) as well as the ids it covers.
     _state = ("offset", "processed", "_acks")

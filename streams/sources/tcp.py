@@ -7,7 +7,27 @@ from typing import Any
 from ..core import Stream
 from .base import Source, listen, require_loop
 
-__all__ = ["FromTcp"]
+__all__ = ["FromTcp", "check_port"]
+
+
+def check_port(operator: str, port: Any) -> int:
+    """``port`` if it is a TCP port number (0 for a free one); else a clear error.
+
+    The operating system takes a port modulo 65536: 70000 would bind 4464.
+
+    Examples
+    --------
+    >>> check_port("from_tcp", 8080)
+    8080
+    >>> check_port("from_tcp", 70000)
+    Traceback (most recent call last):
+    ...
+    ValueError: from_tcp(): port must be an int from 0 to 65535 (0 picks a free one), got 70000
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"{operator}(): port must be an int from 0 to 65535 (0 picks a free "
+                         f"one), got {port!r}")
+    return port
 
 
 @Stream.register_api(staticmethod)
@@ -69,7 +89,7 @@ class FromTcp(Source):
                  max_message: int = 2**20, **kwargs: Any) -> None:
         if not isinstance(delimiter, bytes) or not delimiter:
             raise ValueError(f"from_tcp(): delimiter must be non-empty bytes, got {delimiter!r}")
-        self.port = port
+        self.port = check_port("from_tcp", port)
         self.delimiter = delimiter
         self.address = address
         self.server_kwargs = dict(server_kwargs or {})

@@ -73,7 +73,7 @@ def test_checkpoint_every_n_seconds_uses_the_clock(tmp_path: Path, clock: Virtua
     source = Stream()
     total = source.scan(add, start=0)
     total.sink_to_list()
-    cp = Checkpointer(source, tmp_path, interval=5.0, fsync=False)
+    cp = Checkpointer(source, tmp_path, interval=5.0, fsync=False, manual=True)
     for i in range(3):
         source.emit(i)
         cp.step()
