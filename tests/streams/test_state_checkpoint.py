@@ -342,10 +342,10 @@ class GatedWrites:
         monkeypatch.setattr(_checkpoint_io, "write_file", self)
 
     def __call__(self, directory: Path, sequence: int, data: bytes, fsync: bool,
-                 file: Any) -> Any:
+                 file: Any, key: Any = None) -> Any:
         self.entered.set()
         assert self.gate.wait(timeout=60), "the test never opened the gate"
-        written = self.real(directory, sequence, data, fsync, file)
+        written = self.real(directory, sequence, data, fsync, file, key)
         self.written.append(sequence)
         return written
 
