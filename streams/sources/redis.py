@@ -423,6 +423,22 @@ class FromRedis(Source):
     # -- without a loop --------------------------------------------------------
 
     def _run_sync(self) -> None:
+        from redis.exceptions import RedisError
+
+        try:
+            self._run_sync_named()
+        except RedisError as e:
+            raise self._named(e) from e.__cause__
+
+    async def _run_async(self) -> None:
+        from redis.exceptions import RedisError
+
+        try:
+            await self._run_async_named()
+        except RedisError as e:
+            raise self._named(e) from e.__cause__
+
+    def _run_sync_named(self) -> None:
         r = self._connect(asynchronous=False)
         self._start_recovery()
         self._deferred = [b for b in self._barriers if hasattr(b, "_barrier_send")]
@@ -484,8 +500,8 @@ class FromRedis(Source):
         try:
             expected = self._send_read(conn, self.offset)
             while expected:
-                replies = [conn.read_response() for _ in range(expected)]
-                expected = 0
+                n, expected = expected, 0  # read in full, error replies too
+                replies = self._read_replies(conn, n)
                 entries = self._entries(replies[-1])
                 if not entries or self.stopped:
                     return
@@ -497,6 +513,38 @@ class FromRedis(Source):
             for _ in range(expected):  # leave the connection clean for the pool
                 conn.read_response()
             r.connection_pool.release(conn)
+
+    def _read_replies(self, conn: Any, n: int) -> list[Any]:
+        """Read ``n`` replies; raise the first error reply, naming this source.
+
+        Every reply is read before raising: one left unread would be taken
+        for the answer to the next command, or waited for until the socket
+        times out.
+        """
+        from redis.exceptions import ResponseError
+
+        replies: list[Any] = []
+        error: ResponseError | None = None
+        for _ in range(n):
+            try:
+                replies.append(conn.read_response())
+            except ResponseError as e:
+                error = error or e
+                replies.append(e)
+        if error is not None:
+            raise self._named(error)
+        return replies
+
+    def _named(self, error: Exception) -> Exception:
+        """``error`` (same type) with a message that names this source and its stream."""
+        if str(error).startswith(self._label()):
+            return error
+        try:
+            named = type(error)(f"{self._label()} on stream {self.stream!r}: {error}")
+        except Exception:  # pragma: no cover - an exception type with other arguments
+            return error
+        named.__cause__ = error
+        return named
 
     def _send_read(self, conn: Any, after: Any) -> int:
         """Send the acknowledgements due and a read; return how many replies will come."""
@@ -539,7 +587,7 @@ class FromRedis(Source):
 
     # -- on a loop -------------------------------------------------------------
 
-    async def _run_async(self) -> None:
+    async def _run_async_named(self) -> None:
         r = self._connect(asynchronous=True)
         self._start_recovery()
         try:
