@@ -59,7 +59,7 @@ class _FetchFailed:
         self.exc = exc
 
 
-class _Fetcher(as_completed):  # type: ignore[misc]
+class _Fetcher(as_completed):
     """``as_completed(with_results=True)`` that reports a result it cannot fetch.
 
     Distributed's own lets the error of fetching a result (a result that
