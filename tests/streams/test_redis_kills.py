@@ -42,9 +42,9 @@ CHILD_ENV = {**os.environ, "PYTHONHASHSEED": "0",
                                                          os.environ.get("PYTHONPATH")]))}
 
 
-def records(seed: int) -> list[tuple[str, int]]:
+def records(seed: int, n: int = N) -> list[tuple[str, int]]:
     rng = random.Random(seed)
-    return [(rng.choice(WORDS), rng.randrange(1000)) for _ in range(N)]
+    return [(rng.choice(WORDS), rng.randrange(1000)) for _ in range(n)]
 
 
 def expected_lines(recs: list[tuple[str, int]]) -> list[str]:
@@ -140,28 +140,59 @@ def test_redis_to_durable_file_with_checkpoint_is_exactly_once(tmp_path: Path, s
     assert events.xpending("events", "g")["pending"] == 0
 
 
-def test_redis_to_durable_file_without_checkpoint_is_at_least_once(
-        tmp_path: Path, seed: int, events: Any, redis_url: str) -> None:
+@pytest.mark.parametrize("sink", ["file", "redis"])
+def test_redis_without_checkpoint_is_at_least_once(tmp_path: Path, seed: int, events: Any,
+                                                   redis_url: str, sink: str) -> None:
     ids = [i for i, _ in events.xrange("events")]
 
-    def out(i: int) -> Path:
-        return tmp_path / f"out-{i}.txt"
+    def out(i: int) -> str:
+        return str(tmp_path / f"out-{i}.txt") if sink == "file" else "out"
+
+    def written(i: int) -> set[str]:
+        if sink == "redis":
+            return {fields["data"] for _, fields in events.xrange("out")}
+        return {line for j in range(i + 1) if Path(out(j)).exists()
+                for line in Path(out(j)).read_text(encoding="utf-8").splitlines()}
 
     def acknowledged_have_lines(i: int) -> None:
         pending = {p["message_id"] for p in events.xpending_range("events", "g", "-", "+", N)}
         delivered = _key(events.xinfo_groups("events")[0]["last-delivered-id"])
         acked = [e for e in ids if _key(e) <= delivered and e not in pending]
-        written = {line for j in range(i + 1) if out(j).exists()
-                   for line in out(j).read_text(encoding="utf-8").splitlines()}
-        lost = [e for e in acked if e not in written]
+        have = written(i)
+        lost = [e for e in acked if e not in have]
         assert not lost, (f"seed {seed}: after kill {i}, {len(lost)} of {len(acked)} "
                           f"acknowledged entries have no line (first {lost[:3]})")
 
     kill_and_restart(
-        lambda i: [*redis_args(redis_url, str(out(i)), tmp_path / "ckpt", "file", 0), "--ids"],
+        lambda i: [*redis_args(redis_url, out(i), tmp_path / "ckpt", sink, 0), "--ids"],
         seed, acknowledged_have_lines)
     acknowledged_have_lines(KILLS)
     assert events.xpending("events", "g")["pending"] == 0
+    assert written(KILLS) == set(ids)
+
+
+@pytest.mark.parametrize("sink", ["file", "redis"])
+def test_textfile_with_checkpoint_is_exactly_once(tmp_path: Path, seed: int, redis_url: str,
+                                                  sink: str) -> None:
+    import redis
+
+    data = tmp_path / "in.txt"
+    # A file is read much faster than Redis: the child runs on further
+    # between reporting a count and being killed, so the input is longer.
+    recs = records(seed, 20 * N)
+    data.write_text("".join(f"{w} {n}\n" for w, n in recs), encoding="utf-8")
+    out = str(tmp_path / "out.txt") if sink == "file" else "out"
+    kills = kill_and_restart(
+        lambda i: ["textfile", "--input", str(data), "--url", redis_url, "--output", out,
+                   "--checkpoint", str(tmp_path / "ckpt"), "--every", "7", "--sink", sink],
+        seed)
+    if sink == "file":
+        got = Path(out).read_text(encoding="utf-8").splitlines()
+    else:
+        r = redis.Redis.from_url(redis_url, decode_responses=True)
+        got = [fields["data"] for _, fields in r.xrange("out")]
+        r.close()
+    assert got == expected_lines(recs), f"seed {seed}, kills at {kills}"
 
 
 def _key(entry_id: str) -> tuple[int, ...]:
