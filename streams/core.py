@@ -259,11 +259,6 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         """
         if not isinstance(downstream, Stream):
             raise TypeError(f"connect() takes a Stream, got {downstream!r}")
-        if _reaches(downstream, self):
-            raise ValueError(
-                f"connect(): {self._label()} -> {downstream._label()} would make a cycle "
-                f"({downstream._label()} already feeds {self._label()}); an element would "
-                "go round for ever. Feed results back through a new source instead")
         segment = self._segment
         if downstream._segment is not None and downstream._segment is not segment:
             raise ValueError(
@@ -377,8 +372,10 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         """Receive end-of-stream from ``who``; close once every upstream has."""
         if self._closed:
             return None
+        # An upstream still flushing (a buffer draining on the loop) is not
+        # done: it closes this node once it is (see _close_after).
         if who is not None and any(
-            not u._closed for u in self.upstreams if u is not who
+            not u._closed or u._push != u._push_closed for u in self.upstreams if u is not who
         ):
             return None
         self._closed = True
@@ -585,15 +582,4 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         return visualize(self, filename, **kwargs)
 
 
-def _reaches(start: Stream[Any], target: Stream[Any]) -> bool:
-    """Whether ``target`` is ``start`` or downstream of it."""
-    seen: set[int] = set()
-    todo = [start]
-    while todo:
-        node = todo.pop()
-        if node is target:
-            return True
-        if id(node) not in seen:
-            seen.add(id(node))
-            todo.extend(node.downstreams)
-    return False
+

@@ -87,16 +87,6 @@ def test_a_checkpointer_with_no_source_to_count_is_refused(tmp_path: Path) -> No
     Checkpointer(source, tmp_path, every=1, manual=True).save()  # the caller drives it
 
 
-def test_connecting_a_cycle_is_refused() -> None:
-    a = Stream()
-    b = a.map(str)
-    with pytest.raises(ValueError, match="cycle"):
-        b.connect(a)
-    with pytest.raises(ValueError, match="cycle"):
-        a.connect(a)
-    assert a.downstreams == [b]
-
-
 @pytest.mark.parametrize("port", [-1, 65536, 70000, 99999, "abc", 80.0, True])
 def test_ports_out_of_range_are_refused(port: object) -> None:
     with pytest.raises(ValueError, match=r"from_tcp\(\): port must be an int from 0 to 65535"):

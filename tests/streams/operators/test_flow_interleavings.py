@@ -136,3 +136,105 @@ def test_buffer_1_awaited_emits_then_close_delivers_everything() -> None:
         return out
 
     assert asyncio.run(main()) == [0, 1, 2, 3]
+
+
+# -- operators that hold elements for a time, on a virtual clock -----------
+
+# Emits are awaited here: an element emitted without ``await`` reaches a
+# coroutine sink only when its Future-like result is awaited, so a later
+# awaited emit overtakes it (the core's behaviour for any coroutine sink, not
+# these operators').
+timed_schedules = st.lists(
+    st.tuples(st.just(True),                              # emit awaited
+              st.sampled_from([0.0, 0.25, 0.5, 1.5]),     # virtual seconds after it
+              st.integers(0, 2)),                          # the sink's suspensions
+    min_size=1, max_size=10)
+
+
+def run_timed(build: Callable[[Stream[Any], Callable[[Any], Any]], Any],
+              schedule: list[tuple[bool, float, int]]) -> list[Any]:
+    """:func:`run` for timed operators: a ticker moves the virtual clock while anything waits."""
+    from streams import VirtualClock, use_clock
+
+    out: list[Any] = []
+    turns_of = [k for _, _, k in schedule]
+
+    async def sink(x: Any) -> None:
+        await suspend(turns_of[len(out) % len(turns_of)])
+        out.append(x)
+
+    async def main() -> None:
+        with use_clock(VirtualClock()) as clock:
+            source: Stream[Any] = Stream(asynchronous=True)
+            build(source, sink)
+        unawaited = []
+
+        async def produce() -> None:
+            for i, (awaited, dt, _) in enumerate(schedule):
+                pending = source.emit(i)
+                if awaited:
+                    await pending
+                else:
+                    unawaited.append(pending)
+                if dt:
+                    await clock.advance_async(dt)
+            await source.aclose()
+            for p in unawaited:
+                await p
+
+        task = asyncio.ensure_future(produce())
+        for _ in range(TURNS):
+            if task.done():
+                break
+            await asyncio.sleep(0)
+            clock.advance(0.125)  # whoever waits on the clock gets its time
+        else:
+            task.cancel()
+            raise AssertionError(f"hung: delivered {out} of {len(schedule)}")
+        task.result()
+
+    asyncio.run(main())
+    return out
+
+
+def flat(windows: list[Any]) -> list[Any]:
+    return [x for w in windows for x in w]
+
+
+@settings(max_examples=100, deadline=None)
+@given(schedule=timed_schedules)
+def test_delay_loses_nothing(schedule: Any) -> None:
+    got = run_timed(lambda source, sink: source.delay(1.0).sink(sink), schedule)
+    assert got == list(range(len(schedule)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(schedule=timed_schedules)
+def test_rate_limit_loses_nothing(schedule: Any) -> None:
+    got = run_timed(lambda source, sink: source.rate_limit(0.5).sink(sink), schedule)
+    assert got == list(range(len(schedule)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(schedule=timed_schedules)
+def test_timed_window_loses_nothing(schedule: Any) -> None:
+    got = run_timed(lambda source, sink: source.timed_window(1.0).sink(sink), schedule)
+    assert flat(got) == list(range(len(schedule)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(1, 3), schedule=timed_schedules)
+def test_partition_with_timeout_loses_nothing(n: int, schedule: Any) -> None:
+    got = run_timed(lambda source, sink: source.partition(n, timeout=1.0).sink(sink),
+                    schedule)
+    assert flat(got) == list(range(len(schedule)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(schedule=timed_schedules)
+def test_zip_with_itself_through_a_buffer_loses_nothing(schedule: Any) -> None:
+    def build(source: Stream[Any], sink: Callable[[Any], Any]) -> None:
+        source.zip(source.buffer(2)).sink(sink)
+
+    got = run_timed(build, schedule)
+    assert got == [(i, i) for i in range(len(schedule))]
