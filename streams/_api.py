@@ -95,7 +95,8 @@ class OperatorAPI(Generic[T]):
         def sink_to_redis(self, stream: str, maxlen: int | None = None,
                           approximate: bool = True, url: str = "redis://localhost:6379/0",
                           client: Any = None, batch: int = 1000, field: str = "data",
-                          method: str = "script", **kwargs: Any) -> Stream[T]: ...
+                          method: str = "script", seq_key: str | None = None,
+                          **kwargs: Any) -> Stream[T]: ...
         def sink_to_stdout(self, format: str = "json", file: Any = None, flush: bool = False,
                            **kwargs: Any) -> Stream[T]: ...
         def sink_to_durable_textfile(self, file: Any, end: str = "\n", encoding: str = "utf-8",
@@ -134,10 +135,13 @@ class OperatorAPI(Generic[T]):
         @staticmethod
         def from_tcp(port: int, delimiter: bytes = b"\n", address: str = "127.0.0.1",
                      server_kwargs: dict[str, Any] | None = None, start: bool = False,
-                     max_message: int = ..., **kwargs: Any) -> Stream[bytes]: ...
+                     max_message: int = 1_048_576, idle_timeout: float | None = 300.0,
+                     max_connections: int = 256, **kwargs: Any) -> Stream[bytes]: ...
         @staticmethod
         def from_http_server(port: int, path: str = "/.*", address: str = "127.0.0.1",
                              server_kwargs: dict[str, Any] | None = None, start: bool = False,
+                             max_body: int = 8_388_608, idle_timeout: float = 60.0,
+                             max_connections: int = 256, max_in_flight: int = 64,
                              **kwargs: Any) -> Stream[bytes]: ...
         @staticmethod
         def from_process(cmd: list[str] | str, open_kwargs: dict[str, Any] | None = None,

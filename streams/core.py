@@ -392,8 +392,10 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         """Receive end-of-stream from ``who``; close once every upstream has."""
         if self._closed:
             return None
+        # An upstream still flushing (a buffer draining on the loop) is not
+        # done: it closes this node once it is (see _close_after).
         if who is not None and any(
-            not u._closed for u in self.upstreams if u is not who
+            not u._closed or u._push != u._push_closed for u in self.upstreams if u is not who
         ):
             return None
         self._closed = True

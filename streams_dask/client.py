@@ -51,8 +51,9 @@ class Connection:
 def _embedded_cluster_kwargs() -> dict[str, Any]:
     # Worker processes, not threads: user functions are mostly pure Python
     # and would contend for the GIL. The dashboard takes a free port, never
-    # a fixed one that another cluster may hold.
-    return {"processes": True, "dashboard_address": ":0"}
+    # a fixed one that another cluster may hold, on loopback like the
+    # scheduler (":0" would serve it on every interface).
+    return {"processes": True, "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}
 
 
 def _announce(cluster: Any) -> None:

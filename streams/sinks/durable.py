@@ -142,6 +142,20 @@ class SinkToDurableTextfile(Stream[Any]):
         self.length = state["length"]
         self._open()
 
+    def _barrier(self) -> None:
+        """Hand what was written to the kernel (and the disk, with ``fsync``).
+
+        A source that acknowledges its input without a checkpoint
+        (``from_redis``) calls this first, so an acknowledged entry's line
+        survives the process being killed. A checkpoint does it through
+        :meth:`_checkpoint_state` instead (its fsync in the background).
+        """
+        fp = self._fp
+        if fp is not None and not fp.closed:
+            fp.flush()
+            if self.fsync:
+                os.fsync(fp.fileno())
+
     def _flush(self) -> Any:
         if self._fp is not None and not self._fp.closed:
             self._fp.flush()
