@@ -92,6 +92,7 @@ class OperatorAPI(Generic[T]):
         def map_async(self, func: Callable[..., Any], *args: Any, parallelism: int = 1,
                       stop_on_exception: bool = False, **kwargs: Any) -> Stream[Any]: ...
 
+        def sink_to_list(self) -> list[T]: ...
         def sink_to_redis(self, stream: str, maxlen: int | None = None,
                           approximate: bool = True, url: str = "redis://localhost:6379/0",
                           client: Any = None, batch: int = 1000, field: str = "data",

@@ -104,6 +104,8 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     _graphviz_style: ClassVar[str] = "rounded,filled"
     _graphviz_fillcolor: ClassVar[str] = "white"
     _graphviz_orientation: ClassVar[int] = 0
+    #: Not drawn: a node the library adds itself (a Jupyter live view).
+    _graphviz_hidden: ClassVar[bool] = False
     #: True for ``gather()``: the node is not part of its upstream's segment.
     _ends_segment: ClassVar[bool] = False
     #: The constructor takes the user function after the upstream (``spec.func``).
@@ -605,28 +607,6 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             return klass
 
         return _
-
-    def sink_to_list(self) -> list[T]:
-        """Collect every element into a list that is returned.
-
-        Examples
-        --------
-        >>> source = Stream()
-        >>> L = source.sink_to_list()
-        >>> source.emit(1)
-        >>> L
-        [1]
-        """
-        from .sinks.basic import SinkToList
-
-        return SinkToList(self).results
-
-    def _ipython_display_(self, **kwargs: Any) -> None:
-        """In Jupyter, show a live view of the latest element (see ``streams.jupyter``)."""
-        # Imported here so that IPython and ipywidgets never load at ``import streams``.
-        from .jupyter.display import show
-
-        show(self)
 
     def visualize(self, filename: str | None = "mystream.png", **kwargs: Any) -> Any:
         """Draw the graph with graphviz; see :func:`streams.graph.visualize`."""

@@ -159,6 +159,8 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
     # (a graphviz cluster), so where each part runs is visible at a glance.
     clusters: dict[int, Any] = {}
     for n in walk(node):
+        if n._graphviz_hidden:
+            continue
         spec = n.describe()
         text = spec.name if spec.backend is None else f"{spec.name}\n[{spec.backend}]"
         where = g

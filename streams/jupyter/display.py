@@ -303,6 +303,7 @@ class _ViewNode(Stream[Any]):
 
     __slots__ = ("view",)
     _operator = "live_view"
+    _graphviz_hidden = True  # the library adds it: visualize() draws the user's graph
     _local_only = "it draws in this process"
     _graphviz_shape = "note"
 
@@ -547,3 +548,13 @@ def show(stream: Stream[Any]) -> None:
         display({"text/plain": f"{stream!r} (no live view: {e})"}, raw=True)
         return
     view._ipython_display_()
+
+
+def _ipython_display_(self: Stream[Any], **kwargs: Any) -> None:
+    """In Jupyter, show a live view of the latest element (see :func:`show`)."""
+    show(self)
+
+
+# Attached here, not in streams.core: the core knows nothing of Jupyter (and
+# IPython and ipywidgets load only when a stream is shown).
+Stream._ipython_display_ = _ipython_display_  # type: ignore[attr-defined]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import weakref
@@ -12,7 +13,6 @@ from typing import IO, Any
 from ..core import Stream
 from ..fusion import Fuser
 from ..operators._checks import check_callable
-from ..spec import register_operator
 
 __all__ = ["Sink", "SinkToList", "SinkToTextfile"]
 
@@ -88,7 +88,19 @@ class Sink(Stream[Any]):
 
 
 class SinkToList(Stream[Any]):
-    """Append every element to ``results`` (see :meth:`Stream.sink_to_list`)."""
+    """Collect every element into a list that is returned.
+
+    ``stream.sink_to_list()`` returns the list (the node's ``results``).
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.sink_to_list()
+    >>> source.emit(1)
+    >>> L
+    [1]
+    """
 
     __slots__ = ("results",)
     _operator = "sink_to_list"
@@ -111,7 +123,17 @@ class SinkToList(Stream[Any]):
         return None
 
 
-register_operator(SinkToList)  # sink_to_list() itself is a method of Stream
+def _returning_results(make: Callable[..., SinkToList]) -> Callable[..., list[Any]]:
+    """``sink_to_list()`` returns the list, not the node (as streamz)."""
+
+    @functools.wraps(make)
+    def sink_to_list(*args: Any, **kwargs: Any) -> list[Any]:
+        return make(*args, **kwargs).results
+
+    return sink_to_list
+
+
+Stream.register_api(modifier=_returning_results)(SinkToList)
 
 
 @Stream.register_api()
