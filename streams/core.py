@@ -597,7 +597,11 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
                 register_operator(klass)
 
             def wrapped(*args: Any, **kwargs: Any) -> Any:
-                return klass(*args, **kwargs)
+                try:
+                    return klass(*args, **kwargs)
+                except TypeError:
+                    _check_arguments(name, klass, args, kwargs, modifier is staticmethod)
+                    raise
 
             wrapped.__name__ = name
             wrapped.__qualname__ = f"{cls.__name__}.{name}"
@@ -615,4 +619,23 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         return visualize(self, filename, **kwargs)
 
 
+def _check_arguments(name: str, klass: type, args: tuple[Any, ...], kwargs: dict[str, Any],
+                     static: bool) -> None:
+    """Raise a TypeError naming the operator and its signature if the call cannot bind.
 
+    Python's own message names ``__init__`` and counts the upstream; this one
+    says what to write.
+    """
+    import inspect
+
+    try:
+        signature = inspect.signature(klass)
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as e:
+        params = [p.replace(annotation=inspect.Parameter.empty)
+                  for p in signature.parameters.values()]
+        shown = inspect.Signature(params if static else params[1:])
+        raise TypeError(f"{name}(): {e}; it takes {name}{shown}") from None

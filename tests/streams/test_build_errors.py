@@ -34,3 +34,14 @@ def test_zip_with_a_single_stream_and_a_literal_is_refused() -> None:
     a.emit(1)
     b.emit(2)
     assert L == [(1, 2, "lit")]
+
+
+def test_arguments_that_do_not_fit_name_the_operator_and_its_signature() -> None:
+    with pytest.raises(TypeError, match=r"^pluck\(\): too many positional arguments; it takes "
+                                        r"pluck\(pick, \*\*kwargs\)$"):
+        Stream().pluck("a", "b")
+    with pytest.raises(TypeError, match=r"^partition\(\): missing a required argument: 'n'"):
+        Stream().partition()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"^from_iterable\(\): missing .*'iterable'.*"
+                                        r"from_iterable\(iterable, start=False"):
+        Stream.from_iterable()  # type: ignore[call-arg]
