@@ -156,9 +156,14 @@ class FromHttpServer(Source):
                    "body_timeout": self.idle_timeout, **self.server_kwargs}
         listen(self, _Server(Application([(self.path, _Ingest)]), **options))
 
-    def stop(self) -> None:
-        """Stop listening; the stream stays open."""
-        super().stop()
+    def stop(self) -> Any:
+        """Stop listening; the stream stays open.
+
+        Returns what :meth:`Source.stop` returns: on a loop, an awaitable of
+        the end of the run, which raises if the source failed.
+        """
+        end = super().stop()
         if self._server is not None:
             self._server.stop()
             self._server = None
+        return end

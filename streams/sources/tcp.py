@@ -162,11 +162,16 @@ class FromTcp(Source):
             self._connections.discard(stream)
             stream.close()
 
-    def stop(self) -> None:
-        """Stop listening and close open connections; the stream stays open."""
-        super().stop()
+    def stop(self) -> Any:
+        """Stop listening and close open connections; the stream stays open.
+
+        Returns what :meth:`Source.stop` returns: on a loop, an awaitable of
+        the end of the run, which raises if the source failed.
+        """
+        end = super().stop()
         if self._server is not None:
             self._server.stop()
             self._server = None
         for stream in list(self._connections):
             stream.close()
+        return end

@@ -131,3 +131,16 @@ def test_stop_from_inside_the_graph_and_from_outside(tmp_path: Path) -> None:
 
     asyncio.run(main())
     assert source.stop() is not None and source._task is not None and source._task.done()
+
+
+def test_stop_of_a_process_source_is_awaitable_like_any_source() -> None:
+    async def main() -> None:
+        source = Stream.from_process(["sleep", "60"])
+        source.sink(print)
+        source.start()
+        await asyncio.sleep(0)
+        end = source.stop()
+        assert end is not None  # the end of the run, as Source.stop() gives
+        await end
+
+    asyncio.run(main())
