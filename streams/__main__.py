@@ -1,57 +1,111 @@
-"""The demo: ``python -m streams [FILE ...]`` (also installed as ``streams-demo``).
+"""``python -m streams`` (also installed as ``streams-demo``): the demos.
 
-A real pipeline over real data: the lines of text files (by default this
-package's own source) become words, counted in windows of 500 words, and
-the running top five is printed after each window.
+With no argument, a live stream of generated page views runs for a few
+seconds through windows and a keyed scan, printing a line each second under
+a progress bar. See ``python -m streams --help`` for the other demos.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
-import re
+import asyncio
+import importlib.util
+import os
 import sys
-from pathlib import Path
+from typing import Any
 
 from streams import Stream
 
-WORD = re.compile(r"[A-Za-z_]{4,}")
+# Subcommands of the command-line tools (streams.cli), when installed.
+CLI_COMMANDS = ("relay", "tap", "clock")
 
 
-def build(top: int = 5, window: int = 500) -> tuple[Stream[str], list[list[tuple[str, int]]]]:
-    """The demo pipeline: lines in, one top-``top`` list per window out."""
-    lines: Stream[str] = Stream(stream_name="lines")
-    counts = (
-        lines.map(str.lower)
-        .map(WORD.findall)
-        .flatten()
-        .partition(window, stream_name="window")
-        .map(collections.Counter)
-        .scan(lambda total, c: total + c, start=collections.Counter(), stream_name="totals")
-    )
-    tops = counts.map(lambda c: c.most_common(top)).sink_to_list()
-    return lines, tops
+def _parser() -> argparse.ArgumentParser:
+    kafka = " | Kafka: Stream.from_kafka is installed" if hasattr(Stream, "from_kafka") else ""
+    ap = argparse.ArgumentParser(
+        prog="python -m streams",
+        description="Demos of the streams library. With no demo named, 'events' runs.",
+        epilog=("examples: python -m streams dask | python -m streams spark (a JVM starts: "
+                "~30 s) | python -m streams redis redis://localhost:6379/0 | "
+                "python -m streams words FILE... [--follow]" + kafka
+                + ("; command-line tools: python -m streams {" + ",".join(CLI_COMMANDS) + "}"
+                   if _has_cli() else "")))
+    demos = ap.add_subparsers(dest="demo", metavar="{events,dask,spark,redis,words}")
+    for name, text in [("events", "live page views through windows and a keyed scan"),
+                       ("dask", "the same, enrichment on a local Dask cluster"),
+                       ("spark", "the same, enrichment in Spark")]:
+        p = demos.add_parser(name, help=text)
+        p.add_argument("--seconds", type=float, default=4.0, help="how long events come")
+        p.add_argument("--rate", type=float, default=2000.0, help="events per second")
+        p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p = demos.add_parser("redis", help="events through a Redis stream")
+    p.add_argument("url", help="the server, e.g. redis://localhost:6379/0")
+    p.add_argument("--seconds", type=float, default=4.0)
+    p.add_argument("--rate", type=float, default=2000.0)
+    p = demos.add_parser("words", help="word counts over text files")
+    p.add_argument("files", nargs="+", help="text files")
+    p.add_argument("--follow", action="store_true", help="keep reading appended lines")
+    p.add_argument("--window", type=int, default=500, help="words per window")
+    p.add_argument("--top", type=int, default=5)
+    return ap
+
+
+def _has_cli() -> bool:
+    return importlib.util.find_spec("streams.cli") is not None
+
+
+def _segment(demo: str) -> Any:
+    from .demo import enrich
+
+    if demo == "dask":
+        import streams_dask  # noqa: F401 - registers scatter()
+
+        return lambda s: s.scatter().map(enrich).gather()
+    if demo == "spark":
+        import streams_spark  # noqa: F401 - registers to_spark()
+
+        # Micro-batches of 1,000 views: results come back while the stream runs.
+        return lambda s: s.to_spark(batch_size=1000).map(enrich).gather()
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m streams", description=__doc__)
-    ap.add_argument("files", nargs="*", type=Path,
-                    help="text files to read (default: this package's source files)")
-    ap.add_argument("--top", type=int, default=5)
-    ap.add_argument("--window", type=int, default=500)
+    """Run a demo; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in CLI_COMMANDS and _has_cli():
+        from streams import cli  # type: ignore[attr-defined,unused-ignore]
+
+        return int(cli.main(argv) or 0)
+    demos_named = ("events", "dask", "spark", "redis", "words")
+    if argv and not argv[0].startswith("-") and argv[0] not in demos_named:
+        argv = ["words", *argv]  # `python -m streams FILE...`, as before
+    elif argv and argv[0] not in ("-h", "--help") and argv[0] not in demos_named:
+        argv = ["events", *argv]  # options of the default demo
+    ap = _parser()
     args = ap.parse_args(argv)
-    files = args.files or sorted(Path(__file__).parent.rglob("*.py"))
-    lines, tops = build(args.top, args.window)
-    n_lines = 0
-    for path in files:
-        with open(path, encoding="utf-8", errors="replace") as fp:
-            for line in fp:
-                lines.emit(line)
-                n_lines += 1
-    lines.close()  # end of stream: the last, partial window is counted too
-    for i, top in enumerate(tops, 1):
-        print(f"after window {i:3}: " + ", ".join(f"{w}={n}" for w, n in top))
-    print(f"{n_lines} lines from {len(files)} files, {len(tops)} windows", file=sys.stderr)
+    demo = args.demo or "events"
+    from . import demo as demos
+
+    if demo == "words":
+        missing = [f for f in args.files if not os.path.isfile(f)]
+        if missing:
+            print(f"python -m streams: no such file: {', '.join(missing)}", file=sys.stderr)
+            return 2
+        asyncio.run(demos.run_words(args.files, args.follow, args.window, args.top))
+        return 0
+    if demo == "redis":
+        asyncio.run(demos.run_redis(args.url, args.seconds, args.rate))
+        return 0
+    seconds = getattr(args, "seconds", 4.0)
+    rate = getattr(args, "rate", 2000.0)
+    progress = not getattr(args, "no_progress", False)
+    try:
+        segment = _segment(demo)
+    except ImportError as e:
+        print(f"python -m streams: the {demo} demo needs {e.name}: "
+              f"pip install 'streams[{demo}]'", file=sys.stderr)
+        return 2
+    asyncio.run(demos.run_events(seconds, rate, segment=segment, progress=progress))
     return 0
 
 

@@ -7,7 +7,7 @@ signatures are declared here, once. At run time this class is empty.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
@@ -44,11 +44,13 @@ class OperatorAPI(Generic[T]):
                  returns_state: bool = False, stream_name: str | None = None,
                  with_state: bool = False, key: Any = None, **kwargs: Any) -> Stream[Any]: ...
         def frequencies(self, **kwargs: Any) -> Stream[dict[Any, int]]: ...
+        def stateful_map(self, func: Callable[[Any, T], tuple[Any, Iterable[U]]],
+                         start: Any = None, key: Any = None, **kwargs: Any) -> Stream[U]: ...
         def slice(self, start: int | None = None, end: int | None = None,
                   step: int | None = None, **kwargs: Any) -> Stream[T]: ...
         def unique(self, maxsize: int | None = None, key: Any = ...,
                    hashable: bool = True, **kwargs: Any) -> Stream[T]: ...
-        def collect(self, cache: list[Any] | None = None,
+        def collect(self, cache: list[Any] | None = None, metadata_cache: Any = None,
                     **kwargs: Any) -> Stream[tuple[T, ...]]: ...
         def partition(self, n: int, timeout: float | None = None, key: Any = None,
                       **kwargs: Any) -> Stream[tuple[T, ...]]: ...
@@ -90,10 +92,12 @@ class OperatorAPI(Generic[T]):
         def map_async(self, func: Callable[..., Any], *args: Any, parallelism: int = 1,
                       stop_on_exception: bool = False, **kwargs: Any) -> Stream[Any]: ...
 
+        def sink_to_list(self) -> list[T]: ...
         def sink_to_redis(self, stream: str, maxlen: int | None = None,
                           approximate: bool = True, url: str = "redis://localhost:6379/0",
                           client: Any = None, batch: int = 1000, field: str = "data",
-                          method: str = "script", **kwargs: Any) -> Stream[T]: ...
+                          method: str = "script", seq_key: str | None = None,
+                          **kwargs: Any) -> Stream[T]: ...
         def sink_to_stdout(self, format: str = "json", file: Any = None, flush: bool = False,
                            **kwargs: Any) -> Stream[T]: ...
         def sink_to_durable_textfile(self, file: Any, end: str = "\n", encoding: str = "utf-8",
@@ -115,15 +119,16 @@ class OperatorAPI(Generic[T]):
                      **kwargs: Any) -> Stream[T]: ...
 
         @staticmethod
-        def from_spark(df: Any, checkpoint: str, available_now: bool = True,
+        def from_spark(df: Any, checkpoint: str | None = None, available_now: bool = True,
                        **kwargs: Any) -> Stream[Any]: ...
+        def to_dataframe(self, schema: Any = None) -> Any: ...
         @staticmethod
         def from_iterable(iterable: Iterable[U], start: bool = False,
                           **kwargs: Any) -> Stream[U]: ...
         @staticmethod
         def from_textfile(f: Any, poll_interval: float = 0.1, delimiter: str = "\n",
-                          start: bool = False, from_end: bool = False,
-                          **kwargs: Any) -> Stream[str]: ...
+                          start: bool = False, from_end: bool = False, encoding: str = "utf-8",
+                          follow: bool | None = None, **kwargs: Any) -> Stream[str]: ...
         # issue 3: async sources (streams.sources.periodic, tcp, http, process)
         @staticmethod
         def from_periodic(callback: Callable[[], Any], poll_interval: float | str = 0.1,
@@ -131,14 +136,15 @@ class OperatorAPI(Generic[T]):
         @staticmethod
         def from_tcp(port: int, delimiter: bytes = b"\n", address: str = "127.0.0.1",
                      server_kwargs: dict[str, Any] | None = None, start: bool = False,
-                     max_message: int = ..., **kwargs: Any) -> Stream[bytes]: ...
+                     max_message: int = 1_048_576, idle_timeout: float | None = 300.0,
+                     max_connections: int = 256, **kwargs: Any) -> Stream[bytes]: ...
         @staticmethod
         def from_http_server(port: int, path: str = "/.*", address: str = "127.0.0.1",
                              server_kwargs: dict[str, Any] | None = None, start: bool = False,
+                             max_body: int = 8_388_608, idle_timeout: float = 60.0,
+                             max_connections: int = 256, max_in_flight: int = 64,
                              **kwargs: Any) -> Stream[bytes]: ...
         @staticmethod
         def from_process(cmd: list[str] | str, open_kwargs: dict[str, Any] | None = None,
                          with_stderr: bool = False, with_end: bool = True, start: bool = False,
                          **kwargs: Any) -> Stream[bytes]: ...
-
-        _unused: Hashable

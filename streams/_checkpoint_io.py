@@ -23,6 +23,13 @@ larger file, renamed over the old one::
         SHA-256 of sequence, length and record (32 bytes),
         then the record (``length`` bytes: see :mod:`streams.state`)
 
+With a key (``Checkpointer(key=...)``) the header says ``"keyed": true`` and
+each slot's digest is an HMAC-SHA-256 under that key: a file written or
+changed by anyone without the key is refused before a byte of its pickle is
+loaded. Without a key the checksum only detects damage: a record is a
+pickle, and loading a crafted one runs code, so a checkpoint directory must
+be as trusted as the code itself.
+
 Examples
 --------
 >>> import tempfile
@@ -41,6 +48,7 @@ Examples
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -51,8 +59,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FORMAT_VERSION", "CheckpointError", "Job", "SlotFile", "Writer", "close_fds",
-           "read_record", "write_file"]
+__all__ = ["FORMAT_VERSION", "CheckpointError", "Job", "SlotFile", "Writer", "as_key",
+           "close_fds", "read_record", "remove_stale", "write_file"]
 
 #: The version written in the file's first block; readers refuse any other.
 FORMAT_VERSION = 2
@@ -75,10 +83,11 @@ class CheckpointError(RuntimeError):
 class SlotFile:
     """An open checkpoint file: where the next checkpoint goes, and whether it fits."""
 
-    __slots__ = ("path", "slot_size", "spare")
+    __slots__ = ("key", "path", "slot_size", "spare")
 
-    def __init__(self, path: Path, slot_size: int, spare: int) -> None:
+    def __init__(self, path: Path, slot_size: int, spare: int, key: bytes | None = None) -> None:
         self.path = path
+        self.key = key
         self.slot_size = slot_size
         #: The slot not holding the newest checkpoint: the next is written there.
         self.spare = spare
@@ -88,7 +97,7 @@ class SlotFile:
 
     def write(self, sequence: int, record: bytes, fsync: bool) -> None:
         """Write ``record`` into the spare slot; it then holds the newest checkpoint."""
-        data = _slot(sequence, record)
+        data = _slot(sequence, record, self.key)
         offset = BLOCK + self.spare * self.slot_size
         fd = os.open(self.path, os.O_WRONLY)
         try:
@@ -103,28 +112,54 @@ class SlotFile:
         self.spare ^= 1
 
 
-def _digest(sequence: int, record: bytes) -> bytes:
+def _digest(sequence: int, record: bytes, key: bytes | None = None) -> bytes:
     # The sequence and length are covered too: a write cut short inside the
     # slot's header must not pair a new sequence with the old record.
-    return hashlib.sha256(_COVERED.pack(sequence, len(record)) + record).digest()
+    covered = _COVERED.pack(sequence, len(record))
+    if key is not None:
+        mac = hmac.new(key, covered, hashlib.sha256)
+        mac.update(record)
+        return mac.digest()
+    return hashlib.sha256(covered + record).digest()
 
 
-def _slot(sequence: int, record: bytes) -> bytes:
-    return _SLOT.pack(_SLOT_MAGIC, sequence, len(record), _digest(sequence, record)) + record
+def _slot(sequence: int, record: bytes, key: bytes | None = None) -> bytes:
+    return _SLOT.pack(_SLOT_MAGIC, sequence, len(record), _digest(sequence, record, key)) + record
 
 
-def _create(directory: Path, sequence: int, record: bytes, fsync: bool) -> SlotFile:
+def as_key(key: str | bytes | None) -> bytes | None:
+    """A checkpoint key as bytes (a str is UTF-8 encoded); None stays None."""
+    if key is None or isinstance(key, bytes):
+        return key
+    if isinstance(key, str):
+        return key.encode()
+    raise TypeError(f"Checkpointer(): key must be str or bytes, got {type(key).__name__}")
+
+
+def remove_stale(directory: Path) -> None:
+    """Remove what a write cut short left behind (a temporary file never renamed)."""
+    if directory.is_dir():
+        for name in os.listdir(directory):
+            if name.startswith(f".{FILENAME}.tmp") or name.endswith(".json.tmp"):
+                (directory / name).unlink(missing_ok=True)
+
+
+def _create(directory: Path, sequence: int, record: bytes, fsync: bool,
+            key: bytes | None = None) -> SlotFile:
     """A new file, holding ``record`` in slot 0, renamed over any previous one."""
     directory.mkdir(parents=True, exist_ok=True)
     need = _SLOT.size + len(record)
     slot_size = -(-max(MIN_SLOT, need * 3 // 2) // BLOCK) * BLOCK
-    head = MAGIC + json.dumps({"version": FORMAT_VERSION, "slot_size": slot_size}).encode()
+    fields: dict[str, Any] = {"version": FORMAT_VERSION, "slot_size": slot_size}
+    if key is not None:
+        fields["keyed"] = True
+    head = MAGIC + json.dumps(fields).encode()
     head += b"\n"
     path = directory / FILENAME
     tmp = directory / f".{FILENAME}.tmp"
     with open(tmp, "wb") as f:
         f.write(head.ljust(BLOCK, b"\0"))
-        f.write(_slot(sequence, record))
+        f.write(_slot(sequence, record, key))
         # Slot 1 is a hole until written: the file has its full size from the start.
         f.truncate(BLOCK + 2 * slot_size)
         if fsync:
@@ -137,11 +172,11 @@ def _create(directory: Path, sequence: int, record: bytes, fsync: bool) -> SlotF
             os.fsync(fd)  # the rename itself must reach the disk
         finally:
             os.close(fd)
-    return SlotFile(path, slot_size, spare=1)
+    return SlotFile(path, slot_size, spare=1, key=key)
 
 
 def write_file(directory: Path, sequence: int, record: bytes, fsync: bool,
-               file: SlotFile | None) -> SlotFile:
+               file: SlotFile | None, key: bytes | None = None) -> SlotFile:
     """Write checkpoint ``sequence`` (its ``record``) atomically; return the file to write next.
 
     ``file`` is the file the previous checkpoint of this writer went to
@@ -150,14 +185,15 @@ def write_file(directory: Path, sequence: int, record: bytes, fsync: bool,
     if file is not None and file.fits(record):
         file.write(sequence, record, fsync)
         return file
-    return _create(directory, sequence, record, fsync)
+    return _create(directory, sequence, record, fsync, key)
 
 
-def read_record(directory: Path) -> tuple[int, bytes] | None:
+def read_record(directory: Path, key: bytes | None = None) -> tuple[int, bytes] | None:
     """The newest checkpoint in ``directory``, as (sequence, record); None if there is none.
 
     Raises :class:`CheckpointError` for a file that is not a checkpoint, of
-    another format version, or with no whole checkpoint in it.
+    another format version, or with no whole checkpoint in it; with ``key``,
+    also for one not written under that key (tampered with, or unkeyed).
     """
     path = directory / FILENAME
     try:
@@ -182,6 +218,13 @@ def read_record(directory: Path) -> tuple[int, bytes] | None:
         raise CheckpointError(
             f"{path} has checkpoint format version {version!r}; this version "
             f"of streams reads version {FORMAT_VERSION} only")
+    keyed = header.get("keyed") is True
+    if keyed and key is None:
+        raise CheckpointError(f"{path} was written with a key: pass the same key= to read it")
+    if key is not None and not keyed:
+        raise CheckpointError(
+            f"{path} is not signed with a key but key= was given: refusing it (it may have "
+            "been replaced); remove it to start afresh if it is yours")
     best: tuple[int, bytes] | None = None
     for offset in (BLOCK, BLOCK + slot_size):
         head = data[offset:offset + _SLOT.size]
@@ -190,10 +233,14 @@ def read_record(directory: Path) -> tuple[int, bytes] | None:
         magic, sequence, length, digest = _SLOT.unpack(head)
         record = data[offset + _SLOT.size:offset + _SLOT.size + length]
         if (magic == _SLOT_MAGIC and len(record) == length
-                and _digest(sequence, record) == digest
+                and hmac.compare_digest(_digest(sequence, record, key), digest)
                 and (best is None or sequence > best[0])):
             best = (sequence, record)
     if best is None:
+        if key is not None:
+            raise CheckpointError(
+                f"{path} fails its keyed check: it was changed by someone without the key, "
+                "written with another key, or damaged; nothing in it was loaded")
         raise CheckpointError(f"{path} is damaged (neither of its slots holds a whole checkpoint)")
     return best
 
@@ -240,9 +287,11 @@ class Writer:
     checkpoint in flight finishes writing it first.
     """
 
-    def __init__(self, directory: Path, fsync: bool, durable: int) -> None:
+    def __init__(self, directory: Path, fsync: bool, durable: int,
+                 key: bytes | None = None) -> None:
         self.directory = directory
         self.fsync = fsync
+        self.key = key
         #: The sequence of the newest checkpoint on disk (-1: none). Written
         #: by the writer thread only; one attribute, read without the lock.
         self.durable = durable
@@ -308,7 +357,8 @@ class Writer:
                 for fd in job.fds:
                     os.fsync(fd)
             data = job.data if isinstance(job.data, bytes) else job.data()
-            self._file = write_file(self.directory, job.sequence, data, self.fsync, self._file)
+            self._file = write_file(self.directory, job.sequence, data, self.fsync, self._file,
+                                    self.key)
         except Exception as e:  # handed to the pipeline's thread (see Checkpointer.save)
             error = CheckpointError(
                 f"writing checkpoint {job.sequence} to {self.directory} failed: "

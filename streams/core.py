@@ -35,7 +35,7 @@ from .pending import settle as _settle
 from .segment import NO_DEFAULT, Segment
 
 if TYPE_CHECKING:
-    from .graph import NodeSpec
+    from .spec import NodeSpec, Traits
 
 __all__ = ["NO_DEFAULT", "Stream", "Segment"]
 
@@ -104,8 +104,16 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     _graphviz_style: ClassVar[str] = "rounded,filled"
     _graphviz_fillcolor: ClassVar[str] = "white"
     _graphviz_orientation: ClassVar[int] = 0
+    #: Not drawn: a node the library adds itself (a Jupyter live view).
+    _graphviz_hidden: ClassVar[bool] = False
     #: True for ``gather()``: the node is not part of its upstream's segment.
     _ends_segment: ClassVar[bool] = False
+    #: The constructor takes the user function after the upstream (``spec.func``).
+    _takes_function: ClassVar[bool] = False
+    #: Why the node must run in this process (None: an engine can run it).
+    #: A class that defines its own ``update`` must declare it; until it does,
+    #: engines refuse it (see ``__init_subclass__``).
+    _local_only: ClassVar[str | None] = None
 
     _ids: ClassVar[Iterator[int]] = iter(range(sys.maxsize))
 
@@ -132,6 +140,9 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
                 raise TypeError(
                     f"{type(self).__name__}: upstream must be a Stream, got {u!r}"
                 )
+        if asynchronous not in (None, True, False):
+            raise TypeError(f"{type(self).__name__}: asynchronous must be True, False or "
+                            f"None, got {asynchronous!r}")
         self.stream_name = stream_name
         self.loop = loop
         self.asynchronous: bool = (
@@ -190,6 +201,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         >>> L
         ['a']
         """
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         pending = self._push(x)
         if pending is None:
             if asynchronous or self.asynchronous:
@@ -199,6 +211,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
     def _finish(self, pending: Any, asynchronous: bool) -> Any:
         """What ``emit`` returns when work is pending (off the fast path)."""
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         if isinstance(pending, list):  # a streamz-style update returns a list
             pending = _gather_pending(pending)
             if pending is None:
@@ -221,8 +234,16 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         super().__init_subclass__(**kwargs)
         if cls._emit is not Stream._emit and "emit" not in cls.__dict__:
             cls.emit = Stream._emit_through_override  # type: ignore[method-assign]
+        declared = any("_local_only" in vars(b) for b in cls.__mro__ if b is not Stream)
+        if "update" in cls.__dict__ and not declared:
+            # New behaviour that does not say whether its description rebuilds
+            # it faithfully elsewhere (a plugin, say): engines refuse it.
+            cls._local_only = (
+                f"{cls.__name__} does not declare that an engine can run it (its "
+                "author can set _local_only = None once its NodeSpec rebuilds it)")
 
     def _compile_and_push(self, x: Any) -> Any:
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         return self._pusher()(x)
 
     def _pusher(self) -> Callable[[Any], Any]:
@@ -342,6 +363,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         >>> L
         [(0, 1), (2,)]
         """
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         from .backlog import Backlog
 
         backlog = Backlog.of(self)
@@ -372,8 +394,10 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         """Receive end-of-stream from ``who``; close once every upstream has."""
         if self._closed:
             return None
+        # An upstream still flushing (a buffer draining on the loop) is not
+        # done: it closes this node once it is (see _close_after).
         if who is not None and any(
-            not u._closed for u in self.upstreams if u is not who
+            not u._closed or u._push != u._push_closed for u in self.upstreams if u is not who
         ):
             return None
         self._closed = True
@@ -462,6 +486,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
     def _fail(self, x: Any, exc: BaseException) -> Any:
         """Apply this node's error policy to ``exc`` raised on element ``x``."""
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         if self._policy == "raise":
             if isinstance(exc, NodeError):
                 raise exc
@@ -484,9 +509,35 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         >>> spec.operator, spec.func is abs, spec.upstream_ids == (source.describe().id,)
         ('map', True, True)
         """
-        from .graph import NodeSpec
+        from .spec import NodeSpec
 
         return NodeSpec.of(self)
+
+    def _traits(self) -> Traits:
+        """What a backend needs to know to place this node (see :class:`~streams.spec.Traits`).
+
+        Operators whose traits depend on their arguments extend it.
+        """
+        from .spec import Traits
+
+        return Traits(stateful=bool(self._state), local_only=self._local_only)
+
+    @classmethod
+    def _from_spec(cls, spec: NodeSpec, upstreams: list[Stream[Any]]) -> Stream[Any]:
+        """A node of this class doing what ``spec`` describes (see :func:`streams.spec.build`).
+
+        The parameters are passed back as the constructor's keywords, the
+        function after the upstreams; ``args`` and ``kwargs`` parameters are
+        spread. Operators whose constructors differ override it (``zip``).
+        """
+        params = dict(spec.params)
+        args = params.pop("args", ())
+        kwargs = params.pop("kwargs", {})
+        lead = (spec.func,) if cls._takes_function else ()
+        if spec.stream_name is not None:
+            params["stream_name"] = spec.stream_name
+        make: Callable[..., Stream[Any]] = cls  # each operator has its own signature
+        return make(*upstreams, *lead, *args, **params, **kwargs)
 
     def snapshot(self) -> dict[str, Any]:
         """A copy of this node's state (empty for stateless nodes)."""
@@ -538,9 +589,19 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
         def _(klass: type) -> type:
             name = attribute_name or snake_case(klass.__name__)
+            if issubclass(klass, Stream):  # not a helper such as sink_to_plot's LivePlot
+                if "_operator" not in klass.__dict__:
+                    klass._operator = name
+                from .spec import register_operator
+
+                register_operator(klass)
 
             def wrapped(*args: Any, **kwargs: Any) -> Any:
-                return klass(*args, **kwargs)
+                try:
+                    return klass(*args, **kwargs)
+                except TypeError:
+                    _check_arguments(name, klass, args, kwargs, modifier is staticmethod)
+                    raise
 
             wrapped.__name__ = name
             wrapped.__qualname__ = f"{cls.__name__}.{name}"
@@ -551,28 +612,6 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
         return _
 
-    def sink_to_list(self) -> list[T]:
-        """Collect every element into a list that is returned.
-
-        Examples
-        --------
-        >>> source = Stream()
-        >>> L = source.sink_to_list()
-        >>> source.emit(1)
-        >>> L
-        [1]
-        """
-        from .sinks.basic import SinkToList
-
-        return SinkToList(self).results
-
-    def _ipython_display_(self, **kwargs: Any) -> None:
-        """In Jupyter, show a live view of the latest element (see ``streams.jupyter``)."""
-        # Imported here so that IPython and ipywidgets never load at ``import streams``.
-        from .jupyter.display import show
-
-        show(self)
-
     def visualize(self, filename: str | None = "mystream.png", **kwargs: Any) -> Any:
         """Draw the graph with graphviz; see :func:`streams.graph.visualize`."""
         from .graph import visualize
@@ -580,4 +619,23 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         return visualize(self, filename, **kwargs)
 
 
+def _check_arguments(name: str, klass: type, args: tuple[Any, ...], kwargs: dict[str, Any],
+                     static: bool) -> None:
+    """Raise a TypeError naming the operator and its signature if the call cannot bind.
 
+    Python's own message names ``__init__`` and counts the upstream; this one
+    says what to write.
+    """
+    import inspect
+
+    try:
+        signature = inspect.signature(klass)
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as e:
+        params = [p.replace(annotation=inspect.Parameter.empty)
+                  for p in signature.parameters.values()]
+        shown = inspect.Signature(params if static else params[1:])
+        raise TypeError(f"{name}(): {e}; it takes {name}{shown}") from None

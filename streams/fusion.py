@@ -20,13 +20,22 @@ generic protocol stays the reference behaviour. A fan-out becomes one
 function per branch, called in order, which is the order streamz uses.
 
 The compiled function is cached on the node and dropped whenever the graph
-around it changes (see ``streams.core._invalidate``).
+around it changes (see ``streams.core._invalidate``). Its source is
+registered with :mod:`linecache`, so tracebacks and debuggers show the lines
+that ran. Set ``STREAMS_NO_FUSION=1`` in the environment (or use
+:func:`unfused`) to run every node through its ``update`` method instead:
+the reference behaviour, for debugging.
 """
 
 from __future__ import annotations
 
+import itertools
+import linecache
+import os
 import weakref
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .backlog import Backlog
@@ -35,7 +44,32 @@ from .pending import gather_pending
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["Fuser", "compile_push", "compiled", "invalidate", "is_fusable"]
+__all__ = ["Fuser", "compile_push", "compiled", "invalidate", "is_fusable", "unfused"]
+
+#: False runs every node through ``update`` (``STREAMS_NO_FUSION=1``, :func:`unfused`).
+enabled = os.environ.get("STREAMS_NO_FUSION", "") in ("", "0")
+
+
+@contextmanager
+def unfused() -> Iterator[None]:
+    """Run the nodes compiled inside the block unfused, each through its ``update``.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> with unfused():
+    ...     source = Stream()
+    ...     L = source.map(abs).sink_to_list()
+    ...     source.emit(-1)
+    >>> L
+    [1]
+    """
+    global enabled
+    saved, enabled = enabled, False
+    try:
+        yield
+    finally:
+        enabled = saved
 
 _fusable_types: dict[type, bool] = {}
 
@@ -80,6 +114,8 @@ def is_fusable(node: Stream[Any]) -> bool:
     plugin, say) is always called through it. An instance may still opt out
     through ``_fusable()`` (a coroutine function, for instance).
     """
+    if not enabled:
+        return False
     klass = type(node)
     ok = _fusable_types.get(klass)
     if ok is None:
@@ -241,7 +277,24 @@ def compile_push(node: Stream[Any]) -> Callable[[Any], Any]:
         return _nothing
     fuser = Fuser()
     name = fuser.push_function(node, frozenset())
-    code = compile(fuser.source(), f"<streams fused code from {node._label()}>", "exec")
-    exec(code, fuser.namespace)
+    source = fuser.source()
+    filename = f"<streams fused code {next(_serial)} from {node._label()}>"
+    _remember(filename, source)
+    exec(compile(source, filename, "exec"), fuser.namespace)
     push: Callable[[Any], Any] = fuser.namespace[name]
     return push
+
+
+_serial = itertools.count()
+#: The most recent fused sources kept in linecache (a graph recompiles when it
+#: changes and stages recompile per batch: older sources are forgotten).
+_registered: deque[str] = deque()
+MAX_SOURCES = 512
+
+
+def _remember(filename: str, source: str) -> None:
+    """Register fused ``source`` with linecache so tracebacks show its lines."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    _registered.append(filename)
+    while len(_registered) > MAX_SOURCES:
+        linecache.cache.pop(_registered.popleft(), None)

@@ -1,89 +1,22 @@
 """The graph as data: walking it, its frozen description, and pictures.
 
 Backends (Dask, Spark) and tools (checkpoints, ``visualize``) never inspect
-operator classes: they read :class:`NodeSpec`, the frozen description each
-node gives of itself.
+operator classes: they read :class:`~streams.spec.NodeSpec`, the frozen
+description each node gives of itself (defined in :mod:`streams.spec`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import short_repr
+from .spec import NodeSpec
 
 if TYPE_CHECKING:
     from .core import Stream
 
 __all__ = ["GraphSpec", "NodeSpec", "describe", "label", "visualize", "walk"]
-
-
-@dataclass(frozen=True)
-class NodeSpec:
-    """The frozen description of one node.
-
-    Attributes
-    ----------
-    id : int
-        Unique in this process; stable for the node's lifetime.
-    operator : str
-        The operator's method name (``"map"``, ``"accumulate"``, ...).
-    func : callable or None
-        The user function, if the operator takes one.
-    params : mapping
-        The operator's other parameters, read-only.
-    upstream_ids : tuple of int
-        The ids of the upstream nodes, in order.
-    name : str
-        The ``stream_name`` if given, else the operator and function.
-    backend : str or None
-        ``"dask"`` or ``"spark"`` when the node runs in such a segment.
-    policy : str
-        What a failure of the node's function does: ``"raise"``, ``"skip"``
-        or ``"route"`` (see :meth:`streams.Stream.on_error`).
-    downstream_ids : tuple of int
-        The ids of the nodes it feeds, in the order elements reach them.
-    errors_id : int or None
-        The id of its error stream, if one was created.
-
-    Examples
-    --------
-    >>> from streams import Stream
-    >>> spec = Stream().partition(3).describe()
-    >>> spec.operator, dict(spec.params)
-    ('partition', {'n': 3, 'key': None, 'timeout': None})
-    """
-
-    id: int
-    operator: str
-    func: Callable[..., Any] | None
-    params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    upstream_ids: tuple[int, ...] = ()
-    name: str = ""
-    backend: str | None = None
-    policy: str = "raise"
-    downstream_ids: tuple[int, ...] = ()
-    errors_id: int | None = None
-
-    @classmethod
-    def of(cls, node: Stream[Any]) -> NodeSpec:
-        """Describe ``node``."""
-        params = {p: getattr(node, p) for p in node._params}
-        segment = node._segment
-        return cls(
-            id=node._node_id,
-            operator=node._operator,
-            func=getattr(node, "func", None),
-            params=MappingProxyType(params),
-            upstream_ids=tuple(u._node_id for u in node.upstreams),
-            name=label(node),
-            backend=segment.backend if segment is not None else None,
-            policy=node._policy,
-            downstream_ids=tuple(d._node_id for d in node.downstreams),
-            errors_id=node._errors._node_id if node._errors is not None else None,
-        )
 
 
 @dataclass(frozen=True)
@@ -226,6 +159,8 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
     # (a graphviz cluster), so where each part runs is visible at a glance.
     clusters: dict[int, Any] = {}
     for n in walk(node):
+        if n._graphviz_hidden:
+            continue
         spec = n.describe()
         text = spec.name if spec.backend is None else f"{spec.name}\n[{spec.backend}]"
         where = g

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["NO_DEFAULT", "Segment", "SegmentEntry"]
+__all__ = ["NO_DEFAULT", "Segment", "SegmentEntry", "raise_first"]
 
 
 class _NoDefault:
@@ -81,3 +81,24 @@ class SegmentEntry:
                                "restore before the first element")
         # (A slot of the subclass: a mixin's own slot would clash with Stream's.)
         self._restored = states  # type: ignore[misc]
+
+
+def raise_first(errors: list[BaseException], engine: str) -> None:
+    """Raise the first error met while a segment delivered its results; mention the others.
+
+    Examples
+    --------
+    >>> try:
+    ...     raise_first([ValueError("a"), ValueError("b")], "Spark")
+    ... except ValueError as e:
+    ...     print(e, "|", *e.__notes__)
+    a | 1 more error(s) were raised while the Spark segment delivered its results; every
+    other result was delivered
+    """
+    if not errors:
+        return
+    first = errors[0]
+    if len(errors) > 1:
+        first.add_note(f"{len(errors) - 1} more error(s) were raised while the {engine} "
+                       "segment delivered its results; every other result was delivered")
+    raise first

@@ -17,7 +17,10 @@ Examples
 
 from __future__ import annotations
 
+import hashlib
 import pickle
+import sys
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,12 +53,81 @@ class GraphSnapshot:
 
 
 def _identity(index: int, node: Stream[Any]) -> dict[str, Any]:
-    return {
+    entry: dict[str, Any] = {
         "index": index,
         "operator": node._operator,
         "name": node.stream_name,
         "state": list(node._state),
     }
+    source = _source_identity(node)
+    if source is not None:
+        entry["source"] = source
+    func = getattr(node, "func", None)
+    if node._state and callable(func):
+        entry["function"] = _function_identity(func)
+    return entry
+
+
+def _source_identity(node: Stream[Any]) -> dict[str, Any] | None:
+    """What a source reads (its file, stream, group...): a checkpoint holds offsets into it.
+
+    A source names the parameters that say it (``_identity_params``); by
+    default every text parameter of a replayable source (a path, an
+    encoding: offsets into another file, or into the same one read
+    differently, are meaningless).
+    """
+    if not getattr(node, "_replayable", False):
+        return None
+    names = getattr(node, "_identity_params", None)
+    if names is None:
+        names = [n for n in node._params if isinstance(getattr(node, n, None), (str, bytes))]
+    found = {n: getattr(node, n, None) for n in names}
+    return {n: v.decode("latin-1") if isinstance(v, bytes) else v for n, v in found.items()
+            if v is None or isinstance(v, (str, bytes, int, float))}
+
+
+def _function_identity(func: Any) -> dict[str, Any]:
+    """The name and a digest of the code of a stateful node's function.
+
+    State built by one function fed to another (a scan whose function
+    changed) gives results neither would. The code digest depends on the
+    Python version, so it is compared only between equal versions.
+    """
+    inner = getattr(func, "func", func)  # functools.partial
+    qualname = getattr(inner, "__qualname__", type(inner).__name__)
+    name = f"{getattr(inner, '__module__', '')}.{qualname}"
+    code = getattr(inner, "__code__", None)
+    digest = None
+    if code is not None:
+        h = hashlib.sha256()
+        for c in _code_objects(code):
+            h.update(c.co_code)
+            h.update(repr([_stable(k) for k in c.co_consts
+                           if not isinstance(k, types.CodeType)]).encode())
+            h.update(repr(c.co_names).encode())
+        digest = h.hexdigest()[:16]
+    return {"name": name, "code": digest, "python": "{}.{}".format(*sys.version_info[:2])}
+
+
+def _stable(const: Any) -> Any:
+    # A frozenset's repr follows string hashing, which varies between processes.
+    return sorted(map(repr, const)) if isinstance(const, frozenset) else const
+
+
+def _code_objects(code: types.CodeType) -> list[types.CodeType]:
+    found = [code]
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            found.extend(_code_objects(c))
+    return found
+
+
+def _same_function(got: dict[str, Any], want: dict[str, Any] | None) -> bool:
+    if want is None:
+        return True  # a checkpoint of an earlier version: nothing recorded
+    if got["name"] != want.get("name"):
+        return False
+    return bool(got["python"] != want.get("python") or got["code"] == want.get("code"))
 
 
 def _describe_entry(entry: dict[str, Any]) -> str:
@@ -114,6 +186,18 @@ def _check_match(nodes: list[Stream[Any]], entries: tuple[dict[str, Any], ...],
                 f"{where} does not match the graph at node {i}: the graph has "
                 f"{n._label()}, the checkpoint has {_describe_entry(want)}; a changed "
                 "pipeline cannot resume from an old checkpoint (remove it to start afresh)")
+        if "source" in want and got.get("source") != want["source"]:
+            raise CheckpointError(
+                f"{where} was taken over another input: node {i} ({n._label()}) reads "
+                f"{got.get('source')}, the checkpoint's read {want['source']}; its offsets "
+                "mean nothing here (remove the checkpoint to start afresh, or point the "
+                "source at the input it was taken over)")
+        if "function" in got and not _same_function(got["function"], want.get("function")):
+            raise CheckpointError(
+                f"{where} does not match the graph at node {i}: {n._label()}'s function "
+                f"changed ({want['function'].get('name')} then, {got['function']['name']} "
+                "now, or its code); state built by the old function would feed the new one "
+                "(remove the checkpoint to start afresh)")
     if len(entries) > len(nodes):
         raise CheckpointError(
             f"{where} does not match the graph: the graph has {len(nodes)} nodes, the "

@@ -90,7 +90,7 @@ class WindowClock:
     @staticmethod
     def wants(node: Stream[Any]) -> bool:
         """Whether ``node`` is a window closed by the local clock."""
-        return node._operator == "timed_window" and node.describe().params.get("time") is None
+        return node.describe().traits.ticked
 
     def add(self, node: Stream[Any]) -> None:
         """Time the windows of ``node`` from its creation."""

@@ -19,6 +19,8 @@ from typing import Any
 
 from distributed import Client, LocalCluster, default_client
 
+from .main_guard import check_main_guard
+
 __all__ = ["Connection", "connect", "connect_async"]
 
 logger = logging.getLogger("streams_dask")
@@ -49,8 +51,9 @@ class Connection:
 def _embedded_cluster_kwargs() -> dict[str, Any]:
     # Worker processes, not threads: user functions are mostly pure Python
     # and would contend for the GIL. The dashboard takes a free port, never
-    # a fixed one that another cluster may hold.
-    return {"processes": True, "dashboard_address": ":0"}
+    # a fixed one that another cluster may hold, on loopback like the
+    # scheduler (":0" would serve it on every interface).
+    return {"processes": True, "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}
 
 
 def _announce(cluster: Any) -> None:
@@ -78,6 +81,7 @@ def connect(client: Client | None) -> Connection:
         return Connection(default_client())
     except ValueError:
         pass
+    check_main_guard()
     cluster = LocalCluster(**_embedded_cluster_kwargs())
     _announce(cluster)
     new = Client(cluster, set_as_default=False)
@@ -97,6 +101,7 @@ async def connect_async(client: Client | None) -> Connection:
         own = await Client(client.scheduler_info()["address"], asynchronous=True,
                            set_as_default=False)
         return Connection(own, [own])
+    check_main_guard()
     cluster = await LocalCluster(asynchronous=True, **_embedded_cluster_kwargs())
     _announce(cluster)
     own = await Client(cluster, asynchronous=True, set_as_default=False)

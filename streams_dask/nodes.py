@@ -14,7 +14,8 @@ from typing import Any
 from distributed import Client
 
 from streams.core import Stream
-from streams.segment import SegmentEntry
+from streams.operators._checks import check_count
+from streams.segment import SegmentEntry, raise_first
 
 from .client import Connection, connect, connect_async
 from .runner import AsyncDriver, Runner
@@ -161,6 +162,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         "show_progress",
     )
     _operator = "scatter"
+    _local_only = "it starts a segment of its own, and segments cannot be nested"
     # max_in_flight first: a picture labels the node by its first parameter,
     # which is then "scatter" (the default, None) rather than a batch size.
     _params = ("max_in_flight", "batch_size", "ordered")
@@ -169,10 +171,8 @@ class Scatter(SegmentEntry, Stream[Any]):
     def __init__(self, upstream: Stream[Any], client: Client | None = None,
                  batch_size: int = DEFAULT_BATCH_SIZE, max_in_flight: int | None = None,
                  ordered: bool = True, progress: bool = False, **kwargs: Any) -> None:
-        for name, value in (("batch_size", batch_size), ("max_in_flight", max_in_flight)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 1):
-                raise ValueError(f"scatter(): {name} must be an int >= 1, got {value!r}")
+        check_count("scatter", "batch_size", batch_size)
+        check_count("scatter", "max_in_flight", max_in_flight, optional=True)
         self.client = client if client is not None else _bound_client(upstream)
         self.batch_size = batch_size
         self.max_in_flight = max_in_flight
@@ -385,7 +385,7 @@ class Scatter(SegmentEntry, Stream[Any]):
             finally:
                 runner.connection.close()
         pending = self._close_exits()
-        _raise_first(errors)
+        raise_first(errors, "Dask")
         return pending
 
     async def _aclose_segment(self) -> None:
@@ -403,7 +403,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         pending = self._close_exits()
         if pending is not None:
             await pending
-        _raise_first(errors)
+        raise_first(errors, "Dask")
 
     def _close_exits(self) -> Any:
         """Close the ``gather()`` nodes (their downstreams see the end)."""
@@ -416,14 +416,3 @@ class Scatter(SegmentEntry, Stream[Any]):
         if self._runner is not None and self._runner.progress is not None:
             self._runner.progress.close()
         return _gather_pending([g._on_close(g.upstreams[0]) for g in segment.exits])
-
-
-def _raise_first(errors: list[BaseException]) -> None:
-    """Raise the first error met while draining; mention the others."""
-    if not errors:
-        return
-    first = errors[0]
-    if len(errors) > 1:
-        first.add_note(f"{len(errors) - 1} more error(s) were raised while the Dask "
-                       "segment drained at close; every other result was delivered")
-    raise first

@@ -49,6 +49,40 @@ from .client import Connection
 from .segment import Plan
 from .worker import Batch, Failure, StageResult, run_after, run_stage
 
+
+class _FetchFailed:
+    """A finished task whose result could not be brought back (it does not pickle)."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+class _Fetcher(as_completed):
+    """``as_completed(with_results=True)`` that reports a result it cannot fetch.
+
+    Distributed's own lets the error of fetching a result (a result that
+    does not pickle on the worker) end its tracking task: the future is
+    never reported and whoever waits for it waits for ever. Here the error
+    is reported in place of the result.
+    """
+
+    async def _track_future(self, future: Future) -> None:
+        try:
+            await super()._track_future(future)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            with self.lock:
+                if future in self.futures:
+                    del self.futures[future]
+                    self.queue.put_nowait((future, _FetchFailed(e)))
+                    async with self.condition:
+                        self.condition.notify()
+                    with self.thread_condition:
+                        self.thread_condition.notify()
+
 __all__ = [
     "FIRST_BATCH",
     "GROWTH",
@@ -141,8 +175,7 @@ class Runner:
         self.submitted = 0  # tasks whose results are measured (one per batch)
         self.accepted = 0
         # Results are fetched in the background as tasks finish, kept by key.
-        self.fetcher = as_completed(loop=self.client.loop, with_results=True,
-                                    raise_errors=False)
+        self.fetcher = _Fetcher(loop=self.client.loop, with_results=True, raise_errors=False)
         self.fetched: dict[Any, StageResult] = {}
         self.closed = False
         # Seconds of work per element, as workers measured it (None: unknown).
@@ -279,6 +312,11 @@ class Runner:
         self.fetcher.add(future)
 
     def _store(self, future: Future, result: Any) -> None:
+        if isinstance(result, _FetchFailed):
+            raise self._task_failed(result.exc, "its result could not be sent back: it holds "
+                                    "something that does not pickle (a lock, a file, a "
+                                    "generator...); map elements to plain data before "
+                                    "gather()") from result.exc
         if future.status == "error":
             _, exc, tb = result
             raise self._task_failed(exc) from exc.with_traceback(tb)
@@ -369,12 +407,13 @@ class Runner:
                     raise
                 errors.append(e)
 
-    def _task_failed(self, exc: BaseException) -> DaskTaskError:
+    def _task_failed(self, exc: BaseException, why: str | None = None) -> DaskTaskError:
+        if why is None:
+            why = ("errors of user functions go to their node's error policy; this is the "
+                   "task itself, e.g. a function that cannot be unpickled on the workers")
         return DaskTaskError(
             f"a Dask task of {self.label} failed, so the elements of its batch were not "
-            f"processed: {type(exc).__name__}: {exc} (errors of user functions go to "
-            "their node's error policy; this is the task itself, e.g. a function that "
-            "cannot be unpickled on the workers)")
+            f"processed: {type(exc).__name__}: {exc} ({why})")
 
     def _node_of(self, event: Any) -> Stream[Any]:
         if type(event) is Failure:
@@ -403,10 +442,6 @@ class Runner:
         return errors
 
     # -- asynchronous driving ------------------------------------------------
-
-    async def apoll(self) -> None:
-        """Collect finished results at the head, without waiting."""
-        self.poll()
 
     async def await_one(self) -> None:
         """Wait until the head result is in, then collect what is done."""

@@ -20,37 +20,12 @@ import cloudpickle  # type: ignore[import-untyped]
 
 from streams import Segment, Stream
 from streams.errors import short_repr
-
-from .worker import StageOp, StagePlan
+from streams.stage import StageOp, StagePlan
 
 if TYPE_CHECKING:
     from .nodes import Scatter
 
 __all__ = ["DaskSegment", "Plan", "plan_stages"]
-
-#: Operators a segment runs, with exactly their in-process results.
-SUPPORTED = frozenset({
-    "map", "starmap", "filter", "remove", "accumulate", "flatten", "pluck",
-    "partition", "sliding_window", "buffer", "timed_window", "zip", "union",
-})
-
-#: Why some operators are refused, for the build-time message.
-_REASONS = {
-    "unique": "it compares every element with all earlier ones, which is one "
-              "sequential state, cheaper in-process",
-    "scatter": "the stream is already on Dask",
-    "to_dask": "the stream is already on Dask",
-    "map_async": "coroutines run on the client's event loop",
-    "delay": "time-based delivery is done by the client",
-    "rate_limit": "time-based delivery is done by the client",
-    "latest": "it depends on when downstream reads",
-    "combine_latest": "its output depends on arrival times",
-    "zip_latest": "its output depends on arrival times",
-    "sink": "side effects belong in this process, after the results come back",
-    "sink_to_list": "side effects belong in this process, after the results come back",
-    "sink_to_textfile": "side effects belong in this process, after the results come back",
-}
-
 
 def _pickles(what: str, node: Stream[Any], value: Any) -> None:
     """Refuse ``value`` now if it cannot be sent to a worker."""
@@ -78,10 +53,11 @@ class DaskSegment(Segment):
     >>> from streams import Stream
     >>> s = Stream().scatter()
     >>> try:
-    ...     s.unique()
+    ...     s.latest()
     ... except TypeError as e:
-    ...     print(str(e)[:52])
-    unique() cannot run on a Dask segment (it compares e
+    ...     print(e)
+    latest() cannot run on a Dask segment: latest (it depends on when downstream
+    reads); call gather() before latest() to run it in-process
     """
 
     backend = "dask"
@@ -94,18 +70,21 @@ class DaskSegment(Segment):
 
     def admit(self, node: Stream[Any]) -> None:
         """Accept ``node`` or raise a build-time error naming it."""
-        op = node._operator
         if self.started:
             raise RuntimeError(
                 f"{node._label()}: the Dask segment from {self.entry._label()} is "
                 "already running; build the whole graph before emitting"
             )
-        if op not in SUPPORTED:
-            reason = _REASONS.get(op, "the Dask backend does not lower it")
+        # Traits first: a node is offered while its constructor runs, and only
+        # what its traits read is set yet when it must be refused.
+        traits = node._traits()
+        op = node._operator
+        if traits.local_only is not None:
             raise TypeError(
-                f"{op}() cannot run on a Dask segment ({reason}): call gather() "
-                f"before {op}() to run it in-process"
+                f"{op}() cannot run on a Dask segment: {node._label()} "
+                f"({traits.local_only}); call gather() before {op}() to run it in-process"
             )
+        spec = node.describe()
         for u in node.upstreams:
             if u._segment is not self:
                 raise ValueError(
@@ -113,23 +92,16 @@ class DaskSegment(Segment):
                     f"and {u._label()} does not: gather() first, or scatter() both from "
                     "one scatter() node"
                 )
-        if not self.entry.ordered and _is_stateful(node):
+        if not self.entry.ordered and spec.traits.stateful:
             raise TypeError(
                 f"{op}() cannot follow scatter(ordered=False): its results depend on the "
                 f"order of elements; use scatter() (ordered), or gather() before {op}()"
-            )
-        spec = node.describe()
-        if op == "partition" and spec.params.get("timeout") is not None:
-            raise TypeError(
-                "partition(timeout=...) cannot run on a Dask segment (the timeout is "
-                "wall-clock time on the client): call gather() before partition(), "
-                "or drop the timeout"
             )
         if spec.func is not None:
             _pickles("function", node, spec.func)
         for name, value in spec.params.items():
             _pickles(f"parameter {name}=", node, value)
-        if op == "timed_window":
+        if spec.traits.ticked:
             # Its windows close on the worker, at ticks from scatter(); the
             # client-side node must never fire its own timer (it would push
             # empty windows to gather()). A closed node's timer does nothing.
@@ -164,8 +136,7 @@ _tokens = itertools.count()
 
 
 def _is_stateful(node: Stream[Any]) -> bool:
-    return bool(type(node)._state) or node._operator in ("timed_window", "partition",
-                                                         "sliding_window", "zip")
+    return node.describe().traits.stateful
 
 
 def _downstream_codes(node: Stream[Any], exit_index: dict[int, int],
@@ -180,15 +151,7 @@ def _downstream_codes(node: Stream[Any], exit_index: dict[int, int],
 
 
 def _op(node: Stream[Any], exit_index: dict[int, int], members: set[int]) -> StageOp:
-    spec = node.describe()
-    return StageOp(
-        id=spec.id,
-        operator=spec.operator,
-        func=spec.func,
-        params=tuple(spec.params.items()),
-        upstream_ids=spec.upstream_ids,
-        downstream=_downstream_codes(node, exit_index, members),
-    )
+    return StageOp(node.describe(), _downstream_codes(node, exit_index, members))
 
 
 def plan_stages(segment: DaskSegment) -> Plan:

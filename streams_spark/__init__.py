@@ -17,6 +17,7 @@ under a watermark. ``gather()`` brings the results back in input order.
 
 from __future__ import annotations
 
+from .dataframe import to_dataframe
 from .datasources import register_data_sources  # issue 16: redis_streams, streams_kafka
 from .nodes import SparkSegment, ToSpark
 from .session import default_session
@@ -28,4 +29,5 @@ __all__ = [
     "ToSpark",
     "default_session",
     "register_data_sources",
+    "to_dataframe",
 ]

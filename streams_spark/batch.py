@@ -1,13 +1,14 @@
 """Batch mode: one Spark job per micro-batch.
 
-A plan made only of fused chains (see :mod:`streams_spark.plan`) needs no
+A plan made only of chains (see :mod:`streams_spark.plan`) needs no
 streaming query: each micro-batch becomes a DataFrame of packed Arrow chunks
 (one row per few thousand elements, one partition per core), one
-``mapInArrow`` pass, and ``toArrow()`` back to the driver. When the chain
-holds sequential state (``accumulate``, ``partition``...) the batch runs in
-one partition, the state enters the task with the function and comes back
-as the last row; the driver keeps it for the next batch and, with a
-checkpoint directory, saves it with the batch id in one atomic write.
+``mapInArrow`` pass running the core's stage program (:mod:`streams.stage`),
+and ``toArrow()`` back to the driver. When the chain holds state (``scan``,
+``partition``...) the batch runs in one partition, the state enters the
+task with the function and comes back as the last row; the driver keeps it
+for the next batch and, with a checkpoint directory, saves it with the batch
+id in one atomic write.
 """
 
 from __future__ import annotations
@@ -21,8 +22,21 @@ from typing import Any
 
 import pyarrow as pa
 
-from .chain import ERROR, Chain, Step, pickled_output
-from .codec import DATA, ROW_SCHEMA, STATE, pack, rows_table, unpack
+from streams.spec import NodeSpec
+from streams.stage import Stage
+
+from .codec import (
+    DATA,
+    ERROR,
+    ROW_SCHEMA,
+    STATE,
+    carried_error,
+    pack,
+    pickled_output,
+    rows_table,
+    unpack,
+)
+from .plan import by_id, by_position, chain_plan
 
 __all__ = ["BatchRunner", "chain_rows", "encode_chunks", "load_checkpoint", "save_checkpoint"]
 
@@ -34,35 +48,35 @@ CHUNK = 8192
 INPUT_SCHEMA = pa.schema([("seq", pa.int64()), ("b", pa.binary())])
 
 
-def chain_rows(chain_of: Callable[..., Chain], batches: Iterator[pa.RecordBatch],
-               flush: bool, last: Step | None, with_state: bool,
+def chain_rows(stage: Stage, batches: Iterator[pa.RecordBatch], flush: bool,
+               last: NodeSpec | None, specs: list[NodeSpec] | None,
                ticks: Sequence[tuple[int, int]] = ()) -> Iterator[pa.RecordBatch]:
-    """Run a chain over input chunks; yield :data:`ROW_SCHEMA` batches.
+    """Run the stage program over input chunks; yield :data:`ROW_SCHEMA` batches.
 
-    ``chain_of(emit, fail)`` builds the chain with its outputs bound. Each
-    input row is a chunk (``seq``: its first element's position, ``b``: its
-    packed elements); its outputs leave as packed rows with the same ``seq``
-    and ``sub`` numbering the pieces, so the driver restores input order by
-    sorting a few rows. A value that cannot be pickled becomes an error of
-    the last step, in its place. ``ticks`` are ``(seq, node id)``: close a
-    window of that processing-time ``timed_window`` before element ``seq``
-    (after the last element if beyond it).
+    Each input row is a chunk (``seq``: its first element's position, ``b``:
+    its packed elements); its outputs leave as packed rows with the same
+    ``seq`` and ``sub`` numbering the pieces, so the driver restores input
+    order by sorting a few rows. A failure keeps its place among the values;
+    a value that cannot be pickled becomes an error of ``last``, the node
+    that returned it, in its place. ``ticks`` are ``(seq, node id)``: close
+    a window of that processing-time node before element ``seq`` (after the
+    last element if beyond it). With ``specs``, the stage's states (by
+    position in ``specs``) leave as the last row.
     """
-    vals: list[Any] = []
-    errs: dict[int, bytes] = {}
-
-    def fail(p: bytes) -> None:
-        errs[len(vals)] = p
-        vals.append(None)
-
-    chain = chain_of(vals.append, fail)
-    run = chain.run
+    vals = stage.events
+    failed = stage.failed
+    push = stage.root._pusher()  # after restore(): it recompiles
     seqs: list[int] = []
     subs: list[int] = []
     kinds: list[int] = []
     ps: list[bytes] = []
 
     def take(seq: int) -> None:
+        errs = {}
+        for i in failed:
+            e = vals[i]
+            errs[i] = carried_error(e.node_id, e.element, e.error)
+            vals[i] = None
         for sub, start in enumerate(range(0, len(vals), CHUNK)):
             piece = vals[start:start + CHUNK]
             bad = {i - start: e for i, e in errs.items() if start <= i < start + CHUNK}
@@ -71,7 +85,7 @@ def chain_rows(chain_of: Callable[..., Chain], batches: Iterator[pa.RecordBatch]
             kinds.append(DATA)
             ps.append(_packed(piece, bad, last))
         vals.clear()
-        errs.clear()
+        failed.clear()
 
     due = deque(ticks)
     for batch in batches:
@@ -80,37 +94,37 @@ def chain_rows(chain_of: Callable[..., Chain], batches: Iterator[pa.RecordBatch]
             if due:
                 for i, x in enumerate(unpack(blob), seq):
                     while due and due[0][0] <= i:
-                        chain.tick(due.popleft()[1])
-                    run(x)
+                        stage.tick(due.popleft()[1])
+                    push(x)
             else:
                 for x in unpack(blob):
-                    run(x)
+                    push(x)
             take(seq)
         if seqs:
             yield rows_table(seqs, subs, kinds, ps)
             seqs, subs, kinds, ps = [], [], [], []
     if due:
         while due:
-            chain.tick(due.popleft()[1])
+            stage.tick(due.popleft()[1])
         take(LAST_SEQ - 2)
     if flush:
-        chain.flush()
+        stage.close()
         take(LAST_SEQ - 1)
-    if with_state:
+    if specs is not None:
         seqs.append(LAST_SEQ)
         subs.append(0)
         kinds.append(STATE)
-        ps.append(pickle.dumps(chain.states, protocol=5))
+        ps.append(pickle.dumps(by_position(specs, stage.snapshot()), protocol=5))
     if seqs:
         yield rows_table(seqs, subs, kinds, ps)
 
 
-def _packed(values: list[Any], errors: dict[int, bytes], last: Step | None) -> bytes:
+def _packed(values: list[Any], errors: dict[int, bytes], last: NodeSpec | None) -> bytes:
     try:
         return pack(values, errors)
     except Exception:
         pass
-    # Some value does not pickle: it becomes an error of the step that
+    # Some value does not pickle: it becomes an error of the node that
     # returned it, in its place, and the others still cross.
     for i, v in enumerate(values):
         if i not in errors:
@@ -120,16 +134,17 @@ def _packed(values: list[Any], errors: dict[int, bytes], last: Step | None) -> b
     return pack(values, errors)
 
 
-def _task(steps: list[Step], states: dict[int, Any], flush: bool, with_state: bool,
+def _task(specs: list[NodeSpec], states: dict[int, Any], flush: bool, with_state: bool,
           ticks: Sequence[tuple[int, int]] = ()
           ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    last = steps[-1] if steps else None
+    plan = chain_plan(specs)
+    last = specs[-1] if specs else None
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        def chain_of(emit: Callable[[Any], None], fail: Callable[[bytes], None]) -> Chain:
-            return Chain(steps, states, emit=emit, fail=fail)
-
-        yield from chain_rows(chain_of, batches, flush, last, with_state, ticks)
+        stage = Stage(plan)
+        stage.restore(by_id(specs, states))
+        yield from chain_rows(stage, batches, flush, last, specs if with_state else None,
+                              ticks)
 
     return run
 
@@ -191,21 +206,21 @@ class BatchRunner:
     Parameters
     ----------
     session : SparkSession
-    steps : list of Step
-        The fused chain.
+    specs : list of NodeSpec
+        The chain's nodes, run by the stage program (fused).
     sequential : bool
         The chain keeps state in element order: run each batch in one
-        partition and carry the state.
+        partition and carry the state (by position in ``specs``).
     checkpoint : str, optional
         Directory where the state and batch id are saved after each batch.
     """
 
-    def __init__(self, session: Any, steps: list[Step], sequential: bool,
+    def __init__(self, session: Any, specs: list[NodeSpec], sequential: bool,
                  checkpoint: str | None = None) -> None:
         from pyspark.sql.types import StructType
 
         self.session = session
-        self.steps = steps
+        self.specs = specs
         self.sequential = sequential
         self.checkpoint = checkpoint
         self.schema = StructType.fromJson(_spark_schema_json())
@@ -231,7 +246,7 @@ class BatchRunner:
         df = self.session.createDataFrame(table)
         if self.sequential or flush:
             df = df.coalesce(1)
-        task = _task(self.steps, self.states, flush, self.sequential, at)
+        task = _task(self.specs, self.states, flush, self.sequential, at)
         result = df.mapInArrow(task, self.schema).toArrow()
         out: list[Any] = []
         for kind, p in _ordered(result):

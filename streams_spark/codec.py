@@ -13,6 +13,10 @@ column with fields ``_0, _1, ...``, read back as tuples). Anything else is
 pickled, one binary value per element. Typed columns are decoded
 column-wise, which is much cheaper than unpickling element by element.
 
+This module owns every kind of row that crosses to Spark and back (data,
+errors, carried state, control rows, windows, packs), and how a value or an
+error that cannot cross is turned into one that can.
+
 Every table that Spark carries between the steps of a plan has the columns
 of :data:`ROW_SCHEMA`: ``seq`` (the input position), ``sub`` (the position
 among the outputs of that input), ``kind`` (data, error, or carried state)
@@ -25,11 +29,19 @@ from __future__ import annotations
 import pickle
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+if TYPE_CHECKING:
+    from streams.spec import NodeSpec
+
 __all__ = [
+    "CHUNK",
+    "FLUSH",
+    "FLUSH_MARK",
+    "carried_error",
+    "pickled_output",
     "DATA",
     "WINDOW",
     "WINDOW_ITEMS",
@@ -42,11 +54,19 @@ __all__ = [
     "is_error",
     "mark_error",
     "pack",
+    "elements_of",
     "unpack",
     "rows_table",
 ]
 
 DATA, ERROR, STATE = 0, 1, 2
+#: A control row: passes every step untouched; at the end of the stream it
+#: flushes sequential steps and moves the watermark past every window.
+FLUSH = 3
+#: An input row holding a packed chunk of elements (never leaves a task).
+CHUNK = 5
+#: The payload of the end-of-stream row in a plan's input files.
+FLUSH_MARK = b"streams-spark:flush"
 #: A window: ``p`` pickles the list of its elements.
 WINDOW = 4
 #: A window assembled on the driver: ``p`` is the list of its elements itself.
@@ -167,6 +187,24 @@ def pack(values: Sequence[Any], errors: dict[int, bytes] | None = None) -> bytes
     return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
 
 
+def elements_of(batch: pa.RecordBatch) -> list[Any]:
+    """The elements a batch of Spark rows stands for: one column's values, else Rows.
+
+    Examples
+    --------
+    >>> elements_of(pa.RecordBatch.from_pydict({"n": [1, 2]}))
+    [1, 2]
+    >>> elements_of(pa.RecordBatch.from_pydict({"k": ["a"], "n": [1]}))
+    [Row(k='a', n=1)]
+    """
+    if batch.num_columns == 1:
+        return batch.column(0).to_pylist()  # type: ignore[no-any-return]
+    from pyspark.sql import Row
+
+    make = Row(*batch.schema.names)
+    return [make(*v) for v in zip(*(c.to_pylist() for c in batch.columns), strict=True)]
+
+
 def unpack(blob: bytes) -> list[Any]:
     """The values of :func:`pack` (error positions hold their pickled record)."""
     table = pa.ipc.open_stream(blob).read_all()
@@ -196,3 +234,55 @@ def mark_error(p: bytes) -> bytes:
 def is_error(value: Any) -> bool:
     """Whether an unpacked value is an error record (see :func:`pack`)."""
     return type(value) is ErrorRecord
+
+
+def carried_error(node_id: int, x: Any, exc: BaseException) -> bytes:
+    """Pickle ``(node id, element, exception)``, degrading what cannot be.
+
+    Examples
+    --------
+    >>> node, element, error = pickle.loads(carried_error(3, lambda: 1, ValueError("v")))
+    >>> node, repr(element).startswith("<function"), error
+    (3, True, ValueError('v'))
+    """
+    try:
+        return pickle.dumps((node_id, x, exc), protocol=5)
+    except Exception:
+        pass
+    # The element or the exception cannot cross processes: keep their text.
+    text = RuntimeError(f"{type(exc).__name__}: {exc}")
+    for element, error in ((_Unpicklable(repr(x)), exc), (x, text),
+                           (_Unpicklable(repr(x)), text)):
+        try:
+            return pickle.dumps((node_id, element, error), protocol=5)
+        except Exception:
+            continue
+    raise AssertionError("unreachable: text always pickles")
+
+
+def pickled_output(kind: int, value: Any, last: NodeSpec | None) -> tuple[int, bytes]:
+    """Pickle a value leaving a stage, as ``(kind, bytes)``.
+
+    A value Spark cannot carry becomes an error row of ``last``, the node
+    that returned it, whose message says what to do; with no node (the input
+    itself) the pickling error is raised.
+    """
+    try:
+        return kind, pickle.dumps(value, protocol=5)
+    except Exception as e:
+        if last is None:
+            raise
+        return ERROR, carried_error(last.id, value, TypeError(
+            f"{last.name} returned {value!r:.80}, which Spark cannot carry "
+            f"(pickling failed: {e}); return plain data, or call gather() "
+            f"before {last.operator}()"))
+
+
+class _Unpicklable:
+    """Stands for an element that cannot be sent back to the driver."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text

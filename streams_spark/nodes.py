@@ -6,17 +6,20 @@ with the segment through ``Segment.add_exit``.
 
 from __future__ import annotations
 
+import asyncio
 import pickle
+from collections import deque
 from typing import Any
 
 from streams.clock import get_clock
 from streams.core import Segment, Stream
 from streams.graph import NodeSpec
-from streams.segment import SegmentEntry
+from streams.operators._checks import check_count
+from streams.operators._outbox import running_loop as _running_loop
+from streams.segment import SegmentEntry, raise_first
 from streams.window_clock import WindowClock
 
 from .batch import BatchRunner
-from .chain import SEQUENTIAL
 from .codec import ErrorRecord
 from .plan import ChainStage, Plan, check_pickles, lower, refusal
 from .stream import NodeFailureInfo
@@ -42,8 +45,9 @@ class SparkSegment(Segment):
     >>> try:
     ...     s.zip(Stream())
     ... except (TypeError, ValueError) as e:
-    ...     print(str(e)[:40])
-    zip() cannot run in a Spark segment (a S
+    ...     print(e)
+    zip() cannot run in a Spark segment: zip (a Spark segment is one linear chain of
+    steps); call gather() before zip() to run it in-process
     """
 
     backend = "spark"
@@ -61,6 +65,14 @@ class SparkSegment(Segment):
                 f"{node._label()}: the Spark segment from {self.entry._label()} is "
                 "already running; build the whole graph before emitting"
             )
+        traits = node._traits()
+        if traits.local_only is not None:
+            # Refused before describe(): a node is offered while its
+            # constructor runs, and only what its traits read is set yet.
+            op = node._operator
+            raise TypeError(
+                f"{op}() cannot run in a Spark segment: {node._label()} "
+                f"({traits.local_only}); call gather() before {op}() to run it in-process")
         spec = node.describe()
         why = refusal(spec)
         if why is not None:
@@ -116,11 +128,14 @@ class SparkSegment(Segment):
 
 
 def _state_kind(spec: NodeSpec) -> str | None:
-    if spec.operator == "accumulate" and spec.params.get("key") is not None:
+    traits = spec.traits
+    if traits.key is not None and traits.stateful:
         return "keyed"
-    if spec.operator == "timed_window":
-        return "window" if spec.params.get("time") is not None else "clock"
-    if spec.operator in SEQUENTIAL:
+    if traits.event_time is not None:
+        return "window"
+    if traits.ticked:
+        return "clock"
+    if traits.stateful and not traits.identity_on_engine:
         return "sequential"
     return None
 
@@ -133,6 +148,16 @@ def _check_one_state_stage(specs: list[NodeSpec], new: NodeSpec) -> None:
     so it can hold one keyed scan, or sequential steps, not both.
     """
     kinds = [(s, _state_kind(s)) for s in [*specs, new]]
+    window = next((s for s, k in kinds[:-1] if k == "window"), None)
+    if window is not None and kinds[-1][1] is not None:
+        # Spark emits a window once its watermark passes; a stateful step
+        # after it would need a second watermark-driven stage in the query.
+        raise TypeError(
+            f"{new.operator}() cannot follow the event-time window {window.name} in a "
+            f"Spark segment: {new.name} keeps state, and Spark runs it on the windows' "
+            "output only as a second stateful stage of one query, which it refuses. Call "
+            f"gather() after the window and run {new.operator}() in-process, or start a "
+            "second Spark segment")
     streaming = any(k in ("keyed", "window") for _, k in kinds)
     clocked = [s for s, k in kinds if k == "clock"]
     if streaming and clocked:
@@ -167,7 +192,7 @@ def _check_policies_before_window(nodes: list[Stream[Any]]) -> None:
     ``raise`` policy gives the in-process result there.
     """
     for i, node in enumerate(nodes):
-        if node._operator == "timed_window" and node.describe().params.get("time") is not None:
+        if node.describe().traits.event_time is not None:
             for before in nodes[:i]:
                 if before._policy != "raise":
                     raise ValueError(
@@ -230,6 +255,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
     """
 
     _operator = "to_spark"
+    _local_only = "it starts a segment of its own, and segments cannot be nested"
     _params = ("batch_size", "interval", "checkpoint", "streaming")
     _graphviz_shape = "triangle"
 
@@ -237,8 +263,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
                  batch_size: int = DEFAULT_BATCH_SIZE, interval: float | None = None,
                  checkpoint: str | None = None, streaming: bool = False,
                  progress: bool = False, **kwargs: Any) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"to_spark(): batch_size must be an int >= 1, got {batch_size!r}")
+        check_count("to_spark", "batch_size", batch_size)
         if interval is not None and not interval > 0:
             raise ValueError(f"to_spark(): interval must be > 0 seconds, got {interval!r}")
         self.session = session
@@ -256,6 +281,11 @@ class ToSpark(SegmentEntry, Stream[Any]):
         #: Windows that close in the open micro-batch: (position, node id).
         self._ticks: list[tuple[int, int]] = []
         self._restored: dict[int, Any] | None = None
+        #: Results of a micro-batch not yet delivered: an error raised by a
+        #: node's policy stops delivery; the rest follows at the next call.
+        self._pending: deque[Any] = deque()
+        #: Set while a micro-batch runs off the loop (asynchronous streams).
+        self._inflight: asyncio.Future[None] | None = None
         Stream.__init__(self, upstream, **kwargs)
         self._segment = SparkSegment(self)
 
@@ -290,34 +320,67 @@ class ToSpark(SegmentEntry, Stream[Any]):
         if not buf and self.interval is not None:
             self._opened = get_clock().now()
         buf.append(x)
+        if self._pending:
+            self._replay()  # after taking x: an error raised here loses nothing
         if len(buf) >= self.batch_size or (
                 self.interval is not None and self._opened is not None
                 and get_clock().now() - self._opened >= self.interval):
+            if self.asynchronous and _running_loop() is not None:
+                return self._run_batch_async()
             self.run_batch()
         return None
 
-    def run_batch(self, flush: bool = False) -> None:
-        """Run the held elements as one micro-batch and emit the results."""
+    def _take(self) -> tuple[list[Any], list[tuple[int, int]]]:
+        """The held elements and ticks, for one micro-batch (and hold none)."""
         elements, self._buffer = self._buffer, []
         ticks, self._ticks = self._ticks, []
         self._opened = None
-        if not elements and not flush and not ticks:
-            return
-        runner = self._runner or self._start()
+        return elements, ticks
+
+    def _run(self, runner: Any, elements: list[Any], flush: bool,
+             ticks: list[tuple[int, int]]) -> list[Any]:
+        """One micro-batch on Spark (a blocking call); a failed query names its node."""
         try:
-            values = (runner.run(elements, flush=flush, ticks=ticks) if ticks
-                      else runner.run(elements, flush=flush))
+            values: list[Any] = (runner.run(elements, flush=flush, ticks=ticks) if ticks
+                                 else runner.run(elements, flush=flush))
+            return values
         except NodeFailureInfo as e:
             node_id, x, exc = e.info
             self.spark_segment.node(node_id)._fail(x, exc)
             raise
-        self._deliver(values)
-        if self.show_progress:
-            if self._bar is None:
-                from streams.jupyter.progress import progress_bar
 
-                self._bar = progress_bar(desc=f"{self._label()} on Spark", unit="batch")
-            self._bar.update(1)
+    def run_batch(self, flush: bool = False,
+                  errors: list[BaseException] | None = None) -> None:
+        """Run the held elements as one micro-batch and emit the results."""
+        elements, ticks = self._take()
+        if not elements and not flush and not ticks:
+            return
+        values = self._run(self._runner or self._start(), elements, flush, ticks)
+        self._deliver(values, errors)
+
+    async def _run_batch_async(self, flush: bool = False,
+                               errors: list[BaseException] | None = None) -> None:
+        """:meth:`run_batch` on a running loop: the Spark job runs off the loop.
+
+        One micro-batch runs at a time: an ``await emit`` that closes a batch
+        while another runs waits for it (the backpressure), and resolves once
+        its batch's results are delivered. The loop keeps serving other tasks
+        meanwhile.
+        """
+        loop = asyncio.get_running_loop()
+        while self._inflight is not None:
+            await asyncio.shield(self._inflight)
+        elements, ticks = self._take()
+        if not elements and not flush and not ticks:
+            return
+        done = self._inflight = loop.create_future()
+        try:
+            runner = self._runner or await loop.run_in_executor(None, self._start)
+            values = await loop.run_in_executor(None, self._run, runner, elements, flush, ticks)
+        finally:
+            self._inflight = None
+            done.set_result(None)
+        self._deliver(values, errors)
 
     def _start(self) -> Any:
         from .session import default_session
@@ -340,15 +403,15 @@ class ToSpark(SegmentEntry, Stream[Any]):
         _check_policies_before_window(segment.nodes)
         if plan.mode == "batch" and not self.streaming:
             chains = [s for s in plan.stages if isinstance(s, ChainStage)]
-            steps = chains[0].steps if chains else []
+            specs = chains[0].specs if chains else []
             sequential = any(s.sequential for s in chains)
-            self._runner = BatchRunner(session, steps, sequential, self.checkpoint)
+            self._runner = BatchRunner(session, specs, sequential, self.checkpoint)
             if self._restored is not None:  # resumed from a pipeline's checkpoint
                 self._runner.states = dict(self._restored)
         else:
             from .stream import StreamRunner
 
-            self._runner = StreamRunner(session, plan, self.checkpoint)
+            self._runner = StreamRunner(session, plan, self.checkpoint, owner=self)
         return self._runner
 
     # -- checkpoints of the pipeline (streams.state.Checkpointer) -------------
@@ -360,6 +423,8 @@ class ToSpark(SegmentEntry, Stream[Any]):
         to it must have been through Spark; :attr:`segment_states` is then
         the state after exactly those elements.
         """
+        if self._pending:
+            self._replay()
         if self._buffer or self._ticks:
             self.run_batch()
 
@@ -384,26 +449,69 @@ class ToSpark(SegmentEntry, Stream[Any]):
         runner = self._runner
         return dict(runner.states) if isinstance(runner, BatchRunner) else None
 
-    def _deliver(self, values: list[Any]) -> None:
+    def _deliver(self, values: list[Any], errors: list[BaseException] | None = None) -> None:
+        if self.show_progress:
+            if self._bar is None:
+                from streams.jupyter.progress import progress_bar
+
+                self._bar = progress_bar(desc=f"{self._label()} on Spark", unit="batch")
+            self._bar.update(1)
+        self._pending.extend(values)
+        self._replay(errors)
+
+    def _replay(self, errors: list[BaseException] | None = None) -> None:
+        """Deliver held results in order, applying each error's node policy.
+
+        An error raised by a policy propagates at once, the results after it
+        kept for the next call (as on Dask); with ``errors`` given it is
+        appended there and delivery goes on.
+        """
         (gather,) = self.spark_segment.exits
         segment = self.spark_segment
         emit = gather._emit
-        for v in values:
-            if type(v) is ErrorRecord:
-                node_id, x, exc = pickle.loads(v)
-                segment.node(node_id)._fail(x, exc)
-            else:
-                emit(v)
+        pending = self._pending
+        while pending:
+            v = pending.popleft()
+            try:
+                if type(v) is ErrorRecord:
+                    node_id, x, exc = pickle.loads(v)
+                    segment.node(node_id)._fail(x, exc)
+                else:
+                    emit(v)
+            except Exception as e:
+                if errors is None:
+                    raise
+                errors.append(e)
 
     def _flush(self) -> Any:
         # End of stream: the last micro-batch, then what stateful steps hold.
         if self._runner is None and not self._buffer:
             return None
-        self.run_batch(flush=True)
+        if self.asynchronous and _running_loop() is not None:
+            return self._aflush()
+        # Every result is delivered before the first error is raised.
+        errors: list[BaseException] = []
+        try:
+            self._replay(errors)
+            self.run_batch(flush=True, errors=errors)
+        finally:
+            self._stop()
+        raise_first(errors, "Spark")
+        return None
+
+    async def _aflush(self) -> None:
+        errors: list[BaseException] = []
+        try:
+            self._replay(errors)
+            await self._run_batch_async(flush=True, errors=errors)
+        finally:
+            self._stop()
+        raise_first(errors, "Spark")
+
+    def _stop(self) -> None:
         if self._windows is not None:
             self._windows.stop()
         if self._runner is not None and hasattr(self._runner, "stop"):
             self._runner.stop()
         if self._bar is not None:
             self._bar.close()
-        return None

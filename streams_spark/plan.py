@@ -1,96 +1,103 @@
 """Lowering: from the nodes of a Spark segment to a plan of Spark stages.
 
-The segment is read only through ``NodeSpec`` (``node.describe()``), never
-through operator classes. A plan is a list of stages, each one Spark
-operation:
+The segment is read only through ``NodeSpec`` (``node.describe()``) and the
+traits each operator declares, never through operator names. A plan is a
+list of stages, each one Spark operation:
 
-* :class:`ChainStage` — a maximal run of steps fused into one ``mapInArrow``
-  pass (see :mod:`streams_spark.chain`);
-* :class:`KeyedStage` — ``scan(func, key=...)`` on Spark-managed keyed state
-  (``applyInPandasWithState``), emitting ``(key, state)``;
-* :class:`WindowStage` — ``timed_window(interval, time=...)``: Spark's
-  ``window()`` under a watermark.
+* :class:`ChainStage` - a maximal run of nodes run by the core's stage
+  program (:mod:`streams.stage`) inside one ``mapInArrow`` pass, fused as
+  in-process;
+* :class:`KeyedStage` - a node whose state is one independent state per key
+  (``scan(func, key=...)``): Spark routes elements by key and keeps each
+  group's state in its state store (``applyInPandasWithState``); the group
+  function runs the core's node;
+* :class:`WindowStage` - a window on event time: Spark's ``window()`` under
+  a watermark.
 
-A processing-time ``timed_window`` is a sequential step of a chain: the
-driver owns the clock and sends a tick with the micro-batch where each
-window closes (batch mode only).
+A processing-time window (a *ticked* node) is part of a chain: the driver
+owns the clock and sends a tick with the micro-batch where each window
+closes (batch mode only).
 
 Without keyed or event-time stages the plan runs as one Spark batch job per
-micro-batch (``mode == "batch"``), its sequential steps (``accumulate``,
-``partition``...) in one partition with their state carried by the driver.
-Otherwise it runs as one Structured Streaming query (``mode == "stream"``)
-whose state lives in Spark's state store.
+micro-batch (``mode == "batch"``), its stateful nodes in one partition with
+their state carried by the driver. Otherwise it runs as one Structured
+Streaming query (``mode == "stream"``) whose state lives in Spark's state
+store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]
 
-from streams.graph import NodeSpec
-
-from .chain import SEQUENTIAL, STATELESS, Step
+from streams.spec import NodeSpec
+from streams.stage import StageOp, StagePlan
 
 __all__ = [
-    "REFUSED",
     "ChainStage",
     "KeyedStage",
     "Plan",
+    "Route",
     "WindowStage",
+    "by_id",
+    "by_position",
+    "chain_plan",
     "check_pickles",
     "lower",
     "refusal",
+    "route_of",
 ]
-
-#: Operators that can never run inside a Spark segment, and what to do.
-REFUSED: Mapping[str, str] = {
-    "map_async": "coroutines run on the driver's event loop",
-    "delay": "time-based delivery is done in-process",
-    "rate_limit": "time-based delivery is done in-process",
-    "buffer": "it exists for in-process backpressure",
-    "latest": "it depends on when downstream reads",
-    "combine_latest": "its output depends on arrival times",
-    "zip_latest": "its output depends on arrival times",
-    "zip": "a Spark segment is one linear chain of steps",
-    "union": "a Spark segment is one linear chain of steps",
-    "collect": "it is driven by an in-process emit() call",
-    "to_spark": "the stream already runs on Spark",
-    "scatter": "Dask and Spark segments cannot be nested",
-    "partition_unique": "the Spark backend does not lower it",
-    "slice": "the Spark backend does not lower it",
-}
 
 
 @dataclass
 class ChainStage:
-    """Steps fused into one ``mapInArrow`` pass."""
+    """Nodes run by the stage program in one ``mapInArrow`` pass."""
 
-    steps: list[Step] = field(default_factory=list)
+    specs: list[NodeSpec] = field(default_factory=list)
 
     @property
     def sequential(self) -> bool:
-        """Whether a step keeps state in element order (one partition)."""
-        return any(s.operator in SEQUENTIAL for s in self.steps)
+        """Whether a node keeps state in element order (one partition)."""
+        return any(s.traits.stateful and not s.traits.identity_on_engine for s in self.specs)
 
 
 @dataclass
 class KeyedStage:
-    """A keyed scan on Spark-managed state."""
+    """A node with one independent state per key, on Spark-managed state.
 
-    step: Step
+    ``after`` are stateless nodes that follow it: they run in the same group
+    function, on its outputs, saving a pass.
+    """
+
+    spec: NodeSpec
+    after: list[NodeSpec] = field(default_factory=list)
 
 
 @dataclass
 class WindowStage:
     """An event-time window under a watermark."""
 
-    step: Step
+    spec: NodeSpec
 
 
 Stage = ChainStage | KeyedStage | WindowStage
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where the rows for a stateful stage go: Spark's routing columns.
+
+    ``kind`` is ``"key"`` (a group per bucket of keys, from ``key``),
+    ``"window"`` (the event-time window of ``spec``) or ``"group"`` (the one
+    group of a sequential chain).
+    """
+
+    kind: str
+    spec: NodeSpec | None = None
 
 
 @dataclass
@@ -108,11 +115,16 @@ class Plan:
         return "stream"
 
     @property
-    def steps(self) -> list[Step]:
-        """Every step, upstream first."""
-        out: list[Step] = []
+    def specs(self) -> list[NodeSpec]:
+        """Every node, upstream first."""
+        out: list[NodeSpec] = []
         for s in self.stages:
-            out.extend(s.steps if isinstance(s, ChainStage) else [s.step])
+            if isinstance(s, ChainStage):
+                out.extend(s.specs)
+            else:
+                out.append(s.spec)
+                if isinstance(s, KeyedStage):
+                    out.extend(s.after)
         return out
 
 
@@ -124,28 +136,19 @@ def refusal(spec: NodeSpec) -> str | None:
     >>> from streams import Stream
     >>> refusal(Stream().map(abs).describe()) is None
     True
-    >>> print(refusal(Stream().partition(2, timeout=1.0).describe())[:58])
-    partition(timeout=...) cannot run in a Spark segment (the
+    >>> print(refusal(Stream().partition(2, timeout=1.0).describe()))
+    partition() cannot run in a Spark segment: partition(2) (its timeout is wall-clock time in
+    this process; drop the timeout to run it on an engine); call gather() before partition() to
+    run it in-process
     """
     op = spec.operator
-    p = spec.params
-    if op in STATELESS or op in ("frequencies", "sliding_window"):
+    why = spec.traits.local_only
+    if why is None and len(spec.upstream_ids) > 1:
+        why = "a Spark segment is one linear chain of steps"
+    if why is None:
         return None
-    if op == "accumulate":
-        return None
-    if op == "unique":
-        return None
-    if op == "partition":
-        if p.get("timeout") is not None:
-            return (f"{op}(timeout=...) cannot run in a Spark segment (the timeout is "
-                    f"in-process wall-clock time): call gather() before {op}(), or drop "
-                    "the timeout")
-        return None
-    if op == "timed_window":
-        return None
-    reason = REFUSED.get(op, "the Spark backend does not lower it")
-    return (f"{op}() cannot run in a Spark segment ({reason}): call gather() before "
-            f"{op}() to run it in-process")
+    return (f"{op}() cannot run in a Spark segment: {spec.name} ({why}); call gather() "
+            f"before {op}() to run it in-process")
 
 
 def check_pickles(spec: NodeSpec) -> None:
@@ -166,12 +169,6 @@ def check_pickles(spec: NodeSpec) -> None:
             ) from e
 
 
-def step_of(spec: NodeSpec) -> Step:
-    """The worker-side step for ``spec``."""
-    params: dict[str, Any] = dict(spec.params)
-    return Step(spec.id, spec.operator, spec.func, params, spec.name)
-
-
 def lower(specs: list[NodeSpec]) -> Plan:
     """Cut the segment's nodes, upstream first, into stages.
 
@@ -182,26 +179,79 @@ def lower(specs: list[NodeSpec]) -> Plan:
     >>> a = s.map(abs)
     >>> b = a.filter(None)
     >>> c = b.scan(max)
-    >>> plan = lower([a.describe(), b.describe(), c.describe()])
+    >>> d = c.scan(max, key=0)
+    >>> e = d.map(str)
+    >>> plan = lower([a.describe(), b.describe(), c.describe(), d.describe(), e.describe()])
     >>> [type(st).__name__ for st in plan.stages], plan.mode
-    (['ChainStage'], 'batch')
+    (['ChainStage', 'KeyedStage'], 'stream')
+    >>> [spec.operator for spec in plan.stages[1].after]  # in the keyed group function
+    ['map']
     """
     stages: list[Stage] = []
     labels = {s.id: s.name for s in specs}
-
-    def chain() -> ChainStage:
-        if not stages or not isinstance(stages[-1], ChainStage):
-            stages.append(ChainStage())
-        last = stages[-1]
-        assert isinstance(last, ChainStage)
-        return last
-
     for spec in specs:
-        step = step_of(spec)
-        if spec.operator == "accumulate" and spec.params.get("key") is not None:
-            stages.append(KeyedStage(step))
-        elif spec.operator == "timed_window" and spec.params.get("time") is not None:
-            stages.append(WindowStage(step))
+        if spec.traits.key is not None and spec.traits.stateful:
+            stages.append(KeyedStage(spec))
+        elif spec.traits.event_time is not None:
+            stages.append(WindowStage(spec))
+        elif (stages and isinstance(stages[-1], KeyedStage) and not spec.traits.stateful
+              and not spec.traits.ticked):
+            stages[-1].after.append(spec)  # runs in the keyed stage's group function
         else:
-            chain().steps.append(step)
+            if not stages or not isinstance(stages[-1], ChainStage):
+                stages.append(ChainStage())
+            last = stages[-1]
+            assert isinstance(last, ChainStage)
+            last.specs.append(spec)
     return Plan(stages, labels)
+
+
+def route_of(stage: Stage | None) -> Route | None:
+    """The routing that rows bound for ``stage`` need (None: none)."""
+    if isinstance(stage, KeyedStage):
+        return Route("key", stage.spec)
+    if isinstance(stage, WindowStage):
+        return Route("window", stage.spec)
+    if isinstance(stage, ChainStage) and stage.sequential:
+        return Route("group")
+    return None
+
+
+_tokens = itertools.count()
+
+
+def chain_plan(specs: list[NodeSpec]) -> StagePlan:
+    """The stage program running ``specs`` (a linear chain) on each element.
+
+    Its output, recorded as plain values, is what leaves the last node; an
+    empty chain passes its input on.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> from streams.stage import Stage
+    >>> s = Stream()
+    >>> a = s.map(lambda x: x + 1)
+    >>> b = a.filter(lambda x: x % 2)
+    >>> Stage(chain_plan([a.describe(), b.describe()])).run([1, 2, 3, 4]).events
+    [3, 5]
+    """
+    token = f"{uuid.uuid4().hex}-{next(_tokens)}"
+    if not specs:
+        return StagePlan(token, -1, (), (), -1)
+    ops = tuple(StageOp(s, (nxt.id,)) for s, nxt in itertools.pairwise(specs))
+    ops += (StageOp(specs[-1], ()),)
+    return StagePlan(token, specs[0].upstream_ids[0], (specs[0].id,), ops, specs[-1].id)
+
+
+def by_position(specs: list[NodeSpec], states: dict[int, Any] | None) -> dict[int, Any]:
+    """States by node id -> by position in ``specs`` (stable when a graph is rebuilt)."""
+    where = {s.id: i for i, s in enumerate(specs)}
+    return {where[i]: state for i, state in (states or {}).items()}
+
+
+def by_id(specs: list[NodeSpec], states: dict[int, Any] | None) -> dict[int, Any] | None:
+    """States by position in ``specs`` -> by node id (None: none saved yet)."""
+    if not states:
+        return None
+    return {specs[i].id: state for i, state in states.items()}

@@ -58,6 +58,12 @@ def default_session(master: str | None = None) -> Any:
         builder = SparkSession.builder.master(master or "local[2]").appName("streams")
         for k, v in LOCAL_CONF.items():
             builder = builder.config(k, v)
+        # Errors only from the JVM's log, from its start on (setLogLevel comes
+        # too late for the start-up warnings); a user's own settings win.
+        if "log4j" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+            config = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+            builder = builder.config("spark.driver.extraJavaOptions",
+                                     f"-Dlog4j2.configurationFile=file:{config}")
         _session = builder.getOrCreate()
         _session.sparkContext.setLogLevel("ERROR")
         return _session

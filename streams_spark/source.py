@@ -17,61 +17,44 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Iterator
 from typing import Any
-
-import pyarrow as pa
 
 from streams.core import Stream
 from streams.graph import walk
+from streams.segment import raise_first
 
 from .batch import load_checkpoint, save_checkpoint
-from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, pack, value_of
+from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, value_of
 from .nodes import SparkSegment
-from .stages import collected_rows
-from .stream import build_query_frame
+from .stages import COLUMNS, collected_rows
+from .stream import build_query_frame, query_name, reraise_node_failure
 
 __all__ = ["FromSpark"]
 
 
-def _rows_to_input(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Spark rows as packed chunks of elements (one value, or a tuple), numbered in order.
-
-    An element's ``seq`` is the partition id then the row's rank in the
-    partition: the order in which an in-process source would have read the
-    same files. Each record batch becomes one row: its first ``seq`` and
-    its values packed as typed Arrow (see :func:`streams_spark.codec.pack`).
-    """
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    base = (context.partitionId() if context is not None else 0) << 40
-    n = 0
-    for b in batches:
-        cols = [c.to_pylist() for c in b.columns]
-        values = cols[0] if len(cols) == 1 else list(zip(*cols, strict=True))
-        seq = pa.array([base + n], pa.int64())
-        n += len(values)
-        yield pa.RecordBatch.from_arrays([seq, pa.array([pack(values)], pa.binary())],
-                                         names=["seq", "p"])
-
-
 @Stream.register_api(staticmethod)
 class FromSpark(Stream[Any]):
-    """Start a pipeline from a Spark streaming DataFrame; run it in Spark.
+    """Start a pipeline from a Spark DataFrame; run it in Spark.
 
     Each row becomes an element: the value of a one-column row, else a
-    tuple. The steps until ``gather()`` run in Spark (as after
+    ``pyspark.sql.Row`` (``r.name``, ``r["name"]``, ``r[0]``). End the Spark
+    segment with ``to_dataframe(schema)`` to get a DataFrame of typed columns
+    that never passes through the driver, or with ``gather()`` to deliver the
+    results to Python nodes. The steps until ``gather()`` run in Spark (as after
     ``to_spark()``); the nodes after it receive each micro-batch's results
     in order. :meth:`start` runs the query.
 
     Parameters
     ----------
     df : pyspark.sql.DataFrame
-        A streaming DataFrame (``spark.readStream...``).
-    checkpoint : str
+        A streaming DataFrame (``spark.readStream...``), or a static one (a
+        backfill: :meth:`start` runs one job).
+    checkpoint : str, optional
         The checkpoint directory: Spark's offsets and state, and the batch
         delivered last with the states of the nodes after ``gather()``.
+        Needed only to deliver a streaming DataFrame's results to Python
+        nodes after ``gather()``; a segment ending in ``to_dataframe()``
+        is written with Spark's own sink and checkpoint.
     available_now : bool
         Process what is available, then stop (``Trigger.AvailableNow``);
         otherwise run until :meth:`stop`.
@@ -92,20 +75,21 @@ class FromSpark(Stream[Any]):
     """
 
     _operator = "from_spark"
-    _params = ("checkpoint", "available_now")
+    _params = ("df", "checkpoint", "available_now")
     _graphviz_shape = "triangle"
 
-    def __init__(self, df: Any, checkpoint: str, available_now: bool = True,
+    def __init__(self, df: Any, checkpoint: str | None = None, available_now: bool = True,
                  **kwargs: Any) -> None:
-        if not getattr(df, "isStreaming", False):
+        if not hasattr(df, "isStreaming") or not hasattr(df, "mapInArrow"):
             raise TypeError(
-                "from_spark() takes a streaming DataFrame (spark.readStream...), got "
-                f"{type(df).__name__}; for in-process data use Stream().to_spark()")
+                "from_spark() takes a Spark DataFrame (spark.read... or spark.readStream...), "
+                f"got {type(df).__name__}; for in-process data use Stream().to_spark()")
         self.df = df
         self.checkpoint = checkpoint
         self.available_now = available_now
         self.query: Any = None
         self._delivered = -1
+        self._failed: BaseException | None = None
         Stream.__init__(self, **kwargs)
         self._segment = SparkSegment(self)  # type: ignore[arg-type]
 
@@ -122,20 +106,52 @@ class FromSpark(Stream[Any]):
         segment = self._segment
         assert isinstance(segment, SparkSegment)
         if not segment.exits:
-            raise ValueError(f"{self._label()}: end the Spark segment with .gather()")
+            raise ValueError(f"{self._label()}: end the Spark segment with .gather() (or "
+                             "with .to_dataframe(), which needs no start())")
+        if not self.df.isStreaming:
+            self._run_static()
+            return
+        if self.checkpoint is None:
+            raise ValueError(
+                f"{self._label()}: a streaming DataFrame delivered to Python nodes after "
+                "gather() needs a checkpoint directory: Stream.from_spark(df, "
+                "checkpoint='ckpt/') (to_dataframe() needs none: Spark's sink keeps it)")
         saved = load_checkpoint(os.path.join(self.checkpoint, "delivered"))
         if saved is not None:
             self._delivered = saved["batch_id"]
             for node, state in zip(self._local_nodes(), saved["states"], strict=True):
                 node.restore(state)
-        frame = self.df.mapInArrow(_rows_to_input, "seq long, p binary")
-        frame = build_query_frame(frame, segment.plan())
+        frame = build_query_frame(self.df, segment.plan(), first=COLUMNS)
         writer = (frame.writeStream.foreachBatch(self._deliver_batch)
+                  .queryName(query_name(self))
                   .option("checkpointLocation", os.path.join(self.checkpoint, "query")))
         writer = writer.trigger(availableNow=True) if self.available_now else writer
         self.query = writer.start()
         if self.available_now:
+            self.await_termination()
+
+    def await_termination(self) -> None:
+        """Wait for the query to end; a node's error is raised as itself.
+
+        An error a node's policy raised while a batch was delivered reaches
+        the caller as that :class:`~streams.NodeError` (with its original
+        type), not wrapped in Spark's ``StreamingQueryException``.
+        """
+        try:
             self.query.awaitTermination()
+        except Exception as e:
+            failed, self._failed = self._failed, None
+            if failed is not None:
+                raise failed from failed.__cause__  # its own cause, not Spark's exception
+            reraise_node_failure(e, self._segment)
+            raise
+
+    def _run_static(self) -> None:
+        """A static DataFrame: one Spark job, its results delivered in order, then close."""
+        segment = self._segment
+        assert isinstance(segment, SparkSegment)
+        self._deliver_batch(build_query_frame(self.df, segment.plan(), first=COLUMNS), 0)
+        self.close()
 
     def stop(self) -> None:
         """Stop a running query, then close the pipeline."""
@@ -149,16 +165,27 @@ class FromSpark(Stream[Any]):
         segment = self._segment
         assert isinstance(segment, SparkSegment)
         (gather,) = segment.exits
+        # Every result of the batch is delivered, and the batch recorded as
+        # delivered, before the first error a node's policy raises: a
+        # restarted query then neither loses nor repeats the others.
+        errors: list[BaseException] = []
         for kind, p in collected_rows(df.toArrow()):
-            if kind == ERROR:
-                node_id, x, exc = pickle.loads(p)
-                segment.node(node_id)._fail(x, exc)
-            elif kind in (DATA, WINDOW, WINDOW_ITEMS):
-                gather._emit(value_of(kind, p))
-        states = [n.snapshot() for n in self._local_nodes()]
-        save_checkpoint(os.path.join(self.checkpoint, "delivered"),
-                        {"batch_id": batch_id, "states": states})
+            try:
+                if kind == ERROR:
+                    node_id, x, exc = pickle.loads(p)
+                    segment.node(node_id)._fail(x, exc)
+                elif kind in (DATA, WINDOW, WINDOW_ITEMS):
+                    gather._emit(value_of(kind, p))
+            except Exception as e:
+                errors.append(e)
+        if self.checkpoint is not None:
+            states = [n.snapshot() for n in self._local_nodes()]
+            save_checkpoint(os.path.join(self.checkpoint, "delivered"),
+                            {"batch_id": batch_id, "states": states})
         self._delivered = batch_id
+        if errors:
+            self._failed = errors[0]  # raised as itself by await_termination()
+        raise_first(errors, "Spark")
 
 
 def _after(node: Stream[Any], gather: Stream[Any]) -> bool:

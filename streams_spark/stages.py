@@ -12,34 +12,45 @@ far-future event time that moves the watermark past every window.
 
 from __future__ import annotations
 
-import copy
 import pickle
 import zlib
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .chain import ERROR, Chain, Step, carried_error, pickled_output
-from .codec import DATA, PACK, STATE, WINDOW, WINDOW_ITEMS, unpack, value_of
+from streams.operators._checks import key_function
+from streams.spec import NodeSpec
+from streams.stage import Stage
+
+from .codec import (
+    CHUNK,
+    DATA,
+    ERROR,
+    FLUSH,
+    FLUSH_MARK,
+    PACK,
+    STATE,
+    WINDOW,
+    WINDOW_ITEMS,
+    carried_error,
+    elements_of,
+    pickled_output,
+    unpack,
+    value_of,
+)
 from .packs import opened, pack_payload, windows_of
+from .plan import Route, by_id, by_position, chain_plan
 
 __all__ = [
-    "FLUSH", "FLUSH_MARK", "MID_SCHEMA", "ONE_GROUP", "SEQUENTIAL_STAGE", "chain_task",
+    "FLUSH", "FLUSH_MARK", "MID_SCHEMA", "ONE_GROUP", "Driver", "chain_task",
     "collected_rows", "keyed_scan", "sequential_chain", "window_items",
 ]
 
-FLUSH = 3
-#: An input row holding a packed chunk of elements (never leaves a task).
-CHUNK = 5
-#: The payload of the end-of-stream row in a plan's input files.
-FLUSH_MARK = b"streams-spark:flush"
 #: The key of the one group of a sequential stage (never a pickled key).
 ONE_GROUP = b"\x01"
-#: The operator name of the routing step before a sequential stage.
-SEQUENTIAL_STAGE = "sequential stage"
 #: A time after every real event time (year 2200), for the end-of-stream row.
 FAR_FUTURE = 7.3e9
 
@@ -76,15 +87,16 @@ def key_bucket(kbytes: bytes) -> bytes:
     return b"%d" % (zlib.crc32(kbytes) % KEY_BUCKETS)
 
 
-def _route(step: Step | None) -> Callable[[Any], tuple[bytes | None, float | None]]:
-    """The routing columns for the stage ``step``: ``k`` and ``t``."""
-    if step is None:
+def _route(route: Route | None) -> Callable[[Any], tuple[bytes | None, float | None]]:
+    """The routing columns ``k`` and ``t`` of an element bound for ``route``."""
+    if route is None:
         return lambda x: (None, None)
-    if step.operator == SEQUENTIAL_STAGE:
+    if route.kind == "group":
         return lambda x: (ONE_GROUP, None)
-    if step.operator == "accumulate":
-        key = step.params["key"]
-        keyf = key if callable(key) else (lambda x, k=key: x[k])
+    assert route.spec is not None
+    traits = route.spec.traits
+    if route.kind == "key":
+        keyf = key_function(traits.key)
         dumps = pickle.dumps
         # Keys repeat: pickle each once. Equal keys share one pickle, as they
         # share one state in-process (a dict: 1, 1.0 and True are one key).
@@ -97,11 +109,11 @@ def _route(step: Step | None) -> Callable[[Any], tuple[bytes | None, float | Non
             except KeyError:
                 b = pickled[k] = dumps(k, protocol=5)
                 return b, None
-            # An unhashable key raises TypeError: an error of the scan, as in-process.
+            # An unhashable key raises TypeError: an error of the node, as in-process.
 
         return by_key
-    time = step.params["time"]
-    timef = time if callable(time) else (lambda x, k=time: x[k])
+    assert traits.event_time is not None
+    timef = key_function(traits.event_time.time)
 
     def when(x: Any) -> tuple[None, float]:
         t = timef(x)
@@ -120,28 +132,31 @@ class Router:
 
     Parameters
     ----------
-    route_to : Step, optional
-        The stage the rows go to (None: no routing columns needed).
-    last : Step, optional
-        The step that produced the values (named when one cannot be pickled).
+    route_to : Route, optional
+        Where the rows go (None: no routing columns needed).
+    last : NodeSpec, optional
+        The node that produced the values (named when one cannot be pickled).
     """
 
-    def __init__(self, route_to: Step | None, last: Step | None) -> None:
+    def __init__(self, route_to: Route | None, last: NodeSpec | None) -> None:
         self.route_to = route_to
         self.last = last
         self.route = _route(route_to)
-        self.to_window = route_to is not None and route_to.operator == "timed_window"
-        self.grouped = route_to is not None and route_to.operator == SEQUENTIAL_STAGE
+        kind = route_to.kind if route_to is not None else None
+        self.to_window = kind == "window"
+        self.grouped = kind == "group"
+        self.keyed = kind == "key"
         self.cols: dict[str, list[Any]] = {n: [] for n in MID_SCHEMA.names}
         self._appends = tuple(c.append for c in self.cols.values())
-        # Group -> [seqs, subs, values, k, latest t, keys]: the packs being filled.
+        # Group -> [seqs, subs, values, k, latest t]: the packs being filled.
         self.packs: dict[Any, list[Any]] = {}
-        self.keyed = route_to is not None and route_to.operator == "accumulate"
         self.buckets: dict[bytes, bytes] = {}
         self.width = 0
         if self.to_window:
-            assert route_to is not None
-            self.width = round(float(route_to.params["interval"]) * 1_000_000)
+            assert route_to is not None and route_to.spec is not None
+            event_time = route_to.spec.traits.event_time
+            assert event_time is not None
+            self.width = round(event_time.size * 1_000_000)
 
     def add(self, seq: int, sub: int, kind: int, value: Any) -> None:
         """A value (``kind`` DATA) or a pickled error record (``kind`` ERROR)."""
@@ -151,8 +166,8 @@ class Router:
         try:
             k, t = self.route(value)
         except Exception as e:
-            assert self.route_to is not None
-            self._error(seq, sub, carried_error(self.route_to, value, e))
+            assert self.route_to is not None and self.route_to.spec is not None
+            self._error(seq, sub, carried_error(self.route_to.spec.id, value, e))
             return
         if self.route_to is None:
             kind, p = pickled_output(kind, value, self.last)
@@ -179,15 +194,12 @@ class Router:
             group = micros // self.width
         pack = self.packs.get(group)
         if pack is None:
-            self.packs[group] = ([[seq], [sub], [value], group, t, [k]] if self.keyed
-                                 else [[seq], [sub], [value], k, t, None])
+            self.packs[group] = [[seq], [sub], [value], group if self.keyed else k, t]
             return
         pack[0].append(seq)
         pack[1].append(sub)
         pack[2].append(value)
-        if self.keyed:
-            pack[5].append(k)
-        elif t is not None and t > pack[4]:
+        if t is not None and t > pack[4]:
             # The pack's event time is its latest element's: Spark's
             # watermark (the latest event time seen) stays what it would be.
             pack[4] = t
@@ -237,9 +249,9 @@ class Router:
         """Turn the packs being filled into rows."""
         packs, self.packs = self.packs, {}
         failed: list[tuple[int, int, bytes]] = []
-        for seqs, subs, values, k, t, keys in packs.values():
+        for seqs, subs, values, k, t in packs.values():
             try:
-                p = pack_payload(seqs, subs, values, keys)
+                p = pack_payload(seqs, subs, values)
             except Exception:
                 # Some value cannot be pickled: it becomes an error row of the
                 # step that returned it, in its place; the others stay packed.
@@ -253,8 +265,7 @@ class Router:
                 if not keep:
                     continue
                 seqs, subs = [seqs[i] for i in keep], [subs[i] for i in keep]
-                p = pack_payload(seqs, subs, [values[i] for i in keep],
-                                 None if keys is None else [keys[i] for i in keep])
+                p = pack_payload(seqs, subs, [values[i] for i in keep])
             self._append(seqs[0], subs[0], PACK, p, k, t)
         failed.sort(key=lambda f: (f[0], f[1]))
         for seq, sub, ep in failed:
@@ -282,27 +293,113 @@ class Router:
         return out
 
 
-def chain_task(steps: list[Step], route_to: Step | None, first: bool
+class Driver:
+    """Runs the stage program element by element, handing what comes out to a Router.
+
+    Each output (or failure) of the element at ``(seq, sub)`` leaves at
+    ``(seq, sub + i)``: the order of the in-process run.
+    """
+
+    def __init__(self, stage: Stage, rows: Any) -> None:
+        self.stage = stage
+        #: A :class:`Router`, or another receiver of ``add``/``passthrough``
+        #: calls (``streams_spark.dataframe.TypedRows``, which takes ``extend``).
+        self.rows = rows
+        self.events = stage.events
+        self._push = stage.root._pusher()  # after any restore(): it recompiles
+
+    def push(self, seq: int, sub: int, x: Any) -> int:
+        """Run ``x``; return the ``sub`` after its outputs."""
+        self._push(x)
+        return self.drain(seq, sub)
+
+    def push_all(self, seq: int, items: list[Any]) -> None:
+        """Run ``items``, the elements at ``seq``, ``seq + 1``...
+
+        A receiver that keeps no positions (``bulk``: the typed rows of
+        ``to_dataframe()``) takes all their outputs at once.
+        """
+        if getattr(self.rows, "bulk", False):
+            push = self._push
+            for x in items:
+                push(x)
+            self.rows.extend(self.events, self.stage.failed)
+            self.events.clear()
+            self.stage.failed.clear()
+            return
+        push_one = self.push
+        for i, x in enumerate(items, seq):
+            push_one(i, 0, x)
+
+    def drain(self, seq: int, sub: int) -> int:
+        """Hand the recorded outputs and failures on, numbered from ``sub``."""
+        events = self.events
+        if not events:
+            return sub
+        add = self.rows.add
+        stage = self.stage
+        if stage.failed:
+            failed = set(stage.failed)
+            for i, e in enumerate(events):
+                if i in failed:
+                    add(seq, sub, ERROR, carried_error(e.node_id, e.element, e.error))
+                else:
+                    add(seq, sub, DATA, e)
+                sub += 1
+            stage.failed.clear()
+        else:
+            for e in events:
+                add(seq, sub, DATA, e)
+                sub += 1
+        events.clear()
+        return sub
+
+
+#: Makes the receiver of a stage's output: a :class:`Router` for the next
+#: stage, or typed rows for ``to_dataframe()`` (``streams_spark.dataframe``).
+Rows = Callable[[], Any]
+
+
+#: ``first`` of :func:`chain_task` when its input is the user's DataFrame.
+COLUMNS = "columns"
+
+
+def _partition_base() -> int:
+    """The ``seq`` of a partition's first row: the partition id, shifted."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return (context.partitionId() if context is not None else 0) << 40
+
+
+def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool | str,
+               rows_of: Rows | None = None
                ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A ``mapInArrow`` function running ``steps`` then routing for ``route_to``.
+    """A ``mapInArrow`` function running ``specs`` then routing for ``route_to``.
 
     ``first`` says the input is the raw micro-batch (``seq``, ``p``) rather
-    than rows of an earlier stage. Errors of the routing functions (the key
-    or time function) are errors of the ``route_to`` node.
+    than rows of an earlier stage; :data:`COLUMNS`, that it is the user's
+    DataFrame, whose rows are the elements (see
+    :func:`~streams_spark.codec.elements_of`). Errors of the routing functions (the key
+    or time function) are errors of the ``route_to`` node. ``rows_of``
+    replaces the routing with another receiver of the outputs.
     """
-    last = steps[-1] if steps else None
+    plan = chain_plan(specs)
+    last = specs[-1] if specs else None
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        chain = Chain(steps)
-        rows = Router(route_to, last)
+        rows = rows_of() if rows_of is not None else Router(route_to, last)
+        drive = Driver(Stage(plan), rows)
+        push = drive.push
         loads = pickle.loads
-        cur = [0, 0]
-
-        def sink(kind: int, value: Any) -> None:
-            rows.add(cur[0], cur[1], kind, value)
-            cur[1] += 1
-
+        base = _partition_base() if first == COLUMNS else 0
         for batch in batches:
+            if first == COLUMNS:
+                # The user's DataFrame itself: its rows are the elements.
+                drive.push_all(base, elements_of(batch))
+                base += batch.num_rows
+                yield rows.batch()
+                continue
             names = batch.schema.names
             seqs = batch.column(names.index("seq")).to_pylist()
             ps = batch.column(names.index("p")).to_pylist()
@@ -316,18 +413,14 @@ def chain_task(steps: list[Step], route_to: Step | None, first: bool
                 subs = batch.column(names.index("sub")).to_pylist()
             for s, sb, kind, p in zip(seqs, subs, kinds, ps, strict=True):
                 if kind == CHUNK:
-                    for cur[0], x in enumerate(unpack(p), s):
-                        cur[1] = 0
-                        chain.push(x, sink)
+                    drive.push_all(s, unpack(p))
                 elif kind in (DATA, WINDOW):
                     # Children of a flatten rank below their parent's rank.
-                    cur[0], cur[1] = s, sb << 16
-                    chain.push(loads(p) if kind == DATA else value_of(kind, p), sink)
+                    push(s, sb << 16, loads(p) if kind == DATA else value_of(kind, p))
                 elif kind == PACK:
                     pseqs, psubs, values, _ = loads(p)
                     for ps_, psb, x in zip(pseqs, psubs, values, strict=True):
-                        cur[0], cur[1] = ps_, psb << 16
-                        chain.push(x, sink)
+                        push(ps_, psb << 16, x)
                 else:
                     rows.passthrough(s, sb, kind, p)
             yield rows.batch()
@@ -335,95 +428,74 @@ def chain_task(steps: list[Step], route_to: Step | None, first: bool
     return run
 
 
-def keyed_scan(step: Step, route_to: Step | None = None
+def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSpec] | None = None,
+               rows_of: Rows | None = None
                ) -> Callable[[Any, Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
-    """The ``applyInPandasWithState`` function of ``scan(func, key=...)``.
+    """The ``applyInPandasWithState`` function of a node with per-key state.
 
-    Emits ``(key, output)`` (or ``(state, (key, output))`` with
-    ``with_state``) per element, as the in-process keyed scan does, as rows
-    routed for ``route_to`` (so no pass of its own is needed to route them).
-    Control and error rows (key ``b""``) pass through.
+    Each group is a bucket of keys (see :func:`key_bucket`); the core's own
+    node runs over the group's elements in input order, its state restored
+    from and saved to the group's state in Spark's state store, followed by
+    the stateless nodes ``after`` it. Its outputs leave as rows routed for
+    ``route_to`` (so no pass of its own is needed to route them), or to
+    ``rows_of()``. Control and error rows (key ``b""``) pass through.
     """
-    p = step.params
-    f = step.func
-    assert f is not None
-    kwargs = p.get("kwargs") or {}
-    returns_state, with_state = p.get("returns_state", False), p.get("with_state", False)
-    start = p.get("start")
-    no_start = type(start).__name__ == "_NoDefault"
+    specs = [spec, *(after or ())]
+    plan = chain_plan(specs)
 
     def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         seqs, subs, kinds, ps = _columns(frames)
-        rows = Router(route_to, step)
+        rows = rows_of() if rows_of is not None else Router(route_to, specs[-1])
         if not key[0]:
             for s, sb, kind, pv in zip(seqs, subs, kinds, ps, strict=True):
                 rows.passthrough(int(s), int(sb), int(kind), pv)
             yield rows.frame()
             return
-        # The group is a bucket of keys: its state maps each pickled key to
-        # that key's accumulator.
-        accs: dict[bytes, Any] = pickle.loads(state.get[0]) if state.exists else {}
-        names: dict[bytes, Any] = {}
-        loads = pickle.loads
-        seqs, subs, _, xs, kbs = opened(seqs, subs, kinds, ps)
-        for s, sb, x, kb in zip(seqs, subs, xs, cast("list[bytes]", kbs), strict=True):
-            acc = accs[kb] if kb in accs else _NOTHING if no_start else copy.deepcopy(start)
-            try:
-                if acc is _NOTHING:
-                    new = out = x
-                elif returns_state:
-                    new, out = f(acc, x, **kwargs)
-                else:
-                    new = out = f(acc, x, **kwargs)
-            except Exception as e:
-                rows.add(s, sb, ERROR, carried_error(step, x, e))
-                if kb not in accs:
-                    accs[kb] = acc
-                continue
-            accs[kb] = new
-            k = names.get(kb, _NOTHING)
-            if k is _NOTHING:
-                k = names[kb] = loads(kb)
-            rows.add(s, sb, DATA, (new, (k, out)) if with_state else (k, out))
-        state.update((pickle.dumps(accs, protocol=5),))
+        stage = Stage(plan)
+        stage.restore(by_id(specs, pickle.loads(state.get[0]) if state.exists else None))
+        drive = Driver(stage, rows)
+        seqs, subs, _, xs, _ = opened(seqs, subs, kinds, ps)
+        if getattr(rows, "bulk", False):
+            drive.push_all(0, xs)
+        else:
+            for s, sb, x in zip(seqs, subs, xs, strict=True):
+                drive.push(s, sb, x)
+        state.update((pickle.dumps(by_position(specs, stage.snapshot()), protocol=5),))
         yield rows.frame()
 
     return run
 
 
-def sequential_chain(steps: list[Step], route_to: Step | None = None) -> Callable[
+def sequential_chain(specs: list[NodeSpec], route_to: Route | None = None,
+                     rows_of: Rows | None = None) -> Callable[
         [Any, Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
-    """The ``applyInPandasWithState`` function of a chain with sequential steps.
+    """The ``applyInPandasWithState`` function of a chain with stateful nodes.
 
-    All rows share one group (:data:`ONE_GROUP`); the chain's states are the
-    group's state. A ``FLUSH`` row flushes what the steps hold. Output rows
+    All rows share one group (:data:`ONE_GROUP`); the nodes' states are the
+    group's state. A ``FLUSH`` row flushes what the nodes hold. Output rows
     are routed for ``route_to``.
     """
-    last = steps[-1] if steps else None
+    plan = chain_plan(specs)
+    last = specs[-1] if specs else None
 
     def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         columns = _columns(frames)
-        rows = Router(route_to, last)
+        rows = rows_of() if rows_of is not None else Router(route_to, last)
         if key[0] != ONE_GROUP:  # error and control rows pass through
             for s, sb, kind, pv in zip(*columns, strict=True):
                 rows.passthrough(int(s), int(sb), int(kind), pv)
             yield rows.frame()
             return
-        chain = Chain(steps, pickle.loads(state.get[0]) if state.exists else None)
-        cur = [0, 0]
-
-        def sink(kind: int, value: Any) -> None:
-            rows.add(cur[0], cur[1], kind, value)
-            cur[1] += 1
-
+        stage = Stage(plan)
+        stage.restore(by_id(specs, pickle.loads(state.get[0]) if state.exists else None))
+        drive = Driver(stage, rows)
         for s, sb, kind, item, _ in zip(*opened(*columns), strict=True):
-            cur[0], cur[1] = s, sb << 16
             if kind == DATA:
-                chain.push(item, sink)
+                drive.push(s, sb << 16, item)
             elif kind == FLUSH:
-                chain.flush(sink)
-                rows.passthrough(s, cur[1], FLUSH, item)
-        state.update((pickle.dumps(chain.states, protocol=5),))
+                stage.close()
+                rows.passthrough(s, drive.drain(s, sb << 16), FLUSH, item)
+        state.update((pickle.dumps(by_position(specs, stage.snapshot()), protocol=5),))
         yield rows.frame()
 
     return run
@@ -440,14 +512,6 @@ def _columns(frames: Iterator[pd.DataFrame]) -> tuple[list[Any], ...]:
         for col, name in zip(cols, ("seq", "sub", "kind", "p"), strict=True):
             col.extend(frame[name].tolist())
     return cols
-
-
-class _Nothing:
-    def __reduce__(self) -> str:
-        return "_NOTHING"
-
-
-_NOTHING: Any = _Nothing()
 
 
 def window_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

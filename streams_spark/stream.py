@@ -6,7 +6,8 @@ offsets in the checkpoint). Such a plan runs as one streaming query:
 
     file source (one Parquet file per micro-batch)
       -> mapInArrow (fused chain, routing columns)
-      -> groupBy(k).applyInPandasWithState (keyed scan)
+      -> groupBy(k).applyInPandasWithState (keyed scan; applyInPandas on a
+         static DataFrame, whose groups come once)
       -> withWatermark + groupBy(window(t)) (event-time window)
       -> foreachBatch (results back to the driver, by batch id)
 
@@ -26,15 +27,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .batch import encode_chunks
-from .chain import Step
-from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, mark_error, value_of
-from .plan import ChainStage, KeyedStage, Plan, WindowStage
+from .codec import DATA, ERROR, FLUSH_MARK, WINDOW, WINDOW_ITEMS, mark_error, value_of
+from .plan import ChainStage, KeyedStage, Plan, WindowStage, route_of
 from .stages import (
     FAR_FUTURE,
-    FLUSH_MARK,
     MID_SCHEMA,
-    SEQUENTIAL_STAGE,
     NodeFailure,
+    Rows,
     chain_task,
     collected_rows,
     keyed_scan,
@@ -64,13 +63,17 @@ def _seconds(x: float) -> str:
     return f"{round(x * 1_000_000)} microseconds"
 
 
-def build_query_frame(df: Any, plan: Plan, first: bool = True) -> Any:
+def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
+                      output: tuple[Rows, Any] | None = None) -> Any:
     """Apply the plan's stages to the streaming DataFrame ``df``.
 
-    ``df`` has ``seq`` and ``p`` (``first``) or the row columns. Returns a
+    ``df`` has ``seq`` and ``p`` (``first``), or the row columns, or is the
+    user's DataFrame (``first`` is :data:`~streams_spark.stages.COLUMNS`). Returns a
     DataFrame of rows (``seq``, ``sub``, ``kind``, ``p``), or of windows
     (``start``, ``items``) when the plan ends with one; read either with
-    :func:`~streams_spark.stages.collected_rows`.
+    :func:`~streams_spark.stages.collected_rows`. With ``output`` (a maker of
+    the receiver of the last stage's outputs, and the Spark schema of what
+    it makes), the last stage writes those rows instead (``to_dataframe()``).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -79,59 +82,83 @@ def build_query_frame(df: Any, plan: Plan, first: bool = True) -> Any:
     rows = _row_schema()
     state = _spark_schema(pa.schema([("s", pa.binary())]))
     stages = list(plan.stages)
+    rows_of, out_schema = output if output is not None else (None, mid)
     # Rows reaching a stateful stage must carry its routing columns (k, t);
     # each stage computes them for the next one on the rows it emits, so no
     # pass is spent on routing alone (except before a first stateful stage).
     routed = False
     for i, stage in enumerate(stages):
         nxt = stages[i + 1] if i + 1 < len(stages) else None
-        route = _route_step(nxt)
+        last = nxt is None and output is not None  # writes the output rows itself
+        route = route_of(nxt)
         if isinstance(stage, ChainStage) and not stage.sequential:
-            df = df.mapInArrow(chain_task(stage.steps, route, first), mid)
+            df = df.mapInArrow(chain_task(stage.specs, route, first, rows_of if last else None),
+                               out_schema if last else mid)
             first = False
             routed = True
             continue
         if not routed:
-            df = df.mapInArrow(chain_task([], _route_step(stage), first), mid)
+            df = df.mapInArrow(chain_task([], route_of(stage), first), mid)
             first = False
         if nxt is not None and isinstance(nxt, ChainStage) and not nxt.sequential:
             route = None  # that chain routes its own outputs
-        if isinstance(stage, ChainStage):
-            df = df.groupBy("k").applyInPandasWithState(
-                sequential_chain(stage.steps, route), mid, state, "append",
-                GroupStateTimeout.NoTimeout)
-            routed = True
-        elif isinstance(stage, KeyedStage):
-            df = df.groupBy("k").applyInPandasWithState(
-                keyed_scan(stage.step, route), mid, state, "append",
-                GroupStateTimeout.NoTimeout)
+        if isinstance(stage, ChainStage | KeyedStage):
+            to = rows_of if last else None
+            group = (sequential_chain(stage.specs, route, to) if isinstance(stage, ChainStage)
+                     else keyed_scan(stage.spec, route, stage.after, to))
+            schema = out_schema if last else mid
+            if df.isStreaming:
+                df = df.groupBy("k").applyInPandasWithState(
+                    group, schema, state, "append", GroupStateTimeout.NoTimeout)
+            else:
+                # A static DataFrame (a backfill): each group comes once, whole.
+                df = df.groupBy("k").applyInPandas(_once(group), schema)
             routed = True
         else:
-            p = stage.step.params
-            lateness = float(p.get("lateness") or 0.0)
+            event_time = stage.spec.traits.event_time
+            assert event_time is not None
             # The end-of-stream row is aggregated too, into a far-future window
             # that never closes: a filter here would be pushed below the
             # watermark, which would then never see the row.
             df = (df.withColumn("et", F.timestamp_seconds("t"))
-                  .withWatermark("et", _seconds(lateness))
-                  .groupBy(F.window("et", _seconds(float(p["interval"]))).alias("w"))
+                  .withWatermark("et", _seconds(event_time.lateness))
+                  .groupBy(F.window("et", _seconds(event_time.size)).alias("w"))
                   .agg(F.collect_list(F.struct("seq", "sub", "kind", "p")).alias("items"))
                   .select(F.unix_micros(F.col("w.start")).alias("start"), "items"))
-            if nxt is None:
+            if nxt is None and output is None:
                 return df  # windows are put in order on the driver: collected_rows()
             df = df.mapInArrow(window_items, rows)
+            if last:
+                return df.mapInArrow(chain_task([], None, False, rows_of), out_schema)
             routed = False
+    if output is not None:
+        if first:  # no stage at all: the input is the output
+            df = df.mapInArrow(chain_task([], None, first, rows_of), out_schema)
+        return df
     if first:
-        df = df.mapInArrow(chain_task([], None, True), mid)
+        df = df.mapInArrow(chain_task([], None, first), mid)
     return df.select("seq", "sub", "kind", "p")
 
 
-def _route_step(stage: Any) -> Step | None:
-    if isinstance(stage, KeyedStage | WindowStage):
-        return stage.step
-    if isinstance(stage, ChainStage) and stage.sequential:
-        return Step(-1, SEQUENTIAL_STAGE, None)
-    return None
+class _NoState:
+    """The group state of a static DataFrame: empty, and nothing to keep."""
+
+    exists = False
+
+    def update(self, value: Any) -> None:
+        return None
+
+
+def _once(group: Any) -> Any:
+    """A group-state function as an ``applyInPandas`` function (static input)."""
+
+    def run(key: Any, frame: Any) -> Any:
+        import pandas as pd
+
+        frames = list(group(key, iter([frame]), _NoState()))
+        return pd.concat(frames) if len(frames) != 1 else frames[0]
+
+    return run
 
 
 class StreamRunner:
@@ -144,9 +171,12 @@ class StreamRunner:
     checkpoint : str, optional
         The query's checkpoint location (a temporary directory if None, then
         removed by :meth:`stop`).
+    owner : Stream, optional
+        The node that starts the segment: the query is named after it.
     """
 
-    def __init__(self, session: Any, plan: Plan, checkpoint: str | None = None) -> None:
+    def __init__(self, session: Any, plan: Plan, checkpoint: str | None = None,
+                 owner: Any = None) -> None:
         from pyspark.sql.types import StructType
 
         self.session = session
@@ -164,6 +194,8 @@ class StreamRunner:
                .option("maxFilesPerTrigger", 1).parquet(self.inbox))
         frame = build_query_frame(src, plan)
         self.query = (frame.writeStream.foreachBatch(self._collect)
+                      .queryName(query_name(owner) if owner is not None
+                                 else f"streams_{id(self)}")
                       .outputMode("append")
                       .option("checkpointLocation", os.path.join(self.checkpoint, "query"))
                       .trigger(processingTime="0 seconds").start())
@@ -198,7 +230,7 @@ class StreamRunner:
             return []
         from streams.operators.timed import LateElementError
 
-        step = windows[0].step
+        spec = windows[0].spec
         rows = []
         for progress in self.query.recentProgress:
             bid = progress["batchId"]
@@ -209,7 +241,7 @@ class StreamRunner:
                           for op in progress.get("stateOperators", []))
             if dropped:
                 what = f"<{dropped} element(s) of Spark micro-batch {bid}>"
-                rows.append((ERROR, pickle.dumps((step.node_id, what, LateElementError(
+                rows.append((ERROR, pickle.dumps((spec.id, what, LateElementError(
                     f"{dropped} element(s) fell in windows already emitted (behind "
                     f"Spark's watermark {progress.get('eventTime', {}).get('watermark')}); "
                     "raise lateness= to accept them")))))
@@ -267,6 +299,28 @@ def _reraise_node_failure(exc: BaseException) -> None:
         return
     hexed = text[at + len(NodeFailure.MARK):].split()[0].strip("'\")")
     raise NodeFailureInfo(pickle.loads(bytes.fromhex(hexed))) from exc
+
+
+def reraise_node_failure(exc: BaseException, segment: Any) -> None:
+    """Raise a query failure carrying a node's error through that node's policy."""
+    try:
+        _reraise_node_failure(exc)
+    except NodeFailureInfo as info:
+        node_id, x, error = info.info
+        segment.node(node_id)._fail(x, error)
+
+
+_names: dict[str, int] = {}
+
+
+def query_name(node: Any) -> str:
+    """A name for the Spark query of ``node``'s segment, unique in this process.
+
+    Spark shows it in its UI and in ``StreamingQueryListener`` events.
+    """
+    base = "".join(c if c.isalnum() else "_" for c in f"streams_{node._label()}")[:60]
+    _names[base] = _names.get(base, 0) + 1
+    return base if _names[base] == 1 else f"{base}_{_names[base]}"
 
 
 class NodeFailureInfo(Exception):

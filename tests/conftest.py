@@ -1,4 +1,4 @@
-"""Shared fixtures: a virtual clock for anything timed, and the Spark session."""
+"""Shared fixtures: a virtual clock for anything timed, the Spark session, the Dask cluster."""
 
 from __future__ import annotations
 
@@ -34,6 +34,28 @@ def spark() -> Iterator[Any]:
     from streams_spark.session import default_session
 
     yield default_session()
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Any]:
+    """A Dask ``LocalCluster`` of two single-threaded worker processes on loopback.
+
+    Shared by the session: starting one costs seconds.
+    """
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      host="127.0.0.1", dashboard_address=":0") as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def client(cluster: Any) -> Iterator[Any]:
+    """A client of :func:`cluster`, not installed as the default client."""
+    from distributed import Client
+
+    with Client(cluster, set_as_default=False) as c:
+        yield c
 
 
 @pytest.fixture(autouse=True)

@@ -59,3 +59,82 @@ def test_package_is_marked_typed() -> None:
     from importlib.resources import files
 
     assert files("streams").joinpath("py.typed").is_file()
+
+
+def _declared() -> dict[str, inspect.Signature]:
+    """The signatures ``streams/_api.py`` declares, read from its source."""
+    import ast
+
+    import streams._api as api
+
+    tree = ast.parse(inspect.getsource(api))
+    out: dict[str, inspect.Signature] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        args = node.args
+        positional = [*args.posonlyargs, *args.args]
+        static = any(isinstance(d, ast.Name) and d.id == "staticmethod"
+                     for d in node.decorator_list)
+        if not static:
+            positional = positional[1:]  # self: the upstream
+        firsts = len(positional) - len(args.defaults)
+        params = [inspect.Parameter(a.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                    default=_default(args.defaults[i - firsts])
+                                    if i >= firsts else inspect.Parameter.empty)
+                  for i, a in enumerate(positional)]
+        if args.vararg:
+            params.append(inspect.Parameter(args.vararg.arg, inspect.Parameter.VAR_POSITIONAL))
+        for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+            params.append(inspect.Parameter(
+                a.arg, inspect.Parameter.KEYWORD_ONLY,
+                default=inspect.Parameter.empty if d is None else _default(d)))
+        if args.kwarg:
+            params.append(inspect.Parameter(args.kwarg.arg, inspect.Parameter.VAR_KEYWORD))
+        out[node.name] = inspect.Signature(params)
+    return out
+
+
+class _Any:
+    """A declared default of ``...``: any default value."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "..."
+
+
+def _default(node: object) -> object:
+    import ast
+
+    try:
+        value = ast.literal_eval(node)  # type: ignore[arg-type]
+    except ValueError:
+        return _Any()
+    return _Any() if value is Ellipsis else value
+
+
+def _shape(sig: inspect.Signature) -> list[tuple[str, object, object]]:
+    return [(p.name, p.kind, p.default) for p in sig.parameters.values()]
+
+
+@pytest.mark.parametrize("name", OPERATORS)
+def test_declared_signature_matches_the_operator_class(name: str) -> None:
+    value = vars(Stream)[name]
+    klass = _operator_class(value)
+    assert isinstance(klass, type)
+    actual = inspect.signature(klass)
+    params = list(actual.parameters.values())
+    static = isinstance(value, staticmethod)
+    if not static and params and params[0].kind != inspect.Parameter.VAR_POSITIONAL:
+        params = params[1:]  # the upstream is the stream the method is called on
+    declared = _declared()[name]
+    if klass.__init__ is Stream.__init__:  # type: ignore[misc]
+        # No constructor of its own: Stream's keywords (stream_name=...).
+        assert _shape(declared) == [("kwargs", inspect.Parameter.VAR_KEYWORD,
+                                     inspect.Parameter.empty)]
+        return
+    assert _shape(declared) == _shape(actual.replace(parameters=params)), (
+        f"streams/_api.py declares Stream.{name}{declared}, but {klass.__name__} takes "
+        f"{actual}: make them agree")

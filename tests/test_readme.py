@@ -32,7 +32,9 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 
 def test_demo_command_runs() -> None:
-    proc = subprocess.run([sys.executable, "-m", "streams", "--window", "200"],
+    assert "python -m streams" in README
+    proc = subprocess.run([sys.executable, "-m", "streams", "--seconds", "1", "--rate", "300"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "after window   1:" in proc.stdout and "windows" in proc.stderr
+    assert "second  1:" in proc.stdout and "page views in 1 s" in proc.stdout
+    assert "views/s" in proc.stderr  # the progress bar

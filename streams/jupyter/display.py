@@ -303,6 +303,8 @@ class _ViewNode(Stream[Any]):
 
     __slots__ = ("view",)
     _operator = "live_view"
+    _graphviz_hidden = True  # the library adds it: visualize() draws the user's graph
+    _local_only = "it draws in this process"
     _graphviz_shape = "note"
 
     def __init__(self, upstream: Stream[Any], view: _Watcher) -> None:
@@ -349,8 +351,10 @@ class _Watcher:
         #: disconnected) or ``"closed"`` (:meth:`close` was called).
         self.status = "live"
         self.label = label(stream)
+        #: The stream the user asked to watch (a sink's view watches what it receives).
+        self.watched = stream
         self._throttle = Throttle(self._render, interval)
-        self._node = self._node_class(stream, self)
+        self._node = self._node_class(_receiving(stream), self)
 
     @property
     def node(self) -> Stream[Any]:
@@ -430,6 +434,9 @@ class LiveView(_Watcher):
     status : str
         ``"live"``, ``"ended"``, ``"stopped"`` or ``"closed"``.
 
+    The view of a sink (a cell ending in ``.sink(f)``) shows what the sink
+    received: a sink emits nothing itself.
+
     Examples
     --------
     >>> from streams import Stream
@@ -491,9 +498,17 @@ def _set_html(widget: Any, bundle: dict[str, Any]) -> None:
     widget.value = bundle["text/html"]
 
 
+def _receiving(stream: Stream[Any]) -> Stream[Any]:
+    """Where a view of ``stream`` attaches: a sink emits nothing, so the view of a
+    sink counts what the sink receives, from its upstream."""
+    if stream._operator.startswith("sink") and len(stream.upstreams) == 1:
+        return stream.upstreams[0]
+    return stream
+
+
 def _find_view(stream: Stream[Any]) -> LiveView | None:
-    for d in stream.downstreams:
-        if isinstance(d, _ViewNode) and isinstance(d.view, LiveView):
+    for d in _receiving(stream).downstreams:
+        if isinstance(d, _ViewNode) and isinstance(d.view, LiveView) and d.view.watched is stream:
             return d.view
     return None
 
@@ -533,3 +548,13 @@ def show(stream: Stream[Any]) -> None:
         display({"text/plain": f"{stream!r} (no live view: {e})"}, raw=True)
         return
     view._ipython_display_()
+
+
+def _ipython_display_(self: Stream[Any], **kwargs: Any) -> None:
+    """In Jupyter, show a live view of the latest element (see :func:`show`)."""
+    show(self)
+
+
+# Attached here, not in streams.core: the core knows nothing of Jupyter (and
+# IPython and ipywidgets load only when a stream is shown).
+Stream._ipython_display_ = _ipython_display_  # type: ignore[attr-defined]

@@ -38,6 +38,7 @@ __all__ = ["LivePlot"]
 class _PlotNode(_ViewNode):
     __slots__ = ()
     _operator = "sink_to_plot"
+    _graphviz_hidden = False  # the user added it
     _graphviz_shape = "trapezium"
 
 

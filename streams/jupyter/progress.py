@@ -68,6 +68,9 @@ def progress_bar(total: int | None = None, desc: str | None = None, unit: str = 
     """
     from tqdm.auto import tqdm
 
+    if total is None:
+        # Unknown total: no "/?" and no meaningless time left, just count and rate.
+        kwargs.setdefault("bar_format", "{desc}: {n_fmt}{unit} [{elapsed}, {rate_fmt}]")
     bar = tqdm(total=total, desc=desc, unit=unit, **kwargs)
     clock = clock if clock is not None else get_clock()
     # tqdm reads time through ``self._time`` (time.time by default); the
@@ -105,9 +108,13 @@ class Progress(Stream[Any]):
     desc : str, optional
         The label; defaults to the upstream's name.
     unit : str
-        The unit of the rate: ``"it"`` gives ``it/s``.
+        What the rate counts: by default elements (``"12.5 elements/s"``);
+        ``" rows"`` gives ``rows/s``.
     **kwargs
         Passed to ``tqdm.auto.tqdm`` (``leave``, ``disable``, ``mininterval``...).
+
+    With an unknown total the bar shows the count, the time elapsed and the
+    rate, and no time left.
 
     Examples
     --------
@@ -124,6 +131,7 @@ class Progress(Stream[Any]):
 
     __slots__ = ("_tick", "bar", "desc", "total", "unit")
     _operator = "progress"
+    _local_only = "it draws in this process"
     _params = ("total", "desc", "unit")
     _graphviz_shape = "cds"
 
@@ -137,7 +145,8 @@ class Progress(Stream[Any]):
         self.unit = unit
         Stream.__init__(self, upstream, stream_name=stream_name)
         #: The ``tqdm`` bar.
-        self.bar = progress_bar(self.total, self.desc, unit, **kwargs)
+        self.bar = progress_bar(self.total, self.desc,
+                                " elements" if unit == "it" else unit, **kwargs)
         self._tick = self.bar.update
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:

@@ -4,6 +4,7 @@ from .aggregate import Accumulate, Collect, Frequencies, Slice, Unique
 from .combine import CombineLatest, Union, Zip, ZipLatest
 from .flow import Buffer, Latest, MapAsync
 from .gather import Gather
+from .stateful import StatefulMap
 from .timed import Delay, RateLimit, TimedWindow, TimedWindowUnique
 from .transform import Filter, Flatten, Map, Pluck, Remove, Starmap
 from .windows import Partition, PartitionUnique, SlidingWindow
@@ -29,6 +30,7 @@ __all__ = [
     "Slice",
     "SlidingWindow",
     "Starmap",
+    "StatefulMap",
     "TimedWindow",
     "TimedWindowUnique",
     "Union",

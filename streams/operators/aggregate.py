@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from toolz import identity
@@ -16,6 +17,7 @@ from toolz import identity
 from ..core import NO_DEFAULT, Stream
 from ..fusion import Fuser
 from ..pending import gather_pending
+from ..spec import Traits
 from ._checks import check_callable, check_count, key_function
 
 __all__ = ["Accumulate", "Collect", "Frequencies", "Slice", "Unique"]
@@ -77,6 +79,8 @@ class Accumulate(Stream[Any]):
         "with_state",
     )
     _operator = "accumulate"
+    _takes_function = True
+    _local_only = None
     _params: ClassVar[tuple[str, ...]] = (
         "start", "returns_state", "with_state", "key", "args", "kwargs")
     _state = ("state",)
@@ -95,6 +99,10 @@ class Accumulate(Stream[Any]):
         self.kwargs = kwargs
         self.state: Any = {} if key is not None else start
         Stream.__init__(self, upstream, stream_name=stream_name)
+
+    def _traits(self) -> Traits:
+        # Keyed, each key's state is independent: an engine may route by key.
+        return replace(super()._traits(), key=self.key)
 
     def _step(self, state: Any, x: Any) -> tuple[Any, Any]:
         """One step: the new state and the output, from the old state."""
@@ -183,6 +191,7 @@ class Frequencies(Accumulate):
 
     __slots__ = ()
     _operator = "frequencies"
+    _takes_function = False
     _params: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, upstream: Stream[Any], **kwargs: Any) -> None:
@@ -211,6 +220,7 @@ class Slice(Stream[Any]):
 
     __slots__ = ("end", "start", "state", "step")
     _operator = "slice"
+    _local_only = None
     _params = ("start", "end", "step")
     _state = ("state",)
 
@@ -267,6 +277,7 @@ class Unique(Stream[Any]):
 
     __slots__ = ("_key", "hashable", "key", "maxsize", "seen")
     _operator = "unique"
+    _local_only = None
     _params = ("maxsize", "key", "hashable")
     _state = ("seen",)
 
@@ -330,6 +341,7 @@ class Collect(Stream[Any]):
 
     __slots__ = ("cache",)
     _operator = "collect"
+    _local_only = "it emits when flush() is called in this process"
     _state = ("cache",)
 
     def __init__(self, upstream: Stream[Any], cache: list[Any] | None = None,

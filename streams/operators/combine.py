@@ -10,11 +10,14 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import Stream
 from ..pending import gather_pending
 from ._checks import check_count
+
+if TYPE_CHECKING:
+    from ..spec import NodeSpec
 
 __all__ = ["CombineLatest", "Union", "Zip", "ZipLatest"]
 
@@ -58,6 +61,7 @@ class Zip(Stream[Any]):
 
     __slots__ = ("_waiters", "buffers", "literals", "maxsize")
     _operator = "zip"
+    _local_only = None
     _params = ("literals", "maxsize")
     _state = ("buffers",)
 
@@ -70,8 +74,23 @@ class Zip(Stream[Any]):
         streams = [u for u in upstreams if isinstance(u, Stream)]
         if not streams:
             raise TypeError("zip() needs at least one Stream")
+        if len(streams) == 1 and self.literals:
+            given = ", ".join(repr(v) for _, v in self.literals)
+            raise TypeError(
+                f"zip() pairs elements of several streams (a.zip(b)), got one stream and "
+                f"{given}; to add a constant to each element use map(lambda x: (x, {given}))")
         Stream.__init__(self, upstreams=streams, **kwargs)
         self.buffers: list[deque[Any]] = [deque() for _ in self.upstreams]
+
+    @classmethod
+    def _from_spec(cls, spec: NodeSpec, upstreams: list[Stream[Any]]) -> Stream[Any]:
+        # Literal (non-stream) arguments keep their positions among streams.
+        parts: list[Any] = list(upstreams)
+        for i, value in spec.params["literals"]:
+            parts.insert(i, value)
+        if spec.stream_name is not None:
+            return cls(*parts, maxsize=spec.params["maxsize"], stream_name=spec.stream_name)
+        return cls(*parts, maxsize=spec.params["maxsize"])
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         # A stream zipped with itself sends each element once per connection.
@@ -153,6 +172,7 @@ class CombineLatest(Stream[Any]):
 
     __slots__ = ("_emit_on_all", "emit_on", "last", "missing")
     _operator = "combine_latest"
+    _local_only = "its output depends on arrival times"
     _params = ("emit_on",)
     _state = ("last", "missing")
 
@@ -232,6 +252,7 @@ class ZipLatest(Stream[Any]):
 
     __slots__ = ("last", "lossless_buffer", "missing")
     _operator = "zip_latest"
+    _local_only = "its output depends on arrival times"
     _state = ("last", "missing", "lossless_buffer")
 
     def __init__(self, lossless: Stream[Any], *upstreams: Stream[Any], **kwargs: Any) -> None:
@@ -279,6 +300,7 @@ class Union(Stream[Any]):
 
     __slots__ = ()
     _operator = "union"
+    _local_only = None
 
     def __init__(self, *upstreams: Stream[Any], **kwargs: Any) -> None:
         Stream.__init__(self, upstreams=list(upstreams), **kwargs)

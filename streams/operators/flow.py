@@ -15,9 +15,11 @@ import inspect
 import logging
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ..core import Stream
+from ..spec import Traits
 from ._checks import check_callable, check_count
 from ._outbox import running_loop
 
@@ -36,6 +38,16 @@ class _Worker(Stream[Any]):
         self._error: BaseException | None = None
         Stream.__init__(self, *args, **kwargs)
 
+    def _idle(self) -> bool:
+        """Whether no worker runs: none was started, or it has returned.
+
+        A worker that returned is done at once, but its done-callback (which
+        clears ``_worker``) runs a loop turn later; a producer woken in
+        between must start a new worker, or what it adds is never emitted.
+        """
+        w = self._worker
+        return w is None or w.done()
+
     def _start_worker(self, loop: asyncio.AbstractEventLoop, coro: Any) -> None:
         self._worker = loop.create_task(coro)
         self._worker.add_done_callback(self._worker_done)
@@ -52,14 +64,15 @@ class _Worker(Stream[Any]):
             self._error = exc
 
     async def _drained(self) -> None:
-        while self._worker is not None:
+        while not self._idle():
+            assert self._worker is not None
             await asyncio.wait((self._worker,))
         if self._error is not None:
             error, self._error = self._error, None
             raise error
 
     def _flush(self) -> Any:
-        if self._worker is None and self._error is None:
+        if self._idle() and self._error is None:
             return None
         return self._drained()
 
@@ -99,9 +112,15 @@ class Buffer(_Worker):
 
     __slots__ = ("_queue", "_waiting", "n")
     _operator = "buffer"
+    _local_only = None
     _params = ("n",)
     _state = ("_queue",)
     _graphviz_shape = "diamond"
+
+    def _traits(self) -> Traits:
+        # It decouples producer and consumer in this process; on an engine the
+        # batches already do.
+        return replace(super()._traits(), identity_on_engine=True)
 
     def __init__(self, upstream: Stream[Any], n: int, **kwargs: Any) -> None:
         check_count("buffer", "n", n)
@@ -116,7 +135,7 @@ class Buffer(_Worker):
             return self._emit(x)
         if len(self._queue) < self.n and not self._waiting:
             self._queue.append(x)
-            if self._worker is None and loop is not None:
+            if loop is not None and self._idle():
                 self._start_worker(loop, self._drain())
             return None
         # Full: the element waits with its producer, in arrival order, and
@@ -176,6 +195,7 @@ class Latest(_Worker):
 
     __slots__ = ("_has_next", "_next")
     _operator = "latest"
+    _local_only = "it depends on when downstream reads"
     _state = ("_next", "_has_next")
     _graphviz_shape = "octagon"
 
@@ -185,7 +205,7 @@ class Latest(_Worker):
         super().__init__(upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
-        if self._worker is not None:
+        if not self._idle():
             self._next, self._has_next = x, True
             return None
         pending = self._emit(x)
@@ -254,6 +274,8 @@ class MapAsync(_Worker):
 
     __slots__ = ("_running", "_waiting", "args", "func", "kwargs", "parallelism")
     _operator = "map_async"
+    _takes_function = True
+    _local_only = "coroutines run on this process's event loop"
     _params = ("parallelism", "args", "kwargs")
 
     def __init__(self, upstream: Stream[Any], func: Callable[..., Any], *args: Any,
@@ -304,7 +326,7 @@ class MapAsync(_Worker):
         except Exception as e:
             return self._fail(x, e)
         self._running.append((x, call))
-        if self._worker is None:
+        if self._idle():
             self._start_worker(loop, self._drain())
         return None
 

@@ -28,6 +28,7 @@ class Gather(Stream[Any]):
 
     __slots__ = ()
     _operator = "gather"
+    _local_only = "it brings results back into this process"
     _ends_segment = True
     _graphviz_shape = "invhouse"
 

@@ -14,6 +14,7 @@ import math
 import re
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from toolz import identity
@@ -22,6 +23,7 @@ from ..clock import Handle, LoopClock, get_clock
 from ..core import Stream
 from ..errors import short_repr
 from ..pending import gather_pending as _gather_pending
+from ..spec import EventTime, Traits
 from ._checks import key_function
 from ._outbox import EPSILON, Outbox, arm, running_loop
 
@@ -145,6 +147,7 @@ class TimedWindow(Stream[Any]):
     __slots__ = ("_buffer", "_clock", "_deadline", "_index", "_max_time", "_origin", "_outbox",
                  "_time", "_timer", "_windows", "interval", "lateness", "time")
     _operator = "timed_window"
+    _local_only = None
     _params = ("interval", "time", "lateness")
     _state = ("_buffer", "_windows", "_max_time")
     _graphviz_shape = "octagon"
@@ -171,7 +174,34 @@ class TimedWindow(Stream[Any]):
         if self._time is None:
             self._timer = arm(self._clock, self._deadline, self._on_timer)
 
+    def _traits(self) -> Traits:
+        traits = super()._traits()
+        if self._time is None:
+            return replace(traits, ticked=True)
+        return replace(traits, event_time=EventTime(self.time, self.interval, self.lateness))
+
     # -- processing time ---------------------------------------------------
+
+    def tick(self) -> Any:
+        """Close the open window now, as its timer would (processing time).
+
+        An engine running this node far from the local clock calls it when
+        the clock here says the window closes (see
+        :class:`streams.window_clock.WindowClock`).
+
+        Examples
+        --------
+        >>> from streams import Stream, VirtualClock, use_clock
+        >>> with use_clock(VirtualClock()):
+        ...     source = Stream()
+        ...     window = source.timed_window(60)
+        ...     L = window.sink_to_list()
+        >>> source.emit(1)
+        >>> window.tick()
+        >>> L
+        [[1]]
+        """
+        return self._tick(self._outbox.emit, self._deadline)
 
     def _new_buffer(self) -> Any:
         return []
@@ -348,6 +378,7 @@ class Delay(Stream[Any]):
 
     __slots__ = ("_clock", "_held", "_outbox", "_timer", "interval")
     _operator = "delay"
+    _local_only = "time-based delivery is done in this process"
     _params = ("interval",)
     _state = ("_held",)
     _graphviz_shape = "octagon"
@@ -417,6 +448,7 @@ class RateLimit(Stream[Any]):
 
     __slots__ = ("_clock", "_next", "interval")
     _operator = "rate_limit"
+    _local_only = "time-based delivery is done in this process"
     _params = ("interval",)
     _graphviz_shape = "octagon"
 

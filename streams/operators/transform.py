@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from ..core import NO_DEFAULT, Stream
 from ..errors import NodeError
 from ..fusion import Fuser
 from ..pending import gather_pending
+from ..spec import Traits
 from ._checks import check_callable
 
 __all__ = ["Filter", "Flatten", "Map", "Pluck", "Remove", "Starmap"]
@@ -25,6 +27,8 @@ class _FunctionNode(Stream[Any]):
 
     __slots__ = ("_is_async", "args", "func", "kwargs")
     _params = ("args", "kwargs")
+    _takes_function = True
+    _local_only = None
 
     def __init__(
         self, upstream: Stream[Any], func: Callable[..., Any] | None, *args: Any, **kwargs: Any
@@ -42,6 +46,13 @@ class _FunctionNode(Stream[Any]):
 
     def _fusable(self) -> bool:
         return not self._is_async
+
+    def _traits(self) -> Traits:
+        traits = super()._traits()
+        if self._is_async:
+            return replace(traits, local_only="its function is a coroutine function, and "
+                           "coroutines run on this process's event loop")
+        return traits
 
     def _call_code(self, f: Fuser, x: str, star: str = "") -> str:
         return f.call(self.func, star + x, self.args, self.kwargs)
@@ -232,6 +243,7 @@ class Pluck(Stream[Any]):
 
     __slots__ = ("pick",)
     _operator = "pluck"
+    _local_only = None
     _params = ("pick",)
 
     def __init__(self, upstream: Stream[Any], pick: Any, **kwargs: Any) -> None:
@@ -278,6 +290,7 @@ class Flatten(Stream[Any]):
 
     __slots__ = ()
     _operator = "flatten"
+    _local_only = None
 
     def update(self, x: Iterable[Any], who: Stream[Any] | None = None,
                metadata: Any = None) -> Any:

@@ -7,6 +7,7 @@ partial partition or an incomplete sliding window goes downstream at close.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 from typing import Any
 
 from toolz import identity
@@ -14,6 +15,7 @@ from toolz import identity
 from ..clock import Handle, get_clock
 from ..core import Stream
 from ..pending import gather_pending as _gather_pending
+from ..spec import Traits
 from ._checks import check_count, key_function
 from ._outbox import EPSILON, Outbox, arm
 
@@ -65,6 +67,7 @@ class Partition(Stream[Any]):
     __slots__ = ("_buffer", "_clock", "_key", "_outbox", "_started", "_timer", "key", "n",
                  "timeout")
     _operator = "partition"
+    _local_only = None
     _params = ("n", "key", "timeout")
     _state = ("_buffer",)
 
@@ -85,6 +88,13 @@ class Partition(Stream[Any]):
         self._clock = get_clock() if timeout is not None else None
         self._outbox = Outbox(self)
         Stream.__init__(self, upstream, **kwargs)
+
+    def _traits(self) -> Traits:
+        if self.timeout is None:
+            return super()._traits()
+        return replace(super()._traits(), local_only=(
+            "its timeout is wall-clock time in this process; drop the timeout to run it "
+            "on an engine"))
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         if self._key is None:
@@ -172,6 +182,7 @@ class PartitionUnique(Stream[Any]):
 
     __slots__ = ("_buffer", "_key", "keep", "key", "n")
     _operator = "partition_unique"
+    _local_only = None
     _params = ("n", "key", "keep")
     _state = ("_buffer",)
 
@@ -239,6 +250,7 @@ class SlidingWindow(Stream[Any]):
 
     __slots__ = ("_buffer", "n", "return_partial")
     _operator = "sliding_window"
+    _local_only = None
     _params = ("n", "return_partial")
     _state = ("_buffer",)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
+import os
 import weakref
 from collections.abc import Callable
 from types import BuiltinFunctionType
@@ -13,10 +15,6 @@ from ..fusion import Fuser
 from ..operators._checks import check_callable
 
 __all__ = ["Sink", "SinkToList", "SinkToTextfile"]
-
-
-def _awaitable_or_none(result: Any) -> Any:
-    return result if inspect.isawaitable(result) else None
 
 
 @Stream.register_api()
@@ -38,6 +36,8 @@ class Sink(Stream[Any]):
 
     __slots__ = ("args", "func", "kwargs")
     _operator = "sink"
+    _local_only = "its side effects belong in this process"
+    _takes_function = True
     _params = ("args", "kwargs")
     _graphviz_shape = "trapezium"
 
@@ -88,10 +88,23 @@ class Sink(Stream[Any]):
 
 
 class SinkToList(Stream[Any]):
-    """Append every element to ``results`` (see :meth:`Stream.sink_to_list`)."""
+    """Collect every element into a list that is returned.
+
+    ``stream.sink_to_list()`` returns the list (the node's ``results``).
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.sink_to_list()
+    >>> source.emit(1)
+    >>> L
+    [1]
+    """
 
     __slots__ = ("results",)
     _operator = "sink_to_list"
+    _local_only = "its side effects belong in this process"
     _graphviz_shape = "trapezium"
 
     def __init__(self, upstream: Stream[Any], **kwargs: Any) -> None:
@@ -108,6 +121,19 @@ class SinkToList(Stream[Any]):
     def _fuse(self, f: Fuser, x: str) -> str | None:
         f.line(f"{f.bind(self.results.append, 'append')}({x})")
         return None
+
+
+def _returning_results(make: Callable[..., SinkToList]) -> Callable[..., list[Any]]:
+    """``sink_to_list()`` returns the list, not the node (as streamz)."""
+
+    @functools.wraps(make)
+    def sink_to_list(*args: Any, **kwargs: Any) -> list[Any]:
+        return make(*args, **kwargs).results
+
+    return sink_to_list
+
+
+Stream.register_api(modifier=_returning_results)(SinkToList)
 
 
 @Stream.register_api()
@@ -136,11 +162,17 @@ class SinkToTextfile(Stream[Any]):
 
     __slots__ = ("_fp", "end", "file", "mode")
     _operator = "sink_to_textfile"
+    _local_only = "its side effects belong in this process"
     _params = ("file", "end", "mode")
     _graphviz_shape = "trapezium"
 
     def __init__(self, upstream: Stream[Any], file: Any, end: str = "\n", mode: str = "a",
                  **kwargs: Any) -> None:
+        if not (isinstance(file, (str, os.PathLike)) or hasattr(file, "write")):
+            # open(3) would write to file descriptor 3: never what was meant.
+            raise TypeError(
+                f"sink_to_textfile(): file must be a path (str or pathlib.Path) or an open "
+                f"text file, got {type(file).__name__} {file!r:.60}")
         self.file = file
         self.end = end
         self.mode = mode

@@ -63,6 +63,7 @@ class SinkToDurableTextfile(Stream[Any]):
 
     __slots__ = ("_fp", "encoding", "end", "file", "fsync", "length")
     _operator = "sink_to_durable_textfile"
+    _local_only = "its side effects belong in this process"
     _params = ("file", "end", "encoding", "fsync")
     _state = ("length",)
     _graphviz_shape = "trapezium"
@@ -140,6 +141,20 @@ class SinkToDurableTextfile(Stream[Any]):
             self._fp = None
         self.length = state["length"]
         self._open()
+
+    def _barrier(self) -> None:
+        """Hand what was written to the kernel (and the disk, with ``fsync``).
+
+        A source that acknowledges its input without a checkpoint
+        (``from_redis``) calls this first, so an acknowledged entry's line
+        survives the process being killed. A checkpoint does it through
+        :meth:`_checkpoint_state` instead (its fsync in the background).
+        """
+        fp = self._fp
+        if fp is not None and not fp.closed:
+            fp.flush()
+            if self.fsync:
+                os.fsync(fp.fileno())
 
     def _flush(self) -> Any:
         if self._fp is not None and not self._fp.closed:

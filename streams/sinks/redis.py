@@ -4,8 +4,21 @@ Elements are buffered and written ``batch`` at a time in one round trip
 (one script call, or a pipeline of ``XADD`` commands). The buffer is also
 written before a checkpoint, before the source acknowledges the entries that
 produced it, and when the stream closes, so a crash loses nothing that was
-acknowledged (delivery is at least once: after a crash, entries written since
-the last acknowledgement are written again).
+acknowledged.
+
+Without a :class:`~streams.state.Checkpointer` delivery is at least once:
+after a crash, entries written since the last acknowledgement are written
+again. Under a Checkpointer it is exactly once: the sink numbers the
+elements it writes (the count is part of each checkpoint) and every batch
+records, in the same atomic step as its ``XADD`` commands (the script, or a
+``MULTI``/``EXEC`` transaction), the number of the last element written in a
+hash of its own (``<stream>:written`` unless ``seq_key=`` says otherwise),
+under a writer name drawn when the pipeline starts afresh (one small field
+per fresh start). A pipeline restored from a checkpoint keeps its writer
+name and numbers the elements it replays as it did before the crash, and
+the server skips those already written. This needs a deterministic
+pipeline (the same elements in the same order after a restore), which is
+what a checkpoint promises anyway.
 
 Fed by ``from_redis`` without a loop, a batch is sent without waiting for the
 server's reply: the source reads it a round later (``_barrier_confirm``),
@@ -36,40 +49,51 @@ except ImportError:  # pragma: no cover - depends on the environment
 # several microseconds of Python per command it packs and per reply it parses,
 # so a prototype read-map-write loop measured 5.7 us of client CPU an entry
 # with this script against 12.8 with pipelined XADDs (benchmarks/README.md).
-# ARGV: maxlen ('' for none), '~' or '=', then either 'same', the field
-# count, the field names and every entry's values, or 'each' and per entry
-# its field count and field/value pairs.
+# KEYS: the stream, then the hash recording per writer the number of the
+# last element written. ARGV: the writer ('' to number nothing), the number
+# of the element before the batch, maxlen ('' for none), '~' or '=', then
+# either 'same', the field count, the field names and every entry's values,
+# or 'each' and per entry its field count and field/value pairs. An element
+# whose number is not above the recorded one was written before a crash:
+# it is skipped.
 _XADD_MANY = """
-local key, maxlen, how = KEYS[1], ARGV[1], ARGV[2]
+local key, writer, maxlen, how = KEYS[1], ARGV[1], ARGV[3], ARGV[4]
+local base = nil
+local last = 0
+if writer ~= '' then
+  base = tonumber(ARGV[2])
+  last = tonumber(redis.call('HGET', KEYS[2], writer) or '0')
+end
+local n = 0
 local function xadd(fields)
+  n = n + 1
+  if base and base + n <= last then return end
   if maxlen == '' then
     return redis.call('XADD', key, '*', unpack(fields))
   end
   return redis.call('XADD', key, 'MAXLEN', how, maxlen, '*', unpack(fields))
 end
-local n = 0
-if ARGV[3] == 'same' then
-  local nf = tonumber(ARGV[4])
+if ARGV[5] == 'same' then
+  local nf = tonumber(ARGV[6])
   local fields = {}
-  local i = 5 + nf
+  local i = 7 + nf
   while i <= #ARGV do
     for j = 1, nf do
-      fields[2 * j - 1] = ARGV[4 + j]
+      fields[2 * j - 1] = ARGV[6 + j]
       fields[2 * j] = ARGV[i + j - 1]
     end
     xadd(fields)
     i = i + nf
-    n = n + 1
   end
 else
-  local i = 4
+  local i = 6
   while i <= #ARGV do
     local nf = tonumber(ARGV[i])
     xadd({unpack(ARGV, i + 1, i + 2 * nf)})
     i = i + 1 + 2 * nf
-    n = n + 1
   end
 end
+if base and base + n > last then redis.call('HSET', KEYS[2], writer, base + n) end
 return n
 """
 
@@ -100,6 +124,10 @@ class SinkToRedis(Stream[Any]):
         script that runs the batch's ``XADD`` commands (one round trip, one
         reply: the fastest); ``"pipeline"`` pipelines one ``XADD`` command
         per element (for servers where scripts are not allowed).
+    seq_key : str, optional
+        Under a :class:`~streams.state.Checkpointer`, the hash where each
+        batch records the number of the last element written (see the
+        module docs); default ``"<stream>:written"``.
 
     On an asynchronous stream a full batch is written on the running loop
     and ``await emit`` waits for it (backpressure).
@@ -123,15 +151,18 @@ class SinkToRedis(Stream[Any]):
 
     __slots__ = ("_aclient", "_ascript", "_buffer", "_client", "_confirmed", "_conn", "_deferring",
                  "_inflight", "_script", "_sent", "approximate", "batch", "field", "maxlen",
-                 "method", "stream", "url")
+                 "method", "seq_key", "stream", "url", "writer", "written")
     _operator = "sink_to_redis"
-    _params = ("stream", "maxlen", "approximate", "batch", "field", "method")
+    _local_only = "its side effects belong in this process"
+    _params = ("stream", "maxlen", "approximate", "batch", "field", "method", "seq_key")
+    # Under a Checkpointer: who writes, and how many elements it has handed to writes.
+    _state = ("writer", "written")
     _graphviz_shape = "trapezium"
 
     def __init__(self, upstream: Stream[Any], stream: str, maxlen: int | None = None,
                  approximate: bool = True, url: str = "redis://localhost:6379/0",
                  client: Any = None, batch: int = 1000, field: str = "data",
-                 method: str = "script", **kwargs: Any) -> None:
+                 method: str = "script", seq_key: str | None = None, **kwargs: Any) -> None:
         try:
             import redis.asyncio
         except ImportError as e:  # pragma: no cover - depends on the environment
@@ -151,6 +182,12 @@ class SinkToRedis(Stream[Any]):
         self.url = url
         self.batch = batch
         self.field = field
+        self.seq_key = seq_key if seq_key is not None else f"{stream}:written"
+        #: The writer name under which batches record their last element
+        #: number ('' until a Checkpointer covers this sink: nothing numbered).
+        self.writer = ""
+        #: How many elements were handed to writes (the last one's number).
+        self.written = 0
         self._client: Any = None
         self._aclient: Any = None
         if isinstance(client, redis.asyncio.Redis):
@@ -164,7 +201,7 @@ class SinkToRedis(Stream[Any]):
         # the error message), on the connection held meanwhile; how many
         # writes were sent and confirmed; whether a source confirms them
         # later (set by from_redis while it runs without a loop).
-        self._inflight: deque[list[Any]] = deque()
+        self._inflight: deque[tuple[list[Any], int]] = deque()
         self._conn: Any = None
         self._sent = 0
         self._confirmed = 0
@@ -209,9 +246,13 @@ class SinkToRedis(Stream[Any]):
     def _flush(self) -> Any:
         return self._barrier()
 
-    def _flat(self, items: list[Any]) -> list[Any]:
-        """The script's arguments for ``items`` (see ``_XADD_MANY``)."""
-        head: list[Any] = ["" if self.maxlen is None else self.maxlen,
+    def _attach_checkpointer(self, writer: str) -> None:
+        """A Checkpointer covers this sink: number the elements as ``writer`` from now on."""
+        self.writer = writer
+
+    def _flat(self, items: list[Any], base: int) -> list[Any]:
+        """The script's arguments for ``items``, numbered after ``base`` (see ``_XADD_MANY``)."""
+        head: list[Any] = [self.writer, base, "" if self.maxlen is None else self.maxlen,
                            "~" if self.approximate else "="]
         first = items[0]
         names = tuple(first) if type(first) is dict else ()
@@ -239,6 +280,21 @@ class SinkToRedis(Stream[Any]):
                 extend((1, field, x))
         return args
 
+    def _queue_numbered(self, pipe: Any, items: list[Any], base: int, last: Any) -> None:
+        """Queue the XADDs of ``items`` (numbered after ``base``) the server lacks.
+
+        ``last`` is the number the server records for this writer; when
+        numbering, the batch's last number is recorded in the same
+        transaction (the pipeline method's counterpart of the script).
+        """
+        if not self.writer:
+            self._queue(pipe, items)
+            return
+        last = int(last or 0)
+        self._queue(pipe, items[max(0, last - base):])
+        if base + len(items) > last:
+            pipe.hset(self.seq_key, self.writer, base + len(items))
+
     def _queue(self, pipe: Any, items: list[Any]) -> None:
         head: tuple[Any, ...] = ("XADD", self.stream, "*")
         if self.maxlen is not None:
@@ -253,14 +309,16 @@ class SinkToRedis(Stream[Any]):
     def _write(self) -> Any:
         items = self._buffer[:]
         self._buffer.clear()  # in place: compiled code holds this list
+        base = self.written
+        self.written = base + len(items)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            self._write_sync(items)
+            self._write_sync(items, base)
             return None
-        return self._write_async(items)
+        return self._write_async(items, base)
 
-    def _write_sync(self, items: list[Any]) -> None:
+    def _write_sync(self, items: list[Any], base: int) -> None:
         if self._client is None:
             import redis
 
@@ -270,22 +328,23 @@ class SinkToRedis(Stream[Any]):
                 if self._script is None:
                     self._script = self._client.register_script(_XADD_MANY)
                     self._client.script_load(_XADD_MANY)  # so the first batches find it
-                args = self._flat(items)
-                if _hiredis_pack is not None and self._send_packed(args, items):
+                args = self._flat(items, base)
+                if _hiredis_pack is not None and self._send_packed(args, items, base):
                     return
                 self._barrier_confirm(self._sent)  # in order with the writes in flight
-                self._script(keys=[self.stream], args=args)
+                self._script(keys=[self.stream, self.seq_key], args=args)
             else:
                 self._barrier_confirm(self._sent)
-                pipe = self._client.pipeline(transaction=False)
-                self._queue(pipe, items)
+                last = self._client.hget(self.seq_key, self.writer) if self.writer else 0
+                pipe = self._client.pipeline(transaction=bool(self.writer))
+                self._queue_numbered(pipe, items, base, last)
                 pipe.execute()
             self._sent += 1
             self._confirmed += 1
         except Exception as e:
             self._fail_batch(items, e)
 
-    def _send_packed(self, args: list[Any], items: list[Any]) -> bool:
+    def _send_packed(self, args: list[Any], items: list[Any], base: int) -> bool:
         """Call the script packing the arguments with hiredis directly.
 
         redis-py checks each argument in Python before hiredis packs them in
@@ -297,7 +356,8 @@ class SinkToRedis(Stream[Any]):
         """
         assert _hiredis_pack is not None and self._script is not None
         try:
-            packed = _hiredis_pack(("EVALSHA", self._script.sha, 1, self.stream, *args))
+            packed = _hiredis_pack(("EVALSHA", self._script.sha, 2, self.stream, self.seq_key,
+                                    *args))
         except TypeError:
             return False
         if self._conn is None:
@@ -307,7 +367,7 @@ class SinkToRedis(Stream[Any]):
         except Exception as e:
             self._drop_connection(items, e)
             return True  # reported
-        self._inflight.append(items)
+        self._inflight.append((items, base))
         self._sent += 1
         keep = 1 if self._deferring else 0
         while len(self._inflight) > keep:
@@ -318,7 +378,7 @@ class SinkToRedis(Stream[Any]):
         """Read the reply of the oldest write in flight."""
         from redis.exceptions import NoScriptError, ResponseError
 
-        items = self._inflight.popleft()
+        items, base = self._inflight.popleft()
         self._confirmed += 1
         try:
             self._conn.read_response()
@@ -331,7 +391,7 @@ class SinkToRedis(Stream[Any]):
             # batch again through redis-py, which reloads it. A write in
             # flight after this one fails the same way and is redone after it.
             try:
-                self._script(keys=[self.stream], args=self._flat(items))
+                self._script(keys=[self.stream, self.seq_key], args=self._flat(items, base))
             except Exception as e2:
                 self._fail_batch(items, e2)
         except Exception as e:
@@ -348,7 +408,7 @@ class SinkToRedis(Stream[Any]):
     def _drop_connection(self, items: list[Any], exc: Exception) -> None:
         """Give up a broken connection; report the writes it leaves unconfirmed."""
         conn, self._conn = self._conn, None
-        lost = items + [x for batch in self._inflight for x in batch]
+        lost = items + [x for batch, _ in self._inflight for x in batch]
         self._confirmed += len(self._inflight)
         self._inflight.clear()
         if conn is not None:
@@ -357,7 +417,7 @@ class SinkToRedis(Stream[Any]):
         if lost:
             self._fail_batch(lost, exc)
 
-    async def _write_async(self, items: list[Any]) -> None:
+    async def _write_async(self, items: list[Any], base: int) -> None:
         if self._aclient is None:
             import redis.asyncio
 
@@ -366,10 +426,12 @@ class SinkToRedis(Stream[Any]):
             if self.method == "script":
                 if self._ascript is None:
                     self._ascript = self._aclient.register_script(_XADD_MANY)
-                await self._ascript(keys=[self.stream], args=self._flat(items))
+                await self._ascript(keys=[self.stream, self.seq_key],
+                                    args=self._flat(items, base))
             else:
-                async with self._aclient.pipeline(transaction=False) as pipe:
-                    self._queue(pipe, items)
+                last = await self._aclient.hget(self.seq_key, self.writer) if self.writer else 0
+                async with self._aclient.pipeline(transaction=bool(self.writer)) as pipe:
+                    self._queue_numbered(pipe, items, base, last)
                     await pipe.execute()
         except Exception as e:
             self._fail_batch(items, e)
@@ -377,6 +439,7 @@ class SinkToRedis(Stream[Any]):
     def _fail_batch(self, items: list[Any], exc: Exception) -> None:
         """Name the element that could not be written (the first unwritable one)."""
         bad = next((x for x in items if not _writable(x)), items[0] if items else None)
+        exc = _name_the_field(exc, bad, self.field)
         pending = self._fail(bad, exc)
         if pending is not None:  # pragma: no cover - a routed error on an async stream
             from ..clock import run_sync
@@ -392,3 +455,20 @@ def _writable(x: Any) -> bool:
     values = x.values() if isinstance(x, dict) else (x,)
     return all(isinstance(v, (str, bytes, int, float)) and not isinstance(v, bool)
                for v in values)
+
+
+def _name_the_field(exc: Exception, x: Any, default_field: str) -> Exception:
+    """``exc`` with a message naming the field Redis cannot store, same type."""
+    fields = x.items() if isinstance(x, dict) else ((default_field, x),)
+    for name, v in fields:
+        if not isinstance(v, (str, bytes, int, float)) or isinstance(v, bool):
+            try:
+                named = type(exc)(
+                    f"field {name!r} holds {type(v).__name__} {v!r:.60}; Redis stores str, "
+                    f"bytes, int or float values: convert it before the sink, e.g. "
+                    f"map(lambda d: {{**d, {name!r}: json.dumps(d[{name!r}])}})")
+            except Exception:  # pragma: no cover - an exception type with other arguments
+                return exc
+            named.__cause__ = exc
+            return named
+    return exc

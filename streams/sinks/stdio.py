@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -11,6 +12,24 @@ from ..core import Stream
 __all__ = ["SinkToStdout"]
 
 _FORMATS = ("json", "text")
+
+#: The exit status of a Unix tool whose reader went away (128 + SIGPIPE).
+EXIT_PIPE_CLOSED = 141
+
+
+def _reader_gone() -> None:
+    """Standard output's reader has closed the pipe (``... | head -3``): exit quietly.
+
+    As Unix tools do: no traceback, status 128 + SIGPIPE. Standard output
+    is pointed at /dev/null first, so the interpreter's last flush is quiet.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file: nothing to silence
+        pass
+    raise SystemExit(EXIT_PIPE_CLOSED)
 
 
 @Stream.register_api()
@@ -29,6 +48,12 @@ class SinkToStdout(Stream[Any]):
         pipe is block-buffered (much faster); it is flushed at checkpoints
         and when the stream closes. Turn it on for live, line-by-line pipes.
 
+    Notes
+    -----
+    When the reader of standard output goes away (``python app.py | head -3``)
+    the program exits quietly, as Unix tools do: no traceback, exit status
+    141 (128 + SIGPIPE), ``finally`` blocks run (``SystemExit``).
+
     Examples
     --------
     >>> from streams import Stream
@@ -41,6 +66,7 @@ class SinkToStdout(Stream[Any]):
 
     __slots__ = ("_dumps", "file", "flush", "format")
     _operator = "sink_to_stdout"
+    _local_only = "its side effects belong in this process"
     _params = ("format", "flush")
     _graphviz_shape = "trapezium"
 
@@ -65,14 +91,26 @@ class SinkToStdout(Stream[Any]):
             out.write(self._dumps(x) + "\n")
             if self.flush:
                 out.flush()
+        except BrokenPipeError as e:
+            if self.file is not None:
+                return self._fail(x, e)
+            _reader_gone()
         except Exception as e:
             return self._fail(x, e)
         return None
 
+    def _flush_out(self) -> None:
+        try:
+            self._out().flush()
+        except BrokenPipeError:
+            if self.file is not None:
+                raise
+            _reader_gone()
+
     def _barrier(self) -> None:
         """Flush: called before a checkpoint is written."""
-        self._out().flush()
+        self._flush_out()
 
     def _flush(self) -> Any:
-        self._out().flush()
+        self._flush_out()
         return None

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, ClassVar
 
 from ..clock import run_sync
 from ..core import Stream
 
-__all__ = ["Source", "listen", "require_loop"]
+__all__ = ["Source", "SourceRun", "listen", "require_loop"]
+
+logger = logging.getLogger("streams")
 
 
 def require_loop(source: Source) -> None:
@@ -35,6 +38,34 @@ def listen(source: Any, server: Any) -> None:
     source.started, source.stopped = True, False
 
 
+class SourceRun(asyncio.Task[None]):
+    """The task of a source running on a loop (what ``start()`` returns there).
+
+    An ``asyncio.Task`` in every way, except that a notebook cell ending in
+    ``source.start()`` shows nothing rather than ``<Task pending ...>``.
+    """
+
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        """Display nothing: the run is shown by the views of the stream."""
+
+
+class _RunEnd:
+    """What ``stop()`` returns on a loop: awaiting it waits for the run to end."""
+
+    __slots__ = ("_task",)
+
+    def __init__(self, task: asyncio.Task[None]) -> None:
+        self._task = task
+
+    def __await__(self) -> Any:
+        if asyncio.current_task() is self._task:
+            return None  # called by the run's own graph: it ends after this element
+        return (yield from self._task.__await__())
+
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        """Display nothing (a cell ending in ``source.stop()``)."""
+
+
 class Source(Stream[Any]):
     """A node that produces elements itself once started.
 
@@ -58,7 +89,7 @@ class Source(Stream[Any]):
         self.started = False
         self.stopped = True
         self._checkpointer: Any = None
-        self._task: asyncio.Task[None] | None = None
+        self._task: SourceRun | None = None
         Stream.__init__(self, **kwargs)
         if start:
             try:
@@ -73,24 +104,71 @@ class Source(Stream[Any]):
             self.start()
 
     def start(self) -> Any:
-        """Start producing; see the class description for what it returns."""
+        """Start producing; see the class description for what it returns.
+
+        On a loop, a failure of the source itself (not of a node, which
+        has its own error policy) goes through this node's policy: with
+        ``"raise"`` (default) the awaitable returned here, the one
+        ``stop()`` returns and ``aclose()`` raise it, and it is logged at once in case
+        nobody awaits; ``"skip"`` logs it; ``"route"`` sends it to
+        :attr:`errors`. What can be checked before running (a wrong client,
+        a switch that needs a loop) raises from ``start()`` itself.
+        """
+        __tracebackhide__ = True  # pytest and IPython: the user's call is the cause
         if self.started and not self.stopped:
             return self._task
-        self.started, self.stopped = True, False
         try:
-            loop = asyncio.get_running_loop()
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
+            loop = None  # outside the except: errors below chain to nothing
+        self._check_start(on_loop=loop is not None)
+        self.started, self.stopped = True, False
+        if loop is None:
             try:
                 self._run_sync()
             finally:
                 self.stopped = True  # also after a failure: start() may be called again
             return None
-        self._task = loop.create_task(self._run_async())
+        self._task = SourceRun(self._run_guarded(), loop=loop, name=f"{self._label()} source")
         return self._task
 
-    def stop(self) -> None:
-        """Stop producing after the element in progress; the stream stays open."""
+    def _check_start(self, on_loop: bool) -> None:
+        """Raise a clear error when the source cannot run here (before it starts)."""
+
+    async def _run_guarded(self) -> None:
+        try:
+            await self._run_async()
+        except Exception as e:
+            self.stopped = True
+            if self._policy == "raise":
+                # Logged now: a task nobody awaits would only be reported
+                # when collected, if ever, and the pipeline would wait forever.
+                logger.error("%s failed: %s: %s", self._label(), type(e).__name__, e)
+                raise
+            pending = self._fail(None, e)
+            if pending is not None:
+                await pending
+
+    def stop(self) -> Any:
+        """Stop producing after the element in progress; the stream stays open.
+
+        On a loop, returns an awaitable of the end of the run, which raises
+        if the source failed (as the one ``start()`` returned); otherwise
+        None. A node of the source's own graph may call it
+        (``sink(lambda x: source.stop())``): awaited from the run itself, it
+        is done at once.
+        """
         self.stopped = True
+        return None if self._task is None else _RunEnd(self._task)
+
+    async def aclose(self) -> None:
+        """Close the stream after the source's run; raise if the source failed."""
+        task = self._task
+        if task is not None and task.done() and not task.cancelled():
+            exc = task.exception()
+            if exc is not None:
+                raise exc
+        await Stream.aclose(self)
 
     def _run_sync(self) -> None:
         raise NotImplementedError
@@ -101,6 +179,7 @@ class Source(Stream[Any]):
         Between two elements nothing is half-processed, so a checkpoint
         taken here is consistent.
         """
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         if pending is not None:
             run_sync(pending)
         ckpt = self._checkpointer
@@ -109,6 +188,7 @@ class Source(Stream[Any]):
 
     def _end_sync(self) -> None:
         """The source is exhausted: close the stream, then the last checkpoint."""
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         pending = self.close()
         if pending is not None:
             run_sync(pending)

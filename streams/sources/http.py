@@ -7,6 +7,7 @@ from typing import Any
 from ..core import Stream
 from ..errors import short_repr
 from .base import Source, listen, require_loop
+from .tcp import check_port
 
 __all__ = ["FromHttpServer"]
 
@@ -33,7 +34,26 @@ class FromHttpServer(Source):
         The interface to bind (loopback by default; streamz bound every
         interface).
     server_kwargs : dict, optional
-        Extra arguments for ``tornado.httpserver.HTTPServer``.
+        Extra arguments for ``tornado.httpserver.HTTPServer`` (they override
+        the bounds below).
+    max_body : int
+        Largest body accepted, in bytes (8 MiB by default; a chunked body is
+        cut off there too); a larger one is answered ``400`` without being
+        read further.
+    idle_timeout : float
+        Seconds a connection may stay idle, or take to send a request's
+        headers or body, before it is closed (60 by default): half-open
+        clients do not hold descriptors for ever.
+    max_connections : int
+        Connections served at once; one more is closed as soon as it is
+        accepted.
+    max_in_flight : int
+        Requests being processed at once; one more is answered ``503`` with
+        ``Retry-After: 1`` (clients that wait for their responses get
+        backpressure before that).
+
+    Bodies are read into memory: at most ``max_in_flight`` of ``max_body``
+    bytes each.
 
     Examples
     --------
@@ -56,14 +76,32 @@ class FromHttpServer(Source):
     ['a', 'b']
     """
 
-    __slots__ = ("_server", "address", "path", "port", "server_kwargs")
+    __slots__ = ("_in_flight", "_server", "address", "idle_timeout", "max_body",
+                 "max_connections", "max_in_flight", "path", "port", "refused", "server_kwargs")
     _operator = "from_http_server"
     _params = ("port", "path", "address")
 
     def __init__(self, port: int, path: str = "/.*", address: str = "127.0.0.1",
                  server_kwargs: dict[str, Any] | None = None, start: bool = False,
+                 max_body: int = 8 * 2**20, idle_timeout: float = 60.0,
+                 max_connections: int = 256, max_in_flight: int = 64,
                  **kwargs: Any) -> None:
-        self.port = port
+        for name, value in (("max_body", max_body), ("max_connections", max_connections),
+                            ("max_in_flight", max_in_flight)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"from_http_server(): {name} must be an int >= 1, got "
+                                 f"{value!r}")
+        if not idle_timeout > 0:
+            raise ValueError(f"from_http_server(): idle_timeout must be > 0 seconds, got "
+                             f"{idle_timeout!r}")
+        self.max_body = max_body
+        self.idle_timeout = idle_timeout
+        self.max_connections = max_connections
+        self.max_in_flight = max_in_flight
+        self._in_flight = 0
+        #: Connections closed at once, and requests answered 503, for being over the bounds.
+        self.refused = 0
+        self.port = check_port("from_http_server", port)
         self.path = path
         self.address = address
         self.server_kwargs = dict(server_kwargs or {})
@@ -86,6 +124,13 @@ class FromHttpServer(Source):
                     self.set_status(503)
                     self.finish("stopped\n")
                     return
+                if source._in_flight >= source.max_in_flight:
+                    source.refused += 1
+                    self.set_status(503)
+                    self.set_header("Retry-After", "1")
+                    self.finish("busy\n")
+                    return
+                source._in_flight += 1
                 try:
                     pending = source._push(self.request.body)
                     if pending is not None:
@@ -94,13 +139,31 @@ class FromHttpServer(Source):
                     self.set_status(500)
                     self.finish(f"{type(e).__name__}: {short_repr(str(e))}\n")
                     return
+                finally:
+                    source._in_flight -= 1
                 self.finish("OK")
 
-        listen(self, HTTPServer(Application([(self.path, _Ingest)]), **self.server_kwargs))
+        class _Server(HTTPServer):
+            def handle_stream(self, stream: Any, address: Any) -> None:
+                # Tornado's own set of open connections.
+                if len(self._connections) >= source.max_connections:
+                    source.refused += 1
+                    stream.close()
+                    return
+                super().handle_stream(stream, address)
 
-    def stop(self) -> None:
-        """Stop listening; the stream stays open."""
-        super().stop()
+        options = {"max_body_size": self.max_body, "idle_connection_timeout": self.idle_timeout,
+                   "body_timeout": self.idle_timeout, **self.server_kwargs}
+        listen(self, _Server(Application([(self.path, _Ingest)]), **options))
+
+    def stop(self) -> Any:
+        """Stop listening; the stream stays open.
+
+        Returns what :meth:`Source.stop` returns: on a loop, an awaitable of
+        the end of the run, which raises if the source failed.
+        """
+        end = super().stop()
         if self._server is not None:
             self._server.stop()
             self._server = None
+        return end

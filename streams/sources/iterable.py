@@ -65,6 +65,7 @@ class FromIterable(Source):
         return it
 
     def _run_sync(self) -> None:
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         ckpt = self._checkpointer
         n = 0
         try:

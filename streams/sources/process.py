@@ -100,8 +100,13 @@ class FromProcess(Source):
             self.stopped = True
             await self.aclose()
 
-    def stop(self) -> None:
-        """Terminate the process; the stream stays open."""
-        super().stop()
+    def stop(self) -> Any:
+        """Terminate the process; the stream stays open.
+
+        Returns what :meth:`Source.stop` returns: on a loop, an awaitable of
+        the end of the run, which raises if the source failed.
+        """
+        end = super().stop()
         if self.process is not None and self.process.returncode is None:
             self.process.terminate()
+        return end

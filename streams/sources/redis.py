@@ -14,7 +14,14 @@ Delivery guarantees, with a consumer ``group``:
   background), and each checkpoint records the ids it covers that are not
   yet acknowledged; on restart those are acknowledged, and the consumer's
   other pending entries (delivered but not covered) are processed again, in
-  their original order, before any new entry.
+  their original order, before any new entry. The checkpoint is the truth,
+  not the group's bookkeeping: an entry read again at or below the
+  checkpoint's offset (an acknowledgement lost when the server restarted,
+  a group rolled back to an older snapshot) is acknowledged without being
+  processed again. With ``claim_idle`` this holds for the entries the
+  consumer read itself only: a lost acknowledgement of a claimed entry
+  replays it (at least once), since an entry claimed and not yet processed
+  may lie below the offset.
 
 Without a loop, ``sink_to_redis`` nodes downstream write a batch without
 waiting for the server's reply, which is read a round later: the server adds
@@ -29,63 +36,47 @@ from.
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from ..clock import run_sync
 from ..core import Stream
 from ..graph import walk
 from ..pending import gather_pending as _gather_pending
+from ._redis_ids import _hiredis_pack, _id_key, _joined, _raw, start_id
 from .base import Source
 
 __all__ = ["FromRedis", "start_id"]
 
-_MAX_SEQ = 2**64 - 1
+#: Connection settings carried from a synchronous client to its asyncio twin.
+_CARRIED = ("host", "port", "db", "username", "password", "socket_timeout",
+            "socket_connect_timeout", "socket_keepalive", "encoding", "encoding_errors",
+            "decode_responses", "client_name")
 
 
-_hiredis_pack: Callable[..., bytes] | None
-try:
-    from hiredis import pack_command as _hiredis_pack
-except ImportError:  # pragma: no cover - depends on the environment
-    _hiredis_pack = None
+def _async_params(client: Any, label: str = "from_redis()") -> dict[str, Any]:
+    """``redis.asyncio.Redis`` arguments reaching the server ``client`` (a redis.Redis) uses.
 
-
-def _raw(response: Any, **options: Any) -> Any:
-    return response
-
-
-def _joined(ids: list[Any]) -> Any:
-    """``ids`` (all str, or all bytes) as one newline-separated string."""
-    return ("\n" if isinstance(ids[0], str) else b"\n").join(ids)
-
-
-def start_id(start: Any) -> str:
-    """The exclusive Redis id to read after, from an id, ``"$"`` or a time.
-
-    A time (``datetime`` or seconds since the epoch) means "entries added at
-    or after it"; an id means "entries after it"; ``"0"`` the whole stream,
-    ``"$"`` only entries added from now on.
-
-    Examples
-    --------
-    >>> start_id("0"), start_id("1700000000000-3")
-    ('0', '1700000000000-3')
-    >>> start_id(1700000000.5)
-    '1700000000499-18446744073709551615'
+    Plain TCP and Unix-socket connections are carried over; other kinds
+    (TLS, Sentinel, cluster) are refused with what to pass instead.
     """
-    if isinstance(start, _dt.datetime):
-        start = start.timestamp()
-    if isinstance(start, (int, float)) and not isinstance(start, bool):
-        ms = round(start * 1000)
-        return "0" if ms <= 0 else f"{ms - 1}-{_MAX_SEQ}"
-    if isinstance(start, bytes):
-        start = start.decode()
-    if isinstance(start, str):
-        return start
-    raise TypeError(f"from_redis(): start must be an id, '$', a datetime or a timestamp, "
-                    f"got {start!r}")
+    import redis
+
+    pool = getattr(client, "connection_pool", None)
+    kind = getattr(pool, "connection_class", None)
+    if not isinstance(client, redis.Redis) or kind not in (
+            redis.connection.Connection, redis.connection.UnixDomainSocketConnection):
+        raise TypeError(
+            f"{label}: the source runs on a loop and cannot turn the "
+            f"{type(client).__module__}.{type(client).__name__} client given "
+            f"({getattr(kind, '__name__', 'unknown connection')}) into an asyncio one; "
+            "pass a redis.asyncio.Redis client, or url=")
+    assert pool is not None
+    given = pool.connection_kwargs
+    params = {k: given[k] for k in _CARRIED if k in given}
+    if kind is redis.connection.UnixDomainSocketConnection:
+        params["unix_socket_path"] = given["path"]
+    return params
 
 
 @Stream.register_api(staticmethod)
@@ -105,7 +96,9 @@ class FromRedis(Source):
     url : str
         The server (``redis://host:port/db``); or pass ``client``.
     client : redis.Redis or redis.asyncio.Redis, optional
-        A client to use (synchronous when no loop runs, asyncio on a loop).
+        A client to use: a ``redis.Redis`` without a loop; on a loop a
+        ``redis.asyncio.Redis``, or a ``redis.Redis`` whose connection
+        settings are used to open an asyncio client to the same server.
     count : int
         Entries read per round trip.
     block : float
@@ -137,12 +130,14 @@ class FromRedis(Source):
         source.start()
     """
 
-    __slots__ = ("_acks", "_barriers", "_client", "_covered", "_deferred", "_unconfirmed",
+    __slots__ = ("_acks", "_barriers", "_client", "_covered", "_deferred", "_floor", "_unconfirmed",
                  "block", "claim_idle", "consumer", "count", "decode", "group", "offset",
                  "processed", "start_at", "stream", "url", "with_id")
     _operator = "from_redis"
     _replayable = True
     _params = ("stream", "group", "consumer", "start_at", "count", "claim_idle", "with_id")
+    # What a checkpoint's offsets are offsets into (where reading began does not matter).
+    _identity_params = ("stream", "group", "consumer")
     # Acknowledgements wait for the next read's round trip, so a checkpoint
     # holds those not yet sent (_acks) as well as the ids it covers.
     _state = ("offset", "processed", "_acks")
@@ -186,6 +181,9 @@ class FromRedis(Source):
         self._unconfirmed: deque[tuple[list[tuple[Any, int]], list[Any]]] = deque()
         # (sequence, ids, the ids joined by newlines: what a checkpoint saves)
         self._covered: deque[tuple[int, list[Any], Any]] = deque()
+        # After a restore: the id of the last entry the checkpoint covers;
+        # an entry read again at or below it is not processed again.
+        self._floor: tuple[int, int] | None = None
         super().__init__(**kwargs)
 
     def snapshot(self) -> dict[str, Any]:
@@ -207,6 +205,10 @@ class FromRedis(Source):
         super().restore(state)
         self.processed = [i for chunk in self.processed
                           for i in chunk.split("\n" if isinstance(chunk, str) else b"\n")]
+        # Not with claims: an entry claimed from another consumer and not
+        # yet processed may lie below the offset (see the module docs).
+        if self.group is not None and self.offset is not None and self.claim_idle is None:
+            self._floor = _id_key(self.offset)
 
     # -- the Redis side ------------------------------------------------------
 
@@ -220,14 +222,14 @@ class FromRedis(Source):
 
             klass = redis.Redis
         if self._client is not None:
-            if not isinstance(self._client, klass):
-                raise TypeError(
-                    f"{self._label()}: a {type(self._client).__module__} client was given but "
-                    f"the source runs {'on a loop' if asynchronous else 'without a loop'}; "
-                    "pass the matching redis.Redis / redis.asyncio.Redis client, or url=")
-            # A client of our own over the same connections: the reply
-            # callbacks changed below must not change the caller's client.
-            r = klass(connection_pool=self._client.connection_pool)
+            self._check_client(asynchronous)
+            if asynchronous and not isinstance(self._client, klass):
+                # A synchronous client on a loop: its asyncio twin, same server.
+                r = klass(**_async_params(self._client))
+            else:
+                # A client of our own over the same connections: the reply
+                # callbacks changed below must not change the caller's client.
+                r = klass(connection_pool=self._client.connection_pool)
         else:
             r = klass.from_url(self.url, decode_responses=self.decode)
         # redis-py turns each entry's fields into a dict through Python
@@ -236,6 +238,32 @@ class FromRedis(Source):
         for command in ("XREAD", "XREADGROUP", "XAUTOCLAIM"):
             r.set_response_callback(command, _raw)
         return r
+
+    @classmethod
+    def _from_spec(cls, spec: Any, upstreams: list[Stream[Any]]) -> Stream[Any]:
+        # Described as ``start_at`` (its attribute), passed as ``start``.
+        params = dict(spec.params)
+        params["start"] = params.pop("start_at")
+        if spec.stream_name is not None:
+            params["stream_name"] = spec.stream_name
+        return cls(**params)
+
+    def _check_start(self, on_loop: bool) -> None:
+        if self._client is not None:
+            self._check_client(on_loop)
+
+    def _check_client(self, asynchronous: bool) -> None:
+        """Refuse a client the source cannot use where it runs (a clear error at start())."""
+        import redis.asyncio as aredis
+
+        is_async = isinstance(self._client, aredis.Redis)
+        if is_async and not asynchronous:
+            raise TypeError(
+                f"{self._label()}: a redis.asyncio client was given but the source runs "
+                "without a loop (start() was called with none running); pass a redis.Redis "
+                "client, or url=, or start it inside a loop (asyncio.run, Tornado, Jupyter)")
+        if not is_async and asynchronous:
+            _async_params(self._client, self._label())  # raises if it cannot be converted
 
     def _create_group(self, pipe: Any) -> None:
         pipe.xgroup_create(self.stream, self.group, id=self.start_at, mkstream=True)
@@ -281,13 +309,35 @@ class FromRedis(Source):
             self._acks.extend(self.processed)
             self.processed.clear()
 
-    def _emit_batch(self, entries: list[Any]) -> Any:
+    def _skip_covered(self, entries: list[Any]) -> list[Any]:
+        """``entries`` less those the restored checkpoint covers (acknowledged instead).
+
+        The checkpoint is the truth, whatever the group's pending list says:
+        an acknowledgement lost with a restarted server, or a group rolled
+        back to an older snapshot, delivers covered entries again. This
+        consumer reads its own entries in id order, so an entry at or below
+        the checkpoint's offset was processed before the checkpoint. Once a
+        read starts above it, no later read can go below it.
+        """
+        floor = self._floor
+        assert floor is not None
+        if _id_key(entries[0][0]) > floor:
+            self._floor = None
+            return entries
+        keep = [e for e in entries if _id_key(e[0]) > floor]
+        self._acks.extend(e[0] for e in entries if _id_key(e[0]) <= floor)
+        return keep
+
+    def _emit_batch(self, entries: list[Any], claimed: bool = False) -> Any:
         """Push entries; return None, or an awaitable when a step is asynchronous.
 
         The offset and the ids to acknowledge are recorded once the batch is
         done: a checkpoint is taken only between batches (see ``_batch_done``),
-        so the per-entry loop keeps them in locals.
+        so the per-entry loop keeps them in locals. Entries ``claimed`` from
+        other consumers do not move the offset (their ids may be older).
         """
+        if self._floor is not None and entries and not claimed:
+            entries = self._skip_covered(entries)
         push = self._push
         with_id = self.with_id
         done = 0
@@ -306,16 +356,17 @@ class FromRedis(Source):
             if pending is not None:
                 break
         if done:
-            self.offset = entries[done - 1][0]
+            if not claimed:
+                self.offset = entries[done - 1][0]
             if self.group is not None:
                 self.processed.extend(e[0] for e in entries[:done])
         if pending is not None:
-            return self._finish_async(pending, entries[done:])
+            return self._finish_async(pending, entries[done:], claimed)
         return None
 
-    async def _finish_async(self, pending: Any, rest: list[Any]) -> None:
+    async def _finish_async(self, pending: Any, rest: list[Any], claimed: bool) -> None:
         await pending
-        more = self._emit_batch(rest)
+        more = self._emit_batch(rest, claimed)
         if more is not None:
             await more
 
@@ -378,6 +429,22 @@ class FromRedis(Source):
     # -- without a loop --------------------------------------------------------
 
     def _run_sync(self) -> None:
+        from redis.exceptions import RedisError
+
+        try:
+            self._run_sync_named()
+        except RedisError as e:
+            raise self._named(e) from e.__cause__
+
+    async def _run_async(self) -> None:
+        from redis.exceptions import RedisError
+
+        try:
+            await self._run_async_named()
+        except RedisError as e:
+            raise self._named(e) from e.__cause__
+
+    def _run_sync_named(self) -> None:
         r = self._connect(asynchronous=False)
         self._start_recovery()
         self._deferred = [b for b in self._barriers if hasattr(b, "_barrier_send")]
@@ -439,8 +506,8 @@ class FromRedis(Source):
         try:
             expected = self._send_read(conn, self.offset)
             while expected:
-                replies = [conn.read_response() for _ in range(expected)]
-                expected = 0
+                n, expected = expected, 0  # read in full, error replies too
+                replies = self._read_replies(conn, n)
                 entries = self._entries(replies[-1])
                 if not entries or self.stopped:
                     return
@@ -452,6 +519,38 @@ class FromRedis(Source):
             for _ in range(expected):  # leave the connection clean for the pool
                 conn.read_response()
             r.connection_pool.release(conn)
+
+    def _read_replies(self, conn: Any, n: int) -> list[Any]:
+        """Read ``n`` replies; raise the first error reply, naming this source.
+
+        Every reply is read before raising: one left unread would be taken
+        for the answer to the next command, or waited for until the socket
+        times out.
+        """
+        from redis.exceptions import ResponseError
+
+        replies: list[Any] = []
+        error: ResponseError | None = None
+        for _ in range(n):
+            try:
+                replies.append(conn.read_response())
+            except ResponseError as e:
+                error = error or e
+                replies.append(e)
+        if error is not None:
+            raise self._named(error)
+        return replies
+
+    def _named(self, error: Exception) -> Exception:
+        """``error`` (same type) with a message that names this source and its stream."""
+        if str(error).startswith(self._label()):
+            return error
+        try:
+            named = type(error)(f"{self._label()} on stream {self.stream!r}: {error}")
+        except Exception:  # pragma: no cover - an exception type with other arguments
+            return error
+        named.__cause__ = error
+        return named
 
     def _send_read(self, conn: Any, after: Any) -> int:
         """Send the acknowledgements due and a read; return how many replies will come."""
@@ -487,14 +586,14 @@ class FromRedis(Source):
             self._queue_claim(pipe, cursor)
             cursor, entries = pipe.execute()[-1][:2]
             self._begin()
-            self._settle(self._emit_batch(entries))
+            self._settle(self._emit_batch(entries, claimed=True))
             self._settle(self._batch_done(len(entries)))
             if cursor in ("0-0", b"0-0"):
                 return
 
     # -- on a loop -------------------------------------------------------------
 
-    async def _run_async(self) -> None:
+    async def _run_async_named(self) -> None:
         r = self._connect(asynchronous=True)
         self._start_recovery()
         try:
@@ -512,8 +611,8 @@ class FromRedis(Source):
                 await r.xack(self.stream, self.group, *self._acks)
                 self._acks = []
         finally:
-            if self._client is None:
-                await r.aclose()
+            if not isinstance(self._client, type(r)):
+                await r.aclose()  # a client of our own (from url=, or converted)
 
     async def _wait(self, pending: Any) -> None:
         if pending is not None:
@@ -550,7 +649,7 @@ class FromRedis(Source):
                 self._queue_claim(pipe, cursor)
                 cursor, entries = (await pipe.execute())[-1][:2]
             self._begin()
-            await self._wait(self._emit_batch(entries))
+            await self._wait(self._emit_batch(entries, claimed=True))
             await self._wait(self._batch_done(len(entries)))
             if cursor in ("0-0", b"0-0"):
                 return

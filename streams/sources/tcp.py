@@ -4,10 +4,31 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..clock import get_clock
 from ..core import Stream
 from .base import Source, listen, require_loop
 
-__all__ = ["FromTcp"]
+__all__ = ["FromTcp", "check_port"]
+
+
+def check_port(operator: str, port: Any) -> int:
+    """``port`` if it is a TCP port number (0 for a free one); else a clear error.
+
+    The operating system takes a port modulo 65536: 70000 would bind 4464.
+
+    Examples
+    --------
+    >>> check_port("from_tcp", 8080)
+    8080
+    >>> check_port("from_tcp", 70000)
+    Traceback (most recent call last):
+    ...
+    ValueError: from_tcp(): port must be an int from 0 to 65535 (0 picks a free one), got 70000
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"{operator}(): port must be an int from 0 to 65535 (0 picks a free "
+                         f"one), got {port!r}")
+    return port
 
 
 @Stream.register_api(staticmethod)
@@ -37,6 +58,15 @@ class FromTcp(Source):
         Longest message accepted (1 MiB by default); a longer one closes its
         connection. It also bounds what is read ahead of the pipeline per
         connection.
+    idle_timeout : float, optional
+        Seconds a connection may take to send its next complete message
+        (time on :func:`streams.clock.get_clock`; the pipeline's own time
+        does not count); a connection that takes longer is closed. None:
+        no limit. Half-open and silent clients otherwise hold a file
+        descriptor each for ever.
+    max_connections : int
+        Connections served at once; one more is closed as soon as it is
+        accepted (the process keeps descriptors for everything else).
 
     Examples
     --------
@@ -59,17 +89,29 @@ class FromTcp(Source):
     [b'hello\\n', b'world\\n']
     """
 
-    __slots__ = ("_connections", "_server", "address", "delimiter", "max_message",
-                 "port", "server_kwargs")
+    __slots__ = ("_connections", "_server", "address", "delimiter", "idle_timeout",
+                 "max_connections", "max_message", "port", "refused", "server_kwargs")
     _operator = "from_tcp"
     _params = ("port", "delimiter", "address")
 
     def __init__(self, port: int, delimiter: bytes = b"\n", address: str = "127.0.0.1",
                  server_kwargs: dict[str, Any] | None = None, start: bool = False,
-                 max_message: int = 2**20, **kwargs: Any) -> None:
+                 max_message: int = 2**20, idle_timeout: float | None = 300.0,
+                 max_connections: int = 256, **kwargs: Any) -> None:
         if not isinstance(delimiter, bytes) or not delimiter:
             raise ValueError(f"from_tcp(): delimiter must be non-empty bytes, got {delimiter!r}")
-        self.port = port
+        if idle_timeout is not None and not idle_timeout > 0:
+            raise ValueError(f"from_tcp(): idle_timeout must be > 0 seconds or None, got "
+                             f"{idle_timeout!r}")
+        if (isinstance(max_connections, bool) or not isinstance(max_connections, int)
+                or max_connections < 1):
+            raise ValueError(f"from_tcp(): max_connections must be an int >= 1, got "
+                             f"{max_connections!r}")
+        self.idle_timeout = idle_timeout
+        self.max_connections = max_connections
+        #: How many connections were closed at once for being over ``max_connections``.
+        self.refused = 0
+        self.port = check_port("from_tcp", port)
         self.delimiter = delimiter
         self.address = address
         self.server_kwargs = dict(server_kwargs or {})
@@ -96,13 +138,23 @@ class FromTcp(Source):
     async def _serve(self, stream: Any) -> None:
         from tornado.iostream import StreamClosedError
 
+        if len(self._connections) >= self.max_connections:
+            self.refused += 1
+            stream.close()
+            return
         self._connections.add(stream)
+        clock = get_clock()
         try:
             while not self.stopped:
+                timer = (None if self.idle_timeout is None
+                         else clock.call_later(self.idle_timeout, stream.close))
                 try:
                     data = await stream.read_until(self.delimiter, max_bytes=self.max_message)
                 except StreamClosedError:
                     break
+                finally:
+                    if timer is not None:
+                        timer.cancel()
                 pending = self._push(data)
                 if pending is not None:
                     await pending
@@ -110,11 +162,16 @@ class FromTcp(Source):
             self._connections.discard(stream)
             stream.close()
 
-    def stop(self) -> None:
-        """Stop listening and close open connections; the stream stays open."""
-        super().stop()
+    def stop(self) -> Any:
+        """Stop listening and close open connections; the stream stays open.
+
+        Returns what :meth:`Source.stop` returns: on a loop, an awaitable of
+        the end of the run, which raises if the source failed.
+        """
+        end = super().stop()
         if self._server is not None:
             self._server.stop()
             self._server = None
         for stream in list(self._connections):
             stream.close()
+        return end

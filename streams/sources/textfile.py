@@ -1,7 +1,9 @@
-"""``Stream.from_textfile``: lines of a text file."""
+"""``Stream.from_textfile``: lines of a text file, read incrementally."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from typing import Any
 
 from ..clock import get_clock
@@ -10,17 +12,33 @@ from .base import Source
 
 __all__ = ["FromTextfile"]
 
+#: Bytes read at a time: memory stays bounded by this plus the longest line.
+_CHUNK = 1 << 16
+
 
 @Stream.register_api(staticmethod)
 class FromTextfile(Source):
     """Emit the lines of a text file, delimiter included (as streamz does).
 
-    Without a running loop the file is read to its end, a last line without
-    delimiter included, and the stream closes. Started inside a running loop
-    it *follows* the file: lines appended later are emitted as they are
-    completed (a partial last line waits for its delimiter), checking every
-    ``poll_interval`` seconds, each line awaited through the graph before the
-    next (backpressure), until ``stop()``.
+    The file is read incrementally: memory stays bounded (a chunk and the
+    longest line) whatever the size of the file, and a file the source
+    opened is closed when it ends or stops.
+
+    ``follow`` says what happens at the end of the file:
+
+    - ``follow=False``: emit the last line (even without a delimiter) and
+      close the stream, with or without a running loop. On a loop,
+      ``await source.start()`` returns then, and windows and partitions
+      have flushed what they held. Use it in Jupyter to read a file once.
+    - ``follow=True``: keep the file open like ``tail -f``: lines appended
+      later are emitted as they are completed (a partial last line waits
+      for its delimiter), checking every ``poll_interval`` seconds, until
+      ``stop()``. Needs a running loop (Tornado, ``asyncio.run``, Jupyter).
+    - ``follow=None`` (default, as streamz): follow on a running loop,
+      read to the end and close without one.
+
+    On a loop each line is awaited through the graph before the next one
+    (backpressure).
 
     Parameters
     ----------
@@ -29,12 +47,14 @@ class FromTextfile(Source):
         Seconds between checks for new data when following the file.
     delimiter : str
         What separates lines.
-    encoding : str
-        How the file's bytes are decoded.
-    from_end : bool
-        Start at the current end of the file (only new lines).
     start : bool
         Start right away.
+    from_end : bool
+        Start at the current end of the file (only new lines).
+    encoding : str
+        How the file's bytes are decoded.
+    follow : bool or None
+        Keep reading lines appended to the file (see above).
 
     Examples
     --------
@@ -47,35 +67,75 @@ class FromTextfile(Source):
     >>> source.start()
     >>> L
     ['a', 'b', 'c']
+
+    On a loop, ``follow=False`` reads the file once and ends the stream:
+
+    >>> import asyncio
+    >>> source = Stream.from_textfile(path, follow=False)
+    >>> parts = source.map(str.strip).partition(2).sink_to_list()
+    >>> async def read_once():
+    ...     await source.start()
+    >>> asyncio.run(read_once())
+    >>> parts
+    [('a', 'b'), ('c',)]
     """
 
     # The file is read as bytes and ``offset`` counts bytes, so that seek()
     # after a restore lands exactly after the last emitted line (a count of
     # characters is not a file position once a line holds non-ASCII text).
-    __slots__ = ("_clock", "_delim", "_fp", "delimiter", "encoding", "file",
-                 "from_end", "offset", "poll_interval")
+    # _positioned: the first open has placed the file (from_end applied).
+    __slots__ = ("_clock", "_delim", "_fp", "_positioned", "delimiter", "encoding", "file",
+                 "follow", "from_end", "offset", "poll_interval")
     _operator = "from_textfile"
     _replayable = True
-    _params = ("file", "poll_interval", "delimiter", "from_end", "encoding")
+    _params = ("file", "poll_interval", "delimiter", "from_end", "encoding", "follow")
     _state = ("offset",)
 
     def __init__(self, f: Any, poll_interval: float = 0.1, delimiter: str = "\n",
                  start: bool = False, from_end: bool = False, encoding: str = "utf-8",
-                 **kwargs: Any) -> None:
-        if not delimiter:
+                 follow: bool | None = None, **kwargs: Any) -> None:
+        if not (isinstance(f, (str, os.PathLike)) or hasattr(f, "read")):
+            raise TypeError(
+                f"from_textfile(): f must be a path (str or pathlib.Path) or an open file, "
+                f"got {type(f).__name__} {f!r:.60}")
+        if not isinstance(delimiter, str) or not delimiter:
             raise ValueError("from_textfile(): delimiter must be a non-empty string")
+        if follow not in (None, True, False):
+            raise TypeError(f"from_textfile(): follow must be True, False or None, "
+                            f"got {follow!r}")
+        if not poll_interval > 0:
+            raise ValueError(f"from_textfile(): poll_interval must be > 0 seconds, "
+                             f"got {poll_interval!r}")
         self.file = f
         self.poll_interval = poll_interval
         self.delimiter = delimiter
         self.encoding = getattr(f, "encoding", None) or encoding
         self._delim = delimiter.encode(self.encoding)
         self.from_end = from_end
+        self.follow = follow
         #: Bytes consumed so far: where a restart resumes.
         self.offset = 0
         self._fp: Any = None
+        self._positioned = False
         # Following polls on the clock in force at creation (a virtual one in tests).
         self._clock = get_clock()
         super().__init__(start=start, **kwargs)
+
+    @classmethod
+    def _from_spec(cls, spec: Any, upstreams: list[Stream[Any]]) -> Stream[Any]:
+        # The file is described as ``file`` (its attribute) but passed as ``f``.
+        params = dict(spec.params)
+        f = params.pop("file")
+        if spec.stream_name is not None:
+            params["stream_name"] = spec.stream_name
+        return cls(f, **params)
+
+    def _check_start(self, on_loop: bool) -> None:
+        if self.follow and not on_loop:
+            raise RuntimeError(
+                f"{self._label()}: follow=True waits for new lines on an event loop; call "
+                "start() inside a running loop (asyncio.run, Tornado, Jupyter), or pass "
+                "follow=False to read the file to its end")
 
     def _open(self) -> Any:
         if self._fp is None:
@@ -83,57 +143,95 @@ class FromTextfile(Source):
                 # A text file object: read its bytes underneath when it has them.
                 fp = getattr(self.file, "buffer", self.file)
             else:
-                fp = open(self.file, "rb")  # noqa: SIM115 - kept open while following
-            if self.offset:  # restored from a checkpoint: that position wins
+                fp = open(self.file, "rb")  # noqa: SIM115 - closed by _close()
+            if self.offset or self._positioned:  # resuming (or restored): that position wins
                 fp.seek(self.offset)
             elif self.from_end:
                 fp.seek(0, 2)
                 self.offset = fp.tell()
+            self._positioned = True
             self._fp = fp
         return self._fp
 
-    def _lines(self, data: bytes) -> tuple[list[bytes], bytes]:
-        parts = data.split(self._delim)
-        rest = parts.pop()
-        return [p + self._delim for p in parts], rest
+    def _close(self) -> None:
+        """Close the file if the source opened it (a caller's file stays open)."""
+        fp, self._fp = self._fp, None
+        if fp is not None and not hasattr(self.file, "read"):
+            fp.close()
 
+    def _split(self, buffer: bytes, data: bytes) -> tuple[list[bytes], bytes]:
+        """The complete lines of ``buffer + data``, and what is left after them."""
+        parts = (buffer + data).split(self._delim)
+        rest = parts.pop()
+        delim = self._delim
+        return [p + delim for p in parts], rest
+
+    def _read_lines(self, fp: Any) -> Iterator[bytes]:
+        """Every line to the end of the file, the last one maybe without delimiter."""
+        if self._delim == b"\n" and hasattr(fp, "readline"):
+            yield from fp  # binary files iterate over b"\n" lines in C
+            return
+        rest = b""
+        while data := fp.read(_CHUNK):
+            lines, rest = self._split(rest, data)
+            yield from lines
+        if rest:
+            yield rest
 
     def _run_sync(self) -> None:
-        fp = self._open()
-        lines, rest = self._lines(fp.read())
-        if rest:
-            lines.append(rest)
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
         encoding = self.encoding
-        for line in lines:
-            if self.stopped:
-                return
-            pending = self._push(line.decode(encoding))
-            self.offset += len(line)
-            self._element_done_sync(pending)
+        try:
+            for line in self._read_lines(self._open()):
+                if self.stopped:
+                    return
+                pending = self._push(line.decode(encoding))
+                self.offset += len(line)
+                self._element_done_sync(pending)
+        finally:
+            self._close()
         self._end_sync()
 
     async def _run_async(self) -> None:
         fp = self._open()
+        follow = self.follow is not False
         buffer = b""
         ckpt = self._checkpointer
+        encoding = self.encoding
         try:
             while not self.stopped:
-                data = fp.read()
+                data = fp.read(_CHUNK)
                 if not data:
+                    if not follow:
+                        break
                     await self._clock.sleep(self.poll_interval)
                     continue
-                lines, buffer = self._lines(buffer + data)
+                lines, buffer = self._split(buffer, data)
                 for line in lines:
+                    if self.stopped:
+                        break
                     if ckpt is not None:
                         ckpt.begin()
-                    pending = self._push(line.decode(self.encoding))
+                    pending = self._push(line.decode(encoding))
                     self.offset += len(line)
                     if pending is not None:
                         await pending
                     if ckpt is not None and (pending := ckpt.step()) is not None:
                         await pending
+            else:
+                return  # stopped: a new start() resumes after the last emitted line
+            if buffer and not self.stopped:
+                # follow=False at the end of the file: the last line has no delimiter.
+                if ckpt is not None:
+                    ckpt.begin()
+                pending = self._push(buffer.decode(encoding))
+                self.offset += len(buffer)
+                if pending is not None:
+                    await pending
+                if ckpt is not None and (pending := ckpt.step()) is not None:
+                    await pending
         finally:
-            # A partial last line was read but not emitted: after stop(), a
-            # new start() reads it again from the last emitted position.
-            if buffer and not fp.closed:
-                fp.seek(self.offset)
+            # A partial last line read but not emitted is read again by the
+            # next start(), which reopens the file at the last emitted line.
+            self._close()
+        await self._end_async()

@@ -1,8 +1,11 @@
 """Execute every notebook under notebooks/ on a fresh kernel; render one to HTML.
 
 Notebooks are found when the tests are collected, so a notebook added to
-notebooks/ is executed without touching this file. A notebook must have
-cells that ``assert`` what it shows. Any cell error fails the test, except
+notebooks/ is executed without touching this file. What a notebook shows is
+checked by ``tests/notebooks/checks/<name>.checks`` (Python, not imported
+by pytest), not by ``assert`` cells in the teaching flow: each ``# %% after
+<cell id>`` section of it runs, on the same kernel, right after the
+notebook's cell with that id (see :func:`with_checks`). Any cell error fails the test, except
 in cells tagged ``raises-exception``, which must then raise (they show an
 error on purpose). A notebook may declare, in its metadata::
 
@@ -27,6 +30,7 @@ import nbformat
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+CHECKS = Path(__file__).resolve().parent / "checks"
 
 #: Seconds a cell may run: generous for a loaded 2-core CI machine, small
 #: enough that a hung cell fails the run quickly.
@@ -47,6 +51,25 @@ def _notebook_params() -> list[Any]:
     return params
 
 
+def checks_of(name: str) -> list[tuple[str, str]]:
+    """``(cell id, code)`` of each section of the notebook's checks file."""
+    path = CHECKS / (Path(name).stem + ".checks")
+    sections = re.split(r"^# %% after (\S+)\n", path.read_text(encoding="utf-8"), flags=re.M)
+    return [(cid, code.strip()) for cid, code in zip(sections[1::2], sections[2::2], strict=True)]
+
+
+def with_checks(nb: Any, name: str) -> Any:
+    """The notebook with its checks inserted as cells tagged ``check``."""
+    checks = checks_of(name)
+    ids = [c.get("id") for c in nb.cells]
+    missing = [cid for cid, _ in checks if cid not in ids]
+    assert not missing, f"{name}: checks name cells it does not have: {missing}"
+    for cid, code in reversed(checks):
+        cell = nbformat.v4.new_code_cell(code, metadata={"tags": ["check"]})
+        nb.cells.insert(ids.index(cid) + 1, cell)
+    return nb
+
+
 def execute(name: str, workdir: Path) -> Any:
     """Run notebook ``name`` (from the scratch copy) on a fresh kernel; cache it."""
     if name in _executed:
@@ -54,7 +77,7 @@ def execute(name: str, workdir: Path) -> Any:
     from nbclient import NotebookClient
 
     path = workdir / name
-    nb = nbformat.read(path, as_version=4)
+    nb = with_checks(nbformat.read(path, as_version=4), name)
     opts = nb.metadata.get("streams", {})
     missing = [m for m in opts.get("requires", []) if importlib.util.find_spec(m) is None]
     if missing:
@@ -76,8 +99,10 @@ def execute(name: str, workdir: Path) -> Any:
 @pytest.mark.parametrize("name", _notebook_params())
 def test_notebook_runs(name: str, kernel_dir: Path, notebook_workdir: Path) -> None:
     source = nbformat.read(NOTEBOOKS / name, as_version=4)
-    assert any(c.cell_type == "code" and "assert " in c.source for c in source.cells), (
-        f"{name}: a notebook checks what it shows with assert cells; it has none")
+    assert checks_of(name), f"{name}: no checks in tests/notebooks/checks/ of what it shows"
+    teaching = [c.source for c in source.cells if c.cell_type == "code"
+                and re.search(r"^\s*assert ", c.source, re.M)]
+    assert not teaching, f"{name}: assert cells belong in its checks file: {teaching[0]!r}"
     nb = execute(name, notebook_workdir)
     for cell in nb.cells:
         if cell.cell_type != "code":

@@ -2,7 +2,10 @@
 
 source (a text file by byte offset, or a Redis stream through a consumer
 group) -> parse -> keyed scan (a running count and sum per word) -> format ->
-sink_to_durable_textfile, checkpointed every ``every`` elements. It reports
+sink_to_durable_textfile (or, with ``--sink redis``, sink_to_redis into the
+stream named by ``--output``), checkpointed every ``every`` elements (or,
+with ``--every 0``, not checkpointed: the Redis source then acknowledges
+entries as their output is written). It reports
 progress on stdout ("<elements done>" lines) so the parent can kill it at a
 chosen count.
 """
@@ -37,6 +40,9 @@ def main(argv: list[str]) -> None:
     p.add_argument("--output")
     p.add_argument("--checkpoint")
     p.add_argument("--every", type=int, default=7)
+    p.add_argument("--sink", choices=["file", "redis"], default="file")
+    p.add_argument("--batch", type=int, default=20)
+    p.add_argument("--ids", action="store_true", help="write each entry's id, not the totals")
     args = p.parse_args(argv)
 
     source: Any
@@ -45,11 +51,18 @@ def main(argv: list[str]) -> None:
         parsed = source.map(parse_line)
     else:
         source = Stream.from_redis(args.input, group="g", consumer="c", url=args.url,
-                                   count=50)
-        parsed = source.map(parse_fields)
+                                   count=50, with_id=args.ids)
+        parsed = source.map(lambda x: (x[0], 0)) if args.ids else source.map(parse_fields)
     totals = parsed.scan(count_and_sum, start=(0, 0), key=0)
-    totals.map(lambda kv: f"{kv[0]} {kv[1][0]} {kv[1][1]}").sink_to_durable_textfile(
-        args.output, fsync=False)
+    if args.ids:
+        lines = parsed.pluck(0)
+        totals = parsed
+    else:
+        lines = totals.map(lambda kv: f"{kv[0]} {kv[1][0]} {kv[1][1]}")
+    if args.sink == "file":
+        lines.sink_to_durable_textfile(args.output, fsync=False)
+    else:
+        lines.sink_to_redis(args.output, url=args.url, batch=args.batch)
     done = 0
 
     def progress(_: Any) -> None:
@@ -60,7 +73,8 @@ def main(argv: list[str]) -> None:
             sys.stdout.flush()
 
     totals.sink(progress)
-    Checkpointer(source, args.checkpoint, every=args.every, fsync=False)
+    if args.every:
+        Checkpointer(source, args.checkpoint, every=args.every, fsync=False)
     source.start()
     sys.stdout.write("finished\n")
     sys.stdout.flush()

@@ -42,8 +42,12 @@ def expected_output(recs: list[tuple[str, int]]) -> str:
 
 
 def start_child(args: list[str]) -> subprocess.Popen[str]:
+    # The child imports the streams package next to these tests, installed or not.
+    path = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]),
+                                         os.environ.get("PYTHONPATH")]))
     return subprocess.Popen([sys.executable, str(CHILD), *args], stdout=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+                            text=True, env={**os.environ, "PYTHONHASHSEED": "0",
+                                            "PYTHONPATH": path})
 
 
 def run_killed_at(args: list[str], count: int) -> bool:

@@ -113,3 +113,39 @@ def test_feedback_loop_compiles_and_terminates() -> None:
 
 def test_compile_push_on_leaf_is_a_no_op() -> None:
     assert compile_push(Stream())(1) is None
+
+
+def test_tracebacks_show_the_fused_code() -> None:
+    import traceback
+
+    source = Stream()
+    source.map(lambda x: 1 // x).sink_to_list()
+    try:
+        source.emit(0)
+    except Exception as e:
+        text = "".join(traceback.format_exception(e))
+    assert "<streams fused code" in text
+    assert "= f_" in text  # the generated line itself, not "Could not get source"
+
+
+def test_no_fusion_switch_runs_every_node_through_update() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "from streams import Stream\n"
+        "from streams.operators import Map\n"
+        "calls = []\n"
+        "original = Map.update\n"
+        "def update(self, x, who=None, metadata=None):\n"
+        "    calls.append(x)\n"
+        "    return original(self, x, who, metadata)\n"
+        "Map.update = update\n"
+        "s = Stream(); out = s.map(abs).sink_to_list()\n"
+        "s.emit(-1); s.emit(-2)\n"
+        "print(out, calls)\n")
+    for env, expected in (("1", "[1, 2] [-1, -2]"), ("", "[1, 2] []")):
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             env={**__import__("os").environ, "STREAMS_NO_FUSION": env},
+                             check=True)
+        assert run.stdout.strip() == expected

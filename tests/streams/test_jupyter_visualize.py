@@ -82,3 +82,16 @@ def test_real_dask_and_spark_segments_are_marked() -> None:
     svg = _svg(events)
     assert ">runs on Dask<" in svg and ">runs on Spark<" in svg
     assert ">map(len)<" in svg and ">map(str)<" in svg
+
+
+def test_a_live_view_the_library_added_is_not_drawn() -> None:
+    from streams.jupyter import live_view
+
+    source = Stream(stream_name="events")
+    doubled = source.map(lambda x: 2 * x)
+    live_view(doubled)  # what displaying the stream in a notebook adds
+    doubled.sink_to_plot()  # added by the user: drawn
+    svg = _svg(source)
+    assert "live_view" not in svg
+    assert "sink_to_plot" in svg
+    assert svg.count("<g id=\"edge") == 2

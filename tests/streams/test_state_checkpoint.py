@@ -73,7 +73,7 @@ def test_checkpoint_every_n_seconds_uses_the_clock(tmp_path: Path, clock: Virtua
     source = Stream()
     total = source.scan(add, start=0)
     total.sink_to_list()
-    cp = Checkpointer(source, tmp_path, interval=5.0, fsync=False)
+    cp = Checkpointer(source, tmp_path, interval=5.0, fsync=False, manual=True)
     for i in range(3):
         source.emit(i)
         cp.step()
@@ -342,10 +342,10 @@ class GatedWrites:
         monkeypatch.setattr(_checkpoint_io, "write_file", self)
 
     def __call__(self, directory: Path, sequence: int, data: bytes, fsync: bool,
-                 file: Any) -> Any:
+                 file: Any, key: Any = None) -> Any:
         self.entered.set()
         assert self.gate.wait(timeout=60), "the test never opened the gate"
-        written = self.real(directory, sequence, data, fsync, file)
+        written = self.real(directory, sequence, data, fsync, file, key)
         self.written.append(sequence)
         return written
 

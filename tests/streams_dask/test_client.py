@@ -54,6 +54,11 @@ def test_embedded_cluster_starts_on_first_use_and_closes_with_the_pipeline(
         assert scatter._runner is not None
         cluster, own_client = scatter._runner.connection.owned
         assert isinstance(cluster, LocalCluster)
+        # The dashboard, like the scheduler, listens on loopback only.
+        bound = {sock.getsockname()[0]
+                 for sock in cluster.scheduler.http_server._sockets.values()}
+        assert bound and bound <= {"127.0.0.1", "::1"}, bound
+        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
         source.close()
     assert out == [0, 2, 4, 6, 8]
     started = [r for r in caplog.records if "started a LocalCluster" in r.getMessage()]

@@ -127,3 +127,37 @@ def test_micro_batch_closes_on_size_and_on_interval(spark: Any, clock: Any) -> N
     source.emit(5)  # the interval has passed: checked when an element arrives
     assert out == ["1", "2", "3", "4", "5"]
     source.close()
+
+
+def test_await_emit_runs_the_micro_batch_off_the_loop(spark: Any) -> None:
+    import asyncio
+
+    async def main() -> tuple[list[Any], int]:
+        source: Stream[Any] = Stream(asynchronous=True)
+        out = source.to_spark(batch_size=4).map(lambda x: x * 10).gather().sink_to_list()
+        turns = 0
+        stop = False
+
+        async def spin() -> None:
+            nonlocal turns
+            while not stop:
+                turns += 1
+                await asyncio.sleep(0)
+
+        spinner = asyncio.ensure_future(spin())
+        await asyncio.sleep(0)
+        before = turns
+        for i in range(4):
+            await source.emit(i)  # the fourth closes a micro-batch: a Spark job
+        # While the job ran, the loop served the spinner; a job run on the
+        # loop would have let it take no turn at all.
+        during = turns - before
+        await source.emit(4)
+        await source.aclose()
+        stop = True
+        await spinner
+        return out, during
+
+    out, during = asyncio.run(main())
+    assert out == [0, 10, 20, 30, 40]
+    assert during > 10

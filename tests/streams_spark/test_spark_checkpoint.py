@@ -44,9 +44,10 @@ def test_a_checkpoint_runs_the_open_micro_batch_and_holds_the_state(
     source.start()
     # Every element up to the offset came back before each checkpoint, and
     # the scan's running total (kept between micro-batches) is saved.
-    assert taken == [(3, 3, {0: 3}), (6, 6, {0: 15}), (9, 9, {0: 36}), (10, 10, {0: 45})]
+    assert taken == [(3, 3, {0: {"state": 3}}), (6, 6, {0: {"state": 15}}),
+                     (9, 9, {0: {"state": 36}}), (10, 10, {0: {"state": 45}})]
     snap = read_checkpoint(tmp_path)
-    assert snap is not None and snap.states[1] == {"segment_states": {0: 45}}
+    assert snap is not None and snap.states[1] == {"segment_states": {0: {"state": 45}}}
 
 
 def test_a_restart_resumes_the_segments_state(spark: Any, tmp_path: Path) -> None:

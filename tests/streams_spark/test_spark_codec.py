@@ -9,8 +9,8 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streams import Stream
 from streams_spark.batch import _task, encode_chunks
-from streams_spark.chain import Step
 from streams_spark.codec import is_error, pack, unpack, value_of
 from streams_spark.stages import collected_rows
 
@@ -54,13 +54,16 @@ def test_chunks_split_a_batch_into_partitions_in_order(xs: list[int], parts: int
 
 
 def test_an_unpicklable_output_becomes_an_error_of_its_step_in_place() -> None:
-    steps = [Step(5, "map", lambda x: (lambda: x) if x == 2 else x, {}, "map(f)")]
-    task = _task(steps, {}, flush=False, with_state=False)
+    def f(x: int) -> Any:
+        return (lambda: x) if x == 2 else x
+
+    spec = Stream().map(f).describe()
+    task = _task([spec], {}, flush=False, with_state=False)
     rows = list(task(iter(encode_chunks([1, 2, 3], 0, 1).to_batches())))
     out = [x for batch in rows for p in batch.column("p").to_pylist() for x in unpack(p)]
     assert out[0] == 1 and out[2] == 3
     node_id, element, error = pickle.loads(out[1])
-    assert node_id == 5 and repr(element).startswith("<function")  # stands for the value
+    assert node_id == spec.id and repr(element).startswith("<function")  # stands for the value
     assert "map(f) returned" in str(error) and "gather()" in str(error)
 
 

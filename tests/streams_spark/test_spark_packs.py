@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams_spark.chain import Step
-from streams_spark.codec import DATA, ERROR, PACK
+from streams import Stream
+from streams.spec import NodeSpec
+from streams_spark.codec import DATA, ERROR, FLUSH, PACK
 from streams_spark.packs import opened, pack_payload, windows_of
+from streams_spark.plan import Route
 from streams_spark.stages import (
-    FLUSH,
     ONE_GROUP,
-    SEQUENTIAL_STAGE,
     NodeFailure,
     Router,
     key_bucket,
@@ -69,8 +69,17 @@ def test_opened_rows_come_in_element_order_with_control_rows_in_place(
             assert kind == DATA and not isinstance(item, bytes)
 
 
-def keyed(name: str = "scan") -> Step:
-    return Step(7, "accumulate", lambda a, b: a, {"key": 0}, name)
+def keyed() -> Route:
+    return Route("key", Stream().scan(lambda a, b: a, key=0).describe())
+
+
+def f(x: Any) -> Any:
+    return x
+
+
+def mapped() -> NodeSpec:
+    """A node named ``map(f)``, as the one that returned a value."""
+    return Stream().map(f).describe()
 
 
 @given(st.lists(st.tuples(st.sampled_from("abcdefghij"), st.integers()), max_size=40))
@@ -84,16 +93,15 @@ def test_rows_for_a_keyed_scan_are_one_pack_per_bucket_of_keys(xs: list[tuple[st
     seen = []
     for row in rows:
         assert row["kind"] == PACK
-        seqs, _, _, values, kbs = opened([row["seq"]], [row["sub"]], [PACK], [row["p"]])
-        assert {key_bucket(kb) for kb in kbs} == {row["k"]}  # type: ignore[arg-type]
-        assert [pickle.loads(kb) for kb in kbs] == [x[0] for x in values]  # type: ignore[arg-type]
+        seqs, _, _, values, _ = opened([row["seq"]], [row["sub"]], [PACK], [row["p"]])
+        assert {key_bucket(pickle.dumps(x[0], protocol=5)) for x in values} == {row["k"]}
         assert values == [xs[s] for s in seqs]
         seen.extend(seqs)
     assert sorted(seen) == list(range(len(xs)))
 
 
 def test_an_unpicklable_value_leaves_its_pack_as_an_error_in_its_place() -> None:
-    last = Step(3, "map", None, {}, "map(f)")
+    last = mapped()
     router = Router(keyed(), last)
     router.add(0, 0, DATA, ("a", 1))
     router.add(1, 0, DATA, ("a", lambda: 2))
@@ -105,11 +113,11 @@ def test_an_unpicklable_value_leaves_its_pack_as_an_error_in_its_place() -> None
     assert (error["seq"], error["k"]) == (1, b"")  # its own row, in no key's group
     assert pack["k"] == key_bucket(pickle.dumps("a", protocol=5))
     node_id, _, exc = pickle.loads(error["p"])
-    assert node_id == 3 and "map(f) returned" in str(exc)
+    assert node_id == last.id and "map(f) returned" in str(exc)
 
 
 def test_rows_for_a_sequential_stage_are_one_pack() -> None:
-    router = Router(Step(-1, SEQUENTIAL_STAGE, None), None)
+    router = Router(Route("group"), None)
     for i in range(5):
         router.add(i, 0, DATA, i * 10)
     router.passthrough(9, 0, FLUSH, b"end")
@@ -119,9 +127,8 @@ def test_rows_for_a_sequential_stage_are_one_pack() -> None:
                        strict=True))[3] == [0, 10, 20, 30, 40, b"end"]
 
 
-def window(interval: float = 1.0) -> Step:
-    return Step(8, "timed_window", None, {"interval": interval, "time": lambda x: x},
-                "timed_window")
+def window(interval: float = 1.0) -> Route:
+    return Route("window", Stream().timed_window(interval, time=lambda x: x).describe())
 
 
 def test_rows_for_a_window_are_one_pack_per_spark_window_at_its_latest_time() -> None:
@@ -140,14 +147,15 @@ def test_rows_for_a_window_are_one_pack_per_spark_window_at_its_latest_time() ->
 
 
 def test_an_error_before_a_window_fails_with_the_first_error_in_order() -> None:
-    router = Router(window(), Step(3, "map", None, {}, "map(f)"))
+    last = mapped()
+    router = Router(window(), last)
     router.add(0, 0, DATA, 0.5)
     unpicklable = type("F", (float,), {"__reduce__": lambda self: 1 / 0})(0.7)
     router.add(1, 0, DATA, unpicklable)
     with pytest.raises(NodeFailure) as info:
         router.add(2, 0, DATA, "not a time")  # the window's own error, later
     node_id, _, exc = pickle.loads(bytes.fromhex(str(info.value)[len(NodeFailure.MARK):]))
-    assert node_id == 3 and "map(f) returned" in str(exc)
+    assert node_id == last.id and "map(f) returned" in str(exc)
 
 
 def test_windows_open_packs_and_order_their_elements() -> None:

@@ -1,0 +1,250 @@
+"""``to_dataframe()``: a Spark segment as a DataFrame transformation, typed columns out.
+
+A pipeline that starts from a Spark DataFrame (``Stream.from_spark(df)``)
+and ends with ``.to_dataframe(schema)`` never passes an element through the
+driver: the segment's plan is applied to ``df`` (streaming or static) and a
+last ``mapInArrow`` pass turns each output element into a row of ``schema``.
+The result is an ordinary DataFrame, written with any Spark sink
+(``writeStream.format("parquet")...``, ``foreachBatch``, ``toTable``), with
+Spark's own checkpoints and exactly-once file sink.
+
+How an element becomes a row: a ``dict`` by column name, a ``pyspark.sql.Row``
+by name (else by position), a tuple or list by position, anything else is
+the one column ``value``. Without ``schema``, a static DataFrame's schema is
+inferred by running the segment in-process over its first rows (Spark's own
+inference of what comes out); a streaming DataFrame needs ``schema``.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+
+from streams.core import Stream
+from streams.spec import NodeSpec, build
+
+from .codec import DATA, ERROR, carried_error
+from .nodes import SparkSegment
+from .plan import lower
+from .stages import COLUMNS
+from .stream import build_query_frame
+
+__all__ = ["to_dataframe"]
+
+logger = logging.getLogger("streams")
+
+#: Rows of a static DataFrame run in-process to infer the output schema.
+INFER_ROWS = 100
+
+
+class OutputError(Exception):
+    """An element of a ``to_dataframe()`` segment failed, on a Spark executor."""
+
+
+def _fields(value: Any, names: list[str]) -> list[Any]:
+    """The column values of ``value`` for a row of ``names``."""
+    if isinstance(value, dict):
+        return [value.get(n) for n in names]
+    fields = getattr(value, "__fields__", None)  # a pyspark Row
+    if fields is not None and set(names) <= set(fields):
+        return [value[n] for n in names]
+    if isinstance(value, tuple | list):
+        if len(value) != len(names):
+            raise ValueError(f"has {len(value)} values for the {len(names)} columns {names}")
+        return list(value)
+    if len(names) != 1:
+        raise ValueError(f"is one value, but the schema has {len(names)} columns {names}; "
+                         "return a dict, Row or tuple")
+    return [value]
+
+
+class TypedRows:
+    """Receives a last stage's outputs and failures as rows of the output schema.
+
+    Used in place of the routing to a next stage (see
+    :func:`streams_spark.stream.build_query_frame`): the values never cross
+    Spark as pickles. A failure goes to its node's policy: ``skip`` logs it
+    on the executor, ``raise`` fails the job naming the node and element.
+    """
+
+    def __init__(self, schema_json: str, nodes: dict[int, tuple[str, str]], last: str) -> None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.sql.types import StructType
+
+        self.schema = to_arrow_schema(StructType.fromJson(pickle.loads(bytes.fromhex(
+            schema_json))))
+        self.names = self.schema.names
+        self.nodes = nodes
+        self.last = last
+        self.cols: list[list[Any]] = [[] for _ in self.names]
+        self._appends = [c.append for c in self.cols]
+
+    #: It keeps no positions: a stage hands it all its outputs at once.
+    bulk = True
+
+    def extend(self, values: list[Any], failed: list[int]) -> None:
+        """Outputs in order, some of them (at ``failed``) :class:`~streams.stage.Failure`."""
+        if failed:
+            bad = set(failed)
+            for i in failed:
+                e = values[i]
+                self._failed(carried_error(e.node_id, e.element, e.error))
+            values = [v for i, v in enumerate(values) if i not in bad]
+        if not values:
+            return
+        n = len(self.names)
+        kinds = set(map(type, values))
+        if len(kinds) == 1:
+            kind = kinds.pop()
+            if issubclass(kind, tuple) and not hasattr(values[0], "__fields__"):
+                if set(map(len, values)) == {n}:  # columns by position, transposed in C
+                    for col, column in zip(self.cols, zip(*values, strict=True), strict=True):
+                        col.extend(column)
+                    return
+            elif kind is dict:
+                for name, col in zip(self.names, self.cols, strict=True):
+                    col.extend([v.get(name) for v in values])
+                return
+            elif n == 1 and not issubclass(kind, tuple | list):
+                self.cols[0].extend(values)
+                return
+        for v in values:
+            self.add(0, 0, DATA, v)
+
+    def add(self, seq: int, sub: int, kind: int, value: Any) -> None:
+        """An output value (``kind`` DATA) or a pickled failure (``kind`` ERROR)."""
+        if kind == ERROR:
+            self._failed(value)
+            return
+        try:
+            row = _fields(value, self.names)
+        except ValueError as e:
+            raise OutputError(f"to_dataframe(): the element {value!r:.120} from "
+                              f"{self.last} {e}") from None
+        for append, v in zip(self._appends, row, strict=True):
+            append(v)
+
+    def passthrough(self, seq: int, sub: int, kind: int, p: bytes) -> None:
+        """A row of an earlier stage: a failure goes to its policy, control rows end here."""
+        if kind == ERROR:
+            self._failed(p)
+
+    def _failed(self, p: bytes) -> None:
+        node_id, x, exc = pickle.loads(p)
+        label, policy = self.nodes[node_id]
+        message = f"{label} failed on element {x!r:.120}: {type(exc).__name__}: {exc}"
+        if policy == "skip":
+            logger.warning("%s", message)
+            return
+        raise OutputError(message) from exc
+
+    def batch(self) -> pa.RecordBatch:
+        """The rows so far (and start anew)."""
+        arrays = []
+        for name, col in zip(self.names, self.cols, strict=True):
+            field = self.schema.field(name)
+            try:
+                arrays.append(pa.array(col, type=field.type))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
+                raise OutputError(f"to_dataframe(): column {name!r} ({field.type}) "
+                                  f"cannot hold what {self.last} returned: {e}") from None
+            col.clear()
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def frame(self) -> Any:
+        """The rows so far as a pandas frame (for a group function)."""
+        return self.batch().to_pandas()
+
+
+def _infer(source: Stream[Any], specs: list[NodeSpec]) -> Any:
+    """The schema of what the segment makes of a static DataFrame's first rows."""
+    df = source.df  # type: ignore[attr-defined]
+    if df.isStreaming:
+        raise ValueError(
+            f"to_dataframe(): {source._label()} reads a streaming DataFrame, whose rows "
+            "cannot be sampled before the query runs: give the output schema, e.g. "
+            "to_dataframe('key string, total long')")
+    fields = df.schema.names
+    sample = [r[0] if len(fields) == 1 else r for r in df.limit(INFER_ROWS).collect()]
+    head: Stream[Any] = Stream()
+    nodes: dict[int, Stream[Any]] = {specs[0].upstream_ids[0]: head}
+    for spec in specs:
+        nodes[spec.id] = build(spec, [nodes[u] for u in spec.upstream_ids])
+    out = nodes[specs[-1].id].sink_to_list() if specs else head.sink_to_list()
+    for x in sample:
+        head.emit(x)
+    head.close()
+    if not out:
+        raise ValueError(f"to_dataframe(): the first {INFER_ROWS} rows of {source._label()} "
+                         "give no output to infer a schema from: give the schema")
+    spark = df.sparkSession
+    if all(isinstance(v, dict | tuple | list) for v in out):
+        return spark.createDataFrame(out).schema
+    return spark.createDataFrame([(v,) for v in out], ["value"]).schema
+
+
+def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
+    """End a Spark segment with a DataFrame of its output, as typed columns.
+
+    The segment must start at ``Stream.from_spark(df)``; the result is
+    streaming if ``df`` is, and is written with any Spark sink. No element
+    passes through the driver (see :mod:`streams_spark.dataframe` for how
+    elements become rows).
+
+    Parameters
+    ----------
+    schema : str or StructType, optional
+        The output columns, as DDL (``"key string, total long"``) or a
+        ``StructType``; inferred for a static DataFrame when omitted.
+
+    Examples
+    --------
+    >>> import streams_spark
+    >>> from streams import Stream
+    >>> spark = streams_spark.default_session()
+    >>> df = spark.createDataFrame([("a", 1), ("b", 2), ("a", 3)], "key string, n long")
+    >>> out = (Stream.from_spark(df).map(lambda r: {"key": r.key, "n": r.n * 10})
+    ...        .to_dataframe("key string, n long"))
+    >>> sorted(tuple(r) for r in out.collect())
+    [('a', 10), ('a', 30), ('b', 20)]
+    """
+    segment = self._segment
+    entry = getattr(segment, "entry", None)
+    if not isinstance(segment, SparkSegment) or not hasattr(entry, "df"):
+        raise ValueError(
+            f"to_dataframe(): {self._label()} is not in a segment that starts at "
+            "Stream.from_spark(df); use gather() to bring results back into Python")
+    assert entry is not None
+    if segment.exits:
+        raise ValueError(f"to_dataframe(): this Spark segment already ends at "
+                         f"{segment.exits[0]._label()}")
+    if self is not segment._tail():
+        raise ValueError(f"to_dataframe() must follow the last step of the Spark segment "
+                         f"({segment._tail()._label()}), not {self._label()}")
+    specs = [n.describe() for n in segment.nodes]
+    for n in segment.nodes:
+        if n._policy == "route":
+            raise ValueError(
+                f"to_dataframe(): {n._label()} routes its errors to a Python stream, which "
+                "a DataFrame cannot feed; use on_error('skip') (logged on the executors) "
+                "or 'raise' (fails the query), or gather() and route in-process")
+    if schema is None:
+        schema = _infer(entry, specs)
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    if isinstance(schema, str):
+        schema = _parse_datatype_string(schema)
+    if not isinstance(schema, StructType):
+        raise TypeError(f"to_dataframe(): schema must be a DDL string or a StructType, "
+                        f"got {schema!r:.80}")
+    nodes = {s.id: (s.name, s.policy) for s in specs}
+    last = specs[-1].name if specs else entry._label()
+    rows = partial(TypedRows, pickle.dumps(schema.jsonValue()).hex(), nodes, last)
+    return build_query_frame(entry.df, lower(specs), first=COLUMNS, output=(rows, schema))
+
+
+setattr(Stream, "to_dataframe", to_dataframe)  # noqa: B010 - declared in streams/_api.py

@@ -1,0 +1,194 @@
+"""Same results on every backend: one list of pipelines, one ``backend`` fixture.
+
+Every pipeline is run on the backend (in-process fused, on Dask, on Spark)
+and compared with the reference, the same pipeline in-process with fusion
+off. Hypothesis draws the inputs and the batch size, so batch boundaries
+fall everywhere, inside stateful steps too. A pipeline lists the backends
+that can run it: a Spark segment is one linear chain with at most one keyed
+stage, so branching pipelines run in-process and on Dask only.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streams import NodeError, Stream
+from streams.fusion import unfused
+
+from .conftest import Backend
+
+Out = Callable[[str, Stream[Any]], None]
+ALL = frozenset({"in-process", "dask", "spark"})
+LOCAL_AND_DASK = frozenset({"in-process", "dask"})
+
+ints = st.lists(st.integers(-20, 50), max_size=14)
+#: Event times that never go back further than the windows' lateness.
+times = st.lists(st.integers(0, 40), max_size=14).map(sorted)
+
+
+def inc(x: int) -> int:
+    return x + 1
+
+
+def tenth(x: int) -> int:
+    return 10 // x  # fails on 0
+
+
+@dataclass(frozen=True)
+class Case:
+    """A pipeline: ``build(head, leave, out)`` below the segment's entry ``head``."""
+
+    build: Callable[[Stream[Any], Callable[[Stream[Any]], Stream[Any]], Out], None]
+    backends: frozenset[str] = ALL
+    inputs: st.SearchStrategy[list[int]] = ints
+    #: A run on Spark that needs a Structured Streaming query (keyed state,
+    #: event time) costs seconds: fewer examples.
+    slow_on_spark: bool = False
+
+
+def linear(make: Callable[[Stream[Any]], Stream[Any]], **kw: Any) -> Case:
+    """A case with one output: the chain ``make`` builds."""
+    return Case(lambda h, leave, out: out("out", leave(make(h))), **kw)
+
+
+def beats(best: int, x: int) -> tuple[int | None, list[int]]:
+    """Emit x when it beats the best so far; forget the best after a 0."""
+    if x == 0:
+        return None, [0]
+    return (x, [x]) if x > best else (best, [])
+
+
+def _branches(h: Stream[Any], leave: Callable[[Stream[Any]], Stream[Any]], out: Out) -> None:
+    a = h.map(inc)
+    b = h.filter(lambda x: x % 2 == 0)
+    out("zip", leave(a.zip(b, "literal")))
+    out("union", leave(a.union(b, h.map(str))))
+    out("a", leave(a))
+
+
+def _errors(policy: str) -> Case:
+    def build(h: Stream[Any], leave: Callable[[Stream[Any]], Stream[Any]], out: Out) -> None:
+        node = h.map(tenth).on_error(policy)  # type: ignore[arg-type]
+        out("out", leave(node.map(inc)))
+        if policy == "route":
+            out("error", node.errors.map(lambda r: (r.element, type(r.exception).__name__)))
+    return Case(build)
+
+
+CASES: dict[str, Case] = {
+    "chain": linear(lambda h: h.map(inc).filter(lambda x: x % 2).map(lambda x: (x, 3))
+                    .starmap(operator.mul).remove(lambda x: x % 9 == 0).filter(None)),
+    "flatten_pluck": linear(lambda h: h.map(lambda x: [x] * (x % 3)).flatten()
+                            .map(lambda x: (x, -x, x * 2)).pluck([2, 0])
+                            .starmap(operator.sub)),
+    "pluck": linear(lambda h: h.map(lambda x: {"v": x, "w": -x}).pluck("w")),
+    "scan": linear(lambda h: h.scan(operator.add)),
+    "scan_start_with_state": linear(lambda h: h.map(inc).accumulate(
+        operator.add, start=10, with_state=True)),
+    "scan_returns_state": linear(lambda h: h.accumulate(
+        lambda s, x: (s + x, s * x), start=1, returns_state=True)),
+    "keyed_scan": linear(lambda h: h.map(lambda x: (x % 3, x))
+                         .scan(lambda s, x: s + x[1], start=0, key=0)
+                         .starmap(lambda k, total: 10 * total + k), slow_on_spark=True),
+    "partition": linear(lambda h: h.partition(3)),
+    "partition_key": linear(lambda h: h.partition(2, key=lambda x: x % 2)),
+    "partition_unique": linear(lambda h: h.partition_unique(3, key=lambda x: x % 4)),
+    "sliding_window": linear(lambda h: h.sliding_window(2)),
+    "sliding_window_full": linear(lambda h: h.sliding_window(3, return_partial=False)),
+    "unique": linear(lambda h: h.unique(maxsize=4)),
+    "unique_unhashable": linear(lambda h: h.map(lambda x: [x % 5])
+                                .unique(hashable=False).map(tuple)),
+    "frequencies": linear(lambda h: h.map(lambda x: x % 4).frequencies()
+                          .map(lambda d: sorted(d.items()))),
+    "slice": linear(lambda h: h.slice(1, 10, 2)),
+    "stateful_map": linear(lambda h: h.stateful_map(beats, start=-100)),
+    "stateful_map_keyed": linear(lambda h: h.map(lambda x: (x % 3, x)).stateful_map(
+        lambda best, kx: ((kx[1], [kx]) if kx[1] > best else (best, [])), start=-100, key=0),
+        slow_on_spark=True),
+    "buffer": linear(lambda h: h.buffer(3).map(inc)),
+    "event_time_window": linear(lambda h: h.timed_window(10, time=lambda x: x, lateness=5),
+                                inputs=times, slow_on_spark=True),
+    "stages": linear(lambda h: h.map(inc).map(lambda x: x * 2).scan(operator.add)
+                     .map(str).partition(2)),
+    "branches": Case(_branches, backends=LOCAL_AND_DASK),
+    "errors_skip": _errors("skip"),
+    "errors_route": _errors("route"),
+}
+
+
+def run(case: Case, xs: list[int], backend: Backend | None, size: int) -> list[Any]:
+    """What reaches the outputs, in order; a raised error is recorded in its place."""
+    source: Stream[Any] = Stream()
+    events: list[Any] = []
+
+    def out(tag: str, node: Stream[Any]) -> None:
+        node.sink(lambda x: events.append((tag, x)))
+
+    head = backend.enter(source, size) if backend else source
+    case.build(head, backend.leave if backend else (lambda n: n), out)
+    for x in xs:
+        source.emit(x)
+    source.close()
+    return events
+
+
+def reference(case: Case, xs: list[int]) -> list[Any]:
+    with unfused():
+        return run(case, xs, None, 1)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_same_results_as_the_reference(backend: Backend, name: str) -> None:
+    case = CASES[name]
+    if backend.name not in case.backends:
+        pytest.skip(f"{name}: a {backend.name} segment is one linear chain")
+    examples = {"in-process": 40, "dask": 6, "spark": 1 if case.slow_on_spark else 2}
+
+    @settings(max_examples=examples[backend.name], deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(xs=case.inputs, size=st.integers(1, 6) if backend.name != "spark"
+           else st.integers(3, 8))
+    def check(xs: list[int], size: int) -> None:
+        assert run(case, xs, backend, size) == reference(case, xs)
+
+    check()
+
+
+def _run_raising(backend: Backend, xs: list[int], size: int) -> tuple[list[Any], list[Any]]:
+    """Outputs, and the errors raised (element, notes), emitting on after each."""
+    source: Stream[Any] = Stream()
+    outputs: list[Any] = []
+    raised: list[Any] = []
+    backend.leave(backend.enter(source, size).map(tenth).map(inc)).sink(outputs.append)
+    for x in [*xs, None]:
+        try:
+            source.emit(x) if x is not None else source.close()
+        except NodeError as e:
+            assert isinstance(e.__cause__, ZeroDivisionError)
+            raised.append((e.element, len(getattr(e, "__notes__", ()))))
+    return outputs, raised
+
+
+@pytest.mark.timeout(900)
+def test_raise_delivers_every_other_result_and_raises_for_each_failure(
+        backend: Backend) -> None:
+    xs = [5, 0, 2, 1, 0, 10, 3]
+    expected = [3, 6, 11, 2, 4]
+    outputs, raised = _run_raising(backend, xs, 3)  # the failures in two batches
+    assert outputs == expected
+    assert raised == [(0, 0), (0, 0)]
+    if backend.name == "in-process":
+        return
+    # Both in the last batch: close() delivers everything, raises the first
+    # and notes the other.
+    outputs, raised = _run_raising(backend, xs, 8)
+    assert outputs == expected
+    assert raised == [(0, 1)]

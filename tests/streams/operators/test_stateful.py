@@ -1,0 +1,104 @@
+"""stateful_map: a state (per key) that the function updates, emitting what it returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streams import NodeError, Stream
+
+
+def running_max(state: int, x: int) -> tuple[int, list[int]]:
+    """Emit x when it beats the state."""
+    return (x, [x]) if x > state else (state, [])
+
+
+def test_emits_what_the_function_returns_and_keeps_its_state() -> None:
+    source = Stream()
+    out = source.stateful_map(running_max, start=-1).sink_to_list()
+    for x in [3, 1, 5, 5, 7, 2]:
+        source.emit(x)
+    assert out == [3, 5, 7]
+
+
+def test_several_outputs_keep_their_order_and_none_forgets_the_state() -> None:
+    def pairs(held: list[int], x: int) -> tuple[list[int] | None, list[int]]:
+        held = [*held, x]
+        return (None, held) if len(held) == 2 else (held, [])
+
+    source = Stream()
+    out = source.stateful_map(pairs, start=[]).sink_to_list()
+    for x in range(5):
+        source.emit(x)
+    assert out == [0, 1, 2, 3]
+    assert source.downstreams[0].state == [4]
+
+
+def test_start_is_copied_for_each_key() -> None:
+    def append(held: list[Any], x: tuple[str, int]) -> tuple[list[Any], list[Any]]:
+        held.append(x[1])  # mutates: each key must have its own copy
+        return held, [(x[0], list(held))]
+
+    source = Stream()
+    out = source.stateful_map(append, start=[], key=0).sink_to_list()
+    for x in [("a", 1), ("b", 2), ("a", 3)]:
+        source.emit(x)
+    assert out == [("a", [1]), ("b", [2]), ("a", [1, 3])]
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 9)), max_size=40))
+def test_keyed_equals_one_unkeyed_run_per_key(xs: list[tuple[str, int]]) -> None:
+    def total(n: int, x: tuple[str, int]) -> tuple[int, list[tuple[str, int]]]:
+        return n + x[1], [(x[0], n + x[1])]
+
+    source = Stream()
+    keyed = source.stateful_map(total, start=0, key=lambda x: x[0]).sink_to_list()
+    for x in xs:
+        source.emit(x)
+    for k in "abc":
+        alone = Stream()
+        got = alone.stateful_map(total, start=0).sink_to_list()
+        for x in xs:
+            if x[0] == k:
+                alone.emit(x)
+        assert got == [y for y in keyed if y[0] == k]
+
+
+def test_a_function_of_the_wrong_shape_is_named() -> None:
+    source = Stream()
+    source.stateful_map(lambda s, x: x).sink_to_list()
+    with pytest.raises(NodeError, match=r"stateful_map.*must return \(new_state, outputs\)"):
+        source.emit(1)
+
+
+def test_an_error_leaves_the_state_as_it_was_and_routes() -> None:
+    def fragile(n: int, x: int) -> tuple[int, list[int]]:
+        return n + 10 // x, [n + 10 // x]
+
+    source = Stream()
+    node = source.stateful_map(fragile, start=0).on_error("route")
+    out, errors = node.sink_to_list(), node.errors.sink_to_list()
+    for x in [5, 0, 2]:
+        source.emit(x)
+    assert out == [2, 7]
+    assert [r.element for r in errors] == [0]
+
+
+def test_snapshot_and_restore_carry_the_keys() -> None:
+    source = Stream()
+    node = source.stateful_map(lambda n, x: (n + 1, [n + 1]), start=0, key=lambda x: x)
+    out = node.sink_to_list()
+    source.emit("a")
+    saved = node.snapshot()
+    source.emit("a")
+    node.restore(saved)
+    source.emit("a")
+    assert out == [1, 2, 2]
+
+
+def test_bad_arguments_fail_when_built() -> None:
+    with pytest.raises(TypeError, match=r"stateful_map\(\) takes a function"):
+        Stream().stateful_map(3)  # type: ignore[arg-type]

@@ -1,0 +1,47 @@
+"""Bad arguments a new user gives are refused when the graph is built, naming the operator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streams import Stream
+
+
+def test_sink_to_textfile_refuses_a_number(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"sink_to_textfile\(\): file must be a path.*int 3"):
+        Stream().sink_to_textfile(3)
+    Stream().sink_to_textfile(tmp_path / "ok.txt")  # a pathlib.Path is fine
+
+
+def test_from_textfile_refuses_a_number() -> None:
+    with pytest.raises(TypeError, match=r"from_textfile\(\): f must be a path"):
+        Stream.from_textfile(123)
+
+
+def test_asynchronous_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match="asynchronous must be True, False or None, got 'yes'"):
+        Stream(asynchronous="yes")  # type: ignore[arg-type]
+
+
+def test_zip_with_a_single_stream_and_a_literal_is_refused() -> None:
+    a = Stream()
+    with pytest.raises(TypeError, match=r"zip\(\) pairs elements of several streams.*\(x, 3\)"):
+        a.zip(3)
+    b = Stream()
+    L = a.zip(b, "lit").sink_to_list()  # literals with two streams stay allowed
+    a.emit(1)
+    b.emit(2)
+    assert L == [(1, 2, "lit")]
+
+
+def test_arguments_that_do_not_fit_name_the_operator_and_its_signature() -> None:
+    with pytest.raises(TypeError, match=r"^pluck\(\): too many positional arguments; it takes "
+                                        r"pluck\(pick, \*\*kwargs\)$"):
+        Stream().pluck("a", "b")
+    with pytest.raises(TypeError, match=r"^partition\(\): missing a required argument: 'n'"):
+        Stream().partition()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"^from_iterable\(\): missing .*'iterable'.*"
+                                        r"from_iterable\(iterable, start=False"):
+        Stream.from_iterable()  # type: ignore[call-arg]

@@ -1,0 +1,333 @@
+"""Redis pipelines killed with SIGKILL at random points, then restarted.
+
+Each claim of the README's delivery table for a Redis source has its kill
+test here. The child process (``exactly_once_child.py``) reads a Redis
+stream through a consumer group into a keyed running count and sum, and
+writes one line per element to a durable file or to a Redis stream; the
+parent kills it ``KILLS`` times at random progress counts, restarting it
+each time, then lets it finish:
+
+* with a Checkpointer, into either sink: the output equals the
+  uninterrupted run's, line for line (exactly once: a lost or repeated
+  element would shift every later count and sum);
+* without one, into the durable file: after every kill, each entry the
+  group acknowledged has its line in some run's file (at least once: an
+  acknowledgement never runs ahead of the sink's flush).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.redis
+
+CHILD = Path(__file__).with_name("exactly_once_child.py")
+WORDS = ["alpha", "beta", "gamma", "délta", "ε", "zeta"]
+N = 1200
+KILLS = 20
+# The child imports the streams package next to these tests, installed or not.
+CHILD_ENV = {**os.environ, "PYTHONHASHSEED": "0",
+             "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[2]),
+                                                         os.environ.get("PYTHONPATH")]))}
+
+
+def records(seed: int, n: int = N) -> list[tuple[str, int]]:
+    rng = random.Random(seed)
+    return [(rng.choice(WORDS), rng.randrange(1000)) for _ in range(n)]
+
+
+def expected_lines(recs: list[tuple[str, int]]) -> list[str]:
+    state: dict[str, tuple[int, int]] = {}
+    lines = []
+    for word, n in recs:
+        c, s = state.get(word, (0, 0))
+        state[word] = (c + 1, s + n)
+        lines.append(f"{word} {c + 1} {s + n}")
+    return lines
+
+
+def run_child(args: list[str], kill_at: int | None) -> bool:
+    """Run the child; SIGKILL it once it reports ``kill_at`` elements. True if killed."""
+    child = subprocess.Popen([sys.executable, str(CHILD), *args], stdout=subprocess.PIPE,
+                             text=True, env=CHILD_ENV)
+    assert child.stdout is not None
+    killed = False
+    try:
+        for line in child.stdout:
+            if line == "finished\n":
+                break
+            if kill_at is not None and int(line) >= kill_at:
+                child.send_signal(signal.SIGKILL)
+                killed = True
+                break
+    finally:
+        child.stdout.close()
+        child.wait(timeout=120)
+    if child.returncode not in (0, -signal.SIGKILL):
+        raise AssertionError(f"the child failed with {child.returncode}")
+    return killed
+
+
+def kill_and_restart(args: Callable[[int], list[str]], seed: int,
+                     after_kill: Callable[[int], None] = lambda i: None) -> list[int]:
+    """Kill the child ``KILLS`` times at random counts (run ``i`` gets ``args(i)``); finish it."""
+    rng = random.Random(seed)
+    # Counts are of elements done since that start: small enough for every
+    # kill to land before the end.
+    kills = [rng.randrange(10, N // (KILLS + 1), 10) for _ in range(KILLS)]
+    for i, k in enumerate(kills):
+        assert run_child(args(i), k), f"seed {seed}: run {i} finished before its kill at {k}"
+        after_kill(i)
+    assert not run_child(args(KILLS), None)
+    return kills
+
+
+@pytest.fixture
+def seed() -> int:
+    return random.randrange(2**32)
+
+
+@pytest.fixture
+def events(redis_url: str, seed: int) -> Any:
+    """The input stream ``events`` holding ``records(seed)``; yields a client."""
+    import redis
+
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    pipe = r.pipeline(transaction=False)
+    for w, n in records(seed):
+        pipe.xadd("events", {"word": w, "n": n})
+    pipe.execute()
+    yield r
+    r.close()
+
+
+def redis_args(redis_url: str, out: str, ckpt: Path, sink: str, every: int) -> list[str]:
+    return ["redis", "--input", "events", "--url", redis_url, "--output", out,
+            "--checkpoint", str(ckpt), "--every", str(every), "--sink", sink]
+
+
+@pytest.mark.parametrize("every", [7, 100])
+def test_redis_to_redis_with_checkpoint_is_exactly_once(tmp_path: Path, seed: int, events: Any,
+                                                        redis_url: str, every: int) -> None:
+    kills = kill_and_restart(
+        lambda i: redis_args(redis_url, "out", tmp_path / "ckpt", "redis", every), seed)
+    got = [fields["data"] for _, fields in events.xrange("out")]
+    want = expected_lines(records(seed))
+    assert len(got) == len(want), f"seed {seed}, kills at {kills}"
+    assert got == want, f"seed {seed}, kills at {kills}"
+    assert events.xpending("events", "g")["pending"] == 0
+
+
+def test_redis_to_durable_file_with_checkpoint_is_exactly_once(tmp_path: Path, seed: int,
+                                                               events: Any,
+                                                               redis_url: str) -> None:
+    out = tmp_path / "out.txt"
+    kills = kill_and_restart(
+        lambda i: redis_args(redis_url, str(out), tmp_path / "ckpt", "file", 7), seed)
+    got = out.read_text(encoding="utf-8").splitlines()
+    assert got == expected_lines(records(seed)), f"seed {seed}, kills at {kills}"
+    assert events.xpending("events", "g")["pending"] == 0
+
+
+@pytest.mark.parametrize("sink", ["file", "redis"])
+def test_redis_without_checkpoint_is_at_least_once(tmp_path: Path, seed: int, events: Any,
+                                                   redis_url: str, sink: str) -> None:
+    ids = [i for i, _ in events.xrange("events")]
+
+    def out(i: int) -> str:
+        return str(tmp_path / f"out-{i}.txt") if sink == "file" else "out"
+
+    def written(i: int) -> set[str]:
+        if sink == "redis":
+            return {fields["data"] for _, fields in events.xrange("out")}
+        return {line for j in range(i + 1) if Path(out(j)).exists()
+                for line in Path(out(j)).read_text(encoding="utf-8").splitlines()}
+
+    def acknowledged_have_lines(i: int) -> None:
+        pending = {p["message_id"] for p in events.xpending_range("events", "g", "-", "+", N)}
+        delivered = _key(events.xinfo_groups("events")[0]["last-delivered-id"])
+        acked = [e for e in ids if _key(e) <= delivered and e not in pending]
+        have = written(i)
+        lost = [e for e in acked if e not in have]
+        assert not lost, (f"seed {seed}: after kill {i}, {len(lost)} of {len(acked)} "
+                          f"acknowledged entries have no line (first {lost[:3]})")
+
+    kill_and_restart(
+        lambda i: [*redis_args(redis_url, out(i), tmp_path / "ckpt", sink, 0), "--ids"],
+        seed, acknowledged_have_lines)
+    acknowledged_have_lines(KILLS)
+    assert events.xpending("events", "g")["pending"] == 0
+    assert written(KILLS) == set(ids)
+
+
+@pytest.mark.parametrize("sink", ["file", "redis"])
+def test_textfile_with_checkpoint_is_exactly_once(tmp_path: Path, seed: int, redis_url: str,
+                                                  sink: str) -> None:
+    import redis
+
+    data = tmp_path / "in.txt"
+    # A file is read much faster than Redis: the child runs on further
+    # between reporting a count and being killed, so the input is longer.
+    recs = records(seed, 20 * N)
+    data.write_text("".join(f"{w} {n}\n" for w, n in recs), encoding="utf-8")
+    out = str(tmp_path / "out.txt") if sink == "file" else "out"
+    kills = kill_and_restart(
+        lambda i: ["textfile", "--input", str(data), "--url", redis_url, "--output", out,
+                   "--checkpoint", str(tmp_path / "ckpt"), "--every", "7", "--sink", sink],
+        seed)
+    if sink == "file":
+        got = Path(out).read_text(encoding="utf-8").splitlines()
+    else:
+        r = redis.Redis.from_url(redis_url, decode_responses=True)
+        got = [fields["data"] for _, fields in r.xrange("out")]
+        r.close()
+    assert got == expected_lines(recs), f"seed {seed}, kills at {kills}"
+
+
+def _key(entry_id: str) -> tuple[int, ...]:
+    return tuple(map(int, entry_id.split("-")))
+
+
+class PersistentRedis:
+    """A redis-server on a fixed loopback port whose data outlives a SIGKILL.
+
+    ``"rdb"``: only the snapshot taken by ``SAVE`` survives (a restart rolls
+    the consumer group back); ``"aof"``: every write acknowledged by the
+    server survives (``appendfsync always``).
+    """
+
+    def __init__(self, directory: Path, persistence: str) -> None:
+        server = shutil.which("redis-server")
+        if server is None:
+            pytest.skip("redis-server is not installed")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.argv = [server, "--port", str(port), "--bind", "127.0.0.1",
+                     "--dir", str(directory), "--save", ""]
+        self.argv += (["--appendonly", "yes", "--appendfsync", "always"]
+                      if persistence == "aof" else ["--appendonly", "no"])
+        self.url = f"redis://127.0.0.1:{self.argv[2]}/0"
+        self.process: subprocess.Popen[str] | None = None
+        self.start()
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(self.argv, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True)
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if "Ready to accept connections" in line:
+                return
+        raise RuntimeError("redis-server did not start")
+
+    def kill(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+        self.process.stdout.close()
+
+
+@pytest.mark.parametrize(("persistence", "sink"), [("rdb", "file"), ("aof", "redis")])
+def test_redis_server_killed_mid_stream(tmp_path: Path, seed: int, persistence: str,
+                                        sink: str) -> None:
+    """Kill the pipeline or the server at random points; the output is still exact.
+
+    With ``rdb`` each server restart forgets every acknowledgement and
+    delivery since the input was written: the restored pipeline must skip
+    what its checkpoint covers. With ``aof`` the output stream lives in the
+    same server, whose restart must neither lose nor double a write.
+    """
+    import redis
+
+    (tmp_path / "redis").mkdir()
+    server = PersistentRedis(tmp_path / "redis", persistence)
+    rng = random.Random(seed)
+    recs = records(seed)
+    r = redis.Redis.from_url(server.url, decode_responses=True)
+    pipe = r.pipeline(transaction=False)
+    for w, n in recs:
+        pipe.xadd("events", {"word": w, "n": n})
+    pipe.execute()
+    r.save()
+    r.close()
+    out = str(tmp_path / "out.txt") if sink == "file" else "out"
+    args = redis_args(server.url, out, tmp_path / "ckpt", sink, 7)
+    victims = []
+    try:
+        for _ in range(KILLS):
+            kill_at = rng.randrange(10, N // (KILLS + 1), 10)
+            victim = rng.choice(["pipeline", "server"])
+            victims.append((victim, kill_at))
+            child = subprocess.Popen([sys.executable, str(CHILD), *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=CHILD_ENV)
+            assert child.stdout is not None
+            for line in child.stdout:
+                assert line != "finished\n", f"seed {seed}: finished before {victims[-1]}"
+                if int(line) >= kill_at:
+                    break
+            if victim == "pipeline":
+                child.send_signal(signal.SIGKILL)
+            else:
+                server.kill()
+            _, err = child.communicate(timeout=120)
+            if victim == "server":
+                server.start()
+                # The pipeline dies of the lost connection (or had just been
+                # killed by it finishing its work first).
+                assert child.returncode != 0 or not err, err
+            else:
+                assert child.returncode == -signal.SIGKILL
+        assert not run_child(args, None)
+        if sink == "file":
+            got = Path(out).read_text(encoding="utf-8").splitlines()
+        else:
+            r = redis.Redis.from_url(server.url, decode_responses=True)
+            got = [fields["data"] for _, fields in r.xrange("out")]
+            r.close()
+        want = expected_lines(recs)
+        assert len(got) == len(want), f"seed {seed}, kills {victims}"
+        assert got == want, f"seed {seed}, kills {victims}"
+    finally:
+        server.kill()
+
+
+def test_a_rolled_back_group_does_not_replay_what_the_checkpoint_covers(
+        tmp_path: Path, redis_url: str) -> None:
+    """The group forgets its deliveries and acknowledgements (``XGROUP SETID 0``,
+    what a server restored from an older snapshot does): a restored pipeline
+    still processes each entry once."""
+    import redis
+
+    from streams import Checkpointer, Stream
+
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    for i in range(30):
+        r.xadd("in", {"n": i})
+
+    def run() -> list[int]:
+        source = Stream.from_redis("in", group="g", consumer="c", url=redis_url, count=4)
+        totals = source.map(lambda f: int(f["n"])).scan(lambda s, x: s + x, start=0)
+        seen = totals.sink_to_list()
+        Checkpointer(source, tmp_path, every=4, fsync=False)
+        source.start()
+        return seen
+
+    assert run()[-1] == sum(range(30))
+    r.xgroup_setid("in", "g", "0")
+    for i in range(30, 35):
+        r.xadd("in", {"n": i})
+    assert run() == [sum(range(k + 1)) for k in range(30, 35)]
+    assert r.xpending("in", "g")["pending"] == 0
+    r.close()

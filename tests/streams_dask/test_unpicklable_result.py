@@ -1,0 +1,48 @@
+"""A result that cannot come back from a worker fails the pipeline; it does not hang it.
+
+The task itself succeeds on the worker; sending its result back fails to
+pickle it. Distributed reports nothing for such a future, so ``close()``
+used to wait for it for ever. It must raise, naming the segment and saying
+what to do. ``close()`` runs in a thread joined with a generous timeout so
+that the broken behaviour fails this test instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from distributed import Client
+
+from streams import Stream
+from streams_dask import DaskTaskError
+
+GUARD = 120.0  # seconds: only reached when close() hangs
+
+
+def make_lock(x: int) -> Any:
+    return threading.Lock()
+
+
+@pytest.mark.dask
+def test_an_unpicklable_result_fails_close_instead_of_hanging(client: Client) -> None:
+    source: Stream[Any] = Stream()
+    out = source.scatter(client=client).map(make_lock).gather().sink_to_list()
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            source.emit(1)
+            source.close()
+        except BaseException as e:  # handed to the test's thread
+            raised.append(e)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(GUARD)
+    assert not worker.is_alive(), "close() hung on a result that cannot be sent back"
+    assert len(raised) == 1 and isinstance(raised[0], DaskTaskError), raised
+    assert "could not be sent back" in str(raised[0])
+    assert "before gather()" in str(raised[0])
+    assert out == []

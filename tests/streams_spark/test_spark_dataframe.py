@@ -1,0 +1,177 @@
+"""Segments that live in Spark: from_spark(df) ... to_dataframe(schema), no driver funnel."""
+
+from __future__ import annotations
+
+import operator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
+from streams import Stream
+
+pytestmark = pytest.mark.spark
+
+
+def keyed_total(s: Stream[Any]) -> Stream[Any]:
+    """map -> filter -> keyed scan, over Rows (key, value)."""
+    return (s.map(lambda r: (r.key, r["value"] * 2)).filter(lambda kv: kv[1] != 4)
+            .scan(lambda total, kv: total + kv[1], start=0, key=0)
+            .map(lambda kt: {"key": kt[0], "total": kt[1]}))
+
+
+def in_process(rows: list[Any], pipeline: Any) -> list[Any]:
+    source: Stream[Any] = Stream()
+    out = pipeline(source).sink_to_list()
+    for r in rows:
+        source.emit(r)
+    source.close()
+    return out
+
+
+def as_rows(spark: Any, data: list[tuple[str, int]]) -> Any:
+    return spark.createDataFrame(data, "key string, value long")
+
+
+def test_rows_reach_functions_as_rows_and_pluck_works(spark: Any) -> None:
+    df = as_rows(spark, [("a", 1), ("b", 2)])
+    out = (Stream.from_spark(df).map(lambda r: (r.key, r["value"], r[1]))
+           .to_dataframe("key string, v long, w long"))
+    assert sorted(tuple(r) for r in out.collect()) == [("a", 1, 1), ("b", 2, 2)]
+    plucked = Stream.from_spark(df).pluck("value").to_dataframe("value long")
+    assert sorted(r.value for r in plucked.collect()) == [1, 2]
+
+
+@settings(max_examples=2, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 9)), min_size=1,
+                max_size=20))
+def test_a_static_dataframe_gives_the_in_process_result(spark: Any,
+                                                        data: list[tuple[str, int]]) -> None:
+    df = as_rows(spark, data)
+    got = keyed_total(Stream.from_spark(df)).to_dataframe("key string, total long")
+    expected = in_process(df.collect(), keyed_total)
+    # A DataFrame has no order; within a key, totals only grow, so the
+    # multiset of rows pins the result.
+    assert sorted(tuple(r) for r in got.collect()) == sorted(
+        (d["key"], d["total"]) for d in expected)
+
+
+def test_a_streaming_dataframe_is_written_by_spark_with_no_driver_in_between(
+        spark: Any, tmp_path: Path) -> None:
+    data = [("a", 1), ("b", 5), ("a", 3), ("c", 2), ("b", 1)]
+    as_rows(spark, data[:3]).coalesce(1).write.parquet(str(tmp_path / "in" / "part=0"))
+    as_rows(spark, data[3:]).coalesce(1).write.parquet(str(tmp_path / "in" / "part=1"))
+    df = (spark.readStream.schema("key string, value long")
+          .option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in" / "*")))
+    out = keyed_total(Stream.from_spark(df)).to_dataframe("key string, total long")
+    assert out.isStreaming
+    query = (out.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    written = spark.read.parquet(str(tmp_path / "out")).collect()
+    static = as_rows(spark, data)
+    expected = in_process(static.collect(), keyed_total)
+    assert sorted(tuple(r) for r in written) == sorted(
+        (d["key"], d["total"]) for d in expected)
+
+
+def test_elements_become_rows_by_name_position_or_as_one_value(spark: Any) -> None:
+    df = spark.createDataFrame([(1,), (2,)], "n long")
+    by_tuple = Stream.from_spark(df).map(lambda n: (n, str(n))).to_dataframe("a long, b string")
+    assert sorted(tuple(r) for r in by_tuple.collect()) == [(1, "1"), (2, "2")]
+    scalar = Stream.from_spark(df).map(operator.neg).to_dataframe("value long")
+    assert sorted(r.value for r in scalar.collect()) == [-2, -1]
+    by_name = Stream.from_spark(df).map(lambda n: {"b": n, "a": 0}).to_dataframe("a long, b long")
+    assert sorted(tuple(r) for r in by_name.collect()) == [(0, 1), (0, 2)]
+
+
+def test_without_a_schema_a_static_dataframe_is_inferred(spark: Any) -> None:
+    df = as_rows(spark, [("a", 1), ("b", 2)])
+    out = Stream.from_spark(df).map(lambda r: {"k": r.key, "double": 2 * r.value}).to_dataframe()
+    assert sorted(out.schema.names) == ["double", "k"]
+    assert sorted((r.k, r.double) for r in out.collect()) == [("a", 2), ("b", 4)]
+    scalars = Stream.from_spark(df).pluck("key").to_dataframe()
+    assert scalars.schema.names == ["value"]
+
+
+def test_a_streaming_dataframe_without_a_schema_is_refused_saying_what_to_give(
+        spark: Any, tmp_path: Path) -> None:
+    as_rows(spark, [("a", 1)]).write.parquet(str(tmp_path / "in"))
+    df = spark.readStream.schema("key string, value long").parquet(str(tmp_path / "in"))
+    with pytest.raises(ValueError, match=r"give the output schema.*to_dataframe\('"):
+        Stream.from_spark(df).map(str).to_dataframe()
+
+
+def test_a_failing_function_fails_the_job_naming_node_and_element(spark: Any) -> None:
+    df = spark.createDataFrame([(1,), (0,), (2,)], "n long")
+    out = Stream.from_spark(df).map(lambda n: 10 // n).to_dataframe("value long")
+    with pytest.raises(Exception, match=r"map\(<lambda>\) failed on element 0: ZeroDivision"):
+        out.collect()
+    skipped = (Stream.from_spark(df).map(lambda n: 10 // n).on_error("skip")
+               .to_dataframe("value long"))
+    assert sorted(r.value for r in skipped.collect()) == [5, 10]
+
+
+def test_a_value_of_the_wrong_shape_or_type_is_named(spark: Any) -> None:
+    df = spark.createDataFrame([(1,)], "n long")
+    with pytest.raises(Exception, match=r"has 3 values for the 2 columns"):
+        Stream.from_spark(df).map(lambda n: (n, n, n)).to_dataframe("a long, b long").collect()
+    with pytest.raises(Exception, match=r"column 'a' \(int64\) cannot hold"):
+        Stream.from_spark(df).map(lambda n: ("x",)).to_dataframe("a long").collect()
+
+
+def test_misuse_is_refused_when_the_graph_is_built(spark: Any) -> None:
+    df = spark.createDataFrame([(1,)], "n long")
+    with pytest.raises(ValueError, match="from_spark"):
+        Stream().map(abs).to_dataframe("n long")
+    routed = Stream.from_spark(df).map(abs).on_error("route")
+    with pytest.raises(ValueError, match="routes its errors"):
+        routed.to_dataframe("n long")
+    with pytest.raises(TypeError, match="schema must be a DDL string"):
+        Stream.from_spark(df).to_dataframe(3)
+    with pytest.raises(TypeError, match="from_spark\\(\\) takes a Spark DataFrame"):
+        Stream.from_spark([1, 2])
+
+
+def test_a_static_dataframe_delivered_to_python_needs_no_checkpoint(spark: Any) -> None:
+    df = as_rows(spark, [("a", 1), ("b", 2), ("a", 3)])
+    source = Stream.from_spark(df)
+    out = keyed_total(source).gather().sink_to_list()
+    source.start()
+    assert sorted((d["key"], d["total"]) for d in out) == [("a", 2), ("a", 8)]  # b: 4 filtered
+    assert source._closed  # a backfill ends: windows and partitions flushed
+
+
+def test_a_stateful_step_after_an_event_time_window_is_refused_when_built() -> None:
+    Stream().to_spark().timed_window(10, time=lambda x: x).map(len)  # element-wise: fine
+    for build in (lambda w: w.scan(lambda a, b: a + b), lambda w: w.timed_window(5, time=0),
+                  lambda w: w.map(lambda x: (len(x), x)).scan(max, key=0)):
+        window = Stream().to_spark().timed_window(10, time=lambda x: x)
+        with pytest.raises(TypeError, match=r"cannot follow the event-time window.*gather\(\)"):
+            build(window)
+
+
+def test_combining_a_segment_with_a_local_stream_is_refused_naming_the_operator() -> None:
+    with pytest.raises(TypeError, match=r"combine_latest\(\) cannot run in a Spark segment"):
+        Stream().to_spark().map(abs).combine_latest(Stream())
+
+
+def test_from_spark_delivers_every_result_of_a_batch_before_raising(
+        spark: Any, tmp_path: Path) -> None:
+    from streams import NodeError
+
+    spark.createDataFrame([(5,), (0,), (2,)], "n long").coalesce(1).write.parquet(
+        str(tmp_path / "in"))
+    df = spark.readStream.schema("n long").parquet(str(tmp_path / "in"))
+    source = Stream.from_spark(df, checkpoint=str(tmp_path / "ckpt"))
+    out = source.map(lambda n: 10 // n).gather().sink_to_list()
+    with pytest.raises(NodeError) as info:  # itself, not Spark's query exception
+        source.start()
+    assert isinstance(info.value.__cause__, ZeroDivisionError) and info.value.element == 0
+    assert sorted(out) == [2, 5]
+    assert source.query.name.startswith("streams_from_spark")
