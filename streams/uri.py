@@ -173,7 +173,7 @@ def from_uri(uri: str, **options: Any) -> Stream[Any]:
         if "group" in opts:
             config["group.id"] = opts.pop("group")
         topic = _name(parts, scheme, "topic")
-        return Stream.from_kafka([topic], config, **opts)  # type: ignore[attr-defined,no-any-return]
+        return Stream.from_kafka([topic], config, **opts)
     if scheme == "redis":
         opts = _options(parts, scheme, "source", _REDIS_SOURCE, options)
         url = _redis_url(parts, opts.pop("db", 0))
@@ -204,8 +204,7 @@ def to_uri(upstream: Stream[Any], uri: str, **options: Any) -> Stream[Any]:
         if transactional:
             config["transactional.id"] = opts.pop("transactional_id")
         topic = _name(parts, scheme, "topic")
-        return upstream.to_kafka(topic, config,  # type: ignore[attr-defined,no-any-return]
-                                 transactional=transactional)
+        return upstream.to_kafka(topic, config, transactional=transactional)
     if scheme == "redis":
         opts = _options(parts, scheme, "sink", _REDIS_SINK, options)
         url = _redis_url(parts, opts.pop("db", 0))

@@ -101,7 +101,7 @@ class ToKafka(Stream[Any]):
         "written",
     )
     _operator = "to_kafka"
-    _params = ("topic", "transactional")
+    _params = ("topic", "producer_config", "transactional", "key")
     _state = ("written", "marks")
     _graphviz_shape = "trapezium"
 

@@ -169,7 +169,10 @@ class FromKafka(Source):
                  "poll_interval", "topics", "with_meta")
     _operator = "from_kafka"
     _replayable = True
-    _params = ("topics", "group", "poll_interval", "offset", "batch", "keys", "with_meta")
+    _params = ("topics", "consumer_params", "poll_interval", "offset", "batch", "keys",
+               "with_meta")
+    #: What a checkpoint records of the input it covers (see streams.snapshot).
+    _identity_params = ("topics", "group")
     _state = ("offsets",)
 
     def __init__(self, topics: Any, consumer_params: dict[str, Any], poll_interval: float = 0.1,

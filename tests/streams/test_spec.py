@@ -107,6 +107,9 @@ EXAMPLES: dict[str, Make] = {
     "from_redis": lambda s: Stream.from_redis("events", group="g", consumer="c"),
     "from_stdin": lambda s: Stream.from_stdin(format="text"),
     "from_spark": lambda s: Stream.from_spark(FakeDataFrame(), checkpoint="/tmp/cp"),
+    "from_kafka": lambda s: Stream.from_kafka(["events"], {"bootstrap.servers": "127.0.0.1:1",
+                                                          "group.id": "g"}, batch=10),
+    "to_kafka": lambda s: s.to_kafka("out", {"bootstrap.servers": "127.0.0.1:1"}),
 }
 
 
