@@ -1,0 +1,134 @@
+"""streamz's tests that do not pass on streams (yet), grouped by cause.
+
+Each group is a reason shown by ``pytest -rx``; the tests in it are marked
+``xfail(strict=True)``, so one that starts passing fails the suite until it
+is taken off this list. ``SKIP`` holds the tests not run at all: those
+that fail on streamz 0.6.6 itself, and the inherently slow ones.
+
+Counts (``python -m pytest tests/compat``): of the 161 tests in the six
+files, 158 pass on streamz 0.6.6 (``STREAMS_COMPAT_TARGET=streamz``; two
+need ``websockets`` / ``paho-mqtt``, not installed, and one is streamz's own
+xfail). Before this harness existed, 71 of those 158 passed on streams.
+"""
+
+from __future__ import annotations
+
+#: test id -> why it is not run.
+SKIP: dict[str, str] = {}
+
+#: cause -> test ids (``file::name``) failing for that cause.
+XFAIL: dict[str, list[str]] = {
+    # identity, zip, sink_to_file, Stream.filenames, create_graph, visualize, _clean_text,
+    # streams_dask.scatter, streams.sinks.Sink/_global_sinks, start(), .name, plugin entry points
+    "point 5: a name streamz users import is missing": [
+        "test_streamz_core.py::test_partition_unique[3-identity-first-elements0-exp_result0]",
+        "test_streamz_core.py::test_partition_unique[3-identity-last-elements1-exp_result1]",
+        "test_streamz_core.py::test_zip",
+        "test_streamz_core.py::test_zip_literals",
+        "test_streamz_core.py::test_zip_timeout",
+        "test_streamz_core.py::test_sink_to_file",
+        "test_streamz_core.py::test_filenames",
+        "test_streamz_core.py::test_start",
+        "test_streamz_graph.py::test_create_graph",
+        "test_streamz_graph.py::test_create_cyclic_graph",
+        "test_streamz_graph.py::test_create_file",
+        "test_streamz_graph.py::test_cleantext",
+        "test_streamz_dask.py::test_map",
+        "test_streamz_dask.py::test_scan",
+        "test_streamz_dask.py::test_scan_state",
+        "test_streamz_dask.py::test_zip",
+        "test_streamz_sinks.py::test_sink_with_args_and_kwargs",
+        "test_streamz_sinks.py::test_sink_to_textfile_closes",
+        "test_streamz_sinks.py::test_sink_destroy",
+        "test_streamz_plugins.py::test_register_plugin_entry_point",
+        "test_streamz_plugins.py::test_register_plugin_entry_point_modifier",
+        "test_streamz_plugins.py::test_register_plugin_entry_point_raises_type",
+        "test_streamz_plugins.py::test_register_plugin_entry_point_raises_duplicate_name",
+    ],
+    "point 5: str(node) differs from streamz's format": [
+        "test_streamz_core.py::test_map_str",
+        "test_streamz_core.py::test_filter_str",
+        "test_streamz_core.py::test_timed_window_str",
+        "test_streamz_core.py::test_partition_str",
+        "test_streamz_core.py::test_stream_name_str",
+        "test_streamz_core.py::test_no_ipywidget_repr",
+    ],
+    "point 4: metadata and RefCounter are not propagated": [
+        "test_streamz_core.py::test_sliding_window_ref_counts",
+        "test_streamz_core.py::test_sliding_window_metadata",
+        "test_streamz_core.py::test_timed_window_ref_counts",
+        "test_streamz_core.py::test_timed_window_metadata",
+        "test_streamz_core.py::test_delay_ref_counts",
+        "test_streamz_core.py::test_buffer_ref_counts",
+        "test_streamz_core.py::test_combine_latest_ref_counts",
+        "test_streamz_core.py::test_combine_latest_metadata",
+        "test_streamz_core.py::test_zip_ref_counts",
+        "test_streamz_core.py::test_zip_metadata",
+        "test_streamz_core.py::test_unique_metadata",
+        "test_streamz_core.py::test_collect_ref_counts",
+        "test_streamz_core.py::test_collect_metadata",
+        "test_streamz_core.py::test_partition_ref_counts",
+        "test_streamz_core.py::test_partition_metadata",
+        "test_streamz_core.py::test_zip_latest_ref_counts",
+        "test_streamz_core.py::test_zip_latest_metadata",
+        "test_streamz_core.py::test_latest_ref_counts",
+        "test_streamz_dask.py::test_partition_then_scatter_async",
+    ],
+    # and errors downstream of timers do not reach the library's logger
+    "point 3: errors do not keep their type": [
+        "test_streamz_core.py::test_map_errors_raises",
+        "test_streamz_core.py::test_accumulate_errors_raises",
+        "test_streamz_core.py::test_map_errors_log",
+        "test_streamz_core.py::test_accumulate_errors_log",
+    ],
+    # timers and I/O sources outside a running loop
+    "point 1: no loop thread where streamz code expects one": [
+        "test_streamz_sources.py::test_periodic",
+        "test_streamz_sources.py::test_tcp",
+        "test_streamz_sources.py::test_tcp_word_count_example",
+        "test_streamz_sources.py::test_tcp_async",
+        "test_streamz_sources.py::test_http",
+        "test_streamz_sources.py::test_process",
+        "test_streamz_sources.py::test_process_str",
+        "test_streamz_sources.py::test_from_iterable_backpressure",
+        "test_streamz_sources.py::test_from_iterable_stop",
+        "test_streamz_core.py::test_separate_thread_with_time",
+        "test_streamz_core.py::test_backpressure_connect_empty_stream",
+        "test_streamz_core.py::test_timed_window",
+        "test_streamz_core.py::test_timed_window_unique",
+        "test_streamz_core.py::test_partition_timeout",
+        "test_streamz_core.py::test_partition_timeout_cancel",
+        "test_streamz_core.py::test_delay",
+        "test_streamz_core.py::test_buffer",
+        "test_streamz_core.py::test_latest",
+        "test_streamz_core.py::test_sync_in_event_loop",
+        "test_streamz_core.py::test_mixed_async",
+        "test_streamz_core.py::test_map_async",
+        "test_streamz_core.py::test_map_async_tornado",
+        "test_streamz_core.py::test_map_async_restart",
+        "test_streamz_core.py::test_gc",
+    ],
+    "point 6: pluck on a too-short element": [
+        "test_streamz_core.py::test_pluck",
+        "test_streamz_core.py::test_pluck_list",
+    ],
+    # sync emit through scatter, results before close, buffer in a segment
+    "point 6: Dask pipelines differ": [
+        "test_streamz_dask.py::test_sync",
+        "test_streamz_dask.py::test_sync_2",
+        "test_streamz_dask.py::test_buffer",
+        "test_streamz_dask.py::test_buffer_sync",
+        "test_streamz_dask.py::test_map_on_dict",
+        "test_streamz_dask.py::test_partition_then_scatter_sync",
+        "test_streamz_dask.py::test_non_unique_emit",
+        "test_streamz_dask.py::test_accumulate",
+        "test_streamz_dask.py::test_starmap",
+    ],
+}
+
+_CAUSE = {test: cause for cause, tests in XFAIL.items() for test in tests}
+
+
+def cause_of(test: str) -> str | None:
+    """The known cause of ``test``'s failure on streams, or None."""
+    return _CAUSE.get(test)
