@@ -14,12 +14,15 @@ Build a graph of :class:`Stream` nodes with ``map``, ``filter``, ``scan``,
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import jupyter as _jupyter  # noqa: F401 - registers progress(), sink_to_plot()
 from . import operators as _operators  # noqa: F401 - registers the operators
 from .clock import Clock, LoopClock, VirtualClock, get_clock, use_clock
 from .core import NO_DEFAULT, Segment, Stream
 from .errors import ErrorRecord, NodeError, StreamClosedError
-from .graph import GraphSpec, NodeSpec, describe, walk
+from .graph import GraphSpec, NodeSpec, describe, visualize, walk
+from .networkx_graph import create_graph
 from .plugins import load_plugins
 from .sinks.basic import Sink, SinkToList, SinkToTextfile
 from .sinks.durable import SinkToDurableTextfile  # issue 6: exactly-once file output
@@ -37,6 +40,35 @@ from .sources.textfile import FromTextfile
 from .state import Checkpointer, CheckpointError, checkpoint  # issue 6: checkpoints
 
 __version__ = "0.1.0"
+
+
+def identity(x: Any) -> Any:
+    """Return ``x`` (streamz's ``identity``, a default key function).
+
+    >>> identity(3)
+    3
+    """
+    return x
+
+
+def __getattr__(name: str) -> Any:
+    """streamz's operator classes by their method names: ``streams.zip(a, b)``.
+
+    They are not in ``__all__``: ``from streams import *`` would shadow
+    builtins (``map``, ``filter``, ``zip``).
+
+    >>> import streams
+    >>> a, b = streams.Stream(), streams.Stream()
+    >>> L = streams.zip(a, b).sink_to_list()
+    >>> a.emit(1); b.emit(2)
+    >>> L
+    [(1, 2)]
+    """
+    method = getattr(Stream, name, None) if not name.startswith("_") else None
+    klass = getattr(method, "__wrapped__", None)
+    if isinstance(klass, type) and issubclass(klass, Stream):
+        return klass
+    raise AttributeError(f"module 'streams' has no attribute {name!r}")
 
 __all__ = [
     "NO_DEFAULT",
@@ -68,10 +100,13 @@ __all__ = [
     "StreamClosedError",
     "VirtualClock",
     "checkpoint",
+    "create_graph",
     "describe",
     "get_clock",
+    "identity",
     "load_plugins",
     "use_clock",
+    "visualize",
     "walk",
 ]
 

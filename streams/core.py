@@ -43,6 +43,9 @@ T = TypeVar("T")
 
 logger = logging.getLogger("streams")
 
+#: Attributes shown by ``str(node)``, as streamz's ``str_list``.
+_STR_ATTRIBUTES = ("func", "predicate", "n", "interval")
+
 
 class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     """A node in a push-based stream graph.
@@ -315,12 +318,14 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             d._remove_upstream(self)
         self.downstreams.clear()
         self._closed = True
-        self._push = self._push_destroyed
+        # A function, not a bound method: a destroyed node is in no reference
+        # cycle, so it is freed as soon as the user drops it (streamz's test).
+        message = f"{self._label()} was destroyed; create a new stream to emit into"
 
-    def _push_destroyed(self, x: Any) -> Any:
-        raise StreamClosedError(
-            f"{self._label()} was destroyed; create a new stream to emit into"
-        )
+        def push_destroyed(x: Any) -> Any:
+            raise StreamClosedError(message)
+
+        self._push = push_destroyed
 
     # ------------------------------------------------------------------
     # End of stream
@@ -509,7 +514,51 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         return f"<{self._label()}>"
 
     def __str__(self) -> str:
-        return self._label()
+        """streamz's format: ``<map: inc>``, ``<name; Stream>``, ``<partition: 2>``.
+
+        Examples
+        --------
+        >>> str(Stream().partition(2)), str(Stream(stream_name="in"))
+        ('<partition: 2>', '<in; Stream>')
+        """
+        kind = "Stream" if type(self) is Stream else self._operator
+        parts = [f"{self.stream_name}; {kind}" if self.stream_name else kind]
+        for attr in _STR_ATTRIBUTES:
+            value = getattr(self, attr, None)
+            if value:
+                if callable(value):
+                    value = getattr(value, "__name__", type(value).__name__)
+                parts.append(f"{attr}={value}")
+        if len(parts) <= 2:  # as streamz: ``<map: inc>``, not ``<map: func=inc>``
+            parts = [p.split("=")[-1] for p in parts]
+        return f"<{parts[0]}: {', '.join(parts[1:])}>" if len(parts) > 1 else f"<{parts[0]}>"
+
+    @property
+    def name(self) -> str | None:
+        """streamz's name for :attr:`stream_name`."""
+        return self.stream_name
+
+    # ------------------------------------------------------------------
+    # Sources
+
+    def start(self) -> None:
+        """Start the sources upstream of this node (a source overrides it).
+
+        Examples
+        --------
+        >>> mapped = Stream.from_iterable([1, 2]).map(str)
+        >>> L = mapped.sink_to_list()
+        >>> mapped.start()
+        >>> L
+        ['1', '2']
+        """
+        for u in self.upstreams:
+            u.start()
+
+    def stop(self) -> None:
+        """Stop the sources upstream of this node (a source overrides it)."""
+        for u in self.upstreams:
+            u.stop()
 
     # ------------------------------------------------------------------
     # Registration
@@ -550,6 +599,15 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             return klass
 
         return _
+
+    @classmethod
+    def register_plugin_entry_point(cls, entry_point: Any,
+                                    modifier: Callable[[Any], Any] = identity) -> None:
+        """Register ``entry_point`` (an ``importlib.metadata.EntryPoint``) as a method.
+
+        It is loaded on first use, as in streamz; see :mod:`streams.plugins`.
+        """
+        plugins.register_entry_point(cls, entry_point, modifier)
 
     def sink_to_list(self) -> list[T]:
         """Collect every element into a list that is returned.

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolz import identity
 
-__all__ = ["StreamType", "load_plugins"]
+__all__ = ["StreamType", "load_plugins", "register_entry_point"]
 
 logger = logging.getLogger("streams")
 
@@ -48,6 +48,42 @@ def _lazy(ep: EntryPoint, modifier: Any) -> Any:
     load.__name__ = ep.name
     load.__doc__ = f"Plugin operator {ep.name!r} from {ep.value} (loaded on first use)."
     return modifier(load)
+
+
+def register_entry_point(cls: Any, entry_point: Any, modifier: Any = identity) -> None:
+    """``Stream.register_plugin_entry_point``: a method loading ``entry_point`` on first call.
+
+    As streamz: a name ``cls`` already has is refused (ValueError); a loaded
+    object that is not a ``Stream`` subclass raises TypeError when called; once
+    loaded, the method is the class's own (its ``__name__`` is the class's).
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> class Ep:
+    ...     name, module_name = "map", "example"
+    >>> Stream.register_plugin_entry_point(Ep())
+    Traceback (most recent call last):
+    ...
+    ValueError: Can't add map from example to Stream: duplicate method name.
+    """
+    name = entry_point.name
+    if hasattr(cls, name):
+        raise ValueError(f"Can't add {name} from {getattr(entry_point, 'module_name', '?')} "
+                         f"to {cls.__name__}: duplicate method name.")
+
+    def stub(*args: Any, **kwargs: Any) -> Any:
+        node = entry_point.load()
+        if not (isinstance(node, type) and issubclass(node, _stream())):
+            raise TypeError(f"Error loading {name} from module "
+                            f"{getattr(entry_point, 'module_name', '?')}: "
+                            f"{node.__class__.__name__} must be a subclass of Stream")
+        if getattr(cls, name).__name__ == "stub":
+            cls.register_api(modifier=modifier, attribute_name=name)(node)
+            getattr(cls, name).__name__ = node.__name__  # as streamz's functools.wraps
+        return node(*args, **kwargs)
+
+    setattr(cls, name, modifier(stub))
 
 
 #: True once the entry points have been read (it is done once per process).

@@ -76,7 +76,10 @@ class Accumulate(Stream[Any]):
         "state",
         "with_state",
     )
+    #: The initial state; shadows ``Stream.start()`` on this node, as in streamz.
+    start: Any
     _operator = "accumulate"
+    _graphviz_shape = "box"  # as streamz draws it
     _params: ClassVar[tuple[str, ...]] = (
         "start", "returns_state", "with_state", "key", "args", "kwargs")
     _state = ("state",)
@@ -210,6 +213,8 @@ class Slice(Stream[Any]):
     """
 
     __slots__ = ("end", "start", "state", "step")
+    #: The first index kept; shadows ``Stream.start()`` on this node, as in streamz.
+    start: Any
     _operator = "slice"
     _params = ("start", "end", "step")
     _state = ("state",)

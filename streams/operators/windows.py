@@ -65,6 +65,7 @@ class Partition(Stream[Any]):
     __slots__ = ("_buffer", "_clock", "_key", "_outbox", "_started", "_timer", "key", "n",
                  "timeout")
     _operator = "partition"
+    _graphviz_shape = "diamond"  # as streamz draws it
     _params = ("n", "key", "timeout")
     _state = ("_buffer",)
 
@@ -172,6 +173,7 @@ class PartitionUnique(Stream[Any]):
 
     __slots__ = ("_buffer", "_key", "keep", "key", "n")
     _operator = "partition_unique"
+    _graphviz_shape = "diamond"  # as streamz draws it
     _params = ("n", "key", "keep")
     _state = ("_buffer",)
 
@@ -239,6 +241,7 @@ class SlidingWindow(Stream[Any]):
 
     __slots__ = ("_buffer", "n", "return_partial")
     _operator = "sliding_window"
+    _graphviz_shape = "diamond"  # as streamz draws it
     _params = ("n", "return_partial")
     _state = ("_buffer",)
 

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from collections.abc import Callable
 from types import BuiltinFunctionType
 from typing import IO, Any
 
-from ..core import Stream
+from ..core import NO_DEFAULT, Stream
 from ..fusion import Fuser
 from ..operators._checks import check_callable
 
-__all__ = ["Sink", "SinkToList", "SinkToTextfile"]
+__all__ = ["Sink", "SinkToList", "SinkToTextfile", "sink_to_file"]
+
+
+#: streamz's registry of live sinks (it keeps them from being collected).
+#: Downstream nodes are held by their upstreams here, so a weak set is
+#: enough: it only tells which sinks exist.
+_global_sinks: weakref.WeakSet[Stream[Any]] = weakref.WeakSet()
 
 
 def _awaitable_or_none(result: Any) -> Any:
@@ -41,16 +46,28 @@ class Sink(Stream[Any]):
     _params = ("args", "kwargs")
     _graphviz_shape = "trapezium"
 
-    def __init__(self, upstream: Stream[Any], func: Callable[..., Any], *args: Any,
-                 **kwargs: Any) -> None:
-        check_callable("sink", func)
+    def __init__(self, upstream: Stream[Any], func: Any = NO_DEFAULT,
+                 *args: Any, **kwargs: Any) -> None:
+        # ``func`` may be left out: streamz's ``Sink(upstream)`` is a base class
+        # whose subclasses define ``update``. ``sink(None)`` is still refused.
+        if func is NO_DEFAULT:
+            func = None
+        else:
+            check_callable("sink", func)
         stream_name = kwargs.pop("stream_name", None)
         self.func = func
         self.args = args
         self.kwargs = kwargs
         Stream.__init__(self, upstream, stream_name=stream_name)
+        _global_sinks.add(self)
+
+    def destroy(self, streams: list[Stream[Any]] | None = None) -> None:
+        super().destroy(streams)
+        _global_sinks.discard(self)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        if self.func is None:
+            return self._push(x)
         try:
             result = self.func(x, *self.args, **self.kwargs)
         except Exception as e:
@@ -71,7 +88,8 @@ class Sink(Stream[Any]):
         # A coroutine sink is fused too: the compiled step returns its guarded
         # coroutine, which is what ``await emit`` waits for (issue 3: the
         # per-element cost of an async sink is one coroutine, not a method call).
-        return True
+        # A ``Sink`` without a function passes elements on, through ``update``.
+        return self.func is not None
 
     def _fuse(self, f: Fuser, x: str) -> str | None:
         r = f.fresh("r")
@@ -150,6 +168,7 @@ class SinkToTextfile(Stream[Any]):
             self._fp = open(file, mode=mode, buffering=1)  # noqa: SIM115 - closed at close()
             weakref.finalize(self, self._fp.close)
         Stream.__init__(self, upstream, **kwargs)
+        _global_sinks.add(self)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         if not isinstance(x, str):
@@ -168,3 +187,32 @@ class SinkToTextfile(Stream[Any]):
         else:
             self._fp.flush()
         return None
+
+
+def sink_to_file(filename: str, upstream: Stream[Any], mode: str = "w", prefix: str = "",
+                 suffix: str = "\n", flush: bool = False) -> IO[str]:
+    """Write ``prefix + x + suffix`` to ``filename`` for every element; returns the file.
+
+    streamz's function (importable from ``streams.sources`` as there); the
+    caller closes the file.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from streams import Stream
+    >>> path = os.path.join(tempfile.mkdtemp(), "out.txt")
+    >>> source = Stream()
+    >>> with sink_to_file(path, source.map(str)) as f:
+    ...     source.emit(1)
+    >>> open(path).read()
+    '1\\n'
+    """
+    file = open(filename, mode=mode)  # noqa: SIM115 - returned to the caller, who closes it
+
+    def write(text: str) -> None:
+        file.write(prefix + text + suffix)
+        if flush:
+            file.flush()
+
+    upstream.sink(write)
+    return file

@@ -18,40 +18,30 @@ SKIP: dict[str, str] = {}
 
 #: cause -> test ids (``file::name``) failing for that cause.
 XFAIL: dict[str, list[str]] = {
+    # Deliberate departures, each in the README's comparison table.
+    "departure: a node is held by its upstream (a plain list, for speed), not weakly": [
+        "test_streamz_core.py::test_gc",
+        "test_streamz_sinks.py::test_sink_to_textfile_closes",
+    ],
+    "departure: nodes after scatter() see elements, not futures; sinks run after gather()": [
+        "test_streamz_dask.py::test_map",
+    ],
+    "departure: outside a Jupyter kernel a stream displays as its name, not a widget": [
+        "test_streamz_core.py::test_no_ipywidget_repr",
+    ],
+    # Not yet fixed.
+    "point 2: emit on an asynchronous stream is not a Future awaitable twice": [
+        "test_streamz_core.py::test_zip_timeout",
+    ],
     # identity, zip, sink_to_file, Stream.filenames, create_graph, visualize, _clean_text,
     # streams_dask.scatter, streams.sinks.Sink/_global_sinks, start(), .name, plugin entry points
     "point 5: a name streamz users import is missing": [
-        "test_streamz_core.py::test_partition_unique[3-identity-first-elements0-exp_result0]",
-        "test_streamz_core.py::test_partition_unique[3-identity-last-elements1-exp_result1]",
-        "test_streamz_core.py::test_zip",
-        "test_streamz_core.py::test_zip_literals",
-        "test_streamz_core.py::test_zip_timeout",
-        "test_streamz_core.py::test_sink_to_file",
         "test_streamz_core.py::test_filenames",
-        "test_streamz_core.py::test_start",
-        "test_streamz_graph.py::test_create_graph",
-        "test_streamz_graph.py::test_create_cyclic_graph",
-        "test_streamz_graph.py::test_create_file",
-        "test_streamz_graph.py::test_cleantext",
-        "test_streamz_dask.py::test_map",
         "test_streamz_dask.py::test_scan",
         "test_streamz_dask.py::test_scan_state",
         "test_streamz_dask.py::test_zip",
-        "test_streamz_sinks.py::test_sink_with_args_and_kwargs",
-        "test_streamz_sinks.py::test_sink_to_textfile_closes",
-        "test_streamz_sinks.py::test_sink_destroy",
-        "test_streamz_plugins.py::test_register_plugin_entry_point",
-        "test_streamz_plugins.py::test_register_plugin_entry_point_modifier",
-        "test_streamz_plugins.py::test_register_plugin_entry_point_raises_type",
-        "test_streamz_plugins.py::test_register_plugin_entry_point_raises_duplicate_name",
     ],
     "point 5: str(node) differs from streamz's format": [
-        "test_streamz_core.py::test_map_str",
-        "test_streamz_core.py::test_filter_str",
-        "test_streamz_core.py::test_timed_window_str",
-        "test_streamz_core.py::test_partition_str",
-        "test_streamz_core.py::test_stream_name_str",
-        "test_streamz_core.py::test_no_ipywidget_repr",
     ],
     "point 4: metadata and RefCounter are not propagated": [
         "test_streamz_core.py::test_sliding_window_ref_counts",
@@ -106,7 +96,6 @@ XFAIL: dict[str, list[str]] = {
         "test_streamz_core.py::test_map_async",
         "test_streamz_core.py::test_map_async_tornado",
         "test_streamz_core.py::test_map_async_restart",
-        "test_streamz_core.py::test_gc",
     ],
     "point 6: pluck on a too-short element": [
         "test_streamz_core.py::test_pluck",

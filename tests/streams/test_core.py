@@ -87,7 +87,10 @@ def test_repr_names_operator_function_and_stream_name() -> None:
     source = Stream(stream_name="src")
     assert repr(source) == "<stream 'src'>"
     assert repr(source.map(len, stream_name="lengths")) == "<map(len) 'lengths'>"
-    assert str(source.partition(3)) == "partition(3)"
+    # str() is streamz's format (issue 15): code that prints nodes sees the same text.
+    assert str(source.partition(3)) == "<partition: 3>"
+    assert str(source.map(len)) == "<map: len>"
+    assert str(source) == "<src; Stream>"
 
 
 def test_stream_name_on_every_operator() -> None:
