@@ -100,7 +100,13 @@ class Outbox:
         if self.inflight is not None:
             self._start(self._after(self.inflight, x))
             return
-        pending = self.node._emit(x)
+        try:
+            pending = self.node._emit(x)
+        except Exception:
+            # Nobody called this timer or task to hear of the failure: log it on
+            # the library's logger (as streamz does) and keep the node going.
+            logger.exception("%s: emitting downstream failed", self.node._label())
+            return
         if pending is not None:
             self._start(_await(pending))
 

@@ -66,10 +66,6 @@ XFAIL: dict[str, list[str]] = {
     ],
     # and errors downstream of timers do not reach the library's logger
     "point 3: errors do not keep their type": [
-        "test_streamz_core.py::test_map_errors_raises",
-        "test_streamz_core.py::test_accumulate_errors_raises",
-        "test_streamz_core.py::test_map_errors_log",
-        "test_streamz_core.py::test_accumulate_errors_log",
     ],
     # timers and I/O sources outside a running loop
     "point 1: no loop thread where streamz code expects one": [
@@ -98,8 +94,6 @@ XFAIL: dict[str, list[str]] = {
         "test_streamz_core.py::test_map_async_restart",
     ],
     "point 6: pluck on a too-short element": [
-        "test_streamz_core.py::test_pluck",
-        "test_streamz_core.py::test_pluck_list",
     ],
     # sync emit through scatter, results before close, buffer in a segment
     "point 6: Dask pipelines differ": [
