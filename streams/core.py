@@ -66,10 +66,11 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         If True, :meth:`emit` returns an awaitable that resolves when every
         downstream step for the element has finished (backpressure).
         Inherited from the upstream when not given.
-    loop : asyncio.AbstractEventLoop, optional
-        Accepted for compatibility with streamz; the running loop is used.
+    loop : tornado.ioloop.IOLoop, optional
+        The loop this node's timers and sources use (streamz's ``loop``).
     ensure_io_loop : bool, optional
-        Accepted for compatibility with streamz; there is no hidden loop.
+        With no ``loop``, set ``loop`` to the running loop, else to the
+        shared loop thread's, started now (:mod:`streams.loop_thread`).
 
     Examples
     --------
@@ -136,6 +137,11 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
                     f"{type(self).__name__}: upstream must be a Stream, got {u!r}"
                 )
         self.stream_name = stream_name
+        if loop is None and ensure_io_loop:
+            # As streamz: the running loop, else the shared loop thread's.
+            from .loop_thread import io_loop, running_io_loop
+
+            loop = running_io_loop() or io_loop()
         self.loop = loop
         self.asynchronous: bool = (
             any(u.asynchronous for u in self.upstreams) if asynchronous is None else asynchronous

@@ -52,6 +52,10 @@ class Source(Stream[Any]):
     #: Whether the source keeps an offset it can resume from (a checkpoint
     #: of its pipeline is possible); servers and timers cannot.
     _replayable: ClassVar[bool] = False
+    #: Whether the source produces on a loop only (a timer, a server): with
+    #: none running, ``start()`` runs it on the shared loop thread, as
+    #: streamz does (issue 15; streams.loop_thread).
+    _needs_loop: ClassVar[bool] = False
     _graphviz_shape = "doubleoctagon"
 
     def __init__(self, start: bool = False, **kwargs: Any) -> None:
@@ -60,6 +64,10 @@ class Source(Stream[Any]):
         self._checkpointer: Any = None
         self._task: asyncio.Task[None] | None = None
         Stream.__init__(self, **kwargs)
+        if self.loop is None:  # streamz's ``source.loop``: the loop it will run on
+            from ..loop_thread import running_io_loop
+
+            self.loop = running_io_loop()
         if start:
             try:
                 asyncio.get_running_loop()
@@ -80,6 +88,13 @@ class Source(Stream[Any]):
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
+            if self._needs_loop:
+                from ..loop_thread import io_loop, start_task
+
+                if self.loop is None:  # a loop= given by the user is honoured
+                    self.loop = io_loop()
+                self._task = start_task(self._run_async(), self.loop)  # type: ignore[assignment]
+                return self._task
             try:
                 self._run_sync()
             finally:

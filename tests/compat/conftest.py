@@ -186,6 +186,13 @@ _known = _load("streams_compat.known_failures", HERE / "known_failures.py")
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "asyncio: a coroutine test (streamz runs pytest-asyncio)")
+    # distributed's test harness (gen_cluster) can leave its own RPC coroutines
+    # unawaited when a streamz test fails inside it; they are reported when the
+    # session ends, outside any test: not the library's, so not an error here.
+    config.addinivalue_line(
+        "filterwarnings",
+        "ignore:Exception ignored in. <coroutine object PooledRPCCall"
+        ":pytest.PytestUnraisableExceptionWarning")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -213,3 +220,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             cause = _known.cause_of(key)
             if cause is not None:
                 item.add_marker(pytest.mark.xfail(strict=True, reason=cause))
+                # A test failing half-way may leave coroutines never awaited.
+                item.add_marker(pytest.mark.filterwarnings(
+                    "ignore::pytest.PytestUnraisableExceptionWarning"))

@@ -14,7 +14,11 @@ xfail). Before this harness existed, 71 of those 158 passed on streams.
 from __future__ import annotations
 
 #: test id -> why it is not run.
-SKIP: dict[str, str] = {}
+SKIP: dict[str, str] = {
+    "test_streamz_dask.py::test_stream_shares_client_loop":
+        "xfail in streamz 0.6.6 itself; its failure leaves distributed's coroutines "
+        "unawaited, which the suite's warning filters turn into errors",
+}
 
 #: cause -> test ids (``file::name``) failing for that cause.
 XFAIL: dict[str, list[str]] = {
@@ -28,6 +32,10 @@ XFAIL: dict[str, list[str]] = {
     ],
     "departure: outside a Jupyter kernel a stream displays as its name, not a widget": [
         "test_streamz_core.py::test_no_ipywidget_repr",
+    ],
+    "departure: start() of a finite source with no loop runs it to the end, in this thread": [
+        "test_streamz_sources.py::test_from_iterable_backpressure",
+        "test_streamz_sources.py::test_from_iterable_stop",
     ],
     # Not yet fixed.
     "point 2: emit on an asynchronous stream is not a Future awaitable twice": [
@@ -69,21 +77,9 @@ XFAIL: dict[str, list[str]] = {
     ],
     # timers and I/O sources outside a running loop
     "point 1: no loop thread where streamz code expects one": [
-        "test_streamz_sources.py::test_periodic",
-        "test_streamz_sources.py::test_tcp",
-        "test_streamz_sources.py::test_tcp_word_count_example",
-        "test_streamz_sources.py::test_tcp_async",
-        "test_streamz_sources.py::test_http",
-        "test_streamz_sources.py::test_process",
-        "test_streamz_sources.py::test_process_str",
-        "test_streamz_sources.py::test_from_iterable_backpressure",
-        "test_streamz_sources.py::test_from_iterable_stop",
         "test_streamz_core.py::test_separate_thread_with_time",
-        "test_streamz_core.py::test_backpressure_connect_empty_stream",
         "test_streamz_core.py::test_timed_window",
         "test_streamz_core.py::test_timed_window_unique",
-        "test_streamz_core.py::test_partition_timeout",
-        "test_streamz_core.py::test_partition_timeout_cancel",
         "test_streamz_core.py::test_delay",
         "test_streamz_core.py::test_buffer",
         "test_streamz_core.py::test_latest",
