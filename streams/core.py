@@ -16,6 +16,7 @@ without any cost on the synchronous path.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -45,6 +46,20 @@ logger = logging.getLogger("streams")
 
 #: Attributes shown by ``str(node)``, as streamz's ``str_list``.
 _STR_ATTRIBUTES = ("func", "predicate", "n", "interval")
+
+
+def _as_future(pending: Any) -> Any:
+    """What an asynchronous ``emit`` returns when work is still running.
+
+    On a running loop, a Future (a Task): the work goes on even if nobody
+    awaits it, and it can be awaited any number of times, as streamz's
+    ``emit`` result can (issue 15). With no loop, the awaitable as is.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return pending
+    return asyncio.ensure_future(pending, loop=loop)
 
 
 class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
@@ -190,6 +205,9 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         stream created with ``asynchronous=True``, it returns an awaitable
         that resolves when every downstream step for ``x`` has finished,
         coroutine sinks included: ``await source.emit(x)`` is backpressure.
+        On a running loop that awaitable is a Future, as in streamz: the
+        element is processed even if it is never awaited, and it may be
+        awaited more than once.
 
         Examples
         --------
@@ -213,7 +231,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             if pending is None:
                 return _DONE if asynchronous or self.asynchronous else None
         if asynchronous or self.asynchronous:
-            return pending  # returned as is: ``await emit`` costs no extra frame
+            return _as_future(pending)
         return _settle(pending, self)
 
     def _emit_through_override(self, x: T, asynchronous: bool = False,

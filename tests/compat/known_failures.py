@@ -38,9 +38,6 @@ XFAIL: dict[str, list[str]] = {
         "test_streamz_sources.py::test_from_iterable_stop",
     ],
     # Not yet fixed.
-    "point 2: emit on an asynchronous stream is not a Future awaitable twice": [
-        "test_streamz_core.py::test_zip_timeout",
-    ],
     # identity, zip, sink_to_file, Stream.filenames, create_graph, visualize, _clean_text,
     # streams_dask.scatter, streams.sinks.Sink/_global_sinks, start(), .name, plugin entry points
     "point 5: a name streamz users import is missing": [
