@@ -29,6 +29,7 @@ from .sinks.durable import SinkToDurableTextfile  # issue 6: exactly-once file o
 from .sinks.redis import SinkToRedis  # issue 6: Redis Streams (redis-py imported lazily)
 from .sinks.stdio import SinkToStdout  # issue 6: JSON lines to stdout
 from .sources.base import Source
+from .sources.filenames import Filenames  # issue 15: streamz's Stream.filenames
 from .sources.http import FromHttpServer  # issue 3: async sources
 from .sources.iterable import FromIterable
 from .sources.periodic import FromPeriodic
@@ -76,6 +77,7 @@ __all__ = [
     "Checkpointer",
     "Clock",
     "ErrorRecord",
+    "Filenames",
     "FromHttpServer",
     "FromIterable",
     "FromPeriodic",

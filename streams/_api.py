@@ -121,6 +121,9 @@ class OperatorAPI(Generic[T]):
         def from_iterable(iterable: Iterable[U], start: bool = False,
                           **kwargs: Any) -> Stream[U]: ...
         @staticmethod
+        def filenames(path: str, poll_interval: float | str = 0.1, start: bool = False,
+                      **kwargs: Any) -> Stream[str]: ...
+        @staticmethod
         def from_textfile(f: Any, poll_interval: float = 0.1, delimiter: str = "\n",
                           start: bool = False, from_end: bool = False,
                           **kwargs: Any) -> Stream[str]: ...

@@ -29,6 +29,7 @@ XFAIL: dict[str, list[str]] = {
     ],
     "departure: nodes after scatter() see elements, not futures; sinks run after gather()": [
         "test_streamz_dask.py::test_map",
+        "test_streamz_dask.py::test_scan",
     ],
     "departure: outside a Jupyter kernel a stream displays as its name, not a widget": [
         "test_streamz_core.py::test_no_ipywidget_repr",
@@ -38,15 +39,8 @@ XFAIL: dict[str, list[str]] = {
         "test_streamz_sources.py::test_from_iterable_stop",
     ],
     # Not yet fixed.
-    # identity, zip, sink_to_file, Stream.filenames, create_graph, visualize, _clean_text,
-    # streams_dask.scatter, streams.sinks.Sink/_global_sinks, start(), .name, plugin entry points
-    "point 5: a name streamz users import is missing": [
-        "test_streamz_core.py::test_filenames",
-        "test_streamz_dask.py::test_scan",
-        "test_streamz_dask.py::test_scan_state",
-        "test_streamz_dask.py::test_zip",
-    ],
-    "point 5: str(node) differs from streamz's format": [
+    "Stream(asynchronous=True, upstream=s) of a synchronous s is not refused": [
+        "test_streamz_core.py::test_mixed_async",
     ],
     "point 4: metadata and RefCounter are not propagated": [
         "test_streamz_core.py::test_sliding_window_ref_counts",
@@ -69,9 +63,6 @@ XFAIL: dict[str, list[str]] = {
         "test_streamz_core.py::test_latest_ref_counts",
         "test_streamz_dask.py::test_partition_then_scatter_async",
     ],
-    # and errors downstream of timers do not reach the library's logger
-    "point 3: errors do not keep their type": [
-    ],
     # timers and I/O sources outside a running loop
     "point 1: no loop thread where streamz code expects one": [
         "test_streamz_core.py::test_separate_thread_with_time",
@@ -81,15 +72,14 @@ XFAIL: dict[str, list[str]] = {
         "test_streamz_core.py::test_buffer",
         "test_streamz_core.py::test_latest",
         "test_streamz_core.py::test_sync_in_event_loop",
-        "test_streamz_core.py::test_mixed_async",
         "test_streamz_core.py::test_map_async",
         "test_streamz_core.py::test_map_async_tornado",
         "test_streamz_core.py::test_map_async_restart",
     ],
-    "point 6: pluck on a too-short element": [
-    ],
     # sync emit through scatter, results before close, buffer in a segment
     "point 6: Dask pipelines differ": [
+        "test_streamz_dask.py::test_scan_state",
+        "test_streamz_dask.py::test_zip",
         "test_streamz_dask.py::test_sync",
         "test_streamz_dask.py::test_sync_2",
         "test_streamz_dask.py::test_buffer",
