@@ -43,6 +43,7 @@ _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _thread: threading.Thread | None = None
 _io_loop: Any = None
+_ready = threading.Event()  # set once the thread has made its IOLoop
 _logged = False
 
 
@@ -52,20 +53,22 @@ def loop_thread() -> asyncio.AbstractEventLoop:
     with _lock:
         if _loop is None or _loop.is_closed() or _thread is None or not _thread.is_alive():
             loop = asyncio.new_event_loop()
-            ready = threading.Event()
+            _ready.clear()
 
             def run() -> None:
                 global _io_loop
+                # Imported by the thread: the caller, who may have just started a
+                # window's timeout, must not wait for it.
                 from tornado.ioloop import IOLoop
 
                 asyncio.set_event_loop(loop)
                 _io_loop = IOLoop.current()  # Tornado's view of this loop (node.loop)
-                ready.set()
+                _ready.set()
                 loop.run_forever()
 
             thread = threading.Thread(target=run, name="streams-loop", daemon=True)
             thread.start()
-            ready.wait()
+            # No waiting for the thread: call_soon_threadsafe queues until it runs.
             _loop, _thread = loop, thread
             if not _logged:
                 _logged = True
@@ -77,6 +80,7 @@ def loop_thread() -> asyncio.AbstractEventLoop:
 def io_loop() -> Any:
     """The Tornado ``IOLoop`` of the loop thread (streamz's ``node.loop``)."""
     loop_thread()
+    _ready.wait()
     return _io_loop
 
 

@@ -38,6 +38,9 @@ XFAIL: dict[str, list[str]] = {
         "test_streamz_sources.py::test_from_iterable_backpressure",
         "test_streamz_sources.py::test_from_iterable_stop",
     ],
+    "departure: a synchronous stream's timers use the loop running in the calling thread": [
+        "test_streamz_core.py::test_sync_in_event_loop",
+    ],
     # Not yet fixed.
     "Stream(asynchronous=True, upstream=s) of a synchronous s is not refused": [
         "test_streamz_core.py::test_mixed_async",
@@ -71,7 +74,6 @@ XFAIL: dict[str, list[str]] = {
         "test_streamz_core.py::test_delay",
         "test_streamz_core.py::test_buffer",
         "test_streamz_core.py::test_latest",
-        "test_streamz_core.py::test_sync_in_event_loop",
         "test_streamz_core.py::test_map_async",
         "test_streamz_core.py::test_map_async_tornado",
         "test_streamz_core.py::test_map_async_restart",
