@@ -152,11 +152,15 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
                     f"{type(self).__name__}: upstream must be a Stream, got {u!r}"
                 )
         self.stream_name = stream_name
-        if loop is None and ensure_io_loop:
-            # As streamz: the running loop, else the shared loop thread's.
+        if loop is None and (ensure_io_loop or getattr(self, "_clock", None) is not None):
+            # As streamz: a node with timers (it has a clock), or asked to
+            # ensure a loop, knows the running loop; ensure_io_loop=True with
+            # none running starts the shared loop thread's.
             from .loop_thread import io_loop, running_io_loop
 
-            loop = running_io_loop() or io_loop()
+            loop = running_io_loop()
+            if loop is None and ensure_io_loop:
+                loop = io_loop()
         self.loop = loop
         self.asynchronous: bool = (
             any(u.asynchronous for u in self.upstreams) if asynchronous is None else asynchronous
