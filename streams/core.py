@@ -99,6 +99,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
     __slots__ = (
         "__weakref__",
+        "_asynchronous_given",
         "_closed",
         "_errors",
         "_node_id",
@@ -162,6 +163,15 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             if loop is None and ensure_io_loop:
                 loop = io_loop()
         self.loop = loop
+        if asynchronous is not None:
+            for u in self.upstreams:
+                if u._asynchronous_given is not None and u._asynchronous_given != asynchronous:
+                    # As streamz: one graph, one API (sync or async), said once.
+                    raise ValueError(
+                        f"{type(self).__name__}: asynchronous={asynchronous} below "
+                        f"{u._label()}, created with asynchronous={u._asynchronous_given}; "
+                        "a stream has both asynchronous and synchronous elements")
+        self._asynchronous_given: bool | None = asynchronous
         self.asynchronous: bool = (
             any(u.asynchronous for u in self.upstreams) if asynchronous is None else asynchronous
         )

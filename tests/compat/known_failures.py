@@ -9,7 +9,7 @@ Counts (``python -m pytest tests/compat``): of the 161 tests in the six
 files, 158 pass on streamz 0.6.6 (``STREAMS_COMPAT_TARGET=streamz``; two
 need ``websockets`` / ``paho-mqtt``, not installed, and one is streamz's own
 xfail). Before this harness existed, 71 of those 158 passed on streams;
-now 112 do.
+now 113 do.
 """
 
 from __future__ import annotations
@@ -46,9 +46,6 @@ XFAIL: dict[str, list[str]] = {
         "test_streamz_core.py::test_delay",
     ],
     # Not yet fixed.
-    "Stream(asynchronous=True, upstream=s) of a synchronous s is not refused": [
-        "test_streamz_core.py::test_mixed_async",
-    ],
     "point 4: metadata and RefCounter are not propagated": [
         "test_streamz_core.py::test_sliding_window_ref_counts",
         "test_streamz_core.py::test_sliding_window_metadata",

@@ -205,3 +205,12 @@ def test_unknown_attribute_is_a_plain_attribute_error() -> None:
         Stream.no_such_operator
     with pytest.raises(AttributeError, match="no_such_operator"):
         Stream().no_such_operator  # type: ignore[attr-defined]
+
+
+def test_mixing_explicit_sync_and_async_is_refused() -> None:
+    # issue 15, as streamz: asynchronous= said twice, differently, in one graph.
+    sync = Stream(asynchronous=False)
+    with pytest.raises(ValueError, match="both asynchronous and synchronous"):
+        Stream(asynchronous=True, upstream=sync)
+    assert Stream(upstream=sync).asynchronous is False
+    assert Stream(asynchronous=True, upstream=Stream()).asynchronous is True
