@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import weakref
 from types import BuiltinFunctionType
@@ -18,6 +19,35 @@ __all__ = ["Sink", "SinkToList", "SinkToTextfile", "sink_to_file"]
 #: Downstream nodes are held by their upstreams here, so a weak set is
 #: enough: it only tells which sinks exist.
 _global_sinks: weakref.WeakSet[Stream[Any]] = weakref.WeakSet()
+
+
+def _deferred_tornado_coroutine(func: Any) -> Any:
+    """A Tornado ``@gen.coroutine`` function as a coroutine function.
+
+    Tornado runs such a function up to its first ``yield`` when it is called,
+    and its ``gen.sleep`` wants the current loop then: on a synchronous
+    stream with no loop running there is none yet (streamz had its loop
+    thread). As a coroutine function it runs only once awaited, on the loop
+    that will finish it. Other callables are returned as they are.
+
+    >>> from tornado import gen
+    >>> @gen.coroutine
+    ... def write(x):
+    ...     yield gen.sleep(0)
+    >>> import inspect
+    >>> inspect.iscoroutinefunction(_deferred_tornado_coroutine(write))
+    True
+    """
+    from tornado import gen
+
+    if not gen.is_coroutine_function(func):
+        return func
+
+    @functools.wraps(func)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        return await func(*args, **kwargs)
+
+    return call
 
 
 def _awaitable_or_none(result: Any) -> Any:
@@ -54,6 +84,7 @@ class Sink(Stream[Any]):
             func = None
         else:
             check_callable("sink", func)
+            func = _deferred_tornado_coroutine(func)
         stream_name = kwargs.pop("stream_name", None)
         self.func = func
         self.args = args
