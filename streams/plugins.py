@@ -1,12 +1,13 @@
 """Operators contributed by other packages, through entry points.
 
 A package declares, in its metadata, entry points in the groups
-``streams.nodes``, ``streams.sources`` or ``streams.sinks``, each naming a
-``streams.Stream`` subclass. (streamz's ``streamz.*`` groups name
-``streamz.Stream`` subclasses, which cannot join a streams graph; a plugin
-ports by changing its base class's import and declaring the group.) They
-are registered on first use, so a broken plugin never breaks ``import
-streams``.
+``streams.nodes``, ``streams.sources`` or ``streams.sinks`` (or streamz's
+``streamz.nodes``, ``streamz.sources``, ``streamz.sinks``), each naming a
+``streams.Stream`` subclass: a streamz plugin ports by changing its base
+class's import, and keeps its metadata. (A class still deriving from
+streamz's ``Stream`` cannot join a streams graph: using it raises a
+TypeError saying so.) They are registered on first use, so a broken plugin
+never breaks ``import streams``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ _GROUPS = {
     "streams.nodes": identity,
     "streams.sinks": identity,
     "streams.sources": staticmethod,
+    # streamz's groups: a plugin ported by changing its import keeps its metadata.
+    "streamz.nodes": identity,
+    "streamz.sinks": identity,
+    "streamz.sources": staticmethod,
 }
 
 
@@ -39,8 +44,14 @@ def _lazy(ep: EntryPoint, modifier: Any) -> Any:
         klass = ep.load()
         Stream = _stream()
         if not (isinstance(klass, type) and issubclass(klass, Stream)):
+            hint = ""
+            if isinstance(klass, type) and any(
+                    c.__module__.startswith("streamz") and c.__name__ == "Stream"
+                    for c in klass.__mro__):
+                hint = ": it derives from streamz's Stream; import Stream from streams instead"
             raise TypeError(
-                f"entry point {ep.name!r} ({ep.value}) must name a subclass of streams.Stream"
+                f"entry point {ep.name!r} ({ep.value}) must name a subclass of "
+                f"streams.Stream{hint}"
             )
         Stream.register_api(modifier=modifier, attribute_name=ep.name)(klass)
         return klass(*args, **kwargs)

@@ -168,7 +168,9 @@ def test_pipeline_lives_while_its_source_is_referenced_and_dies_after() -> None:
     assert probe() is None
 
 
-def test_plugins_from_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("group", ["streams.nodes", "streamz.nodes"])
+def test_plugins_from_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   group: str) -> None:
     # A real distribution on sys.path declaring an entry point, as pip would install it.
     pkg = tmp_path / "streams_plugin_demo.py"
     pkg.write_text(textwrap.dedent("""
@@ -184,7 +186,7 @@ def test_plugins_from_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         "Metadata-Version: 2.1\nName: streams-plugin-demo\nVersion: 1.0\n"
     )
     (dist / "entry_points.txt").write_text(
-        "[streams.nodes]\ntriple = streams_plugin_demo:Triple\n"
+        f"[{group}]\ntriple = streams_plugin_demo:Triple\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(streams.plugins, "loaded", False)
