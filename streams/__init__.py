@@ -22,6 +22,7 @@ from .clock import Clock, LoopClock, VirtualClock, get_clock, use_clock
 from .core import NO_DEFAULT, Segment, Stream
 from .errors import ErrorRecord, NodeError, StreamClosedError
 from .graph import GraphSpec, NodeSpec, describe, visualize, walk
+from .metadata import RefCounter  # issue 15: streamz's metadata reference counts
 from .networkx_graph import create_graph
 from .plugins import load_plugins
 from .sinks.basic import Sink, SinkToList, SinkToTextfile
@@ -90,6 +91,7 @@ __all__ = [
     "LoopClock",
     "NodeError",
     "NodeSpec",
+    "RefCounter",
     "Segment",
     "Sink",
     "SinkToDurableTextfile",

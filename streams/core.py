@@ -201,15 +201,21 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         """Receive ``x`` from upstream ``who``; the default passes it on."""
-        return self._push(x)
+        return self._push(x) if metadata is None else self._emit(x, metadata)
 
     def _emit(self, x: Any, metadata: Any = None) -> Any:
         """Push ``x`` to every downstream node.
 
         Returns None when all downstream work finished synchronously, else an
-        awaitable that resolves when it has.
+        awaitable that resolves when it has. With ``metadata`` (streamz's list
+        of dicts), each downstream's ``update`` receives it (see
+        :mod:`streams.metadata`).
         """
-        return self._push(x)
+        if metadata is None:
+            return self._push(x)
+        from .metadata import emit_with_metadata
+
+        return emit_with_metadata(self, x, metadata)
 
     def emit(self, x: T, asynchronous: bool = False, metadata: Any = None) -> Any:
         """Push an element into the stream.
@@ -231,7 +237,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         >>> L
         ['a']
         """
-        pending = self._push(x)
+        pending = self._push(x) if metadata is None else self._emit(x, metadata)
         if pending is None:
             if asynchronous or self.asynchronous:
                 return _DONE
@@ -253,7 +259,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         # ``emit`` of a class that overrides ``_emit`` (streamz code does):
         # the override must see every element, so the compiled push is not
         # called directly.
-        pending = self._emit(x)
+        pending = self._emit(x) if metadata is None else self._emit(x, metadata)
         if pending is None:
             return _DONE if asynchronous or self.asynchronous else None
         return self._finish(pending, asynchronous)

@@ -9,7 +9,7 @@ Counts (``python -m pytest tests/compat``): of the 161 tests in the six
 files, 158 pass on streamz 0.6.6 (``STREAMS_COMPAT_TARGET=streamz``; two
 need ``websockets`` / ``paho-mqtt``, not installed, and one is streamz's own
 xfail). Before this harness existed, 71 of those 158 passed on streams;
-now 114 do.
+now 120 do.
 """
 
 from __future__ import annotations
@@ -46,9 +46,7 @@ XFAIL: dict[str, list[str]] = {
         "test_streamz_core.py::test_delay",
     ],
     # Not yet fixed.
-    "point 4: metadata and RefCounter are not propagated": [
-        "test_streamz_core.py::test_sliding_window_ref_counts",
-        "test_streamz_core.py::test_sliding_window_metadata",
+    "point 4: metadata and RefCounter not yet through this operator": [
         "test_streamz_core.py::test_timed_window_ref_counts",
         "test_streamz_core.py::test_timed_window_metadata",
         "test_streamz_core.py::test_delay_ref_counts",
@@ -58,10 +56,6 @@ XFAIL: dict[str, list[str]] = {
         "test_streamz_core.py::test_zip_ref_counts",
         "test_streamz_core.py::test_zip_metadata",
         "test_streamz_core.py::test_unique_metadata",
-        "test_streamz_core.py::test_collect_ref_counts",
-        "test_streamz_core.py::test_collect_metadata",
-        "test_streamz_core.py::test_partition_ref_counts",
-        "test_streamz_core.py::test_partition_metadata",
         "test_streamz_core.py::test_zip_latest_ref_counts",
         "test_streamz_core.py::test_zip_latest_metadata",
         "test_streamz_core.py::test_latest_ref_counts",
