@@ -14,13 +14,17 @@ Build a graph of :class:`Stream` nodes with ``map``, ``filter``, ``scan``,
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import jupyter as _jupyter  # noqa: F401 - registers progress(), sink_to_plot()
 from . import operators as _operators  # noqa: F401 - registers the operators
 from . import uri as _uri  # noqa: F401 - issue 16: Stream.from_uri, .to_uri
 from .clock import Clock, LoopClock, VirtualClock, get_clock, use_clock
 from .core import NO_DEFAULT, Segment, Stream
 from .errors import ErrorRecord, NodeError, StreamClosedError
-from .graph import GraphSpec, NodeSpec, describe, walk
+from .graph import GraphSpec, NodeSpec, describe, visualize, walk
+from .metadata import RefCounter  # issue 15: streamz's metadata reference counts
+from .networkx_graph import create_graph
 from .plugins import load_plugins
 from .sinks.basic import Sink, SinkToList, SinkToTextfile
 from .sinks.durable import SinkToDurableTextfile  # issue 6: exactly-once file output
@@ -28,6 +32,7 @@ from .sinks.kafka import ToKafka  # issue 16: Kafka (confluent-kafka imported la
 from .sinks.redis import SinkToRedis  # issue 6: Redis Streams (redis-py imported lazily)
 from .sinks.stdio import SinkToStdout  # issue 6: JSON lines to stdout
 from .sources.base import Source
+from .sources.filenames import Filenames  # issue 15: streamz's Stream.filenames
 from .sources.http import FromHttpServer  # issue 3: async sources
 from .sources.iterable import FromIterable
 from .sources.kafka import FromKafka  # issue 16: Kafka (confluent-kafka imported lazily)
@@ -42,12 +47,42 @@ from .state import Checkpointer, CheckpointError, checkpoint  # issue 6: checkpo
 
 __version__ = "0.1.0"
 
+
+def identity(x: Any) -> Any:
+    """Return ``x`` (streamz's ``identity``, a default key function).
+
+    >>> identity(3)
+    3
+    """
+    return x
+
+
+def __getattr__(name: str) -> Any:
+    """streamz's operator classes by their method names: ``streams.zip(a, b)``.
+
+    They are not in ``__all__``: ``from streams import *`` would shadow
+    builtins (``map``, ``filter``, ``zip``).
+
+    >>> import streams
+    >>> a, b = streams.Stream(), streams.Stream()
+    >>> L = streams.zip(a, b).sink_to_list()
+    >>> a.emit(1); b.emit(2)
+    >>> L
+    [(1, 2)]
+    """
+    method = getattr(Stream, name, None) if not name.startswith("_") else None
+    klass = getattr(method, "__wrapped__", None)
+    if isinstance(klass, type) and issubclass(klass, Stream):
+        return klass
+    raise AttributeError(f"module 'streams' has no attribute {name!r}")
+
 __all__ = [
     "NO_DEFAULT",
     "CheckpointError",
     "Checkpointer",
     "Clock",
     "ErrorRecord",
+    "Filenames",
     "FromHttpServer",
     "FromIterable",
     "FromKafka",
@@ -62,6 +97,7 @@ __all__ = [
     "LoopClock",
     "NodeError",
     "NodeSpec",
+    "RefCounter",
     "Segment",
     "Sink",
     "SinkToDurableTextfile",
@@ -75,10 +111,13 @@ __all__ = [
     "ToKafka",
     "VirtualClock",
     "checkpoint",
+    "create_graph",
     "describe",
     "get_clock",
+    "identity",
     "load_plugins",
     "use_clock",
+    "visualize",
     "walk",
 ]
 

@@ -122,14 +122,14 @@ def _sink_options(uri: str) -> dict[str, Any]:
 def _run(source: Stream[Any], follow: bool) -> None:
     """Run ``source`` to its end, or (``follow``) on a loop until SIGINT/SIGTERM."""
     if not follow:
-        source.start()  # type: ignore[attr-defined]
+        source.start()
         return
 
     async def forever() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, source.stop)  # type: ignore[attr-defined]
-        await source.start()  # type: ignore[attr-defined]
+            loop.add_signal_handler(sig, source.stop)
+        await source.start()
         await source.aclose()
 
     asyncio.run(forever())

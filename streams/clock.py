@@ -66,8 +66,9 @@ class Clock(Protocol):
 class LoopClock:
     """The running asyncio loop's clock (Tornado's too).
 
-    Without a running loop, ``now()`` still works (monotonic time) but
-    nothing can be scheduled: ``call_later`` raises with a clear message.
+    Without a running loop, ``now()`` still works (monotonic time, the clock
+    asyncio loops read) and ``call_later`` runs the callback on the shared
+    loop thread (:mod:`streams.loop_thread`), as streamz does.
     """
 
     def now(self) -> float:
@@ -80,14 +81,38 @@ class LoopClock:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            raise RuntimeError(
-                "a timer was needed but no asyncio loop is running: run the pipeline "
-                "inside a loop (asyncio.run, Tornado, Jupyter), or use a VirtualClock in tests"
-            ) from None
+            # No loop here: as streamz, run the timer on the shared loop thread
+            # (started now if it is the first; see streams.loop_thread).
+            return _ThreadTimer(delay, callback, args)
         return loop.call_later(delay, callback, *args)
 
     def sleep(self, delay: float) -> Awaitable[None]:
         return asyncio.sleep(delay)
+
+
+class _ThreadTimer:
+    """A timer on the loop thread, armed and cancelled from any thread."""
+
+    __slots__ = ("_handle", "_loop", "cancelled")
+
+    def __init__(self, delay: float, callback: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        from .loop_thread import loop_thread
+
+        self.cancelled = False
+        self._handle: asyncio.TimerHandle | None = None
+        self._loop = loop_thread()
+
+        def arm() -> None:
+            if not self.cancelled:
+                self._handle = self._loop.call_later(delay, callback, *args)
+
+        self._loop.call_soon_threadsafe(arm)
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        handle = self._handle
+        if handle is not None:
+            self._loop.call_soon_threadsafe(handle.cancel)
 
 
 class _VirtualHandle:

@@ -16,6 +16,7 @@ without any cost on the synchronous path.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -43,6 +44,23 @@ T = TypeVar("T")
 
 logger = logging.getLogger("streams")
 
+#: Attributes shown by ``str(node)``, as streamz's ``str_list``.
+_STR_ATTRIBUTES = ("func", "predicate", "n", "interval")
+
+
+def _as_future(pending: Any) -> Any:
+    """What an asynchronous ``emit`` returns when work is still running.
+
+    On a running loop, a Future (a Task): the work goes on even if nobody
+    awaits it, and it can be awaited any number of times, as streamz's
+    ``emit`` result can (issue 15). With no loop, the awaitable as is.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return pending
+    return asyncio.ensure_future(pending, loop=loop)
+
 
 class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     """A node in a push-based stream graph.
@@ -63,10 +81,11 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         If True, :meth:`emit` returns an awaitable that resolves when every
         downstream step for the element has finished (backpressure).
         Inherited from the upstream when not given.
-    loop : asyncio.AbstractEventLoop, optional
-        Accepted for compatibility with streamz; the running loop is used.
+    loop : tornado.ioloop.IOLoop, optional
+        The loop this node's timers and sources use (streamz's ``loop``).
     ensure_io_loop : bool, optional
-        Accepted for compatibility with streamz; there is no hidden loop.
+        With no ``loop``, set ``loop`` to the running loop, else to the
+        shared loop thread's, started now (:mod:`streams.loop_thread`).
 
     Examples
     --------
@@ -80,6 +99,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
     __slots__ = (
         "__weakref__",
+        "_asynchronous_given",
         "_closed",
         "_errors",
         "_node_id",
@@ -144,7 +164,25 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             raise TypeError(f"{type(self).__name__}: asynchronous must be True, False or "
                             f"None, got {asynchronous!r}")
         self.stream_name = stream_name
+        if loop is None and (ensure_io_loop or getattr(self, "_clock", None) is not None):
+            # As streamz: a node with timers (it has a clock), or asked to
+            # ensure a loop, knows the running loop; ensure_io_loop=True with
+            # none running starts the shared loop thread's.
+            from .loop_thread import io_loop, running_io_loop
+
+            loop = running_io_loop()
+            if loop is None and ensure_io_loop:
+                loop = io_loop()
         self.loop = loop
+        if asynchronous is not None:
+            for u in self.upstreams:
+                if u._asynchronous_given is not None and u._asynchronous_given != asynchronous:
+                    # As streamz: one graph, one API (sync or async), said once.
+                    raise ValueError(
+                        f"{type(self).__name__}: asynchronous={asynchronous} below "
+                        f"{u._label()}, created with asynchronous={u._asynchronous_given}; "
+                        "a stream has both asynchronous and synchronous elements")
+        self._asynchronous_given: bool | None = asynchronous
         self.asynchronous: bool = (
             any(u.asynchronous for u in self.upstreams) if asynchronous is None else asynchronous
         )
@@ -174,15 +212,21 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         """Receive ``x`` from upstream ``who``; the default passes it on."""
-        return self._push(x)
+        return self._push(x) if metadata is None else self._emit(x, metadata)
 
     def _emit(self, x: Any, metadata: Any = None) -> Any:
         """Push ``x`` to every downstream node.
 
         Returns None when all downstream work finished synchronously, else an
-        awaitable that resolves when it has.
+        awaitable that resolves when it has. With ``metadata`` (streamz's list
+        of dicts), each downstream's ``update`` receives it (see
+        :mod:`streams.metadata`).
         """
-        return self._push(x)
+        if metadata is None:
+            return self._push(x)
+        from .metadata import emit_with_metadata
+
+        return emit_with_metadata(self, x, metadata)
 
     def emit(self, x: T, asynchronous: bool = False, metadata: Any = None) -> Any:
         """Push an element into the stream.
@@ -192,6 +236,9 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         stream created with ``asynchronous=True``, it returns an awaitable
         that resolves when every downstream step for ``x`` has finished,
         coroutine sinks included: ``await source.emit(x)`` is backpressure.
+        On a running loop that awaitable is a Future, as in streamz: the
+        element is processed even if it is never awaited, and it may be
+        awaited more than once.
 
         Examples
         --------
@@ -202,7 +249,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         ['a']
         """
         __tracebackhide__ = True  # pytest, IPython: show the user's frames
-        pending = self._push(x)
+        pending = self._push(x) if metadata is None else self._emit(x, metadata)
         if pending is None:
             if asynchronous or self.asynchronous:
                 return _DONE
@@ -217,7 +264,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             if pending is None:
                 return _DONE if asynchronous or self.asynchronous else None
         if asynchronous or self.asynchronous:
-            return pending  # returned as is: ``await emit`` costs no extra frame
+            return _as_future(pending)
         return _settle(pending, self)
 
     def _emit_through_override(self, x: T, asynchronous: bool = False,
@@ -225,7 +272,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         # ``emit`` of a class that overrides ``_emit`` (streamz code does):
         # the override must see every element, so the compiled push is not
         # called directly.
-        pending = self._emit(x)
+        pending = self._emit(x) if metadata is None else self._emit(x, metadata)
         if pending is None:
             return _DONE if asynchronous or self.asynchronous else None
         return self._finish(pending, asynchronous)
@@ -336,12 +383,14 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             d._remove_upstream(self)
         self.downstreams.clear()
         self._closed = True
-        self._push = self._push_destroyed
+        # A function, not a bound method: a destroyed node is in no reference
+        # cycle, so it is freed as soon as the user drops it (streamz's test).
+        message = f"{self._label()} was destroyed; create a new stream to emit into"
 
-    def _push_destroyed(self, x: Any) -> Any:
-        raise StreamClosedError(
-            f"{self._label()} was destroyed; create a new stream to emit into"
-        )
+        def push_destroyed(x: Any) -> Any:
+            raise StreamClosedError(message)
+
+        self._push = push_destroyed
 
     # ------------------------------------------------------------------
     # End of stream
@@ -560,7 +609,54 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         return f"<{self._label()}>"
 
     def __str__(self) -> str:
-        return self._label()
+        """streamz's format: ``<map: inc>``, ``<name; Stream>``, ``<partition: 2>``.
+
+        Examples
+        --------
+        >>> str(Stream().partition(2)), str(Stream(stream_name="in"))
+        ('<partition: 2>', '<in; Stream>')
+        """
+        kind = "Stream" if type(self) is Stream else self._operator
+        parts = [f"{self.stream_name}; {kind}" if self.stream_name else kind]
+        for attr in _STR_ATTRIBUTES:
+            value = getattr(self, attr, None)
+            if value:
+                if callable(value):
+                    value = getattr(value, "__name__", type(value).__name__)
+                parts.append(f"{attr}={value}")
+        if len(parts) <= 2:  # as streamz: ``<map: inc>``, not ``<map: func=inc>``
+            parts = [p.split("=")[-1] for p in parts]
+        return f"<{parts[0]}: {', '.join(parts[1:])}>" if len(parts) > 1 else f"<{parts[0]}>"
+
+    @property
+    def name(self) -> str | None:
+        """streamz's name for :attr:`stream_name`."""
+        return self.stream_name
+
+    # ------------------------------------------------------------------
+    # Sources
+
+    def start(self) -> Any:
+        """Start the sources upstream of this node (a source overrides it).
+
+        Returns what the upstream's ``start()`` returns when there is one
+        upstream (on a loop, a source's task), else None.
+
+        Examples
+        --------
+        >>> mapped = Stream.from_iterable([1, 2]).map(str)
+        >>> L = mapped.sink_to_list()
+        >>> mapped.start()
+        >>> L
+        ['1', '2']
+        """
+        started = [u.start() for u in self.upstreams]
+        return started[0] if len(started) == 1 else None
+
+    def stop(self) -> None:
+        """Stop the sources upstream of this node (a source overrides it)."""
+        for u in self.upstreams:
+            u.stop()
 
     # ------------------------------------------------------------------
     # Registration
@@ -611,6 +707,15 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             return klass
 
         return _
+
+    @classmethod
+    def register_plugin_entry_point(cls, entry_point: Any,
+                                    modifier: Callable[[Any], Any] = identity) -> None:
+        """Register ``entry_point`` (an ``importlib.metadata.EntryPoint``) as a method.
+
+        It is loaded on first use, as in streamz; see :mod:`streams.plugins`.
+        """
+        plugins.register_entry_point(cls, entry_point, modifier)
 
     def visualize(self, filename: str | None = "mystream.png", **kwargs: Any) -> Any:
         """Draw the graph with graphviz; see :func:`streams.graph.visualize`."""

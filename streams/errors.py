@@ -57,6 +57,11 @@ class NodeError(Exception):
     error : BaseException
         The original exception (also ``__cause__``).
 
+    A NodeError is also an instance of the original exception's type (its
+    class derives from both), so ``except ZeroDivisionError`` catches it,
+    as it does with streamz; the node and element are in the message and
+    in an exception note too.
+
     Examples
     --------
     >>> from streams import Stream
@@ -67,20 +72,67 @@ class NodeError(Exception):
     ... except NodeError as e:
     ...     print(e)
     map(<lambda>) 'invert' failed on element 0: ZeroDivisionError: division by zero
+    >>> try:
+    ...     source.emit(0)
+    ... except ZeroDivisionError as e:
+    ...     print(e.element, isinstance(e, NodeError))
+    0 True
     """
+
+    def __new__(cls, node: Stream[Any], element: Any, error: BaseException) -> NodeError:
+        # The error keeps its type (contract 7): ``NodeError(node, x, exc)`` is
+        # an instance of a subclass of both NodeError and ``type(exc)``, so code
+        # catching ``ZeroDivisionError`` around ``emit`` keeps working.
+        if cls is NodeError:
+            cls = _typed(type(error))
+        return super().__new__(cls)
 
     def __init__(self, node: Stream[Any], element: Any, error: BaseException) -> None:
         self.node = node
         self.element = element
         self.error = error
-        super().__init__(
+        # BaseException's, not the original type's __init__: that one may want
+        # other arguments (UnicodeDecodeError takes five).
+        BaseException.__init__(
+            self,
             f"{node._label()} failed on element {short_repr(element)}: "
             f"{type(error).__name__}: {error}"
         )
+        self.add_note(f"streams: raised in node {node._label()} "
+                      f"on element {short_repr(element)}")
+
+    def __str__(self) -> str:
+        # The message, whatever the original type's __str__ does (KeyError
+        # quotes its argument, OSError formats errno).
+        return str(self.args[0]) if self.args else ""
 
     def __reduce__(self) -> Any:
         # Nodes do not pickle (they hold the graph); keep the message.
         return (RemoteNodeError, (str(self),))
+
+
+_typed_classes: dict[type[BaseException], type[NodeError]] = {}
+
+
+def _typed(error_type: type[BaseException]) -> type[NodeError]:
+    """The subclass of NodeError and ``error_type`` (NodeError itself if none can be made).
+
+    >>> issubclass(_typed(ZeroDivisionError), (NodeError, ZeroDivisionError))
+    True
+    """
+    klass = _typed_classes.get(error_type)
+    if klass is None:
+        if issubclass(error_type, NodeError) or not issubclass(error_type, Exception):
+            klass = NodeError  # KeyboardInterrupt and the like are not wrapped as Exceptions
+        else:
+            try:
+                klass = type(f"NodeError[{error_type.__name__}]", (NodeError, error_type),
+                             {"__module__": __name__, "__qualname__":
+                              f"NodeError[{error_type.__qualname__}]"})
+            except TypeError:  # a type that cannot be subclassed, or a layout conflict
+                klass = NodeError
+        _typed_classes[error_type] = klass
+    return klass
 
 
 class RemoteNodeError(Exception):

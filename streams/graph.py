@@ -195,3 +195,5 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
                 "visualize() needs graphviz's dot program: apt-get install graphviz"
             ) from e
     return g
+
+from .networkx_graph import _clean_text, create_graph  # noqa: E402, F401 - streamz names

@@ -8,16 +8,32 @@ Importing this package adds three methods to every ``Stream``:
   tasks in flight, consecutive steps fused into one task;
 * ``gather()`` (defined by the core) - results come back in input order.
 
+streamz's names are here too: ``scatter`` and ``gather`` (the node
+classes: ``scatter(source)`` is ``source.scatter()``) and ``DaskStream``.
+
 Examples
 --------
 >>> import streams_dask
 >>> from streams import Stream
 >>> hasattr(Stream, "scatter") and hasattr(Stream, "to_dask")
 True
+>>> source = Stream()
+>>> type(streams_dask.scatter(source)) is type(source.scatter())
+True
 """
+
+from streams import Stream as DaskStream
+from streams.operators.gather import Gather
 
 from .nodes import Scatter, ToDask
 from .runner import DaskTaskError
 from .segment import DaskSegment
 
-__all__ = ["DaskSegment", "DaskTaskError", "Scatter", "ToDask"]
+#: streamz's names. Nodes between ``scatter()`` and ``gather()`` are the
+#: core's own (they run on workers), so streamz's ``DaskStream`` base class
+#: is ``streams.Stream``.
+scatter = Scatter
+gather = Gather
+
+__all__ = ["DaskSegment", "DaskStream", "DaskTaskError", "Scatter", "ToDask", "gather",
+           "scatter"]

@@ -88,19 +88,25 @@ class Outbox:
         self.node = node
         self.inflight: asyncio.Future[Any] | None = None
 
-    def emit(self, x: Any) -> Any:
+    def emit(self, x: Any, metadata: Any = None) -> Any:
         """Emit ``x`` now, or behind the work in flight; return what is pending."""
         if self.inflight is None:
-            return self.node._emit(x)
-        self._start(self._after(self.inflight, x))
+            return self.node._emit(x) if metadata is None else self.node._emit(x, metadata)
+        self._start(self._after(self.inflight, x, metadata))
         return self.wait()
 
-    def send(self, x: Any) -> None:
+    def send(self, x: Any, metadata: Any = None) -> None:
         """Emit ``x`` from a callback: pending work becomes the in-flight task."""
         if self.inflight is not None:
-            self._start(self._after(self.inflight, x))
+            self._start(self._after(self.inflight, x, metadata))
             return
-        pending = self.node._emit(x)
+        try:
+            pending = self.node._emit(x) if metadata is None else self.node._emit(x, metadata)
+        except Exception:
+            # Nobody called this timer or task to hear of the failure: log it on
+            # the library's logger (as streamz does) and keep the node going.
+            logger.exception("%s: emitting downstream failed", self.node._label())
+            return
         if pending is not None:
             self._start(_await(pending))
 
@@ -108,9 +114,9 @@ class Outbox:
         """An awaitable for the work in flight, or None if there is none."""
         return None if self.inflight is None else _quietly(self.inflight)
 
-    async def _after(self, previous: asyncio.Future[Any], x: Any) -> None:
+    async def _after(self, previous: asyncio.Future[Any], x: Any, metadata: Any = None) -> None:
         await _quietly(previous)
-        pending = self.node._emit(x)
+        pending = self.node._emit(x) if metadata is None else self.node._emit(x, metadata)
         if pending is not None:
             await pending
 

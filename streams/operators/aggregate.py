@@ -16,6 +16,7 @@ from toolz import identity
 
 from ..core import NO_DEFAULT, Stream
 from ..fusion import Fuser
+from ..metadata import release_refs, retain_refs
 from ..pending import gather_pending
 from ..spec import Traits
 from ._checks import check_callable, check_count, key_function
@@ -78,9 +79,12 @@ class Accumulate(Stream[Any]):
         "state",
         "with_state",
     )
+    #: The initial state; shadows ``Stream.start()`` on this node, as in streamz.
+    start: Any
     _operator = "accumulate"
     _takes_function = True
     _local_only = None
+    _graphviz_shape = "box"  # as streamz draws it
     _params: ClassVar[tuple[str, ...]] = (
         "start", "returns_state", "with_state", "key", "args", "kwargs")
     _state = ("state",)
@@ -133,7 +137,7 @@ class Accumulate(Stream[Any]):
             out = self._advance(x)
         except Exception as e:
             return self._fail(x, e)
-        return self._emit(out)
+        return self._emit(out) if metadata is None else self._emit(out, metadata)
 
     def _fusable(self) -> bool:
         return True
@@ -219,6 +223,8 @@ class Slice(Stream[Any]):
     """
 
     __slots__ = ("end", "start", "state", "step")
+    #: The first index kept; shadows ``Stream.start()`` on this node, as in streamz.
+    start: Any
     _operator = "slice"
     _local_only = None
     _params = ("start", "end", "step")
@@ -339,26 +345,37 @@ class Collect(Stream[Any]):
     [(1, 2)]
     """
 
-    __slots__ = ("cache",)
+    __slots__ = ("_metadata", "cache")
     _operator = "collect"
     _local_only = "it emits when flush() is called in this process"
     _state = ("cache",)
 
     def __init__(self, upstream: Stream[Any], cache: list[Any] | None = None,
                  metadata_cache: Any = None, **kwargs: Any) -> None:
-        # ``metadata_cache`` is accepted for streamz code; metadata is not kept.
         self.cache: list[Any] = [] if cache is None else cache
+        # streamz's metadata of the held elements (their refs retained while held).
+        self._metadata: list[Any] = [] if metadata_cache is None else list(metadata_cache)
         Stream.__init__(self, upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         self.cache.append(x)
+        if metadata:
+            retain_refs(metadata)
+            self._metadata.append(metadata)
         return None
 
     def flush(self, _: Any = None) -> Any:
         """Emit the held elements as one tuple and forget them."""
         out = tuple(self.cache)
         self.cache.clear()
-        return self._emit(out)
+        if not self._metadata:
+            return self._emit(out)
+        held, self._metadata = self._metadata, []
+        try:
+            return self._emit(out, [m for ms in held for m in ms])
+        finally:
+            for ms in held:
+                release_refs(ms)
 
     def _flush(self) -> Any:
         return self.flush() if self.cache else None

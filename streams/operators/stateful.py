@@ -65,6 +65,8 @@ class StatefulMap(Stream[Any]):
     _local_only = None
     _params = ("start", "key")
     _state = ("state",)
+    #: The initial state; shadows ``Stream.start()`` on this node, as ``scan``'s does.
+    start: Any
 
     def __init__(self, upstream: Stream[Any], func: Callable[[Any, Any], Any], start: Any = None,
                  key: Any = None, **kwargs: Any) -> None:

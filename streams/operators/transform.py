@@ -113,7 +113,7 @@ class Map(_FunctionNode):
             return self._fail(x, e)
         if self._is_async:
             return self._await_then(x, y, self._emit)
-        return self._emit(y)
+        return self._emit(y) if metadata is None else self._emit(y, metadata)
 
     def _fuse(self, f: Fuser, x: str) -> str:
         y = f.fresh()
@@ -255,7 +255,7 @@ class Pluck(Stream[Any]):
             y = tuple(x[p] for p in self.pick) if isinstance(self.pick, list) else x[self.pick]
         except Exception as e:
             return self._fail(x, e)
-        return self._emit(y)
+        return self._emit(y) if metadata is None else self._emit(y, metadata)
 
     def _fusable(self) -> bool:
         return True
@@ -298,7 +298,7 @@ class Flatten(Stream[Any]):
         try:
             items = iter(x)
             for item in items:
-                p = self._emit(item)
+                p = self._emit(item) if metadata is None else self._emit(item, metadata)
                 if p is not None:
                     pending.append(p)
         except NodeError:

@@ -14,6 +14,7 @@ from toolz import identity
 
 from ..clock import Handle, get_clock
 from ..core import Stream
+from ..metadata import release_refs, retain_refs
 from ..pending import gather_pending as _gather_pending
 from ..spec import Traits
 from ._checks import check_count, key_function
@@ -64,10 +65,11 @@ class Partition(Stream[Any]):
     [(0, 1, 2), (3, 4, 5), (6,)]
     """
 
-    __slots__ = ("_buffer", "_clock", "_key", "_outbox", "_started", "_timer", "key", "n",
-                 "timeout")
+    __slots__ = ("_buffer", "_clock", "_key", "_metadata", "_outbox", "_started", "_timer",
+                 "key", "n", "timeout")
     _operator = "partition"
     _local_only = None
+    _graphviz_shape = "diamond"  # as streamz draws it
     _params = ("n", "key", "timeout")
     _state = ("_buffer",)
 
@@ -81,6 +83,8 @@ class Partition(Stream[Any]):
         self.key = key
         self._key = None if key is None else key_function(key)
         self._buffer: dict[Any, list[Any]] = {}
+        # streamz's metadata of the held elements, per group (refs retained).
+        self._metadata: dict[Any, list[Any]] = {}
         # Timeout state (issue 3): when each partial group started, in the
         # buffer's insertion order, which is also deadline order.
         self._started: dict[Any, float] = {}
@@ -114,10 +118,13 @@ class Partition(Stream[Any]):
             if self.timeout is not None:
                 self._start_group(k)
         group.append(x)
+        if metadata:
+            retain_refs(metadata)
+            self._metadata.setdefault(k, []).append(metadata)
         if len(group) >= self.n:
             del self._buffer[k]
             self._started.pop(k, None)
-            return _gather_pending([expired, self._outbox.emit(tuple(group))])
+            return _gather_pending([expired, self._emit_group(k, group, self._outbox.emit)])
         return expired if expired is not None else self._outbox.wait()
 
     def _start_group(self, k: Any) -> None:
@@ -135,7 +142,7 @@ class Partition(Stream[Any]):
             if started > limit:
                 break
             del self._started[k]
-            pending.append(emit(tuple(self._buffer.pop(k))))
+            pending.append(self._emit_group(k, self._buffer.pop(k), emit))
         return _gather_pending(pending)
 
     def _on_timer(self, due: float) -> None:
@@ -152,8 +159,19 @@ class Partition(Stream[Any]):
             self._timer = None
         groups, self._buffer = self._buffer, {}
         self._started.clear()
-        return _gather_pending([self._outbox.emit(tuple(g)) for g in groups.values() if g]
-                               + [self._outbox.wait()])
+        return _gather_pending([self._emit_group(k, g, self._outbox.emit)
+                                for k, g in groups.items() if g] + [self._outbox.wait()])
+
+    def _emit_group(self, k: Any, group: list[Any], emit: Any) -> Any:
+        """Emit ``group`` with its elements' metadata, if any, then release their refs."""
+        held = self._metadata.pop(k, None) if self._metadata else None
+        if not held:
+            return emit(tuple(group))
+        try:
+            return emit(tuple(group), [m for ms in held for m in ms])
+        finally:
+            for ms in held:
+                release_refs(ms)
 
 
 @Stream.register_api()
@@ -183,6 +201,7 @@ class PartitionUnique(Stream[Any]):
     __slots__ = ("_buffer", "_key", "keep", "key", "n")
     _operator = "partition_unique"
     _local_only = None
+    _graphviz_shape = "diamond"  # as streamz draws it
     _params = ("n", "key", "keep")
     _state = ("_buffer",)
 
@@ -248,9 +267,10 @@ class SlidingWindow(Stream[Any]):
     [(0, 1), (1, 2), (2, 3)]
     """
 
-    __slots__ = ("_buffer", "n", "return_partial")
+    __slots__ = ("_buffer", "_metadata", "n", "return_partial")
     _operator = "sliding_window"
     _local_only = None
+    _graphviz_shape = "diamond"  # as streamz draws it
     _params = ("n", "return_partial")
     _state = ("_buffer",)
 
@@ -260,14 +280,32 @@ class SlidingWindow(Stream[Any]):
         self.n = n
         self.return_partial = return_partial
         self._buffer: deque[Any] = deque(maxlen=n)
+        # streamz's metadata, one list per element of the window; kept only
+        # once an element came with metadata.
+        self._metadata: deque[Any] = deque()
         Stream.__init__(self, upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         buf = self._buffer
         buf.append(x)
+        if metadata is not None or self._metadata:
+            return self._update_metadata(metadata or [])
         if self.return_partial or len(buf) == self.n:
             return self._emit(tuple(buf))
         return None
+
+    def _update_metadata(self, metadata: list[Any]) -> Any:
+        held = self._metadata
+        while len(held) < len(self._buffer) - 1:  # elements that came without metadata
+            held.appendleft([])
+        retain_refs(metadata)
+        held.append(metadata)
+        if not (self.return_partial or len(self._buffer) == self.n):
+            return None
+        pending = self._emit(tuple(self._buffer), [m for ms in held for m in ms])
+        if len(held) == self.n:  # the oldest element is in no later window
+            release_refs(held.popleft())
+        return pending
 
     def _flush(self) -> Any:
         if not self.return_partial and 0 < len(self._buffer) < self.n:

@@ -10,11 +10,46 @@ from collections.abc import Callable
 from types import BuiltinFunctionType
 from typing import IO, Any
 
-from ..core import Stream
+from ..core import NO_DEFAULT, Stream
 from ..fusion import Fuser
 from ..operators._checks import check_callable
 
-__all__ = ["Sink", "SinkToList", "SinkToTextfile"]
+__all__ = ["Sink", "SinkToList", "SinkToTextfile", "sink_to_file"]
+
+
+#: streamz's registry of live sinks (it keeps them from being collected).
+#: Downstream nodes are held by their upstreams here, so a weak set is
+#: enough: it only tells which sinks exist.
+_global_sinks: weakref.WeakSet[Stream[Any]] = weakref.WeakSet()
+
+
+def _deferred_tornado_coroutine(func: Any) -> Any:
+    """A Tornado ``@gen.coroutine`` function as a coroutine function.
+
+    Tornado runs such a function up to its first ``yield`` when it is called,
+    and its ``gen.sleep`` wants the current loop then: on a synchronous
+    stream with no loop running there is none yet (streamz had its loop
+    thread). As a coroutine function it runs only once awaited, on the loop
+    that will finish it. Other callables are returned as they are.
+
+    >>> from tornado import gen
+    >>> @gen.coroutine
+    ... def write(x):
+    ...     yield gen.sleep(0)
+    >>> import inspect
+    >>> inspect.iscoroutinefunction(_deferred_tornado_coroutine(write))
+    True
+    """
+    from tornado import gen
+
+    if not gen.is_coroutine_function(func):
+        return func
+
+    @functools.wraps(func)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        return await func(*args, **kwargs)
+
+    return call
 
 
 @Stream.register_api()
@@ -41,16 +76,29 @@ class Sink(Stream[Any]):
     _params = ("args", "kwargs")
     _graphviz_shape = "trapezium"
 
-    def __init__(self, upstream: Stream[Any], func: Callable[..., Any], *args: Any,
-                 **kwargs: Any) -> None:
-        check_callable("sink", func)
+    def __init__(self, upstream: Stream[Any], func: Any = NO_DEFAULT,
+                 *args: Any, **kwargs: Any) -> None:
+        # ``func`` may be left out: streamz's ``Sink(upstream)`` is a base class
+        # whose subclasses define ``update``. ``sink(None)`` is still refused.
+        if func is NO_DEFAULT:
+            func = None
+        else:
+            check_callable("sink", func)
+            func = _deferred_tornado_coroutine(func)
         stream_name = kwargs.pop("stream_name", None)
         self.func = func
         self.args = args
         self.kwargs = kwargs
         Stream.__init__(self, upstream, stream_name=stream_name)
+        _global_sinks.add(self)
+
+    def destroy(self, streams: list[Stream[Any]] | None = None) -> None:
+        super().destroy(streams)
+        _global_sinks.discard(self)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        if self.func is None:
+            return self._push(x)
         try:
             result = self.func(x, *self.args, **self.kwargs)
         except Exception as e:
@@ -71,7 +119,8 @@ class Sink(Stream[Any]):
         # A coroutine sink is fused too: the compiled step returns its guarded
         # coroutine, which is what ``await emit`` waits for (issue 3: the
         # per-element cost of an async sink is one coroutine, not a method call).
-        return True
+        # A ``Sink`` without a function passes elements on, through ``update``.
+        return self.func is not None
 
     def _fuse(self, f: Fuser, x: str) -> str | None:
         r = f.fresh("r")
@@ -128,7 +177,8 @@ def _returning_results(make: Callable[..., SinkToList]) -> Callable[..., list[An
 
     @functools.wraps(make)
     def sink_to_list(*args: Any, **kwargs: Any) -> list[Any]:
-        return make(*args, **kwargs).results
+        results: list[Any] = make(*args, **kwargs).results
+        return results
 
     return sink_to_list
 
@@ -182,6 +232,7 @@ class SinkToTextfile(Stream[Any]):
             self._fp = open(file, mode=mode, buffering=1)  # noqa: SIM115 - closed at close()
             weakref.finalize(self, self._fp.close)
         Stream.__init__(self, upstream, **kwargs)
+        _global_sinks.add(self)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         if not isinstance(x, str):
@@ -200,3 +251,32 @@ class SinkToTextfile(Stream[Any]):
         else:
             self._fp.flush()
         return None
+
+
+def sink_to_file(filename: str, upstream: Stream[Any], mode: str = "w", prefix: str = "",
+                 suffix: str = "\n", flush: bool = False) -> IO[str]:
+    """Write ``prefix + x + suffix`` to ``filename`` for every element; returns the file.
+
+    streamz's function (importable from ``streams.sources`` as there); the
+    caller closes the file.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from streams import Stream
+    >>> path = os.path.join(tempfile.mkdtemp(), "out.txt")
+    >>> source = Stream()
+    >>> with sink_to_file(path, source.map(str)) as f:
+    ...     source.emit(1)
+    >>> open(path).read()
+    '1\\n'
+    """
+    file = open(filename, mode=mode)  # noqa: SIM115 - returned to the caller, who closes it
+
+    def write(text: str) -> None:
+        file.write(prefix + text + suffix)
+        if flush:
+            file.flush()
+
+    upstream.sink(write)
+    return file

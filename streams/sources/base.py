@@ -83,6 +83,10 @@ class Source(Stream[Any]):
     #: Whether the source keeps an offset it can resume from (a checkpoint
     #: of its pipeline is possible); servers and timers cannot.
     _replayable: ClassVar[bool] = False
+    #: Whether the source produces on a loop only (a timer, a server): with
+    #: none running, ``start()`` runs it on the shared loop thread, as
+    #: streamz does (issue 15; streams.loop_thread).
+    _needs_loop: ClassVar[bool] = False
     _graphviz_shape = "doubleoctagon"
 
     def __init__(self, start: bool = False, **kwargs: Any) -> None:
@@ -91,6 +95,10 @@ class Source(Stream[Any]):
         self._checkpointer: Any = None
         self._task: SourceRun | None = None
         Stream.__init__(self, **kwargs)
+        if self.loop is None:  # streamz's ``source.loop``: the loop it will run on
+            from ..loop_thread import running_io_loop
+
+            self.loop = running_io_loop()
         if start:
             try:
                 asyncio.get_running_loop()
@@ -121,6 +129,17 @@ class Source(Stream[Any]):
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             loop = None  # outside the except: errors below chain to nothing
+        if loop is None and self._needs_loop:
+            # streamz code starts such a source with no loop running: it runs
+            # on the one loop thread (see streams.loop_thread).
+            from ..loop_thread import io_loop, start_task
+
+            self._check_start(on_loop=True)
+            self.started, self.stopped = True, False
+            if self.loop is None:  # a loop= given by the user is honoured
+                self.loop = io_loop()
+            self._task = start_task(self._run_guarded(), self.loop)  # type: ignore[assignment]
+            return self._task
         self._check_start(on_loop=loop is not None)
         self.started, self.stopped = True, False
         if loop is None:

@@ -250,13 +250,4 @@ def from_kafka_batched(topic: str, consumer_params: dict[str, Any], poll_interva
     return batches
 
 
-def _start_upstream_sources(self: Stream[Any]) -> None:
-    """Start every source upstream of this node (streamz's ``Stream.start``)."""
-    for n in walk(self):
-        if isinstance(n, Source) and n.stopped:
-            n.start()
-
-
 Stream.from_kafka_batched = staticmethod(from_kafka_batched)  # type: ignore[attr-defined]
-if not hasattr(Stream, "start"):
-    Stream.start = _start_upstream_sources  # type: ignore[attr-defined]

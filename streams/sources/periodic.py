@@ -53,6 +53,7 @@ class FromPeriodic(Source):
     __slots__ = ("_clock", "callback", "poll_interval")
     _operator = "from_periodic"
     _params = ("callback", "poll_interval")
+    _needs_loop = True
 
     def __init__(self, callback: Callable[[], Any], poll_interval: float | str = 0.1,
                  start: bool = False, **kwargs: Any) -> None:

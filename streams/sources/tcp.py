@@ -126,6 +126,12 @@ class FromTcp(Source):
 
         if self._server is not None:
             return
+        from ..loop_thread import call_in_loop_thread, io_loop, running_io_loop
+
+        if running_io_loop() is None:  # as streamz: serve from the shared loop thread
+            self.loop = io_loop()
+            call_in_loop_thread(self.start)
+            return
         require_loop(self)
         source = self
 
@@ -168,6 +174,11 @@ class FromTcp(Source):
         Returns what :meth:`Source.stop` returns: on a loop, an awaitable of
         the end of the run, which raises if the source failed.
         """
+        from ..loop_thread import call_in_loop_thread, in_loop_thread, io_loop
+
+        if self._server is not None and self.loop is io_loop() and not in_loop_thread():
+            call_in_loop_thread(self.stop)  # the server belongs to the loop thread
+            return None
         end = super().stop()
         if self._server is not None:
             self._server.stop()
@@ -175,3 +186,8 @@ class FromTcp(Source):
         for stream in list(self._connections):
             stream.close()
         return end
+
+    @property
+    def server(self) -> Any:
+        """The Tornado server while listening, else None (streamz's attribute)."""
+        return self._server

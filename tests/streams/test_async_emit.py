@@ -505,3 +505,25 @@ def test_tornado_gen_coroutine_sink_is_awaited() -> None:
         loop.run_sync(main)
     finally:
         loop.close()
+
+
+def test_emit_result_is_a_future_awaitable_twice_and_never_lost() -> None:
+    # issue 15: as streamz's emit, the result is a Future on a running loop.
+    out: list[int] = []
+
+    async def slow_sink(x: int) -> None:
+        await asyncio.sleep(0)
+        out.append(x)
+
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.sink(slow_sink)
+        source.emit(1)  # never awaited: still processed
+        second = source.emit(2)
+        assert isinstance(second, asyncio.Future)
+        await second
+        await second  # a Future may be awaited again
+        await asyncio.gather(source.emit(3), source.emit(4))
+
+    asyncio.run(main())
+    assert out == [1, 2, 3, 4]

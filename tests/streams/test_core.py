@@ -87,7 +87,10 @@ def test_repr_names_operator_function_and_stream_name() -> None:
     source = Stream(stream_name="src")
     assert repr(source) == "<stream 'src'>"
     assert repr(source.map(len, stream_name="lengths")) == "<map(len) 'lengths'>"
-    assert str(source.partition(3)) == "partition(3)"
+    # str() is streamz's format (issue 15): code that prints nodes sees the same text.
+    assert str(source.partition(3)) == "<partition: 3>"
+    assert str(source.map(len)) == "<map: len>"
+    assert str(source) == "<src; Stream>"
 
 
 def test_stream_name_on_every_operator() -> None:
@@ -165,7 +168,9 @@ def test_pipeline_lives_while_its_source_is_referenced_and_dies_after() -> None:
     assert probe() is None
 
 
-def test_plugins_from_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("group", ["streams.nodes", "streamz.nodes"])
+def test_plugins_from_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   group: str) -> None:
     # A real distribution on sys.path declaring an entry point, as pip would install it.
     pkg = tmp_path / "streams_plugin_demo.py"
     pkg.write_text(textwrap.dedent("""
@@ -181,7 +186,7 @@ def test_plugins_from_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         "Metadata-Version: 2.1\nName: streams-plugin-demo\nVersion: 1.0\n"
     )
     (dist / "entry_points.txt").write_text(
-        "[streams.nodes]\ntriple = streams_plugin_demo:Triple\n"
+        f"[{group}]\ntriple = streams_plugin_demo:Triple\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(streams.plugins, "loaded", False)
@@ -202,3 +207,12 @@ def test_unknown_attribute_is_a_plain_attribute_error() -> None:
         Stream.no_such_operator
     with pytest.raises(AttributeError, match="no_such_operator"):
         Stream().no_such_operator  # type: ignore[attr-defined]
+
+
+def test_mixing_explicit_sync_and_async_is_refused() -> None:
+    # issue 15, as streamz: asynchronous= said twice, differently, in one graph.
+    sync = Stream(asynchronous=False)
+    with pytest.raises(ValueError, match="both asynchronous and synchronous"):
+        Stream(asynchronous=True, upstream=sync)
+    assert Stream(upstream=sync).asynchronous is False
+    assert Stream(asynchronous=True, upstream=Stream()).asynchronous is True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import operator
+from typing import Any
 
 import pytest
 
@@ -116,3 +117,40 @@ def test_bad_arguments_fail_at_build_time(build, error, message) -> None:
         return
     with pytest.raises(error, match=message):
         build(source)
+
+
+def test_node_error_keeps_the_original_type() -> None:
+    # issue 15: code catching ZeroDivisionError around emit keeps working.
+    source = Stream()
+    source.map(lambda x: 1 / x, stream_name="inv").sink_to_list()
+    with pytest.raises(ZeroDivisionError) as info:
+        source.emit(0)
+    err = info.value
+    assert isinstance(err, NodeError)
+    assert err.element == 0 and err.node.stream_name == "inv"
+    assert isinstance(err.__cause__, ZeroDivisionError)
+    assert any("element 0" in note for note in err.__notes__)
+
+
+def test_node_error_of_a_type_with_its_own_init_and_str() -> None:
+    source = Stream()
+    source.map(lambda x: b"\xff".decode()).sink_to_list()
+    with pytest.raises(UnicodeDecodeError, match="failed on element 1"):
+        source.emit(1)
+    source = Stream()
+    source.map(lambda d: d["missing"]).sink_to_list()
+    with pytest.raises(KeyError) as info:
+        source.emit({})
+    assert str(info.value).startswith("map(<lambda>) failed on element {}")
+
+
+def test_error_after_a_timer_is_logged_and_the_node_keeps_going(
+        clock: Any, caplog: pytest.LogCaptureFixture) -> None:
+    source = Stream()
+    out = source.delay(1.0).map(lambda x: 1 / x).sink_to_list()
+    for x in (1, 0, 2):
+        source.emit(x)
+    with caplog.at_level(logging.ERROR, logger="streams"):
+        clock.advance(1.0)
+    assert out == [1.0, 0.5]
+    assert "ZeroDivisionError" in caplog.text

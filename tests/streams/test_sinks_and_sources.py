@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,3 +68,21 @@ def test_from_textfile_custom_delimiter(tmp_path: Path) -> None:
     out = source.sink_to_list()
     source.start()
     assert out == ["a;", "b;"]
+
+
+def test_tornado_coroutine_sink_on_a_synchronous_stream_without_a_loop() -> None:
+    # issue 15: a @gen.coroutine sink that sleeps, in a plain script, as with streamz.
+    from tornado import gen
+
+    out: list[int] = []
+
+    @gen.coroutine
+    def slow_write(x: int) -> Any:
+        yield gen.sleep(0)
+        out.append(x)
+
+    source = Stream()
+    source.map(lambda x: x + 1).sink(slow_write)
+    source.emit(1)
+    source.emit(2)
+    assert out == [2, 3]

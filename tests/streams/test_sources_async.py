@@ -61,9 +61,28 @@ def test_periodic_waits_for_a_slow_downstream(clock: VirtualClock) -> None:
     asyncio.run(main())
 
 
-def test_periodic_needs_a_loop() -> None:
-    with pytest.raises(RuntimeError, match="running loop"):
-        Stream.from_periodic(lambda: 1).start()
+def test_periodic_without_a_loop_runs_on_the_loop_thread() -> None:
+    # issue 15: as in streamz, a plain script's from_periodic(...).start() works.
+    import threading
+
+    from streams.loop_thread import io_loop
+
+    calls = iter(range(1000))
+    source = Stream.from_periodic(lambda: next(calls), poll_interval=0.001)
+    two = threading.Event()
+    seen: list[tuple[int, str]] = []
+
+    def record(x: int) -> None:
+        seen.append((x, threading.current_thread().name))
+        if len(seen) == 2:
+            two.set()
+
+    source.sink(record)
+    source.start()
+    assert two.wait(30)
+    source.stop()
+    assert seen[:2] == [(0, "streams-loop"), (1, "streams-loop")]
+    assert source.loop is io_loop()
     with pytest.raises(ValueError, match="poll_interval"):
         Stream.from_periodic(lambda: 1, poll_interval=0)
 
@@ -163,9 +182,28 @@ def test_tcp_reads_the_next_line_only_when_downstream_is_done() -> None:
     asyncio.run(main())
 
 
-def test_tcp_needs_a_loop_and_checks_its_delimiter() -> None:
-    with pytest.raises(RuntimeError, match="running loop"):
-        Stream.from_tcp(0).start()
+def test_tcp_without_a_loop_serves_from_the_loop_thread() -> None:
+    # issue 15: Stream.from_tcp(port).start() in a plain script, as in streamz.
+    import socket
+    import threading
+
+    source = Stream.from_tcp(0)
+    got = threading.Event()
+    L = source.sink_to_list()
+    source.sink(lambda _: got.set())
+    source.start()
+    assert source.server is not None
+    with socket.create_connection(("127.0.0.1", source.port)) as sock:
+        sock.sendall(b"hello\n")
+        assert got.wait(30)
+    source.stop()
+    assert source.server is None
+    assert L == [b"hello\n"]
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", source.port)).close()
+
+
+def test_tcp_checks_its_delimiter() -> None:
     with pytest.raises(ValueError, match="delimiter"):
         Stream.from_tcp(0, delimiter="\n")  # type: ignore[arg-type]
 

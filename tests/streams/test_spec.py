@@ -106,6 +106,7 @@ EXAMPLES: dict[str, Make] = {
     "from_process": lambda s: Stream.from_process(["cat"], with_stderr=True),
     "from_redis": lambda s: Stream.from_redis("events", group="g", consumer="c"),
     "from_stdin": lambda s: Stream.from_stdin(format="text"),
+    "filenames": lambda s: Stream.filenames("/tmp/*.csv", poll_interval=2.0),
     "from_spark": lambda s: Stream.from_spark(FakeDataFrame(), checkpoint="/tmp/cp"),
     "from_kafka": lambda s: Stream.from_kafka(["events"], {"bootstrap.servers": "127.0.0.1:1",
                                                           "group.id": "g"}, batch=10),

@@ -30,7 +30,7 @@ def run_cell(shell: Any, capsys: pytest.CaptureFixture[str], code: str) -> str:
 def test_an_error_in_a_user_function_shows_no_library_frame(
         shell: Any, capsys: pytest.CaptureFixture[str], code: str) -> None:
     text = run_cell(shell, capsys, "from streams import Stream\n" + code)
-    assert "NodeError: map(<lambda>) failed on element 0" in text
+    assert "NodeError[ZeroDivisionError]: map(<lambda>) failed on element 0" in text
     assert "1 / x" in text  # the user's line is shown
     # IPython always shows the frame that raised (the node's policy); the
     # library frames between the user's call and it are hidden.

@@ -1,0 +1,93 @@
+"""streamz's tests that do not pass on streams (yet), grouped by cause.
+
+Each group is a reason shown by ``pytest -rx``; the tests in it are marked
+``xfail(strict=True)``, so one that starts passing fails the suite until it
+is taken off this list. ``SKIP`` holds the tests not run at all: those
+that fail on streamz 0.6.6 itself, and the inherently slow ones.
+
+Counts (``python -m pytest tests/compat``): of the 161 tests in the six
+files, 158 pass on streamz 0.6.6 (``STREAMS_COMPAT_TARGET=streamz``; two
+need ``websockets`` / ``paho-mqtt``, not installed, and one is streamz's own
+xfail). Before this harness existed, 71 of those 158 passed on streams;
+now 120 do.
+"""
+
+from __future__ import annotations
+
+#: test id -> why it is not run.
+SKIP: dict[str, str] = {
+    "test_streamz_dask.py::test_stream_shares_client_loop":
+        "xfail in streamz 0.6.6 itself; its failure leaves distributed's coroutines "
+        "unawaited, which the suite's warning filters turn into errors",
+}
+
+#: cause -> test ids (``file::name``) failing for that cause.
+XFAIL: dict[str, list[str]] = {
+    # Deliberate departures, each in the README's comparison table.
+    "departure: a node is held by its upstream (a plain list, for speed), not weakly": [
+        "test_streamz_core.py::test_gc",
+        "test_streamz_sinks.py::test_sink_to_textfile_closes",
+    ],
+    "departure: nodes after scatter() see elements, not futures; sinks run after gather()": [
+        "test_streamz_dask.py::test_map",
+        "test_streamz_dask.py::test_scan",
+    ],
+    "departure: outside a Jupyter kernel a stream displays as its name, not a widget": [
+        "test_streamz_core.py::test_no_ipywidget_repr",
+    ],
+    "departure: start() of a finite source with no loop runs it to the end, in this thread": [
+        "test_streamz_sources.py::test_from_iterable_backpressure",
+        "test_streamz_sources.py::test_from_iterable_stop",
+    ],
+    "departure: a synchronous stream's timers use the loop running in the calling thread": [
+        "test_streamz_core.py::test_sync_in_event_loop",
+    ],
+    "departure: await emit waits until delay() has released the element (contract 2)": [
+        "test_streamz_core.py::test_delay",
+    ],
+    # Not yet fixed.
+    "point 4: metadata and RefCounter not yet through this operator": [
+        "test_streamz_core.py::test_timed_window_ref_counts",
+        "test_streamz_core.py::test_timed_window_metadata",
+        "test_streamz_core.py::test_delay_ref_counts",
+        "test_streamz_core.py::test_buffer_ref_counts",
+        "test_streamz_core.py::test_combine_latest_ref_counts",
+        "test_streamz_core.py::test_combine_latest_metadata",
+        "test_streamz_core.py::test_zip_ref_counts",
+        "test_streamz_core.py::test_zip_metadata",
+        "test_streamz_core.py::test_unique_metadata",
+        "test_streamz_core.py::test_zip_latest_ref_counts",
+        "test_streamz_core.py::test_zip_latest_metadata",
+        "test_streamz_core.py::test_latest_ref_counts",
+        "test_streamz_dask.py::test_partition_then_scatter_async",
+    ],
+    # streams/operators/flow.py, whose async behaviour is being reworked separately
+    "point 6: buffer, latest and map_async differ from streamz": [
+        "test_streamz_core.py::test_buffer",
+        "test_streamz_core.py::test_latest",
+        "test_streamz_core.py::test_map_async",
+        "test_streamz_core.py::test_map_async_tornado",
+        "test_streamz_core.py::test_map_async_restart",
+    ],
+    # sync emit through scatter, results before close, buffer in a segment
+    "point 6: Dask pipelines differ": [
+        "test_streamz_dask.py::test_scan_state",
+        "test_streamz_dask.py::test_zip",
+        "test_streamz_dask.py::test_sync",
+        "test_streamz_dask.py::test_sync_2",
+        "test_streamz_dask.py::test_buffer",
+        "test_streamz_dask.py::test_buffer_sync",
+        "test_streamz_dask.py::test_map_on_dict",
+        "test_streamz_dask.py::test_partition_then_scatter_sync",
+        "test_streamz_dask.py::test_non_unique_emit",
+        "test_streamz_dask.py::test_accumulate",
+        "test_streamz_dask.py::test_starmap",
+    ],
+}
+
+_CAUSE = {test: cause for cause, tests in XFAIL.items() for test in tests}
+
+
+def cause_of(test: str) -> str | None:
+    """The known cause of ``test``'s failure on streams, or None."""
+    return _CAUSE.get(test)
