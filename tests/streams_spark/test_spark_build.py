@@ -42,3 +42,18 @@ def test_branching_inside_a_segment_is_refused() -> None:
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="batch_size"):
         Stream().to_spark(batch_size=0)
+
+
+def test_the_embedded_session_starts_without_log_lines() -> None:
+    import subprocess
+    import sys
+
+    script = ("import streams_spark\n"
+              "spark = streams_spark.default_session()\n"
+              "print(spark.range(3).count())\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, check=True)
+    assert run.stdout.strip() == "3"
+    # Spark's default log4j profile printed these at every start.
+    for line in ("log4j profile", "Setting default log level", "NativeCodeLoader"):
+        assert line not in run.stderr
