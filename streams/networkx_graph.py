@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from .graph import walk
+
 if TYPE_CHECKING:
     from .core import Stream
 
@@ -21,20 +23,6 @@ def _clean_text(text: str, match: str | None = None) -> str:
     """
     text = re.sub(match or "[^a-zA-Z0-9_:]+", " ", text)
     return re.sub(":", ";", text)
-
-
-def _reachable(node: Stream[Any]) -> list[Stream[Any]]:
-    """Every node connected to ``node``, upstream or downstream (cycles allowed)."""
-    seen: dict[int, Stream[Any]] = {}
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        if id(n) in seen:
-            continue
-        seen[id(n)] = n
-        todo.extend(n.upstreams)
-        todo.extend(n.downstreams)
-    return list(seen.values())
 
 
 def create_graph(node: Stream[Any], graph: Any) -> None:
@@ -54,7 +42,7 @@ def create_graph(node: Stream[Any], graph: Any) -> None:
     >>> (hash(source), hash(out)) in g.edges, g.nodes[hash(out)]["label"]
     (True, ' map; abs ')
     """
-    nodes = _reachable(node)
+    nodes = walk(node)  # every connected node, upstream and down (cycles allowed)
     for n in nodes:
         graph.add_node(
             hash(n),
