@@ -33,7 +33,6 @@ import itertools
 import linecache
 import os
 import weakref
-from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -277,8 +276,8 @@ def compile_push(node: Stream[Any]) -> Callable[[Any], Any]:
         return _nothing
     fuser = Fuser()
     name = fuser.push_function(node, frozenset())
-    source = fuser.source()
-    filename = f"<streams fused code {next(_serial)} from {node._label()}>"
+    source = f"# fused code from {node._label()}\n{fuser.source()}"
+    filename = f"<streams fused code {next(_serial) % MAX_SOURCES}>"
     _remember(filename, source)
     exec(compile(source, filename, "exec"), fuser.namespace)
     push: Callable[[Any], Any] = fuser.namespace[name]
@@ -286,15 +285,14 @@ def compile_push(node: Stream[Any]) -> Callable[[Any], Any]:
 
 
 _serial = itertools.count()
-#: The most recent fused sources kept in linecache (a graph recompiles when it
-#: changes and stages recompile per batch: older sources are forgotten).
-_registered: deque[str] = deque()
+#: Fused sources kept in linecache: a ring of this many names, each reused
+#: (a graph recompiles when it changes, and stages recompile per batch).
+#: Names are overwritten, never deleted: ``linecache.checkcache()``, which
+#: debuggers and tracebacks call from any thread, fails on a key deleted
+#: while it iterates.
 MAX_SOURCES = 512
 
 
 def _remember(filename: str, source: str) -> None:
     """Register fused ``source`` with linecache so tracebacks show its lines."""
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    _registered.append(filename)
-    while len(_registered) > MAX_SOURCES:
-        linecache.cache.pop(_registered.popleft(), None)
