@@ -26,6 +26,7 @@ from toolz import identity
 
 from . import plugins
 from ._api import OperatorAPI
+from .cycles import check_connect, recursion_error
 from .errors import ErrorPolicy, ErrorRecord, NodeError, StreamClosedError, check_policy
 from .fusion import compiled as _compiled
 from .fusion import invalidate as _invalidate
@@ -128,6 +129,10 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     _graphviz_hidden: ClassVar[bool] = False
     #: True for ``gather()``: the node is not part of its upstream's segment.
     _ends_segment: ClassVar[bool] = False
+    #: Declared True by a class whose node passes on every element it gets
+    #: (map): a loop of such nodes is refused by connect() (streams.cycles).
+    #: Not inherited: a subclass may drop elements.
+    _forwards_every_element: ClassVar[bool] = False
     #: The constructor takes the user function after the upstream (``spec.func``).
     _takes_function: ClassVar[bool] = False
     #: Why the node must run in this process (None: an engine can run it).
@@ -249,7 +254,13 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         ['a']
         """
         __tracebackhide__ = True  # pytest, IPython: show the user's frames
-        pending = self._push(x) if metadata is None else self._emit(x, metadata)
+        try:
+            pending = self._push(x) if metadata is None else self._emit(x, metadata)
+        except RecursionError as e:  # free until raised (zero-cost try)
+            error = recursion_error(self, e)
+            if error is e:
+                raise
+            raise error from e
         if pending is None:
             if asynchronous or self.asynchronous:
                 return _DONE
@@ -327,6 +338,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         """
         if not isinstance(downstream, Stream):
             raise TypeError(f"connect() takes a Stream, got {downstream!r}")
+        check_connect(self, downstream)
         segment = self._segment
         if downstream._segment is not None and downstream._segment is not segment:
             raise ValueError(

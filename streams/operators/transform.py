@@ -95,6 +95,7 @@ class Map(_FunctionNode):
 
     __slots__ = ()
     _operator = "map"
+    _forwards_every_element = True
     #: Starmap unpacks each element into the function's arguments.
     _star = False
 
@@ -137,6 +138,7 @@ class Starmap(Map):
 
     __slots__ = ()
     _operator = "starmap"
+    _forwards_every_element = True
     _star = True
 
 
@@ -243,6 +245,7 @@ class Pluck(Stream[Any]):
 
     __slots__ = ("pick",)
     _operator = "pluck"
+    _forwards_every_element = True
     _local_only = None
     _params = ("pick",)
 
