@@ -18,6 +18,7 @@ __all__ = [
     "ErrorPolicy",
     "ErrorRecord",
     "NodeError",
+    "SourceError",
     "StreamClosedError",
     "short_repr",
 ]
@@ -84,7 +85,7 @@ class NodeError(Exception):
         # an instance of a subclass of both NodeError and ``type(exc)``, so code
         # catching ``ZeroDivisionError`` around ``emit`` keeps working.
         if cls is NodeError:
-            cls = _typed(type(error))
+            cls = _typed(type(error), NodeError)
         return super().__new__(cls)
 
     def __init__(self, node: Stream[Any], element: Any, error: BaseException) -> None:
@@ -111,28 +112,59 @@ class NodeError(Exception):
         return (RemoteNodeError, (str(self),))
 
 
-_typed_classes: dict[type[BaseException], type[NodeError]] = {}
+_typed_classes: dict[tuple[type[NodeError], type[BaseException]], type[NodeError]] = {}
 
 
-def _typed(error_type: type[BaseException]) -> type[NodeError]:
-    """The subclass of NodeError and ``error_type`` (NodeError itself if none can be made).
+def _typed(error_type: type[BaseException], base: type[NodeError]) -> type[NodeError]:
+    """The subclass of ``base`` and ``error_type`` (``base`` itself if none can be made).
 
-    >>> issubclass(_typed(ZeroDivisionError), (NodeError, ZeroDivisionError))
+    >>> issubclass(_typed(ZeroDivisionError, NodeError), (NodeError, ZeroDivisionError))
     True
     """
-    klass = _typed_classes.get(error_type)
+    klass = _typed_classes.get((base, error_type))
     if klass is None:
         if issubclass(error_type, NodeError) or not issubclass(error_type, Exception):
-            klass = NodeError  # KeyboardInterrupt and the like are not wrapped as Exceptions
+            klass = base  # KeyboardInterrupt and the like are not wrapped as Exceptions
         else:
             try:
-                klass = type(f"NodeError[{error_type.__name__}]", (NodeError, error_type),
+                klass = type(f"{base.__name__}[{error_type.__name__}]", (base, error_type),
                              {"__module__": __name__, "__qualname__":
-                              f"NodeError[{error_type.__qualname__}]"})
+                              f"{base.__name__}[{error_type.__qualname__}]"})
             except TypeError:  # a type that cannot be subclassed, or a layout conflict
-                klass = NodeError
-        _typed_classes[error_type] = klass
+                klass = base
+        _typed_classes[(base, error_type)] = klass
     return klass
+
+
+class SourceError(NodeError):
+    """A source failed on its own: opening its file, connecting, reading.
+
+    Like :class:`NodeError` (its base), it is also an instance of the
+    original exception's type, so ``except FileNotFoundError`` catches it;
+    its message names the source. ``element`` is None.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream.from_textfile("no-such-file.txt")
+    >>> try:
+    ...     source.start()
+    ... except FileNotFoundError as e:
+    ...     print(str(e)[:60])
+    from_textfile('no-such-file.txt') failed: FileNotFoundError:
+    """
+
+    def __new__(cls, node: Stream[Any], error: BaseException) -> SourceError:
+        if cls is SourceError:
+            cls = _typed(type(error), SourceError)  # type: ignore[assignment]
+        return super(NodeError, cls).__new__(cls)  # the original type's, as NodeError
+
+    def __init__(self, node: Stream[Any], error: BaseException) -> None:
+        self.node = node
+        self.element = None
+        self.error = error
+        BaseException.__init__(self, f"{node._label()} failed: {type(error).__name__}: {error}")
+        self.add_note(f"streams: raised by source {node._label()}")
 
 
 class RemoteNodeError(Exception):

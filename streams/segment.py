@@ -9,12 +9,13 @@ the segment through :meth:`Segment.add_exit`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["NO_DEFAULT", "Segment", "SegmentEntry", "raise_first"]
+__all__ = ["NO_DEFAULT", "Segment", "SegmentEntry", "raise_first", "unsendable"]
 
 
 class _NoDefault:
@@ -102,3 +103,43 @@ def raise_first(errors: list[BaseException], engine: str) -> None:
         first.add_note(f"{len(errors) - 1} more error(s) were raised while the {engine} "
                        "segment delivered its results; every other result was delivered")
     raise first
+
+
+def unsendable(label: str, engine: str, batch: Sequence[Any],
+               error: Exception) -> Exception:
+    """The error to raise when a batch for ``engine`` could not be pickled.
+
+    The engine's own message names its internals (Dask: "Could not serialize
+    object of type LLGExpr"; Spark: a bare ``cannot pickle``). This one
+    names ``label``, the node sending the batch, and the first element that
+    does not pickle, and says the batch was not sent. ``error`` is returned
+    unchanged when every element pickles (the cause is elsewhere).
+
+    Examples
+    --------
+    >>> import threading
+    >>> err = unsendable("scatter()", "Dask workers", [1, threading.Lock()], TypeError())
+    >>> print(err)
+    scatter(): element <unlocked _thread.lock object at ...> cannot be pickled to send to
+    Dask workers (TypeError: cannot pickle '_thread.lock' object), so the 2 element(s) of
+    its batch were not sent; ...
+    """
+    try:  # what the engines pickle with (functions by value)
+        import cloudpickle as pickler  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - every engine installs it
+        import pickle as pickler
+
+    from .errors import short_repr
+
+    for x in batch:
+        try:
+            pickler.dumps(x)
+        except Exception as e:
+            new = TypeError(
+                f"{label}: element {short_repr(x)} cannot be pickled to send to {engine} "
+                f"({type(e).__name__}: {e}), so the {len(batch)} element(s) of its batch "
+                f"were not sent; convert it in-process before {label} (a map() returning "
+                "plain data), or keep it out of the stream")
+            new.__cause__ = e
+            return new
+    return error

@@ -44,6 +44,7 @@ from distributed import Future, as_completed
 
 from streams.core import Stream
 from streams.pending import settle
+from streams.segment import unsendable
 
 from .client import Connection
 from .segment import Plan
@@ -240,17 +241,23 @@ class Runner:
         if self.plan.second is None:
             if batch:  # an empty close needs no task: nothing holds state
                 self.submitted += 1
-                future = self.client.submit(run_stage, self.plan.first, Batch(batch),
-                                            pure=False)
+                future = self._task(batch, run_stage, self.plan.first, Batch(batch))
                 self.in_flight.append((future, len(batch)))
                 self._track(future)
             return
         self.submitted += 1
         item: Any = batch
         if self.plan.first is not None and batch:
-            item = self.client.submit(run_stage, self.plan.first, Batch(batch), pure=False)
+            item = self._task(batch, run_stage, self.plan.first, Batch(batch))
         self.waiting.append((item, close, len(batch)))
         self._start_second()
+
+    def _task(self, batch: list[Any], *args: Any) -> Future:
+        """Submit a task of ``batch``; an element that does not pickle is named."""
+        try:
+            return self.client.submit(*args, pure=False)
+        except TypeError as e:  # Dask's "Could not serialize object of type ..."
+            raise unsendable(self.label, "Dask workers", batch, e) from e
 
     def _start_second(self) -> None:
         if self.second is not None or not self.waiting:
@@ -258,8 +265,8 @@ class Runner:
         item, close, self.second_size = self.waiting.popleft()
         func: Any = run_after if isinstance(item, Future) else run_stage
         arg = item if isinstance(item, Future) else Batch(item)
-        self.second = self.client.submit(func, self.plan.second, arg, self.states, close,
-                                         pure=False)
+        self.second = self._task([] if isinstance(item, Future) else item,
+                                 func, self.plan.second, arg, self.states, close)
         self._track(self.second)
 
     def submit_close(self) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from streams.segment import unsendable
 from streams.spec import NodeSpec
 from streams.stage import Stage
 
@@ -171,9 +172,13 @@ def encode_chunks(elements: list[Any], first_seq: int, parts: int) -> pa.Table:
     for lo in range(0, max(n, 1), per_part):
         hi = min(n, lo + per_part)
         starts = range(lo, max(hi, lo + 1), CHUNK)
+        try:
+            packed = [pack(elements[s:min(hi, s + CHUNK)]) for s in starts]
+        except Exception as e:  # pickle's bare "cannot pickle ..." names no element
+            raise unsendable("to_spark()", "Spark executors", elements, e) from e
         batches.append(pa.RecordBatch.from_arrays([
             pa.array([first_seq + s for s in starts], pa.int64()),
-            pa.array([pack(elements[s:min(hi, s + CHUNK)]) for s in starts], pa.binary()),
+            pa.array(packed, pa.binary()),
         ], schema=INPUT_SCHEMA))
     return pa.Table.from_batches(batches, schema=INPUT_SCHEMA)
 

@@ -8,6 +8,8 @@ from typing import Any, ClassVar
 
 from ..clock import run_sync
 from ..core import Stream
+from ..cycles import recursion_error
+from ..errors import NodeError, SourceError
 
 __all__ = ["Source", "SourceRun", "listen", "require_loop"]
 
@@ -145,6 +147,11 @@ class Source(Stream[Any]):
         if loop is None:
             try:
                 self._run_sync()
+            except Exception as e:
+                error = self._named(e)
+                if error is e:
+                    raise
+                raise error from e
             finally:
                 self.stopped = True  # also after a failure: start() may be called again
             return None
@@ -154,19 +161,38 @@ class Source(Stream[Any]):
     def _check_start(self, on_loop: bool) -> None:
         """Raise a clear error when the source cannot run here (before it starts)."""
 
+    def _named(self, error: Exception) -> Exception:
+        """``error`` as the user should see it: naming this source if it is its own.
+
+        A node's failure is already a NodeError naming the node; a runaway
+        feedback loop gets its explanation (streams.cycles).
+        """
+        if isinstance(error, NodeError) or str(error).startswith(self._label()):
+            return error  # already names its node
+        if isinstance(error, RecursionError):
+            return recursion_error(self, error)
+        return SourceError(self, error)
+
     async def _run_guarded(self) -> None:
         try:
             await self._run_async()
         except Exception as e:
             self.stopped = True
-            if self._policy == "raise":
-                # Logged now: a task nobody awaits would only be reported
-                # when collected, if ever, and the pipeline would wait forever.
+            if self._policy != "raise":  # the record holds the original, as a node's
+                pending = self._fail(None, e)
+                if pending is not None:
+                    await pending
+                return
+            error = self._named(e)
+            # Logged now: a task nobody awaits would only be reported when
+            # collected, if ever, and the pipeline would wait forever.
+            if isinstance(error, SourceError):  # its message names the source
+                logger.error("%s", error)
+            else:
                 logger.error("%s failed: %s: %s", self._label(), type(e).__name__, e)
+            if error is e:
                 raise
-            pending = self._fail(None, e)
-            if pending is not None:
-                await pending
+            raise error from e
 
     def stop(self) -> Any:
         """Stop producing after the element in progress; the stream stays open.

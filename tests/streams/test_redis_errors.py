@@ -42,3 +42,22 @@ def test_an_unreachable_server_is_reported_naming_the_source() -> None:
     source = Stream.from_redis("events", group="g", consumer="c", url="redis://127.0.0.1:1/0")
     with pytest.raises(ConnectionError, match=r"from_redis\('events'\) on stream 'events': "):
         source.start()
+
+
+def test_a_wrong_password_is_reported_naming_the_source(redis_url: str) -> None:
+    import redis
+    from redis.exceptions import AuthenticationError
+
+    admin = redis.Redis.from_url(redis_url)
+    admin.acl_setuser("reader", enabled=True, passwords=["+right"], keys=["*"],
+                      commands=["+@all"])
+    try:
+        url = redis_url.replace("redis://", "redis://reader:wrong@", 1)
+        source = Stream.from_redis("events", group="g", consumer="c", url=url)
+        with pytest.raises(AuthenticationError) as info:
+            source.start()
+        assert str(info.value).startswith("from_redis('events')")
+        assert str(info.value).count("from_redis('events')") == 1
+    finally:
+        admin.acl_deluser("reader")
+        admin.close()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from streams import NodeError, Stream
+from streams.errors import SourceError
 
 
 def test_a_source_failing_on_a_loop_is_logged_and_raised_by_its_awaitables(
@@ -144,3 +145,50 @@ def test_stop_of_a_process_source_is_awaitable_like_any_source() -> None:
         await end
 
     asyncio.run(main())
+
+
+def test_a_missing_file_at_start_names_the_source_and_keeps_its_type(tmp_path: Path) -> None:
+    path = str(tmp_path / "missing.txt")
+    source = Stream.from_textfile(path)
+    source.sink_to_list()
+    with pytest.raises(FileNotFoundError) as info:
+        source.start()
+    assert isinstance(info.value, SourceError) and info.value.node is source
+    assert str(info.value).startswith(f"from_textfile({path!r}) failed: FileNotFoundError")
+    assert isinstance(info.value.__cause__, FileNotFoundError)
+
+
+def test_a_missing_program_names_the_source(tmp_path: Path) -> None:
+    program = str(tmp_path / "no-such-program")
+    source = Stream.from_process([program])
+    source.sink_to_list()
+    with pytest.raises(FileNotFoundError, match=r"^from_process\(.*no-such-program.*\) failed"):
+        source.start()
+
+
+def test_a_source_failure_on_a_loop_is_logged_once_naming_the_source(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    source = Stream.from_textfile(str(tmp_path / "missing.txt"))
+    source.sink_to_list()
+
+    async def main() -> BaseException:
+        with pytest.raises(SourceError) as info:
+            await source.start()
+        return info.value
+
+    with caplog.at_level(logging.ERROR, logger="streams"):
+        error = asyncio.run(main())
+    messages = [r.getMessage() for r in caplog.records if r.name == "streams"]
+    assert messages == [str(error)]
+    assert messages[0].count("failed") == 1
+
+
+def test_a_node_failure_is_not_renamed_as_the_sources(tmp_path: Path) -> None:
+    path = tmp_path / "numbers.txt"
+    path.write_text("1\n0\n")
+    source = Stream.from_textfile(str(path))
+    source.map(lambda line: 1 / int(line)).sink_to_list()
+    with pytest.raises(ZeroDivisionError) as info:
+        source.start()
+    assert isinstance(info.value, NodeError) and not isinstance(info.value, SourceError)
+    assert info.value.element == "0\n"

@@ -46,3 +46,16 @@ def test_an_unpicklable_result_fails_close_instead_of_hanging(client: Client) ->
     assert "could not be sent back" in str(raised[0])
     assert "before gather()" in str(raised[0])
     assert out == []
+
+
+@pytest.mark.dask
+def test_an_unpicklable_element_is_named_with_the_scatter_node(client: Client) -> None:
+    source: Stream[Any] = Stream()
+    source.scatter(client=client).map(str).gather().sink_to_list()
+    with pytest.raises(TypeError) as info:
+        source.emit(threading.Lock())
+    text = str(info.value)
+    assert text.startswith("scatter: element <unlocked _thread.lock object")
+    assert "cannot be pickled to send to Dask workers" in text
+    assert "were not sent" in text
+    assert "LLGExpr" not in text

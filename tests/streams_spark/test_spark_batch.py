@@ -161,3 +161,19 @@ def test_await_emit_runs_the_micro_batch_off_the_loop(spark: Any) -> None:
     out, during = asyncio.run(main())
     assert out == [0, 10, 20, 30, 40]
     assert during > 10
+
+
+def test_an_unpicklable_element_is_named_not_a_bare_pickling_error(spark: Any) -> None:
+    import threading
+
+    source: Stream[Any] = Stream()
+    out = source.to_spark(session=spark).map(str).gather().sink_to_list()
+    source.emit(1)
+    source.emit(threading.Lock())
+    with pytest.raises(TypeError) as info:
+        source.close()
+    text = str(info.value)
+    assert text.startswith("to_spark(): element <unlocked _thread.lock object")
+    assert "cannot be pickled to send to Spark executors" in text
+    assert "the 2 element(s) of its batch were not sent" in text
+    assert out == []
