@@ -21,7 +21,7 @@ from . import operators as _operators  # noqa: F401 - registers the operators
 from . import uri as _uri  # noqa: F401 - issue 16: Stream.from_uri, .to_uri
 from .clock import Clock, LoopClock, VirtualClock, get_clock, use_clock
 from .core import NO_DEFAULT, Segment, Stream
-from .errors import ErrorRecord, NodeError, StreamClosedError
+from .errors import ErrorRecord, NodeError, SourceError, StreamClosedError
 from .graph import GraphSpec, NodeSpec, describe, visualize, walk
 from .metadata import RefCounter  # issue 15: streamz's metadata reference counts
 from .networkx_graph import create_graph
@@ -96,6 +96,7 @@ __all__ = [
     "GraphSpec",
     "LoopClock",
     "NodeError",
+    "SourceError",
     "NodeSpec",
     "RefCounter",
     "Segment",
