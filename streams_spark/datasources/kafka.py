@@ -12,6 +12,7 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 __all__ = ["KafkaDataSource"]
 
@@ -44,6 +45,14 @@ class _Reader(DataSourceStreamReader):
         if self.starting not in ("earliest", "latest"):
             raise ValueError("streams_kafka: startingOffsets must be 'earliest' or 'latest', "
                              f"got {self.starting!r}")
+        limit = options.get("maxOffsetsPerTrigger")
+        try:
+            self.max_per_trigger = None if limit is None else int(limit)
+        except ValueError:
+            self.max_per_trigger = 0
+        if self.max_per_trigger is not None and self.max_per_trigger < 1:
+            raise ValueError("streams_kafka: maxOffsetsPerTrigger must be a positive "
+                             f"number of messages, got {limit!r}")
 
     def _watermarks(self) -> dict[str, tuple[int, int]]:
         from confluent_kafka import Consumer, TopicPartition
@@ -61,8 +70,26 @@ class _Reader(DataSourceStreamReader):
         pick = 1 if self.starting == "latest" else 0
         return {p: m[pick] for p, m in marks.items()}
 
+    def getDefaultReadLimit(self) -> ReadLimit:
+        # As Spark's own Kafka source: the option bounds each micro-batch.
+        if self.max_per_trigger is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.max_per_trigger)
+
     def latestOffset(self, start: Any = None, limit: Any = None) -> dict[str, int]:
-        return {p: m[1] for p, m in self._watermarks().items()}
+        high = {p: m[1] for p, m in self._watermarks().items()}
+        if not isinstance(limit, ReadMaxRows) or start is None:
+            return high
+        # Up to ``limit.max_rows`` more messages, partition after partition
+        # (deterministic, so a replayed batch reads the same range).
+        left = limit.max_rows
+        end = {}
+        for p in sorted(high, key=int):
+            low = start.get(p, 0)
+            take = max(0, min(high[p] - low, left))
+            end[p] = low + take
+            left -= take
+        return end
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         return [_Range(int(p), start.get(p, 0), high) for p, high in end.items()
