@@ -8,14 +8,17 @@
   the last entry id, kept in Spark's checkpoint. Writing adds each row's
   ``fields`` (or its ``value`` column, as field ``data``) with ``XADD``.
 * ``"streams_kafka"`` (options ``bootstrap.servers``, ``topic``,
-  ``startingOffsets`` = ``earliest`` or ``latest``): rows ``(topic string,
+  ``startingOffsets`` = ``earliest`` or ``latest``, ``maxOffsetsPerTrigger``
+  to bound the messages of a micro-batch, as Spark's own Kafka source): rows ``(topic string,
   partition int, offset long, timestamp long, key binary, value binary)``; the
   offsets, one per partition, are kept in Spark's checkpoint. Writing
   produces each row's ``value`` (and ``key``, if there is one). Options
   ``kafka.<setting>`` pass librdkafka settings to the producer.
 
 Reading is exactly once through Spark's checkpoint: a restarted query reads
-each micro-batch's range again, the same rows. Writing is at least once: a
+each micro-batch's range again, the same rows; into Spark's file sink, the
+output holds each message once even when the query is killed mid-batch
+(``tests/streams_spark/test_datasource_kills.py``, SIGKILL of the driver). Writing is at least once: a
 micro-batch is written by its tasks and confirmed (flushed) before the batch
 commits; a batch retried after a failure writes its rows again.
 
