@@ -142,8 +142,8 @@ class IntervalJoin(Stream[Any]):
     __slots__ = ("_heaps", "_key_of", "_left", "_max_time", "_right", "_seq", "_sides",
                  "_time_of", "key", "lateness", "time", "within")
     _operator = "join"
-    _local_only = ("it joins two streams, each side held until the other's watermark "
-                   "passes; engines run one chain of steps")
+    _local_only = ("a join of two streams under their watermarks is not lowered to an "
+                   "engine yet")
     _params = ("key", "within", "time", "lateness")
     _state = ("_sides", "_heaps", "_max_time", "_seq")
 
