@@ -174,7 +174,7 @@ def test_one_silent_side_keeps_the_other_side_held() -> None:
 
 def test_late_elements_go_to_the_error_policy_named() -> None:
     left, right = Stream(), Stream()
-    joined = left.join(right, key=0, within=1, time=1, lateness=2)
+    left.join(right, key=0, within=1, time=1, lateness=2)
     left.emit(("a", 10))
     right.emit(("a", 10))
     left.emit(("a", 8))  # watermark 8: on time
@@ -187,7 +187,7 @@ def test_late_elements_go_to_the_error_policy_named() -> None:
 
 def test_pairs_of_keys_and_times_and_datetimes() -> None:
     orders, payments = Stream(), Stream()
-    t0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    t0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
     joined = orders.join(payments, key=("order", "ref"), within="1min",
                          time=(lambda o: o["at"], lambda p: p["paid"]))
     out = joined.sink_to_list()
