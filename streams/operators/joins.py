@@ -7,8 +7,13 @@ stream to the latest value of a changing table stream (a small dimension
 table), so a pipeline need not close over a dict that never changes.
 
 Both receive from two upstreams (they use ``who``) and are never fused.
-Engines refuse them at build time (their ``_local_only`` reason): call
-``gather()`` before them to run them in-process.
+On engines: a Dask segment runs ``join`` when both sides branch from one
+``scatter()`` (its ordered stage runs this class over each batch, the state
+carried from batch to batch, so the result is the in-process one) and
+refuses ``lookup``, whose output follows the interleaving of its inputs (as
+``combine_latest``'s does); a Spark segment, one linear chain of steps,
+refuses both. Every refusal is raised when the graph is built, naming the
+node and saying to ``gather()`` first.
 """
 
 from __future__ import annotations
@@ -107,7 +112,9 @@ class IntervalJoin(Stream[Any]):
         may be and still be joined completely.
 
     Elements held at close have met every partner they could: nothing is
-    emitted then.
+    emitted then. On Dask, with both sides branching from one
+    ``scatter()``, the result is the in-process one; a Spark segment
+    refuses it when the graph is built (``gather()`` first).
 
     Examples
     --------
@@ -142,8 +149,10 @@ class IntervalJoin(Stream[Any]):
     __slots__ = ("_heaps", "_key_of", "_left", "_max_time", "_right", "_seq", "_sides",
                  "_time_of", "key", "lateness", "time", "within")
     _operator = "join"
-    _local_only = ("a join of two streams under their watermarks is not lowered to an "
-                   "engine yet")
+    # Both sides from one scatter(), a Dask stage runs it as here, in order, its
+    # state carried from batch to batch; a Spark segment is one linear chain
+    # and refuses a node with two upstreams (streams_spark.plan.refusal).
+    _local_only = None
     _params = ("key", "within", "time", "lateness")
     _state = ("_sides", "_heaps", "_max_time", "_seq")
 
@@ -285,7 +294,8 @@ class LookupJoin(Stream[Any]):
     A key missing from the table gives ``(x, default)`` when ``default=`` is
     given; otherwise a ``KeyError`` goes to the node's error policy
     (raise, skip and log, or route to :attr:`errors`), so no element
-    vanishes without a word.
+    vanishes without a word. Dask and Spark segments refuse it when the
+    graph is built: ``gather()`` the stream first.
 
     Parameters
     ----------

@@ -96,7 +96,7 @@ def join_inputs(draw: Any, disorder: str) -> tuple[list[Event], float, float]:
         times = base
     elif disorder == "bounded":
         # Each time at most `lateness` behind an earlier one: nothing is late.
-        times = [b - draw(st.sampled_from([0.0, 0.5, lateness])) for b in base]
+        times = [b - draw(st.sampled_from([0.0, lateness / 2, lateness])) for b in base]
     else:
         times = [draw(st.sampled_from([0.0, 1.0, 2.0, 4.0, 8.0, 16.0])) for _ in range(n)]
     events = [(draw(st.integers(0, 1)), i, draw(st.integers(0, 2)), t)
@@ -395,6 +395,9 @@ def test_lookup_restored_from_a_snapshot_continues_as_an_uninterrupted_run(
 
 
 # -- descriptions and engines ----------------------------------------------
+# Dask runs join() when both sides branch from one scatter() and refuses
+# lookup() (its output follows the interleaving, as combine_latest's); a
+# Spark segment, one linear chain, refuses both.
 
 
 def test_rebuilt_from_their_descriptions_they_compute_the_same() -> None:
@@ -415,22 +418,37 @@ def test_rebuilt_from_their_descriptions_they_compute_the_same() -> None:
 
 
 @pytest.mark.parametrize("make", [
-    lambda seg, other: seg.join(other, key=0, within=1, time=1),
-    lambda seg, other: other.join(seg, key=0, within=1, time=1),
     lambda seg, other: seg.lookup(other, key=0),
     lambda seg, other: other.lookup(seg, key=0),
 ])
-def test_dask_refuses_them_at_build_time_naming_the_node_and_the_fix(make: Any) -> None:
+def test_dask_refuses_lookup_at_build_time_naming_the_node_and_the_fix(make: Any) -> None:
     scattered = Stream().scatter()
-    with pytest.raises(TypeError, match=r"(join|lookup)\(\) cannot run on a Dask segment: "
-                                        r"(join|lookup).*\(.*\); call gather\(\) before "
-                                        r"(join|lookup)\(\) to run it in-process"):
+    with pytest.raises(TypeError, match=r"lookup\(\) cannot run on a Dask segment: "
+                                        r"lookup\(0\) \(its output depends on how the table's "
+                                        r"and the stream's elements interleave in this "
+                                        r"process\); call gather\(\) before lookup\(\)"):
         make(scattered.map(abs), Stream())
-    # Both sides from one scatter(): refused as well.
-    with pytest.raises(TypeError, match=r"cannot run on a Dask segment"):
+    with pytest.raises(TypeError, match=r"lookup\(\) cannot run on a Dask segment"):
         make(scattered.map(abs), scattered.map(str))
-    # Gathered first, it runs in-process.
-    make(scattered.gather(), Stream())
+    make(scattered.gather(), Stream())  # gathered first, it runs in-process
+
+
+@pytest.mark.parametrize("make", [
+    lambda seg, other: seg.join(other, key=0, within=1, time=1),
+    lambda seg, other: other.join(seg, key=0, within=1, time=1),
+])
+def test_dask_refuses_a_join_of_a_segment_and_a_local_stream(make: Any) -> None:
+    scattered = Stream().scatter()
+    with pytest.raises(ValueError, match=r"join\(0\): one upstream runs on Dask .* and "
+                                         r".* does not: gather\(\) first, or scatter\(\) "
+                                         r"both from one scatter\(\) node"):
+        make(scattered.map(abs), Stream())
+    # Both sides from one scatter(): it runs there (tests/streams_dask/test_joins_on_dask.py).
+    node = make(scattered.map(abs), scattered.map(str))
+    assert node._segment is scattered._segment
+    with pytest.raises(TypeError, match=r"join\(\) cannot follow scatter\(ordered=False\)"):
+        unordered = Stream().scatter(ordered=False)
+        make(unordered.map(abs), unordered.map(str))
 
 
 @pytest.mark.parametrize("make", [
