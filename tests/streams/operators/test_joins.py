@@ -462,3 +462,27 @@ def test_spark_refuses_them_at_build_time_naming_the_node_and_the_fix(make: Any)
                                         r"(join|lookup)\(\) to run it in-process"):
         make(segment, Stream())
     make(Stream().to_spark().map(abs).gather(), Stream())
+
+
+def test_on_a_loop_await_emit_waits_for_coroutine_sinks_below_both() -> None:
+    import asyncio
+
+    seen: list[Any] = []
+
+    async def slow_sink(x: Any) -> None:
+        await asyncio.sleep(0)
+        seen.append(x)
+
+    async def main() -> None:
+        left, right = Stream(asynchronous=True), Stream(asynchronous=True)
+        left.join(right, key=0, within=1, time=1).sink(slow_sink)
+        main_s, table = Stream(asynchronous=True), Stream(asynchronous=True)
+        main_s.lookup(table, key=0, default=None).sink(slow_sink)
+        await left.emit(("k", 1))
+        await right.emit(("k", 1.5))
+        assert seen == [(("k", 1), ("k", 1.5))]
+        await table.emit(("k", "v"))
+        await main_s.emit(("k",))
+        assert seen[-1] == (("k",), "v")
+
+    asyncio.run(main())
