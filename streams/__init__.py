@@ -25,6 +25,7 @@ from .errors import ErrorRecord, NodeError, SourceError, StreamClosedError
 from .graph import GraphSpec, NodeSpec, describe, visualize, walk
 from .metadata import RefCounter  # issue 15: streamz's metadata reference counts
 from .networkx_graph import create_graph
+from .operators.joins import Tombstone  # deletes a key from a lookup() table
 from .plugins import load_plugins
 from .sinks.basic import Sink, SinkToList, SinkToTextfile
 from .sinks.durable import SinkToDurableTextfile  # issue 6: exactly-once file output
@@ -110,6 +111,7 @@ __all__ = [
     "Stream",
     "StreamClosedError",
     "ToKafka",
+    "Tombstone",
     "VirtualClock",
     "checkpoint",
     "create_graph",

@@ -4,6 +4,7 @@ from .aggregate import Accumulate, Collect, Frequencies, Slice, Unique
 from .combine import CombineLatest, Union, Zip, ZipLatest
 from .flow import Buffer, Latest, MapAsync
 from .gather import Gather
+from .joins import IntervalJoin, LookupJoin
 from .stateful import StatefulMap
 from .timed import Delay, RateLimit, TimedWindow, TimedWindowUnique
 from .transform import Filter, Flatten, Map, Pluck, Remove, Starmap
@@ -19,7 +20,9 @@ __all__ = [
     "Flatten",
     "Frequencies",
     "Gather",
+    "IntervalJoin",
     "Latest",
+    "LookupJoin",
     "Map",
     "MapAsync",
     "Partition",

@@ -82,6 +82,17 @@ def _errors(policy: str) -> Case:
     return Case(build)
 
 
+def _interval_join(h: Stream[Any], leave: Callable[[Stream[Any]], Stream[Any]],
+                   out: Out) -> None:
+    # Even elements join odd ones with the same remainder mod 3 at most 4 apart;
+    # inputs in any order, so some are late (routed, in order with the pairs).
+    joined = h.filter(lambda x: x % 2 == 0).join(
+        h.filter(lambda x: x % 2 == 1), key=lambda x: x % 3, within=4, time=lambda x: x,
+        lateness=3).on_error("route")
+    out("pair", leave(joined))
+    out("late", joined.errors.map(lambda r: r.element))
+
+
 CASES: dict[str, Case] = {
     "chain": linear(lambda h: h.map(inc).filter(lambda x: x % 2).map(lambda x: (x, 3))
                     .starmap(operator.mul).remove(lambda x: x % 9 == 0).filter(None)),
@@ -118,6 +129,7 @@ CASES: dict[str, Case] = {
     "stages": linear(lambda h: h.map(inc).map(lambda x: x * 2).scan(operator.add)
                      .map(str).partition(2)),
     "branches": Case(_branches, backends=LOCAL_AND_DASK),
+    "interval_join": Case(_interval_join, backends=LOCAL_AND_DASK),
     "errors_skip": _errors("skip"),
     "errors_route": _errors("route"),
 }

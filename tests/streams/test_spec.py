@@ -77,6 +77,8 @@ EXAMPLES: dict[str, Make] = {
     "combine_latest": lambda s: s.combine_latest(Stream()),
     "zip_latest": lambda s: s.zip_latest(Stream()),
     "union": lambda s: s.union(Stream()),
+    "join": lambda s: s.join(Stream(), key=(0, "id"), within="2s", time=1, lateness=0.5),
+    "lookup": lambda s: s.lookup(Stream(), key=0, table_key="id", default=None),
     "buffer": lambda s: s.buffer(5),
     "latest": lambda s: s.latest(),
     "map_async": lambda s: s.map_async(slow, parallelism=2),

@@ -22,3 +22,13 @@ def typed_pipeline() -> list[str]:
     source.emit("not checked at run time")  # type: ignore[arg-type]
     del wrong
     return kept.sink_to_list()
+
+
+def typed_joins() -> None:
+    views: Stream[int] = Stream()
+    clicks: Stream[str] = Stream()
+    pairs: Stream[tuple[int, str]] = views.join(clicks, key=0, within="2s", time=1)
+    looked_up: Stream[tuple[int, object]] = views.lookup(clicks, key=0, default=None)
+    wrong: Stream[tuple[str, str]] = pairs  # type: ignore[assignment]
+    views.join(clicks, key=0, within=[1], time=1)  # type: ignore[arg-type]
+    del wrong, looked_up

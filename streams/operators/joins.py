@@ -1,0 +1,404 @@
+"""Keyed joins of two streams: ``join`` (an interval join on event time) and ``lookup``.
+
+``join`` pairs the elements of two streams whose keys are equal and whose
+event times are close, holding each side only as long as the other side's
+watermark says a partner may still come. ``lookup`` joins each element of a
+stream to the latest value of a changing table stream (a small dimension
+table), so a pipeline need not close over a dict that never changes.
+
+Both receive from two upstreams (they use ``who``) and are never fused.
+On engines: a Dask segment runs ``join`` when both sides branch from one
+``scatter()`` (its ordered stage runs this class over each batch, the state
+carried from batch to batch, so the result is the in-process one) and
+refuses ``lookup``, whose output follows the interleaving of its inputs (as
+``combine_latest``'s does); a Spark segment, one linear chain of steps,
+refuses both. Every refusal is raised when the graph is built, naming the
+node and saying to ``gather()`` first.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..core import NO_DEFAULT, Stream
+from ..errors import short_repr
+from ..pending import gather_pending
+from ._checks import key_function
+from .timed import LateElementError, check_interval
+
+__all__ = ["IntervalJoin", "LookupJoin", "Tombstone"]
+
+
+def _sides(op: str, name: str, value: Any) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    """Left and right functions from one key (or time) for both, or a pair of them."""
+    if value is None:
+        raise TypeError(f"{op}(): {name}= is required; give a function (or an item key) "
+                        f"for both sides, or a pair ({name}_of_left, {name}_of_right)")
+    if isinstance(value, tuple | list) and not callable(value):
+        if len(value) != 2:
+            raise ValueError(f"{op}(): {name}= as a sequence must be a pair (left, right), "
+                             f"got {len(value)} items: {short_repr(value)}")
+        return key_function(value[0]), key_function(value[1])
+    one = key_function(value)
+    return one, one
+
+
+def _timestamp(t: Any) -> float:
+    """Seconds from a number or a ``datetime`` (its POSIX ``timestamp()``)."""
+    if isinstance(t, bool):
+        raise TypeError(f"an event time must be a number of seconds or a datetime, got {t!r}")
+    if isinstance(t, int | float):
+        if math.isnan(t):
+            raise ValueError("an event time cannot be NaN")
+        return float(t)
+    stamp = getattr(t, "timestamp", None)
+    if stamp is None:
+        raise TypeError(f"an event time must be a number of seconds or a datetime, "
+                        f"got {short_repr(t)} ({type(t).__name__})")
+    return float(stamp())
+
+
+def _two_streams(op: str, first: Stream[Any], second: Any, what: str) -> None:
+    if not isinstance(second, Stream):
+        raise TypeError(f"{op}(): {what} must be a Stream, got {short_repr(second)} "
+                        f"({type(second).__name__})")
+    if second is first:
+        raise ValueError(f"{op}(): both inputs are {first._label()}; to join a stream with "
+                         f"itself, join it with a pass-through branch of it: "
+                         f"s.{op}(Stream(s), ...)")
+
+
+@Stream.register_api(attribute_name="join")
+class IntervalJoin(Stream[Any]):
+    """Pair the elements of two streams with equal keys and event times ``within`` apart.
+
+    Emits ``(l, r)`` for every element ``l`` of this stream (the left) and
+    ``r`` of ``right`` with ``key(l) == key(r)`` and ``|time(l) - time(r)| <=
+    within``. A pair is emitted when the later of its two elements arrives;
+    an arriving element is paired with the held elements of the other side
+    in the order they arrived. So the output order is fixed by the order of
+    arrival alone.
+
+    Each side's watermark is the largest event time it has seen minus
+    ``lateness``; the join's watermark is the smaller of the two (minus
+    infinity until both sides have emitted). An element older than
+    ``watermark - within`` can meet no partner that is not late, so it is
+    dropped from the state: what the join holds is bounded by the
+    watermark (:attr:`held` counts it). An element whose event time is
+    below the watermark is late (some of its partners may be gone): it goes
+    to the node's error policy as a
+    :class:`~streams.operators.timed.LateElementError`, never silently
+    dropped, and is not joined.
+
+    Parameters
+    ----------
+    right : Stream
+        The other stream; its elements come second in each pair.
+    key : callable or item key, or a pair of them
+        ``key(x)`` (or ``x[key]``) on both sides, or ``(left_key,
+        right_key)``: a tuple or list of two is always such a pair.
+    within : float or str
+        The largest distance between the two event times of a pair, in
+        seconds (``0`` joins equal times; ``"500ms"``, ``"2s"``...).
+    time : callable or item key, or a pair of them
+        An element's event time, a number of seconds or a ``datetime``;
+        as ``key``, one for both sides or ``(left_time, right_time)``.
+    lateness : float or str
+        How far behind the largest event time seen on a side an element
+        may be and still be joined completely.
+
+    Elements held at close have met every partner they could: nothing is
+    emitted then. On Dask, with both sides branching from one
+    ``scatter()``, the result is the in-process one; a Spark segment
+    refuses it when the graph is built (``gather()`` first).
+
+    Examples
+    --------
+    Views and clicks of an ad, ``(ad, time)``, joined when a click comes at
+    most 10 seconds from a view:
+
+    >>> from streams import Stream
+    >>> views, clicks = Stream(), Stream()
+    >>> joined = views.join(clicks, key=0, within=10, time=1)
+    >>> pairs = joined.sink_to_list()
+    >>> views.emit(("ad1", 100)); views.emit(("ad2", 105))
+    >>> clicks.emit(("ad1", 104)); clicks.emit(("ad2", 130)); clicks.emit(("ad1", 108))
+    >>> pairs
+    [(('ad1', 100), ('ad1', 104)), (('ad1', 100), ('ad1', 108))]
+
+    The watermark is the views' 105: nothing before 95 was forgotten yet.
+    A view at 120 moves it to 120, and elements before 110 are forgotten;
+    a view at 90 is then late:
+
+    >>> joined.held
+    5
+    >>> views.emit(("ad1", 120))
+    >>> joined.held, joined.watermark
+    (2, 120.0)
+    >>> _ = joined.on_error("route")
+    >>> late = joined.errors.sink_to_list()
+    >>> views.emit(("ad1", 90))
+    >>> type(late[0].exception).__name__
+    'LateElementError'
+    """
+
+    __slots__ = ("_heaps", "_key_of", "_left", "_max_time", "_right", "_seq", "_sides",
+                 "_time_of", "key", "lateness", "time", "within")
+    _operator = "join"
+    # Both sides from one scatter(), a Dask stage runs it as here, in order, its
+    # state carried from batch to batch; a Spark segment is one linear chain
+    # and refuses a node with two upstreams (streams_spark.plan.refusal).
+    _local_only = None
+    _params = ("key", "within", "time", "lateness")
+    _state = ("_sides", "_heaps", "_max_time", "_seq")
+
+    def __init__(self, left: Stream[Any], right: Stream[Any], key: Any, within: float | str,
+                 time: Any, lateness: float | str = 0.0, **kwargs: Any) -> None:
+        op = "join"
+        _two_streams(op, left, right, "right")
+        self.key = key
+        self.time = time
+        self._key_of = _sides(op, "key", key)
+        self._time_of = _sides(op, "time", time)
+        self.within = check_interval(op, within, "within", zero=True)
+        self.lateness = check_interval(op, lateness, "lateness", zero=True)
+        self._left = left
+        self._right = right
+        # Per side: key -> {arrival number: (time, element)} (dicts keep arrival
+        # order), and a heap of (time, arrival number, key) to forget the oldest
+        # elements first without scanning every key.
+        self._sides: tuple[dict[Any, dict[int, tuple[float, Any]]], ...] = ({}, {})
+        self._heaps: tuple[list[tuple[float, int, Any]], ...] = ([], [])
+        self._max_time = [-math.inf, -math.inf]
+        self._seq = 0
+        Stream.__init__(self, upstreams=[left, right], **kwargs)
+
+    @property
+    def held(self) -> int:
+        """How many elements (of both sides) the join holds in its state."""
+        return len(self._heaps[0]) + len(self._heaps[1])
+
+    @property
+    def watermark(self) -> float:
+        """The smaller of the two sides' watermarks; earlier elements are late."""
+        return min(self._max_time) - self.lateness
+
+    def _add_upstream(self, upstream: Stream[Any]) -> None:
+        raise ValueError(f"{self._label()} joins exactly two streams; it cannot take "
+                         f"{upstream._label()} as a third (union() them first)")
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        if who is self._left:
+            side = 0
+        elif who is self._right:
+            side = 1
+        else:
+            raise ValueError(f"{self._label()} received from {who!r}, which is not its upstream")
+        try:
+            k = self._key_of[side](x)
+            t = _timestamp(self._time_of[side](x))
+            hash(k)
+        except Exception as e:
+            return self._fail(x, e)
+        watermark = self.watermark
+        if t < watermark:
+            return self._late(x, LateElementError(
+                f"event time {t!r} is below the watermark {watermark!r} (the smaller of the "
+                f"two sides' largest times seen, {min(self._max_time)!r}, - lateness "
+                f"{self.lateness!r}): partners within {self.within!r} may already be "
+                "forgotten; raise lateness= to accept it"))
+        pending = []
+        partners = self._sides[1 - side].get(k)
+        if partners:
+            for tp, other in list(partners.values()):
+                if abs(t - tp) <= self.within:
+                    pair = (x, other) if side == 0 else (other, x)
+                    if (p := self._emit(pair)) is not None:
+                        pending.append(p)
+        self._hold(side, k, t, x)
+        if t > self._max_time[side]:
+            self._max_time[side] = t
+            self._forget(self.watermark - self.within)
+        return gather_pending(pending) if pending else None
+
+    def _late(self, x: Any, error: LateElementError) -> Any:
+        """Where a late element goes: the node's error policy, for now."""
+        return self._fail(x, error)
+
+    def _hold(self, side: int, k: Any, t: float, x: Any) -> None:
+        seq = self._seq
+        self._seq += 1
+        self._sides[side].setdefault(k, {})[seq] = (t, x)
+        heapq.heappush(self._heaps[side], (t, seq, k))
+
+    def _forget(self, cutoff: float) -> None:
+        """Drop the elements older than ``cutoff``: no element still on time can meet them."""
+        for side, heap in enumerate(self._heaps):
+            held = self._sides[side]
+            while heap and heap[0][0] < cutoff:
+                _, seq, k = heapq.heappop(heap)
+                of_key = held[k]
+                del of_key[seq]
+                if not of_key:
+                    del held[k]
+
+
+class Tombstone:
+    """A table element deleting ``key`` from a :meth:`~streams.Stream.lookup` table.
+
+    Examples
+    --------
+    >>> Tombstone("a")
+    Tombstone('a')
+    """
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"Tombstone({self.key!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tombstone) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash((Tombstone, self.key))
+
+
+@dataclass(frozen=True)
+class _Missing:
+    """Marks a key absent from the table (``None`` is a legitimate value)."""
+
+
+_MISSING = _Missing()
+
+
+@Stream.register_api(attribute_name="lookup")
+class LookupJoin(Stream[Any]):
+    """Join each element to the latest value of its key in a changing table stream.
+
+    The ``table`` stream's elements are ``(key, value)`` pairs (a value of
+    ``None`` deletes the key), or, with ``table_key=``, records whose key is
+    ``table_key(record)`` (the record is the value). A :class:`Tombstone`
+    ``(key)`` deletes a key in either form. Each element ``x`` of this
+    stream is emitted as ``(x, value)`` with the value its key ``key(x)``
+    has when ``x`` arrives; the table is never joined backwards (a later
+    table update does not re-emit earlier elements).
+
+    A key missing from the table gives ``(x, default)`` when ``default=`` is
+    given; otherwise a ``KeyError`` goes to the node's error policy
+    (raise, skip and log, or route to :attr:`errors`), so no element
+    vanishes without a word. Dask and Spark segments refuse it when the
+    graph is built: ``gather()`` the stream first.
+
+    Parameters
+    ----------
+    table : Stream
+        The changing table: ``(key, value)`` pairs, records, tombstones.
+    key : callable or item key
+        ``key(x)`` (or ``x[key]``) is the table key of an element ``x``.
+    table_key : callable or item key, optional
+        The key of a table record; by default table elements are pairs.
+    default : object, optional
+        The value joined to an element whose key is not in the table.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> orders, prices = Stream(), Stream()
+    >>> L = orders.lookup(prices, key=0, default=0.0).sink_to_list()
+    >>> prices.emit(("apple", 1.5)); prices.emit(("pear", 2.0))
+    >>> orders.emit(("apple", 3)); orders.emit(("kiwi", 1))
+    >>> prices.emit(("apple", 1.25)); prices.emit(("pear", None))  # a new price; no pears
+    >>> orders.emit(("apple", 2)); orders.emit(("pear", 4))
+    >>> L
+    [(('apple', 3), 1.5), (('kiwi', 1), 0.0), (('apple', 2), 1.25), (('pear', 4), 0.0)]
+
+    Records keyed by a field, and a missing key routed to the error stream:
+
+    >>> users, events = Stream(), Stream()
+    >>> looked_up = events.lookup(users, key="user", table_key="id").on_error("route")
+    >>> L, missing = looked_up.sink_to_list(), looked_up.errors.sink_to_list()
+    >>> users.emit({"id": 7, "name": "Ada"})
+    >>> events.emit({"user": 7}); events.emit({"user": 8})
+    >>> L
+    [({'user': 7}, {'id': 7, 'name': 'Ada'})]
+    >>> [r.element for r in missing]
+    [{'user': 8}]
+    """
+
+    __slots__ = ("_key", "_main", "_table", "_table_key", "default", "key", "table",
+                 "table_key")
+    _operator = "lookup"
+    _local_only = ("its output depends on how the table's and the stream's elements "
+                   "interleave in this process")
+    _params = ("key", "table_key", "default")
+    _state = ("table",)
+
+    def __init__(self, upstream: Stream[Any], table: Stream[Any], key: Any,
+                 table_key: Any = None, default: Any = NO_DEFAULT, **kwargs: Any) -> None:
+        op = "lookup"
+        _two_streams(op, upstream, table, "table")
+        if key is None:
+            raise TypeError("lookup(): key= is required: the function (or item key) giving "
+                            "an element's key in the table")
+        self.key = key
+        self._key = key_function(key)
+        self.table_key = table_key
+        self._table_key = None if table_key is None else key_function(table_key)
+        self.default = default
+        self._main = upstream
+        self._table = table
+        #: The table as it stands: key -> latest value.
+        self.table: dict[Any, Any] = {}
+        Stream.__init__(self, upstreams=[upstream, table], **kwargs)
+
+    def _add_upstream(self, upstream: Stream[Any]) -> None:
+        raise ValueError(f"{self._label()} reads one stream and one table; it cannot take "
+                         f"{upstream._label()} as a third input (union() them first)")
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        if who is self._table:
+            return self._change(x)
+        if who is not self._main:
+            raise ValueError(f"{self._label()} received from {who!r}, which is not its upstream")
+        try:
+            k = self._key(x)
+            value = self.table.get(k, _MISSING)
+        except Exception as e:
+            return self._fail(x, e)
+        if value is _MISSING:
+            if self.default is NO_DEFAULT:
+                return self._fail(x, KeyError(
+                    f"key {short_repr(k)} is not in the table; give lookup(..., default=) "
+                    "to join a default value instead"))
+            value = self.default
+        return self._emit((x, value))
+
+    def _change(self, x: Any) -> Any:
+        """Apply a table element: set or delete its key."""
+        try:
+            if isinstance(x, Tombstone):
+                self.table.pop(x.key, None)
+            elif self._table_key is not None:
+                self.table[self._table_key(x)] = x
+            else:
+                try:
+                    k, value = x
+                except (TypeError, ValueError):
+                    raise TypeError(
+                        f"lookup(): table elements must be (key, value) pairs, got "
+                        f"{short_repr(x)}; for records give table_key=") from None
+                if value is None:
+                    self.table.pop(k, None)
+                else:
+                    self.table[k] = value
+        except Exception as e:
+            return self._fail(x, e)
+        return None
