@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ..clock import run_sync
 from ..core import Stream
 
-__all__ = ["Source", "SourceRun", "listen", "require_loop"]
+__all__ = ["Source", "SourceRun", "listen", "require_loop", "stop_serving"]
 
 logger = logging.getLogger("streams")
 
@@ -36,6 +37,28 @@ def listen(source: Any, server: Any) -> None:
     server.add_sockets(sockets)
     source._server = server
     source.started, source.stopped = True, False
+
+
+def stop_serving(source: Any, close: Callable[[], None] | None = None) -> Any:
+    """Stop ``source`` and the server :func:`listen` started, then ``close()``.
+
+    Returns what :meth:`Source.stop` returns. The server belongs to the loop
+    it serves on: called from another thread while it serves on the shared
+    loop thread, the whole stop (``close`` included) is handed to that
+    thread and None is returned.
+    """
+    from ..loop_thread import call_in_loop_thread, in_loop_thread, io_loop
+
+    if source._server is not None and source.loop is io_loop() and not in_loop_thread():
+        call_in_loop_thread(source.stop)  # the server belongs to the loop thread
+        return None
+    end = Source.stop(source)
+    if source._server is not None:
+        source._server.stop()
+        source._server = None
+    if close is not None:
+        close()
+    return end
 
 
 class SourceRun(asyncio.Task[None]):

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..core import Stream
 from ..errors import short_repr
-from .base import Source, listen, require_loop
+from .base import Source, listen, require_loop, stop_serving
 from .tcp import check_port
 
 __all__ = ["FromHttpServer"]
@@ -168,16 +168,7 @@ class FromHttpServer(Source):
         Returns what :meth:`Source.stop` returns: on a loop, an awaitable of
         the end of the run, which raises if the source failed.
         """
-        from ..loop_thread import call_in_loop_thread, in_loop_thread, io_loop
-
-        if self._server is not None and self.loop is io_loop() and not in_loop_thread():
-            call_in_loop_thread(self.stop)  # the server belongs to the loop thread
-            return None
-        end = super().stop()
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-        return end
+        return stop_serving(self)
 
     @property
     def server(self) -> Any:

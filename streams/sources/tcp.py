@@ -6,7 +6,7 @@ from typing import Any
 
 from ..clock import get_clock
 from ..core import Stream
-from .base import Source, listen, require_loop
+from .base import Source, listen, require_loop, stop_serving
 
 __all__ = ["FromTcp", "check_port"]
 
@@ -174,18 +174,11 @@ class FromTcp(Source):
         Returns what :meth:`Source.stop` returns: on a loop, an awaitable of
         the end of the run, which raises if the source failed.
         """
-        from ..loop_thread import call_in_loop_thread, in_loop_thread, io_loop
+        return stop_serving(self, self._close_connections)
 
-        if self._server is not None and self.loop is io_loop() and not in_loop_thread():
-            call_in_loop_thread(self.stop)  # the server belongs to the loop thread
-            return None
-        end = super().stop()
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+    def _close_connections(self) -> None:
         for stream in list(self._connections):
             stream.close()
-        return end
 
     @property
     def server(self) -> Any:
