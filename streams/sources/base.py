@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from ..clock import run_sync
 from ..core import Stream
 
-__all__ = ["Source", "SourceRun", "listen", "require_loop", "stop_serving"]
+__all__ = ["Source", "SourceRun", "listen", "require_loop", "serve_here", "stop_serving"]
 
 logger = logging.getLogger("streams")
 
@@ -37,6 +37,25 @@ def listen(source: Any, server: Any) -> None:
     server.add_sockets(sockets)
     source._server = server
     source.started, source.stopped = True, False
+
+
+def serve_here(source: Any) -> bool:
+    """Whether a server source's ``start()`` should bind and serve now, in this thread.
+
+    False when it already serves, or when no loop is running: as streamz,
+    it then serves from the shared loop thread, where ``start()`` is handed.
+    Raises a clear error when it cannot serve (see :func:`require_loop`).
+    """
+    if source._server is not None:
+        return False
+    from ..loop_thread import call_in_loop_thread, io_loop, running_io_loop
+
+    if running_io_loop() is None:  # as streamz: serve from the shared loop thread
+        source.loop = io_loop()
+        call_in_loop_thread(source.start)
+        return False
+    require_loop(source)
+    return True
 
 
 def stop_serving(source: Any, close: Callable[[], None] | None = None) -> Any:

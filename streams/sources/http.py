@@ -6,7 +6,7 @@ from typing import Any
 
 from ..core import Stream
 from ..errors import short_repr
-from .base import Source, listen, require_loop, stop_serving
+from .base import Source, listen, serve_here, stop_serving
 from .tcp import check_port
 
 __all__ = ["FromHttpServer"]
@@ -113,15 +113,8 @@ class FromHttpServer(Source):
         from tornado.httpserver import HTTPServer
         from tornado.web import Application, RequestHandler
 
-        if self._server is not None:
+        if not serve_here(self):
             return
-        from ..loop_thread import call_in_loop_thread, io_loop, running_io_loop
-
-        if running_io_loop() is None:  # as streamz: serve from the shared loop thread
-            self.loop = io_loop()
-            call_in_loop_thread(self.start)
-            return
-        require_loop(self)
         source = self
 
         class _Ingest(RequestHandler):
