@@ -12,9 +12,10 @@ Importing this package imports none of IPython, ipywidgets, tqdm or
 matplotlib: each is imported when the feature that needs it is used.
 """
 
-from .display import DEFAULT_INTERVAL, LiveView, Throttle, flush_all, live_view
+from .display import LiveView, live_view
 from .plot import LivePlot
 from .progress import Progress, progress_bar
+from .throttle import DEFAULT_INTERVAL, Throttle, flush_all
 
 __all__ = [
     "DEFAULT_INTERVAL",

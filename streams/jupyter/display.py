@@ -11,6 +11,12 @@ The drawing surface is an ``ipywidgets.HTML`` widget when ipywidgets is
 installed, else an updatable IPython display (``display_id``), which works
 in any front end that knows ``update_display_data``.
 
+Here live the views (:class:`LiveView`, and the sink node and common part
+the live plots of :mod:`streams.jupyter.plot` share) and what displaying a
+stream does; the redraw throttle lives in :mod:`streams.jupyter.throttle`,
+the drawing surface and ``html_of`` in :mod:`streams.jupyter.surface`
+(importable from here too).
+
 Examples
 --------
 >>> from streams import Stream, VirtualClock, use_clock
@@ -28,153 +34,19 @@ Examples
 
 from __future__ import annotations
 
-import base64
 import html
-import reprlib
-import uuid
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ..clock import Clock, Handle, get_clock
 from ..core import NO_DEFAULT, Stream
 from ..fusion import Fuser
 from ..graph import label
+from .surface import Surface, _ipython_display, _short, html_of
+from .throttle import DEFAULT_INTERVAL, Throttle, flush_all
 
-__all__ = ["DEFAULT_INTERVAL", "LiveView", "Surface", "Throttle", "flush_all", "live_view",
-           "show"]
-
-#: Seconds between two redraws of a live view: fast enough to look live,
-#: slow enough that a stream of a million elements per second sends the
-#: browser five small messages per second.
-DEFAULT_INTERVAL = 0.2
-
-
-class _NoLoop:
-    """Marks a throttle that could not schedule a timer (no running loop)."""
-
-    __slots__ = ()
-
-    def cancel(self) -> None:
-        pass
-
-
-_NO_LOOP = _NoLoop()
-
-
-class Throttle:
-    """Call ``render()`` at most once per ``interval`` seconds of clock time.
-
-    :meth:`poke` says "something changed". The first poke after a quiet
-    period renders at once (leading edge); later ones within the interval
-    schedule one render at its end (trailing edge), so the last change is
-    always drawn. Time comes from the clock in force when the throttle is
-    created (``streams.clock.get_clock()``). Without a running loop no timer
-    can be scheduled: the pending render then happens at the next poke after
-    the interval, or at :meth:`flush` (called at the end of a Jupyter cell
-    and at the end of the stream).
-
-    Parameters
-    ----------
-    render : callable
-        Called with no arguments to draw.
-    interval : float
-        Minimum time between two renders, in seconds.
-    clock : Clock, optional
-        Defaults to ``get_clock()``.
-
-    Examples
-    --------
-    >>> from streams import VirtualClock
-    >>> clock, drawn = VirtualClock(), []
-    >>> t = Throttle(lambda: drawn.append(clock.now()), interval=1.0, clock=clock)
-    >>> t.poke(); t.poke(); t.poke()
-    >>> drawn
-    [0.0]
-    >>> clock.advance(2.0); drawn
-    [0.0, 1.0]
-    """
-
-    __slots__ = ("__weakref__", "_clock", "_due", "_timer", "interval", "pending", "render")
-
-    def __init__(self, render: Callable[[], Any], interval: float = DEFAULT_INTERVAL,
-                 clock: Clock | None = None) -> None:
-        if not interval >= 0:
-            raise ValueError(f"Throttle: interval must be >= 0 seconds, got {interval!r}")
-        self.render = render
-        self.interval = float(interval)
-        self._clock = clock if clock is not None else get_clock()
-        self._due = float("-inf")
-        self._timer: Handle | None = None
-        #: True when a change has not been drawn yet.
-        self.pending = False
-
-    def poke(self) -> None:
-        """Record a change; render now or schedule a render."""
-        self.pending = True
-        now = self._clock.now()
-        if now >= self._due:
-            self._fire(now)
-        elif self._timer is None:
-            try:
-                self._timer = self._clock.call_later(self._due - now, self._on_timer)
-            except RuntimeError:  # no running loop: render at a later poke or flush
-                self._timer = _NO_LOOP
-            _pending.add(self)
-
-    def flush(self) -> None:
-        """Render now if a change is waiting."""
-        if self.pending:
-            self._fire(self._clock.now())
-
-    def cancel(self) -> None:
-        """Drop any scheduled render."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self.pending = False
-        _pending.discard(self)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self.flush()
-
-    def _fire(self, now: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        _pending.discard(self)
-        self.pending = False
-        self._due = now + self.interval
-        self.render()
-
-
-#: Throttles with a change not drawn yet; flushed at the end of each cell.
-_pending: weakref.WeakSet[Throttle] = weakref.WeakSet()
-
-
-def flush_all() -> None:
-    """Draw every pending change now (registered as IPython's ``post_execute``).
-
-    A cell that emits quickly leaves its last elements waiting for a timer
-    that fires after the cell; drawing them when the cell ends makes what
-    the notebook shows (and saves) the final state of the cell.
-
-    Examples
-    --------
-    >>> from streams import Stream, VirtualClock, use_clock
-    >>> with use_clock(VirtualClock()):
-    ...     source = Stream()
-    ...     view = LiveView(source, widget=False)
-    ...     source.emit("first"); source.emit("last")
-    >>> view.renders        # "first" was drawn; "last" waits for a timer
-    1
-    >>> flush_all()
-    >>> view.renders
-    2
-    """
-    for throttle in list(_pending):
-        throttle.flush()
+__all__ = ["DEFAULT_INTERVAL", "LiveView", "Surface", "Throttle", "flush_all", "html_of",
+           "live_view", "show"]
 
 
 def _ipython_kernel() -> Any:
@@ -198,104 +70,6 @@ def _hook_cell_end() -> None:
     if shell is not None and shell not in _hooked_shells:
         shell.events.register("post_execute", flush_all)
         _hooked_shells.add(shell)
-
-
-def _ipython_display() -> Any:
-    """``IPython.display``, imported only when something is displayed."""
-    import IPython.display
-
-    return IPython.display
-
-
-def _import_widgets() -> Any:
-    try:
-        import ipywidgets
-    except ImportError:
-        return None
-    return ipywidgets
-
-
-class Surface:
-    """Where a live view draws: a widget, or an updatable IPython display.
-
-    Parameters
-    ----------
-    make_widget : callable
-        Builds the ipywidgets widget (called only if ipywidgets imports).
-    set_widget : callable
-        ``set_widget(widget, bundle)`` updates the widget from a MIME bundle.
-    widget : bool or None
-        Use a widget (True), an IPython display (False), or a widget if
-        ipywidgets is installed (None).
-    """
-
-    def __init__(self, make_widget: Callable[[Any], Any],
-                 set_widget: Callable[[Any, dict[str, Any]], None],
-                 widget: bool | None = None) -> None:
-        widgets = _import_widgets() if widget is not False else None
-        if widget and widgets is None:
-            raise ImportError("a widget view needs ipywidgets: pip install ipywidgets")
-        self.widget: Any = make_widget(widgets) if widgets is not None else None
-        self._set_widget = set_widget
-        self.display_id = uuid.uuid4().hex
-        self.shown = False
-
-    def update(self, bundle: dict[str, Any]) -> None:
-        """Draw ``bundle`` (a dict from MIME type to data)."""
-        if self.widget is not None:
-            self._set_widget(self.widget, bundle)
-        elif self.shown:
-            _ipython_display().update_display(_raw(bundle), raw=True,
-                                              display_id=self.display_id)
-
-    def show(self, bundle: dict[str, Any]) -> None:
-        """Display the surface in the current output, ``bundle`` as fallback."""
-        display = _ipython_display().display
-        if self.widget is not None:
-            data = dict(self.widget._repr_mimebundle_())
-            # The text a front end without widgets shows (and nbconvert's text output).
-            data["text/plain"] = bundle.get("text/plain", data.get("text/plain", ""))
-            display(data, raw=True)
-        else:
-            display(_raw(bundle), raw=True, display_id=self.display_id)
-        self.shown = True
-
-    def close(self) -> None:
-        if self.widget is not None:
-            self.widget.close()
-
-
-def _raw(bundle: dict[str, Any]) -> dict[str, Any]:
-    """``bundle`` as IPython displays raw data: binary formats base64-encoded."""
-    return {k: base64.b64encode(v).decode("ascii") if isinstance(v, bytes) else v
-            for k, v in bundle.items()}
-
-
-_short = reprlib.Repr()
-_short.maxlist = _short.maxtuple = _short.maxset = _short.maxdict = 20
-_short.maxstring = _short.maxother = 300
-_short.maxlevel = 4
-
-
-def html_of(x: Any) -> str:
-    """HTML for an element: its ``_repr_html_`` if it has one, else a short repr.
-
-    Examples
-    --------
-    >>> html_of("<b>")
-    '<pre>&#x27;&lt;b&gt;&#x27;</pre>'
-    >>> len(html_of(list(range(10**6)))) < 200
-    True
-    """
-    rich = getattr(type(x), "_repr_html_", None)
-    if rich is not None:
-        try:
-            out = rich(x)
-        except Exception:  # a broken _repr_html_ must not break the view
-            out = None
-        if isinstance(out, str):
-            return out
-    return f"<pre>{html.escape(_short.repr(x))}</pre>"
 
 
 class _ViewNode(Stream[Any]):

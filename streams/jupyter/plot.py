@@ -30,7 +30,8 @@ from numbers import Real
 from typing import Any
 
 from ..core import Stream
-from .display import Surface, _ViewNode, _Watcher
+from .display import _ViewNode, _Watcher
+from .surface import Surface
 
 __all__ = ["LivePlot"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ..clock import run_sync
@@ -11,7 +12,7 @@ from ..core import Stream
 from ..cycles import recursion_error
 from ..errors import NodeError, SourceError
 
-__all__ = ["Source", "SourceRun", "listen", "require_loop"]
+__all__ = ["Source", "SourceRun", "listen", "require_loop", "serve_here", "stop_serving"]
 
 logger = logging.getLogger("streams")
 
@@ -38,6 +39,47 @@ def listen(source: Any, server: Any) -> None:
     server.add_sockets(sockets)
     source._server = server
     source.started, source.stopped = True, False
+
+
+def serve_here(source: Any) -> bool:
+    """Whether a server source's ``start()`` should bind and serve now, in this thread.
+
+    False when it already serves, or when no loop is running: as streamz,
+    it then serves from the shared loop thread, where ``start()`` is handed.
+    Raises a clear error when it cannot serve (see :func:`require_loop`).
+    """
+    if source._server is not None:
+        return False
+    from ..loop_thread import call_in_loop_thread, io_loop, running_io_loop
+
+    if running_io_loop() is None:  # as streamz: serve from the shared loop thread
+        source.loop = io_loop()
+        call_in_loop_thread(source.start)
+        return False
+    require_loop(source)
+    return True
+
+
+def stop_serving(source: Any, close: Callable[[], None] | None = None) -> Any:
+    """Stop ``source`` and the server :func:`listen` started, then ``close()``.
+
+    Returns what :meth:`Source.stop` returns. The server belongs to the loop
+    it serves on: called from another thread while it serves on the shared
+    loop thread, the whole stop (``close`` included) is handed to that
+    thread and None is returned.
+    """
+    from ..loop_thread import call_in_loop_thread, in_loop_thread, io_loop
+
+    if source._server is not None and source.loop is io_loop() and not in_loop_thread():
+        call_in_loop_thread(source.stop)  # the server belongs to the loop thread
+        return None
+    end = Source.stop(source)
+    if source._server is not None:
+        source._server.stop()
+        source._server = None
+    if close is not None:
+        close()
+    return end
 
 
 class SourceRun(asyncio.Task[None]):

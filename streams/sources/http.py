@@ -6,7 +6,7 @@ from typing import Any
 
 from ..core import Stream
 from ..errors import short_repr
-from .base import Source, listen, require_loop
+from .base import Source, listen, serve_here, stop_serving
 from .tcp import check_port
 
 __all__ = ["FromHttpServer"]
@@ -113,15 +113,8 @@ class FromHttpServer(Source):
         from tornado.httpserver import HTTPServer
         from tornado.web import Application, RequestHandler
 
-        if self._server is not None:
+        if not serve_here(self):
             return
-        from ..loop_thread import call_in_loop_thread, io_loop, running_io_loop
-
-        if running_io_loop() is None:  # as streamz: serve from the shared loop thread
-            self.loop = io_loop()
-            call_in_loop_thread(self.start)
-            return
-        require_loop(self)
         source = self
 
         class _Ingest(RequestHandler):
@@ -168,16 +161,7 @@ class FromHttpServer(Source):
         Returns what :meth:`Source.stop` returns: on a loop, an awaitable of
         the end of the run, which raises if the source failed.
         """
-        from ..loop_thread import call_in_loop_thread, in_loop_thread, io_loop
-
-        if self._server is not None and self.loop is io_loop() and not in_loop_thread():
-            call_in_loop_thread(self.stop)  # the server belongs to the loop thread
-            return None
-        end = super().stop()
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-        return end
+        return stop_serving(self)
 
     @property
     def server(self) -> Any:

@@ -28,11 +28,14 @@ end, then closes the stream. On a loop it follows the topics until
 ``stop()``, polling every ``poll_interval`` seconds when there is nothing to
 read, and awaits each element through the graph (a slow sink pauses
 consumption; at most ``batch`` messages are held).
+
+Here lives the source; checking its configuration and where it starts
+(shared with ``from_kafka_batched``) lives in
+:mod:`streams.sources.kafka_config`.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -42,82 +45,9 @@ from ..core import Stream
 from ..graph import walk
 from ..pending import gather_pending as _gather_pending
 from .base import Source
+from .kafka_config import Partition, _import_kafka, kafka_consumer_config, start_offsets
 
 __all__ = ["FromKafka", "kafka_consumer_config", "start_offsets"]
-
-Partition = tuple[str, int]
-
-_NAMED = ("earliest", "latest", "committed")
-
-
-def _import_kafka(what: str) -> Any:
-    try:
-        import confluent_kafka
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError(f"{what} needs confluent-kafka: pip install 'streams[kafka]'") from e
-    return confluent_kafka
-
-
-def kafka_consumer_config(params: Any, what: str) -> dict[str, Any]:
-    """Check a consumer configuration at build time; return a copy we may change.
-
-    Examples
-    --------
-    >>> kafka_consumer_config({"bootstrap.servers": "h:9092"}, "from_kafka()")
-    {'bootstrap.servers': 'h:9092'}
-    >>> kafka_consumer_config({}, "from_kafka()")
-    Traceback (most recent call last):
-    ...
-    ValueError: from_kafka(): consumer_params needs 'bootstrap.servers' (host:port of a broker)
-    """
-    if not isinstance(params, dict):
-        raise TypeError(f"{what}: consumer_params must be a dict of librdkafka settings, "
-                        f"got {type(params).__name__}")
-    if "bootstrap.servers" not in params:
-        raise ValueError(f"{what}: consumer_params needs 'bootstrap.servers' (host:port of a "
-                         "broker)")
-    return dict(params)
-
-
-def start_offsets(offset: Any, what: str) -> Any:
-    """Check where a Kafka source starts; return it normalised.
-
-    ``None`` or ``"committed"``: the group's committed offsets (else the
-    consumer's ``auto.offset.reset``); ``"earliest"``, ``"latest"``; an int
-    (that offset in every partition); a dict ``{partition: offset}``; or a
-    time (``datetime`` or seconds since the epoch, a float): the first
-    message at or after it.
-
-    Examples
-    --------
-    >>> start_offsets("earliest", "from_kafka()"), start_offsets(5, "from_kafka()")
-    ('earliest', 5)
-    >>> import datetime
-    >>> start_offsets(datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc), "x")
-    ('time', 1704067200000)
-    """
-    if offset is None or offset == "committed":
-        return None
-    if isinstance(offset, str):
-        if offset in _NAMED:
-            return offset
-        raise ValueError(f"{what}: offset must be 'earliest', 'latest', 'committed', an int, "
-                         f"a dict {{partition: offset}} or a time; got {offset!r}")
-    if isinstance(offset, _dt.datetime):
-        return ("time", round(offset.timestamp() * 1000))
-    if isinstance(offset, bool):
-        raise TypeError(f"{what}: offset must not be a bool, got {offset!r}")
-    if isinstance(offset, int):
-        if offset < 0:
-            raise ValueError(f"{what}: offset must be >= 0, got {offset!r}")
-        return offset
-    if isinstance(offset, float):
-        return ("time", round(offset * 1000))
-    if isinstance(offset, dict):
-        return {int(k): int(v) for k, v in offset.items()}
-    raise TypeError(f"{what}: offset must be 'earliest', 'latest', 'committed', an int, a "
-                    f"dict {{partition: offset}} or a time; got {offset!r}")
-
 
 @Stream.register_api(staticmethod)
 class FromKafka(Source):

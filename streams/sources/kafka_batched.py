@@ -24,7 +24,7 @@ from ..core import Stream
 from ..graph import walk
 from ..pending import gather_pending as _gather_pending
 from .base import Source
-from .kafka import _import_kafka, kafka_consumer_config
+from .kafka_config import _import_kafka, kafka_consumer_config
 
 __all__ = ["FromKafkaBatched", "from_kafka_batched", "get_message_batch"]
 

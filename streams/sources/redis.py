@@ -32,55 +32,27 @@ Entries left pending by a dead consumer are claimed (``XAUTOCLAIM``) once
 idle for ``claim_idle`` seconds. Without a group, the stream is read with
 ``XREAD`` and ``offset`` (the last entry id) is what a checkpoint resumes
 from.
+
+Here lives the reading; the offset and the acknowledgements (what a
+checkpoint holds, when an id is released for ``XACK``) live in
+:mod:`streams.sources.redis_acks`, the client in
+:mod:`streams.sources.redis_client`.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 from ..clock import run_sync
 from ..core import Stream
-from ..graph import walk
-from ..pending import gather_pending as _gather_pending
-from ._redis_ids import _hiredis_pack, _id_key, _joined, _raw, start_id
-from .base import Source
+from ._redis_ids import _hiredis_pack, start_id
+from .redis_acks import RedisAcks
+from .redis_client import check_client, connect
 
 __all__ = ["FromRedis", "start_id"]
 
-#: Connection settings carried from a synchronous client to its asyncio twin.
-_CARRIED = ("host", "port", "db", "username", "password", "socket_timeout",
-            "socket_connect_timeout", "socket_keepalive", "encoding", "encoding_errors",
-            "decode_responses", "client_name")
-
-
-def _async_params(client: Any, label: str = "from_redis()") -> dict[str, Any]:
-    """``redis.asyncio.Redis`` arguments reaching the server ``client`` (a redis.Redis) uses.
-
-    Plain TCP and Unix-socket connections are carried over; other kinds
-    (TLS, Sentinel, cluster) are refused with what to pass instead.
-    """
-    import redis
-
-    pool = getattr(client, "connection_pool", None)
-    kind = getattr(pool, "connection_class", None)
-    if not isinstance(client, redis.Redis) or kind not in (
-            redis.connection.Connection, redis.connection.UnixDomainSocketConnection):
-        raise TypeError(
-            f"{label}: the source runs on a loop and cannot turn the "
-            f"{type(client).__module__}.{type(client).__name__} client given "
-            f"({getattr(kind, '__name__', 'unknown connection')}) into an asyncio one; "
-            "pass a redis.asyncio.Redis client, or url=")
-    assert pool is not None
-    given = pool.connection_kwargs
-    params = {k: given[k] for k in _CARRIED if k in given}
-    if kind is redis.connection.UnixDomainSocketConnection:
-        params["unix_socket_path"] = given["path"]
-    return params
-
-
 @Stream.register_api(staticmethod)
-class FromRedis(Source):
+class FromRedis(RedisAcks):
     """Emit the entries of a Redis stream (``XREADGROUP``, or ``XREAD`` without a group).
 
     Parameters
@@ -130,9 +102,9 @@ class FromRedis(Source):
         source.start()
     """
 
-    __slots__ = ("_acks", "_barriers", "_client", "_covered", "_deferred", "_floor", "_unconfirmed",
-                 "block", "claim_idle", "consumer", "count", "decode", "group", "offset",
-                 "processed", "start_at", "stream", "url", "with_id")
+    # The offset and the ids not yet acknowledged are RedisAcks' slots.
+    __slots__ = ("_client", "block", "claim_idle", "consumer", "count", "decode", "group",
+                 "start_at", "stream", "url", "with_id")
     _operator = "from_redis"
     _replayable = True
     _params = ("stream", "group", "consumer", "start_at", "count", "claim_idle", "with_id")
@@ -167,77 +139,12 @@ class FromRedis(Source):
         self.with_id = with_id
         self.decode = decode
         self._client = client
-        #: The id of the last entry emitted (where an XREAD restart resumes).
-        self.offset: str | bytes | None = None
-        #: Ids emitted and not yet acknowledged because no checkpoint covers them.
-        self.processed: list[Any] = []
-        self._acks: list[Any] = []
-        self._barriers: list[Stream[Any]] = []
-        # Nodes whose writes are sent now and confirmed later (sink_to_redis
-        # during a run without a loop); the ids of each batch waiting for
-        # their confirmation; the ids each checkpoint taken covers, until it
-        # is on disk.
-        self._deferred: list[Any] = []
-        self._unconfirmed: deque[tuple[list[tuple[Any, int]], list[Any]]] = deque()
-        # (sequence, ids, the ids joined by newlines: what a checkpoint saves)
-        self._covered: deque[tuple[int, list[Any], Any]] = deque()
-        # After a restore: the id of the last entry the checkpoint covers;
-        # an entry read again at or below it is not processed again.
-        self._floor: tuple[int, int] | None = None
         super().__init__(**kwargs)
-
-    def snapshot(self) -> dict[str, Any]:
-        """The offset, and every id processed and not yet acknowledged.
-
-        Ids covered by earlier checkpoints still being written count too:
-        this checkpoint covers them as well, and may be the one that reaches
-        the disk (a newer checkpoint supersedes one still waiting). They are
-        saved as strings of newline-separated ids, one per batch: pickling a
-        list costs 75 ns an id, a string 10 (ids hold no newline).
-        """
-        chunks = [joined for _, _, joined in self._covered]
-        if self.processed:
-            chunks.append(_joined(self.processed))
-        return {"offset": self.offset, "processed": chunks, "_acks": list(self._acks)}
-
-    def restore(self, state: dict[str, Any]) -> None:
-        """Restore the offset and the ids to acknowledge (chunks or single ids)."""
-        super().restore(state)
-        self.processed = [i for chunk in self.processed
-                          for i in chunk.split("\n" if isinstance(chunk, str) else b"\n")]
-        # Not with claims: an entry claimed from another consumer and not
-        # yet processed may lie below the offset (see the module docs).
-        if self.group is not None and self.offset is not None and self.claim_idle is None:
-            self._floor = _id_key(self.offset)
 
     # -- the Redis side ------------------------------------------------------
 
     def _connect(self, asynchronous: bool) -> Any:
-        if asynchronous:
-            import redis.asyncio as aredis
-
-            klass: Any = aredis.Redis
-        else:
-            import redis
-
-            klass = redis.Redis
-        if self._client is not None:
-            self._check_client(asynchronous)
-            if asynchronous and not isinstance(self._client, klass):
-                # A synchronous client on a loop: its asyncio twin, same server.
-                r = klass(**_async_params(self._client))
-            else:
-                # A client of our own over the same connections: the reply
-                # callbacks changed below must not change the caller's client.
-                r = klass(connection_pool=self._client.connection_pool)
-        else:
-            r = klass.from_url(self.url, decode_responses=self.decode)
-        # redis-py turns each entry's fields into a dict through Python
-        # callbacks (3 us an entry, more than everything else); the raw reply
-        # is parsed here in one pass instead.
-        for command in ("XREAD", "XREADGROUP", "XAUTOCLAIM"):
-            r.set_response_callback(command, _raw)
-        return r
+        return connect(self._client, self.url, self.decode, asynchronous, self._label())
 
     @classmethod
     def _from_spec(cls, spec: Any, upstreams: list[Stream[Any]]) -> Stream[Any]:
@@ -250,20 +157,7 @@ class FromRedis(Source):
 
     def _check_start(self, on_loop: bool) -> None:
         if self._client is not None:
-            self._check_client(on_loop)
-
-    def _check_client(self, asynchronous: bool) -> None:
-        """Refuse a client the source cannot use where it runs (a clear error at start())."""
-        import redis.asyncio as aredis
-
-        is_async = isinstance(self._client, aredis.Redis)
-        if is_async and not asynchronous:
-            raise TypeError(
-                f"{self._label()}: a redis.asyncio client was given but the source runs "
-                "without a loop (start() was called with none running); pass a redis.Redis "
-                "client, or url=, or start it inside a loop (asyncio.run, Tornado, Jupyter)")
-        if not is_async and asynchronous:
-            _async_params(self._client, self._label())  # raises if it cannot be converted
+            check_client(self._client, on_loop, self._label())
 
     def _create_group(self, pipe: Any) -> None:
         pipe.xgroup_create(self.stream, self.group, id=self.start_at, mkstream=True)
@@ -274,16 +168,20 @@ class FromRedis(Source):
 
     def _queue_read(self, pipe: Any, ident: Any, block: int | None = None) -> None:
         """Queue the acknowledgements due and one read on ``pipe``."""
-        self._release()
-        if self._acks:
-            pipe.xack(self.stream, self.group, *self._acks)
-            self._acks = []
+        self._queue_acks(pipe)
         if self.group is None:
             after = self.offset if self.offset is not None else self.start_at
             pipe.xread({self.stream: after}, count=self.count, block=block)
         else:
             pipe.xreadgroup(self.group, self.consumer, {self.stream: ident},
                             count=self.count, block=block)
+
+    def _queue_acks(self, pipe: Any) -> None:
+        """Queue an ``XACK`` of the ids released so far on ``pipe``."""
+        self._release()
+        if self._acks:
+            pipe.xack(self.stream, self.group, *self._acks)
+            self._acks = []
 
     def _queue_claim(self, pipe: Any, cursor: Any) -> None:
         assert self.claim_idle is not None
@@ -301,32 +199,6 @@ class FromRedis(Source):
         return reply[0][1]  # type: ignore[no-any-return]
 
     # -- the stream side -----------------------------------------------------
-
-    def _start_recovery(self) -> None:
-        """After a restore: the ids the checkpoint covers are done; acknowledge them."""
-        self._barriers = [n for n in walk(self) if hasattr(n, "_barrier")]
-        if self.group is not None and self.processed:
-            self._acks.extend(self.processed)
-            self.processed.clear()
-
-    def _skip_covered(self, entries: list[Any]) -> list[Any]:
-        """``entries`` less those the restored checkpoint covers (acknowledged instead).
-
-        The checkpoint is the truth, whatever the group's pending list says:
-        an acknowledgement lost with a restarted server, or a group rolled
-        back to an older snapshot, delivers covered entries again. This
-        consumer reads its own entries in id order, so an entry at or below
-        the checkpoint's offset was processed before the checkpoint. Once a
-        read starts above it, no later read can go below it.
-        """
-        floor = self._floor
-        assert floor is not None
-        if _id_key(entries[0][0]) > floor:
-            self._floor = None
-            return entries
-        keep = [e for e in entries if _id_key(e[0]) > floor]
-        self._acks.extend(e[0] for e in entries if _id_key(e[0]) <= floor)
-        return keep
 
     def _emit_batch(self, entries: list[Any], claimed: bool = False) -> Any:
         """Push entries; return None, or an awaitable when a step is asynchronous.
@@ -369,62 +241,6 @@ class FromRedis(Source):
         more = self._emit_batch(rest, claimed)
         if more is not None:
             await more
-
-    def _batch_done(self, n: int) -> Any:
-        """Every element of a batch of ``n`` finished: checkpoint, or flush and ack.
-
-        With a checkpoint, one is taken here when due (``every`` is honoured
-        at batch ends: at most ``count - 1`` elements late); it flushes
-        buffered output itself, and the acknowledgements wait until it is on
-        disk (see ``_release``). Without one, buffered output is written and
-        the batch's ids are acknowledged once the writes are confirmed.
-        """
-        ckpt = self._checkpointer
-        if ckpt is not None:
-            return ckpt.step(n)
-        deferred = self._deferred
-        flushed = _gather_pending([b._barrier() for b in self._barriers  # type: ignore[attr-defined]
-                                   if b not in deferred])
-        sent = [(b, b._barrier_send()) for b in deferred]
-        if self.group is not None:
-            if sent:
-                self._unconfirmed.append((sent, self.processed[:]))
-            else:
-                self._acks.extend(self.processed)
-            self.processed.clear()  # in place: the running loop holds this list
-        return flushed
-
-    def _begin(self) -> None:
-        if self._checkpointer is not None:
-            self._checkpointer.begin()
-
-    def _checkpoint_taken(self, sequence: int) -> None:
-        # The checkpoint `sequence` covers these ids: acknowledged once it is on disk.
-        if self.group is not None and self.processed:
-            self._covered.append((sequence, self.processed[:], _joined(self.processed)))
-            self.processed.clear()
-
-    def _release(self, final: bool = False) -> None:
-        """Move to ``_acks`` the ids whose output is confirmed and, with a checkpoint, durable.
-
-        Called at each read. Writes sent for the batch just processed are
-        confirmed at the next read, not this one (their reply is on its way
-        while the next batch is processed); ``final`` confirms everything.
-        """
-        ckpt = self._checkpointer
-        if ckpt is not None:
-            durable = ckpt.poll()
-            covered = self._covered
-            while covered and covered[0][0] <= durable:
-                self._acks.extend(covered.popleft()[1])
-        unconfirmed = self._unconfirmed
-        keep = 0 if final else 1
-        while len(unconfirmed) > keep:
-            sent, ids = unconfirmed[0]
-            for node, token in sent:
-                node._barrier_confirm(token)
-            unconfirmed.popleft()
-            self._acks.extend(ids)
 
     # -- without a loop --------------------------------------------------------
 
@@ -579,10 +395,7 @@ class FromRedis(Source):
         cursor: Any = "0-0"
         while not self.stopped:
             pipe = r.pipeline(transaction=False)
-            self._release()
-            if self._acks:
-                pipe.xack(self.stream, self.group, *self._acks)
-                self._acks = []
+            self._queue_acks(pipe)
             self._queue_claim(pipe, cursor)
             cursor, entries = pipe.execute()[-1][:2]
             self._begin()
@@ -642,10 +455,7 @@ class FromRedis(Source):
         cursor: Any = "0-0"
         while not self.stopped:
             async with r.pipeline(transaction=False) as pipe:
-                self._release()
-                if self._acks:
-                    pipe.xack(self.stream, self.group, *self._acks)
-                    self._acks = []
+                self._queue_acks(pipe)
                 self._queue_claim(pipe, cursor)
                 cursor, entries = (await pipe.execute())[-1][:2]
             self._begin()

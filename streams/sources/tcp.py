@@ -6,7 +6,7 @@ from typing import Any
 
 from ..clock import get_clock
 from ..core import Stream
-from .base import Source, listen, require_loop
+from .base import Source, listen, serve_here, stop_serving
 
 __all__ = ["FromTcp", "check_port"]
 
@@ -124,15 +124,8 @@ class FromTcp(Source):
         """Bind the port and start accepting connections (needs a running loop)."""
         from tornado.tcpserver import TCPServer
 
-        if self._server is not None:
+        if not serve_here(self):
             return
-        from ..loop_thread import call_in_loop_thread, io_loop, running_io_loop
-
-        if running_io_loop() is None:  # as streamz: serve from the shared loop thread
-            self.loop = io_loop()
-            call_in_loop_thread(self.start)
-            return
-        require_loop(self)
         source = self
 
         class _Server(TCPServer):
@@ -174,18 +167,11 @@ class FromTcp(Source):
         Returns what :meth:`Source.stop` returns: on a loop, an awaitable of
         the end of the run, which raises if the source failed.
         """
-        from ..loop_thread import call_in_loop_thread, in_loop_thread, io_loop
+        return stop_serving(self, self._close_connections)
 
-        if self._server is not None and self.loop is io_loop() and not in_loop_thread():
-            call_in_loop_thread(self.stop)  # the server belongs to the loop thread
-            return None
-        end = super().stop()
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+    def _close_connections(self) -> None:
         for stream in list(self._connections):
             stream.close()
-        return end
 
     @property
     def server(self) -> Any:

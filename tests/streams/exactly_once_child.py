@@ -17,10 +17,6 @@ import sys
 from typing import Any
 
 
-def count_and_sum(state: tuple[int, int], x: tuple[str, int]) -> tuple[int, int]:
-    return state[0] + 1, state[1] + x[1]
-
-
 def parse_line(line: str) -> tuple[str, int]:
     word, n = line.split()
     return word, int(n)
@@ -32,6 +28,7 @@ def parse_fields(fields: dict[str, str]) -> tuple[str, int]:
 
 def main(argv: list[str]) -> None:
     from streams import Checkpointer, Stream
+    from tests.kills import count_and_sum, report_progress, start_and_finish
 
     p = argparse.ArgumentParser()
     p.add_argument("kind", choices=["textfile", "redis"])
@@ -63,21 +60,10 @@ def main(argv: list[str]) -> None:
         lines.sink_to_durable_textfile(args.output, fsync=False)
     else:
         lines.sink_to_redis(args.output, url=args.url, batch=args.batch)
-    done = 0
-
-    def progress(_: Any) -> None:
-        nonlocal done
-        done += 1
-        if done % 10 == 0:
-            sys.stdout.write(f"{done}\n")
-            sys.stdout.flush()
-
-    totals.sink(progress)
+    report_progress(totals)
     if args.every:
         Checkpointer(source, args.checkpoint, every=args.every, fsync=False)
-    source.start()
-    sys.stdout.write("finished\n")
-    sys.stdout.flush()
+    start_and_finish(source)
 
 
 if __name__ == "__main__":

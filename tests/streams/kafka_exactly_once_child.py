@@ -14,10 +14,6 @@ import sys
 from typing import Any
 
 
-def count_and_sum(state: tuple[int, int], x: tuple[str, int]) -> tuple[int, int]:
-    return state[0] + 1, state[1] + x[1]
-
-
 def parse(value: bytes) -> tuple[str, int]:
     word, n = value.decode().split()
     return word, int(n)
@@ -46,6 +42,7 @@ def die_after_commit(n: int) -> None:
 
 def main(argv: list[str]) -> None:
     from streams import Checkpointer, Stream
+    from tests.kills import count_and_sum, report_progress, start_and_finish
 
     p = argparse.ArgumentParser()
     p.add_argument("--bootstrap", required=True)
@@ -75,20 +72,9 @@ def main(argv: list[str]) -> None:
     else:
         lines.to_kafka(args.output, {"bootstrap.servers": args.bootstrap,
                                      "transactional.id": args.txn_id}, transactional=True)
-    done = 0
-
-    def progress(_: Any) -> None:
-        nonlocal done
-        done += 1
-        if done % 10 == 0:
-            sys.stdout.write(f"{done}\n")
-            sys.stdout.flush()
-
-    totals.sink(progress)
+    report_progress(totals)
     Checkpointer(source, args.checkpoint, every=args.every, fsync=False)
-    source.start()
-    sys.stdout.write("finished\n")
-    sys.stdout.flush()
+    start_and_finish(source)
 
 
 if __name__ == "__main__":

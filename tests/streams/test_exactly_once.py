@@ -10,15 +10,13 @@ line (a lost or repeated element would shift every later count and sum).
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.kills import kill_counts, random_records, run_child, running_totals
 
 CHILD = Path(__file__).with_name("exactly_once_child.py")
 WORDS = ["alpha", "beta", "gamma", "délta", "ε", "zeta", "ηta", "theta"]
@@ -27,71 +25,24 @@ KILLS = 4
 
 
 def records(seed: int) -> list[tuple[str, int]]:
-    rng = random.Random(seed)
-    return [(rng.choice(WORDS), rng.randrange(1000)) for _ in range(N)]
+    return random_records(seed, N, WORDS)
 
 
 def expected_output(recs: list[tuple[str, int]]) -> str:
-    state: dict[str, tuple[int, int]] = {}
-    lines = []
-    for word, n in recs:
-        c, s = state.get(word, (0, 0))
-        state[word] = (c + 1, s + n)
-        lines.append(f"{word} {c + 1} {s + n}\n")
-    return "".join(lines)
-
-
-def start_child(args: list[str]) -> subprocess.Popen[str]:
-    # The child imports the streams package next to these tests, installed or not.
-    path = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]),
-                                         os.environ.get("PYTHONPATH")]))
-    return subprocess.Popen([sys.executable, str(CHILD), *args], stdout=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONHASHSEED": "0",
-                                            "PYTHONPATH": path})
-
-
-def run_killed_at(args: list[str], count: int) -> bool:
-    """Run the child until it reports ``count`` elements, then SIGKILL it.
-
-    Returns False if it finished first.
-    """
-    child = start_child(args)
-    assert child.stdout is not None
-    try:
-        for line in child.stdout:
-            if line == "finished\n":
-                return False
-            if int(line) >= count:
-                child.send_signal(signal.SIGKILL)
-                return True
-        return False
-    finally:
-        child.wait(timeout=120)
-        child.stdout.close()
-        if child.returncode not in (0, -signal.SIGKILL):
-            raise AssertionError(f"the child failed with {child.returncode}")
-
-
-def run_to_end(args: list[str]) -> None:
-    child = start_child(args)
-    out, _ = child.communicate(timeout=120)
-    assert child.returncode == 0, out
-    assert out.endswith("finished\n")
+    return "".join(f"{line}\n" for line in running_totals(recs))
 
 
 def crash_and_restart(args_for: Any, tmp_path: Path, seed: int) -> None:
-    rng = random.Random(seed)
     # The uninterrupted run.
     clean = tmp_path / "clean.txt"
-    run_to_end(args_for(clean, tmp_path / "clean-ckpt", reference=True))
+    assert not run_child(CHILD, args_for(clean, tmp_path / "clean-ckpt", reference=True))
     # The same, killed KILLS times at random progress counts, restarted each
-    # time (a count is of elements done since that start, so they stay small
-    # enough for every kill to land before the end).
+    # time against the same checkpoint.
     out = tmp_path / "out.txt"
     ckpt = tmp_path / "ckpt"
-    kills = [rng.randrange(10, N // (KILLS + 1), 10) for _ in range(KILLS)]
-    killed = [run_killed_at(args_for(out, ckpt), k) for k in kills]
-    run_to_end(args_for(out, ckpt))
+    kills = kill_counts(seed, N, KILLS)
+    killed = [run_child(CHILD, args_for(out, ckpt), k) for k in kills]
+    assert not run_child(CHILD, args_for(out, ckpt))
     assert all(killed), f"seed {seed}: the child finished before being killed: {killed}"
     assert out.read_text(encoding="utf-8") == clean.read_text(encoding="utf-8"), (
         f"seed {seed}, kills at {kills}")

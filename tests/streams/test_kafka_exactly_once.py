@@ -11,20 +11,18 @@ change every later count and sum of its word).
 
 from __future__ import annotations
 
-import os
 import random
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.kills import kill_counts, random_records, run_child, running_totals, start_child
+
 pytestmark = pytest.mark.kafka
 
 CHILD = Path(__file__).with_name("kafka_exactly_once_child.py")
-ROOT = CHILD.parents[2]  # the checkout under test, imported first by the child
 WORDS = ["alpha", "beta", "gamma", "délta", "ε", "zeta", "ηta", "theta"]
 N = 800
 KILLS = 3
@@ -33,8 +31,7 @@ KILLS = 3
 def produce_records(broker: Any, topic: str, seed: int) -> list[tuple[str, int]]:
     from confluent_kafka import Producer
 
-    rng = random.Random(seed)
-    recs = [(rng.choice(WORDS), rng.randrange(1000)) for _ in range(N)]
+    recs = random_records(seed, N, WORDS)
     p = Producer(broker.config())
     for w, n in recs:
         p.produce(topic, f"{w} {n}".encode(), key=w.encode())  # one word, one partition
@@ -43,52 +40,13 @@ def produce_records(broker: Any, topic: str, seed: int) -> list[tuple[str, int]]
 
 
 def expected_lines(recs: list[tuple[str, int]]) -> list[str]:
-    state: dict[str, tuple[int, int]] = {}
-    lines = []
-    for word, n in recs:
-        c, s = state.get(word, (0, 0))
-        state[word] = (c + 1, s + n)
-        lines.append(f"{word} {c + 1} {s + n}")
-    return sorted(lines)
-
-
-def start_child(args: list[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, str(CHILD), *args], stdout=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONHASHSEED": "0",
-                                            "PYTHONPATH": str(ROOT)})
-
-
-def run_killed_at(args: list[str], count: int) -> bool:
-    """Run the child until it reports ``count`` elements, then SIGKILL it (False: it finished)."""
-    child = start_child(args)
-    assert child.stdout is not None
-    try:
-        for line in child.stdout:
-            if line == "finished\n":
-                return False
-            if int(line) >= count:
-                child.send_signal(signal.SIGKILL)
-                return True
-        return False
-    finally:
-        child.wait(timeout=120)
-        child.stdout.close()
-        if child.returncode not in (0, -signal.SIGKILL):
-            raise AssertionError(f"the child failed with {child.returncode}")
-
-
-def run_to_end(args: list[str]) -> None:
-    child = start_child(args)
-    out, _ = child.communicate(timeout=120)
-    assert child.returncode == 0, out
-    assert out.endswith("finished\n")
+    return sorted(running_totals(recs))
 
 
 def killed_and_restarted(args: list[str], seed: int, n_kills: int = KILLS) -> list[int]:
-    rng = random.Random(seed)
-    kills = [rng.randrange(10, N // (n_kills + 1), 10) for _ in range(n_kills)]
-    killed = [run_killed_at(args, k) for k in kills]
-    run_to_end(args)
+    kills = kill_counts(seed, N, n_kills)
+    killed = [run_child(CHILD, args, k) for k in kills]
+    assert not run_child(CHILD, args)
     # A child reads fast and goes on working between the progress line that
     # triggers a kill and the kill's arrival: a late restart may finish first.
     assert killed[0], f"seed {seed}: the child finished before being killed: {killed}"
@@ -122,7 +80,7 @@ def test_kafka_to_transactional_kafka_survives_sigkill(kafka_broker: Any, tmp_pa
             "--checkpoint", str(tmp_path / "ckpt")]
     # The worst moment: a transaction committed, the checkpoint covering it not
     # yet written. The restarted run must not write those messages again.
-    child = start_child([*args, "--die-after-commit", "3"])
+    child = start_child(CHILD, [*args, "--die-after-commit", "3"])
     child.communicate(timeout=120)
     assert child.returncode == -signal.SIGKILL
     # Each restart of a group member waits for the killed one's session to

@@ -17,18 +17,18 @@ each time, then lets it finish:
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.kills import kill_counts, random_records, run_child, running_totals, start_child
 
 pytestmark = pytest.mark.redis
 
@@ -36,60 +36,20 @@ CHILD = Path(__file__).with_name("exactly_once_child.py")
 WORDS = ["alpha", "beta", "gamma", "délta", "ε", "zeta"]
 N = 1200
 KILLS = 20
-# The child imports the streams package next to these tests, installed or not.
-CHILD_ENV = {**os.environ, "PYTHONHASHSEED": "0",
-             "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[2]),
-                                                         os.environ.get("PYTHONPATH")]))}
 
 
 def records(seed: int, n: int = N) -> list[tuple[str, int]]:
-    rng = random.Random(seed)
-    return [(rng.choice(WORDS), rng.randrange(1000)) for _ in range(n)]
-
-
-def expected_lines(recs: list[tuple[str, int]]) -> list[str]:
-    state: dict[str, tuple[int, int]] = {}
-    lines = []
-    for word, n in recs:
-        c, s = state.get(word, (0, 0))
-        state[word] = (c + 1, s + n)
-        lines.append(f"{word} {c + 1} {s + n}")
-    return lines
-
-
-def run_child(args: list[str], kill_at: int | None) -> bool:
-    """Run the child; SIGKILL it once it reports ``kill_at`` elements. True if killed."""
-    child = subprocess.Popen([sys.executable, str(CHILD), *args], stdout=subprocess.PIPE,
-                             text=True, env=CHILD_ENV)
-    assert child.stdout is not None
-    killed = False
-    try:
-        for line in child.stdout:
-            if line == "finished\n":
-                break
-            if kill_at is not None and int(line) >= kill_at:
-                child.send_signal(signal.SIGKILL)
-                killed = True
-                break
-    finally:
-        child.stdout.close()
-        child.wait(timeout=120)
-    if child.returncode not in (0, -signal.SIGKILL):
-        raise AssertionError(f"the child failed with {child.returncode}")
-    return killed
+    return random_records(seed, n, WORDS)
 
 
 def kill_and_restart(args: Callable[[int], list[str]], seed: int,
                      after_kill: Callable[[int], None] = lambda i: None) -> list[int]:
     """Kill the child ``KILLS`` times at random counts (run ``i`` gets ``args(i)``); finish it."""
-    rng = random.Random(seed)
-    # Counts are of elements done since that start: small enough for every
-    # kill to land before the end.
-    kills = [rng.randrange(10, N // (KILLS + 1), 10) for _ in range(KILLS)]
+    kills = kill_counts(seed, N, KILLS)
     for i, k in enumerate(kills):
-        assert run_child(args(i), k), f"seed {seed}: run {i} finished before its kill at {k}"
+        assert run_child(CHILD, args(i), k), f"seed {seed}: run {i} finished before its kill at {k}"
         after_kill(i)
-    assert not run_child(args(KILLS), None)
+    assert not run_child(CHILD, args(KILLS))
     return kills
 
 
@@ -123,7 +83,7 @@ def test_redis_to_redis_with_checkpoint_is_exactly_once(tmp_path: Path, seed: in
     kills = kill_and_restart(
         lambda i: redis_args(redis_url, "out", tmp_path / "ckpt", "redis", every), seed)
     got = [fields["data"] for _, fields in events.xrange("out")]
-    want = expected_lines(records(seed))
+    want = running_totals(records(seed))
     assert len(got) == len(want), f"seed {seed}, kills at {kills}"
     assert got == want, f"seed {seed}, kills at {kills}"
     assert events.xpending("events", "g")["pending"] == 0
@@ -136,7 +96,7 @@ def test_redis_to_durable_file_with_checkpoint_is_exactly_once(tmp_path: Path, s
     kills = kill_and_restart(
         lambda i: redis_args(redis_url, str(out), tmp_path / "ckpt", "file", 7), seed)
     got = out.read_text(encoding="utf-8").splitlines()
-    assert got == expected_lines(records(seed)), f"seed {seed}, kills at {kills}"
+    assert got == running_totals(records(seed)), f"seed {seed}, kills at {kills}"
     assert events.xpending("events", "g")["pending"] == 0
 
 
@@ -192,7 +152,7 @@ def test_textfile_with_checkpoint_is_exactly_once(tmp_path: Path, seed: int, red
         r = redis.Redis.from_url(redis_url, decode_responses=True)
         got = [fields["data"] for _, fields in r.xrange("out")]
         r.close()
-    assert got == expected_lines(recs), f"seed {seed}, kills at {kills}"
+    assert got == running_totals(recs), f"seed {seed}, kills at {kills}"
 
 
 def _key(entry_id: str) -> tuple[int, ...]:
@@ -269,9 +229,7 @@ def test_redis_server_killed_mid_stream(tmp_path: Path, seed: int, persistence: 
             kill_at = rng.randrange(10, N // (KILLS + 1), 10)
             victim = rng.choice(["pipeline", "server"])
             victims.append((victim, kill_at))
-            child = subprocess.Popen([sys.executable, str(CHILD), *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=CHILD_ENV)
+            child = start_child(CHILD, args, stderr=subprocess.PIPE)
             assert child.stdout is not None
             finished = False
             for line in child.stdout:
@@ -300,14 +258,14 @@ def test_redis_server_killed_mid_stream(tmp_path: Path, seed: int, persistence: 
             else:
                 assert child.returncode == -signal.SIGKILL
         assert len(victims) >= KILLS // 2, f"seed {seed}: only {len(victims)} kills landed"
-        assert not run_child(args, None)
+        assert not run_child(CHILD, args)
         if sink == "file":
             got = Path(out).read_text(encoding="utf-8").splitlines()
         else:
             r = redis.Redis.from_url(server.url, decode_responses=True)
             got = [fields["data"] for _, fields in r.xrange("out")]
             r.close()
-        want = expected_lines(recs)
+        want = running_totals(recs)
         assert len(got) == len(want), f"seed {seed}, kills {victims}"
         assert got == want, f"seed {seed}, kills {victims}"
     finally:

@@ -13,7 +13,7 @@ first and the last element, in order).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hypothesis import given, settings
@@ -42,6 +42,42 @@ schedules = st.lists(
     min_size=1, max_size=12)
 
 
+async def emit_and_close(source: Stream[Any], awaited: list[bool],
+                         after: Callable[[int], Awaitable[None]], tick: Callable[[], None],
+                         out: list[Any]) -> None:
+    """The producer: emit 0, 1, 2... then ``aclose()``, racing what is in flight.
+
+    Element ``i`` is awaited if ``awaited[i]`` (else its result is kept and
+    awaited after ``aclose()``), then ``after(i)`` is awaited. Fails if it
+    has not all finished within ``TURNS`` loop turns (``tick()`` after each
+    turn), ``out`` (what the sink got) in the message.
+    """
+    unawaited = []
+
+    async def produce() -> None:
+        for i, wait in enumerate(awaited):
+            pending = source.emit(i)
+            if wait:
+                await pending
+            else:
+                unawaited.append(pending)
+            await after(i)
+        await source.aclose()
+        for p in unawaited:
+            await p
+
+    task = asyncio.ensure_future(produce())
+    for _ in range(TURNS):
+        if task.done():
+            break
+        await asyncio.sleep(0)
+        tick()
+    else:
+        task.cancel()
+        raise AssertionError(f"hung: delivered {out} of {len(awaited)}")
+    task.result()
+
+
 def run(build: Callable[[Stream[Any], Callable[[int], Any]], Any],
         schedule: list[tuple[bool, int, int, int]]) -> list[int]:
     """Run ``schedule`` through ``build(source, sink)``; return what the sink got."""
@@ -55,29 +91,8 @@ def run(build: Callable[[Stream[Any], Callable[[int], Any]], Any],
     async def main() -> None:
         source: Stream[Any] = Stream(asynchronous=True)
         build(source, sink)
-        unawaited = []
-
-        async def produce() -> None:
-            for i, (awaited, turns, _, _) in enumerate(schedule):
-                pending = source.emit(i)
-                if awaited:
-                    await pending
-                else:
-                    unawaited.append(pending)
-                await suspend(turns)
-            await source.aclose()
-            for p in unawaited:
-                await p
-
-        task = asyncio.ensure_future(produce())
-        for _ in range(TURNS):
-            if task.done():
-                break
-            await asyncio.sleep(0)
-        else:
-            task.cancel()
-            raise AssertionError(f"hung: delivered {out} of {len(schedule)}")
-        task.result()
+        await emit_and_close(source, [awaited for awaited, _, _, _ in schedule],
+                             lambda i: suspend(schedule[i][1]), lambda: None, out)
 
     asyncio.run(main())
     return out
@@ -167,31 +182,17 @@ def run_timed(build: Callable[[Stream[Any], Callable[[Any], Any]], Any],
         with use_clock(VirtualClock()) as clock:
             source: Stream[Any] = Stream(asynchronous=True)
             build(source, sink)
-        unawaited = []
 
-        async def produce() -> None:
-            for i, (awaited, dt, _) in enumerate(schedule):
-                pending = source.emit(i)
-                if awaited:
-                    await pending
-                else:
-                    unawaited.append(pending)
-                if dt:
-                    await clock.advance_async(dt)
-            await source.aclose()
-            for p in unawaited:
-                await p
+        async def advance(i: int) -> None:
+            dt = schedule[i][1]
+            if dt:
+                await clock.advance_async(dt)
 
-        task = asyncio.ensure_future(produce())
-        for _ in range(TURNS):
-            if task.done():
-                break
-            await asyncio.sleep(0)
+        def tick() -> None:
             clock.advance(0.125)  # whoever waits on the clock gets its time
-        else:
-            task.cancel()
-            raise AssertionError(f"hung: delivered {out} of {len(schedule)}")
-        task.result()
+
+        await emit_and_close(source, [awaited for awaited, _, _ in schedule], advance, tick,
+                             out)
 
     asyncio.run(main())
     return out

@@ -1,0 +1,124 @@
+"""Kill tests: a pipeline run in a child process, SIGKILLed at random progress counts.
+
+The parent's side: start a child script (``start_child``), kill it once it
+reports a count of elements done, or let it finish (``run_child``), at
+counts drawn from a seed (``kill_counts``), and the output an uninterrupted
+run gives (``random_records``, ``running_totals``).
+
+The child's side (the scripts next to the kill tests import it, run with
+the checkout on ``PYTHONPATH``): the keyed running count and sum the
+pipelines compute (``count_and_sum``), the progress lines the parent kills
+on (``report_progress``) and the last line of a run that ended
+(``start_and_finish``).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+#: The checkout under test: the child imports its streams package first.
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- the parent ----------------------------------------------------------------
+
+def child_env() -> dict[str, str]:
+    """The child's environment: the checkout first on ``PYTHONPATH``, fixed hash seed."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": path}
+
+
+def start_child(child: Path, args: list[str], **popen: Any) -> subprocess.Popen[str]:
+    """Start the script ``child`` with ``args``, its stdout (progress lines) piped."""
+    return subprocess.Popen([sys.executable, str(child), *args], stdout=subprocess.PIPE,
+                            text=True, env=child_env(), **popen)
+
+
+def run_child(child: Path, args: list[str], kill_at: int | None = None) -> bool:
+    """Run ``child``; SIGKILL it once it reports ``kill_at`` elements done. True if killed.
+
+    A run not killed must finish (exit 0 after its ``finished`` line); a
+    child failing otherwise raises AssertionError.
+    """
+    proc = start_child(child, args)
+    assert proc.stdout is not None
+    killed = finished = False
+    try:
+        for line in proc.stdout:
+            if line == "finished\n":
+                finished = True
+                break
+            if kill_at is not None and int(line) >= kill_at:
+                proc.send_signal(signal.SIGKILL)
+                killed = True
+                break
+    finally:
+        proc.stdout.close()
+        proc.wait(timeout=120)
+    if proc.returncode not in (0, -signal.SIGKILL):
+        raise AssertionError(f"the child failed with {proc.returncode}")
+    if not killed:
+        assert finished and proc.returncode == 0, f"the child ended with {proc.returncode} " \
+                                                  "before its 'finished' line"
+    return killed
+
+
+def kill_counts(seed: int, n: int, kills: int) -> list[int]:
+    """``kills`` random progress counts to kill at, over an input of ``n`` elements.
+
+    A count is of elements done since that start: each is below
+    ``n / (kills + 1)``, so that every kill lands before the end.
+    """
+    rng = random.Random(seed)
+    return [rng.randrange(10, n // (kills + 1), 10) for _ in range(kills)]
+
+
+def random_records(seed: int, n: int, words: list[str]) -> list[tuple[str, int]]:
+    """``n`` random ``(word, number)`` records: the input of a kill test."""
+    rng = random.Random(seed)
+    return [(rng.choice(words), rng.randrange(1000)) for _ in range(n)]
+
+
+def running_totals(recs: list[tuple[str, int]]) -> list[str]:
+    """The lines ``word count sum`` an uninterrupted run writes for ``recs``, in order."""
+    state: dict[str, tuple[int, int]] = {}
+    lines = []
+    for word, n in recs:
+        c, s = state.get(word, (0, 0))
+        state[word] = (c + 1, s + n)
+        lines.append(f"{word} {c + 1} {s + n}")
+    return lines
+
+
+# -- the child -------------------------------------------------------------------
+
+def count_and_sum(state: tuple[int, int], x: tuple[str, int]) -> tuple[int, int]:
+    """The keyed scan of the killed pipelines: a running count and sum per word."""
+    return state[0] + 1, state[1] + x[1]
+
+
+def report_progress(stream: Any) -> None:
+    """Write ``<elements done>`` to stdout every 10 elements of ``stream`` (killed on)."""
+    done = 0
+
+    def progress(_: Any) -> None:
+        nonlocal done
+        done += 1
+        if done % 10 == 0:
+            sys.stdout.write(f"{done}\n")
+            sys.stdout.flush()
+
+    stream.sink(progress)
+
+
+def start_and_finish(source: Any) -> None:
+    """Run ``source`` to its end, then write ``finished`` (a run the parent did not kill)."""
+    source.start()
+    sys.stdout.write("finished\n")
+    sys.stdout.flush()
