@@ -19,8 +19,9 @@ Reading is exactly once through Spark's checkpoint: a restarted query reads
 each micro-batch's range again, the same rows; into Spark's file sink, the
 output holds each message once even when the query is killed mid-batch
 (``tests/streams_spark/test_datasource_kills.py``, SIGKILL of the driver).
-Writing is at least once: a micro-batch is written by its tasks and confirmed (flushed) before the batch
-commits; a batch retried after a failure writes its rows again.
+Writing is at least once: a micro-batch is written by its tasks and
+confirmed (flushed) before the batch commits; a batch retried after a
+failure writes its rows again.
 
 Examples
 --------
