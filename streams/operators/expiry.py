@@ -56,16 +56,17 @@ class Expiry:
     ['b']
     """
 
-    __slots__ = ("_count", "_heap", "last", "max_time", "time", "ttl")
+    __slots__ = ("_count", "_heap", "_live", "last", "max_time", "time", "ttl")
 
     def __init__(self, ttl: float, time: Any) -> None:
         self.ttl = ttl
         self.time = key_function(time)
-        self.last: dict[Any, float] = {}  # in the order of each key's latest update
+        self.last: dict[Any, float] = {}  # in the order their times were last raised
         self.max_time = -math.inf
         # (last time, rank, key): rank follows ``last``'s order, so ties expire in the
-        # same order after a restore; entries whose time is stale are skipped.
+        # same order after a restore; entries that are no longer live are skipped.
         self._heap: list[tuple[float, int, Any]] = []
+        self._live: dict[Any, int] = {}  # key -> the rank of its current entry
         self._count = 0
 
     def seconds(self, x: Any) -> float:
@@ -80,14 +81,20 @@ class Expiry:
         """
         self.max_time = max(self.max_time, t)
         yield from self._expire(final=False)
-        last = max(self.last.pop(k, -math.inf), t)
-        self.last[k] = last
-        heapq.heappush(self._heap, (last, self._count, k))
+        if t <= self.last.get(k, -math.inf):
+            return  # its entry stands as it is
+        # A later time: a new entry; the old one is stale (an earlier time),
+        # and the key moves to the end of ``last``, as its entry's rank does.
+        self.last.pop(k, None)
+        self.last[k] = t
+        heapq.heappush(self._heap, (t, self._count, k))
+        self._live[k] = self._count
         self._count += 1
 
     def forget(self, k: Any) -> None:
         """Stop tracking ``k`` (its state was discarded)."""
         self.last.pop(k, None)
+        self._live.pop(k, None)
 
     def close(self) -> Iterator[Any]:
         """End of stream: every key still tracked expires, oldest first."""
@@ -98,9 +105,9 @@ class Expiry:
         # The test is the definition itself (not t < max - ttl, which floats
         # may round the other way): a key seen within ttl is never expired.
         while heap and (final or self.max_time - heap[0][0] > self.ttl):
-            t, _, k = heapq.heappop(heap)
-            if self.last.get(k) == t:
-                del self.last[k]
+            _, rank, k = heapq.heappop(heap)
+            if self._live.get(k) == rank:
+                del self.last[k], self._live[k]
                 yield k
         if len(heap) > 2 * len(self.last) + 16:  # many stale entries: rebuild
             self._rebuild()
@@ -108,6 +115,7 @@ class Expiry:
     def _rebuild(self) -> None:
         self._heap = [(t, i, k) for i, (k, t) in enumerate(self.last.items())]
         heapq.heapify(self._heap)
+        self._live = {k: i for i, k in enumerate(self.last)}
         self._count = len(self._heap)
 
     def snapshot(self) -> dict[str, Any]:
