@@ -70,8 +70,9 @@ class LateSide(Stream[Any]):
         """The stream of elements this node found late (see the module's docstring)."""
         late: Stream[Any] | None = getattr(self, "_late", None)
         if late is None:
-            late = self._late = Stream(stream_name=f"late of {self._label()}")
+            late = Stream(stream_name=f"late of {self._label()}")
             late.asynchronous = self.asynchronous
+            self._late = late
         return late
 
     def _fail(self, x: Any, exc: BaseException) -> Any:

@@ -45,18 +45,18 @@ def counts_reference(xs: list[Element], ttl: int) -> list[tuple[str, int]]:
 def test_scan_with_ttl_forgets_exactly_the_keys_idle_longer_than_ttl(
         xs: list[Element], ttl: int) -> None:
     source = Stream()
-    L = source.scan(count, start=0, key=0, ttl=ttl, time=1).sink_to_list()
+    out = source.scan(count, start=0, key=0, ttl=ttl, time=1).sink_to_list()
     now = -math.inf
     before: dict[str, tuple[float, int]] = {}  # key -> (its last time, its count)
     for x in xs:
         source.emit(x)
         k, t, _ = x
         now = max(now, t)
-        got = L[-1][1]
+        got = out[-1][1]
         if k in before and now - before[k][0] <= ttl:
             assert got == before[k][1] + 1  # seen within ttl: never dropped
         before[k] = (max(before[k][0], t) if got > 1 else t, got)
-    assert L == counts_reference(xs, ttl)
+    assert out == counts_reference(xs, ttl)
 
 
 def test_scan_without_ttl_keeps_every_key() -> None:
