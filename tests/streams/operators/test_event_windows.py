@@ -251,6 +251,15 @@ def test_the_late_stream_ends_with_its_node() -> None:
     assert held == [(2,)]
 
 
+def test_the_late_stream_and_what_follows_it_are_part_of_the_graph() -> None:
+    from streams.graph import walk
+
+    source = Stream()
+    node = source.session_window(5, time=lambda x: x)
+    held = node.late.partition(3)  # state a checkpoint of the graph must cover
+    assert held in walk(source) and node.late in walk(source)
+
+
 # -- build-time checks, state ------------------------------------------------------------
 
 
@@ -311,3 +320,26 @@ def test_the_nodes_do_not_claim_keyed_or_tumbling_event_time_traits() -> None:
         assert traits.event_time is None and traits.key is None
         assert traits.stateful and traits.local_only is None
     assert isinstance(Stream().session_window(1, time=0), SessionWindow)
+
+
+def test_on_an_asynchronous_stream_emit_waits_for_windows_and_late_elements() -> None:
+    import asyncio
+
+    got: list[Any] = []
+
+    async def slow_sink(x: Any) -> None:
+        await asyncio.sleep(0)  # a yield to the loop (no wait): the sink really suspends
+        got.append(x)
+
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        node = source.timed_window(4, slide=2, time=lambda x: x)
+        node.sink(slow_sink)
+        node.late.sink(slow_sink)
+        for t in [1, 9, 0]:
+            await source.emit(t)
+        assert got == [[1], [1], 0]  # both windows of 1 closed at 9, then 0 is late
+        await source.aclose()
+        assert got[3:] == [[9], [9]]
+
+    asyncio.run(main())
