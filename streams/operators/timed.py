@@ -25,7 +25,7 @@ from ..errors import short_repr
 from ..pending import gather_pending as _gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
-from ._late import LateElementError, LateSide, event_seconds
+from ._late import LateElementError, LateSide
 from ._outbox import EPSILON, Outbox, arm, running_loop
 
 __all__ = ["Delay", "LateElementError", "RateLimit", "TimedWindow", "TimedWindowUnique",
@@ -174,6 +174,8 @@ class TimedWindow(LateSide):
     def __init__(self, upstream: Stream[Any], interval: float | str, time: Any = None,
                  lateness: float | str = 0.0, slide: float | str | None = None, key: Any = None,
                  **kwargs: Any) -> None:
+        # slide= and key= are in the signature for readers and tools only:
+        # __new__ sends a call that gives them to SlidingTimedWindow.
         self.interval = check_interval(self._operator, interval)
         self.lateness = check_interval(self._operator, lateness, "lateness", zero=True)
         if time is None and lateness:
@@ -274,7 +276,9 @@ class TimedWindow(LateSide):
 
     def _update_event_time(self, x: Any) -> Any:
         try:
-            t = event_seconds(self._time, x)  # type: ignore[arg-type]
+            t = self._time(x)  # type: ignore[misc]
+            if not isinstance(t, int | float):
+                t = t.timestamp()  # a datetime (aware, or naive as local time)
             k = _window_index(t, self.interval)
         except Exception as e:
             return self._fail(x, e)
