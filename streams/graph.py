@@ -61,6 +61,9 @@ def walk(node: Stream[Any]) -> list[Stream[Any]]:
         todo.extend(n.upstreams)
         if n._errors is not None:
             todo.append(n._errors)  # error streams are part of the graph
+        late = getattr(n, "_late", None)  # so are late streams (event-time windows)
+        if late is not None:
+            todo.append(late)
         todo.extend(n.downstreams)
     nodes = sorted(seen.values(), key=lambda n: n._node_id)
     # Creation order is a topological order except after connect(); repair it.

@@ -2,6 +2,7 @@
 
 from .aggregate import Accumulate, Collect, Frequencies, Slice, Unique
 from .combine import CombineLatest, Union, Zip, ZipLatest
+from .event_windows import SessionWindow, SlidingTimedWindow
 from .flow import Buffer, Latest, MapAsync
 from .gather import Gather
 from .joins import IntervalJoin, LookupJoin
@@ -30,7 +31,9 @@ __all__ = [
     "Pluck",
     "RateLimit",
     "Remove",
+    "SessionWindow",
     "Slice",
+    "SlidingTimedWindow",
     "SlidingWindow",
     "Starmap",
     "StatefulMap",

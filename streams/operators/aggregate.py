@@ -20,6 +20,7 @@ from ..metadata import release_refs, retain_refs
 from ..pending import gather_pending
 from ..spec import Traits
 from ._checks import check_callable, check_count, key_function
+from .expiry import Expiry, check_ttl
 
 __all__ = ["Accumulate", "Collect", "Frequencies", "Slice", "Unique"]
 
@@ -46,6 +47,14 @@ class Accumulate(Stream[Any]):
         Keep one state per key (``key(x)``, or ``x[key]`` if not callable),
         each starting from a copy of ``start``, and emit ``(key, output)``.
         (New here: streamz would pass a ``key=`` keyword on to ``func``.)
+    ttl : float or str, optional
+        With ``key``: drop a key's state once the event time (the largest
+        ``time(x)`` seen, all keys together) is more than ``ttl`` seconds
+        past that key's last element; its next element starts from
+        ``start`` again. See :mod:`streams.operators.expiry`.
+    time : callable or hashable, optional
+        With ``ttl``: ``time(x)`` (or ``x[time]``), the element's event time
+        in seconds (or a ``datetime``).
 
     Examples
     --------
@@ -66,9 +75,19 @@ class Accumulate(Stream[Any]):
     ...     source.emit(x)
     >>> L
     [('a', 1), ('b', 5), ('a', 3)]
+
+    Forgetting a key after 10 seconds of event time without it:
+
+    >>> source = Stream()
+    >>> L = source.scan(lambda s, x: s + x[2], start=0, key=0, ttl=10, time=1).sink_to_list()
+    >>> for x in [("a", 0, 1), ("b", 5, 1), ("a", 8, 1), ("b", 20, 1), ("a", 21, 1)]:
+    ...     source.emit(x)
+    >>> L
+    [('a', 1), ('b', 1), ('a', 2), ('b', 1), ('a', 1)]
     """
 
     __slots__ = (
+        "_expiry",
         "_key",
         "args",
         "func",
@@ -77,6 +96,8 @@ class Accumulate(Stream[Any]):
         "returns_state",
         "start",
         "state",
+        "time",
+        "ttl",
         "with_state",
     )
     #: The initial state; shadows ``Stream.start()`` on this node, as in streamz.
@@ -86,13 +107,17 @@ class Accumulate(Stream[Any]):
     _local_only = None
     _graphviz_shape = "box"  # as streamz draws it
     _params: ClassVar[tuple[str, ...]] = (
-        "start", "returns_state", "with_state", "key", "args", "kwargs")
+        "start", "returns_state", "with_state", "key", "ttl", "time", "args", "kwargs")
     _state = ("state",)
 
     def __init__(self, upstream: Stream[Any], func: Callable[..., Any], start: Any = NO_DEFAULT,
                  returns_state: bool = False, stream_name: str | None = None,
-                 with_state: bool = False, key: Any = None, **kwargs: Any) -> None:
+                 with_state: bool = False, key: Any = None, ttl: float | str | None = None,
+                 time: Any = None, **kwargs: Any) -> None:
         check_callable("accumulate", func)
+        self._expiry: Expiry | None = check_ttl("accumulate", ttl, time, key)
+        self.ttl = ttl
+        self.time = time
         self.func = func
         self.start = start
         self.returns_state = returns_state
@@ -106,7 +131,19 @@ class Accumulate(Stream[Any]):
 
     def _traits(self) -> Traits:
         # Keyed, each key's state is independent: an engine may route by key.
-        return replace(super()._traits(), key=self.key)
+        # Not with ttl: expiry follows the event time of all keys together.
+        return replace(super()._traits(), key=self.key if self.ttl is None else None)
+
+    def snapshot(self) -> dict[str, Any]:
+        state = super().snapshot()
+        if self._expiry is not None:
+            state["expiry"] = self._expiry.snapshot()
+        return state
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        if self._expiry is not None:
+            self._expiry.restore(state["expiry"])
 
     def _step(self, state: Any, x: Any) -> tuple[Any, Any]:
         """One step: the new state and the output, from the old state."""
@@ -124,6 +161,9 @@ class Accumulate(Stream[Any]):
             state = self.state
         else:
             k = self._key(x)
+            if self._expiry is not None:
+                for gone in self._expiry.advance(k, self._expiry.seconds(x)):
+                    self.state.pop(gone, None)
             old = self.state.get(k, NO_DEFAULT)
             if old is NO_DEFAULT and self.start is not NO_DEFAULT:
                 old = copy.deepcopy(self.start)

@@ -28,7 +28,8 @@ from ..core import NO_DEFAULT, Stream
 from ..errors import short_repr
 from ..pending import gather_pending
 from ._checks import key_function
-from .timed import LateElementError, check_interval
+from ._late import LateElementError, LateSide
+from .timed import check_interval
 
 __all__ = ["IntervalJoin", "LookupJoin", "Tombstone"]
 
@@ -73,7 +74,7 @@ def _two_streams(op: str, first: Stream[Any], second: Any, what: str) -> None:
 
 
 @Stream.register_api(attribute_name="join")
-class IntervalJoin(Stream[Any]):
+class IntervalJoin(LateSide):
     """Pair the elements of two streams with equal keys and event times ``within`` apart.
 
     Emits ``(l, r)`` for every element ``l`` of this stream (the left) and
@@ -89,10 +90,11 @@ class IntervalJoin(Stream[Any]):
     ``watermark - within`` can meet no partner that is not late, so it is
     dropped from the state: what the join holds is bounded by the
     watermark (:attr:`held` counts it). An element whose event time is
-    below the watermark is late (some of its partners may be gone): it goes
-    to the node's error policy as a
-    :class:`~streams.operators.timed.LateElementError`, never silently
-    dropped, and is not joined.
+    below the watermark is late (some of its partners may be gone): it is
+    not joined, and goes to :attr:`late` if something is connected there,
+    else to the node's error policy as a
+    :class:`~streams.operators._late.LateElementError`; never silently
+    dropped.
 
     Parameters
     ----------
@@ -139,11 +141,10 @@ class IntervalJoin(Stream[Any]):
     >>> views.emit(("ad1", 120))
     >>> joined.held, joined.watermark
     (2, 120.0)
-    >>> _ = joined.on_error("route")
-    >>> late = joined.errors.sink_to_list()
+    >>> late = joined.late.sink_to_list()
     >>> views.emit(("ad1", 90))
-    >>> type(late[0].exception).__name__
-    'LateElementError'
+    >>> late
+    [('ad1', 90)]
     """
 
     __slots__ = ("_heaps", "_key_of", "_left", "_max_time", "_right", "_seq", "_sides",
@@ -206,7 +207,7 @@ class IntervalJoin(Stream[Any]):
             return self._fail(x, e)
         watermark = self.watermark
         if t < watermark:
-            return self._late(x, LateElementError(
+            return self._fail(x, LateElementError(
                 f"event time {t!r} is below the watermark {watermark!r} (the smaller of the "
                 f"two sides' largest times seen, {min(self._max_time)!r}, - lateness "
                 f"{self.lateness!r}): partners within {self.within!r} may already be "
@@ -224,10 +225,6 @@ class IntervalJoin(Stream[Any]):
             self._max_time[side] = t
             self._forget(self.watermark - self.within)
         return gather_pending(pending) if pending else None
-
-    def _late(self, x: Any, error: LateElementError) -> Any:
-        """Where a late element goes: the node's error policy, for now."""
-        return self._fail(x, error)
 
     def _hold(self, side: int, k: Any, t: float, x: Any) -> None:
         seq = self._seq

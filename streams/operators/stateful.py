@@ -16,6 +16,7 @@ from ..core import Stream
 from ..pending import gather_pending
 from ..spec import Traits
 from ._checks import check_callable, key_function
+from .expiry import Expiry, check_ttl
 
 __all__ = ["StatefulMap"]
 
@@ -39,6 +40,20 @@ class StatefulMap(Stream[Any]):
         The state a new key (or the stream) starts from; a copy is used.
     key : callable or hashable, optional
         Keep one state per ``key(x)`` (or ``x[key]`` if not callable).
+    ttl : float or str, optional
+        With ``key``: a key expires once the event time (the largest
+        ``time(x)`` seen, all keys together) is more than ``ttl`` seconds
+        past its last element; its state is dropped (the next element
+        starts from ``start``). See :mod:`streams.operators.expiry`.
+    time : callable or hashable, optional
+        With ``ttl``: ``time(x)`` (or ``x[time]``), the element's event time
+        in seconds (or a ``datetime``).
+    on_expire : callable, optional
+        With ``ttl``: ``on_expire(key, state)`` returns the elements to emit
+        when a key expires (a timer on event time), before the element that
+        moved time on. At ``close()`` event time ends, so every key still
+        held expires, oldest first. A key whose state ``func`` discarded
+        (``None``) does not expire.
 
     Examples
     --------
@@ -57,20 +72,48 @@ class StatefulMap(Stream[Any]):
     ...     source.emit(x)
     >>> L
     [('a', 2), ('b', 1), ('a', 0)]
+
+    A session summary per user once they are idle for 10 seconds of event
+    time (``x[1]``), and for everyone still active at the end:
+
+    >>> def clicks(n, x):
+    ...     return n + 1, []
+    >>> source = Stream()
+    >>> node = source.stateful_map(clicks, start=0, key=0, ttl=10, time=1,
+    ...                            on_expire=lambda user, n: [(user, n)])
+    >>> L = node.sink_to_list()
+    >>> for x in [("a", 0), ("b", 3), ("a", 5), ("b", 12), ("a", 30)]:
+    ...     source.emit(x)
+    >>> L
+    [('a', 2), ('b', 2)]
+    >>> source.close()
+    >>> L
+    [('a', 2), ('b', 2), ('a', 1)]
     """
 
-    __slots__ = ("_key", "func", "key", "start", "state")
+    __slots__ = ("_expiry", "_key", "func", "key", "on_expire", "start", "state", "time",
+                 "ttl")
     _operator = "stateful_map"
     _takes_function = True
     _local_only = None
-    _params = ("start", "key")
+    _params = ("start", "key", "ttl", "time", "on_expire")
     _state = ("state",)
     #: The initial state; shadows ``Stream.start()`` on this node, as ``scan``'s does.
     start: Any
 
     def __init__(self, upstream: Stream[Any], func: Callable[[Any, Any], Any], start: Any = None,
-                 key: Any = None, **kwargs: Any) -> None:
+                 key: Any = None, ttl: float | str | None = None, time: Any = None,
+                 on_expire: Callable[[Any, Any], Any] | None = None, **kwargs: Any) -> None:
         check_callable("stateful_map", func)
+        self._expiry: Expiry | None = check_ttl("stateful_map", ttl, time, key)
+        if on_expire is not None:
+            if ttl is None:
+                raise ValueError("stateful_map(): on_expire= is called when a key expires; "
+                                 "give ttl= and time= too")
+            check_callable("stateful_map", on_expire, "on_expire=")
+        self.ttl = ttl
+        self.time = time
+        self.on_expire = on_expire
         self.func = func
         self.start = start
         self.key = key
@@ -80,7 +123,19 @@ class StatefulMap(Stream[Any]):
 
     def _traits(self) -> Traits:
         # Keyed, each key's state is independent: an engine may route by key.
-        return replace(super()._traits(), key=self.key)
+        # Not with ttl: expiry follows the event time of all keys together.
+        return replace(super()._traits(), key=self.key if self.ttl is None else None)
+
+    def snapshot(self) -> dict[str, Any]:
+        state = super().snapshot()
+        if self._expiry is not None:
+            state["expiry"] = self._expiry.snapshot()
+        return state
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        if self._expiry is not None:
+            self._expiry.restore(state["expiry"])
 
     def _fresh(self) -> Any:
         return None if self.start is None else copy.deepcopy(self.start)
@@ -101,13 +156,26 @@ class StatefulMap(Stream[Any]):
             self.state = new
             return outputs
         k = self._key(x)
+        expired: list[Any] = []
+        if self._expiry is not None:
+            for gone in self._expiry.advance(k, self._expiry.seconds(x)):
+                expired.extend(self._expire(gone))
         old = self.state.get(k)
         new, outputs = self._call(self._fresh() if old is None else old, x)
         if new is None:
             self.state.pop(k, None)
+            if self._expiry is not None:
+                self._expiry.forget(k)
         else:
             self.state[k] = new
-        return outputs
+        return expired + outputs if expired else outputs
+
+    def _expire(self, k: Any) -> list[Any]:
+        """Drop ``k``'s state; what ``on_expire`` returns for it."""
+        state = self.state.pop(k, None)
+        if self.on_expire is None or state is None:
+            return []
+        return list(self.on_expire(k, state))
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         try:
@@ -116,3 +184,18 @@ class StatefulMap(Stream[Any]):
             return self._fail(x, e)
         pending = [p for y in outputs if (p := self._emit(y)) is not None]
         return gather_pending(pending) if pending else None
+
+    def _flush(self) -> Any:
+        if self._expiry is None or self.on_expire is None:
+            return None
+        # End of stream: event time ends, every key still held expires.
+        pending = []
+        for k in list(self._expiry.close()):
+            state = self.state.get(k)
+            try:
+                outputs = self._expire(k)
+            except Exception as e:
+                pending.append(self._fail((k, state), e))
+                continue
+            pending.extend(self._emit(y) for y in outputs)
+        return gather_pending(pending)

@@ -25,6 +25,7 @@ from ..errors import short_repr
 from ..pending import gather_pending as _gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
+from ._late import LateElementError, LateSide
 from ._outbox import EPSILON, Outbox, arm, running_loop
 
 __all__ = ["Delay", "LateElementError", "RateLimit", "TimedWindow", "TimedWindowUnique",
@@ -80,12 +81,8 @@ def _window_index(t: float, interval: float) -> int:
     return k
 
 
-class LateElementError(ValueError):
-    """An element arrived after its event-time window was emitted."""
-
-
 @Stream.register_api()
-class TimedWindow(Stream[Any]):
+class TimedWindow(LateSide):
     """Emit a list of the elements received in every ``interval`` seconds.
 
     Processing time (the default): windows follow each other every
@@ -103,9 +100,14 @@ class TimedWindow(Stream[Any]):
     ``lateness``; a window is emitted, once, when the watermark reaches its
     end, and every window still open is emitted at close, in time order.
     Only windows that received elements are emitted. An element whose window
-    was already emitted is late: it goes to the node's error policy
+    was already emitted is late: it goes to :attr:`late` if something is
+    connected to it, else to the node's error policy
     (:meth:`~streams.Stream.on_error`, a :class:`LateElementError`), never
     silently dropped.
+
+    With ``slide=`` (sliding windows) or ``key=`` (a window per key), the
+    node is a :class:`~streams.operators.event_windows.SlidingTimedWindow`
+    (event time only).
 
     Parameters
     ----------
@@ -117,6 +119,11 @@ class TimedWindow(Stream[Any]):
     lateness : float or str
         Event-time mode: how far behind the largest timestamp seen an
         element may be and still be counted.
+    slide : float or str, optional
+        Event time: start a window every ``slide`` seconds (``<= interval``).
+    key : callable or hashable, optional
+        Event time: one set of windows per ``key(x)`` (or ``x[key]``);
+        each window is emitted as ``(key, elements)``.
 
     Examples
     --------
@@ -152,8 +159,23 @@ class TimedWindow(Stream[Any]):
     _state = ("_buffer", "_windows", "_max_time")
     _graphviz_shape = "octagon"
 
+    def __new__(cls, upstream: Stream[Any], interval: float | str, time: Any = None,
+                lateness: float | str = 0.0, slide: float | str | None = None, key: Any = None,
+                **kwargs: Any) -> Any:
+        if cls is TimedWindow and (slide is not None or key is not None):
+            # Sliding or keyed windows are their own class (a node built here
+            # is not a TimedWindow, so its __init__ does not run again).
+            from .event_windows import SlidingTimedWindow
+
+            return SlidingTimedWindow(upstream, interval, time=time, lateness=lateness,
+                                      slide=slide, key=key, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, upstream: Stream[Any], interval: float | str, time: Any = None,
-                 lateness: float | str = 0.0, **kwargs: Any) -> None:
+                 lateness: float | str = 0.0, slide: float | str | None = None, key: Any = None,
+                 **kwargs: Any) -> None:
+        # slide= and key= are in the signature for readers and tools only:
+        # __new__ sends a call that gives them to SlidingTimedWindow.
         self.interval = check_interval(self._operator, interval)
         self.lateness = check_interval(self._operator, lateness, "lateness", zero=True)
         if time is None and lateness:

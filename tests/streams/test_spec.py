@@ -84,6 +84,7 @@ EXAMPLES: dict[str, Make] = {
     "map_async": lambda s: s.map_async(slow, parallelism=2),
     "gather": lambda s: s.scatter().gather(),
     "timed_window": lambda s: s.timed_window(10, time=0, lateness=2),
+    "session_window": lambda s: s.session_window(30, time=1, lateness=5, key=0),
     "timed_window_unique": lambda s: s.timed_window_unique(1.0, keep="last"),
     "delay": lambda s: s.delay(0.5),
     "rate_limit": lambda s: s.rate_limit(0.5),
@@ -179,10 +180,15 @@ def test_parameters_survive_the_round_trip(n: int, key: Any, start: int, returns
              s.scan(operator.add, start=start, key=key, returns_state=returns_state,
                     with_state=with_state),
              s.timed_window(size, time=key if key is not None else 0, lateness=lateness),
+             s.timed_window(size, slide=size / n, time=0, lateness=lateness, key=key),
+             s.session_window(size, time=0, lateness=lateness, key=key),
+             s.scan(operator.add, start=start, key=0, ttl=size, time=1),
+             s.stateful_map(keep_state, key=0, ttl=size, time=1, on_expire=keep_state),
              s.unique(maxsize=n, key=key if key is not None else (lambda x: x))]
     for node in nodes:
         spec = node.describe()
         rebuilt = build(spec, [Stream()])
+        assert type(rebuilt) is type(node)
         assert _comparable(rebuilt.describe()) == _comparable(spec)
 
 

@@ -486,3 +486,16 @@ def test_on_a_loop_await_emit_waits_for_coroutine_sinks_below_both() -> None:
         assert seen[-1] == (("k",), "v")
 
     asyncio.run(main())
+
+
+def test_late_elements_go_to_the_late_stream_when_it_is_sunk() -> None:
+    left: Stream[Any] = Stream()
+    right: Stream[Any] = Stream()
+    joined = left.join(right, key=0, within=1, time=1)
+    pairs, late = joined.sink_to_list(), joined.late.sink_to_list()
+    left.emit(("a", 10))
+    right.emit(("a", 10))
+    left.emit(("a", 5))  # below the watermark, 10: late, and not joined
+    right.emit(("a", 11))
+    assert pairs == [(("a", 10), ("a", 10)), (("a", 10), ("a", 11))]
+    assert late == [("a", 5)]

@@ -1,0 +1,91 @@
+"""Late elements of event-time operators: the ``late`` side stream, and event time itself.
+
+An event-time operator (``timed_window(..., time=)``, ``session_window``,
+and any later one, a join say) decides when an element is late; this module
+decides where it goes, in one place:
+
+* if something is connected to ``node.late``, the element itself goes
+  there (a side stream, sinkable like ``node.errors``);
+* otherwise it goes to the node's error policy as a :class:`LateElementError`
+  (raise by default), so that nothing is lost without saying so.
+
+Engines need nothing of their own: a node rebuilt in a Dask or Spark stage has
+no ``late`` downstream, so a late element comes back as a failure, and the
+engine hands it to the original node's ``_fail``, which routes it here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..core import Stream
+from ..pending import gather_pending
+
+__all__ = ["LateElementError", "LateSide", "event_seconds"]
+
+
+class LateElementError(ValueError):
+    """An element arrived after its event-time window was emitted."""
+
+
+def event_seconds(time: Callable[[Any], Any], x: Any) -> float:
+    """``x``'s event time in seconds: ``time(x)``, a number or a ``datetime``.
+
+    >>> from datetime import datetime, timezone
+    >>> event_seconds(lambda x: x, 2.5)
+    2.5
+    >>> event_seconds(lambda x: x, datetime(1970, 1, 1, 0, 1, tzinfo=timezone.utc))
+    60.0
+    """
+    t = time(x)
+    if isinstance(t, int | float):
+        return t
+    return float(t.timestamp())  # a datetime (aware, or naive as local time)
+
+
+class LateSide(Stream[Any]):
+    """A node with a ``late`` side stream for the elements it finds late.
+
+    Operators call ``self._fail(x, LateElementError(...))`` for a late
+    element; this class sends ``x`` to :attr:`late` when something is
+    connected to it, and to the error policy otherwise.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> window = source.timed_window(10, time=lambda x: x)
+    >>> on_time, late = window.sink_to_list(), window.late.sink_to_list()
+    >>> for t in [1, 12, 3, 25]:
+    ...     source.emit(t)
+    >>> on_time, late
+    ([[1], [12]], [3])
+    """
+
+    __slots__ = ("_late",)
+
+    @property
+    def late(self) -> Stream[Any]:
+        """The stream of elements this node found late (see the module's docstring)."""
+        late: Stream[Any] | None = getattr(self, "_late", None)
+        if late is None:
+            late = Stream(stream_name=f"late of {self._label()}")
+            late.asynchronous = self.asynchronous
+            self._late = late
+        return late
+
+    def _fail(self, x: Any, exc: BaseException) -> Any:
+        __tracebackhide__ = True  # pytest, IPython: show the user's frames
+        late: Stream[Any] | None = getattr(self, "_late", None)
+        if isinstance(exc, LateElementError) and late is not None and late.downstreams:
+            return late._emit(x)
+        return super()._fail(x, exc)
+
+    def _close_downstreams(self) -> Any:
+        # The late stream ends with the node, as its error stream does.
+        closed = super()._close_downstreams()
+        late: Stream[Any] | None = getattr(self, "_late", None)
+        if late is None:
+            return closed
+        return gather_pending([closed, late._on_close(self)])

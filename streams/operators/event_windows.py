@@ -1,0 +1,293 @@
+"""Event-time windows beyond the tumbling one: sliding, keyed, and session windows.
+
+``timed_window(size, slide=, time=, lateness=, key=)`` and
+``session_window(gap, time=, lateness=, key=)`` cut the stream by the
+elements' own timestamps. As for the tumbling ``timed_window(..., time=)``:
+
+* the **watermark** is the largest timestamp seen so far minus ``lateness``,
+  one for the whole node (all keys);
+* a window is emitted, once, when the watermark passes its end, and every
+  window still open is emitted at ``close()``; windows closing together are
+  emitted in time order (by start, then by creation);
+* a window holds its elements in arrival order; only windows that received
+  elements are emitted; without ``key`` a window is emitted as a list, with
+  ``key`` as ``(key, list)`` (as a keyed ``scan`` emits ``(key, state)``);
+* an element is **late** when the window it would join was already emitted:
+  it goes to :attr:`~streams.operators._late.LateSide.late` if something is
+  connected there, else to the error policy as a ``LateElementError``.
+
+Engines run these nodes as they are, in element order (a Dask stage, a Spark
+chain of the stage program): the watermark is shared by every key, so keys
+are not independent, and the nodes declare neither a ``key`` nor an
+``event_time`` trait (Spark's own ``window()`` is tumbling only, and its
+``session_window()`` keeps one watermark per query but drops late rows).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from typing import Any
+
+from ..core import Stream
+from ..pending import gather_pending
+from ._checks import key_function
+from ._late import LateElementError, LateSide, event_seconds
+from .timed import _window_index, check_interval
+
+__all__ = ["SessionWindow", "SlidingTimedWindow"]
+
+
+class _EventWindows(LateSide):
+    """What sliding and session windows share: event time, keys, watermark, emission."""
+
+    __slots__ = ("_key", "_max_time", "_time", "key", "lateness", "time")
+    _local_only = None
+    _graphviz_shape = "octagon"
+
+    def _setup(self, op: str, time: Any, lateness: Any, key: Any) -> None:
+        if time is None:
+            raise ValueError(f"{op}(): time= is required: these windows follow the elements' "
+                             "event time; give time=lambda x: ... (seconds or a datetime)")
+        self.time = time
+        self._time = key_function(time)
+        self.lateness = check_interval(op, lateness, "lateness", zero=True)
+        self.key = key
+        self._key = None if key is None else key_function(key)
+        self._max_time = -math.inf
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        try:
+            t = event_seconds(self._time, x)
+            k = None if self._key is None else self._key(x)
+            hash(k)
+        except Exception as e:
+            return self._fail(x, e)
+        watermark = self._max_time - self.lateness
+        late = self._place(x, t, k, watermark)
+        if late is not None:
+            return self._fail(x, LateElementError(
+                f"event time {t!r} {late}: the watermark is {watermark!r} (largest time "
+                f"seen {self._max_time!r} - lateness {self.lateness!r}); raise lateness= "
+                "to accept it, or sink node.late"))
+        if t <= self._max_time:
+            return None
+        self._max_time = t
+        return self._emit_closed(t - self.lateness)
+
+    def _place(self, x: Any, t: float, k: Any, watermark: float) -> str | None:
+        """Put ``x`` in its windows, or say why it is late."""
+        raise NotImplementedError
+
+    def _take_closed(self, watermark: float) -> list[tuple[Any, list[Any]]]:
+        """Take the windows the watermark closed, in time order, as ``(key, elements)``."""
+        raise NotImplementedError
+
+    def _emit_closed(self, watermark: float) -> Any:
+        keyed = self._key is not None
+        return gather_pending([self._emit((k, w) if keyed else w)
+                               for k, w in self._take_closed(watermark)])
+
+    def _flush(self) -> Any:
+        return self._emit_closed(math.inf)
+
+
+class SlidingTimedWindow(_EventWindows):
+    """Sliding (or keyed tumbling) windows on event time: ``timed_window(size, slide=...)``.
+
+    Windows are ``[i * slide, i * slide + size)`` for every integer ``i``;
+    an element belongs to every window containing its timestamp
+    (``size / slide`` of them when ``slide`` divides ``size``). An element
+    is late when the first of its windows was already emitted: it then joins
+    none of them, so it is always in all of its windows or in ``late``.
+    ``slide`` defaults to ``size`` (tumbling windows, one set per key).
+
+    Parameters
+    ----------
+    interval : float or str
+        The window size, in seconds (or ``"500ms"``, ``"2s"``...).
+    time : callable or key
+        ``time(x)`` (or ``x[time]``) is ``x``'s timestamp in seconds, or a
+        ``datetime``.
+    lateness : float or str
+        How far behind the largest timestamp seen an element may be and
+        still be counted.
+    slide : float or str, optional
+        The distance between window starts; at most ``interval`` (a longer
+        slide would leave elements in no window).
+    key : callable or hashable, optional
+        One set of windows per ``key(x)`` (or ``x[key]``); windows are
+        emitted as ``(key, elements)``.
+
+    Examples
+    --------
+    Windows of 10 seconds, one every 5 seconds:
+
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.timed_window(10, slide=5, time=lambda x: x).sink_to_list()
+    >>> for t in [1, 6, 12]:
+    ...     source.emit(t)
+    >>> L                       # [-5, 5) and [0, 10) are closed
+    [[1], [1, 6]]
+    >>> source.close()
+    >>> L                       # then [5, 15) and [10, 20)
+    [[1], [1, 6], [6, 12], [12]]
+
+    Per key (tumbling when ``slide`` is not given), late elements on a side:
+
+    >>> source = Stream()
+    >>> window = source.timed_window(10, time=1, key=0)
+    >>> L, late = window.sink_to_list(), window.late.sink_to_list()
+    >>> for x in [("a", 1), ("b", 2), ("a", 11), ("b", 3)]:
+    ...     source.emit(x)
+    >>> source.close()
+    >>> L
+    [('a', [('a', 1)]), ('b', [('b', 2)]), ('a', [('a', 11)])]
+    >>> late
+    [('b', 3)]
+    """
+
+    __slots__ = ("_windows", "interval", "slide")
+    _operator = "timed_window"
+    _params = ("interval", "time", "lateness", "slide", "key")
+    _state = ("_windows", "_max_time")
+
+    def __init__(self, upstream: Stream[Any], interval: float | str, time: Any = None,
+                 lateness: float | str = 0.0, slide: float | str | None = None, key: Any = None,
+                 **kwargs: Any) -> None:
+        op = "timed_window"
+        self.interval = check_interval(op, interval)
+        self.slide = self.interval if slide is None else check_interval(op, slide, "slide")
+        if self.slide > self.interval:
+            raise ValueError(f"{op}(): slide={slide!r} is longer than the window "
+                             f"({interval!r}): elements between windows would be in none; "
+                             "give slide <= interval")
+        self._setup(op, time, lateness, key)
+        # (window index, key) -> elements; insertion order breaks ties in time.
+        self._windows: dict[tuple[int, Any], list[Any]] = {}
+        Stream.__init__(self, upstream, **kwargs)
+
+    def _first(self, t: float) -> int:
+        """The smallest ``i`` whose window ``[i*slide, i*slide + size)`` ends after ``t``."""
+        size, slide = self.interval, self.slide
+        i = math.floor((t - size) / slide) + 1
+        while i * slide + size <= t:  # floats: check against the bounds themselves
+            i += 1
+        while (i - 1) * slide + size > t:
+            i -= 1
+        return i
+
+    def _place(self, x: Any, t: float, k: Any, watermark: float) -> str | None:
+        first = self._first(t)
+        if first * self.slide + self.interval <= watermark:
+            return (f"falls in window [{first * self.slide!r}, "
+                    f"{first * self.slide + self.interval!r}), already emitted")
+        for i in range(first, _window_index(t, self.slide) + 1):
+            self._windows.setdefault((i, k), []).append(x)
+        return None
+
+    def _take_closed(self, watermark: float) -> list[tuple[Any, list[Any]]]:
+        ready = [ik for ik in self._windows if ik[0] * self.slide + self.interval <= watermark]
+        ready.sort(key=lambda ik: ik[0])  # stable: keys in the order their windows opened
+        return [(ik[1], self._windows.pop(ik)) for ik in ready]
+
+
+@Stream.register_api()
+class SessionWindow(_EventWindows):
+    """Group elements into sessions separated by ``gap`` seconds of event time.
+
+    Two elements are in one session when their timestamps are less than
+    ``gap`` apart, directly or through other elements of the session (an
+    element bridging two sessions merges them). A session is emitted when
+    the watermark (largest timestamp seen minus ``lateness``) reaches its
+    last timestamp plus ``gap``, and at ``close()``. An element that joins
+    no open session and whose own session would already be closed is late
+    (see :attr:`late`).
+
+    Parameters
+    ----------
+    gap : float or str
+        The inactivity, in seconds, that ends a session.
+    time : callable or key
+        ``time(x)`` (or ``x[time]``) is ``x``'s timestamp in seconds, or a
+        ``datetime``.
+    lateness : float or str
+        How far behind the largest timestamp seen an element may be and
+        still be counted.
+    key : callable or hashable, optional
+        Sessions per ``key(x)`` (or ``x[key]``), emitted as ``(key, elements)``.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.session_window(5, time=lambda x: x).sink_to_list()
+    >>> for t in [1, 3, 7, 20, 30]:
+    ...     source.emit(t)
+    >>> L
+    [[1, 3, 7], [20]]
+    >>> source.close()
+    >>> L
+    [[1, 3, 7], [20], [30]]
+
+    Per user, accepting elements up to 10 seconds late (``("a", 8)`` joins
+    the session of ``("a", 12)``):
+
+    >>> source = Stream()
+    >>> L = source.session_window(5, time=1, lateness=10, key=0).sink_to_list()
+    >>> for x in [("a", 0), ("b", 1), ("a", 12), ("a", 8), ("b", 30)]:
+    ...     source.emit(x)
+    >>> L
+    [('a', [('a', 0)]), ('b', [('b', 1)]), ('a', [('a', 12), ('a', 8)])]
+    >>> source.close()
+    >>> L[-1]
+    ('b', [('b', 30)])
+    """
+
+    __slots__ = ("_seq", "_sessions", "gap")
+    _operator = "session_window"
+    _params = ("gap", "time", "lateness", "key")
+    _state = ("_sessions", "_max_time", "_seq")
+
+    def __init__(self, upstream: Stream[Any], gap: float | str, time: Any = None,
+                 lateness: float | str = 0.0, key: Any = None, **kwargs: Any) -> None:
+        self.gap = check_interval("session_window", gap, "gap")
+        self._setup("session_window", time, lateness, key)
+        # key -> open sessions, each [start, end, [(arrival, element)...], created].
+        self._sessions: dict[Any, list[list[Any]]] = {}
+        self._seq = 0  # arrivals, to keep a merged session in arrival order
+        Stream.__init__(self, upstream, **kwargs)
+
+    def _place(self, x: Any, t: float, k: Any, watermark: float) -> str | None:
+        gap = self.gap
+        sessions = self._sessions.get(k, [])
+        touching = [s for s in sessions if s[0] - gap < t < s[1] + gap]
+        if not touching and t + gap <= watermark:
+            return f"starts a session that ends at {t + gap!r}, already closed"
+        seq = self._seq
+        self._seq += 1
+        if not touching:
+            self._sessions.setdefault(k, []).append([t, t, [(seq, x)], seq])
+            return None
+        merged = [min(t, *(s[0] for s in touching)), max(t, *(s[1] for s in touching)),
+                  [*heapq.merge(*(s[2] for s in touching)), (seq, x)],
+                  min(s[3] for s in touching)]
+        self._sessions[k] = [s for s in sessions if all(s is not u for u in touching)] + [merged]
+        return None
+
+    def _take_closed(self, watermark: float) -> list[tuple[Any, list[Any]]]:
+        ready: list[tuple[float, int, Any, list[Any]]] = []
+        for k in list(self._sessions):
+            keep = []
+            for s in self._sessions[k]:
+                if s[1] + self.gap <= watermark:
+                    ready.append((s[0], s[3], k, [x for _, x in s[2]]))
+                else:
+                    keep.append(s)
+            if keep:
+                self._sessions[k] = keep
+            else:
+                del self._sessions[k]
+        ready.sort(key=lambda r: (r[0], r[1]))
+        return [(k, elements) for _, _, k, elements in ready]
