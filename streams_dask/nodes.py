@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from distributed import Client
+from distributed import Client, default_client
 
 from streams.core import Stream
 from streams.operators._checks import check_count
@@ -151,6 +151,8 @@ class Scatter(SegmentEntry, Stream[Any]):
     __slots__ = (
         "_driver",
         "_early",
+        "_on_loop",
+        "_overlap",
         "_restored",
         "_runner",
         "_starting",
@@ -169,9 +171,9 @@ class Scatter(SegmentEntry, Stream[Any]):
     _graphviz_shape = "triangle"
 
     def __init__(self, upstream: Stream[Any], client: Client | None = None,
-                 batch_size: int = DEFAULT_BATCH_SIZE, max_in_flight: int | None = None,
+                 batch_size: int | None = None, max_in_flight: int | None = None,
                  ordered: bool = True, progress: bool = False, **kwargs: Any) -> None:
-        check_count("scatter", "batch_size", batch_size)
+        check_count("scatter", "batch_size", batch_size, optional=True)
         check_count("scatter", "max_in_flight", max_in_flight, optional=True)
         self.client = client if client is not None else _bound_client(upstream)
         self.batch_size = batch_size
@@ -185,6 +187,11 @@ class Scatter(SegmentEntry, Stream[Any]):
         self._ticks: WindowClock | None = None
         self._early: list[Any] = []
         self._restored: dict[int, Any] | None = None
+        #: Whether ``emit`` returns before the element's results are back
+        #: (decided when the segment starts, see ``_make_runner``).
+        self._overlap = False
+        #: Whether elements go through a driver on a running loop.
+        self._on_loop = False
         Stream.__init__(self, upstream, **kwargs)
         self._segment = DaskSegment(self)
 
@@ -197,8 +204,16 @@ class Scatter(SegmentEntry, Stream[Any]):
         plan = plan_stages(segment)
         nodes = {n._node_id: n for n in segment.nodes}
         bound = self.max_in_flight or max(4, 3 * nthreads)
-        runner = Runner(connection, plan, nodes, segment.exits, self.batch_size, bound,
-                        self._label(), self.ordered, threads=nthreads)
+        elements = segment.element_bound()
+        # streamz's scatter() has no batching arguments: given none of ours
+        # and no buffer(), each emit waits for its element's results, as in
+        # streamz. Any of them asks for elements to overlap on the cluster.
+        self._overlap = (elements is not None or self.batch_size is not None
+                         or self.max_in_flight is not None or not self.ordered)
+        runner = Runner(connection, plan, nodes, segment.exits,
+                        self.batch_size or DEFAULT_BATCH_SIZE, bound,
+                        self._label(), self.ordered, threads=nthreads,
+                        element_bound=elements)
         if plan.second is not None and self._restored is not None:
             # The stateful stage resumes from a checkpoint.
             runner.states = {segment.nodes[position]._node_id: state
@@ -248,15 +263,42 @@ class Scatter(SegmentEntry, Stream[Any]):
     # -- data flow ------------------------------------------------------------
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
-        if self.asynchronous:
+        if self.asynchronous or self._on_loop:
             return self._update_async(x)
-        runner = self._runner or self._start()
+        runner = self._runner
+        if runner is None:
+            if self._client_loop_running_here():
+                # Called from the client's own loop (streamz's ``await
+                # emit(x, asynchronous=True)`` through ``distributed.utils.
+                # sync``): blocking here would stop the loop that brings the
+                # results, so this stream is driven from that loop.
+                self._on_loop = True
+                return self._update_async(x)
+            runner = self._start()
         if self._ticks is not None:
             self._ticks.due(runner.pending)
+        if not self._overlap:
+            runner.pending.append(x)
+            self.flush()
+            return None
         runner.accept(x)
         if runner.ready:
             runner.replay()
         return None
+
+    def _client_loop_running_here(self) -> bool:
+        """Whether this thread runs the event loop of the client to use."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        client = self.client
+        if client is None:
+            try:
+                client = default_client()
+            except ValueError:
+                return False
+        return getattr(client.loop, "asyncio_loop", None) is loop
 
     def _update_async(self, x: Any) -> Any:
         driver = self._driver
@@ -272,6 +314,8 @@ class Scatter(SegmentEntry, Stream[Any]):
         runner.pending.append(x)
         runner.pump()
         driver.kick()
+        if not self._overlap:
+            return self._aflush()
         if runner.full():
             return driver.room()
         # An error met downstream while replaying earlier results is raised
@@ -288,6 +332,8 @@ class Scatter(SegmentEntry, Stream[Any]):
         driver.runner.pump()
         driver.kick()
         await driver.room()
+        if not self._overlap:
+            await self._aflush()
 
     @property
     def in_flight(self) -> int:
@@ -310,7 +356,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         """
         if self._runner is None:
             return None
-        if self.asynchronous:
+        if self.asynchronous or self._on_loop:
             return self._aflush()
         runner = self._runner
         runner.pump()
@@ -343,7 +389,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         to it must have come back from the cluster; :attr:`segment_states`
         is then the state after exactly those elements.
         """
-        if self.asynchronous:
+        if self.asynchronous or self._on_loop:
             started = self._driver is not None or self._starting is not None
             return self._abarrier() if started else None
         return self.flush()
@@ -373,7 +419,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         self._push = self._push_closed
         if self._ticks is not None:
             self._ticks.stop()
-        if self.asynchronous:
+        if self.asynchronous or self._on_loop:
             return self._aclose_segment()
         errors: list[BaseException] = []
         runner = self._runner

@@ -143,12 +143,15 @@ class Runner:
         Worker threads of the cluster: while fewer than two tasks per
         thread are unfinished, elements leave without waiting for a full
         batch. Unknown (None): while there is room in flight.
+    element_bound : int, optional
+        Most elements held (waiting for a batch, or in flight until their
+        results are replayed) once the producer goes on: ``buffer(n)``.
     """
 
     def __init__(self, connection: Connection, plan: Plan, nodes: dict[int, Stream[Any]],
                  exits: Sequence[Stream[Any]], batch_size: int, max_in_flight: int,
                  label: str = "scatter()", ordered: bool = True,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, element_bound: int | None = None) -> None:
         self.label = label
         self.ordered = ordered
         self.connection = connection
@@ -158,6 +161,8 @@ class Runner:
         self.exits = list(exits)
         self.batch_size = batch_size
         self.max_in_flight = max_in_flight
+        self.element_bound = element_bound
+        self.submitted_elements = 0  # in tasks whose results are not taken yet
         # Unfinished tasks below which a partial batch leaves at once: one
         # running and one queued per worker thread keep the cluster busy.
         self.eager = max_in_flight if threads is None else max(
@@ -182,7 +187,7 @@ class Runner:
         self.per_element: float | None = None
         self.work_seconds = 0.0  # summed over the batches whose results came back
         self.largest = 0  # the most elements of a batch measured so far
-        self.cap = min(batch_size, FIRST_BATCH)
+        self.cap = min(batch_size, FIRST_BATCH, element_bound or batch_size)
         #: A progress bar (``update(1)`` per task whose result came back), or None.
         self.progress: Any = None
 
@@ -203,8 +208,14 @@ class Runner:
         return (self.running() < unfinished
                 and self.count() < 2 * self.max_in_flight)
 
+    def held(self) -> int:
+        """Elements accepted whose results are not taken yet."""
+        return len(self.pending) + self.submitted_elements
+
     def full(self) -> bool:
         """Whether the producer must wait (the backpressure condition)."""
+        if self.element_bound is not None and self.held() > self.element_bound:
+            return True
         return len(self.pending) >= self.cap and not self._room(self.max_in_flight)
 
     def pump(self) -> None:
@@ -234,9 +245,11 @@ class Runner:
                 0.7 * self.per_element + 0.3 * cost)
         by_time = (self.batch_size if self.per_element is None
                    else int(TARGET_SECONDS / self.per_element))
-        self.cap = max(1, min(self.batch_size, GROWTH * self.largest, by_time))
+        self.cap = max(1, min(self.batch_size, GROWTH * self.largest, by_time,
+                              self.element_bound or self.batch_size))
 
     def _submit(self, batch: list[Any], close: bool) -> None:
+        self.submitted_elements += len(batch)
         if self.plan.second is None:
             if batch:  # an empty close needs no task: nothing holds state
                 self.submitted += 1
@@ -285,10 +298,12 @@ class Runner:
     def _take(self, done: list[tuple[Future, int]], results: list[StageResult]) -> None:
         for (_, size), result in zip(done, results, strict=True):
             self._measure(result, size)
+            self.submitted_elements -= size
             self.ready.extend(result.events)
 
     def _take_second(self, result: StageResult) -> None:
         self._measure(result, self.second_size)
+        self.submitted_elements -= self.second_size
         self.states = result.states
         self.second = None
         self.ready.extend(result.events)
