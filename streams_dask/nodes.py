@@ -70,6 +70,25 @@ def _bound_client(node: Stream[Any] | None) -> Client | None:
     return None
 
 
+def _inform_loop(node: Stream[Any]) -> None:
+    """As streamz: the nodes above an asynchronous ``scatter()`` know its loop.
+
+    streamz gives them the client's loop; an asynchronous client runs on
+    the running loop, whose Tornado ``IOLoop`` they get (where none is set).
+    """
+    from streams.loop_thread import running_io_loop
+
+    loop = node.loop if node.loop is not None else running_io_loop()
+    if loop is None:
+        return
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if n.loop is None:
+            n.loop = loop
+        todo.extend(n.upstreams)
+
+
 @Stream.register_api()
 class Scatter(SegmentEntry, Stream[Any]):
     """Run the operators below this node on Dask, until ``gather()``.
@@ -194,6 +213,8 @@ class Scatter(SegmentEntry, Stream[Any]):
         self._on_loop = False
         Stream.__init__(self, upstream, **kwargs)
         self._segment = DaskSegment(self)
+        if self.asynchronous:
+            _inform_loop(self)
 
     # -- start ----------------------------------------------------------------
 
@@ -214,6 +235,8 @@ class Scatter(SegmentEntry, Stream[Any]):
                         self.batch_size or DEFAULT_BATCH_SIZE, bound,
                         self._label(), self.ordered, threads=nthreads,
                         element_bound=elements)
+        if self._overlap and not self.asynchronous:
+            runner.deliver_as_done()
         if plan.second is not None and self._restored is not None:
             # The stateful stage resumes from a checkpoint.
             runner.states = {segment.nodes[position]._node_id: state
@@ -281,10 +304,18 @@ class Scatter(SegmentEntry, Stream[Any]):
             runner.pending.append(x)
             self.flush()
             return None
-        runner.accept(x)
-        if runner.ready:
-            runner.replay()
+        with runner.lock:
+            self._raise_background(runner)
+            runner.accept(x)
+            if runner.ready:
+                runner.replay()
         return None
+
+    @staticmethod
+    def _raise_background(runner: Runner) -> None:
+        """Raise the first error met delivering results in the background."""
+        if runner.background_errors:
+            raise runner.background_errors.pop(0)
 
     def _client_loop_running_here(self) -> bool:
         """Whether this thread runs the event loop of the client to use."""
@@ -359,11 +390,13 @@ class Scatter(SegmentEntry, Stream[Any]):
         if self.asynchronous or self._on_loop:
             return self._aflush()
         runner = self._runner
-        runner.pump()
-        while runner.head() is not None or runner.pending:
-            runner.wait_one()
+        with runner.lock:
+            self._raise_background(runner)
             runner.pump()
-            runner.replay()
+            while runner.head() is not None or runner.pending:
+                runner.wait_one()
+                runner.pump()
+                runner.replay()
         return None
 
     async def _aflush(self) -> None:
@@ -419,6 +452,14 @@ class Scatter(SegmentEntry, Stream[Any]):
         self._push = self._push_closed
         if self._ticks is not None:
             self._ticks.stop()
+        if self._on_loop and not self.asynchronous and self._driver is not None \
+                and not self._client_loop_running_here():
+            # Driven on the client's loop, closed from another thread: the
+            # end of stream runs there too, and this thread waits for it.
+            from distributed.utils import sync
+
+            sync(self._driver.runner.client.loop, self._aclose_segment)
+            return None
         if self.asynchronous or self._on_loop:
             return self._aclose_segment()
         errors: list[BaseException] = []
@@ -427,7 +468,11 @@ class Scatter(SegmentEntry, Stream[Any]):
             runner = self._start()
         if runner is not None:
             try:
-                errors = runner.drain()
+                with runner.lock:
+                    errors = runner.background_errors
+                    # A task that failed in the background is never
+                    # replayed: waiting for it would wait for ever.
+                    errors = errors + (runner.drain() if not errors else [])
             finally:
                 runner.connection.close()
         pending = self._close_exits()

@@ -36,6 +36,7 @@ results, and each result is replayed once, when it reaches the head.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -190,6 +191,12 @@ class Runner:
         self.cap = min(batch_size, FIRST_BATCH, element_bound or batch_size)
         #: A progress bar (``update(1)`` per task whose result came back), or None.
         self.progress: Any = None
+        #: Held by whoever drives a synchronous runner: the producer, or the
+        #: thread delivering results as tasks finish (see :meth:`deliver_as_done`).
+        self.lock = threading.RLock()
+        self.as_done = False
+        #: Errors met delivering in the background, for the producer's next call.
+        self.background_errors: list[BaseException] = []
 
     # -- submission ---------------------------------------------------------
 
@@ -325,6 +332,36 @@ class Runner:
 
     def _track(self, future: Future) -> None:
         self.fetcher.add(future)
+        if self.as_done:
+            future.add_done_callback(self._done)
+
+    def deliver_as_done(self) -> None:
+        """Replay results as their tasks finish, even while the producer is idle.
+
+        For a synchronous producer whose ``emit`` returns before its results
+        are back (``buffer(n)``, batching asked for): as in streamz, results
+        then reach ``gather()`` as tasks finish, from distributed's callback
+        thread, under :attr:`lock` (so in order, one thread at a time).
+        """
+        self.as_done = True
+
+    def _done(self, future: Future) -> None:
+        # distributed's callback thread: the task is done, its result is
+        # being fetched (by the fetcher, on the client's loop).
+        with self.lock:
+            try:
+                while (not self.closed and self._tracked(future)
+                       and future.key not in self.fetched):
+                    self._collect(block=True)
+                self._take_fetched()
+                self.pump()
+                self.replay(self.background_errors)
+            except Exception as e:
+                self.background_errors.append(e)
+
+    def _tracked(self, future: Future) -> bool:
+        """Whether ``future``'s result is still to be taken."""
+        return self.second is future or any(f is future for f, _ in self.in_flight)
 
     def _store(self, future: Future, result: Any) -> None:
         if isinstance(result, _FetchFailed):

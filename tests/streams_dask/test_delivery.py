@@ -1,0 +1,106 @@
+"""When results reach ``gather()``: each ``emit`` (streamz), or as tasks finish.
+
+A plain ``scatter()`` (streamz's call) returns from ``emit`` once the
+element's results went through ``gather()``; ``buffer(n)`` in the segment, or
+batching asked for, lets ``emit`` return once the element is accepted, with
+at most ``n`` elements held, and results are delivered as their tasks finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+from distributed import Client, LocalCluster
+from distributed.utils import sync
+
+from streams import Stream
+
+
+def inc(x: int) -> int:
+    return x + 1
+
+
+@pytest.mark.dask
+def test_plain_scatter_delivers_each_result_before_emit_returns(client: Client) -> None:
+    source: Stream[Any] = Stream()
+    out = source.scatter(client=client).map(inc).scan(max).gather().sink_to_list()
+    for x in range(6):
+        source.emit(x)
+        assert out == list(range(1, x + 2))  # before close(), before any later emit
+    source.close()
+    assert out == list(range(1, 7))
+
+
+@pytest.mark.dask
+def test_plain_scatter_await_emit_resolves_after_the_result(cluster: LocalCluster) -> None:
+    async def main() -> list[Any]:
+        async with Client(cluster.scheduler_address, asynchronous=True,
+                          set_as_default=False) as client:
+            source: Stream[Any] = Stream(asynchronous=True)
+            out = source.scatter(client=client).map(inc).gather().sink_to_list()
+            for x in range(4):
+                await source.emit(x)
+                assert out == list(range(1, x + 2))
+            await source.aclose()
+            return out
+
+    assert asyncio.run(main()) == [1, 2, 3, 4]
+
+
+@pytest.mark.dask
+def test_emit_asynchronous_from_the_clients_own_loop(client: Client) -> None:
+    # streamz's idiom: a synchronous stream, emitted into from the client's
+    # loop with asynchronous=True; blocking there would stop that very loop.
+    source: Stream[Any] = Stream()
+    out = source.scatter(client=client).map(inc).gather().sink_to_list()
+
+    async def produce() -> None:
+        for x in range(5):
+            await source.emit(x, asynchronous=True)
+            assert out == list(range(1, x + 2))
+
+    sync(client.loop, produce)
+    assert out == [1, 2, 3, 4, 5]
+    source.close()  # from this thread: the end of stream runs on the client's loop
+    assert out == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.dask
+@pytest.mark.parametrize("n", [1, 3, 7])
+def test_buffer_bounds_the_elements_held(client: Client, n: int) -> None:
+    source: Stream[Any] = Stream()
+    scatter = source.scatter(client=client)
+    out = scatter.map(inc).buffer(n).gather().sink_to_list()
+    for x in range(40):
+        source.emit(x)
+        runner = scatter._runner
+        assert runner is not None
+        assert runner.held() <= n
+    source.close()
+    assert out == list(range(1, 41))
+
+
+@pytest.mark.dask
+def test_buffered_results_arrive_while_the_producer_is_idle(client: Client) -> None:
+    done = threading.Event()
+    seen: list[int] = []
+
+    def collect(x: int) -> None:
+        seen.append(x)
+        if len(seen) == 10:
+            done.set()
+
+    source: Stream[Any] = Stream()
+    scatter = source.scatter(client=client)
+    scatter.map(inc).buffer(4).gather().sink(collect)
+    for x in range(10):
+        source.emit(x)
+    # No close(), no further emit: results come as their tasks finish.
+    assert done.wait(timeout=60)
+    assert seen == list(range(1, 11))
+    assert scatter.in_flight == 0
+    source.close()
+    assert seen == list(range(1, 11))
