@@ -70,21 +70,34 @@ def _bound_client(node: Stream[Any] | None) -> Client | None:
     return None
 
 
-def _inform_loop(node: Stream[Any]) -> None:
-    """As streamz: the nodes above an asynchronous ``scatter()`` know its loop.
+def _inform_loop(node: Scatter) -> None:
+    """As streamz: the nodes above ``scatter()`` know the client's loop.
 
-    streamz gives them the client's loop; an asynchronous client runs on
-    the running loop, whose Tornado ``IOLoop`` they get (where none is set).
+    On an asynchronous stream that is the running loop (an asynchronous
+    client runs there); on a synchronous one, the loop of the client known
+    now (given, or the default client), if any. Only nodes with no loop yet
+    get it, and not sources that run themselves: they choose a loop when
+    they start.
     """
     from streams.loop_thread import running_io_loop
 
-    loop = node.loop if node.loop is not None else running_io_loop()
+    loop = node.loop
+    if loop is None and node.asynchronous:
+        loop = running_io_loop()
+    elif loop is None:
+        client = node.client
+        if client is None:
+            try:
+                client = default_client()
+            except ValueError:
+                return
+        loop = client.loop
     if loop is None:
         return
-    todo = [node]
+    todo: list[Stream[Any]] = [node]
     while todo:
         n = todo.pop()
-        if n.loop is None:
+        if n.loop is None and not hasattr(n, "_needs_loop"):
             n.loop = loop
         todo.extend(n.upstreams)
 
@@ -103,16 +116,27 @@ class Scatter(SegmentEntry, Stream[Any]):
     see futures, and an operator that cannot run on Dask is refused when the
     graph is built.
 
-    With the synchronous API, ``emit`` returns once the element is accepted
-    (sent, or held for the next batch while every worker thread has a task
-    queued; it blocks only while the bound is reached): results reach
-    ``gather()`` while later elements are emitted (finished tasks are looked
-    for every 16 elements), and all of them by the time ``close()`` returns, or
-    :meth:`flush` is called. Waiting for each element's result inside
-    ``emit`` would make every element a round trip to the cluster: this is
-    where streamz lost most of its throughput. On an asynchronous stream,
-    ``await emit(x)`` returns once ``x`` is accepted, and waits while the
-    bound is reached; results are emitted as they arrive.
+    When results reach ``gather()`` follows streamz:
+
+    * a plain ``scatter()`` (streamz's call: no batching argument, no
+      ``buffer()`` in the segment): ``emit(x)`` returns, and ``await
+      emit(x)`` resolves, once ``x``'s results have gone through ``gather()``
+      and on, one element at a time, as in-process and as in streamz;
+    * ``buffer(n)`` in the segment, or ``batch_size``, ``max_in_flight`` or
+      ``ordered=False`` given: elements overlap on the cluster. ``emit``
+      returns once the element is accepted (sent, or held for the next
+      batch while every worker thread has a task queued) and waits only
+      while the bound is reached: ``max_in_flight`` tasks, and with
+      ``buffer(n)`` at most ``n`` elements held. Results reach ``gather()``
+      as their tasks finish, even while the producer is idle (for a
+      synchronous stream, from distributed's callback thread, one at a
+      time, in order, as streamz's come from its loop thread), and all of
+      them by the time ``close()`` returns or :meth:`flush` is called.
+      Waiting for each element inside ``emit`` makes every element a round
+      trip to the cluster: throughput needs this mode.
+
+    ``emit(x, asynchronous=True)`` from the client's own loop (streamz's
+    ``distributed.utils.sync`` idiom) is driven on that loop, never blocking it.
 
     Errors raised on workers are applied, in order, through the error policy
     of the node that raised (:meth:`~streams.Stream.on_error`): with
@@ -133,8 +157,9 @@ class Scatter(SegmentEntry, Stream[Any]):
     ----------
     client : distributed.Client, optional
         Overrides the client chosen by ``to_dask()`` (see there).
-    batch_size : int
-        Most elements per task. Batches start at 16 elements and grow as
+    batch_size : int, optional
+        Most elements per task (default 1000, once elements overlap; giving
+        it asks for the overlap). Batches start at 16 elements and grow as
         workers report run times, up to about a quarter of a second of work
         per task (so that the last tasks of a stream are short).
     max_in_flight : int, optional
@@ -213,8 +238,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         self._on_loop = False
         Stream.__init__(self, upstream, **kwargs)
         self._segment = DaskSegment(self)
-        if self.asynchronous:
-            _inform_loop(self)
+        _inform_loop(self)
 
     # -- start ----------------------------------------------------------------
 

@@ -41,48 +41,15 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from distributed import Future, as_completed
+from distributed import Future
 
 from streams.core import Stream
 from streams.pending import settle
 
 from .client import Connection
+from .fetching import Fetcher, FetchFailed
 from .segment import Plan
 from .worker import Batch, Failure, StageResult, run_after, run_stage
-
-
-class _FetchFailed:
-    """A finished task whose result could not be brought back (it does not pickle)."""
-
-    __slots__ = ("exc",)
-
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-
-class _Fetcher(as_completed):
-    """``as_completed(with_results=True)`` that reports a result it cannot fetch.
-
-    Distributed's own lets the error of fetching a result (a result that
-    does not pickle on the worker) end its tracking task: the future is
-    never reported and whoever waits for it waits for ever. Here the error
-    is reported in place of the result.
-    """
-
-    async def _track_future(self, future: Future) -> None:
-        try:
-            await super()._track_future(future)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            with self.lock:
-                if future in self.futures:
-                    del self.futures[future]
-                    self.queue.put_nowait((future, _FetchFailed(e)))
-                    async with self.condition:
-                        self.condition.notify()
-                    with self.thread_condition:
-                        self.thread_condition.notify()
 
 __all__ = [
     "FIRST_BATCH",
@@ -181,7 +148,7 @@ class Runner:
         self.submitted = 0  # tasks whose results are measured (one per batch)
         self.accepted = 0
         # Results are fetched in the background as tasks finish, kept by key.
-        self.fetcher = _Fetcher(loop=self.client.loop, with_results=True, raise_errors=False)
+        self.fetcher = Fetcher(loop=self.client.loop, with_results=True, raise_errors=False)
         self.fetched: dict[Any, StageResult] = {}
         self.closed = False
         # Seconds of work per element, as workers measured it (None: unknown).
@@ -364,7 +331,7 @@ class Runner:
         return self.second is future or any(f is future for f, _ in self.in_flight)
 
     def _store(self, future: Future, result: Any) -> None:
-        if isinstance(result, _FetchFailed):
+        if isinstance(result, FetchFailed):
             raise self._task_failed(result.exc, "its result could not be sent back: it holds "
                                     "something that does not pickle (a lock, a file, a "
                                     "generator...); map elements to plain data before "
