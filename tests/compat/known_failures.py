@@ -9,7 +9,7 @@ Counts (``python -m pytest tests/compat``): of the 161 tests in the six
 files, 158 pass on streamz 0.6.6 (``STREAMS_COMPAT_TARGET=streamz``; two
 need ``websockets`` / ``paho-mqtt``, not installed, and one is streamz's own
 xfail). Before this harness existed, 71 of those 158 passed on streams;
-now 129 do.
+now 130 do.
 """
 
 from __future__ import annotations
@@ -69,12 +69,10 @@ XFAIL: dict[str, list[str]] = {
         "test_streamz_core.py::test_map_async_tornado",
         "test_streamz_core.py::test_map_async_restart",
     ],
-    # zip across two scatter() nodes; partition's timeout and one round trip
-    # per element within streamz's 2-second budget (the first task imports
-    # streams on a fresh worker process)
+    # zip of two scatter() nodes: each starts a segment of its own, and a
+    # node cannot take elements from two segments
     "point 6: Dask pipelines differ": [
         "test_streamz_dask.py::test_zip",
-        "test_streamz_dask.py::test_partition_then_scatter_sync",
     ],
 }
 
