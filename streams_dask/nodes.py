@@ -14,6 +14,7 @@ from typing import Any
 from distributed import Client, default_client
 
 from streams.core import Stream
+from streams.metadata import retain_refs
 from streams.operators._checks import check_count
 from streams.segment import SegmentEntry, raise_first
 
@@ -195,6 +196,7 @@ class Scatter(SegmentEntry, Stream[Any]):
     __slots__ = (
         "_driver",
         "_early",
+        "_early_refs",
         "_on_loop",
         "_overlap",
         "_restored",
@@ -230,6 +232,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         self._starting: asyncio.Future[None] | None = None
         self._ticks: WindowClock | None = None
         self._early: list[Any] = []
+        self._early_refs: list[tuple[int, Any]] = []
         self._restored: dict[int, Any] | None = None
         #: Whether ``emit`` returns before the element's results are back
         #: (decided when the segment starts, see ``_make_runner``).
@@ -272,7 +275,9 @@ class Scatter(SegmentEntry, Stream[Any]):
         # Ticks of windows that closed before the first element, and elements
         # that arrived while an asynchronous client was being resolved.
         runner.pending.extend(self._early)
+        runner.refs.extend(self._early_refs)  # held already, at these positions
         self._early.clear()
+        self._early_refs.clear()
         return runner
 
     def _admitted(self, node: Stream[Any]) -> None:
@@ -311,7 +316,7 @@ class Scatter(SegmentEntry, Stream[Any]):
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         if self.asynchronous or self._on_loop:
-            return self._update_async(x)
+            return self._update_async(x, metadata)
         runner = self._runner
         if runner is None:
             if self._client_loop_running_here():
@@ -320,17 +325,19 @@ class Scatter(SegmentEntry, Stream[Any]):
                 # sync``): blocking here would stop the loop that brings the
                 # results, so this stream is driven from that loop.
                 self._on_loop = True
-                return self._update_async(x)
+                return self._update_async(x, metadata)
             runner = self._start()
         if self._ticks is not None:
             self._ticks.due(runner.pending)
         if not self._overlap:
             runner.pending.append(x)
+            if metadata is not None:
+                runner.hold_refs(metadata)
             self.flush()
             return None
         with runner.lock:
             self._raise_background(runner)
-            runner.accept(x)
+            runner.accept(x, metadata)
             if runner.ready:
                 runner.replay()
         return None
@@ -355,18 +362,23 @@ class Scatter(SegmentEntry, Stream[Any]):
                 return False
         return getattr(client.loop, "asyncio_loop", None) is loop
 
-    def _update_async(self, x: Any) -> Any:
+    def _update_async(self, x: Any, metadata: Any = None) -> Any:
         driver = self._driver
         if driver is None:
             # Queued now, in call order, while the client is being resolved.
             if self._ticks is not None:
                 self._ticks.due(self._early)
             self._early.append(x)
+            if metadata is not None:
+                retain_refs(metadata)
+                self._early_refs.append((len(self._early) - 1, metadata))
             return self._start_then()
         runner = driver.runner
         if self._ticks is not None:
             self._ticks.due(runner.pending)
         runner.pending.append(x)
+        if metadata is not None:
+            runner.hold_refs(metadata)
         runner.pump()
         driver.kick()
         if not self._overlap:
@@ -498,6 +510,7 @@ class Scatter(SegmentEntry, Stream[Any]):
                     # replayed: waiting for it would wait for ever.
                     errors = errors + (runner.drain() if not errors else [])
             finally:
+                runner.release_replayed(everything=True)
                 runner.connection.close()
         pending = self._close_exits()
         raise_first(errors, "Dask")
@@ -514,6 +527,7 @@ class Scatter(SegmentEntry, Stream[Any]):
             try:
                 errors = await driver.finish()
             finally:
+                driver.runner.release_replayed(everything=True)
                 await driver.runner.connection.aclose()
         pending = self._close_exits()
         if pending is not None:

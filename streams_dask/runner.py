@@ -44,6 +44,7 @@ from typing import Any
 from distributed import Future
 
 from streams.core import Stream
+from streams.metadata import release_refs, retain_refs
 from streams.pending import settle
 
 from .client import Connection
@@ -131,6 +132,13 @@ class Runner:
         self.max_in_flight = max_in_flight
         self.element_bound = element_bound
         self.submitted_elements = 0  # in tasks whose results are not taken yet
+        # Positions in the sequence of items (elements and ticks) sent, and
+        # taken back: an element's results are replayed once taken passes it.
+        self.items_sent = 0
+        self.items_taken = 0
+        #: (position, metadata) of the elements whose references (streamz's
+        #: ``RefCounter``) are held until their results have been replayed.
+        self.refs: deque[tuple[int, Any]] = deque()
         # Unfinished tasks below which a partial batch leaves at once: one
         # running and one queued per worker thread keep the cluster busy.
         self.eager = max_in_flight if threads is None else max(
@@ -222,7 +230,23 @@ class Runner:
         self.cap = max(1, min(self.batch_size, GROWTH * self.largest, by_time,
                               self.element_bound or self.batch_size))
 
+    def hold_refs(self, metadata: Any, index: int = -1) -> None:
+        """Hold ``metadata``'s references for the pending item at ``index``.
+
+        Released once the item's results have been replayed, as streamz
+        holds them while the item's futures are in flight.
+        """
+        retain_refs(metadata)
+        self.refs.append((self.items_sent + (index % len(self.pending)), metadata))
+
+    def release_replayed(self, everything: bool = False) -> None:
+        """Release the references of the elements whose results were replayed."""
+        refs = self.refs
+        while refs and (everything or refs[0][0] < self.items_taken):
+            release_refs(refs.popleft()[1])
+
     def _submit(self, batch: list[Any], close: bool) -> None:
+        self.items_sent += len(batch)
         self.submitted_elements += len(batch)
         if self.plan.second is None:
             if batch:  # an empty close needs no task: nothing holds state
@@ -273,11 +297,13 @@ class Runner:
         for (_, size), result in zip(done, results, strict=True):
             self._measure(result, size)
             self.submitted_elements -= size
+            self.items_taken += size
             self.ready.extend(result.events)
 
     def _take_second(self, result: StageResult) -> None:
         self._measure(result, self.second_size)
         self.submitted_elements -= self.second_size
+        self.items_taken += self.second_size
         self.states = result.states
         self.second = None
         self.ready.extend(result.events)
@@ -372,7 +398,7 @@ class Runner:
         self._collect(block=False)
         self._take_fetched()
 
-    def accept(self, x: Any) -> None:
+    def accept(self, x: Any, metadata: Any = None) -> None:
         """Take ``x`` from a synchronous producer; return once it may go on.
 
         Finished results are looked for every :data:`POLL_EVERY` elements
@@ -380,6 +406,8 @@ class Runner:
         and at every element while the bound is reached.
         """
         self.pending.append(x)
+        if metadata is not None:
+            self.hold_refs(metadata)
         self.pump()
         self.accepted += 1
         if not self.accepted % POLL_EVERY or self.full():
@@ -425,6 +453,8 @@ class Runner:
                 if errors is None:
                     raise
                 errors.append(e)
+        if self.refs:
+            self.release_replayed()
 
     def _task_failed(self, exc: BaseException, why: str | None = None) -> DaskTaskError:
         if why is None:
@@ -488,6 +518,8 @@ class Runner:
                 if errors is None:
                     raise
                 errors.append(e)
+        if self.refs:
+            self.release_replayed()
 
 
 class AsyncDriver:

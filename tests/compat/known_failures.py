@@ -9,7 +9,7 @@ Counts (``python -m pytest tests/compat``): of the 161 tests in the six
 files, 158 pass on streamz 0.6.6 (``STREAMS_COMPAT_TARGET=streamz``; two
 need ``websockets`` / ``paho-mqtt``, not installed, and one is streamz's own
 xfail). Before this harness existed, 71 of those 158 passed on streams;
-now 130 do.
+now 131 do.
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ XFAIL: dict[str, list[str]] = {
         "test_streamz_core.py::test_zip_latest_ref_counts",
         "test_streamz_core.py::test_zip_latest_metadata",
         "test_streamz_core.py::test_latest_ref_counts",
-        "test_streamz_dask.py::test_partition_then_scatter_async",
     ],
     # streams/operators/flow.py, whose async behaviour is being reworked separately
     "point 6: buffer, latest and map_async differ from streamz": [

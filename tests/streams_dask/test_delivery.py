@@ -10,16 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from typing import Any
 
 import pytest
-from distributed import Client, LocalCluster
+from distributed import Client, Event, LocalCluster
 from distributed.utils import sync
 
-from streams import Stream
+from streams import RefCounter, Stream
 
 
 def inc(x: int) -> int:
+    return x + 1
+
+
+def held(x: int, name: str) -> int:
+    """``x + 1`` once the event ``name`` is set."""
+    if not Event(name).wait(timeout=60):
+        raise TimeoutError(f"event {name} was never set")
     return x + 1
 
 
@@ -104,3 +112,30 @@ def test_buffered_results_arrive_while_the_producer_is_idle(client: Client) -> N
     assert scatter.in_flight == 0
     source.close()
     assert seen == list(range(1, 11))
+
+
+@pytest.mark.dask
+@pytest.mark.parametrize("options", [{"batch_size": 4}, {}])
+def test_references_are_held_until_the_results_are_replayed(
+        client: Client, options: dict[str, Any]) -> None:
+    # streamz's RefCounter: an element's references are held while its
+    # futures are in flight, so a source that waits for them knows when the
+    # element is done (the tasks here wait for an Event: no timing).
+    event = Event(f"release-{uuid.uuid4().hex}", client=client)
+    released: list[bool] = []
+    rc = RefCounter(cb=lambda: released.append(True))
+    source: Stream[Any] = Stream()
+    out = source.scatter(client=client, **options).map(held, event.name) \
+        .gather().sink_to_list()
+    if options:  # elements overlap: emit returns while the task waits
+        source.emit(1, metadata=[{"ref": rc}])
+        assert rc.count == 1 and out == []
+        event.set()
+        source.close()
+    else:  # each emit waits for its results: the references too
+        event.set()
+        source.emit(1, metadata=[{"ref": rc}])
+        assert out == [2]
+        source.close()
+    assert out == [2]
+    assert rc.count == 0 and released == [True]
