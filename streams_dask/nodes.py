@@ -302,14 +302,16 @@ class Scatter(SegmentEntry, Stream[Any]):
 
     def _start(self) -> Runner:
         connection = connect(self.client)
-        nthreads = sum(connection.client.nthreads().values())
-        self._runner = self._make_runner(connection, nthreads)
+        workers = connection.client.nthreads()
+        self._runner = self._make_runner(connection, sum(workers.values()))
+        self._runner.warm_workers(list(workers))
         return self._runner
 
     async def _astart(self) -> None:
         connection = await connect_async(self.client)
-        nthreads = sum((await connection.client.nthreads()).values())
-        self._runner = self._make_runner(connection, nthreads)
+        workers = await connection.client.nthreads()
+        self._runner = self._make_runner(connection, sum(workers.values()))
+        self._runner.warm_workers(list(workers))
         self._driver = AsyncDriver(self._runner)
 
     # -- data flow ------------------------------------------------------------

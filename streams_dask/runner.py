@@ -50,7 +50,7 @@ from streams.pending import settle
 from .client import Connection
 from .fetching import Fetcher, FetchFailed
 from .segment import Plan
-from .worker import Batch, Failure, StageResult, run_after, run_stage
+from .worker import Batch, Failure, StageResult, run_after, run_stage, warm
 
 __all__ = [
     "FIRST_BATCH",
@@ -139,6 +139,7 @@ class Runner:
         #: (position, metadata) of the elements whose references (streamz's
         #: ``RefCounter``) are held until their results have been replayed.
         self.refs: deque[tuple[int, Any]] = deque()
+        self.warming: list[Future] = []  # kept until the end, or Dask forgets them
         # Unfinished tasks below which a partial batch leaves at once: one
         # running and one queued per worker thread keep the cluster busy.
         self.eager = max_in_flight if threads is None else max(
@@ -229,6 +230,11 @@ class Runner:
                    else int(TARGET_SECONDS / self.per_element))
         self.cap = max(1, min(self.batch_size, GROWTH * self.largest, by_time,
                               self.element_bound or self.batch_size))
+
+    def warm_workers(self, addresses: Sequence[str]) -> None:
+        """Have each worker import the engine now (see :func:`~.worker.warm`)."""
+        self.warming = [self.client.submit(warm, workers=[a], allow_other_workers=True,
+                                           pure=False) for a in addresses]
 
     def hold_refs(self, metadata: Any, index: int = -1) -> None:
         """Hold ``metadata``'s references for the pending item at ``index``.
@@ -365,6 +371,12 @@ class Runner:
         if future.status == "error":
             _, exc, tb = result
             raise self._task_failed(exc) from exc.with_traceback(tb)
+        if future.status == "cancelled":
+            # The client closed, or someone cancelled the task, under the stream.
+            exc = result if isinstance(result, BaseException) else None
+            raise self._task_failed(exc or RuntimeError("cancelled"),
+                                    "the task was cancelled (was the client closed "
+                                    "while elements were in flight?)")
         self.fetched[future.key] = result
 
     def _collect(self, block: bool) -> None:
