@@ -11,15 +11,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from distributed import Client, default_client
+from distributed import Client
 
 from streams.core import Stream
 from streams.metadata import retain_refs
 from streams.operators._checks import check_count
 from streams.segment import SegmentEntry, raise_first
 
-from .client import Connection, connect, connect_async
-from .runner import AsyncDriver, Runner
+from .async_driver import AsyncDriver
+from .client import Connection, client_loop_running_here, connect, connect_async, inform_loop
+from .runner import Runner
 from .segment import DaskSegment, plan_stages
 from .ticks import WindowClock
 
@@ -69,38 +70,6 @@ def _bound_client(node: Stream[Any] | None) -> Client | None:
             return node.client
         node = node.upstream
     return None
-
-
-def _inform_loop(node: Scatter) -> None:
-    """As streamz: the nodes above ``scatter()`` know the client's loop.
-
-    On an asynchronous stream that is the running loop (an asynchronous
-    client runs there); on a synchronous one, the loop of the client known
-    now (given, or the default client), if any. Only nodes with no loop yet
-    get it, and not sources that run themselves: they choose a loop when
-    they start.
-    """
-    from streams.loop_thread import running_io_loop
-
-    loop = node.loop
-    if loop is None and node.asynchronous:
-        loop = running_io_loop()
-    elif loop is None:
-        client = node.client
-        if client is None:
-            try:
-                client = default_client()
-            except ValueError:
-                return
-        loop = client.loop
-    if loop is None:
-        return
-    todo: list[Stream[Any]] = [node]
-    while todo:
-        n = todo.pop()
-        if n.loop is None and not hasattr(n, "_needs_loop"):
-            n.loop = loop
-        todo.extend(n.upstreams)
 
 
 @Stream.register_api()
@@ -241,7 +210,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         self._on_loop = False
         Stream.__init__(self, upstream, **kwargs)
         self._segment = DaskSegment(self)
-        _inform_loop(self)
+        inform_loop(self, self.client)
 
     # -- start ----------------------------------------------------------------
 
@@ -338,10 +307,12 @@ class Scatter(SegmentEntry, Stream[Any]):
             self.flush()
             return None
         with runner.lock:
-            self._raise_background(runner)
             runner.accept(x, metadata)
             if runner.ready:
                 runner.replay()
+            # An error met delivering earlier results in the background is
+            # raised here, after ``x`` is safely accepted.
+            self._raise_background(runner)
         return None
 
     @staticmethod
@@ -352,17 +323,7 @@ class Scatter(SegmentEntry, Stream[Any]):
 
     def _client_loop_running_here(self) -> bool:
         """Whether this thread runs the event loop of the client to use."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return False
-        client = self.client
-        if client is None:
-            try:
-                client = default_client()
-            except ValueError:
-                return False
-        return getattr(client.loop, "asyncio_loop", None) is loop
+        return client_loop_running_here(self.client)
 
     def _update_async(self, x: Any, metadata: Any = None) -> Any:
         driver = self._driver
