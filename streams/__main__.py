@@ -60,7 +60,8 @@ def _segment(demo: str) -> Any:
     if demo == "dask":
         import streams_dask  # noqa: F401 - registers scatter()
 
-        return lambda s: s.scatter().map(enrich).gather()
+        # Batches of up to 1,000 views, many in flight: results come back as tasks finish.
+        return lambda s: s.scatter(batch_size=1000).map(enrich).gather()
     if demo == "spark":
         import streams_spark  # noqa: F401 - registers to_spark()
 

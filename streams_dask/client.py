@@ -13,6 +13,7 @@ scheduler is opened, and closed with the pipeline.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,7 @@ from distributed import Client, LocalCluster, default_client
 
 from .main_guard import check_main_guard
 
-__all__ = ["Connection", "connect", "connect_async"]
+__all__ = ["Connection", "client_loop_running_here", "connect", "connect_async", "inform_loop"]
 
 logger = logging.getLogger("streams_dask")
 
@@ -106,3 +107,50 @@ async def connect_async(client: Client | None) -> Connection:
     _announce(cluster)
     own = await Client(cluster, asynchronous=True, set_as_default=False)
     return Connection(own, [cluster, own])
+
+
+def _known_client(client: Client | None) -> Client | None:
+    """``client``, else the default client, else None."""
+    if client is not None:
+        return client
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+def client_loop_running_here(client: Client | None) -> bool:
+    """Whether this thread runs the event loop of ``client`` (or the default client)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    known = _known_client(client)
+    return known is not None and getattr(known.loop, "asyncio_loop", None) is loop
+
+
+def inform_loop(node: Any, client: Client | None) -> None:
+    """As streamz: the nodes above ``scatter()`` know the client's loop.
+
+    On an asynchronous stream that is the running loop (an asynchronous
+    client runs there); on a synchronous one, the loop of the client known
+    now (given, or the default client), if any. Only nodes with no loop yet
+    get it, and not sources that run themselves: they choose a loop when
+    they start.
+    """
+    from streams.loop_thread import running_io_loop
+
+    loop = node.loop
+    if loop is None and node.asynchronous:
+        loop = running_io_loop()
+    elif loop is None:
+        known = _known_client(client)
+        loop = None if known is None else known.loop
+    if loop is None:
+        return
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if n.loop is None and not hasattr(n, "_needs_loop"):
+            n.loop = loop
+        todo.extend(n.upstreams)

@@ -14,11 +14,13 @@ from typing import Any
 from distributed import Client
 
 from streams.core import Stream
+from streams.metadata import retain_refs
 from streams.operators._checks import check_count
 from streams.segment import SegmentEntry, raise_first
 
-from .client import Connection, connect, connect_async
-from .runner import AsyncDriver, Runner
+from .async_driver import AsyncDriver
+from .client import Connection, client_loop_running_here, connect, connect_async, inform_loop
+from .runner import Runner
 from .segment import DaskSegment, plan_stages
 from .ticks import WindowClock
 
@@ -84,16 +86,27 @@ class Scatter(SegmentEntry, Stream[Any]):
     see futures, and an operator that cannot run on Dask is refused when the
     graph is built.
 
-    With the synchronous API, ``emit`` returns once the element is accepted
-    (sent, or held for the next batch while every worker thread has a task
-    queued; it blocks only while the bound is reached): results reach
-    ``gather()`` while later elements are emitted (finished tasks are looked
-    for every 16 elements), and all of them by the time ``close()`` returns, or
-    :meth:`flush` is called. Waiting for each element's result inside
-    ``emit`` would make every element a round trip to the cluster: this is
-    where streamz lost most of its throughput. On an asynchronous stream,
-    ``await emit(x)`` returns once ``x`` is accepted, and waits while the
-    bound is reached; results are emitted as they arrive.
+    When results reach ``gather()`` follows streamz:
+
+    * a plain ``scatter()`` (streamz's call: no batching argument, no
+      ``buffer()`` in the segment): ``emit(x)`` returns, and ``await
+      emit(x)`` resolves, once ``x``'s results have gone through ``gather()``
+      and on, one element at a time, as in-process and as in streamz;
+    * ``buffer(n)`` in the segment, or ``batch_size``, ``max_in_flight`` or
+      ``ordered=False`` given: elements overlap on the cluster. ``emit``
+      returns once the element is accepted (sent, or held for the next
+      batch while every worker thread has a task queued) and waits only
+      while the bound is reached: ``max_in_flight`` tasks, and with
+      ``buffer(n)`` at most ``n`` elements held. Results reach ``gather()``
+      as their tasks finish, even while the producer is idle (for a
+      synchronous stream, from distributed's callback thread, one at a
+      time, in order, as streamz's come from its loop thread), and all of
+      them by the time ``close()`` returns or :meth:`flush` is called.
+      Waiting for each element inside ``emit`` makes every element a round
+      trip to the cluster: throughput needs this mode.
+
+    ``emit(x, asynchronous=True)`` from the client's own loop (streamz's
+    ``distributed.utils.sync`` idiom) is driven on that loop, never blocking it.
 
     Errors raised on workers are applied, in order, through the error policy
     of the node that raised (:meth:`~streams.Stream.on_error`): with
@@ -114,8 +127,9 @@ class Scatter(SegmentEntry, Stream[Any]):
     ----------
     client : distributed.Client, optional
         Overrides the client chosen by ``to_dask()`` (see there).
-    batch_size : int
-        Most elements per task. Batches start at 16 elements and grow as
+    batch_size : int, optional
+        Most elements per task (default 1000, once elements overlap; giving
+        it asks for the overlap). Batches start at 16 elements and grow as
         workers report run times, up to about a quarter of a second of work
         per task (so that the last tasks of a stream are short).
     max_in_flight : int, optional
@@ -151,6 +165,9 @@ class Scatter(SegmentEntry, Stream[Any]):
     __slots__ = (
         "_driver",
         "_early",
+        "_early_refs",
+        "_on_loop",
+        "_overlap",
         "_restored",
         "_runner",
         "_starting",
@@ -169,9 +186,9 @@ class Scatter(SegmentEntry, Stream[Any]):
     _graphviz_shape = "triangle"
 
     def __init__(self, upstream: Stream[Any], client: Client | None = None,
-                 batch_size: int = DEFAULT_BATCH_SIZE, max_in_flight: int | None = None,
+                 batch_size: int | None = None, max_in_flight: int | None = None,
                  ordered: bool = True, progress: bool = False, **kwargs: Any) -> None:
-        check_count("scatter", "batch_size", batch_size)
+        check_count("scatter", "batch_size", batch_size, optional=True)
         check_count("scatter", "max_in_flight", max_in_flight, optional=True)
         self.client = client if client is not None else _bound_client(upstream)
         self.batch_size = batch_size
@@ -184,9 +201,16 @@ class Scatter(SegmentEntry, Stream[Any]):
         self._starting: asyncio.Future[None] | None = None
         self._ticks: WindowClock | None = None
         self._early: list[Any] = []
+        self._early_refs: list[tuple[int, Any]] = []
         self._restored: dict[int, Any] | None = None
+        #: Whether ``emit`` returns before the element's results are back
+        #: (decided when the segment starts, see ``_make_runner``).
+        self._overlap = False
+        #: Whether elements go through a driver on a running loop.
+        self._on_loop = False
         Stream.__init__(self, upstream, **kwargs)
         self._segment = DaskSegment(self)
+        inform_loop(self, self.client)
 
     # -- start ----------------------------------------------------------------
 
@@ -197,8 +221,18 @@ class Scatter(SegmentEntry, Stream[Any]):
         plan = plan_stages(segment)
         nodes = {n._node_id: n for n in segment.nodes}
         bound = self.max_in_flight or max(4, 3 * nthreads)
-        runner = Runner(connection, plan, nodes, segment.exits, self.batch_size, bound,
-                        self._label(), self.ordered, threads=nthreads)
+        elements = segment.element_bound()
+        # streamz's scatter() has no batching arguments: given none of ours
+        # and no buffer(), each emit waits for its element's results, as in
+        # streamz. Any of them asks for elements to overlap on the cluster.
+        self._overlap = (elements is not None or self.batch_size is not None
+                         or self.max_in_flight is not None or not self.ordered)
+        runner = Runner(connection, plan, nodes, segment.exits,
+                        self.batch_size or DEFAULT_BATCH_SIZE, bound,
+                        self._label(), self.ordered, threads=nthreads,
+                        element_bound=elements)
+        if self._overlap and not self.asynchronous:
+            runner.deliver_as_done()
         if plan.second is not None and self._restored is not None:
             # The stateful stage resumes from a checkpoint.
             runner.states = {segment.nodes[position]._node_id: state
@@ -210,7 +244,9 @@ class Scatter(SegmentEntry, Stream[Any]):
         # Ticks of windows that closed before the first element, and elements
         # that arrived while an asynchronous client was being resolved.
         runner.pending.extend(self._early)
+        runner.refs.extend(self._early_refs)  # held already, at these positions
         self._early.clear()
+        self._early_refs.clear()
         return runner
 
     def _admitted(self, node: Stream[Any]) -> None:
@@ -235,43 +271,81 @@ class Scatter(SegmentEntry, Stream[Any]):
 
     def _start(self) -> Runner:
         connection = connect(self.client)
-        nthreads = sum(connection.client.nthreads().values())
-        self._runner = self._make_runner(connection, nthreads)
+        workers = connection.client.nthreads()
+        self._runner = self._make_runner(connection, sum(workers.values()))
+        self._runner.warm_workers(list(workers))
         return self._runner
 
     async def _astart(self) -> None:
         connection = await connect_async(self.client)
-        nthreads = sum((await connection.client.nthreads()).values())
-        self._runner = self._make_runner(connection, nthreads)
+        workers = await connection.client.nthreads()
+        self._runner = self._make_runner(connection, sum(workers.values()))
+        self._runner.warm_workers(list(workers))
         self._driver = AsyncDriver(self._runner)
 
     # -- data flow ------------------------------------------------------------
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
-        if self.asynchronous:
-            return self._update_async(x)
-        runner = self._runner or self._start()
+        if self.asynchronous or self._on_loop:
+            return self._update_async(x, metadata)
+        runner = self._runner
+        if runner is None:
+            if self._client_loop_running_here():
+                # Called from the client's own loop (streamz's ``await
+                # emit(x, asynchronous=True)`` through ``distributed.utils.
+                # sync``): blocking here would stop the loop that brings the
+                # results, so this stream is driven from that loop.
+                self._on_loop = True
+                return self._update_async(x, metadata)
+            runner = self._start()
         if self._ticks is not None:
             self._ticks.due(runner.pending)
-        runner.accept(x)
-        if runner.ready:
-            runner.replay()
+        if not self._overlap:
+            runner.pending.append(x)
+            if metadata is not None:
+                runner.hold_refs(metadata)
+            self.flush()
+            return None
+        with runner.lock:
+            runner.accept(x, metadata)
+            if runner.ready:
+                runner.replay()
+            # An error met delivering earlier results in the background is
+            # raised here, after ``x`` is safely accepted.
+            self._raise_background(runner)
         return None
 
-    def _update_async(self, x: Any) -> Any:
+    @staticmethod
+    def _raise_background(runner: Runner) -> None:
+        """Raise the first error met delivering results in the background."""
+        if runner.background_errors:
+            raise runner.background_errors.pop(0)
+
+    def _client_loop_running_here(self) -> bool:
+        """Whether this thread runs the event loop of the client to use."""
+        return client_loop_running_here(self.client)
+
+    def _update_async(self, x: Any, metadata: Any = None) -> Any:
         driver = self._driver
         if driver is None:
             # Queued now, in call order, while the client is being resolved.
             if self._ticks is not None:
                 self._ticks.due(self._early)
             self._early.append(x)
+            if metadata is not None:
+                retain_refs(metadata)
+                self._early_refs.append((len(self._early) - 1, metadata))
             return self._start_then()
         runner = driver.runner
         if self._ticks is not None:
             self._ticks.due(runner.pending)
         runner.pending.append(x)
+        if metadata is not None:
+            runner.hold_refs(metadata)
         runner.pump()
         driver.kick()
+        if not self._overlap:
+            return self._aflush()
         if runner.full():
             return driver.room()
         # An error met downstream while replaying earlier results is raised
@@ -288,6 +362,8 @@ class Scatter(SegmentEntry, Stream[Any]):
         driver.runner.pump()
         driver.kick()
         await driver.room()
+        if not self._overlap:
+            await self._aflush()
 
     @property
     def in_flight(self) -> int:
@@ -310,14 +386,16 @@ class Scatter(SegmentEntry, Stream[Any]):
         """
         if self._runner is None:
             return None
-        if self.asynchronous:
+        if self.asynchronous or self._on_loop:
             return self._aflush()
         runner = self._runner
-        runner.pump()
-        while runner.head() is not None or runner.pending:
-            runner.wait_one()
+        with runner.lock:
+            self._raise_background(runner)
             runner.pump()
-            runner.replay()
+            while runner.head() is not None or runner.pending:
+                runner.wait_one()
+                runner.pump()
+                runner.replay()
         return None
 
     async def _aflush(self) -> None:
@@ -343,7 +421,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         to it must have come back from the cluster; :attr:`segment_states`
         is then the state after exactly those elements.
         """
-        if self.asynchronous:
+        if self.asynchronous or self._on_loop:
             started = self._driver is not None or self._starting is not None
             return self._abarrier() if started else None
         return self.flush()
@@ -373,7 +451,15 @@ class Scatter(SegmentEntry, Stream[Any]):
         self._push = self._push_closed
         if self._ticks is not None:
             self._ticks.stop()
-        if self.asynchronous:
+        if self._on_loop and not self.asynchronous and self._driver is not None \
+                and not self._client_loop_running_here():
+            # Driven on the client's loop, closed from another thread: the
+            # end of stream runs there too, and this thread waits for it.
+            from distributed.utils import sync
+
+            sync(self._driver.runner.client.loop, self._aclose_segment)
+            return None
+        if self.asynchronous or self._on_loop:
             return self._aclose_segment()
         errors: list[BaseException] = []
         runner = self._runner
@@ -381,8 +467,13 @@ class Scatter(SegmentEntry, Stream[Any]):
             runner = self._start()
         if runner is not None:
             try:
-                errors = runner.drain()
+                with runner.lock:
+                    errors = runner.background_errors
+                    # A task that failed in the background is never
+                    # replayed: waiting for it would wait for ever.
+                    errors = errors + (runner.drain() if not errors else [])
             finally:
+                runner.release_replayed(everything=True)
                 runner.connection.close()
         pending = self._close_exits()
         raise_first(errors, "Dask")
@@ -399,6 +490,7 @@ class Scatter(SegmentEntry, Stream[Any]):
             try:
                 errors = await driver.finish()
             finally:
+                driver.runner.release_replayed(everything=True)
                 await driver.runner.connection.aclose()
         pending = self._close_exits()
         if pending is not None:

@@ -35,61 +35,28 @@ results, and each result is replayed once, when it reaches the head.
 
 from __future__ import annotations
 
-import asyncio
+import threading
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from distributed import Future, as_completed
+from distributed import Future
 
 from streams.core import Stream
+from streams.metadata import release_refs, retain_refs
 from streams.pending import settle
 from streams.segment import unsendable
 
 from .client import Connection
+from .fetching import Fetcher, FetchFailed
 from .segment import Plan
-from .worker import Batch, Failure, StageResult, run_after, run_stage
-
-
-class _FetchFailed:
-    """A finished task whose result could not be brought back (it does not pickle)."""
-
-    __slots__ = ("exc",)
-
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-
-class _Fetcher(as_completed):
-    """``as_completed(with_results=True)`` that reports a result it cannot fetch.
-
-    Distributed's own lets the error of fetching a result (a result that
-    does not pickle on the worker) end its tracking task: the future is
-    never reported and whoever waits for it waits for ever. Here the error
-    is reported in place of the result.
-    """
-
-    async def _track_future(self, future: Future) -> None:
-        try:
-            await super()._track_future(future)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            with self.lock:
-                if future in self.futures:
-                    del self.futures[future]
-                    self.queue.put_nowait((future, _FetchFailed(e)))
-                    async with self.condition:
-                        self.condition.notify()
-                    with self.thread_condition:
-                        self.thread_condition.notify()
+from .worker import Batch, Failure, StageResult, run_after, run_stage, warm
 
 __all__ = [
     "FIRST_BATCH",
     "GROWTH",
     "POLL_EVERY",
     "TARGET_SECONDS",
-    "AsyncDriver",
     "DaskTaskError",
     "Runner",
 ]
@@ -144,12 +111,15 @@ class Runner:
         Worker threads of the cluster: while fewer than two tasks per
         thread are unfinished, elements leave without waiting for a full
         batch. Unknown (None): while there is room in flight.
+    element_bound : int, optional
+        Most elements held (waiting for a batch, or in flight until their
+        results are replayed) once the producer goes on: ``buffer(n)``.
     """
 
     def __init__(self, connection: Connection, plan: Plan, nodes: dict[int, Stream[Any]],
                  exits: Sequence[Stream[Any]], batch_size: int, max_in_flight: int,
                  label: str = "scatter()", ordered: bool = True,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, element_bound: int | None = None) -> None:
         self.label = label
         self.ordered = ordered
         self.connection = connection
@@ -159,6 +129,16 @@ class Runner:
         self.exits = list(exits)
         self.batch_size = batch_size
         self.max_in_flight = max_in_flight
+        self.element_bound = element_bound
+        self.submitted_elements = 0  # in tasks whose results are not taken yet
+        # Positions in the sequence of items (elements and ticks) sent, and
+        # taken back: an element's results are replayed once taken passes it.
+        self.items_sent = 0
+        self.items_taken = 0
+        #: (position, metadata) of the elements whose references (streamz's
+        #: ``RefCounter``) are held until their results have been replayed.
+        self.refs: deque[tuple[int, Any]] = deque()
+        self.warming: list[Future] = []  # kept until the end, or Dask forgets them
         # Unfinished tasks below which a partial batch leaves at once: one
         # running and one queued per worker thread keep the cluster busy.
         self.eager = max_in_flight if threads is None else max(
@@ -176,16 +156,22 @@ class Runner:
         self.submitted = 0  # tasks whose results are measured (one per batch)
         self.accepted = 0
         # Results are fetched in the background as tasks finish, kept by key.
-        self.fetcher = _Fetcher(loop=self.client.loop, with_results=True, raise_errors=False)
+        self.fetcher = Fetcher(loop=self.client.loop, with_results=True, raise_errors=False)
         self.fetched: dict[Any, StageResult] = {}
         self.closed = False
         # Seconds of work per element, as workers measured it (None: unknown).
         self.per_element: float | None = None
         self.work_seconds = 0.0  # summed over the batches whose results came back
         self.largest = 0  # the most elements of a batch measured so far
-        self.cap = min(batch_size, FIRST_BATCH)
+        self.cap = min(batch_size, FIRST_BATCH, element_bound or batch_size)
         #: A progress bar (``update(1)`` per task whose result came back), or None.
         self.progress: Any = None
+        #: Held by whoever drives a synchronous runner: the producer, or the
+        #: thread delivering results as tasks finish (see :meth:`deliver_as_done`).
+        self.lock = threading.RLock()
+        self.as_done = False
+        #: Errors met delivering in the background, for the producer's next call.
+        self.background_errors: list[BaseException] = []
 
     # -- submission ---------------------------------------------------------
 
@@ -204,8 +190,14 @@ class Runner:
         return (self.running() < unfinished
                 and self.count() < 2 * self.max_in_flight)
 
+    def held(self) -> int:
+        """Elements accepted whose results are not taken yet."""
+        return len(self.pending) + self.submitted_elements
+
     def full(self) -> bool:
         """Whether the producer must wait (the backpressure condition)."""
+        if self.element_bound is not None and self.held() > self.element_bound:
+            return True
         return len(self.pending) >= self.cap and not self._room(self.max_in_flight)
 
     def pump(self) -> None:
@@ -235,9 +227,32 @@ class Runner:
                 0.7 * self.per_element + 0.3 * cost)
         by_time = (self.batch_size if self.per_element is None
                    else int(TARGET_SECONDS / self.per_element))
-        self.cap = max(1, min(self.batch_size, GROWTH * self.largest, by_time))
+        self.cap = max(1, min(self.batch_size, GROWTH * self.largest, by_time,
+                              self.element_bound or self.batch_size))
+
+    def warm_workers(self, addresses: Sequence[str]) -> None:
+        """Have each worker import the engine now (see :func:`~.worker.warm`)."""
+        self.warming = [self.client.submit(warm, workers=[a], allow_other_workers=True,
+                                           pure=False) for a in addresses]
+
+    def hold_refs(self, metadata: Any, index: int = -1) -> None:
+        """Hold ``metadata``'s references for the pending item at ``index``.
+
+        Released once the item's results have been replayed, as streamz
+        holds them while the item's futures are in flight.
+        """
+        retain_refs(metadata)
+        self.refs.append((self.items_sent + (index % len(self.pending)), metadata))
+
+    def release_replayed(self, everything: bool = False) -> None:
+        """Release the references of the elements whose results were replayed."""
+        refs = self.refs
+        while refs and (everything or refs[0][0] < self.items_taken):
+            release_refs(refs.popleft()[1])
 
     def _submit(self, batch: list[Any], close: bool) -> None:
+        self.items_sent += len(batch)
+        self.submitted_elements += len(batch)
         if self.plan.second is None:
             if batch:  # an empty close needs no task: nothing holds state
                 self.submitted += 1
@@ -292,10 +307,14 @@ class Runner:
     def _take(self, done: list[tuple[Future, int]], results: list[StageResult]) -> None:
         for (_, size), result in zip(done, results, strict=True):
             self._measure(result, size)
+            self.submitted_elements -= size
+            self.items_taken += size
             self.ready.extend(result.events)
 
     def _take_second(self, result: StageResult) -> None:
         self._measure(result, self.second_size)
+        self.submitted_elements -= self.second_size
+        self.items_taken += self.second_size
         self.states = result.states
         self.second = None
         self.ready.extend(result.events)
@@ -317,9 +336,39 @@ class Runner:
 
     def _track(self, future: Future) -> None:
         self.fetcher.add(future)
+        if self.as_done:
+            future.add_done_callback(self._done)
+
+    def deliver_as_done(self) -> None:
+        """Replay results as their tasks finish, even while the producer is idle.
+
+        For a synchronous producer whose ``emit`` returns before its results
+        are back (``buffer(n)``, batching asked for): as in streamz, results
+        then reach ``gather()`` as tasks finish, from distributed's callback
+        thread, under :attr:`lock` (so in order, one thread at a time).
+        """
+        self.as_done = True
+
+    def _done(self, future: Future) -> None:
+        # distributed's callback thread: the task is done, its result is
+        # being fetched (by the fetcher, on the client's loop).
+        with self.lock:
+            try:
+                while (not self.closed and self._tracked(future)
+                       and future.key not in self.fetched):
+                    self._collect(block=True)
+                self._take_fetched()
+                self.pump()
+                self.replay(self.background_errors)
+            except Exception as e:
+                self.background_errors.append(e)
+
+    def _tracked(self, future: Future) -> bool:
+        """Whether ``future``'s result is still to be taken."""
+        return self.second is future or any(f is future for f, _ in self.in_flight)
 
     def _store(self, future: Future, result: Any) -> None:
-        if isinstance(result, _FetchFailed):
+        if isinstance(result, FetchFailed):
             raise self._task_failed(result.exc, "its result could not be sent back: it holds "
                                     "something that does not pickle (a lock, a file, a "
                                     "generator...); map elements to plain data before "
@@ -327,6 +376,12 @@ class Runner:
         if future.status == "error":
             _, exc, tb = result
             raise self._task_failed(exc) from exc.with_traceback(tb)
+        if future.status == "cancelled":
+            # The client closed, or someone cancelled the task, under the stream.
+            exc = result if isinstance(result, BaseException) else None
+            raise self._task_failed(exc or RuntimeError("cancelled"),
+                                    "the task was cancelled (was the client closed "
+                                    "while elements were in flight?)")
         self.fetched[future.key] = result
 
     def _collect(self, block: bool) -> None:
@@ -360,7 +415,7 @@ class Runner:
         self._collect(block=False)
         self._take_fetched()
 
-    def accept(self, x: Any) -> None:
+    def accept(self, x: Any, metadata: Any = None) -> None:
         """Take ``x`` from a synchronous producer; return once it may go on.
 
         Finished results are looked for every :data:`POLL_EVERY` elements
@@ -368,6 +423,8 @@ class Runner:
         and at every element while the bound is reached.
         """
         self.pending.append(x)
+        if metadata is not None:
+            self.hold_refs(metadata)
         self.pump()
         self.accepted += 1
         if not self.accepted % POLL_EVERY or self.full():
@@ -413,6 +470,8 @@ class Runner:
                 if errors is None:
                     raise
                 errors.append(e)
+        if self.refs:
+            self.release_replayed()
 
     def _task_failed(self, exc: BaseException, why: str | None = None) -> DaskTaskError:
         if why is None:
@@ -476,73 +535,5 @@ class Runner:
                 if errors is None:
                     raise
                 errors.append(e)
-
-
-class AsyncDriver:
-    """Keeps an asynchronous runner moving while the producer is idle.
-
-    One task on the running loop waits for tasks to finish, submits what is
-    pending and replays what reached the head; producers wait on
-    :meth:`room` when the bound is reached. An error raised downstream
-    while replaying (a node's ``"raise"`` policy) is kept and raised to the
-    next producer call.
-    """
-
-    def __init__(self, runner: Runner) -> None:
-        self.runner = runner
-        self.task: asyncio.Task[None] | None = None
-        self.changed = asyncio.Event()
-        self.error: BaseException | None = None
-
-    def kick(self) -> None:
-        """Make sure the driving task runs."""
-        if self.task is None or self.task.done():
-            self.task = asyncio.ensure_future(self._drive())
-
-    def check(self) -> None:
-        """Raise the error the driving task met, once."""
-        if self.error is not None:
-            error, self.error = self.error, None
-            raise error
-
-    async def _drive(self) -> None:
-        runner = self.runner
-        try:
-            while runner.head() is not None:
-                await runner.await_any()
-                runner.pump()
-                await runner.areplay()
-                self.changed.set()
-        except BaseException as e:
-            self.error = e
-        finally:
-            self.changed.set()
-
-    async def room(self) -> None:
-        """Wait until the producer may go on (room in flight, or an error)."""
-        runner = self.runner
-        while runner.full() and self.error is None:
-            self.changed.clear()
-            self.kick()
-            await self.changed.wait()
-        self.check()
-
-    async def finish(self) -> list[BaseException]:
-        """End of stream: submit the rest, wait for all of it, replay it.
-
-        Returns the errors raised downstream meanwhile, in order.
-        """
-        runner = self.runner
-        errors: list[BaseException] = []
-        if self.task is not None:
-            await self.task
-        if self.error is not None:
-            errors.append(self.error)
-            self.error = None
-        runner.submit_close()
-        while runner.head() is not None:
-            await runner.await_one()
-            await runner.areplay(errors)
-        await runner.areplay(errors)
-        return errors
-
+        if self.refs:
+            self.release_replayed()

@@ -109,6 +109,17 @@ class DaskSegment(Segment):
         self.nodes.append(node)
         self.entry._admitted(node)
 
+    def element_bound(self) -> int | None:
+        """Most elements in flight, from the ``buffer(n)`` nodes of the segment.
+
+        In-process, ``buffer(n)`` lets the producer run ``n`` elements ahead
+        of what follows; on Dask that is how many elements may be between
+        ``scatter()`` and ``gather()``. None: the segment has no such node.
+        """
+        bounds = [spec.params["n"] for spec in (n.describe() for n in self.nodes)
+                  if spec.traits.identity_on_engine and isinstance(spec.params.get("n"), int)]
+        return min(bounds) if bounds else None
+
     def add_exit(self, gather: Stream[Any]) -> None:
         """Register a ``gather()`` node: results come back through it."""
         if self.started:
@@ -136,7 +147,10 @@ _tokens = itertools.count()
 
 
 def _is_stateful(node: Stream[Any]) -> bool:
-    return node.describe().traits.stateful
+    # A node that only shapes in-process timing (buffer) holds nothing on
+    # an engine: it does not make the segment carry state between batches.
+    traits = node.describe().traits
+    return traits.stateful and not traits.identity_on_engine
 
 
 def _downstream_codes(node: Stream[Any], exit_index: dict[int, int],

@@ -31,6 +31,7 @@ __all__ = [
     "Tick",
     "run_after",
     "run_stage",
+    "warm",
 ]
 
 
@@ -97,3 +98,13 @@ def run_after(plan_bytes: bytes, previous: StageResult,
               close: bool = False) -> StageResult:
     """Run a stage over what the previous stage's task returned."""
     return run_stage(plan_bytes, previous[0], states, close)
+
+
+def warm() -> bool:
+    """A task that only imports this module (and the engine) on a worker.
+
+    Sent to every worker when a segment starts, so that a fresh worker
+    process pays for importing ``streams`` now, alongside the first task,
+    rather than when its own first batch arrives.
+    """
+    return True

@@ -243,7 +243,9 @@ def from_kafka_batched(topic: str, consumer_params: dict[str, Any], poll_interva
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise ImportError("from_kafka_batched(dask=True) needs streams_dask: "
                               "pip install 'streams[dask]'") from e
-        node = source.scatter(client=client)
+        # Batching asked for: reads of several partitions overlap on the
+        # workers (a plain scatter() would wait for each read in turn).
+        node = source.scatter(client=client, batch_size=1000)
     batches = node.starmap(get_message_batch)
     if start:
         source.start()

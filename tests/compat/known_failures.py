@@ -9,7 +9,7 @@ Counts (``python -m pytest tests/compat``): of the 161 tests in the six
 files, 158 pass on streamz 0.6.6 (``STREAMS_COMPAT_TARGET=streamz``; two
 need ``websockets`` / ``paho-mqtt``, not installed, and one is streamz's own
 xfail). Before this harness existed, 71 of those 158 passed on streams;
-now 120 do.
+now 131 do.
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ XFAIL: dict[str, list[str]] = {
         "test_streamz_core.py::test_zip_latest_ref_counts",
         "test_streamz_core.py::test_zip_latest_metadata",
         "test_streamz_core.py::test_latest_ref_counts",
-        "test_streamz_dask.py::test_partition_then_scatter_async",
     ],
     # streams/operators/flow.py, whose async behaviour is being reworked separately
     "point 6: buffer, latest and map_async differ from streamz": [
@@ -69,19 +68,10 @@ XFAIL: dict[str, list[str]] = {
         "test_streamz_core.py::test_map_async_tornado",
         "test_streamz_core.py::test_map_async_restart",
     ],
-    # sync emit through scatter, results before close, buffer in a segment
+    # zip of two scatter() nodes: each starts a segment of its own, and a
+    # node cannot take elements from two segments
     "point 6: Dask pipelines differ": [
-        "test_streamz_dask.py::test_scan_state",
         "test_streamz_dask.py::test_zip",
-        "test_streamz_dask.py::test_sync",
-        "test_streamz_dask.py::test_sync_2",
-        "test_streamz_dask.py::test_buffer",
-        "test_streamz_dask.py::test_buffer_sync",
-        "test_streamz_dask.py::test_map_on_dict",
-        "test_streamz_dask.py::test_partition_then_scatter_sync",
-        "test_streamz_dask.py::test_non_unique_emit",
-        "test_streamz_dask.py::test_accumulate",
-        "test_streamz_dask.py::test_starmap",
     ],
 }
 

@@ -123,7 +123,7 @@ def test_batches_start_small_and_grow_by_measured_steps(
 
     monkeypatch.setattr(Runner, "_submit", spy)
     source: Stream[Any] = Stream()
-    out = source.scatter(client=client).map(abs).gather().sink_to_list()
+    out = source.scatter(client=client, batch_size=1000).map(abs).gather().sink_to_list()
     n = 3000
     for x in range(n):
         source.emit(-x)

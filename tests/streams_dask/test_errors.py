@@ -29,12 +29,21 @@ def run(data: list[int], build: Any) -> None:
 
 
 @pytest.mark.dask
-def test_worker_exception_names_the_node_and_the_element(client: Client) -> None:
+@pytest.mark.parametrize(("options", "delivered"), [
+    # Each emit waits for its results (streamz): the error surfaces from the
+    # emit of 0, as in-process, and 5 is never emitted.
+    ({}, [10, 5]),
+    # Batched: the error surfaces once its result comes back, after 5 was
+    # accepted; every other element still goes through, in order.
+    ({"batch_size": 1000}, [10, 5, 2]),
+])
+def test_worker_exception_names_the_node_and_the_element(
+        client: Client, options: dict[str, Any], delivered: list[int]) -> None:
     out: list[Any] = []
     nodes: dict[str, Any] = {}
 
     def build(source: Stream[Any]) -> None:
-        node = source.scatter(client=client).map(invert, stream_name="invert")
+        node = source.scatter(client=client, **options).map(invert, stream_name="invert")
         nodes["map"] = node
         node.gather().sink(out.append)
 
@@ -45,8 +54,7 @@ def test_worker_exception_names_the_node_and_the_element(client: Client) -> None
     assert err.element == 0
     assert isinstance(err.error, ZeroDivisionError)
     assert "map(invert) 'invert' failed on element 0: ZeroDivisionError" in str(err)
-    # Nothing else is lost: every other element went through, in order.
-    assert out == [10, 5, 2]
+    assert out == delivered
 
 
 @pytest.mark.dask

@@ -1,0 +1,79 @@
+"""Keeps the runner of an asynchronous stream moving, on the running loop."""
+
+from __future__ import annotations
+
+import asyncio
+
+from .runner import Runner
+
+__all__ = ["AsyncDriver"]
+
+
+class AsyncDriver:
+    """Keeps an asynchronous runner moving while the producer is idle.
+
+    One task on the running loop waits for tasks to finish, submits what is
+    pending and replays what reached the head; producers wait on
+    :meth:`room` when the bound is reached. An error raised downstream
+    while replaying (a node's ``"raise"`` policy) is kept and raised to the
+    next producer call.
+    """
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.task: asyncio.Task[None] | None = None
+        self.changed = asyncio.Event()
+        self.error: BaseException | None = None
+
+    def kick(self) -> None:
+        """Make sure the driving task runs."""
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._drive())
+
+    def check(self) -> None:
+        """Raise the error the driving task met, once."""
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+    async def _drive(self) -> None:
+        runner = self.runner
+        try:
+            while runner.head() is not None:
+                await runner.await_any()
+                runner.pump()
+                await runner.areplay()
+                self.changed.set()
+        except BaseException as e:
+            self.error = e
+        finally:
+            self.changed.set()
+
+    async def room(self) -> None:
+        """Wait until the producer may go on (room in flight, or an error)."""
+        runner = self.runner
+        while runner.full() and self.error is None:
+            self.changed.clear()
+            self.kick()
+            await self.changed.wait()
+        self.check()
+
+    async def finish(self) -> list[BaseException]:
+        """End of stream: submit the rest, wait for all of it, replay it.
+
+        Returns the errors raised downstream meanwhile, in order.
+        """
+        runner = self.runner
+        errors: list[BaseException] = []
+        if self.task is not None:
+            await self.task
+        if self.error is not None:
+            errors.append(self.error)
+            self.error = None
+        runner.submit_close()
+        while runner.head() is not None:
+            await runner.await_one()
+            await runner.areplay(errors)
+        await runner.areplay(errors)
+        return errors
+

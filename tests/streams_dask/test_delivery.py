@@ -1,0 +1,141 @@
+"""When results reach ``gather()``: each ``emit`` (streamz), or as tasks finish.
+
+A plain ``scatter()`` (streamz's call) returns from ``emit`` once the
+element's results went through ``gather()``; ``buffer(n)`` in the segment, or
+batching asked for, lets ``emit`` return once the element is accepted, with
+at most ``n`` elements held, and results are delivered as their tasks finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from typing import Any
+
+import pytest
+from distributed import Client, Event, LocalCluster
+from distributed.utils import sync
+
+from streams import RefCounter, Stream
+
+
+def inc(x: int) -> int:
+    return x + 1
+
+
+def held(x: int, name: str) -> int:
+    """``x + 1`` once the event ``name`` is set."""
+    if not Event(name).wait(timeout=60):
+        raise TimeoutError(f"event {name} was never set")
+    return x + 1
+
+
+@pytest.mark.dask
+def test_plain_scatter_delivers_each_result_before_emit_returns(client: Client) -> None:
+    source: Stream[Any] = Stream()
+    out = source.scatter(client=client).map(inc).scan(max).gather().sink_to_list()
+    for x in range(6):
+        source.emit(x)
+        assert out == list(range(1, x + 2))  # before close(), before any later emit
+    source.close()
+    assert out == list(range(1, 7))
+
+
+@pytest.mark.dask
+def test_plain_scatter_await_emit_resolves_after_the_result(cluster: LocalCluster) -> None:
+    async def main() -> list[Any]:
+        async with Client(cluster.scheduler_address, asynchronous=True,
+                          set_as_default=False) as client:
+            source: Stream[Any] = Stream(asynchronous=True)
+            out = source.scatter(client=client).map(inc).gather().sink_to_list()
+            for x in range(4):
+                await source.emit(x)
+                assert out == list(range(1, x + 2))
+            await source.aclose()
+            return out
+
+    assert asyncio.run(main()) == [1, 2, 3, 4]
+
+
+@pytest.mark.dask
+def test_emit_asynchronous_from_the_clients_own_loop(client: Client) -> None:
+    # streamz's idiom: a synchronous stream, emitted into from the client's
+    # loop with asynchronous=True; blocking there would stop that very loop.
+    source: Stream[Any] = Stream()
+    out = source.scatter(client=client).map(inc).gather().sink_to_list()
+
+    async def produce() -> None:
+        for x in range(5):
+            await source.emit(x, asynchronous=True)
+            assert out == list(range(1, x + 2))
+
+    sync(client.loop, produce)
+    assert out == [1, 2, 3, 4, 5]
+    source.close()  # from this thread: the end of stream runs on the client's loop
+    assert out == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.dask
+@pytest.mark.parametrize("n", [1, 3, 7])
+def test_buffer_bounds_the_elements_held(client: Client, n: int) -> None:
+    source: Stream[Any] = Stream()
+    scatter = source.scatter(client=client)
+    out = scatter.map(inc).buffer(n).gather().sink_to_list()
+    for x in range(40):
+        source.emit(x)
+        runner = scatter._runner
+        assert runner is not None
+        assert runner.held() <= n
+    source.close()
+    assert out == list(range(1, 41))
+
+
+@pytest.mark.dask
+def test_buffered_results_arrive_while_the_producer_is_idle(client: Client) -> None:
+    done = threading.Event()
+    seen: list[int] = []
+
+    def collect(x: int) -> None:
+        seen.append(x)
+        if len(seen) == 10:
+            done.set()
+
+    source: Stream[Any] = Stream()
+    scatter = source.scatter(client=client)
+    scatter.map(inc).buffer(4).gather().sink(collect)
+    for x in range(10):
+        source.emit(x)
+    # No close(), no further emit: results come as their tasks finish.
+    assert done.wait(timeout=60)
+    assert seen == list(range(1, 11))
+    assert scatter.in_flight == 0
+    source.close()
+    assert seen == list(range(1, 11))
+
+
+@pytest.mark.dask
+@pytest.mark.parametrize("options", [{"batch_size": 4}, {}])
+def test_references_are_held_until_the_results_are_replayed(
+        client: Client, options: dict[str, Any]) -> None:
+    # streamz's RefCounter: an element's references are held while its
+    # futures are in flight, so a source that waits for them knows when the
+    # element is done (the tasks here wait for an Event: no timing).
+    event = Event(f"release-{uuid.uuid4().hex}", client=client)
+    released: list[bool] = []
+    rc = RefCounter(cb=lambda: released.append(True))
+    source: Stream[Any] = Stream()
+    out = source.scatter(client=client, **options).map(held, event.name) \
+        .gather().sink_to_list()
+    if options:  # elements overlap: emit returns while the task waits
+        source.emit(1, metadata=[{"ref": rc}])
+        assert rc.count == 1 and out == []
+        event.set()
+        source.close()
+    else:  # each emit waits for its results: the references too
+        event.set()
+        source.emit(1, metadata=[{"ref": rc}])
+        assert out == [2]
+        source.close()
+    assert out == [2]
+    assert rc.count == 0 and released == [True]
