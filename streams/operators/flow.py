@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..core import Stream
+from ..metadata import emit_held, release_refs, retain_refs
 from ..spec import Traits
 from ._checks import check_callable, check_count
 from ._outbox import running_loop
@@ -110,7 +111,7 @@ class Buffer(_Worker):
     True
     """
 
-    __slots__ = ("_queue", "_waiting", "n")
+    __slots__ = ("_metadata", "_queue", "_waiting", "n")
     _operator = "buffer"
     _local_only = None
     _params = ("n",)
@@ -127,12 +128,20 @@ class Buffer(_Worker):
         self.n = n
         self._queue: deque[Any] = deque()
         self._waiting: deque[tuple[Any, asyncio.Future[None]]] = deque()
+        # streamz's metadata of the held elements, queued and waiting, in
+        # arrival order (refs retained); None until an element comes with some.
+        self._metadata: deque[Any] | None = None
         super().__init__(upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         loop = running_loop()
         if loop is None and not self._queue:
-            return self._emit(x)
+            return self._emit(x) if metadata is None else self._emit(x, metadata)
+        if metadata is not None or self._metadata is not None:
+            if self._metadata is None:  # the first metadata: earlier elements had none
+                self._metadata = deque([] for _ in range(len(self._queue) + len(self._waiting)))
+            retain_refs(metadata)
+            self._metadata.append(metadata or [])
         if len(self._queue) < self.n and not self._waiting:
             self._queue.append(x)
             if loop is not None and self._idle():
@@ -154,7 +163,10 @@ class Buffer(_Worker):
                 if not room.done():
                     room.set_result(None)
             try:
-                pending = self._emit(x)
+                if self._metadata is None:
+                    pending = self._emit(x)
+                else:
+                    pending = emit_held(self._emit, x, [self._metadata.popleft()])
                 if pending is not None:
                     await pending
             except Exception as e:
@@ -163,12 +175,16 @@ class Buffer(_Worker):
 
 @Stream.register_api()
 class Latest(_Worker):
-    """Pass elements on; while downstream is busy, keep only the newest one.
+    """Pass on the newest element; those that arrive while it waits replace it.
 
-    When downstream finishes, the newest element that arrived meanwhile
-    goes next; those it replaced are skipped: that is this operator's
-    purpose (for dashboards and the like). ``emit`` never waits here. At
-    close the held element is emitted.
+    On a running loop elements go downstream from a task of this node:
+    when it runs (at the loop's next turn, or once downstream has finished
+    with the previous element) it emits the newest element that arrived
+    meanwhile; those it replaced are skipped: that is this operator's
+    purpose (for dashboards and the like), as in streamz. ``await emit``
+    waits only until that task has taken an element, never for downstream.
+    With no loop running, elements pass straight through. At close the held
+    element is emitted.
 
     Examples
     --------
@@ -193,7 +209,7 @@ class Latest(_Worker):
     [0, 4]
     """
 
-    __slots__ = ("_has_next", "_next")
+    __slots__ = ("_has_next", "_metadata", "_next", "_taken")
     _operator = "latest"
     _local_only = "it depends on when downstream reads"
     _state = ("_next", "_has_next")
@@ -202,37 +218,60 @@ class Latest(_Worker):
     def __init__(self, upstream: Stream[Any], **kwargs: Any) -> None:
         self._next: Any = None
         self._has_next = False
+        # Resolved when the worker takes an element: what the emit that
+        # started the worker returns (the producer yields to it once).
+        self._taken: asyncio.Future[None] | None = None
+        # streamz's metadata of the newest element, held (refs retained)
+        # until a newer one replaces it or the stream closes.
+        self._metadata: Any = None
         super().__init__(upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
-        if not self._idle():
-            self._next, self._has_next = x, True
-            return None
-        pending = self._emit(x)
-        if pending is None:
-            return None
+        if metadata is not None or self._metadata is not None:
+            retain_refs(metadata)
+            release_refs(self._metadata)
+            self._metadata = metadata
         loop = running_loop()
         if loop is None:
-            return pending
-        self._start_worker(loop, self._run(pending))
-        return None
+            return self._emit(x) if not self._metadata else self._emit(x, self._metadata)
+        self._next, self._has_next = x, True
+        if not self._idle():
+            return None
+        self._taken = taken = loop.create_future()
+        self._start_worker(loop, self._run())
+        return taken
 
-    async def _run(self, pending: Any) -> None:
-        while True:
-            try:
-                await pending
-            except Exception as e:
-                self._failed(e)
-            if not self._has_next:
-                return
+    async def _run(self) -> None:
+        while self._has_next:
             x, self._next, self._has_next = self._next, None, False
+            taken, self._taken = self._taken, None
+            if taken is not None and not taken.done():
+                taken.set_result(None)
             try:
-                pending = self._emit(x)
+                pending = self._emit(x) if not self._metadata else self._emit(x, self._metadata)
+                if pending is not None:
+                    await pending
             except Exception as e:
                 self._failed(e)
-                pending = None
-            if pending is None:
-                pending = asyncio.sleep(0)
+
+    def _flush(self) -> Any:
+        pending = super()._flush()
+        if self._metadata is None:
+            return pending
+        if pending is None:
+            self._release_held()
+            return None
+        return self._release_after(pending)
+
+    def _release_held(self) -> None:
+        held, self._metadata = self._metadata, None
+        release_refs(held)
+
+    async def _release_after(self, pending: Any) -> None:
+        try:
+            await pending
+        finally:
+            self._release_held()
 
 
 @Stream.register_api()
