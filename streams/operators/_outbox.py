@@ -44,10 +44,9 @@ def _on_private_loop() -> bool:
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
     """The loop running in this thread, or None."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+    # asyncio's own lookup that returns None instead of raising: an
+    # exception per element would cost more than the operators' work.
+    return asyncio._get_running_loop()
 
 
 def arm(clock: Clock, when: float, callback: Callable[[float], Any]) -> Handle | None:
