@@ -32,6 +32,7 @@ from .fusion import compiled as _compiled
 from .fusion import invalidate as _invalidate
 from .naming import snake_case
 from .pending import DONE as _DONE
+from .pending import done as _done
 from .pending import gather_pending as _gather_pending
 from .pending import settle as _settle
 from .segment import NO_DEFAULT, Segment
@@ -263,7 +264,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             raise error from e
         if pending is None:
             if asynchronous or self.asynchronous:
-                return _DONE
+                return _done()
             return None
         return self._finish(pending, asynchronous)
 
@@ -273,7 +274,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         if isinstance(pending, list):  # a streamz-style update returns a list
             pending = _gather_pending(pending)
             if pending is None:
-                return _DONE if asynchronous or self.asynchronous else None
+                return _done() if asynchronous or self.asynchronous else None
         if asynchronous or self.asynchronous:
             return _as_future(pending)
         return _settle(pending, self)
@@ -285,7 +286,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         # called directly.
         pending = self._emit(x) if metadata is None else self._emit(x, metadata)
         if pending is None:
-            return _DONE if asynchronous or self.asynchronous else None
+            return _done() if asynchronous or self.asynchronous else None
         return self._finish(pending, asynchronous)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

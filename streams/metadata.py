@@ -31,7 +31,7 @@ from .pending import gather_pending
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["RefCounter", "emit_with_metadata", "release_refs", "retain_refs"]
+__all__ = ["RefCounter", "emit_held", "emit_with_metadata", "release_refs", "retain_refs"]
 
 
 class RefCounter:
@@ -94,6 +94,23 @@ def release_refs(metadata: list[dict[str, Any]] | None, n: int = 1) -> None:
     for m in metadata or ():
         if "ref" in m:
             m["ref"].release(n)
+
+
+def emit_held(emit: Callable[..., Any], x: Any, held: list[list[dict[str, Any]]] | None) -> Any:
+    """``emit(x, metadata)`` with the metadata ``held`` for ``x``'s parts, then release it.
+
+    ``held`` is one metadata list per element gathered into ``x`` (a window,
+    a tuple), their refs retained while held; they are released once
+    ``emit`` returns (downstream retained its own if it keeps them).
+    """
+    if not held:
+        return emit(x)
+    flat = [m for ms in held for m in ms]
+    try:
+        return emit(x, flat) if flat else emit(x)
+    finally:
+        for ms in held:
+            release_refs(ms)
 
 
 def emit_with_metadata(node: Stream[Any], x: Any, metadata: list[dict[str, Any]]) -> Any:

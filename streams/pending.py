@@ -7,13 +7,14 @@ such results without costing the synchronous path anything.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["DONE", "gather_pending", "settle"]
+__all__ = ["DONE", "done", "gather_pending", "settle"]
 
 
 
@@ -29,6 +30,31 @@ class _Done:
 
 
 DONE = _Done()
+
+#: The resolved Future :func:`done` hands out, for the loop it was made on.
+#: One is enough: a done Future can be awaited any number of times.
+_done_future: asyncio.Future[None] | None = None
+
+
+def done() -> Any:
+    """What an asynchronous ``emit`` returns once all its work has finished.
+
+    On a running loop, an already resolved Future of that loop, as streamz's
+    ``emit`` returns: Tornado's ``yield`` goes on at once with a done Future,
+    where it would wrap any other awaitable in a Task and give the loop a
+    turn (workers such as ``buffer``'s would then run between two emits
+    that streamz runs back to back). With no loop running, :data:`DONE`.
+    """
+    global _done_future
+    loop = asyncio._get_running_loop()
+    if loop is None:
+        return DONE
+    fut = _done_future
+    if fut is None or fut.get_loop() is not loop:
+        fut = loop.create_future()
+        fut.set_result(None)
+        _done_future = fut
+    return fut
 
 
 def gather_pending(results: list[Any]) -> Any:

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock, Handle, LoopClock, run_sync
+from ..metadata import release_refs, retain_refs
 
 if TYPE_CHECKING:
     from ..core import Stream
@@ -43,10 +44,9 @@ def _on_private_loop() -> bool:
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
     """The loop running in this thread, or None."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+    # asyncio's own lookup that returns None instead of raising: an
+    # exception per element would cost more than the operators' work.
+    return asyncio._get_running_loop()
 
 
 def arm(clock: Clock, when: float, callback: Callable[[float], Any]) -> Handle | None:
@@ -89,7 +89,11 @@ class Outbox:
         self.inflight: asyncio.Future[Any] | None = None
 
     def emit(self, x: Any, metadata: Any = None) -> Any:
-        """Emit ``x`` now, or behind the work in flight; return what is pending."""
+        """Emit ``x`` now, or behind the work in flight; return what is pending.
+
+        The caller may release ``metadata``'s refs when this returns: an
+        emission put off holds refs of its own until it is done.
+        """
         if self.inflight is None:
             return self.node._emit(x) if metadata is None else self.node._emit(x, metadata)
         self._start(self._after(self.inflight, x, metadata))
@@ -114,9 +118,19 @@ class Outbox:
         """An awaitable for the work in flight, or None if there is none."""
         return None if self.inflight is None else _quietly(self.inflight)
 
-    async def _after(self, previous: asyncio.Future[Any], x: Any, metadata: Any = None) -> None:
+    def _after(self, previous: asyncio.Future[Any], x: Any, metadata: Any = None) -> Any:
+        if metadata is None:
+            return self._emit_after(previous, x)
+        retain_refs(metadata)  # released once emitted, whatever the caller does
+        return self._emit_after(previous, x, metadata)
+
+    async def _emit_after(self, previous: asyncio.Future[Any], x: Any,
+                          metadata: Any = None) -> None:
         await _quietly(previous)
-        pending = self.node._emit(x) if metadata is None else self.node._emit(x, metadata)
+        try:
+            pending = self.node._emit(x) if metadata is None else self.node._emit(x, metadata)
+        finally:
+            release_refs(metadata)
         if pending is not None:
             await pending
 

@@ -343,7 +343,9 @@ class Unique(Stream[Any]):
             new = self._remember(k)
         except Exception as e:
             return self._fail(x, e)
-        return self._emit(x) if new else None
+        if not new:
+            return None
+        return self._emit(x) if metadata is None else self._emit(x, metadata)
 
     def _remember(self, k: Any) -> bool:
         seen = self.seen

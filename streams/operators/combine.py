@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..core import Stream
+from ..metadata import release_refs, retain_refs
 from ..pending import gather_pending
 from ._checks import check_count
 
@@ -59,7 +60,7 @@ class Zip(Stream[Any]):
     [(1, 'x', 'lit')]
     """
 
-    __slots__ = ("_waiters", "buffers", "literals", "maxsize")
+    __slots__ = ("_metadata", "_waiters", "buffers", "literals", "maxsize")
     _operator = "zip"
     _local_only = None
     _params = ("literals", "maxsize")
@@ -81,6 +82,9 @@ class Zip(Stream[Any]):
                 f"{given}; to add a constant to each element use map(lambda x: (x, {given}))")
         Stream.__init__(self, upstreams=streams, **kwargs)
         self.buffers: list[deque[Any]] = [deque() for _ in self.upstreams]
+        # streamz's metadata of the buffered elements, a deque per buffer
+        # kept alongside it; None until an element comes with metadata.
+        self._metadata: list[deque[Any]] | None = None
 
     @classmethod
     def _from_spec(cls, spec: NodeSpec, upstreams: list[Stream[Any]]) -> Stream[Any]:
@@ -95,6 +99,8 @@ class Zip(Stream[Any]):
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         # A stream zipped with itself sends each element once per connection.
         idx = min(_index_of(self, who), key=lambda i: len(self.buffers[i]))
+        if metadata is not None or self._metadata is not None:
+            self._hold_metadata(idx, metadata)
         self.buffers[idx].append(x)
         if all(self.buffers):
             vals = [b.popleft() for b in self.buffers]
@@ -103,10 +109,25 @@ class Zip(Stream[Any]):
             if self.literals:
                 for i, v in self.literals:
                     vals.insert(i, v)
-            return self._emit(tuple(vals))
+            if self._metadata is None:
+                return self._emit(tuple(vals))
+            flat = [m for ms in self._metadata for m in ms.popleft()]
+            if not flat:
+                return self._emit(tuple(vals))
+            try:
+                return self._emit(tuple(vals), flat)
+            finally:
+                release_refs(flat)
         if len(self.buffers[idx]) > self.maxsize:
             return self._room(self.buffers[idx])
         return None
+
+    def _hold_metadata(self, idx: int, metadata: list[Any] | None) -> None:
+        """Keep ``metadata`` (refs retained) with the element entering buffer ``idx``."""
+        if self._metadata is None:  # the first metadata: earlier elements had none
+            self._metadata = [deque([[]] * len(b)) for b in self.buffers]
+        retain_refs(metadata)
+        self._metadata[idx].append(metadata or [])
 
     def _room(self, buffer: deque[Any]) -> Any:
         """Backpressure: wait until ``buffer`` is back within ``maxsize``.
@@ -136,11 +157,16 @@ class Zip(Stream[Any]):
     def _add_upstream(self, upstream: Stream[Any]) -> None:
         super()._add_upstream(upstream)
         self.buffers.append(deque())
+        if self._metadata is not None:
+            self._metadata.append(deque())
 
     def _remove_upstream(self, upstream: Stream[Any]) -> None:
         i = self.upstreams.index(upstream)
         super()._remove_upstream(upstream)
         del self.buffers[i]
+        if self._metadata is not None:
+            for ms in self._metadata.pop(i):
+                release_refs(ms)
 
     def _flush(self) -> Any:
         left = sum(len(b) for b in self.buffers)
@@ -170,7 +196,7 @@ class CombineLatest(Stream[Any]):
     [(2, 'y')]
     """
 
-    __slots__ = ("_emit_on_all", "emit_on", "last", "missing")
+    __slots__ = ("_emit_on_all", "_metadata", "emit_on", "last", "missing")
     _operator = "combine_latest"
     _local_only = "its output depends on arrival times"
     _params = ("emit_on",)
@@ -189,6 +215,9 @@ class CombineLatest(Stream[Any]):
         self._emit_on_all = emit_on is None
         self.last: list[Any] = [None] * len(upstreams)
         self.missing = set(range(len(upstreams)))
+        # streamz's metadata of each latest element (refs retained until it
+        # is replaced); None until an element comes with metadata.
+        self._metadata: list[Any] | None = None
 
     def _position(self, e: Any) -> int:
         if isinstance(e, int) and not isinstance(e, bool):
@@ -204,6 +233,8 @@ class CombineLatest(Stream[Any]):
         super()._add_upstream(upstream)
         i = len(self.upstreams) - 1
         self.last.append(None)
+        if self._metadata is not None:
+            self._metadata.append([])
         self.missing.add(i)
         if self._emit_on_all:  # "every upstream emits" includes the new one
             self.emit_on = (*self.emit_on, i)
@@ -219,6 +250,8 @@ class CombineLatest(Stream[Any]):
             return [j - (j > i) for j in positions if j != i]
 
         del self.last[i]
+        if self._metadata is not None:
+            release_refs(self._metadata.pop(i))
         self.missing = set(shift(self.missing))
         self.emit_on = tuple(shift(self.emit_on))
         super()._remove_upstream(upstream)
@@ -228,9 +261,25 @@ class CombineLatest(Stream[Any]):
         for i in idx:
             self.last[i] = x
             self.missing.discard(i)
+        if metadata is not None or self._metadata is not None:
+            return self._update_metadata(idx, metadata or [])
         if not self.missing and any(i in self.emit_on for i in idx):
             return self._emit(tuple(self.last))
         return None
+
+    def _update_metadata(self, idx: list[int], metadata: list[Any]) -> Any:
+        """``update``'s path once metadata came: each latest element's is held."""
+        if self._metadata is None:
+            self._metadata = [[] for _ in self.upstreams]
+        held = self._metadata
+        for i in idx:
+            retain_refs(metadata)
+            release_refs(held[i])  # the element it replaces is no longer held
+            held[i] = metadata
+        if self.missing or not any(i in self.emit_on for i in idx):
+            return None
+        flat = [m for ms in held for m in ms]
+        return self._emit(tuple(self.last), flat) if flat else self._emit(tuple(self.last))
 
 
 @Stream.register_api()
@@ -250,7 +299,7 @@ class ZipLatest(Stream[Any]):
     [(1, 'x'), (2, 'x'), (3, 'x')]
     """
 
-    __slots__ = ("last", "lossless_buffer", "missing")
+    __slots__ = ("_lossless_metadata", "_metadata", "last", "lossless_buffer", "missing")
     _operator = "zip_latest"
     _local_only = "its output depends on arrival times"
     _state = ("last", "missing", "lossless_buffer")
@@ -260,9 +309,16 @@ class ZipLatest(Stream[Any]):
         self.last: list[Any] = [None] * len(self.upstreams)
         self.missing = set(range(len(self.upstreams)))
         self.lossless_buffer: deque[Any] = deque()
+        # streamz's metadata, once an element came with some: of the latest
+        # element of each lossy stream (held until replaced), and of each
+        # buffered lossless element (held until emitted).
+        self._metadata: list[Any] | None = None
+        self._lossless_metadata: deque[Any] = deque()
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         idx = _index_of(self, who)
+        if metadata is not None or self._metadata is not None:
+            self._hold_metadata(idx, metadata or [])
         if 0 in idx:
             self.lossless_buffer.append(x)
         for i in idx:
@@ -273,8 +329,30 @@ class ZipLatest(Stream[Any]):
         pending = []
         while self.lossless_buffer:
             self.last[0] = self.lossless_buffer.popleft()
-            pending.append(self._emit(tuple(self.last)))
+            if self._metadata is None:
+                pending.append(self._emit(tuple(self.last)))
+                continue
+            own = self._lossless_metadata.popleft()
+            flat = [m for ms in (own, *self._metadata[1:]) for m in ms]
+            try:
+                pending.append(self._emit(tuple(self.last), flat) if flat
+                               else self._emit(tuple(self.last)))
+            finally:
+                release_refs(own)
         return gather_pending(pending)
+
+    def _hold_metadata(self, idx: list[int], metadata: list[Any]) -> None:
+        if self._metadata is None:  # the first metadata: earlier elements had none
+            self._metadata = [[] for _ in self.upstreams]
+            self._lossless_metadata.extend([] for _ in self.lossless_buffer)
+        held = self._metadata
+        for i in idx:
+            retain_refs(metadata)
+            if i == 0:  # held until emitted, then released
+                self._lossless_metadata.append(metadata)
+            else:  # held until replaced
+                release_refs(held[i])
+                held[i] = metadata
 
     def _flush(self) -> Any:
         if self.lossless_buffer:

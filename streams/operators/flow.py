@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..core import Stream
+from ..metadata import emit_held, release_refs, retain_refs
 from ..spec import Traits
 from ._checks import check_callable, check_count
 from ._outbox import running_loop
@@ -110,7 +111,7 @@ class Buffer(_Worker):
     True
     """
 
-    __slots__ = ("_queue", "_waiting", "n")
+    __slots__ = ("_metadata", "_queue", "_waiting", "n")
     _operator = "buffer"
     _local_only = None
     _params = ("n",)
@@ -127,12 +128,20 @@ class Buffer(_Worker):
         self.n = n
         self._queue: deque[Any] = deque()
         self._waiting: deque[tuple[Any, asyncio.Future[None]]] = deque()
+        # streamz's metadata of the held elements, queued and waiting, in
+        # arrival order (refs retained); None until an element comes with some.
+        self._metadata: deque[Any] | None = None
         super().__init__(upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         loop = running_loop()
         if loop is None and not self._queue:
-            return self._emit(x)
+            return self._emit(x) if metadata is None else self._emit(x, metadata)
+        if metadata is not None or self._metadata is not None:
+            if self._metadata is None:  # the first metadata: earlier elements had none
+                self._metadata = deque([] for _ in range(len(self._queue) + len(self._waiting)))
+            retain_refs(metadata)
+            self._metadata.append(metadata or [])
         if len(self._queue) < self.n and not self._waiting:
             self._queue.append(x)
             if loop is not None and self._idle():
@@ -154,7 +163,10 @@ class Buffer(_Worker):
                 if not room.done():
                     room.set_result(None)
             try:
-                pending = self._emit(x)
+                if self._metadata is None:
+                    pending = self._emit(x)
+                else:
+                    pending = emit_held(self._emit, x, [self._metadata.popleft()])
                 if pending is not None:
                     await pending
             except Exception as e:
@@ -163,12 +175,16 @@ class Buffer(_Worker):
 
 @Stream.register_api()
 class Latest(_Worker):
-    """Pass elements on; while downstream is busy, keep only the newest one.
+    """Pass on the newest element; those that arrive while it waits replace it.
 
-    When downstream finishes, the newest element that arrived meanwhile
-    goes next; those it replaced are skipped: that is this operator's
-    purpose (for dashboards and the like). ``emit`` never waits here. At
-    close the held element is emitted.
+    On a running loop elements go downstream from a task of this node:
+    when it runs (at the loop's next turn, or once downstream has finished
+    with the previous element) it emits the newest element that arrived
+    meanwhile; those it replaced are skipped: that is this operator's
+    purpose (for dashboards and the like), as in streamz. ``await emit``
+    waits only until that task has taken an element, never for downstream.
+    With no loop running, elements pass straight through. At close the held
+    element is emitted.
 
     Examples
     --------
@@ -193,7 +209,7 @@ class Latest(_Worker):
     [0, 4]
     """
 
-    __slots__ = ("_has_next", "_next")
+    __slots__ = ("_has_next", "_metadata", "_next", "_taken")
     _operator = "latest"
     _local_only = "it depends on when downstream reads"
     _state = ("_next", "_has_next")
@@ -202,37 +218,60 @@ class Latest(_Worker):
     def __init__(self, upstream: Stream[Any], **kwargs: Any) -> None:
         self._next: Any = None
         self._has_next = False
+        # Resolved when the worker takes an element: what the emit that
+        # started the worker returns (the producer yields to it once).
+        self._taken: asyncio.Future[None] | None = None
+        # streamz's metadata of the newest element, held (refs retained)
+        # until a newer one replaces it or the stream closes.
+        self._metadata: Any = None
         super().__init__(upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
-        if not self._idle():
-            self._next, self._has_next = x, True
-            return None
-        pending = self._emit(x)
-        if pending is None:
-            return None
+        if metadata is not None or self._metadata is not None:
+            retain_refs(metadata)
+            release_refs(self._metadata)
+            self._metadata = metadata
         loop = running_loop()
         if loop is None:
-            return pending
-        self._start_worker(loop, self._run(pending))
-        return None
+            return self._emit(x) if not self._metadata else self._emit(x, self._metadata)
+        self._next, self._has_next = x, True
+        if not self._idle():
+            return None
+        self._taken = taken = loop.create_future()
+        self._start_worker(loop, self._run())
+        return taken
 
-    async def _run(self, pending: Any) -> None:
-        while True:
-            try:
-                await pending
-            except Exception as e:
-                self._failed(e)
-            if not self._has_next:
-                return
+    async def _run(self) -> None:
+        while self._has_next:
             x, self._next, self._has_next = self._next, None, False
+            taken, self._taken = self._taken, None
+            if taken is not None and not taken.done():
+                taken.set_result(None)
             try:
-                pending = self._emit(x)
+                pending = self._emit(x) if not self._metadata else self._emit(x, self._metadata)
+                if pending is not None:
+                    await pending
             except Exception as e:
                 self._failed(e)
-                pending = None
-            if pending is None:
-                pending = asyncio.sleep(0)
+
+    def _flush(self) -> Any:
+        pending = super()._flush()
+        if self._metadata is None:
+            return pending
+        if pending is None:
+            self._release_held()
+            return None
+        return self._release_after(pending)
+
+    def _release_held(self) -> None:
+        held, self._metadata = self._metadata, None
+        release_refs(held)
+
+    async def _release_after(self, pending: Any) -> None:
+        try:
+            await pending
+        finally:
+            self._release_held()
 
 
 @Stream.register_api()
@@ -247,12 +286,21 @@ class MapAsync(_Worker):
     the node's error policy; under ``"raise"`` it is logged at once and
     raised again at close (streamz logged it and went on).
 
+    streamz ran up to ``parallelism + 1`` calls at once (one awaited by its
+    worker, ``parallelism`` more queued behind it); here ``parallelism`` is
+    the bound, as streamz documents it.
+
     Parameters
     ----------
     func : coroutine function
         Called as ``func(x, *args, **kwargs)``.
     parallelism : int
         How many calls may run at once (at least 1).
+    stop_on_exception : bool
+        When a call raises, stop: no further result goes downstream and
+        the sources upstream are stopped (:meth:`stop`). The elements
+        already here are kept, not dropped: they resume, in order, when an
+        element arrives again, when :meth:`start` is called, or at close.
 
     Examples
     --------
@@ -272,24 +320,37 @@ class MapAsync(_Worker):
     [0, 2, 4, 6, 8]
     """
 
-    __slots__ = ("_running", "_waiting", "args", "func", "kwargs", "parallelism")
+    __slots__ = ("_running", "_stopped", "_waiting", "args", "func", "kwargs", "parallelism",
+                 "stop_on_exception")
     _operator = "map_async"
     _takes_function = True
     _local_only = "coroutines run on this process's event loop"
-    _params = ("parallelism", "args", "kwargs")
+    _params = ("parallelism", "stop_on_exception", "args", "kwargs")
 
     def __init__(self, upstream: Stream[Any], func: Callable[..., Any], *args: Any,
                  parallelism: int = 1, stop_on_exception: bool = False, **kwargs: Any) -> None:
         check_callable("map_async", func)
         check_count("map_async", "parallelism", parallelism)
+        if not isinstance(stop_on_exception, bool):
+            raise TypeError(f"map_async(): stop_on_exception must be True or False, "
+                            f"got {stop_on_exception!r}")
         self.parallelism = parallelism
+        self.stop_on_exception = stop_on_exception
         self.func = func
         self.args = args
         stream_name = kwargs.pop("stream_name", None)
         self.kwargs = kwargs
-        self._running: deque[tuple[Any, asyncio.Future[Any]]] = deque()
-        self._waiting: deque[tuple[Any, asyncio.Future[None]]] = deque()
+        # (element, its call, its streamz metadata or None) in input order;
+        # the waiting ones have no slot yet, their producer waits on ``room``.
+        self._running: deque[tuple[Any, asyncio.Future[Any], Any]] = deque()
+        self._waiting: deque[tuple[Any, asyncio.Future[None], Any]] = deque()
+        self._stopped = False  # by a failed call under stop_on_exception
         super().__init__(upstream, stream_name=stream_name)
+
+    @property
+    def work_task(self) -> asyncio.Task[None] | None:
+        """The task emitting results, None when none runs (streamz's attribute)."""
+        return None if self._idle() else self._worker
 
     def _call(self, x: Any) -> Any:
         return self.func(x, *self.args, **self.kwargs)
@@ -302,55 +363,98 @@ class MapAsync(_Worker):
             except Exception as e:
                 return self._fail(x, e)
             if inspect.isawaitable(result):
-                return self._await_then(x, result)
-            return self._emit(result)
+                return self._await_then(x, result, metadata)
+            return self._emit(result) if metadata is None else self._emit(result, metadata)
+        retain_refs(metadata)  # released once the result is emitted
+        if self._stopped:
+            self._resume(loop)  # streamz's worker restarts on the next element
         if len(self._running) < self.parallelism and not self._waiting:
-            return self._launch(loop, x)
+            return self._launch(loop, x, metadata)
         room: asyncio.Future[None] = loop.create_future()
-        self._waiting.append((x, room))
+        self._waiting.append((x, room, metadata))
         return room
 
-    async def _await_then(self, x: Any, call: Any) -> None:
+    async def _await_then(self, x: Any, call: Any, metadata: Any) -> None:
         try:
             result = await call
         except Exception as e:
             pending = self._fail(x, e)
         else:
-            pending = self._emit(result)
+            pending = self._emit(result) if metadata is None else self._emit(result, metadata)
         if pending is not None:
             await pending
 
-    def _launch(self, loop: asyncio.AbstractEventLoop, x: Any) -> Any:
+    def _launch(self, loop: asyncio.AbstractEventLoop, x: Any, metadata: Any) -> Any:
         try:
             call = asyncio.ensure_future(self._call(x))
         except Exception as e:
+            release_refs(metadata)
             return self._fail(x, e)
-        self._running.append((x, call))
-        if self._idle():
+        self._running.append((x, call, metadata))
+        if self._idle() and not self._stopped:
             self._start_worker(loop, self._drain())
         return None
 
+    def _admit(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Launch waiting elements while slots are free; wake their producers."""
+        waiting = self._waiting
+        while waiting and len(self._running) < self.parallelism and not self._stopped:
+            y, room, metadata = waiting.popleft()
+            try:
+                self._launch(loop, y, metadata)
+            except Exception as e:  # its call raised at once, under "raise"
+                self._failed(e)
+            if not room.done():
+                room.set_result(None)
+
     async def _drain(self) -> None:
         loop = asyncio.get_running_loop()
-        running, waiting = self._running, self._waiting
-        while running:
-            x, call = running[0]
+        running = self._running
+        while running and not self._stopped:
+            x, call, metadata = running[0]
             await asyncio.wait((call,))
             try:
                 if call.cancelled():
                     raise asyncio.CancelledError(f"map_async({self._label()}) call cancelled")
                 exc = call.exception()
-                pending = self._fail(x, exc) if exc is not None else self._emit(call.result())
+                if exc is not None:
+                    release_refs(metadata)
+                    if self.stop_on_exception:
+                        self._stop_on(exc)
+                    pending = self._fail(x, exc)
+                elif metadata is None:
+                    pending = self._emit(call.result())
+                else:
+                    pending = emit_held(self._emit, call.result(), [metadata])
                 if pending is not None:
                     await pending
             except Exception as e:
                 self._failed(e)
             running.popleft()
-            while waiting and len(running) < self.parallelism:
-                y, room = waiting.popleft()
-                try:
-                    self._launch(loop, y)
-                except Exception as e:  # its call raised at once, under "raise"
-                    self._failed(e)
-                if not room.done():
-                    room.set_result(None)
+            self._admit(loop)
+
+    def _stop_on(self, exc: BaseException) -> None:
+        """stop_on_exception: hold what is here and stop the sources upstream."""
+        logger.warning("%s: stopping after a call raised %s: %s (it resumes on the next "
+                       "element, start() or close)", self._label(), type(exc).__name__, exc)
+        self._stopped = True
+        self.stop()
+
+    def _resume(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._stopped = False
+        self._admit(loop)
+        if self._running and self._idle():
+            self._start_worker(loop, self._drain())
+
+    def start(self) -> Any:
+        """Resume after a stop on exception, then start the sources upstream."""
+        loop = running_loop()
+        if self._stopped and loop is not None:
+            self._resume(loop)
+        return super().start()
+
+    def _flush(self) -> Any:
+        loop = running_loop()
+        if self._stopped and loop is not None:
+            self._resume(loop)  # close delivers what a stop held
+        return super()._flush()

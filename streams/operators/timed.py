@@ -22,6 +22,7 @@ from toolz import identity
 from ..clock import Handle, LoopClock, get_clock
 from ..core import Stream
 from ..errors import short_repr
+from ..metadata import emit_held, retain_refs
 from ..pending import gather_pending as _gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
@@ -151,8 +152,9 @@ class TimedWindow(LateSide):
     [[1, 3], [12, 16, 14]]
     """
 
-    __slots__ = ("_buffer", "_clock", "_deadline", "_index", "_max_time", "_origin", "_outbox",
-                 "_time", "_timer", "_windows", "interval", "lateness", "time")
+    __slots__ = ("_buffer", "_clock", "_deadline", "_index", "_max_time", "_metadata",
+                 "_origin", "_outbox", "_time", "_timer", "_windows", "interval", "lateness",
+                 "time")
     _operator = "timed_window"
     _local_only = None
     _params = ("interval", "time", "lateness")
@@ -190,6 +192,9 @@ class TimedWindow(LateSide):
         self._timer: Handle | None = None
         self._buffer: Any = self._new_buffer()
         self._windows: dict[int, list[Any]] = {}
+        # streamz's metadata of the held elements (refs retained), by window:
+        # None for the open window of processing time, k in event time.
+        self._metadata: dict[int | None, list[Any]] = {}
         self._max_time = -math.inf
         self._outbox = Outbox(self)
         Stream.__init__(self, upstream, **kwargs)
@@ -238,7 +243,7 @@ class TimedWindow(LateSide):
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         if self._time is not None:
-            return self._update_event_time(x)
+            return self._update_event_time(x, metadata)
         pending = None
         now = self._clock.now()
         if now >= self._deadline - EPSILON:
@@ -246,6 +251,9 @@ class TimedWindow(LateSide):
         failed = self._add(x)
         if failed is not None:
             return _gather_pending([pending, failed])
+        if metadata:
+            retain_refs(metadata)
+            self._metadata.setdefault(None, []).append(metadata)
         if self._timer is None and not self._closed:
             # Built with no loop running: start the timer once one is.
             self._timer = arm(self._clock, self._deadline, self._on_timer)
@@ -258,10 +266,16 @@ class TimedWindow(LateSide):
         due = max(1, math.floor((now + EPSILON - self._origin) / self.interval) - self._index)
         pending = []
         for _ in range(due):
-            pending.append(emit(self._take()))
+            pending.append(self._emit_window(emit, None, self._take()))
             self._index += 1
         self._deadline = self._origin + (self._index + 1) * self.interval
         return _gather_pending(pending)
+
+    def _emit_window(self, emit: Callable[..., Any], k: int | None, window: Any) -> Any:
+        """``emit(window)``, with its elements' metadata if any came with some."""
+        if not self._metadata:
+            return emit(window)
+        return emit_held(emit, window, self._metadata.pop(k, None))
 
     def _on_timer(self, due: float) -> None:
         self._timer = None
@@ -274,7 +288,7 @@ class TimedWindow(LateSide):
 
     # -- event time --------------------------------------------------------
 
-    def _update_event_time(self, x: Any) -> Any:
+    def _update_event_time(self, x: Any, metadata: Any) -> Any:
         try:
             t = self._time(x)  # type: ignore[misc]
             if not isinstance(t, int | float):
@@ -290,6 +304,9 @@ class TimedWindow(LateSide):
                 f"{watermark!r} (largest time seen {self._max_time!r} - lateness "
                 f"{self.lateness!r}); raise lateness= to accept it"))
         self._windows.setdefault(k, []).append(x)
+        if metadata:
+            retain_refs(metadata)
+            self._metadata.setdefault(k, []).append(metadata)
         if t <= self._max_time:
             return self._outbox.wait()
         self._max_time = t
@@ -299,7 +316,8 @@ class TimedWindow(LateSide):
         ready = sorted(k for k in self._windows if (k + 1) * self.interval <= watermark)
         if not ready:
             return self._outbox.wait()
-        return _gather_pending([self._outbox.emit(self._windows.pop(k)) for k in ready])
+        return _gather_pending([self._emit_window(self._outbox.emit, k, self._windows.pop(k))
+                                for k in ready])
 
     # -- end of stream -----------------------------------------------------
 
@@ -309,7 +327,7 @@ class TimedWindow(LateSide):
             self._timer = None
         if self._time is not None:
             return _gather_pending([self._emit_until(math.inf), self._outbox.wait()])
-        pending = self._outbox.emit(self._take()) if self._buffer else None
+        pending = self._emit_window(self._outbox.emit, None, self._take()) if self._buffer else None
         return _gather_pending([pending, self._outbox.wait()])
 
 
@@ -398,7 +416,7 @@ class Delay(Stream[Any]):
     ['a', 'b']
     """
 
-    __slots__ = ("_clock", "_held", "_outbox", "_timer", "interval")
+    __slots__ = ("_clock", "_held", "_metadata", "_outbox", "_timer", "interval")
     _operator = "delay"
     _local_only = "time-based delivery is done in this process"
     _params = ("interval",)
@@ -409,6 +427,9 @@ class Delay(Stream[Any]):
         self.interval = check_interval("delay", interval)
         self._clock = get_clock()
         self._held: deque[tuple[float, Any]] = deque()
+        # streamz's metadata of the held elements (refs retained), in step
+        # with _held; None until an element comes with metadata.
+        self._metadata: deque[Any] | None = None
         self._timer: Handle | None = None
         self._outbox = Outbox(self)
         Stream.__init__(self, upstream, **kwargs)
@@ -416,15 +437,24 @@ class Delay(Stream[Any]):
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         now = self._clock.now()
         pending = self._release(now, self._outbox.emit)
+        if metadata is not None or self._metadata is not None:
+            if self._metadata is None:  # the first metadata: earlier elements had none
+                self._metadata = deque([] for _ in self._held)
+            retain_refs(metadata)
+            self._metadata.append(metadata or [])
         self._held.append((now + self.interval, x))
         if self._timer is None:
             self._timer = arm(self._clock, self._held[0][0], self._on_timer)
         return pending if pending is not None else self._outbox.wait()
 
-    def _release(self, now: float, emit: Callable[[Any], Any]) -> Any:
+    def _release(self, now: float, emit: Callable[..., Any]) -> Any:
         pending = []
         while self._held and self._held[0][0] <= now + EPSILON:
-            pending.append(emit(self._held.popleft()[1]))
+            x = self._held.popleft()[1]
+            if self._metadata is None:
+                pending.append(emit(x))
+            else:
+                pending.append(emit_held(emit, x, [self._metadata.popleft()]))
         return _gather_pending(pending)
 
     def _on_timer(self, due: float) -> None:

@@ -9,7 +9,7 @@ Counts (``python -m pytest tests/compat``): of the 161 tests in the six
 files, 158 pass on streamz 0.6.6 (``STREAMS_COMPAT_TARGET=streamz``; two
 need ``websockets`` / ``paho-mqtt``, not installed, and one is streamz's own
 xfail). Before this harness existed, 71 of those 158 passed on streams;
-now 131 do.
+now 146 do.
 """
 
 from __future__ import annotations
@@ -45,29 +45,11 @@ XFAIL: dict[str, list[str]] = {
     "departure: await emit waits until delay() has released the element (contract 2)": [
         "test_streamz_core.py::test_delay",
     ],
-    # Not yet fixed.
-    "point 4: metadata and RefCounter not yet through this operator": [
-        "test_streamz_core.py::test_timed_window_ref_counts",
-        "test_streamz_core.py::test_timed_window_metadata",
-        "test_streamz_core.py::test_delay_ref_counts",
-        "test_streamz_core.py::test_buffer_ref_counts",
-        "test_streamz_core.py::test_combine_latest_ref_counts",
-        "test_streamz_core.py::test_combine_latest_metadata",
-        "test_streamz_core.py::test_zip_ref_counts",
-        "test_streamz_core.py::test_zip_metadata",
-        "test_streamz_core.py::test_unique_metadata",
-        "test_streamz_core.py::test_zip_latest_ref_counts",
-        "test_streamz_core.py::test_zip_latest_metadata",
-        "test_streamz_core.py::test_latest_ref_counts",
-    ],
-    # streams/operators/flow.py, whose async behaviour is being reworked separately
-    "point 6: buffer, latest and map_async differ from streamz": [
-        "test_streamz_core.py::test_buffer",
-        "test_streamz_core.py::test_latest",
+    "departure: map_async(parallelism=n) runs at most n calls at once (streamz ran n + 1)": [
         "test_streamz_core.py::test_map_async",
         "test_streamz_core.py::test_map_async_tornado",
-        "test_streamz_core.py::test_map_async_restart",
     ],
+    # Not yet fixed.
     # zip of two scatter() nodes: each starts a segment of its own, and a
     # node cannot take elements from two segments
     "point 6: Dask pipelines differ": [

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from streams import RefCounter, Stream
+from streams import RefCounter, Stream, VirtualClock, use_clock
 
 
 class Metadata(Stream[Any]):
@@ -58,3 +59,139 @@ def test_collect_releases_at_flush_and_close_flushes() -> None:
     source.close()
     assert r.count == 0
     assert out == [[{"ref": r}]]
+
+
+def test_zip_pairs_metadata_with_its_elements_also_after_elements_without() -> None:
+    a, b = Stream(), Stream()
+    out = Metadata(a.zip(b)).sink_to_list()
+    a.emit(0)  # no metadata: the fast path, until some comes
+    r1, r2 = RefCounter(), RefCounter()
+    a.emit(1, metadata=[{"ref": r1}])
+    b.emit(0, metadata=[{"v": 0}])
+    assert r1.count == 1  # still buffered, behind 0
+    b.emit(1, metadata=[{"ref": r2}])
+    assert (r1.count, r2.count) == (0, 0)
+    assert out == [[{"v": 0}], [{"ref": r1}, {"ref": r2}]]
+
+
+def test_combine_latest_holds_each_latest_element_until_replaced() -> None:
+    a, b = Stream(), Stream()
+    out = Metadata(a.combine_latest(b, emit_on=a)).sink_to_list()
+    ra, rb1, rb2 = RefCounter(), RefCounter(), RefCounter()
+    b.emit("x", metadata=[{"ref": rb1}])
+    b.emit("y", metadata=[{"ref": rb2}])
+    assert (rb1.count, rb2.count) == (0, 1)
+    a.emit(1, metadata=[{"ref": ra}])
+    assert (ra.count, rb2.count) == (1, 1)
+    assert out == [[{"ref": ra}, {"ref": rb2}]]
+
+
+def test_zip_latest_releases_lossless_elements_once_emitted() -> None:
+    a, b = Stream(), Stream()
+    out = Metadata(a.zip_latest(b)).sink_to_list()
+    r0, r1, rb = RefCounter(), RefCounter(), RefCounter()
+    a.emit(0, metadata=[{"ref": r0}])
+    a.emit(1, metadata=[{"ref": r1}])
+    assert (r0.count, r1.count) == (1, 1)  # buffered until b has a value
+    b.emit("x", metadata=[{"ref": rb}])
+    assert (r0.count, r1.count, rb.count) == (0, 0, 1)
+    assert out == [[{"ref": r0}, {"ref": rb}], [{"ref": r1}, {"ref": rb}]]
+
+
+def test_timed_window_holds_references_until_its_window_is_emitted() -> None:
+    with use_clock(VirtualClock()) as clock:
+        source = Stream()
+        out = Metadata(source.timed_window(1.0)).sink_to_list()
+    r = RefCounter()
+    source.emit(0)
+    source.emit(1, metadata=[{"ref": r}])
+    assert r.count == 1
+    clock.advance(1.0)
+    source.emit(2, metadata=[{"v": 2}])  # checks the deadline: the first window goes
+    assert r.count == 0
+    source.close()
+    assert out == [[{"ref": r}], [{"v": 2}]]
+
+
+def test_event_time_windows_carry_their_own_elements_metadata() -> None:
+    source = Stream()
+    out = Metadata(source.timed_window(10, time=lambda x: x, lateness=5)).sink_to_list()
+    for t in [1, 12, 3, 25]:
+        source.emit(t, metadata=[{"t": t}])
+    source.close()
+    assert out == [[{"t": 1}, {"t": 3}], [{"t": 12}], [{"t": 25}]]
+
+
+def test_delay_holds_references_until_it_releases_the_element() -> None:
+    with use_clock(VirtualClock()) as clock:
+        source = Stream()
+        out = Metadata(source.delay(1.0)).sink_to_list()
+    source.emit(0)
+    r = RefCounter()
+    source.emit(1, metadata=[{"ref": r}])
+    assert r.count == 1
+    clock.advance(1.0)
+    source.emit(2)  # releases what is due
+    assert r.count == 0
+    source.close()
+    assert out == [[{"ref": r}]]
+
+
+def test_buffer_and_map_async_carry_metadata_to_their_elements() -> None:
+    async def double(x: int) -> int:
+        await asyncio.sleep(0)
+        return 2 * x
+
+    refs = [RefCounter() for _ in range(6)]
+
+    async def main() -> list[Any]:
+        source = Stream(asynchronous=True)
+        out = Metadata(source.buffer(2).map_async(double, parallelism=2)).sink_to_list()
+        for i, r in enumerate(refs):
+            await source.emit(i, metadata=[{"ref": r, "i": i}] if i % 2 else None)
+        assert any(r.count for r in refs)  # some are still held
+        await source.aclose()
+        return out
+
+    out = asyncio.run(main())
+    assert out == [[{"ref": refs[i], "i": i}] for i in (1, 3, 5)]
+    assert [r.count for r in refs] == [0] * 6
+
+
+def test_latest_holds_the_newest_element_until_replaced_or_closed() -> None:
+    source = Stream()
+    out = Metadata(source.latest()).sink_to_list()
+    r1, r2 = RefCounter(), RefCounter()
+    source.emit(1, metadata=[{"ref": r1}])
+    source.emit(2, metadata=[{"ref": r2}])
+    assert (r1.count, r2.count) == (0, 1)
+    source.close()
+    assert r2.count == 0
+    assert out == [[{"ref": r1}], [{"ref": r2}]]
+
+
+def test_emission_put_off_by_the_outbox_holds_its_own_reference() -> None:
+    # A timer fires while downstream still works on the previous window: the
+    # window waits behind it, and its elements stay referenced meanwhile.
+    async def main() -> None:
+        gate = asyncio.Event()
+
+        async def slow(x: Any) -> None:
+            await gate.wait()
+
+        with use_clock(VirtualClock()) as clock:
+            source = Stream(asynchronous=True)
+            window = source.timed_window(1.0)
+        window.sink(slow)
+        await source.emit(0)
+        await clock.advance_async(1.0)  # [0] goes; the sink blocks
+        r = RefCounter()
+        pending = source.emit(1, metadata=[{"ref": r}])  # waits for [0] (backpressure)
+        await clock.advance_async(1.0)  # [1] waits behind [0]
+        assert r.count == 1
+        gate.set()
+        await pending
+        await source.aclose()
+        assert r.count == 0
+
+    asyncio.run(main())

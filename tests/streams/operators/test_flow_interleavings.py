@@ -7,7 +7,8 @@ sometimes, always); then ``aclose()`` races whatever is still in flight.
 Hangs are detected by a budget of loop turns, not by a clock: the run fails
 if ``aclose()`` and every emit have not finished within it. Nothing may be
 lost, doubled or reordered (``latest`` may skip, by design, but keeps the
-first and the last element, in order).
+last element, and the first one unless a second arrived before the loop
+turned, as streamz's does).
 """
 
 from __future__ import annotations
@@ -136,7 +137,10 @@ def test_buffer_into_map_async_loses_nothing(n: int, schedule: Any) -> None:
 def test_latest_keeps_first_and_last_in_order(schedule: Any) -> None:
     got = run(lambda source, sink: source.latest().sink(sink), schedule)
     assert got == sorted(set(got))
-    assert got[0] == 0 and got[-1] == len(schedule) - 1
+    assert got[-1] == len(schedule) - 1
+    awaited, turns, _, _ = schedule[0]
+    if awaited or turns or len(schedule) == 1:  # the loop turned before 1 arrived
+        assert got[0] == 0
 
 
 def test_buffer_1_awaited_emits_then_close_delivers_everything() -> None:
