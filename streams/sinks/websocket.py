@@ -10,6 +10,10 @@ from ..sources.websocket import import_websockets
 
 __all__ = ["ToWebsocket"]
 
+#: Closings started by destroy() on a running loop, held until done (a task
+#: only weakly referenced by the loop may be collected before it runs).
+_closing: set[asyncio.Future[None]] = set()
+
 
 @Stream.register_api()
 class ToWebsocket(Stream[Any]):
@@ -143,4 +147,6 @@ class ToWebsocket(Stream[Any]):
         if streams is None:
             pending = self._flush()
             if pending is not None:
-                asyncio.ensure_future(pending)
+                task = asyncio.ensure_future(pending)
+                _closing.add(task)
+                task.add_done_callback(_closing.discard)

@@ -11,7 +11,6 @@ import asyncio
 import concurrent.futures
 import logging
 import queue
-import threading
 from typing import Any
 
 from ..core import Stream
@@ -49,10 +48,11 @@ def mqtt_client(operator: str, user: str | None, pw: str | None) -> Any:
     """A paho-mqtt client (callback API 2), or an ImportError saying what to install."""
     try:
         import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
     except ImportError:
         raise ImportError(f"{operator}() needs paho-mqtt: pip install 'streams[mqtt]' "
                           "(or paho-mqtt)") from None
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
+    client = mqtt.Client(CallbackAPIVersion.VERSION2)
     if user:
         client.username_pw_set(user, pw)
     return client
@@ -278,7 +278,7 @@ class FromMqtt(Source):
                 and not in_loop_thread()):
             try:
                 task.result(self.connect_timeout)
-            except Exception:  # noqa: S110 - logged by the run; stop() only waits for it
+            except Exception:
                 pass
             return None
         return end

@@ -8,7 +8,6 @@ import socket
 from typing import Any
 
 from ..core import Stream
-from ..errors import short_repr
 from .base import Source, require_loop
 from .tcp import check_port
 
@@ -162,7 +161,8 @@ class FromWebsocket(Source):
                     logger.error("%s failed on a message: %s: %s", self._label(),
                                  type(e).__name__, e)
                     # The close reason is limited to 123 bytes by the protocol.
-                    await ws.close(1011, f"{type(e).__name__}: {short_repr(str(e))}"[:120])
+                    reason = str(e).encode()[:120].decode(errors="ignore")
+                    await ws.close(1011, reason)
                     return
         finally:
             self._connections.discard(ws)
