@@ -207,6 +207,7 @@ def flaky(max_runs: int = 2, min_passes: int = 1) -> Callable[[Any], Any]:
 _package = types.ModuleType("streams_compat")
 _package.__path__ = []  # type: ignore[attr-defined]
 _package.load_streamz_tests = load_streamz_tests  # type: ignore[attr-defined]
+_package.rewrite = rewrite  # type: ignore[attr-defined]
 sys.modules["streams_compat"] = _package
 _package.utils_test = _load("streams_compat.utils_test", HERE / "utils_test.py")  # type: ignore[attr-defined]
 _flaky = types.ModuleType("flaky")
