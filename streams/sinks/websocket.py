@@ -47,12 +47,15 @@ class ToWebsocket(Stream[Any]):
     >>> server = Stream.from_websocket("127.0.0.1", 0)
     >>> L = server.sink_to_list()
     >>> async def main():
+    ...     got_two = asyncio.Event()
+    ...     _ = server.sink(lambda x: len(L) == 2 and got_two.set())
     ...     server.start()
     ...     source = Stream(asynchronous=True)
     ...     source.to_websocket(f"ws://127.0.0.1:{server.port}")
     ...     for x in ["a", b"b"]:
     ...         await source.emit(x)
-    ...     await source.aclose()  # closes the connection: the server has read everything
+    ...     await source.aclose()  # closes the connection
+    ...     await got_two.wait()
     ...     await server.stop()
     >>> asyncio.run(main())
     >>> L

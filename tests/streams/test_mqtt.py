@@ -188,3 +188,24 @@ def test_from_mqtt_bounds_must_be_positive() -> None:
         Stream.from_mqtt("localhost", 1883, "t", max_queue=0)
     with pytest.raises(ValueError, match=r"to_mqtt\(\): publish_timeout must be > 0"):
         Stream().to_mqtt("localhost", 1883, "t", publish_timeout=0)
+
+
+def test_mqtt_uri_names_the_same_source_and_sink(mqtt_broker: Any, topic: str) -> None:
+    uri = f"mqtt://{mqtt_broker.host}:{mqtt_broker.port}/{topic}"
+    source = Stream.from_uri(uri + "?qos=1")
+    got, done = collect(source, 2)
+    source.start()
+    out = Stream.from_iterable([b"a", b"b"])
+    out.to_uri(uri, qos=1)
+    out.start()
+    assert done.wait(GUARD)
+    source.stop()
+    assert (source.topic, source.qos) == (topic, 1)
+    assert got == [b"a", b"b"]
+
+
+def test_mqtt_uri_refuses_what_it_does_not_know() -> None:
+    with pytest.raises(ValueError, match=r"mqtt:// sink: unknown option 'colour'"):
+        Stream().to_uri("mqtt://localhost:1883/t?colour=red")
+    with pytest.raises(ValueError, match=r"give a topic after the address"):
+        Stream.from_uri("mqtt://localhost:1883")

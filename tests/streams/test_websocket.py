@@ -202,3 +202,22 @@ def test_bad_arguments_fail_when_the_graph_is_built(make: Any, error: type[Excep
                                                      message: str) -> None:
     with pytest.raises(error, match=message):
         make()
+
+
+def test_ws_uri_names_the_server_and_the_client() -> None:
+    server = Stream.from_uri("ws://127.0.0.1:0")
+    got = server.sink_to_list()
+
+    async def main() -> None:
+        server.start()
+        source = Stream(asynchronous=True)
+        sink = source.to_uri(f"ws://127.0.0.1:{server.port}/in")
+        await source.emit("x")
+        await source.aclose()
+        while not got:  # the server's pipeline takes it on its own turn
+            await asyncio.sleep(0)
+        assert sink.uri == f"ws://127.0.0.1:{server.port}/in"
+        await server.stop()
+
+    asyncio.run(main())
+    assert got == ["x"]
