@@ -430,11 +430,7 @@ wait_for_lines(6)
 """,
         ["a", "a", "a", "b", "b", "b"],
         changes="the class is registered through an entry point object made by the test "
-                "(no package is installed)",
-        broken={"streams": "a @gen.coroutine update() of a user's node, emitted into "
-                           "with no loop running, starts on one loop and is finished on "
-                           "another: RuntimeError ... attached to a different loop "
-                           "(not fixed yet)"}),
+                "(no package is installed)"),
     "examples-network-wordcount": Case(
         f"{_REPO} examples/network_wordcount.py",
         """
