@@ -30,20 +30,24 @@ from .plugins import load_plugins
 from .sinks.basic import Sink, SinkToList, SinkToTextfile
 from .sinks.durable import SinkToDurableTextfile  # issue 6: exactly-once file output
 from .sinks.kafka import ToKafka  # issue 16: Kafka (confluent-kafka imported lazily)
+from .sinks.mqtt import ToMqtt  # streamz's MQTT sink (paho-mqtt imported lazily)
 from .sinks.redis import SinkToRedis  # issue 6: Redis Streams (redis-py imported lazily)
 from .sinks.stdio import SinkToStdout  # issue 6: JSON lines to stdout
+from .sinks.websocket import ToWebsocket  # streamz's websocket sink (websockets lazily)
 from .sources.base import Source
 from .sources.filenames import Filenames  # issue 15: streamz's Stream.filenames
 from .sources.http import FromHttpServer  # issue 3: async sources
 from .sources.iterable import FromIterable
 from .sources.kafka import FromKafka  # issue 16: Kafka (confluent-kafka imported lazily)
 from .sources.kafka_batched import FromKafkaBatched  # issue 16
+from .sources.mqtt import FromMqtt  # streamz's MQTT source (paho-mqtt imported lazily)
 from .sources.periodic import FromPeriodic
 from .sources.process import FromProcess
 from .sources.redis import FromRedis  # issue 6: Redis Streams (redis-py imported lazily)
 from .sources.stdio import FromStdin  # issue 6: JSON lines from stdin
 from .sources.tcp import FromTcp
 from .sources.textfile import FromTextfile
+from .sources.websocket import FromWebsocket  # streamz's websocket source (websockets lazily)
 from .state import Checkpointer, CheckpointError, checkpoint  # issue 6: checkpoints
 
 __version__ = "0.1.0"
@@ -88,12 +92,14 @@ __all__ = [
     "FromIterable",
     "FromKafka",
     "FromKafkaBatched",
+    "FromMqtt",
     "FromPeriodic",
     "FromProcess",
     "FromRedis",
     "FromStdin",
     "FromTcp",
     "FromTextfile",
+    "FromWebsocket",
     "GraphSpec",
     "LoopClock",
     "NodeError",
@@ -111,6 +117,8 @@ __all__ = [
     "Stream",
     "StreamClosedError",
     "ToKafka",
+    "ToMqtt",
+    "ToWebsocket",
     "Tombstone",
     "VirtualClock",
     "checkpoint",

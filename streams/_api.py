@@ -142,6 +142,12 @@ class OperatorAPI(Generic[T]):
         def to_kafka(self, topic: str, producer_config: dict[str, Any],
                      transactional: bool = False, key: Any = None,
                      **kwargs: Any) -> Stream[Any]: ...
+        def to_mqtt(self, host: str, port: int, topic: str, keepalive: int = 60,
+                    client_kwargs: dict[str, Any] | None = None, qos: int = 0,
+                    retain: bool = False, user: str | None = None, pw: str | None = None,
+                    publish_timeout: float = 10.0, **kwargs: Any) -> Stream[Any]: ...
+        def to_websocket(self, uri: str, ws_kwargs: dict[str, Any] | None = None,
+                         **kwargs: Any) -> Stream[Any]: ...
         @staticmethod
         def from_iterable(iterable: Iterable[U], start: bool = False,
                           **kwargs: Any) -> Stream[U]: ...
@@ -167,6 +173,17 @@ class OperatorAPI(Generic[T]):
                              max_body: int = 8_388_608, idle_timeout: float = 60.0,
                              max_connections: int = 256, max_in_flight: int = 64,
                              **kwargs: Any) -> Stream[bytes]: ...
+        # streamz's MQTT and websocket connectors (streams.sources.mqtt, websocket)
+        @staticmethod
+        def from_mqtt(host: str, port: int, topic: str, keepalive: int = 60,
+                      client_kwargs: dict[str, Any] | None = None, user: str | None = None,
+                      pw: str | None = None, qos: int = 0, max_queue: int = 1000,
+                      connect_timeout: float = 10.0, start: bool = False,
+                      **kwargs: Any) -> Stream[Any]: ...
+        @staticmethod
+        def from_websocket(host: str, port: int, serve_kwargs: dict[str, Any] | None = None,
+                           max_connections: int = 256, start: bool = False,
+                           **kwargs: Any) -> Stream[Any]: ...
         @staticmethod
         def from_process(cmd: list[str] | str, open_kwargs: dict[str, Any] | None = None,
                          with_stderr: bool = False, with_end: bool = True, start: bool = False,

@@ -293,6 +293,13 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         super().__init_subclass__(**kwargs)
         if cls._emit is not Stream._emit and "emit" not in cls.__dict__:
             cls.emit = Stream._emit_through_override  # type: ignore[method-assign]
+        update = cls.__dict__.get("update")
+        if update is not None and getattr(update, "__tornado_coroutine__", False):
+            # A streamz plugin's ``@gen.coroutine def update``: run it only once
+            # awaited, on the loop that finishes it (as a sink's coroutine).
+            from .sinks.basic import _deferred_tornado_coroutine
+
+            cls.update = _deferred_tornado_coroutine(update)  # type: ignore[method-assign]
         declared = any("_local_only" in vars(b) for b in cls.__mro__ if b is not Stream)
         if "update" in cls.__dict__ and not declared:
             # New behaviour that does not say whether its description rebuilds

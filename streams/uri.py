@@ -26,6 +26,13 @@ URI                                         source / sink and options
                                             ``encoding``; sink: ``mode`` (``a`` or ``w``)
 ``tcp://host:port``                         ``from_tcp`` (a server; source only)
 ``http://host:port/path``                   ``from_http_server`` (source only)
+``mqtt://[user:pw@]host:port/topic``        ``from_mqtt`` / ``to_mqtt`` (the topic may
+                                            hold ``/`` and, for a source, ``+``/``#``
+                                            as ``%2B``/``%23``); ``qos``,
+                                            ``keepalive``; sink: ``retain``
+``ws://host:port[/path]``                   ``from_websocket`` (a server on host:port)
+                                            / ``to_websocket`` (a client of the URI);
+                                            ``wss://`` for a TLS client
 ==========================================  ==========================================
 
 Examples
@@ -93,11 +100,14 @@ _REDIS_SINK: Options = {"db": int, "maxlen": int, "field": str, "batch": int}
 _STDIO: Options = {"format": str}
 _FILE_SOURCE: Options = {"encoding": str}
 _FILE_SINK: Options = {"encoding": str, "mode": str}
+_MQTT_SOURCE: Options = {"qos": int, "keepalive": int}
+_MQTT_SINK: Options = {"qos": int, "keepalive": int, "retain": _bool}
 
 #: What each scheme can be: a source, a sink, or both.
 SCHEMES = {"kafka": ("source", "sink"), "redis": ("source", "sink"),
            "stdio": ("source", "sink"), "file": ("source", "sink"),
-           "tcp": ("source",), "http": ("source",)}
+           "tcp": ("source",), "http": ("source",), "mqtt": ("source", "sink"),
+           "ws": ("source", "sink"), "wss": ("sink",)}
 
 
 def parse_uri(uri: str, role: str) -> tuple[Any, str]:
@@ -110,7 +120,7 @@ def parse_uri(uri: str, role: str) -> tuple[Any, str]:
     >>> parse_uri("tcp://127.0.0.1:9000", "sink")
     Traceback (most recent call last):
     ...
-    ValueError: tcp:// can only be a source; sinks are: file, kafka, redis, stdio
+    ValueError: tcp:// can only be a source; sinks are: file, kafka, mqtt, redis, stdio, ws, wss
     """
     if not isinstance(uri, str) or "://" not in uri:
         raise ValueError(f"{uri!r} is not a stream URI: write scheme://address, with a scheme "
@@ -188,6 +198,15 @@ def from_uri(uri: str, **options: Any) -> Stream[Any]:
         host, port = _host_port(parts, scheme)
         _options(parts, scheme, "source", {}, options)
         return Stream.from_tcp(port, address=host)
+    if scheme == "mqtt":
+        host, port = _host_port(parts, scheme, 1883)
+        opts = _options(parts, scheme, "source", _MQTT_SOURCE, options)
+        return Stream.from_mqtt(host, port, _topic(parts), user=parts.username,
+                                pw=parts.password, **opts)
+    if scheme == "ws":
+        host, port = _host_port(parts, scheme)
+        _options(parts, scheme, "source", {}, options)
+        return Stream.from_websocket(host, port)
     host, port = _host_port(parts, scheme, 80)
     _options(parts, scheme, "source", {}, options)
     return Stream.from_http_server(port, path=parts.path or "/.*",
@@ -211,8 +230,24 @@ def to_uri(upstream: Stream[Any], uri: str, **options: Any) -> Stream[Any]:
         return upstream.sink_to_redis(_name(parts, scheme, "stream"), url=url, **opts)
     if scheme == "stdio":
         return upstream.sink_to_stdout(**_options(parts, scheme, "sink", _STDIO, options))
+    if scheme == "mqtt":
+        host, port = _host_port(parts, scheme, 1883)
+        opts = _options(parts, scheme, "sink", _MQTT_SINK, options)
+        return upstream.to_mqtt(host, port, _topic(parts), user=parts.username,
+                                pw=parts.password, **opts)
+    if scheme in ("ws", "wss"):
+        _options(parts, scheme, "sink", {}, options)
+        return upstream.to_websocket(uri)
     opts = _options(parts, scheme, "sink", _FILE_SINK, options)
     return upstream.sink_to_textfile(_path(parts), **opts)
+
+
+def _topic(parts: Any) -> str:
+    topic = unquote(parts.path[1:])
+    if not topic:
+        raise ValueError(f"{parts.geturl()!r}: give a topic after the address, as in "
+                         "mqtt://localhost:1883/sensors/temperature")
+    return topic
 
 
 def _kafka_servers(parts: Any) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from streams import VirtualClock, use_clock
 
-pytest_plugins = ["tests.kafka_broker"]  # the Kafka broker fixtures
+pytest_plugins = ["tests.kafka_broker", "tests.mqtt_broker"]  # the broker fixtures
 
 
 @pytest.fixture

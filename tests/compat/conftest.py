@@ -64,6 +64,9 @@ _MODULES = [
     ("streamz", "streams"),
 ]
 _RELATIVE = re.compile(r"^(\s*from\s+)\.\.(\w+)", re.M)  # ``from ..graph import``
+# streamz's MQTT round trip talks to a public broker; this machine reaches
+# none, so it talks to a mosquitto on loopback (see compat_mqtt_broker).
+_PUBLIC_MQTT_BROKER = '"mqtt.eclipseprojects.io", 1883'
 
 
 def rewrite(source: str, target: str = TARGET) -> str:
@@ -90,7 +93,7 @@ def rewrite(source: str, target: str = TARGET) -> str:
             lines.append(line.replace("captured_logger('streamz')", "captured_logger('streams')"))
         else:
             lines.append(line)
-    source = "".join(lines)
+    source = "".join(lines).replace(_PUBLIC_MQTT_BROKER, "*compat_mqtt_broker()")
     if target == "streams":
         source = _RELATIVE.sub(r"\1streams.\2", source)
     else:
@@ -147,7 +150,38 @@ def load_streamz_tests(filename: str, namespace: dict[str, Any]) -> None:
     path = STREAMZ_TESTS / filename
     code = compile(rewrite(path.read_text()), str(path), "exec")
     namespace["__builtins__"] = {**builtins.__dict__, "__import__": _tolerant_import}
+    namespace["compat_mqtt_broker"] = compat_mqtt_broker
     exec(code, namespace)
+
+
+_mqtt_broker: Any = None
+
+
+def compat_mqtt_broker() -> tuple[str, int]:
+    """Host and port of a mosquitto on loopback, started on first use (a skip without one).
+
+    Stopped at the end of the session by :func:`_stop_compat_mqtt_broker`.
+    """
+    global _mqtt_broker
+    if _mqtt_broker is None:
+        import tempfile
+
+        from tests.mqtt_broker import start_broker
+
+        _mqtt_broker = start_broker(Path(tempfile.mkdtemp(prefix="compat-mqtt-")))
+    return _mqtt_broker.host, _mqtt_broker.port
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_compat_mqtt_broker() -> Any:
+    yield
+    global _mqtt_broker
+    if _mqtt_broker is not None:
+        import shutil
+
+        _mqtt_broker.stop()
+        shutil.rmtree(_mqtt_broker.directory, ignore_errors=True)
+        _mqtt_broker = None
 
 
 def flaky(max_runs: int = 2, min_passes: int = 1) -> Callable[[Any], Any]:
@@ -173,6 +207,7 @@ def flaky(max_runs: int = 2, min_passes: int = 1) -> Callable[[Any], Any]:
 _package = types.ModuleType("streams_compat")
 _package.__path__ = []  # type: ignore[attr-defined]
 _package.load_streamz_tests = load_streamz_tests  # type: ignore[attr-defined]
+_package.rewrite = rewrite  # type: ignore[attr-defined]
 sys.modules["streams_compat"] = _package
 _package.utils_test = _load("streams_compat.utils_test", HERE / "utils_test.py")  # type: ignore[attr-defined]
 _flaky = types.ModuleType("flaky")

@@ -527,3 +527,29 @@ def test_emit_result_is_a_future_awaitable_twice_and_never_lost() -> None:
 
     asyncio.run(main())
     assert out == [1, 2, 3, 4]
+
+
+def test_a_nodes_tornado_coroutine_update_runs_with_no_loop_running() -> None:
+    # streamz's plugin reference (docs/source/plugins.rst): a node whose
+    # update is a @gen.coroutine. Called with no loop running, Tornado would
+    # start it on the thread's default loop and the synchronous emit finish
+    # it on another ("attached to a different loop").
+    from tornado import gen
+
+    class Repeat(Stream):
+        _local_only = "a test node"
+
+        def __init__(self, upstream: Stream[Any], n: int, **kwargs: Any) -> None:
+            super().__init__(upstream, **kwargs)
+            self.n = n
+
+        @gen.coroutine
+        def update(self, x: Any, who: Any = None, metadata: Any = None) -> Any:
+            for _ in range(self.n):
+                yield self._emit(x, metadata=metadata)
+
+    source = Stream()
+    L = Repeat(source, 2).sink_to_list()
+    source.emit("a")
+    source.emit("b")
+    assert L == ["a", "a", "b", "b"]

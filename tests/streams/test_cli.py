@@ -30,7 +30,7 @@ def test_each_command_has_help(command: str) -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["relay", "--input", "localhost:9092", "--output", "stdio://"], "is not a stream URI"),
-    (["relay", "--input", "mqtt://h/t", "--output", "stdio://"], "unknown scheme 'mqtt://'"),
+    (["relay", "--input", "amqp://h/t", "--output", "stdio://"], "unknown scheme 'amqp://'"),
     (["relay", "--input", "stdio://", "--output", "tcp://127.0.0.1:9"], "can only be a source"),
     (["tap", "kafka://127.0.0.1:9/"], "give one topic"),
     (["tap", "kafka://127.0.0.1:9/t?colour=red"], "unknown option 'colour'"),

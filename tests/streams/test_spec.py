@@ -114,6 +114,11 @@ EXAMPLES: dict[str, Make] = {
     "from_kafka": lambda s: Stream.from_kafka(["events"], {"bootstrap.servers": "127.0.0.1:1",
                                                           "group.id": "g"}, batch=10),
     "to_kafka": lambda s: s.to_kafka("out", {"bootstrap.servers": "127.0.0.1:1"}),
+    "from_mqtt": lambda s: Stream.from_mqtt("localhost", 1883, "a/#", keepalive=30, qos=1),
+    "to_mqtt": lambda s: s.to_mqtt("localhost", 1883, "a/b", qos=1, retain=True),
+    "from_websocket": lambda s: Stream.from_websocket("localhost", 0, {"max_size": 2**16},
+                                                      max_connections=8),
+    "to_websocket": lambda s: s.to_websocket("ws://localhost:1/in", {"open_timeout": 5}),
 }
 
 

@@ -1,0 +1,146 @@
+"""``Stream.to_mqtt``: publish every element to an MQTT topic with paho-mqtt."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ..core import Stream
+from ..sources.mqtt import check_mqtt_args, mqtt_client
+
+__all__ = ["ToMqtt"]
+
+
+@Stream.register_api()
+class ToMqtt(Stream[Any]):
+    """Publish each element (str, bytes, int, float or None) to ``topic``.
+
+    The connection is opened on the first element and kept. Each element
+    is waited for until paho has handed it to the broker (``qos=0``,
+    streamz's: written to the socket) or the broker acknowledged it
+    (``qos`` 1 or 2); on an asynchronous stream that wait is what ``await
+    emit`` waits for, off the loop. An element that cannot be published (no
+    connection, a payload paho refuses, no acknowledgement within
+    ``publish_timeout``) raises through the node's error policy, naming the
+    node: streamz published without waiting and lost such elements
+    silently. The end of the stream (``close()``), or ``destroy()``,
+    disconnects.
+
+    Parameters
+    ----------
+    host, port : str, int
+        The broker.
+    topic : str
+        The topic to publish to.
+    keepalive : int
+        Seconds between pings on an idle connection.
+    client_kwargs : dict, optional
+        Passed to the client's ``connect()``.
+    qos : int
+        Quality of service of each message (0, 1 or 2).
+    retain : bool
+        Ask the broker to keep the last message for new subscribers.
+    user, pw : str, optional
+        Credentials.
+    publish_timeout : float
+        Seconds to wait for each element's publication.
+
+    Examples
+    --------
+    Against a broker on ``localhost:1883`` (not run here):
+
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> _ = source.map(str).to_mqtt("localhost", 1883, "sensors/temperature")
+    >>> source.emit(21.5)  # doctest: +SKIP
+    """
+
+    __slots__ = ("c_kw", "client", "host", "keepalive", "port", "publish_timeout", "pw", "qos",
+                 "retain", "topic", "user")
+    _operator = "to_mqtt"
+    _local_only = "it holds a connection to the broker, in this process"
+    _params = ("host", "port", "topic", "keepalive", "qos", "retain")
+    _graphviz_shape = "trapezium"
+
+    def __init__(self, upstream: Stream[Any], host: str, port: int, topic: str,
+                 keepalive: int = 60, client_kwargs: dict[str, Any] | None = None,
+                 qos: int = 0, retain: bool = False, user: str | None = None,
+                 pw: str | None = None, publish_timeout: float = 10.0,
+                 **kwargs: Any) -> None:
+        check_mqtt_args("to_mqtt", host, port, topic, keepalive, qos)
+        if not publish_timeout > 0:
+            raise ValueError(f"to_mqtt(): publish_timeout must be > 0 seconds, got "
+                             f"{publish_timeout!r}")
+        kwargs.pop("ensure_io_loop", None)  # streamz's; publishing needs no loop here
+        self.host, self.port, self.topic = host, port, topic
+        self.keepalive, self.qos, self.retain = keepalive, qos, retain
+        self.c_kw = dict(client_kwargs or {})  # streamz's attribute name
+        self.user, self.pw = user, pw
+        self.publish_timeout = publish_timeout
+        #: The paho client once connected, else None.
+        self.client: Any = None
+        Stream.__init__(self, upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            try:
+                self._publish(x)
+            except Exception as e:
+                return self._fail(x, e)
+            return None
+        return self._publish_async(x)
+
+    async def _publish_async(self, x: Any) -> None:
+        try:
+            # Connecting and waiting for the broker block: not on the loop.
+            await asyncio.to_thread(self._publish, x)
+        except Exception as e:
+            pending = self._fail(x, e)
+            if pending is not None:
+                await pending
+
+    def _connect(self) -> Any:
+        if self.client is None:
+            client = mqtt_client("to_mqtt", self.user, self.pw)
+            try:
+                client.connect(self.host, self.port, self.keepalive, **self.c_kw)
+            except OSError as e:
+                raise ConnectionError(f"{self._label()}: cannot connect to the MQTT broker at "
+                                      f"{self.host}:{self.port}: {e}") from e
+            client.loop_start()
+            self.client = client
+        return self.client
+
+    def _publish(self, x: Any) -> None:
+        import paho.mqtt.client as mqtt
+
+        info = self._connect().publish(self.topic, x, self.qos, self.retain)
+        if info.rc != mqtt.MQTT_ERR_SUCCESS:
+            raise ConnectionError(f"{self._label()}: publishing to {self.topic!r} failed: "
+                                  f"{mqtt.error_string(info.rc)}")
+        info.wait_for_publish(self.publish_timeout)
+        if not info.is_published():
+            raise TimeoutError(f"{self._label()}: {self.topic!r} not published within "
+                               f"{self.publish_timeout} s")
+
+    def _disconnect(self) -> None:
+        client, self.client = self.client, None
+        if client is not None:
+            client.disconnect()
+            client.loop_stop()
+
+    def _flush(self) -> Any:
+        # End of stream: everything was published (each element waited for).
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._disconnect()
+            return None
+        return asyncio.to_thread(self._disconnect)  # joins paho's thread: not on the loop
+
+    def destroy(self, streams: list[Stream[Any]] | None = None) -> None:
+        super().destroy(streams)
+        if streams is None:
+            self._disconnect()

@@ -1,0 +1,196 @@
+"""``Stream.from_websocket``: messages received by a websocket server (``websockets``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import Any
+
+from ..core import Stream
+from .base import Source, require_loop
+from .tcp import check_port
+
+__all__ = ["FromWebsocket", "import_websockets"]
+
+logger = logging.getLogger("streams")
+
+
+def import_websockets(operator: str) -> Any:
+    """The ``websockets`` package, or an ImportError saying what to install."""
+    try:
+        import websockets
+    except ImportError:
+        raise ImportError(f"{operator}() needs websockets: pip install 'streams[websocket]' "
+                          "(or websockets)") from None
+    return websockets
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``'s first address (port 0: a free one)."""
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                  flags=socket.AI_PASSIVE)[0]
+    return socket.create_server(address[:2], family=family)
+
+
+@Stream.register_api(staticmethod)
+class FromWebsocket(Source):
+    """Serve websockets on ``host:port`` and emit every message received (str or bytes).
+
+    Each connection's next message is read only after downstream has
+    finished with the previous one: a slow pipeline stops reading, and
+    websockets' flow control slows the sender (backpressure). ``start()``
+    binds at once, so :attr:`port` is known when it returns (pass ``port=0``
+    for a free one); with no loop running it serves from the shared loop
+    thread, as streamz does, and ``start=True`` is allowed (a message
+    arriving before a node is attached goes nowhere, as in streamz).
+    ``stop()`` stops listening and closes the open connections; the stream
+    stays open until ``close()``. A message the pipeline fails on closes its
+    connection with code 1011 and the error as reason, and is logged: the
+    client knows.
+
+    Parameters
+    ----------
+    host : str
+        The interface to bind, typically ``"localhost"``.
+    port : int
+        The port to listen on; 0 picks a free one.
+    serve_kwargs : dict, optional
+        Passed to ``websockets.asyncio.server.serve`` (``max_size``...).
+    max_connections : int
+        Connections served at once; one more is closed at once with code
+        1013 (try again later).
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> from websockets.asyncio.client import connect
+    >>> from streams import Stream
+    >>> source = Stream.from_websocket("127.0.0.1", 0)
+    >>> L = source.sink_to_list()
+    >>> async def main():
+    ...     source.start()
+    ...     async with connect(f"ws://127.0.0.1:{source.port}") as ws:
+    ...         await ws.send("hello")
+    ...         await ws.send(b"world")
+    ...     await source.stop()
+    >>> asyncio.run(main())
+    >>> L
+    ['hello', b'world']
+    """
+
+    __slots__ = ("_connections", "_serving", "_sock", "host", "max_connections", "port",
+                 "refused", "s_kw", "server")
+    _operator = "from_websocket"
+    _params = ("host", "port", "serve_kwargs", "max_connections")
+
+    def __init__(self, host: str, port: int, serve_kwargs: dict[str, Any] | None = None,
+                 max_connections: int = 256, start: bool = False, **kwargs: Any) -> None:
+        if not isinstance(host, str) or not host:
+            raise ValueError(f"from_websocket(): host must be a non-empty str, got {host!r}")
+        if (isinstance(max_connections, bool) or not isinstance(max_connections, int)
+                or max_connections < 1):
+            raise ValueError(f"from_websocket(): max_connections must be an int >= 1, got "
+                             f"{max_connections!r}")
+        if serve_kwargs is not None and not isinstance(serve_kwargs, dict):
+            raise TypeError(f"from_websocket(): serve_kwargs must be a dict, got "
+                            f"{serve_kwargs!r}")
+        self.host = host
+        self.port = check_port("from_websocket", port)
+        self.s_kw = dict(serve_kwargs or {})  # streamz's attribute name
+        self.max_connections = max_connections
+        #: Connections closed at once for being over ``max_connections``.
+        self.refused = 0
+        #: The websockets server while serving, else None (streamz's attribute).
+        self.server: Any = None
+        self._sock: socket.socket | None = None
+        self._serving: asyncio.Future[None] | None = None
+        self._connections: set[Any] = set()
+        # A server loses nothing to starting before the graph is built (unlike
+        # a finite source, which Source refuses to start early).
+        super().__init__(start=False, **kwargs)
+        if start:
+            self.start()
+
+    @property
+    def serve_kwargs(self) -> dict[str, Any]:
+        """The keywords given to ``serve()``."""
+        return self.s_kw
+
+    def start(self) -> None:
+        """Bind the port and start serving (on the loop thread when none is running)."""
+        if self._sock is not None:
+            return
+        import_websockets("from_websocket")
+        from ..loop_thread import call_in_loop_thread, io_loop, running_io_loop
+
+        if running_io_loop() is None:  # as streamz: serve from the shared loop thread
+            self.loop = io_loop()
+            call_in_loop_thread(self.start)
+            return
+        require_loop(self)
+        self._sock = sock = _bind(self.host, self.port)
+        self.port = sock.getsockname()[1]
+        self.started, self.stopped = True, False
+        self._serving = asyncio.ensure_future(self._serve(sock))
+
+    async def _serve(self, sock: socket.socket) -> None:
+        from websockets.asyncio.server import serve
+
+        self.server = await serve(self._handle, sock=sock, **self.s_kw)
+
+    async def _handle(self, ws: Any) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        if len(self._connections) >= self.max_connections:
+            self.refused += 1
+            await ws.close(1013, "too many connections")
+            return
+        self._connections.add(ws)
+        try:
+            while not self.stopped:
+                try:
+                    message = await ws.recv()
+                except ConnectionClosed:
+                    return
+                try:
+                    pending = self._push(message)
+                    if pending is not None:
+                        await pending
+                except Exception as e:
+                    logger.error("%s failed on a message: %s: %s", self._label(),
+                                 type(e).__name__, e)
+                    # The close reason is limited to 123 bytes by the protocol.
+                    reason = str(e).encode()[:120].decode(errors="ignore")
+                    await ws.close(1011, reason)
+                    return
+        finally:
+            self._connections.discard(ws)
+
+    def stop(self) -> Any:
+        """Stop listening and close the open connections; the stream stays open.
+
+        On a running loop, returns an awaitable of the connections' closing
+        (awaiting it is optional); from another thread, waits for it.
+        """
+        from ..loop_thread import in_loop_thread, io_loop, start_task
+
+        if self._sock is not None and self.loop is io_loop() and not in_loop_thread():
+            # The server belongs to the loop thread: close it there, and wait.
+            start_task(self._stop_and_wait(), self.loop).result(30)
+            return None
+        Source.stop(self)  # no element is taken from now on
+        return asyncio.ensure_future(self._stop_and_wait()) if self._sock is not None else None
+
+    async def _stop_and_wait(self) -> None:
+        Source.stop(self)
+        sock, self._sock = self._sock, None
+        serving, self._serving = self._serving, None
+        if serving is not None:
+            await serving  # the server exists (a bound socket is accepted at once)
+        server, self.server = self.server, None
+        if server is not None:
+            server.close()
+            await server.wait_closed()
+        elif sock is not None:
+            sock.close()
