@@ -24,7 +24,9 @@ from streams.segment import raise_first
 
 from .batch import load_checkpoint, save_checkpoint
 from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, value_of
+from .listener import count_input, settle
 from .nodes import SparkSegment
+from .shipping import ship_library
 from .stages import COLUMNS, collected_rows
 from .storage import Location, location
 from .stream import build_query_frame, query_name, reraise_node_failure
@@ -110,6 +112,7 @@ class FromSpark(Stream[Any]):
         if not segment.exits:
             raise ValueError(f"{self._label()}: end the Spark segment with .gather() (or "
                              "with .to_dataframe(), which needs no start())")
+        ship_library(self.df.sparkSession)
         if not self.df.isStreaming:
             self._run_static()
             return
@@ -123,7 +126,8 @@ class FromSpark(Stream[Any]):
             self._delivered = saved["batch_id"]
             for node, state in zip(self._local_nodes(), saved["states"], strict=True):
                 node.restore(state)
-        frame = build_query_frame(self.df, segment.plan(), first=COLUMNS)
+        df = count_input(self.df, segment.nodes, self._label())
+        frame = build_query_frame(df, segment.plan(), first=COLUMNS)
         writer = (frame.writeStream.foreachBatch(self._deliver_batch)
                   .queryName(query_name(self))
                   .option("checkpointLocation", self._checkpoint_dir().child("query").uri))
@@ -152,6 +156,7 @@ class FromSpark(Stream[Any]):
         """
         try:
             self.query.awaitTermination()
+            settle(self.df.sparkSession)  # the bars of progress() show the last batch
         except Exception as e:
             failed, self._failed = self._failed, None
             if failed is not None:
