@@ -245,7 +245,8 @@ class ToSpark(SegmentEntry, Stream[Any]):
         per micro-batch).
     progress : bool
         Show a progress bar (``tqdm.auto``: notebook-aware) of the
-        micro-batches run, with batches per second; it closes with the stream.
+        micro-batches run, with batches per second and the elements sent
+        (``rows=``); it closes with the stream.
 
     Examples
     --------
@@ -281,6 +282,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
         self.streaming = streaming
         self.show_progress = bool(progress)
         self._bar: Any = None
+        self._sent = 0  # elements handed to Spark, shown on the bar
         self._buffer: list[Any] = []
         self._opened: float | None = None
         self._runner: Any = None
@@ -341,6 +343,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
     def _take(self) -> tuple[list[Any], list[tuple[int, int]]]:
         """The held elements and ticks, for one micro-batch (and hold none)."""
         elements, self._buffer = self._buffer, []
+        self._sent += len(elements)
         ticks, self._ticks = self._ticks, []
         self._opened = None
         return elements, ticks
@@ -464,6 +467,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
                 from streams.jupyter.progress import progress_bar
 
                 self._bar = progress_bar(desc=f"{self._label()} on Spark", unit="batch")
+            self._bar.set_postfix(rows=self._sent, refresh=False)
             self._bar.update(1)
         self._pending.extend(values)
         self._replay(errors)

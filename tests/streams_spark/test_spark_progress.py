@@ -33,6 +33,7 @@ def test_progress_bar_counts_micro_batches_and_closes(spark: Any) -> None:
     assert out == [i + 1 for i in range(10)]
     bar = entry._bar
     assert bar.n == 3  # batches of 4, 4 and the last 2 at close
+    assert bar.postfix == "rows=10"
     assert bar.disable is True  # tqdm's close() sets it: the bar ended with the stream
 
 
