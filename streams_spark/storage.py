@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 import uuid
 from typing import Any
@@ -130,8 +131,6 @@ class Location:
     def delete(self, name: str | None = None) -> None:
         """Remove the entry ``name`` (or the whole directory), recursively."""
         if self.local is not None:
-            import shutil
-
             path = self.local if name is None else os.path.join(self.local, name)
             if os.path.isdir(path):
                 shutil.rmtree(path, ignore_errors=True)
