@@ -13,9 +13,7 @@ id in one atomic write.
 
 from __future__ import annotations
 
-import os
 import pickle
-import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -38,6 +36,7 @@ from .codec import (
     unpack,
 )
 from .plan import by_id, by_position, chain_plan
+from .storage import Location, location
 
 __all__ = ["BatchRunner", "chain_rows", "encode_chunks", "load_checkpoint", "save_checkpoint"]
 
@@ -183,26 +182,17 @@ def encode_chunks(elements: list[Any], first_seq: int, parts: int) -> pa.Table:
     return pa.Table.from_batches(batches, schema=INPUT_SCHEMA)
 
 
-def save_checkpoint(directory: str, state: dict[str, Any]) -> None:
-    """Write ``state`` to ``directory`` atomically (write, fsync, rename)."""
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".state-")
-    with os.fdopen(fd, "wb") as f:
-        pickle.dump(state, f, protocol=5)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, os.path.join(directory, "state.pickle"))
+def save_checkpoint(where: Location, state: dict[str, Any]) -> None:
+    """Save ``state`` at ``where`` atomically (see :meth:`Location.save_state`)."""
+    where.save_state(pickle.dumps(state, protocol=5))
 
 
-def load_checkpoint(directory: str | None) -> dict[str, Any] | None:
+def load_checkpoint(where: Location | None) -> dict[str, Any] | None:
     """The state saved by :func:`save_checkpoint`, or None."""
-    if directory is None:
+    if where is None:
         return None
-    path = os.path.join(directory, "state.pickle")
-    if not os.path.exists(path):
-        return None
-    with open(path, "rb") as f:
-        return pickle.load(f)  # type: ignore[no-any-return]
+    data = where.load_state()
+    return None if data is None else pickle.loads(data)
 
 
 class BatchRunner:
@@ -217,7 +207,8 @@ class BatchRunner:
         The chain keeps state in element order: run each batch in one
         partition and carry the state (by position in ``specs``).
     checkpoint : str, optional
-        Directory where the state and batch id are saved after each batch.
+        Directory (a path or URI Hadoop reads: ``file://``, ``hdfs://``,
+        ``s3a://``...) where the state and batch id are saved after each batch.
     """
 
     def __init__(self, session: Any, specs: list[NodeSpec], sequential: bool,
@@ -227,9 +218,9 @@ class BatchRunner:
         self.session = session
         self.specs = specs
         self.sequential = sequential
-        self.checkpoint = checkpoint
+        self.checkpoint = None if checkpoint is None else location(checkpoint, session)
         self.schema = StructType.fromJson(_spark_schema_json())
-        saved = load_checkpoint(checkpoint)
+        saved = load_checkpoint(self.checkpoint)
         self.batch_id: int = saved["batch_id"] if saved else 0
         self.next_seq: int = saved["next_seq"] if saved else 0
         self.states: dict[int, Any] = saved["states"] if saved else {}

@@ -28,8 +28,10 @@ from streams.core import Stream
 from streams.spec import NodeSpec, build
 
 from .codec import DATA, ERROR, carried_error
+from .listener import count_input
 from .nodes import SparkSegment
 from .plan import lower
+from .shipping import ship_library
 from .stages import COLUMNS
 from .stream import build_query_frame
 
@@ -232,6 +234,7 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
                 f"to_dataframe(): {n._label()} routes its errors to a Python stream, which "
                 "a DataFrame cannot feed; use on_error('skip') (logged on the executors) "
                 "or 'raise' (fails the query), or gather() and route in-process")
+    ship_library(entry.df.sparkSession)  # before the user's sink starts the query
     if schema is None:
         schema = _infer(entry, specs)
     from pyspark.sql.types import StructType, _parse_datatype_string
@@ -244,7 +247,8 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     nodes = {s.id: (s.name, s.policy) for s in specs}
     last = specs[-1].name if specs else entry._label()
     rows = partial(TypedRows, pickle.dumps(schema.jsonValue()).hex(), nodes, last)
-    return build_query_frame(entry.df, lower(specs), first=COLUMNS, output=(rows, schema))
+    df = count_input(entry.df, segment.nodes, entry._label())  # rows for progress()
+    return build_query_frame(df, lower(specs), first=COLUMNS, output=(rows, schema))
 
 
 setattr(Stream, "to_dataframe", to_dataframe)  # noqa: B010 - declared in streams/_api.py

@@ -22,6 +22,7 @@ from streams.window_clock import WindowClock
 from .batch import BatchRunner
 from .codec import ErrorRecord
 from .plan import ChainStage, Plan, check_pickles, lower, refusal
+from .shipping import ship_library
 from .stream import NodeFailureInfo
 
 __all__ = ["SparkSegment", "ToSpark"]
@@ -35,7 +36,10 @@ class SparkSegment(Segment):
 
     Admission refuses, when the graph is built, any node that cannot run on
     Spark with its in-process result: an unsupported operator, a function
-    that cannot be pickled, or a branch (a segment is one linear chain).
+    that cannot be pickled, or a branch (a segment is one linear chain). A
+    ``progress()`` is admitted in a segment that starts at ``from_spark``: it
+    passes elements on there, and its bar counts the rows and micro-batches
+    Spark reports (:mod:`streams_spark.listener`).
 
     Examples
     --------
@@ -66,7 +70,8 @@ class SparkSegment(Segment):
                 "already running; build the whole graph before emitting"
             )
         traits = node._traits()
-        if traits.local_only is not None:
+        counted = node._operator == "progress" and hasattr(self.entry, "df")
+        if traits.local_only is not None and not counted:
             # Refused before describe(): a node is offered while its
             # constructor runs, and only what its traits read is set yet.
             op = node._operator
@@ -74,7 +79,7 @@ class SparkSegment(Segment):
                 f"{op}() cannot run in a Spark segment: {node._label()} "
                 f"({traits.local_only}); call gather() before {op}() to run it in-process")
         spec = node.describe()
-        why = refusal(spec)
+        why = None if counted else refusal(spec)
         if why is not None:
             raise TypeError(why)
         upstream = node.upstream
@@ -235,7 +240,10 @@ class ToSpark(SegmentEntry, Stream[Any]):
         Close a micro-batch this many seconds after it opened.
     checkpoint : str, optional
         Directory where state and batch id are saved after each batch, so a
-        restarted pipeline resumes them. (A :class:`~streams.state.Checkpointer`
+        restarted pipeline resumes them: a path or URI as Spark reads it
+        (``file://``, ``hdfs://``, ``s3a://``). In stream mode the micro-batches
+        wait there for the query too, so on a cluster it must be a place every
+        executor reaches. (A :class:`~streams.state.Checkpointer`
         of the whole pipeline also covers a batch-mode segment: a checkpoint
         first runs the open micro-batch, and saves the state the segment
         carries between micro-batches, :attr:`segment_states`. A segment that
@@ -247,7 +255,8 @@ class ToSpark(SegmentEntry, Stream[Any]):
         per micro-batch).
     progress : bool
         Show a progress bar (``tqdm.auto``: notebook-aware) of the
-        micro-batches run, with batches per second; it closes with the stream.
+        micro-batches run, with batches per second and the elements sent
+        (``rows=``); it closes with the stream.
 
     Examples
     --------
@@ -283,6 +292,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
         self.streaming = streaming
         self.show_progress = bool(progress)
         self._bar: Any = None
+        self._sent = 0  # elements handed to Spark, shown on the bar
         self._buffer: list[Any] = []
         self._opened: float | None = None
         self._runner: Any = None
@@ -343,6 +353,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
     def _take(self) -> tuple[list[Any], list[tuple[int, int]]]:
         """The held elements and ticks, for one micro-batch (and hold none)."""
         elements, self._buffer = self._buffer, []
+        self._sent += len(elements)
         ticks, self._ticks = self._ticks, []
         self._opened = None
         return elements, ticks
@@ -403,6 +414,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
             )
         plan = self._plan = segment.plan()
         session = self.session if self.session is not None else default_session()
+        ship_library(session)
         if self._windows is not None and self.streaming:
             raise ValueError(
                 f"{self._label()}: streaming=True cannot run the processing-time "
@@ -465,6 +477,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
                 from streams.jupyter.progress import progress_bar
 
                 self._bar = progress_bar(desc=f"{self._label()} on Spark", unit="batch")
+            self._bar.set_postfix(rows=self._sent, refresh=False)
             self._bar.update(1)
         self._pending.extend(values)
         self._replay(errors)

@@ -37,6 +37,8 @@ import cloudpickle  # type: ignore[import-untyped]
 from streams.spec import NodeSpec
 from streams.stage import StageOp, StagePlan
 
+from .shipping import by_value
+
 __all__ = [
     "ChainStage",
     "KeyedStage",
@@ -158,6 +160,7 @@ def check_pickles(spec: NodeSpec) -> None:
     for what, value in values.items():
         if value is None:
             continue
+        by_value(value)  # a function of the user's own module travels with the job
         try:
             cloudpickle.dumps(value)
         except Exception as e:

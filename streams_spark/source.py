@@ -15,7 +15,6 @@ the Python nodes after ``gather()``. Exactly once across a killed driver:
 
 from __future__ import annotations
 
-import os
 import pickle
 from typing import Any
 
@@ -25,8 +24,11 @@ from streams.segment import raise_first
 
 from .batch import load_checkpoint, save_checkpoint
 from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, value_of
+from .listener import count_input, settle
 from .nodes import SparkSegment
+from .shipping import ship_library
 from .stages import COLUMNS, collected_rows
+from .storage import Location, location
 from .stream import build_query_frame, query_name, reraise_node_failure
 
 __all__ = ["FromSpark"]
@@ -51,7 +53,8 @@ class FromSpark(Stream[Any]):
         backfill: :meth:`start` runs one job).
     checkpoint : str, optional
         The checkpoint directory: Spark's offsets and state, and the batch
-        delivered last with the states of the nodes after ``gather()``.
+        delivered last with the states of the nodes after ``gather()``. A
+        path or URI as Spark reads it (``file://``, ``hdfs://``, ``s3a://``).
         Needed only to deliver a streaming DataFrame's results to Python
         nodes after ``gather()``; a segment ending in ``to_dataframe()``
         is written with Spark's own sink and checkpoint.
@@ -90,6 +93,7 @@ class FromSpark(Stream[Any]):
         self.query: Any = None
         self._delivered = -1
         self._failed: BaseException | None = None
+        self._checkpoint_at: Location | None = None
         Stream.__init__(self, **kwargs)
         self._segment = SparkSegment(self)  # type: ignore[arg-type]
 
@@ -108,6 +112,7 @@ class FromSpark(Stream[Any]):
         if not segment.exits:
             raise ValueError(f"{self._label()}: end the Spark segment with .gather() (or "
                              "with .to_dataframe(), which needs no start())")
+        ship_library(self.df.sparkSession)
         if not self.df.isStreaming:
             self._run_static()
             return
@@ -116,19 +121,31 @@ class FromSpark(Stream[Any]):
                 f"{self._label()}: a streaming DataFrame delivered to Python nodes after "
                 "gather() needs a checkpoint directory: Stream.from_spark(df, "
                 "checkpoint='ckpt/') (to_dataframe() needs none: Spark's sink keeps it)")
-        saved = load_checkpoint(os.path.join(self.checkpoint, "delivered"))
+        saved = load_checkpoint(self._delivered_at())
         if saved is not None:
             self._delivered = saved["batch_id"]
             for node, state in zip(self._local_nodes(), saved["states"], strict=True):
                 node.restore(state)
-        frame = build_query_frame(self.df, segment.plan(), first=COLUMNS)
+        df = count_input(self.df, segment.nodes, self._label())
+        frame = build_query_frame(df, segment.plan(), first=COLUMNS)
         writer = (frame.writeStream.foreachBatch(self._deliver_batch)
                   .queryName(query_name(self))
-                  .option("checkpointLocation", os.path.join(self.checkpoint, "query")))
+                  .option("checkpointLocation", self._checkpoint_dir().child("query").uri))
         writer = writer.trigger(availableNow=True) if self.available_now else writer
         self.query = writer.start()
         if self.available_now:
             self.await_termination()
+
+    def _checkpoint_dir(self) -> Location:
+        """The checkpoint directory, qualified once by Hadoop (as Spark reads it)."""
+        if self._checkpoint_at is None:
+            assert self.checkpoint is not None
+            self._checkpoint_at = location(self.checkpoint, self.df.sparkSession)
+        return self._checkpoint_at
+
+    def _delivered_at(self) -> Location:
+        """Where the batch delivered last is saved, with the states after gather()."""
+        return self._checkpoint_dir().child("delivered")
 
     def await_termination(self) -> None:
         """Wait for the query to end; a node's error is raised as itself.
@@ -139,6 +156,7 @@ class FromSpark(Stream[Any]):
         """
         try:
             self.query.awaitTermination()
+            settle(self.df.sparkSession)  # the bars of progress() show the last batch
         except Exception as e:
             failed, self._failed = self._failed, None
             if failed is not None:
@@ -180,8 +198,7 @@ class FromSpark(Stream[Any]):
                 errors.append(e)
         if self.checkpoint is not None:
             states = [n.snapshot() for n in self._local_nodes()]
-            save_checkpoint(os.path.join(self.checkpoint, "delivered"),
-                            {"batch_id": batch_id, "states": states})
+            save_checkpoint(self._delivered_at(), {"batch_id": batch_id, "states": states})
         self._delivered = batch_id
         if errors:
             self._failed = errors[0]  # raised as itself by await_termination()

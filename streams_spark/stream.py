@@ -17,10 +17,7 @@ processed everything available, and emits the results in batch order.
 
 from __future__ import annotations
 
-import os
 import pickle
-import shutil
-import tempfile
 from typing import Any
 
 import pyarrow as pa
@@ -40,6 +37,7 @@ from .stages import (
     sequential_chain,
     window_items,
 )
+from .storage import location, scratch_location
 
 __all__ = ["StreamRunner", "build_query_frame"]
 
@@ -169,8 +167,11 @@ class StreamRunner:
     session : SparkSession
     plan : Plan
     checkpoint : str, optional
-        The query's checkpoint location (a temporary directory if None, then
-        removed by :meth:`stop`).
+        The query's checkpoint location, a path or URI as Spark reads it
+        (``file://``, ``hdfs://``, ``s3a://``); the micro-batches wait there
+        for the query, in ``inbox``, which executors on every node read. If
+        None, a scratch directory (see
+        :func:`~streams_spark.storage.scratch_location`), removed by :meth:`stop`.
     owner : Stream, optional
         The node that starts the segment: the query is named after it.
     """
@@ -181,33 +182,35 @@ class StreamRunner:
 
         self.session = session
         self.plan = plan
-        self._tmp = tempfile.mkdtemp(prefix="streams-spark-")
-        self.checkpoint = checkpoint or os.path.join(self._tmp, "checkpoint")
-        self.inbox = os.path.join(self.checkpoint, "inbox")
-        os.makedirs(self.inbox, exist_ok=True)
-        self.files = len([f for f in os.listdir(self.inbox) if f.endswith(".parquet")])
+        self._scratch = scratch_location(session) if checkpoint is None else None
+        self.checkpoint = (location(checkpoint, session) if checkpoint is not None
+                           else self._scratch.child("checkpoint"))  # type: ignore[union-attr]
+        self.inbox = self.checkpoint.child("inbox")
+        self.inbox.makedirs()
+        self.files = len([f for f in self.inbox.names() if f.endswith(".parquet")])
         self.next_seq = self.files << 32
         self.results: dict[int, list[tuple[int, bytes]]] = {}
         self.delivered = -1
         self.checked = -1
         src = (session.readStream.schema(StructType.fromJson(_spark_schema(_INPUT).jsonValue()))
-               .option("maxFilesPerTrigger", 1).parquet(self.inbox))
+               .option("maxFilesPerTrigger", 1).parquet(self.inbox.uri))
         frame = build_query_frame(src, plan)
         self.query = (frame.writeStream.foreachBatch(self._collect)
                       .queryName(query_name(owner) if owner is not None
                                  else f"streams_{id(self)}")
                       .outputMode("append")
-                      .option("checkpointLocation", os.path.join(self.checkpoint, "query"))
+                      .option("checkpointLocation", self.checkpoint.child("query").uri)
                       .trigger(processingTime="0 seconds").start())
 
     def _collect(self, df: Any, batch_id: int) -> None:
         self.results[batch_id] = collected_rows(df.toArrow())
 
     def _write(self, table: pa.Table) -> None:
-        name = f"batch-{self.files:012d}.parquet"
-        tmp = os.path.join(self.inbox, "." + name)
-        pq.write_table(table, tmp)
-        os.replace(tmp, os.path.join(self.inbox, name))
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        # Not fsync'ed: a lost inbox file is a micro-batch the driver reruns.
+        self.inbox.write_atomic(f"batch-{self.files:012d}.parquet",
+                                sink.getvalue().to_pybytes(), fsync=False)
         self.files += 1
 
     def _drain(self) -> list[tuple[int, bytes]]:
@@ -281,7 +284,8 @@ class StreamRunner:
     def stop(self) -> None:
         """Stop the query and remove temporary files."""
         self.query.stop()
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        if self._scratch is not None:
+            self._scratch.delete()
 
 
 def _control_table(seq: int) -> pa.Table:

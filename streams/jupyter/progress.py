@@ -22,11 +22,13 @@ Examples
 from __future__ import annotations
 
 import operator
+from dataclasses import replace
 from typing import Any
 
 from ..clock import Clock, get_clock
 from ..core import Stream
 from ..fusion import Fuser
+from ..spec import Traits
 
 __all__ = ["Progress", "progress_bar"]
 
@@ -148,6 +150,12 @@ class Progress(Stream[Any]):
         self.bar = progress_bar(self.total, self.desc,
                                 " elements" if unit == "it" else unit, **kwargs)
         self._tick = self.bar.update
+
+    def _traits(self) -> Traits:
+        # In a Spark-resident segment it passes elements on, and Spark's
+        # reports of the segment's micro-batches move the bar
+        # (streams_spark.listener).
+        return replace(super()._traits(), identity_on_engine=True)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         self._tick()

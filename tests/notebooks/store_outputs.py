@@ -35,10 +35,15 @@ def store(name: str, workdir: Path) -> None:
 
 
 def _jvm_noise(output: dict[str, object]) -> bool:
-    """Spark's JVM start-up lines on the kernel's stderr: not what the notebook teaches."""
+    """Spark's JVM start-up lines on the kernel's stderr: not what the notebook teaches.
+
+    Nor pandas' deprecation notes from inside PySpark's own worker (its
+    ``applyInPandasWithState`` concatenates empty frames).
+    """
     text = str(output.get("text", ""))
-    return output.get("name") == "stderr" and any(
+    return output.get("name") == "stderr" and (any(
         marker in text for marker in ("log4j", "incubator modules", " WARN ", "setLogLevel"))
+        or ("pyspark/worker.py" in text and "FutureWarning" in text))
 
 
 def main(argv: list[str]) -> int:

@@ -1,15 +1,26 @@
-"""to_spark(progress=True) counts the micro-batches run on a tqdm bar."""
+"""Progress bars of Spark segments.
+
+``to_spark(progress=True)`` counts the micro-batches the driver runs; a
+``.progress()`` in a segment that starts at ``from_spark`` counts the rows
+and micro-batches Spark reports to its ``StreamingQueryListener``.
+"""
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import streams_spark  # noqa: F401 - registers to_spark()
 from streams import Stream
+from streams_spark.listener import settle
 
 pytest.importorskip("tqdm")
+pytestmark = pytest.mark.spark
 
 
 def test_progress_bar_counts_micro_batches_and_closes(spark: Any) -> None:
@@ -22,4 +33,51 @@ def test_progress_bar_counts_micro_batches_and_closes(spark: Any) -> None:
     assert out == [i + 1 for i in range(10)]
     bar = entry._bar
     assert bar.n == 3  # batches of 4, 4 and the last 2 at close
+    assert bar.postfix == "rows=10"
     assert bar.disable is True  # tqdm's close() sets it: the bar ended with the stream
+
+
+def write_files(directory: Path, files: int, rows: int) -> None:
+    directory.mkdir()
+    for f in range(files):
+        ids = range(f * rows, (f + 1) * rows)
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}),
+                       directory / f"part-{f:03d}.parquet")
+
+
+def test_progress_in_a_spark_resident_segment_counts_rows_and_batches(
+        spark: Any, tmp_path: Path) -> None:
+    write_files(tmp_path / "in", files=3, rows=4)
+    df = (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1)
+          .parquet(str(tmp_path / "in")))
+    source = Stream.from_spark(df, checkpoint=str(tmp_path / "ckpt"))
+    counted = source.progress(file=io.StringIO())
+    out = counted.filter(lambda x: x % 2 == 0).gather().sink_to_list()
+    source.start()
+    assert sorted(out) == list(range(0, 12, 2))
+    # Spark's listener reported each micro-batch's rows (read in Spark, not here).
+    assert counted.bar.n == 12
+    assert counted.bar.postfix == "batches=3"
+    assert source.query.name.startswith("streams_from_spark")  # named after the stream
+
+
+def test_progress_counts_the_rows_of_a_to_dataframe_query(spark: Any, tmp_path: Path) -> None:
+    write_files(tmp_path / "in", files=2, rows=5)
+    df = (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1)
+          .parquet(str(tmp_path / "in")))
+    counted = Stream.from_spark(df).progress(file=io.StringIO())
+    frame = counted.map(lambda x: {"id": x, "sq": x * x}).to_dataframe("id long, sq long")
+    query = (frame.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    settle(spark)
+    assert counted.bar.n == 10 and counted.bar.postfix == "batches=2"
+    assert sorted(r.sq for r in spark.read.parquet(str(tmp_path / "out")).collect()) == [
+        i * i for i in range(10)]
+
+
+def test_progress_in_a_to_spark_segment_is_refused_at_build_time(spark: Any) -> None:
+    with pytest.raises(TypeError, match=r"progress\(\) cannot run in a Spark segment.*"
+                                        r"gather\(\) before progress\(\)"):
+        Stream().to_spark().map(str).progress()

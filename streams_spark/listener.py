@@ -1,0 +1,117 @@
+"""Rows and micro-batches of Spark-resident segments, from Spark's own reports.
+
+A segment that starts at ``Stream.from_spark(df)`` never passes its rows
+through the driver, so a ``.progress()`` in it cannot count them there.
+Instead the segment's input is observed (``DataFrame.observe``, a metric
+named after the segment) and one ``StreamingQueryListener`` per session
+hands each micro-batch's count to the watchers of that name: whichever
+query runs the segment (``from_spark(...).gather()``, or a sink the user
+starts on ``to_dataframe()``) reports to the bar.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["BatchCounter", "count_input", "observed", "settle", "watch"]
+
+#: ``(rows, batch id)`` of one micro-batch.
+Watcher = Callable[[int, int], None]
+
+_lock = threading.Lock()
+_listeners: dict[int, Any] = {}  # id(SparkSession) -> its listener
+_watchers: dict[str, list[Watcher]] = {}
+_names: dict[str, int] = {}
+
+
+def _listener_class() -> Any:
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class SegmentListener(StreamingQueryListener):
+        """Dispatches the observed row counts of each micro-batch by metric name."""
+
+        def onQueryStarted(self, event: Any) -> None:
+            return None
+
+        def onQueryProgress(self, event: Any) -> None:
+            progress = event.progress
+            for name, row in (progress.observedMetrics or {}).items():
+                for watcher in list(_watchers.get(name, ())):
+                    watcher(int(row["rows"]), int(progress.batchId))
+
+        def onQueryIdle(self, event: Any) -> None:
+            return None
+
+        def onQueryTerminated(self, event: Any) -> None:
+            return None
+
+    return SegmentListener
+
+
+def observed(df: Any, label: str) -> tuple[Any, str]:
+    """``df`` counting its rows per micro-batch under a new metric name, and the name."""
+    from pyspark.sql import functions as F
+
+    base = "".join(c if c.isalnum() else "_" for c in f"streams_rows_{label}")[:60]
+    with _lock:
+        _names[base] = _names.get(base, 0) + 1
+        name = base if _names[base] == 1 else f"{base}_{_names[base]}"
+    return df.observe(name, F.count(F.lit(1)).alias("rows")), name
+
+
+def watch(session: Any, name: str, watcher: Watcher) -> None:
+    """Call ``watcher(rows, batch_id)`` for each micro-batch reporting the metric ``name``."""
+    with _lock:
+        if id(session) not in _listeners:
+            listener = _listener_class()()
+            session.streams.addListener(listener)
+            _listeners[id(session)] = listener
+        _watchers.setdefault(name, []).append(watcher)
+
+
+def settle(session: Any) -> None:
+    """Wait until Spark has handed every event so far to the listeners.
+
+    Listener events travel on Spark's listener bus, after the batch they
+    report; a pipeline that ends calls this so its bars show the last one.
+    """
+    try:
+        session.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    except Exception:  # Spark Connect: no bus to wait for here
+        return
+
+
+class BatchCounter:
+    """Counts rows and micro-batches onto the bars of ``.progress()`` nodes.
+
+    A bar's count is the rows, its postfix the batches.
+    """
+
+    def __init__(self, nodes: list[Any]) -> None:
+        self.nodes = nodes
+        self.rows = 0
+        self.batches = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, rows: int, batch_id: int) -> None:
+        with self._lock:
+            self.rows += rows
+            self.batches += 1
+            for node in self.nodes:
+                node.bar.update(rows)
+                node.bar.set_postfix(batches=self.batches, refresh=False)
+
+
+def count_input(df: Any, nodes: list[Any], label: str) -> Any:
+    """``df``, observed for the ``.progress()`` nodes among ``nodes`` (if any).
+
+    Streaming DataFrames only: a static one runs no micro-batches to report.
+    """
+    bars = [n for n in nodes if n._operator == "progress"]
+    if not bars or not df.isStreaming:
+        return df
+    df, name = observed(df, label)
+    watch(df.sparkSession, name, BatchCounter(bars))
+    return df
