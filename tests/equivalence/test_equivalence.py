@@ -4,8 +4,10 @@ Every pipeline is run on the backend (in-process fused, on Dask, on Spark)
 and compared with the reference, the same pipeline in-process with fusion
 off. Hypothesis draws the inputs and the batch size, so batch boundaries
 fall everywhere, inside stateful steps too. A pipeline lists the backends
-that can run it: a Spark segment is one linear chain with at most one keyed
-stage, so branching pipelines run in-process and on Dask only.
+that can run it: a ``to_spark()`` segment is one linear chain with at most one
+keyed stage, so branching pipelines run in-process and on Dask only (branches
+and unions of Spark-resident segments, ``from_spark()``, are checked against
+the in-process run in tests/streams_spark/test_spark_subgraph.py).
 """
 
 from __future__ import annotations
@@ -149,7 +151,8 @@ def reference(case: Case, xs: list[int]) -> list[Any]:
 def test_same_results_as_the_reference(backend: Backend, name: str) -> None:
     case = CASES[name]
     if backend.name not in case.backends:
-        pytest.skip(f"{name}: a {backend.name} segment is one linear chain")
+        pytest.skip(f"{name}: a to_{backend.name}() segment is one linear chain (it zips "
+                    "in the segment; see tests/streams_spark/test_spark_subgraph.py)")
     examples = {"in-process": 40, "dask": 6, "spark": 1 if case.slow_on_spark else 2}
 
     @settings(max_examples=examples[backend.name], deadline=None, derandomize=True,
