@@ -13,6 +13,11 @@ by name (else by position), a tuple or list by position, anything else is
 the one column ``value``. Without ``schema``, a static DataFrame's schema is
 inferred by running the segment in-process over its first rows (Spark's own
 inference of what comes out); a streaming DataFrame needs ``schema``.
+
+Several outputs may be taken from one segment (its branches), and a union
+of several ``from_spark()`` inputs ends in one: each output is its own plan,
+one per source DataFrame, their outputs joined by Spark's ``union`` (see
+:mod:`streams_spark.segment` for what is refused, and why).
 """
 
 from __future__ import annotations
