@@ -50,9 +50,13 @@ class LateElements:
     ----------
     plan : Plan
         A plan with an event-time window (the first one is the one watched).
+    driver_fed : bool
+        Whether the driver writes the micro-batches (``to_spark()``) and can
+        :meth:`feed` their elements; else (``from_spark()``) the rows never
+        pass through it, and the errors count Spark's dropped rows.
     """
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, driver_fed: bool = True) -> None:
         i = next(i for i, s in enumerate(plan.stages) if isinstance(s, WindowStage))
         window = plan.stages[i]
         assert isinstance(window, WindowStage)
@@ -67,6 +71,7 @@ class LateElements:
         self.specs = ([spec for s in before if isinstance(s, ChainStage) for spec in s.specs]
                       if all(isinstance(s, ChainStage) and not s.sequential for s in before)
                       else None)
+        self.driver_fed = driver_fed
         self.fed: dict[int, list[Any]] = {}
         self.watermarks: dict[int, int] = {}
         self.checked = -1
@@ -109,7 +114,9 @@ class LateElements:
                         if start + self.width <= threshold]
                 if len({start for _, _, start in late}) == dropped:
                     return [self._error(x, t, start, threshold) for x, t, start in late]
-        why = ("the steps before the window keep state, so the driver cannot find them again"
+        why = ("they came from a Spark source, never through the driver"
+               if not self.driver_fed else
+               "the steps before the window keep state, so the driver cannot find them again"
                if self.specs is None else "the driver could not match them to its elements")
         what = f"<{dropped} late row(s) of Spark micro-batch {bid}>"
         return [(ERROR, carried_error(self.spec.id, what, LateElementError(

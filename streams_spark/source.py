@@ -25,7 +25,9 @@ from streams.segment import raise_first
 
 from .batch import load_checkpoint, save_checkpoint
 from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, value_of
+from .late import LateElements
 from .nodes import SparkSegment
+from .plan import WindowStage
 from .stages import COLUMNS, collected_rows
 from .stream import build_query_frame, query_name, reraise_node_failure
 
@@ -90,6 +92,7 @@ class FromSpark(Stream[Any]):
         self.query: Any = None
         self._delivered = -1
         self._failed: BaseException | None = None
+        self._late: LateElements | None = None
         Stream.__init__(self, **kwargs)
         self._segment = SparkSegment(self)  # type: ignore[arg-type]
 
@@ -121,7 +124,10 @@ class FromSpark(Stream[Any]):
             self._delivered = saved["batch_id"]
             for node, state in zip(self._local_nodes(), saved["states"], strict=True):
                 node.restore(state)
-        frame = build_query_frame(self.df, segment.plan(), first=COLUMNS)
+        plan = segment.plan()
+        if any(isinstance(s, WindowStage) for s in plan.stages):
+            self._late = LateElements(plan, driver_fed=False)  # drops Spark reports
+        frame = build_query_frame(self.df, plan, first=COLUMNS)
         writer = (frame.writeStream.foreachBatch(self._deliver_batch)
                   .queryName(query_name(self))
                   .option("checkpointLocation", os.path.join(self.checkpoint, "query")))
@@ -139,6 +145,8 @@ class FromSpark(Stream[Any]):
         """
         try:
             self.query.awaitTermination()
+            if self._late is not None:  # drops reported for the last micro-batches
+                raise_first(self._apply(self._late.rows(self.query.recentProgress)), "Spark")
         except Exception as e:
             failed, self._failed = self._failed, None
             if failed is not None:
@@ -162,22 +170,12 @@ class FromSpark(Stream[Any]):
     def _deliver_batch(self, df: Any, batch_id: int) -> None:
         if batch_id <= self._delivered:
             return  # replayed by Spark after a restart: delivered already
-        segment = self._segment
-        assert isinstance(segment, SparkSegment)
-        (gather,) = segment.exits
         # Every result of the batch is delivered, and the batch recorded as
         # delivered, before the first error a node's policy raises: a
         # restarted query then neither loses nor repeats the others.
-        errors: list[BaseException] = []
-        for kind, p in collected_rows(df.toArrow()):
-            try:
-                if kind == ERROR:
-                    node_id, x, exc = pickle.loads(p)
-                    segment.node(node_id)._fail(x, exc)
-                elif kind in (DATA, WINDOW, WINDOW_ITEMS):
-                    gather._emit(value_of(kind, p))
-            except Exception as e:
-                errors.append(e)
+        late = self._late.rows(self.query.recentProgress) if (
+            self._late is not None and self.query is not None) else []
+        errors = self._apply([*late, *collected_rows(df.toArrow())])
         if self.checkpoint is not None:
             states = [n.snapshot() for n in self._local_nodes()]
             save_checkpoint(os.path.join(self.checkpoint, "delivered"),
@@ -186,6 +184,24 @@ class FromSpark(Stream[Any]):
         if errors:
             self._failed = errors[0]  # raised as itself by await_termination()
         raise_first(errors, "Spark")
+
+
+    def _apply(self, rows: list[tuple[int, Any]]) -> list[BaseException]:
+        """Deliver ``rows`` to ``gather()``, errors to their node's policy; what that raised."""
+        segment = self._segment
+        assert isinstance(segment, SparkSegment)
+        (gather,) = segment.exits
+        errors: list[BaseException] = []
+        for kind, p in rows:
+            try:
+                if kind == ERROR:
+                    node_id, x, exc = pickle.loads(p)
+                    segment.node(node_id)._fail(x, exc)
+                elif kind in (DATA, WINDOW, WINDOW_ITEMS):
+                    gather._emit(value_of(kind, p))
+            except Exception as e:
+                errors.append(e)
+        return errors
 
 
 def _after(node: Stream[Any], gather: Stream[Any]) -> bool:

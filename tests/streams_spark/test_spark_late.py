@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,3 +86,23 @@ def test_late_elements_match_the_in_process_run_one_element_per_batch(
     expected = run(xs, windows, None)
     assert (0.0, LateElementError) in expected[1]
     assert run(xs, windows, 1) == expected
+
+
+def test_rows_a_spark_source_loses_to_the_watermark_are_reported(
+        spark: Any, tmp_path: Path) -> None:
+    # From a Spark source the rows never pass through the driver: what it
+    # can say is how many Spark dropped, and when - never nothing.
+    # One file per micro-batch: 1.0 comes after a batch that moved the watermark to 7.5.
+    for i, part in enumerate([[5.0, 7.5], [8.0], [1.0]]):
+        spark.createDataFrame([(t,) for t in part], "t double").coalesce(1).write.parquet(
+            str(tmp_path / "in" / f"part={i}"))
+    df = (spark.readStream.schema("t double").option("maxFilesPerTrigger", 1)
+          .parquet(str(tmp_path / "in" / "*")))
+    source = Stream.from_spark(df, checkpoint=str(tmp_path / "ckpt"))
+    window = source.timed_window(1.0, time=lambda t: t).on_error("route")
+    errors = window.errors.sink_to_list()
+    out = window.gather().sink_to_list()
+    source.start()
+    assert out == [[5.0], [7.5]]  # 8.0's window stays open: the query stopped
+    assert [type(e.exception) for e in errors] == [LateElementError]
+    assert "came from a Spark source" in str(errors[0].exception)
