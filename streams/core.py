@@ -200,7 +200,10 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         self._segment: Segment | None = None
         segments = {id(u._segment): u._segment for u in self.upstreams if u._segment}
         if segments and not self._ends_segment:
-            (segment,) = segments.values() if len(segments) == 1 else (None,)
+            first, *others = segments.values()
+            # Inputs of several segments (a union of two Spark sources) join
+            # into one segment if their engine can run them as one.
+            segment = first.merge(others, self) if others else first
             if segment is None:
                 raise ValueError(
                     f"{self._label()}: its upstreams run on different engines; "

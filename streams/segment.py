@@ -44,6 +44,13 @@ class Segment:
     def add_exit(self, gather: Stream[Any]) -> None:
         """Register a ``gather()`` node that brings results back."""
 
+    def merge(self, others: list[Segment], node: Stream[Any]) -> Segment | None:
+        """One segment made of this one and ``others``, joined by ``node``.
+
+        None (the default): segments cannot be joined, ``node`` is refused.
+        """
+        return None
+
 
 class SegmentEntry:
     """Checkpoints of a segment, for the node that starts it (``scatter()``, ``to_spark()``).

@@ -13,6 +13,11 @@ by name (else by position), a tuple or list by position, anything else is
 the one column ``value``. Without ``schema``, a static DataFrame's schema is
 inferred by running the segment in-process over its first rows (Spark's own
 inference of what comes out); a streaming DataFrame needs ``schema``.
+
+Several outputs may be taken from one segment (its branches), and a union
+of several ``from_spark()`` inputs ends in one: each output is its own plan,
+one per source DataFrame, their outputs joined by Spark's ``union`` (see
+:mod:`streams_spark.segment` for what is refused, and why).
 """
 
 from __future__ import annotations
@@ -25,12 +30,12 @@ from typing import Any
 import pyarrow as pa
 
 from streams.core import Stream
-from streams.spec import NodeSpec, build
+from streams.spec import build
 
 from .codec import DATA, ERROR, carried_error
 from .listener import count_input
-from .nodes import SparkSegment
 from .plan import lower
+from .segment import SparkSegment
 from .shipping import ship_library
 from .stages import COLUMNS
 from .stream import build_query_frame
@@ -162,28 +167,35 @@ class TypedRows:
         return self.batch().to_pandas()
 
 
-def _infer(source: Stream[Any], specs: list[NodeSpec]) -> Any:
-    """The schema of what the segment makes of a static DataFrame's first rows."""
-    df = source.df  # type: ignore[attr-defined]
-    if df.isStreaming:
-        raise ValueError(
-            f"to_dataframe(): {source._label()} reads a streaming DataFrame, whose rows "
-            "cannot be sampled before the query runs: give the output schema, e.g. "
-            "to_dataframe('key string, total long')")
-    fields = df.schema.names
-    sample = [r[0] if len(fields) == 1 else r for r in df.limit(INFER_ROWS).collect()]
-    head: Stream[Any] = Stream()
-    nodes: dict[int, Stream[Any]] = {specs[0].upstream_ids[0]: head}
-    for spec in specs:
+def _infer(segment: SparkSegment, node: Stream[Any]) -> Any:
+    """The schema of what the segment makes of its static DataFrames' first rows."""
+    entries: list[Any] = []
+    for entry, _ in segment.paths(node):
+        if not any(entry is e for e in entries):
+            entries.append(entry)
+    for entry in entries:
+        if entry.df.isStreaming:
+            raise ValueError(
+                f"to_dataframe(): {entry._label()} reads a streaming DataFrame, whose rows "
+                "cannot be sampled before the query runs: give the output schema, e.g. "
+                "to_dataframe('key string, total long')")
+    heads: dict[int, Stream[Any]] = {e._node_id: Stream() for e in entries}
+    nodes = dict(heads)
+    for n in segment.lineage(node) if node._node_id not in heads else []:
+        spec = n.describe()
         nodes[spec.id] = build(spec, [nodes[u] for u in spec.upstream_ids])
-    out = nodes[specs[-1].id].sink_to_list() if specs else head.sink_to_list()
-    for x in sample:
-        head.emit(x)
-    head.close()
+    out = nodes[node._node_id].sink_to_list()
+    for entry in entries:
+        fields = entry.df.schema.names
+        for r in entry.df.limit(INFER_ROWS).collect():
+            heads[entry._node_id].emit(r[0] if len(fields) == 1 else r)
+    for head in heads.values():
+        head.close()
     if not out:
-        raise ValueError(f"to_dataframe(): the first {INFER_ROWS} rows of {source._label()} "
-                         "give no output to infer a schema from: give the schema")
-    spark = df.sparkSession
+        raise ValueError(f"to_dataframe(): the first {INFER_ROWS} rows of "
+                         f"{entries[0]._label()} give no output to infer a schema from: "
+                         "give the schema")
+    spark = entries[0].df.sparkSession
     if all(isinstance(v, dict | tuple | list) for v in out):
         return spark.createDataFrame(out).schema
     return spark.createDataFrame([(v,) for v in out], ["value"]).schema
@@ -215,28 +227,27 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     [('a', 10), ('a', 30), ('b', 20)]
     """
     segment = self._segment
-    entry = getattr(segment, "entry", None)
-    if not isinstance(segment, SparkSegment) or not hasattr(entry, "df"):
+    if not isinstance(segment, SparkSegment) or not segment.resident:
         raise ValueError(
             f"to_dataframe(): {self._label()} is not in a segment that starts at "
             "Stream.from_spark(df); use gather() to bring results back into Python")
-    assert entry is not None
-    if segment.exits:
-        raise ValueError(f"to_dataframe(): this Spark segment already ends at "
-                         f"{segment.exits[0]._label()}")
-    if self is not segment._tail():
-        raise ValueError(f"to_dataframe() must follow the last step of the Spark segment "
-                         f"({segment._tail()._label()}), not {self._label()}")
-    specs = [n.describe() for n in segment.nodes]
-    for n in segment.nodes:
+    paths = segment.paths(self)
+    if len({entry.df.isStreaming for entry, _ in paths}) > 1:
+        raise ValueError(
+            f"to_dataframe(): {self._label()} reads a union of streaming and static "
+            "DataFrames, which Spark cannot run as one query; read both as streams "
+            "(spark.readStream) or both as tables")
+    lineage = [] if any(self is e for e in segment.entries) else segment.lineage(self)
+    for n in lineage:
         if n._policy == "route":
             raise ValueError(
                 f"to_dataframe(): {n._label()} routes its errors to a Python stream, which "
                 "a DataFrame cannot feed; use on_error('skip') (logged on the executors) "
                 "or 'raise' (fails the query), or gather() and route in-process")
-    ship_library(entry.df.sparkSession)  # before the user's sink starts the query
+    segment.add_output(self)  # a second output of a stateful step is refused here
+    ship_library(paths[0][0].df.sparkSession)  # before the user's sink starts the query
     if schema is None:
-        schema = _infer(entry, specs)
+        schema = _infer(segment, self)
     from pyspark.sql.types import StructType, _parse_datatype_string
 
     if isinstance(schema, str):
@@ -244,11 +255,20 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     if not isinstance(schema, StructType):
         raise TypeError(f"to_dataframe(): schema must be a DDL string or a StructType, "
                         f"got {schema!r:.80}")
+    specs = [n.describe() for n in lineage]
     nodes = {s.id: (s.name, s.policy) for s in specs}
-    last = specs[-1].name if specs else entry._label()
+    last = specs[-1].name if specs else self._label()
     rows = partial(TypedRows, pickle.dumps(schema.jsonValue()).hex(), nodes, last)
-    df = count_input(entry.df, segment.nodes, entry._label())  # rows for progress()
-    return build_query_frame(df, lower(specs), first=COLUMNS, output=(rows, schema))
+    # One plan per source DataFrame; a union of them is Spark's union of
+    # their outputs (same columns: the output schema). Each input is observed
+    # for the progress() bars of the segment (rows per micro-batch).
+    frames = [build_query_frame(count_input(entry.df, segment.nodes, entry._label()),
+                                lower(chain), first=COLUMNS, output=(rows, schema))
+              for entry, chain in paths]
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.union(frame)
+    return out
 
 
 setattr(Stream, "to_dataframe", to_dataframe)  # noqa: B010 - declared in streams/_api.py

@@ -12,8 +12,7 @@ from collections import deque
 from typing import Any
 
 from streams.clock import get_clock
-from streams.core import Segment, Stream
-from streams.graph import NodeSpec
+from streams.core import Stream
 from streams.operators._checks import check_count
 from streams.operators._outbox import running_loop as _running_loop
 from streams.segment import SegmentEntry, raise_first
@@ -21,7 +20,8 @@ from streams.window_clock import WindowClock
 
 from .batch import BatchRunner
 from .codec import ErrorRecord
-from .plan import ChainStage, Plan, check_pickles, lower, refusal
+from .plan import ChainStage, Plan, lower
+from .segment import SparkSegment
 from .shipping import ship_library
 from .stream import NodeFailureInfo
 
@@ -29,164 +29,6 @@ __all__ = ["SparkSegment", "ToSpark"]
 
 #: Elements per micro-batch at most (a batch also closes on ``interval``).
 DEFAULT_BATCH_SIZE = 10_000
-
-
-class SparkSegment(Segment):
-    """The nodes between one ``to_spark()`` and its ``gather()``.
-
-    Admission refuses, when the graph is built, any node that cannot run on
-    Spark with its in-process result: an unsupported operator, a function
-    that cannot be pickled, or a branch (a segment is one linear chain). A
-    ``progress()`` is admitted in a segment that starts at ``from_spark``: it
-    passes elements on there, and its bar counts the rows and micro-batches
-    Spark reports (:mod:`streams_spark.listener`).
-
-    Examples
-    --------
-    >>> import streams_spark
-    >>> from streams import Stream
-    >>> s = Stream().to_spark()
-    >>> try:
-    ...     s.zip(Stream())
-    ... except (TypeError, ValueError) as e:
-    ...     print(e)
-    zip() cannot run in a Spark segment: zip (a Spark segment is one linear chain of
-    steps); call gather() before zip() to run it in-process
-    """
-
-    backend = "spark"
-
-    def __init__(self, entry: ToSpark) -> None:
-        self.entry = entry
-        self.nodes: list[Stream[Any]] = []
-        self.exits: list[Stream[Any]] = []
-        self.started = False
-
-    def admit(self, node: Stream[Any]) -> None:
-        """Accept ``node`` or raise a build-time error naming it."""
-        if self.started:
-            raise RuntimeError(
-                f"{node._label()}: the Spark segment from {self.entry._label()} is "
-                "already running; build the whole graph before emitting"
-            )
-        traits = node._traits()
-        counted = node._operator == "progress" and hasattr(self.entry, "df")
-        if traits.local_only is not None and not counted:
-            # Refused before describe(): a node is offered while its
-            # constructor runs, and only what its traits read is set yet.
-            op = node._operator
-            raise TypeError(
-                f"{op}() cannot run in a Spark segment: {node._label()} "
-                f"({traits.local_only}); call gather() before {op}() to run it in-process")
-        spec = node.describe()
-        why = None if counted else refusal(spec)
-        if why is not None:
-            raise TypeError(why)
-        upstream = node.upstream
-        assert upstream is not None
-        if any(d._segment is self for d in upstream.downstreams) or (
-                upstream in self.nodes and any(e.upstream is upstream for e in self.exits)):
-            raise ValueError(
-                f"{node._label()}: {upstream._label()} already feeds a step of its Spark "
-                "segment; a segment is one linear chain, so gather() first and branch "
-                "in-process, or start a second to_spark()"
-            )
-        check_pickles(spec)
-        _check_one_state_stage([n.describe() for n in self.nodes], spec)
-        if WindowClock.wants(node):
-            # Its windows close on Spark, at ticks from to_spark(): the local
-            # node must never fire its own timer (it would push empty windows
-            # to gather()). A closed node's timer does nothing.
-            node._closed = True
-            self.entry._add_window(node)
-        self.nodes.append(node)
-
-    def add_exit(self, gather: Stream[Any]) -> None:
-        """Register the ``gather()`` node (one per segment)."""
-        if self.exits:
-            raise ValueError(
-                f"{gather._label()}: this Spark segment already ends at "
-                f"{self.exits[0]._label()}; gather() once and branch in-process"
-            )
-        up = gather.upstream
-        if up is not None and up is not self.entry and up is not self._tail():
-            raise ValueError(
-                f"{gather._label()}: gather() must follow the last step of the Spark "
-                f"segment ({self._tail()._label()}), not {up._label()}"
-            )
-        self.exits.append(gather)
-
-    def _tail(self) -> Stream[Any]:
-        return self.nodes[-1] if self.nodes else self.entry
-
-    def plan(self) -> Plan:
-        """Lower the segment, in order, from its nodes' descriptions."""
-        self.started = True
-        return lower([n.describe() for n in self.nodes])
-
-    def node(self, node_id: int) -> Stream[Any]:
-        """The segment node with ``node_id``."""
-        for n in self.nodes:
-            if n._node_id == node_id:
-                return n
-        raise KeyError(node_id)
-
-
-def _state_kind(spec: NodeSpec) -> str | None:
-    traits = spec.traits
-    if traits.key is not None and traits.stateful:
-        return "keyed"
-    if traits.event_time is not None:
-        return "window"
-    if traits.ticked:
-        return "clock"
-    if traits.stateful and not traits.identity_on_engine:
-        return "sequential"
-    return None
-
-
-def _check_one_state_stage(specs: list[NodeSpec], new: NodeSpec) -> None:
-    """Refuse a second Spark-managed state stage in one streaming query.
-
-    Spark runs at most one ``applyInPandasWithState`` per streaming query.
-    With a keyed scan or an event-time window the segment runs as a query,
-    so it can hold one keyed scan, or sequential steps, not both.
-    """
-    kinds = [(s, _state_kind(s)) for s in [*specs, new]]
-    window = next((s for s, k in kinds[:-1] if k == "window"), None)
-    if window is not None and kinds[-1][1] is not None:
-        # Spark emits a window once its watermark passes; a stateful step
-        # after it would need a second watermark-driven stage in the query.
-        raise TypeError(
-            f"{new.operator}() cannot follow the event-time window {window.name} in a "
-            f"Spark segment: {new.name} keeps state, and Spark runs it on the windows' "
-            "output only as a second stateful stage of one query, which it refuses. Call "
-            f"gather() after the window and run {new.operator}() in-process, or start a "
-            "second Spark segment")
-    streaming = any(k in ("keyed", "window") for _, k in kinds)
-    clocked = [s for s, k in kinds if k == "clock"]
-    if streaming and clocked:
-        stream_only = next(s for s, k in kinds if k in ("keyed", "window"))
-        raise TypeError(
-            f"{new.name}: a processing-time {clocked[0].name} and {stream_only.name} cannot "
-            "share a Spark segment: the first runs one Spark job per micro-batch with "
-            "the driver's clock, the second needs a streaming query. Call gather() "
-            "between them and start a second to_spark(), or give the window an "
-            "event time (timed_window(interval, time=func, lateness=...))"
-        )
-    grouped = [s for s, k in kinds if k in ("keyed", "sequential")]
-    if not streaming or new not in grouped:
-        return
-    keyed = [s for s, k in kinds if k == "keyed"]
-    if len(keyed) > 1 or (keyed and len(grouped) > 1):
-        other = next(s for s in grouped if s is not new)
-        raise TypeError(
-            f"{new.operator}() cannot run in this Spark segment after {other.name}: "
-            "Spark runs one applyInPandasWithState per streaming query, so a segment "
-            "with a keyed scan holds no other keyed scan or sequential step "
-            f"(accumulate, partition, ...): call gather() before {new.operator}(), or "
-            "start a second to_spark() after it"
-        )
 
 
 def _check_policies_before_window(nodes: list[Stream[Any]]) -> None:

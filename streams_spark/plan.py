@@ -145,8 +145,10 @@ def refusal(spec: NodeSpec) -> str | None:
     """
     op = spec.operator
     why = spec.traits.local_only
-    if why is None and len(spec.upstream_ids) > 1:
-        why = "a Spark segment is one linear chain of steps"
+    if why is None and len(spec.upstream_ids) > 1 and spec.traits.stateful:
+        # A union keeps no state: the segment decides (see streams_spark.segment).
+        why = ("it pairs the elements of its inputs in arrival order, which Spark does not "
+               "define")
     if why is None:
         return None
     return (f"{op}() cannot run in a Spark segment: {spec.name} ({why}); call gather() "

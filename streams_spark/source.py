@@ -24,8 +24,10 @@ from streams.segment import raise_first
 
 from .batch import load_checkpoint, save_checkpoint
 from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, value_of
+from .late import LateElements
 from .listener import count_input, settle
 from .nodes import SparkSegment
+from .plan import WindowStage
 from .shipping import ship_library
 from .stages import COLUMNS, collected_rows
 from .storage import Location, location
@@ -94,6 +96,7 @@ class FromSpark(Stream[Any]):
         self._delivered = -1
         self._failed: BaseException | None = None
         self._checkpoint_at: Location | None = None
+        self._late: LateElements | None = None
         Stream.__init__(self, **kwargs)
         self._segment = SparkSegment(self)  # type: ignore[arg-type]
 
@@ -126,8 +129,11 @@ class FromSpark(Stream[Any]):
             self._delivered = saved["batch_id"]
             for node, state in zip(self._local_nodes(), saved["states"], strict=True):
                 node.restore(state)
+        plan = segment.plan()
+        if any(isinstance(s, WindowStage) for s in plan.stages):
+            self._late = LateElements(plan, driver_fed=False)  # drops Spark reports
         df = count_input(self.df, segment.nodes, self._label())
-        frame = build_query_frame(df, segment.plan(), first=COLUMNS)
+        frame = build_query_frame(df, plan, first=COLUMNS)
         writer = (frame.writeStream.foreachBatch(self._deliver_batch)
                   .queryName(query_name(self))
                   .option("checkpointLocation", self._checkpoint_dir().child("query").uri))
@@ -157,6 +163,8 @@ class FromSpark(Stream[Any]):
         try:
             self.query.awaitTermination()
             settle(self.df.sparkSession)  # the bars of progress() show the last batch
+            if self._late is not None:  # drops reported for the last micro-batches
+                raise_first(self._apply(self._late.rows(self.query.recentProgress)), "Spark")
         except Exception as e:
             failed, self._failed = self._failed, None
             if failed is not None:
@@ -180,14 +188,27 @@ class FromSpark(Stream[Any]):
     def _deliver_batch(self, df: Any, batch_id: int) -> None:
         if batch_id <= self._delivered:
             return  # replayed by Spark after a restart: delivered already
-        segment = self._segment
-        assert isinstance(segment, SparkSegment)
-        (gather,) = segment.exits
         # Every result of the batch is delivered, and the batch recorded as
         # delivered, before the first error a node's policy raises: a
         # restarted query then neither loses nor repeats the others.
+        late = self._late.rows(self.query.recentProgress) if (
+            self._late is not None and self.query is not None) else []
+        errors = self._apply([*late, *collected_rows(df.toArrow())])
+        if self.checkpoint is not None:
+            states = [n.snapshot() for n in self._local_nodes()]
+            save_checkpoint(self._delivered_at(), {"batch_id": batch_id, "states": states})
+        self._delivered = batch_id
+        if errors:
+            self._failed = errors[0]  # raised as itself by await_termination()
+        raise_first(errors, "Spark")
+
+    def _apply(self, rows: list[tuple[int, Any]]) -> list[BaseException]:
+        """Deliver ``rows`` to ``gather()``, errors to their node's policy; what that raised."""
+        segment = self._segment
+        assert isinstance(segment, SparkSegment)
+        (gather,) = segment.exits
         errors: list[BaseException] = []
-        for kind, p in collected_rows(df.toArrow()):
+        for kind, p in rows:
             try:
                 if kind == ERROR:
                     node_id, x, exc = pickle.loads(p)
@@ -196,13 +217,7 @@ class FromSpark(Stream[Any]):
                     gather._emit(value_of(kind, p))
             except Exception as e:
                 errors.append(e)
-        if self.checkpoint is not None:
-            states = [n.snapshot() for n in self._local_nodes()]
-            save_checkpoint(self._delivered_at(), {"batch_id": batch_id, "states": states})
-        self._delivered = batch_id
-        if errors:
-            self._failed = errors[0]  # raised as itself by await_termination()
-        raise_first(errors, "Spark")
+        return errors
 
 
 def _after(node: Stream[Any], gather: Stream[Any]) -> bool:

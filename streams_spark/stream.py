@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from .batch import encode_chunks
 from .codec import DATA, ERROR, FLUSH_MARK, WINDOW, WINDOW_ITEMS, mark_error, value_of
+from .late import LateElements
 from .plan import ChainStage, KeyedStage, Plan, WindowStage, route_of
 from .stages import (
     FAR_FUTURE,
@@ -191,7 +192,9 @@ class StreamRunner:
         self.next_seq = self.files << 32
         self.results: dict[int, list[tuple[int, bytes]]] = {}
         self.delivered = -1
-        self.checked = -1
+        windows = any(isinstance(s, WindowStage) for s in plan.stages)
+        #: Names the elements Spark's watermark drops (see streams_spark.late).
+        self.late = LateElements(plan) if windows else None
         src = (session.readStream.schema(StructType.fromJson(_spark_schema(_INPUT).jsonValue()))
                .option("maxFilesPerTrigger", 1).parquet(self.inbox.uri))
         frame = build_query_frame(src, plan)
@@ -205,7 +208,9 @@ class StreamRunner:
     def _collect(self, df: Any, batch_id: int) -> None:
         self.results[batch_id] = collected_rows(df.toArrow())
 
-    def _write(self, table: pa.Table) -> None:
+    def _write(self, table: pa.Table, elements: list[Any] | None = None) -> None:
+        if elements and self.late is not None:
+            self.late.feed(self.files, elements)
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
         # Not fsync'ed: a lost inbox file is a micro-batch the driver reruns.
@@ -228,27 +233,9 @@ class StreamRunner:
 
     def _late_rows(self) -> list[tuple[int, bytes]]:
         """Error rows for elements Spark's watermark dropped (never silently)."""
-        windows = [s for s in self.plan.stages if isinstance(s, WindowStage)]
-        if not windows:
+        if self.late is None:
             return []
-        from streams.operators.timed import LateElementError
-
-        spec = windows[0].spec
-        rows = []
-        for progress in self.query.recentProgress:
-            bid = progress["batchId"]
-            if bid <= self.checked:
-                continue
-            self.checked = bid
-            dropped = sum(op.get("numRowsDroppedByWatermark", 0)
-                          for op in progress.get("stateOperators", []))
-            if dropped:
-                what = f"<{dropped} element(s) of Spark micro-batch {bid}>"
-                rows.append((ERROR, pickle.dumps((spec.id, what, LateElementError(
-                    f"{dropped} element(s) fell in windows already emitted (behind "
-                    f"Spark's watermark {progress.get('eventTime', {}).get('watermark')}); "
-                    "raise lateness= to accept them")))))
-        return rows
+        return self.late.rows(self.query.recentProgress)
 
     def run(self, elements: list[Any], flush: bool = False) -> list[Any]:
         """Run one micro-batch (and, with ``flush``, the end of stream).
@@ -264,7 +251,7 @@ class StreamRunner:
         if elements:
             chunks = encode_chunks(elements, self.next_seq, parts=1)
             self.next_seq += len(elements)
-            self._write(chunks.rename_columns(_INPUT.names))
+            self._write(chunks.rename_columns(_INPUT.names), elements)
             out.extend(self._drain())
         windows = any(isinstance(s, WindowStage) for s in self.plan.stages)
         holds = windows or any(isinstance(s, ChainStage) and s.sequential

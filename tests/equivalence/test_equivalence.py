@@ -4,8 +4,10 @@ Every pipeline is run on the backend (in-process fused, on Dask, on Spark)
 and compared with the reference, the same pipeline in-process with fusion
 off. Hypothesis draws the inputs and the batch size, so batch boundaries
 fall everywhere, inside stateful steps too. A pipeline lists the backends
-that can run it: a Spark segment is one linear chain with at most one keyed
-stage, so branching pipelines run in-process and on Dask only, and Spark's
+that can run it: a ``to_spark()`` segment is one linear chain with at most one
+keyed stage, so branching pipelines run in-process and on Dask only (branches
+and unions of Spark-resident segments, ``from_spark()``, are checked against
+the in-process run in tests/streams_spark/test_spark_subgraph.py), and Spark's
 tumbling window() cannot give its late elements to ``node.late``.
 """
 

@@ -1,0 +1,160 @@
+"""Late elements of an event-time window on Spark, each named, never lost.
+
+Spark's watermark drops a row bound for a window that ended at or before
+the watermark of the previous micro-batch, and only counts it
+(``numRowsDroppedByWatermark`` in the query's progress). Rows bound for a
+window travel as packs, one per window (see :mod:`streams_spark.packs`), so
+that count is of windows, not of elements, and says nothing of which.
+
+The driver of a ``to_spark()`` segment wrote each micro-batch itself, so it
+still holds its elements: when Spark reports drops for the batch that read
+them, it runs the steps before the window over them again, in-process, and
+finds the elements whose window had ended. Each reaches the window's error
+policy as in-process: a :class:`~streams.operators.timed.LateElementError`
+naming the element. The steps before the window run a second time only for
+a micro-batch with late elements; they must keep no state (their state
+after the batch is Spark's). When they do, or when the elements found do not
+account for Spark's count, the error says how many rows Spark dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from streams.operators._checks import key_function
+from streams.operators.timed import LateElementError
+from streams.stage import Failure, Stage
+
+from .codec import ERROR, carried_error
+from .plan import ChainStage, Plan, WindowStage, chain_plan
+
+__all__ = ["LateElements"]
+
+#: Micro-batches whose elements are kept until Spark's progress for them is read.
+KEPT = 8
+
+
+def _micros(iso: str | None) -> int | None:
+    """A watermark of the query's progress (``1970-01-01T00:00:07.500Z``) in microseconds."""
+    if not iso:
+        return None
+    return round(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1_000_000)
+
+
+class LateElements:
+    """Turns the drops Spark reports for a plan's event-time window into error rows.
+
+    Parameters
+    ----------
+    plan : Plan
+        A plan with an event-time window (the first one is the one watched).
+    driver_fed : bool
+        Whether the driver writes the micro-batches (``to_spark()``) and can
+        :meth:`feed` their elements; else (``from_spark()``) the rows never
+        pass through it, and the errors count Spark's dropped rows.
+    """
+
+    def __init__(self, plan: Plan, driver_fed: bool = True) -> None:
+        i = next(i for i, s in enumerate(plan.stages) if isinstance(s, WindowStage))
+        window = plan.stages[i]
+        assert isinstance(window, WindowStage)
+        self.spec = window.spec
+        event_time = window.spec.traits.event_time
+        assert event_time is not None
+        self.width = round(event_time.size * 1_000_000)
+        self.lateness = event_time.lateness
+        self.time = key_function(event_time.time)
+        before = plan.stages[:i]
+        # Only stateless chains can run again on the driver with Spark's result.
+        self.specs = ([spec for s in before if isinstance(s, ChainStage) for spec in s.specs]
+                      if all(isinstance(s, ChainStage) and not s.sequential for s in before)
+                      else None)
+        self.driver_fed = driver_fed
+        self.fed: dict[int, list[Any]] = {}
+        self.watermarks: dict[int, int] = {}
+        self.checked = -1
+
+    def feed(self, index: int, elements: list[Any]) -> None:
+        """The elements of the ``index``-th file the query reads (one micro-batch)."""
+        if self.specs is not None:
+            self.fed[index] = elements
+            for old in [k for k in self.fed if k <= index - KEPT]:
+                del self.fed[old]
+
+    def rows(self, progress: list[dict[str, Any]]) -> list[tuple[int, bytes]]:
+        """Error rows for the late elements of the micro-batches in ``progress`` not yet read."""
+        out: list[tuple[int, bytes]] = []
+        for p in progress:
+            bid = p["batchId"]
+            if bid <= self.checked:
+                continue
+            self.checked = bid
+            wm = _micros(p.get("eventTime", {}).get("watermark"))
+            if wm is not None:
+                self.watermarks[bid] = wm
+            dropped = sum(op.get("numRowsDroppedByWatermark", 0)
+                          for op in p.get("stateOperators", []))
+            if dropped:
+                out.extend(self._late(bid, p, dropped))
+        return out
+
+    def _late(self, bid: int, p: dict[str, Any], dropped: int) -> list[tuple[int, bytes]]:
+        elements = self.fed.get(self._file_of(p), None) if self.specs is not None else None
+        # Late rows are filtered by the previous batch's watermark (the one
+        # windows were emitted under); older Spark versions used the batch's own.
+        thresholds = [self.watermarks.get(bid - 1), self.watermarks.get(bid)]
+        if elements is not None:
+            values = self._arriving(elements)
+            for threshold in thresholds:
+                if threshold is None:
+                    continue
+                late = [(x, t, start) for x, t, start in values
+                        if start + self.width <= threshold]
+                if len({start for _, _, start in late}) == dropped:
+                    return [self._error(x, t, start, threshold) for x, t, start in late]
+        why = ("they came from a Spark source, never through the driver"
+               if not self.driver_fed else
+               "the steps before the window keep state, so the driver cannot find them again"
+               if self.specs is None else "the driver could not match them to its elements")
+        what = f"<{dropped} late row(s) of Spark micro-batch {bid}>"
+        return [(ERROR, carried_error(self.spec.id, what, LateElementError(
+            f"Spark dropped {dropped} row(s) of elements in windows already emitted (behind "
+            f"its watermark {p.get('eventTime', {}).get('watermark')}); {why}. Raise "
+            "lateness= to accept them")))]
+
+    @staticmethod
+    def _file_of(p: dict[str, Any]) -> int:
+        sources = p.get("sources") or [{}]
+        end = sources[0].get("endOffset")
+        try:
+            offset = json.loads(end) if isinstance(end, str) else end
+            return int(offset["logOffset"])
+        except (TypeError, ValueError, KeyError):
+            return -1
+
+    def _arriving(self, elements: list[Any]) -> list[tuple[Any, float, int]]:
+        """What reaches the window, with its event time and window start (microseconds)."""
+        assert self.specs is not None
+        events = Stage(chain_plan(self.specs)).run(elements).events
+        out = []
+        for x in events:
+            if isinstance(x, Failure):
+                continue  # an error before the window failed the batch already
+            try:
+                t = self.time(x)
+                t = float(t if isinstance(t, int | float) else t.timestamp())
+            except Exception:
+                continue
+            micros = int(t * 1_000_000)
+            out.append((x, t, micros // self.width * self.width))
+        return out
+
+    def _error(self, x: Any, t: float, start: int, threshold: int) -> tuple[int, bytes]:
+        end = (start + self.width) / 1_000_000
+        error = LateElementError(
+            f"event time {t!r} falls in window [{start / 1_000_000!r}, {end!r}), already "
+            f"emitted: Spark's watermark is {threshold / 1_000_000!r} (largest time of the "
+            f"micro-batches before - lateness {self.lateness!r}); raise lateness= to accept it")
+        return ERROR, carried_error(self.spec.id, x, error)

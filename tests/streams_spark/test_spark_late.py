@@ -1,0 +1,108 @@
+"""Late elements of an event-time window on Spark reach the window's error policy, named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import streams_spark  # noqa: F401 - registers to_spark()
+from streams import NodeError, Stream
+from streams.operators.timed import LateElementError
+
+pytestmark = pytest.mark.spark
+
+
+def run(xs: list[Any], build: Any, batch_size: int | None) -> tuple[list[Any], list[Any]]:
+    """Windows out, and (element, error type) routed, in-process (None) or on Spark."""
+    source: Stream[Any] = Stream()
+    head = source if batch_size is None else source.to_spark(batch_size=batch_size)
+    window = build(head).on_error("route")
+    errors = window.errors.map(lambda r: (r.element, type(r.exception))).sink_to_list()
+    out = (window if batch_size is None else window.gather()).sink_to_list()
+    for x in xs:
+        source.emit(x)
+    source.close()
+    return out, errors
+
+
+def windows(s: Stream[Any]) -> Stream[Any]:
+    return s.map(lambda x: x * 0.5).timed_window(1.0, time=lambda t: t, lateness=0.5)
+
+
+def test_each_late_element_is_named_with_its_window_and_the_watermark(spark: Any) -> None:
+    source: Stream[Any] = Stream()
+    window = source.to_spark(batch_size=2).timed_window(1.0, time=lambda x: x)
+    errors = window.on_error("route").errors.sink_to_list()
+    out = window.gather().sink_to_list()
+    # 1.0 arrives after the watermark passed 7.5; 6.9 and 6.2 share one
+    # window, which Spark drops as one row, after it passed 8.0.
+    for t in [5.0, 7.5, 1.0, 8.0, 6.9, 6.2, 9.5]:
+        source.emit(t)
+    source.close()
+    assert out == [[5.0], [7.5], [8.0], [9.5]]
+    assert [(e.element, type(e.exception)) for e in errors] == [
+        (1.0, LateElementError), (6.9, LateElementError), (6.2, LateElementError)]
+    assert "window [6.0, 7.0), already emitted: Spark's watermark is 8.0" in str(
+        errors[1].exception)
+
+
+def test_a_late_element_raises_naming_itself_under_the_raise_policy(spark: Any) -> None:
+    source: Stream[Any] = Stream()
+    source.to_spark(batch_size=2).timed_window(1.0, time=lambda x: x).gather().sink_to_list()
+    source.emit(5.0)
+    source.emit(7.5)
+    source.emit(1.0)
+    with pytest.raises(NodeError, match=r"timed_window.*1\.0.*LateElementError") as info:
+        source.emit(8.0)
+    assert info.value.element == 1.0
+    source.close()
+
+
+def test_after_a_keyed_scan_the_late_rows_are_counted_saying_why(spark: Any) -> None:
+    source: Stream[Any] = Stream()
+    window = (source.to_spark(batch_size=2).scan(lambda a, x: x, key=lambda x: x > 3)
+              .timed_window(1.0, time=lambda kx: kx[1]))  # (key, latest)
+    errors = window.on_error("route").errors.sink_to_list()
+    window.gather().sink_to_list()
+    for t in [5.0, 7.5, 1.0, 8.0]:
+        source.emit(t)
+    source.close()
+    assert len(errors) == 1 and isinstance(errors[0].exception, LateElementError)
+    assert "steps before the window keep state" in str(errors[0].exception)
+    assert errors[0].element == "<1 late row(s) of Spark micro-batch 2>"
+
+
+# One element per micro-batch: Spark's watermark then moves element by
+# element, as in-process, so even late elements match.
+@settings(max_examples=2, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(st.lists(st.integers(0, 12), max_size=3).map(lambda xs: [*xs, 12, 0]))  # 0 is late
+def test_late_elements_match_the_in_process_run_one_element_per_batch(
+        spark: Any, xs: list[int]) -> None:
+    expected = run(xs, windows, None)
+    assert (0.0, LateElementError) in expected[1]
+    assert run(xs, windows, 1) == expected
+
+
+def test_rows_a_spark_source_loses_to_the_watermark_are_reported(
+        spark: Any, tmp_path: Path) -> None:
+    # From a Spark source the rows never pass through the driver: what it
+    # can say is how many Spark dropped, and when - never nothing.
+    # One file per micro-batch: 1.0 comes after a batch that moved the watermark to 7.5.
+    for i, part in enumerate([[5.0, 7.5], [8.0], [1.0]]):
+        spark.createDataFrame([(t,) for t in part], "t double").coalesce(1).write.parquet(
+            str(tmp_path / "in" / f"part={i}"))
+    df = (spark.readStream.schema("t double").option("maxFilesPerTrigger", 1)
+          .parquet(str(tmp_path / "in" / "*")))
+    source = Stream.from_spark(df, checkpoint=str(tmp_path / "ckpt"))
+    window = source.timed_window(1.0, time=lambda t: t).on_error("route")
+    errors = window.errors.sink_to_list()
+    out = window.gather().sink_to_list()
+    source.start()
+    assert out == [[5.0], [7.5]]  # 8.0's window stays open: the query stopped
+    assert [type(e.exception) for e in errors] == [LateElementError]
+    assert "came from a Spark source" in str(errors[0].exception)
