@@ -323,10 +323,7 @@ client.close()
         [str(i) for i in range(1, 11)],
         changes="durations divided by 100; no dashboard; the case waits (bounded) for "
                 "ten lines, then closes the client; streamz.dask is imported so that "
-                "scatter() exists",
-        broken={"streams": "point 6 of known_failures.py (Dask pipelines differ): a "
-                           "synchronous emit through scatter() and buffer() delivers "
-                           "nothing to gather() before the stream ends"}),
+                "scatter() exists"),
     "async-asynchronous-dask": Case(
         f"{_REPO} docs/source/async.rst, 'Asynchronous Dask'",
         """
@@ -400,10 +397,7 @@ client.close()
 """,
         [str(i) for i in range(1, 11)],
         changes="a client on threads, no dashboard; sleep divided by 1000; the case "
-                "waits (bounded) for ten lines, then closes the client",
-        broken={"streams": "point 6 of known_failures.py (Dask pipelines differ): a "
-                           "synchronous emit through scatter() and buffer() delivers "
-                           "nothing to gather() before the stream ends"}),
+                "waits (bounded) for ten lines, then closes the client"),
     "plugins-reference-node": Case(
         f"{_REPO} docs/source/plugins.rst, 'Reference implementation'",
         """
