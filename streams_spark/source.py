@@ -96,7 +96,7 @@ class FromSpark(Stream[Any]):
         self._delivered = -1
         self._failed: BaseException | None = None
         self._checkpoint_at: Location | None = None
-        self._late: LateElements | None = None
+        self._dropped_rows: LateElements | None = None
         Stream.__init__(self, **kwargs)
         self._segment = SparkSegment(self)  # type: ignore[arg-type]
 
@@ -131,7 +131,7 @@ class FromSpark(Stream[Any]):
                 node.restore(state)
         plan = segment.plan()
         if any(isinstance(s, WindowStage) for s in plan.stages):
-            self._late = LateElements(plan, driver_fed=False)  # drops Spark reports
+            self._dropped_rows = LateElements(plan, driver_fed=False)  # drops Spark reports
         df = count_input(self.df, segment.nodes, self._label())
         frame = build_query_frame(df, plan, first=COLUMNS)
         writer = (frame.writeStream.foreachBatch(self._deliver_batch)
@@ -163,8 +163,8 @@ class FromSpark(Stream[Any]):
         try:
             self.query.awaitTermination()
             settle(self.df.sparkSession)  # the bars of progress() show the last batch
-            if self._late is not None:  # drops reported for the last micro-batches
-                raise_first(self._apply(self._late.rows(self.query.recentProgress)), "Spark")
+            if self._dropped_rows is not None:  # drops reported for the last micro-batches
+                raise_first(self._apply(self._dropped_rows.rows(self.query.recentProgress)), "Spark")
         except Exception as e:
             failed, self._failed = self._failed, None
             if failed is not None:
@@ -191,8 +191,8 @@ class FromSpark(Stream[Any]):
         # Every result of the batch is delivered, and the batch recorded as
         # delivered, before the first error a node's policy raises: a
         # restarted query then neither loses nor repeats the others.
-        late = self._late.rows(self.query.recentProgress) if (
-            self._late is not None and self.query is not None) else []
+        late = self._dropped_rows.rows(self.query.recentProgress) if (
+            self._dropped_rows is not None and self.query is not None) else []
         errors = self._apply([*late, *collected_rows(df.toArrow())])
         if self.checkpoint is not None:
             states = [n.snapshot() for n in self._local_nodes()]

@@ -27,6 +27,9 @@ class Payload:
     def __reduce__(self) -> Any:
         return (exec, (f"import os; os.environ[{MARK!r}] = '1'",))
 
+    def __deepcopy__(self, memo: Any) -> Payload:
+        return self  # a snapshot copies node state: the forged file must still hold this
+
 
 def code_ran() -> bool:
     return os.environ.pop(MARK, None) == "1"
