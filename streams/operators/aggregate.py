@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from dataclasses import replace
 from typing import Any, ClassVar
 
 from toolz import identity
@@ -18,15 +17,14 @@ from ..core import NO_DEFAULT, Stream
 from ..fusion import Fuser
 from ..metadata import release_refs, retain_refs
 from ..pending import gather_pending
-from ..spec import Traits
 from ._checks import check_callable, check_count, key_function
-from .expiry import Expiry, check_ttl
+from .expiry import ExpiringKeys, Expiry, check_ttl
 
 __all__ = ["Accumulate", "Collect", "Frequencies", "Slice", "Unique"]
 
 
 @Stream.register_api()
-class Accumulate(Stream[Any]):
+class Accumulate(ExpiringKeys):
     """Accumulate a running state and emit it: a running reduction.
 
     ``scan`` is the same operator.
@@ -128,22 +126,6 @@ class Accumulate(Stream[Any]):
         self.kwargs = kwargs
         self.state: Any = {} if key is not None else start
         Stream.__init__(self, upstream, stream_name=stream_name)
-
-    def _traits(self) -> Traits:
-        # Keyed, each key's state is independent: an engine may route by key.
-        # Not with ttl: expiry follows the event time of all keys together.
-        return replace(super()._traits(), key=self.key if self.ttl is None else None)
-
-    def snapshot(self) -> dict[str, Any]:
-        state = super().snapshot()
-        if self._expiry is not None:
-            state["expiry"] = self._expiry.snapshot()
-        return state
-
-    def restore(self, state: dict[str, Any]) -> None:
-        super().restore(state)
-        if self._expiry is not None:
-            self._expiry.restore(state["expiry"])
 
     def _step(self, state: Any, x: Any) -> tuple[Any, Any]:
         """One step: the new state and the output, from the old state."""

@@ -16,13 +16,16 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
+from ..core import Stream
+from ..spec import Traits
 from ._checks import key_function
 from ._late import event_seconds
 from .timed import check_interval
 
-__all__ = ["Expiry", "check_ttl"]
+__all__ = ["ExpiringKeys", "Expiry", "check_ttl"]
 
 
 def check_ttl(op: str, ttl: Any, time: Any, key: Any) -> Expiry | None:
@@ -127,3 +130,34 @@ class Expiry:
         self.last = dict(state["last"])
         self.max_time = state["max_time"]
         self._rebuild()
+
+
+class ExpiringKeys(Stream[Any]):
+    """The base of a keyed node whose keys may expire (``key=``, ``ttl=``).
+
+    It gives the node's traits (routable by key unless keys expire, since
+    expiry follows the event time of all keys together) and carries the
+    :class:`Expiry` in snapshots. A subclass sets ``key``, ``ttl`` and
+    ``_expiry`` (from :func:`check_ttl`).
+    """
+
+    __slots__ = ()
+    key: Any
+    ttl: Any
+    _expiry: Expiry | None
+
+    def _traits(self) -> Traits:
+        # Keyed, each key's state is independent: an engine may route by key.
+        # Not with ttl: expiry follows the event time of all keys together.
+        return replace(super()._traits(), key=self.key if self.ttl is None else None)
+
+    def snapshot(self) -> dict[str, Any]:
+        state = super().snapshot()
+        if self._expiry is not None:
+            state["expiry"] = self._expiry.snapshot()
+        return state
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        if self._expiry is not None:
+            self._expiry.restore(state["expiry"])

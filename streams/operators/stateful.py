@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from ..core import Stream
 from ..pending import gather_pending
-from ..spec import Traits
 from ._checks import check_callable, key_function
-from .expiry import Expiry, check_ttl
+from .expiry import ExpiringKeys, Expiry, check_ttl
 
 __all__ = ["StatefulMap"]
 
 
 @Stream.register_api()
-class StatefulMap(Stream[Any]):
+class StatefulMap(ExpiringKeys):
     """Update a state with each element and emit what the function returns.
 
     ``func(state, x)`` returns ``(new_state, outputs)``: ``outputs`` is an
@@ -120,22 +118,6 @@ class StatefulMap(Stream[Any]):
         self._key = None if key is None else key_function(key)
         self.state: Any = {} if key is not None else None
         Stream.__init__(self, upstream, **kwargs)
-
-    def _traits(self) -> Traits:
-        # Keyed, each key's state is independent: an engine may route by key.
-        # Not with ttl: expiry follows the event time of all keys together.
-        return replace(super()._traits(), key=self.key if self.ttl is None else None)
-
-    def snapshot(self) -> dict[str, Any]:
-        state = super().snapshot()
-        if self._expiry is not None:
-            state["expiry"] = self._expiry.snapshot()
-        return state
-
-    def restore(self, state: dict[str, Any]) -> None:
-        super().restore(state)
-        if self._expiry is not None:
-            self._expiry.restore(state["expiry"])
 
     def _fresh(self) -> Any:
         return None if self.start is None else copy.deepcopy(self.start)
