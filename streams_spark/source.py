@@ -164,7 +164,8 @@ class FromSpark(Stream[Any]):
             self.query.awaitTermination()
             settle(self.df.sparkSession)  # the bars of progress() show the last batch
             if self._dropped_rows is not None:  # drops reported for the last micro-batches
-                raise_first(self._apply(self._dropped_rows.rows(self.query.recentProgress)), "Spark")
+                dropped = self._dropped_rows.rows(self.query.recentProgress)
+                raise_first(self._apply(dropped), "Spark")
         except Exception as e:
             failed, self._failed = self._failed, None
             if failed is not None:
