@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["NO_DEFAULT", "Segment", "SegmentEntry", "raise_first", "unsendable"]
+__all__ = ["NO_DEFAULT", "JoinedHere", "Segment", "SegmentEntry", "join_here", "raise_first",
+           "unsendable"]
 
 
 class _NoDefault:
@@ -50,6 +51,44 @@ class Segment:
         None (the default): segments cannot be joined, ``node`` is refused.
         """
         return None
+
+
+class JoinedHere(Segment):
+    """A node combining the results of several segments, in this process.
+
+    streamz's ``scatter(a).zip(scatter(b))``: each input segment ends at a
+    ``gather()`` made for it (:func:`join_here`), and the node runs here.
+    It may be followed only by ``gather()``, which then passes its results
+    on: any other step would run in this process, where the user asked for
+    the engine, so it is refused with the way to say so.
+    """
+
+    def __init__(self, node: Stream[Any]) -> None:
+        self.node = node
+
+    def admit(self, node: Stream[Any]) -> None:
+        if node is self.node:
+            return
+        op = self.node._operator
+        raise ValueError(
+            f"{node._label()}: follows {self.node._label()}, which combines the results "
+            f"of several segments in this process; call gather() after {op}(), and "
+            f"scatter() again to run {node._operator}() on the engine"
+        )
+
+
+def join_here(node: Stream[Any]) -> Segment:
+    """End each segment among ``node``'s inputs at a ``gather()``; ``node`` runs here.
+
+    For a backend's :meth:`Segment.merge` when its segments cannot become
+    one: ``scatter(a).zip(scatter(b)).gather()`` gives what
+    ``a.scatter().gather().zip(b.scatter().gather())`` gives, as streamz's
+    does. The gathers are real nodes of the graph (a picture shows them).
+    """
+    from .operators.gather import Gather
+
+    node.upstreams = [u if u._segment is None else Gather(u) for u in node.upstreams]
+    return JoinedHere(node)
 
 
 class SegmentEntry:

@@ -155,7 +155,7 @@ class NodeSpec:
             params=_frozen({p: getattr(node, p) for p in node._params}),
             upstream_ids=tuple(u._node_id for u in node.upstreams),
             name=label(node),
-            backend=segment.backend if segment is not None else None,
+            backend=segment.backend if segment is not None and segment.backend != "local" else None,
             policy=node._policy,
             downstream_ids=tuple(d._node_id for d in node.downstreams),
             errors_id=node._errors._node_id if node._errors is not None else None,

@@ -20,6 +20,7 @@ import cloudpickle  # type: ignore[import-untyped]
 
 from streams import Segment, Stream
 from streams.errors import short_repr
+from streams.segment import join_here
 from streams.stage import StageOp, StagePlan
 
 if TYPE_CHECKING:
@@ -119,6 +120,17 @@ class DaskSegment(Segment):
         bounds = [spec.params["n"] for spec in (n.describe() for n in self.nodes)
                   if spec.traits.identity_on_engine and isinstance(spec.params.get("n"), int)]
         return min(bounds) if bounds else None
+
+    def merge(self, others: list[Segment], node: Stream[Any]) -> Segment | None:
+        """Combine the results of several ``scatter()`` segments in this process.
+
+        Each segment runs from its own ``scatter()``, so no task sees
+        elements of both: as in streamz, ``node`` (a ``zip``, a ``union``)
+        takes the gathered results, and ``gather()`` after it passes them on.
+        """
+        if not all(isinstance(o, DaskSegment) for o in others):
+            return None
+        return join_here(node)
 
     def add_exit(self, gather: Stream[Any]) -> None:
         """Register a ``gather()`` node: results come back through it."""

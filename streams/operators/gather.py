@@ -14,8 +14,11 @@ class Gather(Stream[Any]):
     """Bring the results of a Dask or Spark segment back to this process.
 
     The segment's entry node (``scatter()``, ``to_spark()``) emits results
-    through this node, in input order. Outside a segment there is nothing to
-    gather, and the call fails when the graph is built.
+    through this node, in input order. After a node combining several
+    segments (``scatter(a).zip(scatter(b))``, which runs in this process on
+    their gathered results) it passes that node's results on, as streamz's
+    does. Outside a segment there is nothing to gather, and the call fails
+    when the graph is built.
 
     Examples
     --------

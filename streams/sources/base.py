@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from ..clock import run_sync
+from ..clock import LoopClock, run_sync
 from ..core import Stream
 from ..cycles import recursion_error
 from ..errors import NodeError, SourceError
@@ -119,6 +119,13 @@ class Source(Stream[Any]):
     which finishes when the source is exhausted or stopped; each element is
     awaited through the graph before the next one, so a slow sink slows the
     producer (backpressure).
+
+    A source that needs a loop (a timer, a server), or whose graph keeps
+    time on the real clock (``rate_limit``, ``delay``, ``timed_window``,
+    ``partition(timeout=)``), started with no loop running, runs on the
+    shared loop thread as streamz runs it: ``start()`` returns a
+    ``concurrent.futures.Future`` of the run at once (see
+    :mod:`streams.loop_thread`).
     """
 
     # _checkpointer: the streams.state.Checkpointer told of each finished
@@ -173,7 +180,7 @@ class Source(Stream[Any]):
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             loop = None  # outside the except: errors below chain to nothing
-        if loop is None and self._needs_loop:
+        if loop is None and (self._needs_loop or self._feeds_timer()):
             # streamz code starts such a source with no loop running: it runs
             # on the one loop thread (see streams.loop_thread).
             from ..loop_thread import io_loop, start_task
@@ -199,6 +206,20 @@ class Source(Stream[Any]):
             return None
         self._task = SourceRun(self._run_guarded(), loop=loop, name=f"{self._label()} source")
         return self._task
+
+    def _feeds_timer(self) -> bool:
+        """Whether a node of this graph keeps time on the real clock.
+
+        Such a graph (``rate_limit``, ``delay``, ``timed_window``,
+        ``partition(timeout=)``) relies on a loop as streamz code does, so a
+        source started with none running runs on the loop thread, as streamz
+        runs it (contract 2). Under a virtual clock no loop is needed.
+        """
+        from ..graph import walk
+
+        # A source's own clock (a file's polling) is covered by _needs_loop.
+        return any(isinstance(getattr(n, "_clock", None), LoopClock)
+                   for n in walk(self) if not isinstance(n, Source))
 
     def _check_start(self, on_loop: bool) -> None:
         """Raise a clear error when the source cannot run here (before it starts)."""

@@ -12,7 +12,7 @@ fail or are racy on streamz here: with websockets >= 14 (handlers take one
 argument) streamz's ``from_websocket`` never serves, and its MQTT round
 trip, run against a mosquitto on loopback, publishes before its
 subscription is confirmed. Before this harness existed, 71 of those 158
-passed on streams; now 146 do, and the two round trips pass too: 148 in all.
+passed on streams; now 149 do, and the two round trips pass too: 151 in all.
 """
 
 from __future__ import annotations
@@ -38,10 +38,6 @@ XFAIL: dict[str, list[str]] = {
     "departure: outside a Jupyter kernel a stream displays as its name, not a widget": [
         "test_streamz_core.py::test_no_ipywidget_repr",
     ],
-    "departure: start() of a finite source with no loop runs it to the end, in this thread": [
-        "test_streamz_sources.py::test_from_iterable_backpressure",
-        "test_streamz_sources.py::test_from_iterable_stop",
-    ],
     "departure: a synchronous stream's timers use the loop running in the calling thread": [
         "test_streamz_core.py::test_sync_in_event_loop",
     ],
@@ -51,12 +47,6 @@ XFAIL: dict[str, list[str]] = {
     "departure: map_async(parallelism=n) runs at most n calls at once (streamz ran n + 1)": [
         "test_streamz_core.py::test_map_async",
         "test_streamz_core.py::test_map_async_tornado",
-    ],
-    # Not yet fixed.
-    # zip of two scatter() nodes: each starts a segment of its own, and a
-    # node cannot take elements from two segments
-    "point 6: Dask pipelines differ": [
-        "test_streamz_dask.py::test_zip",
     ],
 }
 

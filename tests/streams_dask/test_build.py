@@ -57,10 +57,24 @@ def test_combining_a_segment_with_an_in_process_stream_is_refused() -> None:
         seg.zip(source.map(abs))
 
 
-def test_two_segments_cannot_be_combined() -> None:
+def test_a_node_combining_two_segments_runs_here_after_a_gather_of_each() -> None:
+    a: Stream[Any] = Stream()
+    b: Stream[Any] = Stream()
+    zipped = a.scatter().map(abs).zip(b.scatter())
+    assert [u.describe().operator for u in zipped.upstreams] == ["gather", "gather"]
+    assert zipped.describe().backend is None  # it runs in this process
+    back = zipped.gather()  # accepted, as in streamz: it passes results on
+    assert back.upstream is zipped
+
+
+def test_a_step_after_a_combination_of_segments_is_refused_with_the_way_out() -> None:
     source: Stream[Any] = Stream()
-    with pytest.raises(ValueError, match="gather"):
-        source.scatter().union(source.scatter())
+    joined = source.scatter().union(source.scatter())
+    with pytest.raises(ValueError) as info:
+        joined.map(abs)
+    message = str(info.value)
+    assert "map(abs)" in message and "union" in message
+    assert "call gather() after union(), and scatter() again" in message
 
 
 def test_unpicklable_function_is_refused_naming_it() -> None:

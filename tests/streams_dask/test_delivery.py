@@ -139,3 +139,20 @@ def test_references_are_held_until_the_results_are_replayed(
         source.close()
     assert out == [2]
     assert rc.count == 0 and released == [True]
+
+
+@pytest.mark.dask
+def test_zip_of_two_segments_pairs_their_results_in_order(client: Client) -> None:
+    # streamz's test_zip, synchronously, with one side batched: results reach
+    # the zip as their tasks finish, and close() flushes what is in flight.
+    a: Stream[Any] = Stream()
+    b: Stream[Any] = Stream()
+    left = a.scatter(client=client).map(inc)
+    right = b.scatter(client=client, batch_size=3).map(str)
+    out = left.zip(right).gather().sink_to_list()
+    for x in range(10):
+        a.emit(x)
+        b.emit(x)
+    a.close()
+    b.close()
+    assert out == [(x + 1, str(x)) for x in range(10)]
