@@ -496,17 +496,19 @@ print(L, PNG.exists())
 NOT_RUN: dict[str, str] = {
     "examples/fib_thread.py": "hangs on streamz 0.6.6 (the feedback's synchronous emit, "
                               "made on the loop thread, waits for that same thread); on "
-                              "streams, rate_limit on a synchronous stream fed back from "
-                              "the loop thread fails with RuntimeError: no running event "
-                              "loop (not fixed yet); fib_tornado, the same pipeline on a "
-                              "loop, runs",
+                              "streams its first emit never returns: a synchronous emit "
+                              "waits for all its work (contract 2), and the feedback "
+                              "through rate_limit never ends, and after the first print "
+                              "the list stops growing (not fixed yet); fib_tornado, the "
+                              "same pipeline on a loop, runs",
     "examples/fib_asyncio.py": "installs tornado's AsyncIOMainLoop, removed in Tornado 6 "
                                "(an ImportError on streamz and streams alike); its "
                                "pipeline is fib_tornado's, which runs",
     "examples/map_failure_modes.py": "prints what three infinite counters reach within "
                                      "3 s of wall-clock time through rate_limit('500ms'): "
                                      "no fixed output to compare",
-    "examples/river_kmeans.py": "needs the river package, not installed",
+    "examples/river_kmeans.py": "needs river, hvplot, panel, holoviews and the "
+                                "streamz.river plugin module, and its output is random",
     "examples/scrape.py": "crawls the internet (this machine has none)",
     "examples/scrape-dask.py": "crawls the internet (this machine has none)",
     "docs/source/dask.rst 'Gotchas'": "shows a Stream node after scatter() receiving "
