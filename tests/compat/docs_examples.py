@@ -498,9 +498,9 @@ NOT_RUN: dict[str, str] = {
                               "made on the loop thread, waits for that same thread); on "
                               "streams its first emit never returns: a synchronous emit "
                               "waits for all its work (contract 2), and the feedback "
-                              "through rate_limit never ends, and after the first print "
-                              "the list stops growing (not fixed yet); fib_tornado, the "
-                              "same pipeline on a loop, runs",
+                              "through rate_limit never ends, so emit(1) is never reached "
+                              "and the list holds zeros only; fib_tornado, the same "
+                              "pipeline on a loop, runs",
     "examples/fib_asyncio.py": "installs tornado's AsyncIOMainLoop, removed in Tornado 6 "
                                "(an ImportError on streamz and streams alike); its "
                                "pipeline is fib_tornado's, which runs",
