@@ -25,9 +25,10 @@ True
 from streams import Stream as DaskStream
 from streams.operators.gather import Gather
 
-from .nodes import Scatter, ToDask
+from .nodes import Scatter
 from .runner import DaskTaskError
 from .segment import DaskSegment
+from .to_dask import ToDask
 
 #: streamz's names. Nodes between ``scatter()`` and ``gather()`` are the
 #: core's own (they run on workers), so streamz's ``DaskStream`` base class

@@ -1,6 +1,6 @@
 # mypy: disallow-untyped-calls=False
 # (distributed's API is not typed; its calls are checked by the tests.)
-"""The user-facing nodes: ``to_dask()`` and ``scatter()``.
+"""``scatter()``: the node that starts a Dask segment and runs it.
 
 ``gather()``, which ends a segment, belongs to the core: it registers itself
 with the segment through ``Segment.add_exit``.
@@ -23,53 +23,13 @@ from .client import Connection, client_loop_running_here, connect, connect_async
 from .runner import Runner
 from .segment import DaskSegment, plan_stages
 from .ticks import WindowClock
+from .to_dask import bound_client
 
-__all__ = ["Scatter", "ToDask"]
+__all__ = ["Scatter"]
 
 #: Elements per task at most; large enough that Dask's per-task cost
 #: (about a millisecond here) is small against the work of a batch.
 DEFAULT_BATCH_SIZE = 1000
-
-
-@Stream.register_api()
-class ToDask(Stream[Any]):
-    """Choose the Dask client that the ``scatter()`` below this node uses.
-
-    Elements pass through unchanged. Without a client, ``scatter()`` uses
-    ``distributed.default_client()``, or else starts a ``LocalCluster`` on
-    first use, which closes with the pipeline.
-
-    Parameters
-    ----------
-    client : distributed.Client, optional
-        The client to run on.
-
-    Examples
-    --------
-    >>> import streams_dask
-    >>> from streams import Stream
-    >>> source = Stream()
-    >>> node = source.to_dask()
-    >>> node.describe().operator
-    'to_dask'
-    """
-
-    __slots__ = ("client",)
-    _operator = "to_dask"
-
-    def __init__(self, upstream: Stream[Any], client: Client | None = None,
-                 **kwargs: Any) -> None:
-        self.client = client
-        Stream.__init__(self, upstream, **kwargs)
-
-
-def _bound_client(node: Stream[Any] | None) -> Client | None:
-    """The client of the nearest ``to_dask()`` upstream, if any."""
-    while node is not None:
-        if isinstance(node, ToDask):
-            return node.client
-        node = node.upstream
-    return None
 
 
 @Stream.register_api()
@@ -190,7 +150,7 @@ class Scatter(SegmentEntry, Stream[Any]):
                  ordered: bool = True, progress: bool = False, **kwargs: Any) -> None:
         check_count("scatter", "batch_size", batch_size, optional=True)
         check_count("scatter", "max_in_flight", max_in_flight, optional=True)
-        self.client = client if client is not None else _bound_client(upstream)
+        self.client = client if client is not None else bound_client(upstream)
         self.batch_size = batch_size
         self.max_in_flight = max_in_flight
         self.ordered = bool(ordered)

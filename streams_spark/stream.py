@@ -27,10 +27,8 @@ from .batch import encode_chunks
 from .codec import DATA, ERROR, FLUSH_MARK, WINDOW, WINDOW_ITEMS, mark_error, value_of
 from .late import LateElements
 from .plan import ChainStage, KeyedStage, Plan, WindowStage, route_of
+from .routing import FAR_FUTURE, MID_SCHEMA, NodeFailure
 from .stages import (
-    FAR_FUTURE,
-    MID_SCHEMA,
-    NodeFailure,
     Rows,
     chain_task,
     collected_rows,

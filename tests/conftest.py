@@ -7,10 +7,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from streams import VirtualClock, use_clock
 
 pytest_plugins = ["tests.kafka_broker", "tests.mqtt_broker"]  # the broker fixtures
+
+# No deadline: Hypothesis's per-example deadline (200 ms) is a wall-clock
+# assertion, and this suite runs on shared, loaded machines. What a property
+# checks is the result, never the time it took.
+settings.register_profile("streams", deadline=None)
+settings.load_profile("streams")
 
 
 @pytest.fixture

@@ -6,8 +6,9 @@ from .event_windows import SessionWindow, SlidingTimedWindow
 from .flow import Buffer, Latest, MapAsync
 from .gather import Gather
 from .joins import IntervalJoin, LookupJoin
+from .pacing import Delay, RateLimit
 from .stateful import StatefulMap
-from .timed import Delay, RateLimit, TimedWindow, TimedWindowUnique
+from .timed import TimedWindow, TimedWindowUnique
 from .transform import Filter, Flatten, Map, Pluck, Remove, Starmap
 from .windows import Partition, PartitionUnique, SlidingWindow
 

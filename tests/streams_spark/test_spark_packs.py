@@ -15,12 +15,7 @@ from streams.spec import NodeSpec
 from streams_spark.codec import DATA, ERROR, FLUSH, PACK
 from streams_spark.packs import opened, pack_payload, windows_of
 from streams_spark.plan import Route
-from streams_spark.stages import (
-    ONE_GROUP,
-    NodeFailure,
-    Router,
-    key_bucket,
-)
+from streams_spark.routing import ONE_GROUP, NodeFailure, Router, key_bucket
 
 ITEM = pa.struct([("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()),
                   ("p", pa.binary())])

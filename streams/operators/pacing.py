@@ -1,0 +1,160 @@
+"""Operators that pace elements in time: delay, rate_limit.
+
+As the windows of :mod:`streams.operators.timed`, they read time only from
+the clock in force when the node is created (a virtual clock in tests), and
+nothing they hold is dropped at close.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ..clock import Handle, LoopClock, get_clock
+from ..core import Stream
+from ..metadata import emit_held, retain_refs
+from ..pending import gather_pending as _gather_pending
+from ._outbox import EPSILON, Outbox, arm, running_loop
+from .timed import check_interval
+
+__all__ = ["Delay", "RateLimit"]
+
+
+@Stream.register_api()
+class Delay(Stream[Any]):
+    """Emit every element ``interval`` seconds after it arrived, in order.
+
+    ``await emit`` does not wait for the delay (the element is held, as in
+    streamz), only for downstream work still running from earlier elements.
+    With no loop running, held elements are emitted when a later element
+    arrives after their time, and at close; close emits whatever is still
+    held rather than dropping it.
+
+    Examples
+    --------
+    >>> from streams import Stream, VirtualClock, use_clock
+    >>> with use_clock(VirtualClock()) as clock:
+    ...     source = Stream()
+    ...     L = source.delay(2.0).sink_to_list()
+    >>> source.emit("a"); clock.advance(1.0); source.emit("b")
+    >>> clock.advance(1.0); L
+    ['a']
+    >>> clock.advance(1.0); L
+    ['a', 'b']
+    """
+
+    __slots__ = ("_clock", "_held", "_metadata", "_outbox", "_timer", "interval")
+    _operator = "delay"
+    _local_only = "time-based delivery is done in this process"
+    _params = ("interval",)
+    _state = ("_held",)
+    _graphviz_shape = "octagon"
+
+    def __init__(self, upstream: Stream[Any], interval: float | str, **kwargs: Any) -> None:
+        self.interval = check_interval("delay", interval)
+        self._clock = get_clock()
+        self._held: deque[tuple[float, Any]] = deque()
+        # streamz's metadata of the held elements (refs retained), in step
+        # with _held; None until an element comes with metadata.
+        self._metadata: deque[Any] | None = None
+        self._timer: Handle | None = None
+        self._outbox = Outbox(self)
+        Stream.__init__(self, upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        now = self._clock.now()
+        pending = self._release(now, self._outbox.emit)
+        if metadata is not None or self._metadata is not None:
+            if self._metadata is None:  # the first metadata: earlier elements had none
+                self._metadata = deque([] for _ in self._held)
+            retain_refs(metadata)
+            self._metadata.append(metadata or [])
+        self._held.append((now + self.interval, x))
+        if self._timer is None:
+            self._timer = arm(self._clock, self._held[0][0], self._on_timer)
+        return pending if pending is not None else self._outbox.wait()
+
+    def _release(self, now: float, emit: Callable[..., Any]) -> Any:
+        pending = []
+        while self._held and self._held[0][0] <= now + EPSILON:
+            x = self._held.popleft()[1]
+            if self._metadata is None:
+                pending.append(emit(x))
+            else:
+                pending.append(emit_held(emit, x, [self._metadata.popleft()]))
+        return _gather_pending(pending)
+
+    def _on_timer(self, due: float) -> None:
+        self._timer = None
+        self._release(max(self._clock.now(), due), self._outbox.send)
+        if self._held:
+            self._timer = arm(self._clock, self._held[0][0], self._on_timer)
+
+    def _flush(self) -> Any:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        return _gather_pending([self._release(math.inf, self._outbox.emit),
+                                self._outbox.wait()])
+
+
+@Stream.register_api()
+class RateLimit(Stream[Any]):
+    """Let at most one element through per ``interval`` seconds.
+
+    An element arriving too soon waits for its turn, and ``await emit``
+    waits with it: that is the backpressure. On the synchronous API with no
+    loop running, ``emit`` blocks for the wait (on the loop's clock).
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> from streams import Stream, VirtualClock, use_clock
+    >>> with use_clock(VirtualClock()) as clock:
+    ...     source = Stream(asynchronous=True)
+    ...     L = source.rate_limit(1.0).sink_to_list()
+    >>> async def main():
+    ...     await source.emit("a")
+    ...     waiting = asyncio.ensure_future(source.emit("b"))
+    ...     await clock.advance_async(0.5)
+    ...     before = list(L)
+    ...     await clock.advance_async(0.5)
+    ...     await waiting
+    ...     return before
+    >>> asyncio.run(main()), L
+    (['a'], ['a', 'b'])
+    """
+
+    __slots__ = ("_clock", "_next", "interval")
+    _operator = "rate_limit"
+    _local_only = "time-based delivery is done in this process"
+    _params = ("interval",)
+    _graphviz_shape = "octagon"
+
+    def __init__(self, upstream: Stream[Any], interval: float | str, **kwargs: Any) -> None:
+        self.interval = check_interval("rate_limit", interval)
+        self._clock = get_clock()
+        self._next = -math.inf
+        Stream.__init__(self, upstream, **kwargs)
+
+    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        now = self._clock.now()
+        turn = self._next
+        self._next = max(now, turn) + self.interval
+        if now >= turn - EPSILON:
+            return self._emit(x)
+        if not isinstance(self._clock, LoopClock) and running_loop() is None:
+            # Waiting on a virtual clock needs someone to advance it: with no
+            # loop running nobody can, and the emit would hang forever.
+            self._next = turn
+            raise RuntimeError("rate_limit() on a virtual clock waits on a running loop: "
+                               "emit from async code and advance with advance_async()")
+        return self._later(turn - now, x)
+
+    async def _later(self, wait: float, x: Any) -> None:
+        await self._clock.sleep(wait)
+        pending = self._emit(x)
+        if pending is not None:
+            await pending

@@ -1,0 +1,270 @@
+"""Routing rows to the next Spark stage: the ``k`` and ``t`` columns, and packing.
+
+Rows bound for a stateful stage carry the group of their key (a bucket of
+keys, :func:`key_bucket`) or their event time, computed once per element by
+the chain before that stage, and travel packed, one row per group (see
+:mod:`streams_spark.packs`).
+"""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from streams.operators._checks import key_function
+from streams.spec import NodeSpec
+
+from .codec import DATA, ERROR, FLUSH, PACK, carried_error, pickled_output
+from .packs import pack_payload
+from .plan import Route
+
+__all__ = ["FAR_FUTURE", "KEY_BUCKETS", "MID_SCHEMA", "ONE_GROUP", "NodeFailure", "Router",
+           "key_bucket"]
+
+#: The key of the one group of a sequential stage (never a pickled key).
+ONE_GROUP = b"\x01"
+#: A time after every real event time (year 2200), for the end-of-stream row.
+FAR_FUTURE = 7.3e9
+
+MID_SCHEMA = pa.schema([
+    ("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()), ("p", pa.binary()),
+    ("k", pa.binary()), ("t", pa.float64()),
+])
+
+
+class NodeFailure(Exception):
+    """Raised in a worker to fail the query with a node's error.
+
+    The message carries the pickled ``(node id, element, exception)`` after
+    :data:`MARK`, so the driver can apply the node's policy.
+    """
+
+    MARK = "streams-spark-node-error:"
+
+#: Keys of a keyed scan are spread over this many groups (each holding the
+#: states of its keys): one group per key would cost PySpark ~2 ms per key
+#: and micro-batch, and one row per key and window on the way to a window.
+KEY_BUCKETS = 16
+
+
+def key_bucket(kbytes: bytes) -> bytes:
+    """The group of a pickled key (the same in every worker process).
+
+    Examples
+    --------
+    >>> key_bucket(pickle.dumps("a", protocol=5)) == key_bucket(pickle.dumps("a", protocol=5))
+    True
+    """
+    return b"%d" % (zlib.crc32(kbytes) % KEY_BUCKETS)
+
+
+def _route(route: Route | None) -> Callable[[Any], tuple[bytes | None, float | None]]:
+    """The routing columns ``k`` and ``t`` of an element bound for ``route``."""
+    if route is None:
+        return lambda x: (None, None)
+    if route.kind == "group":
+        return lambda x: (ONE_GROUP, None)
+    assert route.spec is not None
+    traits = route.spec.traits
+    if route.kind == "key":
+        keyf = key_function(traits.key)
+        dumps = pickle.dumps
+        # Keys repeat: pickle each once. Equal keys share one pickle, as they
+        # share one state in-process (a dict: 1, 1.0 and True are one key).
+        pickled: dict[Any, bytes] = {}
+
+        def by_key(x: Any) -> tuple[bytes, None]:
+            k = keyf(x)
+            try:
+                return pickled[k], None
+            except KeyError:
+                b = pickled[k] = dumps(k, protocol=5)
+                return b, None
+            # An unhashable key raises TypeError: an error of the node, as in-process.
+
+        return by_key
+    assert traits.event_time is not None
+    timef = key_function(traits.event_time.time)
+
+    def when(x: Any) -> tuple[None, float]:
+        t = timef(x)
+        # Seconds, or a datetime taken as its POSIX timestamp (as in-process).
+        return None, float(t if isinstance(t, int | float) else t.timestamp())
+
+    return when
+
+
+class Router:
+    """Rows for the next stage, routed: ``k`` and ``t`` computed once per element.
+
+    Data bound for a stateful stage is packed (see :mod:`streams_spark.packs`):
+    one row per key of a keyed scan, per window of an event-time window, or
+    for the one group of a sequential stage, holding that group's elements.
+
+    Parameters
+    ----------
+    route_to : Route, optional
+        Where the rows go (None: no routing columns needed).
+    last : NodeSpec, optional
+        The node that produced the values (named when one cannot be pickled).
+    """
+
+    def __init__(self, route_to: Route | None, last: NodeSpec | None) -> None:
+        self.route_to = route_to
+        self.last = last
+        self.route = _route(route_to)
+        kind = route_to.kind if route_to is not None else None
+        self.to_window = kind == "window"
+        self.grouped = kind == "group"
+        self.keyed = kind == "key"
+        self.cols: dict[str, list[Any]] = {n: [] for n in MID_SCHEMA.names}
+        self._appends = tuple(c.append for c in self.cols.values())
+        # Group -> [seqs, subs, values, k, latest t]: the packs being filled.
+        self.packs: dict[Any, list[Any]] = {}
+        self.buckets: dict[bytes, bytes] = {}
+        self.width = 0
+        if self.to_window:
+            assert route_to is not None and route_to.spec is not None
+            event_time = route_to.spec.traits.event_time
+            assert event_time is not None
+            self.width = round(event_time.size * 1_000_000)
+
+    def add(self, seq: int, sub: int, kind: int, value: Any) -> None:
+        """A value (``kind`` DATA) or a pickled error record (``kind`` ERROR)."""
+        if kind == ERROR:
+            self._error(seq, sub, value)
+            return
+        try:
+            k, t = self.route(value)
+        except Exception as e:
+            assert self.route_to is not None and self.route_to.spec is not None
+            self._error(seq, sub, carried_error(self.route_to.spec.id, value, e))
+            return
+        if self.route_to is None:
+            kind, p = pickled_output(kind, value, self.last)
+            if kind == ERROR:
+                self._error(seq, sub, p)
+            else:
+                self._append(seq, sub, kind, p, b"", None)
+            return
+        group: Any = k
+        if self.keyed:
+            assert k is not None
+            group = self.buckets.get(k)
+            if group is None:
+                group = self.buckets[k] = key_bucket(k)
+        elif self.to_window:
+            assert t is not None
+            # The window Spark will put the element in: timestamp_seconds()
+            # truncates to microseconds, window() floors them by the width.
+            # Before 1970 Spark's window start is not a floor: no packing.
+            micros = int(t * 1_000_000) if 0.0 <= t < FAR_FUTURE else -1
+            if micros < 0:
+                self._pack_one(seq, sub, value, k, t)
+                return
+            group = micros // self.width
+        pack = self.packs.get(group)
+        if pack is None:
+            self.packs[group] = [[seq], [sub], [value], group if self.keyed else k, t]
+            return
+        pack[0].append(seq)
+        pack[1].append(sub)
+        pack[2].append(value)
+        if t is not None and t > pack[4]:
+            # The pack's event time is its latest element's: Spark's
+            # watermark (the latest event time seen) stays what it would be.
+            pack[4] = t
+
+    def _pack_one(self, seq: int, sub: int, value: Any, k: bytes | None,
+                  t: float | None) -> None:
+        kind, p = pickled_output(DATA, value, self.last)
+        if kind == ERROR:
+            self._error(seq, sub, p)
+        else:
+            self._append(seq, sub, kind, p, k, t)
+
+    def _error(self, seq: int, sub: int, p: bytes) -> None:
+        if self.to_window:
+            # A window has no place for an error row: fail the query with the
+            # first error in element order (an earlier element held in a pack
+            # may be one that cannot be pickled).
+            self._close_packs()
+            raise NodeFailure(NodeFailure.MARK + bytes(p).hex())
+        self._append(seq, sub, ERROR, p, b"", None)
+
+    def passthrough(self, seq: int, sub: int, kind: int, p: bytes) -> None:
+        """A control or error row of an earlier stage, going on unchanged."""
+        if kind == ERROR and self.to_window:
+            # Spark's window() drops a row without an event time: an error
+            # row must not go on to one (see _error).
+            self._error(seq, sub, p)
+            return
+        k, t = b"", None
+        if kind == FLUSH:
+            t = FAR_FUTURE
+            if self.grouped:
+                k = ONE_GROUP
+        self._append(seq, sub, kind, p, k, t)
+
+    def _append(self, seq: int, sub: int, kind: int, p: bytes, k: bytes | None,
+                t: float | None) -> None:
+        a = self._appends
+        a[0](seq)
+        a[1](sub)
+        a[2](kind)
+        a[3](p)
+        a[4](k)
+        a[5](t)
+
+    def _close_packs(self) -> None:
+        """Turn the packs being filled into rows."""
+        packs, self.packs = self.packs, {}
+        failed: list[tuple[int, int, bytes]] = []
+        for seqs, subs, values, k, t in packs.values():
+            try:
+                p = pack_payload(seqs, subs, values)
+            except Exception:
+                # Some value cannot be pickled: it becomes an error row of the
+                # step that returned it, in its place; the others stay packed.
+                keep = []
+                for i, x in enumerate(values):
+                    kind, ep = pickled_output(DATA, x, self.last)
+                    if kind == ERROR:
+                        failed.append((seqs[i], subs[i], ep))
+                    else:
+                        keep.append(i)
+                if not keep:
+                    continue
+                seqs, subs = [seqs[i] for i in keep], [subs[i] for i in keep]
+                p = pack_payload(seqs, subs, [values[i] for i in keep])
+            self._append(seqs[0], subs[0], PACK, p, k, t)
+        failed.sort(key=lambda f: (f[0], f[1]))
+        for seq, sub, ep in failed:
+            self._error(seq, sub, ep)
+
+    def batch(self) -> pa.RecordBatch:
+        """The rows so far as a record batch (and start anew)."""
+        self._close_packs()
+        out = pa.RecordBatch.from_pydict(self.cols, schema=MID_SCHEMA)
+        for v in self.cols.values():
+            v.clear()
+        return out
+
+    def frame(self) -> pd.DataFrame:
+        """The rows so far as a pandas frame of object columns (and start anew)."""
+        self._close_packs()
+        # Object columns: pandas would warn (FutureWarning) when PySpark
+        # concatenates typed frames with its all-NA padding frames. Built from
+        # object arrays: pd.Series(..., dtype=object) costs several times more.
+        n = len(self.cols["seq"])
+        out = pd.DataFrame({name: np.fromiter(v, dtype=object, count=n)
+                            for name, v in self.cols.items()}, copy=False)
+        for v in self.cols.values():
+            v.clear()
+        return out
