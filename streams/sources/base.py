@@ -217,8 +217,10 @@ class Source(Stream[Any]):
         """
         from ..graph import walk
 
-        # A source's own clock (a file's polling) is covered by _needs_loop.
+        # A source's own clock (a file's polling) is covered by _needs_loop;
+        # a window on event time reads the elements' time, never a timer.
         return any(isinstance(getattr(n, "_clock", None), LoopClock)
+                   and n._traits().event_time is None
                    for n in walk(self) if not isinstance(n, Source))
 
     def _check_start(self, on_loop: bool) -> None:

@@ -72,6 +72,37 @@ def test_a_timer_with_no_loop_runs_on_one_thread_logged_once() -> None:
     assert "'streams-loop'" in out
 
 
+def test_a_finite_source_of_real_time_nodes_runs_on_the_loop_thread() -> None:
+    # streamz's test_from_iterable_backpressure: start() returns at once and
+    # rate_limit paces the source from the loop thread.
+    out = run("""
+        import concurrent.futures, threading
+        from streams import Stream
+        source = Stream.from_iterable(range(4))
+        seen = []
+        source.rate_limit(0.001).sink(lambda x: seen.append(threading.current_thread().name))
+        run = source.start()
+        assert isinstance(run, concurrent.futures.Future), run
+        run.result(timeout=60)
+        print(sorted(set(seen)), len(seen))
+    """)
+    assert "['streams-loop'] 4" in out
+
+
+def test_a_finite_source_of_event_time_windows_runs_here_to_the_end() -> None:
+    # Event-time windows read the elements' time: no loop is needed, so the
+    # run is synchronous and complete when start() returns, starting no thread.
+    out = run("""
+        import threading
+        from streams import Stream
+        source = Stream.from_iterable([1, 2, 11, 12, 25])
+        tumbling = source.timed_window(10, time=float).sink_to_list()
+        sessions = source.session_window(5, time=float).sink_to_list()
+        print(source.start(), tumbling, sessions, threading.active_count())
+    """)
+    assert out.split("\n")[0] == "None [[1, 2], [11, 12], [25]] [[1, 2], [11, 12], [25]] 1"
+
+
 @pytest.mark.parametrize("given", ["loop", "ensure_io_loop"])
 def test_loop_and_ensure_io_loop_are_honoured(given: str) -> None:
     out = run(f"""
