@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 __all__ = ["START", "Auction", "Bid", "Person", "generate"]
 
 #: The time of the first event (a multiple of 10 s since the epoch).
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 
 _CITIES = ("Phoenix", "Portland", "Boise", "Seattle", "Kent", "Bend", "Redmond", "Tacoma")
 _STATES = ("AZ", "OR", "ID", "WA", "CA")

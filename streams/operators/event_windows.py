@@ -84,9 +84,11 @@ class _EventWindows(LateSide):
         raise NotImplementedError
 
     def _emit_closed(self, watermark: float) -> Any:
+        closed = self._take_closed(watermark)
+        if not closed:
+            return None
         keyed = self._key is not None
-        return gather_pending([self._emit((k, w) if keyed else w)
-                               for k, w in self._take_closed(watermark)])
+        return gather_pending([self._emit((k, w) if keyed else w) for k, w in closed])
 
     def _flush(self) -> Any:
         return self._emit_closed(math.inf)
@@ -148,7 +150,7 @@ class SlidingTimedWindow(_EventWindows):
     [('b', 3)]
     """
 
-    __slots__ = ("_windows", "interval", "slide")
+    __slots__ = ("_due", "_windows", "interval", "slide")
     _operator = "timed_window"
     _params = ("interval", "time", "lateness", "slide", "key")
     _state = ("_windows", "_max_time")
@@ -164,9 +166,16 @@ class SlidingTimedWindow(_EventWindows):
                              f"({interval!r}): elements between windows would be in none; "
                              "give slide <= interval")
         self._setup(op, time, lateness, key)
-        # (window index, key) -> elements; insertion order breaks ties in time.
-        self._windows: dict[tuple[int, Any], list[Any]] = {}
+        # window index -> key -> elements; insertion order breaks ties in time.
+        # By index first: the indices open at once are few ((size + lateness)
+        # / slide), whatever the number of keys, so closing scans only them.
+        self._windows: dict[int, dict[Any, list[Any]]] = {}
+        self._due = math.inf  # when the earliest open window ends
         Stream.__init__(self, upstream, **kwargs)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self._due = min(self._windows, default=math.inf) * self.slide + self.interval
 
     def _first(self, t: float) -> int:
         """The smallest ``i`` whose window ``[i*slide, i*slide + size)`` ends after ``t``."""
@@ -183,14 +192,24 @@ class SlidingTimedWindow(_EventWindows):
         if first * self.slide + self.interval <= watermark:
             return (f"falls in window [{first * self.slide!r}, "
                     f"{first * self.slide + self.interval!r}), already emitted")
+        windows = self._windows
         for i in range(first, _window_index(t, self.slide) + 1):
-            self._windows.setdefault((i, k), []).append(x)
+            by_key = windows.get(i)
+            if by_key is None:
+                windows[i] = {k: [x]}
+                self._due = min(self._due, i * self.slide + self.interval)
+            else:
+                by_key.setdefault(k, []).append(x)
         return None
 
     def _take_closed(self, watermark: float) -> list[tuple[Any, list[Any]]]:
-        ready = [ik for ik in self._windows if ik[0] * self.slide + self.interval <= watermark]
-        ready.sort(key=lambda ik: ik[0])  # stable: keys in the order their windows opened
-        return [(ik[1], self._windows.pop(ik)) for ik in ready]
+        if watermark < self._due:
+            return []
+        ready = sorted(i for i in self._windows if i * self.slide + self.interval <= watermark)
+        # Keys of one window in the order their windows opened.
+        closed = [kw for i in ready for kw in self._windows.pop(i).items()]
+        self._due = min(self._windows, default=math.inf) * self.slide + self.interval
+        return closed
 
 
 @Stream.register_api()
@@ -245,7 +264,7 @@ class SessionWindow(_EventWindows):
     ('b', [('b', 30)])
     """
 
-    __slots__ = ("_seq", "_sessions", "gap")
+    __slots__ = ("_closing", "_seq", "_sessions", "gap")
     _operator = "session_window"
     _params = ("gap", "time", "lateness", "key")
     _state = ("_sessions", "_max_time", "_seq")
@@ -257,7 +276,18 @@ class SessionWindow(_EventWindows):
         # key -> open sessions, each [start, end, [(arrival, element)...], created].
         self._sessions: dict[Any, list[list[Any]]] = {}
         self._seq = 0  # arrivals, to keep a merged session in arrival order
+        # (time a session of the key may close, arrival, key): when the
+        # watermark passes it, the key's sessions are looked at, and only
+        # then, so closing costs nothing per key that stays open. Entries of
+        # sessions extended since are stale; they are skipped when popped.
+        self._closing: list[tuple[float, int, Any]] = []
         Stream.__init__(self, upstream, **kwargs)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self._closing = [(s[1] + self.gap, s[3], k)
+                         for k, sessions in self._sessions.items() for s in sessions]
+        heapq.heapify(self._closing)
 
     def _place(self, x: Any, t: float, k: Any, watermark: float) -> str | None:
         gap = self.gap
@@ -269,19 +299,35 @@ class SessionWindow(_EventWindows):
         self._seq += 1
         if not touching:
             self._sessions.setdefault(k, []).append([t, t, [(seq, x)], seq])
+            heapq.heappush(self._closing, (t + gap, seq, k))
+            return None
+        if len(touching) == 1:  # the usual case: the element extends one session
+            session = touching[0]
+            session[2].append((seq, x))  # the latest arrival: order is kept
+            if t < session[0]:
+                session[0] = t
+            elif t > session[1]:
+                session[1] = t
+                heapq.heappush(self._closing, (t + gap, seq, k))
             return None
         merged = [min(t, *(s[0] for s in touching)), max(t, *(s[1] for s in touching)),
                   [*heapq.merge(*(s[2] for s in touching)), (seq, x)],
                   min(s[3] for s in touching)]
         self._sessions[k] = [s for s in sessions if all(s is not u for u in touching)] + [merged]
+        heapq.heappush(self._closing, (merged[1] + gap, seq, k))
         return None
 
     def _take_closed(self, watermark: float) -> list[tuple[Any, list[Any]]]:
         ready: list[tuple[float, int, Any, list[Any]]] = []
-        for k in list(self._sessions):
+        closing, gap = self._closing, self.gap
+        while closing and closing[0][0] <= watermark:
+            k = heapq.heappop(closing)[2]
+            sessions = self._sessions.get(k)
+            if not sessions:
+                continue  # an entry of sessions already emitted
             keep = []
-            for s in self._sessions[k]:
-                if s[1] + self.gap <= watermark:
+            for s in sessions:
+                if s[1] + gap <= watermark:
                     ready.append((s[0], s[3], k, [x for _, x in s[2]]))
                 else:
                     keep.append(s)

@@ -311,7 +311,12 @@ class TimedWindow(LateSide):
         return self._emit_until(self._max_time - self.lateness)
 
     def _emit_until(self, watermark: float) -> Any:
-        ready = sorted(k for k in self._windows if (k + 1) * self.interval <= watermark)
+        windows = self._windows
+        if len(windows) == 1:  # the usual case, checked first: only the open window
+            for k in windows:
+                if (k + 1) * self.interval > watermark:
+                    return self._outbox.wait()
+        ready = sorted(k for k in windows if (k + 1) * self.interval <= watermark)
         if not ready:
             return self._outbox.wait()
         return _gather_pending([self._emit_window(self._outbox.emit, k, self._windows.pop(k))
