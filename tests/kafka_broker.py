@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.processes import stop_process
+
 __all__ = ["KafkaBroker", "kafka_broker", "kafka_topic"]
 
 
@@ -124,12 +126,7 @@ class KafkaBroker:
             c.close()
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a hung broker
-            self.process.kill()
-            self.process.wait(timeout=30)
+        stop_process(self.process)
         self._log.close()
 
 

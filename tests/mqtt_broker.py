@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import stop_process
+
 __all__ = ["MOSQUITTO", "MqttBroker", "mqtt_broker", "start_broker"]
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
@@ -61,13 +63,7 @@ class MqttBroker:
                            + self._log_path.read_text(errors="replace"))
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:  # pragma: no cover - a hung broker
-                self.process.kill()
-                self.process.wait(timeout=30)
+        stop_process(self.process)
         self._log.close()
 
 

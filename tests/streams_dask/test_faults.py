@@ -22,6 +22,7 @@ from distributed import Client
 
 import streams_dask  # noqa: F401
 from streams import Stream
+from tests.processes import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,14 +119,7 @@ def external() -> Iterator[tuple[str, dict[str, subprocess.Popen[bytes]]]]:
     finally:
         # Workers first: a worker whose scheduler is gone keeps retrying.
         for name in sorted(procs, key=lambda n: n == "scheduler"):
-            p = procs[name]
-            if p.poll() is None:
-                p.terminate()
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            stop_process(procs[name], timeout=15)
 
 
 @pytest.mark.dask

@@ -28,6 +28,8 @@ from typing import IO
 import pyspark
 import pytest
 
+from tests.processes import stop_process
+
 pytestmark = pytest.mark.spark
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
@@ -57,12 +59,7 @@ def _start(args: list[str], env: dict[str, str], text: str) -> subprocess.Popen[
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop_process(proc, timeout=60)
     if proc.stdout is not None:
         proc.stdout.close()
 
