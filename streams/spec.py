@@ -32,14 +32,30 @@ class EventTime:
     time : callable or key
         ``time(x)`` (or ``x[time]``) is an element's timestamp in seconds.
     size : float
-        The window length, in seconds.
+        The window length, in seconds; for sessions, the gap that ends one.
     lateness : float
         How far behind the largest timestamp seen an element is still counted.
+    slide : float or None
+        Sliding windows: the distance between window starts (None: tumbling).
+    session : bool
+        Session windows: ``size`` is the inactivity gap that closes a session.
+    key : callable, key or None
+        One set of windows per ``key(x)`` (or ``x[key]``), each emitted as
+        ``(key, elements)``; the watermark is shared by all keys.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> Stream().timed_window(10, slide=5, time=0, key=1).describe().traits.event_time
+    EventTime(time=0, size=10.0, lateness=0.0, slide=5.0, session=False, key=1)
     """
 
     time: Any
     size: float
     lateness: float
+    slide: float | None = None
+    session: bool = False
+    key: Any = None
 
 
 @dataclass(frozen=True)

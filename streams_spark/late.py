@@ -3,8 +3,11 @@
 Spark's watermark drops a row bound for a window that ended at or before
 the watermark of the previous micro-batch, and only counts it
 (``numRowsDroppedByWatermark`` in the query's progress). Rows bound for a
-window travel as packs, one per window (see :mod:`streams_spark.packs`), so
-that count is of windows, not of elements, and says nothing of which.
+window travel as packs (see :mod:`streams_spark.packs`) and are counted
+after Spark's partial aggregation, so that count is of windows and keys,
+not of elements, and says nothing of which. A sliding element late for its
+first windows is dropped from those only: Spark still counts it in its
+windows that are open (in-process it would be in none of them, only late).
 
 The driver of a ``to_spark()`` segment wrote each micro-batch itself, so it
 still holds its elements: when Spark reports drops for the batch that read
@@ -63,9 +66,14 @@ class LateElements:
         self.spec = window.spec
         event_time = window.spec.traits.event_time
         assert event_time is not None
-        self.width = round(event_time.size * 1_000_000)
+        self.event_time = event_time
+        self.size = round(event_time.size * 1_000_000)
+        self.slide = (round(event_time.slide * 1_000_000) if event_time.slide is not None
+                      else self.size)
+        self.session = event_time.session
         self.lateness = event_time.lateness
         self.time = key_function(event_time.time)
+        self.key = None if event_time.key is None else key_function(event_time.key)
         before = plan.stages[:i]
         # Only stateless chains can run again on the driver with Spark's result.
         self.specs = ([spec for s in before if isinstance(s, ChainStage) for spec in s.specs]
@@ -110,10 +118,16 @@ class LateElements:
             for threshold in thresholds:
                 if threshold is None:
                     continue
-                late = [(x, t, start) for x, t, start in values
-                        if start + self.width <= threshold]
-                if len({start for _, _, start in late}) == dropped:
-                    return [self._error(x, t, start, threshold) for x, t, start in late]
+                # Spark counts the rows it drops after its partial aggregation:
+                # one per window and key whose window ended by the watermark
+                # (a session: it is not merged yet, one per element).
+                rows = {(row, start) for _, _, row, windows in values
+                        for start, end in windows if end <= threshold}
+                if len(rows) != dropped:
+                    continue
+                return [self._error(x, t, next(w for w in windows if w[1] <= threshold),
+                                    threshold)
+                        for x, t, _, windows in values if any(e <= threshold for _, e in windows)]
         why = ("they came from a Spark source, never through the driver"
                if not self.driver_fed else
                "the steps before the window keep state, so the driver cannot find them again"
@@ -134,27 +148,38 @@ class LateElements:
         except (TypeError, ValueError, KeyError):
             return -1
 
-    def _arriving(self, elements: list[Any]) -> list[tuple[Any, float, int]]:
-        """What reaches the window, with its event time and window start (microseconds)."""
+    def _arriving(self, elements: list[Any]) -> list[tuple[Any, float, Any, list[tuple[int, int]]]]:
+        """What reaches the window: each element, its event time, the Spark row it
+        travels in and that row's windows (``(start, end)`` in microseconds)."""
         assert self.specs is not None
         events = Stage(chain_plan(self.specs)).run(elements).events
-        out = []
-        for x in events:
+        out: list[tuple[Any, float, Any, list[tuple[int, int]]]] = []
+        for i, x in enumerate(events):
             if isinstance(x, Failure):
                 continue  # an error before the window failed the batch already
             try:
                 t = self.time(x)
                 t = float(t if isinstance(t, int | float) else t.timestamp())
+                key = None if self.key is None else self.key(x)
             except Exception:
                 continue
             micros = int(t * 1_000_000)
-            out.append((x, t, micros // self.width * self.width))
+            if self.session:  # a session: each element is a row of its own
+                out.append((x, t, i, [(micros, micros + self.size)]))
+                continue
+            last = micros // self.slide
+            first = (micros - self.size) // self.slide + 1
+            windows = [(j * self.slide, j * self.slide + self.size)
+                       for j in range(first, last + 1)]
+            out.append((x, t, repr(key), windows))
         return out
 
-    def _error(self, x: Any, t: float, start: int, threshold: int) -> tuple[int, bytes]:
-        end = (start + self.width) / 1_000_000
+    def _error(self, x: Any, t: float, window: tuple[int, int], threshold: int
+               ) -> tuple[int, bytes]:
+        start, end = window[0] / 1_000_000, window[1] / 1_000_000
+        what = "its session" if self.session else "window"
         error = LateElementError(
-            f"event time {t!r} falls in window [{start / 1_000_000!r}, {end!r}), already "
+            f"event time {t!r} falls in {what} [{start!r}, {end!r}), already "
             f"emitted: Spark's watermark is {threshold / 1_000_000!r} (largest time of the "
             f"micro-batches before - lateness {self.lateness!r}); raise lateness= to accept it")
         return ERROR, carried_error(self.spec.id, x, error)

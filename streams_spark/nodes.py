@@ -32,24 +32,16 @@ DEFAULT_BATCH_SIZE = 10_000
 
 
 def _check_policies_before_window(nodes: list[Stream[Any]]) -> None:
-    """Refuse ``skip``/``route`` before an event-time window, and its ``late`` stream.
+    """Refuse ``skip``/``route`` before an event-time window lowered to Spark's.
 
-    Checked at the first batch (``late`` is connected after the window is built).
-
-    On Spark an error raised before an event-time window fails the
-    micro-batch: ``window()`` has no place for an error row. Only the
-    ``raise`` policy gives the in-process result there.
+    Checked at the first batch. On Spark an error raised before such a
+    window fails the micro-batch: ``window()`` has no place for an error row.
+    Only the ``raise`` policy gives the in-process result there. (A window
+    whose ``late`` stream is sunk declares no event time: it runs as the
+    core's node, element by element, and takes any policy before it.)
     """
     for i, node in enumerate(nodes):
         if node.describe().traits.event_time is not None:
-            late = getattr(node, "_late", None)
-            if late is not None and late.downstreams:
-                raise ValueError(
-                    f"{node._label()}: on Spark its late elements cannot reach node.late: "
-                    "Spark's window() drops them behind its watermark and reports only "
-                    "how many (a LateElementError to the node's error policy). Sink "
-                    "node.errors with on_error('route') instead, or gather() before the "
-                    "window and window in-process")
             for before in nodes[:i]:
                 if before._policy != "raise":
                     raise ValueError(

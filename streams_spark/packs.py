@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from .codec import DATA, PACK
 
-__all__ = ["opened", "pack_payload", "windows_of"]
+__all__ = ["opened", "pack_payload", "windows_and_firsts", "windows_of"]
 
 
 def pack_payload(seqs: list[int], subs: list[int], values: list[Any],
@@ -101,6 +101,15 @@ def windows_of(items: pa.Array | pa.ChunkedArray) -> list[list[Any]]:
     ``sub``, ``kind``, ``p``; data rows and packs count, control rows do not
     (a window of control rows only is an empty list).
     """
+    return windows_and_firsts(items)[0]
+
+
+def windows_and_firsts(items: pa.Array | pa.ChunkedArray) -> tuple[list[list[Any]], list[int]]:
+    """:func:`windows_of`, and the ``seq`` of each window's first element (-1: none).
+
+    The first element's ``seq`` orders windows that close together as
+    in-process: in the order they were opened.
+    """
     if isinstance(items, pa.ChunkedArray):
         items = items.combine_chunks()
     flat = pc.list_flatten(items)
@@ -125,12 +134,16 @@ def windows_of(items: pa.Array | pa.ChunkedArray) -> list[list[Any]]:
             sub.append(sb)
             values.append(loads(p))
     out: list[list[Any]] = [[] for _ in range(len(items))]
+    firsts = [-1] * len(items)
     if not values:
-        return out
+        return out, firsts
     order = pc.sort_indices(
         pa.table({"w": pa.array(win, pa.int64()), "seq": pa.array(seq, pa.int64()),
                   "sub": pa.array(sub, pa.int64())}),
         sort_keys=[("w", "ascending"), ("seq", "ascending"), ("sub", "ascending")])
     for i in order.to_pylist():
-        out[win[i]].append(values[i])
-    return out
+        window = out[win[i]]
+        if not window:
+            firsts[win[i]] = seq[i]
+        window.append(values[i])
+    return out, firsts

@@ -1,9 +1,13 @@
 """Routing rows to the next Spark stage: the ``k`` and ``t`` columns, and packing.
 
 Rows bound for a stateful stage carry the group of their key (a bucket of
-keys, :func:`key_bucket`) or their event time, computed once per element by
-the chain before that stage, and travel packed, one row per group (see
-:mod:`streams_spark.packs`).
+keys, :func:`key_bucket`) or their event time (and, for a keyed window, the
+pickled key), computed once per element by the chain before that stage,
+and travel packed, one row per group (see :mod:`streams_spark.packs`).
+Elements share a pack on the way to a window when Spark puts them in the
+same windows (the same tumbling window, the same run of sliding windows)
+under the same key; each element bound for a session window is a row of
+its own, since its own time starts its session.
 """
 
 from __future__ import annotations
@@ -18,14 +22,14 @@ import pandas as pd
 import pyarrow as pa
 
 from streams.operators._checks import key_function
-from streams.spec import NodeSpec
+from streams.spec import EventTime, NodeSpec
 
 from .codec import DATA, ERROR, FLUSH, PACK, carried_error, pickled_output
 from .packs import pack_payload
 from .plan import Route
 
 __all__ = ["FAR_FUTURE", "KEY_BUCKETS", "MID_SCHEMA", "ONE_GROUP", "NodeFailure", "Router",
-           "key_bucket"]
+           "key_bucket", "window_group"]
 
 #: The key of the one group of a sequential stage (never a pickled key).
 ONE_GROUP = b"\x01"
@@ -89,8 +93,24 @@ def _route(route: Route | None) -> Callable[[Any], tuple[bytes | None, float | N
             # An unhashable key raises TypeError: an error of the node, as in-process.
 
         return by_key
-    assert traits.event_time is not None
-    timef = key_function(traits.event_time.time)
+    event_time = traits.event_time
+    assert event_time is not None
+    timef = key_function(event_time.time)
+    if event_time.key is not None:
+        keyf = key_function(event_time.key)
+        dumps = pickle.dumps
+        known: dict[Any, bytes] = {}
+
+        def keyed_when(x: Any) -> tuple[bytes, float]:
+            t = timef(x)
+            k = keyf(x)
+            try:
+                b = known[k]
+            except KeyError:
+                b = known[k] = dumps(k, protocol=5)
+            return b, float(t if isinstance(t, int | float) else t.timestamp())
+
+        return keyed_when
 
     def when(x: Any) -> tuple[None, float]:
         t = timef(x)
@@ -98,6 +118,29 @@ def _route(route: Route | None) -> Callable[[Any], tuple[bytes | None, float | N
         return None, float(t if isinstance(t, int | float) else t.timestamp())
 
     return when
+
+
+def window_group(event_time: EventTime) -> Callable[[int], Any] | None:
+    """The pack of an element bound for the window ``event_time``, by its microsecond.
+
+    Elements in one pack are in the same windows: Spark puts the pack, by
+    its latest time, in the windows of each of them. None: no packing (a
+    session starts at each element's own time).
+
+    Examples
+    --------
+    >>> group = window_group(EventTime(None, 6.0, 0.0, slide=2.0))
+    >>> group(5_000_000) == group(4_000_000), group(5_000_000) == group(6_000_000)
+    (True, False)
+    """
+    if event_time.session:
+        return None
+    size = round(event_time.size * 1_000_000)
+    if event_time.slide is None:
+        return lambda micros: micros // size
+    slide = round(event_time.slide * 1_000_000)
+    # Spark's windows of time m start at j * slide for j in (first, last].
+    return lambda micros: (micros // slide, (micros - size) // slide)
 
 
 class Router:
@@ -128,12 +171,12 @@ class Router:
         # Group -> [seqs, subs, values, k, latest t]: the packs being filled.
         self.packs: dict[Any, list[Any]] = {}
         self.buckets: dict[bytes, bytes] = {}
-        self.width = 0
+        self.window_group: Callable[[int], Any] | None = None
         if self.to_window:
             assert route_to is not None and route_to.spec is not None
             event_time = route_to.spec.traits.event_time
             assert event_time is not None
-            self.width = round(event_time.size * 1_000_000)
+            self.window_group = window_group(event_time)
 
     def add(self, seq: int, sub: int, kind: int, value: Any) -> None:
         """A value (``kind`` DATA) or a pickled error record (``kind`` ERROR)."""
@@ -161,14 +204,14 @@ class Router:
                 group = self.buckets[k] = key_bucket(k)
         elif self.to_window:
             assert t is not None
-            # The window Spark will put the element in: timestamp_seconds()
-            # truncates to microseconds, window() floors them by the width.
+            # The windows Spark will put the element in: timestamp_seconds()
+            # truncates to microseconds, window() floors them by the slide.
             # Before 1970 Spark's window start is not a floor: no packing.
             micros = int(t * 1_000_000) if 0.0 <= t < FAR_FUTURE else -1
-            if micros < 0:
+            if micros < 0 or self.window_group is None:
                 self._pack_one(seq, sub, value, k, t)
                 return
-            group = micros // self.width
+            group = (self.window_group(micros), k)
         pack = self.packs.get(group)
         if pack is None:
             self.packs[group] = [[seq], [sub], [value], group if self.keyed else k, t]

@@ -260,7 +260,12 @@ class SparkSegment(Segment):
         self.started = True
         up = self.exits[0].upstream if self.exits else None
         nodes = self.nodes if up is None else self.lineage(up)
-        return lower([n.describe() for n in nodes])
+        specs = [n.describe() for n in nodes]
+        # Again now that the graph is whole: a window whose late stream was
+        # sunk since it was built runs as its node, not as Spark's window().
+        for i, spec in enumerate(specs):
+            _check_one_state_stage(specs[:i], spec)
+        return lower(specs)
 
     def node(self, node_id: int) -> Stream[Any]:
         """The segment node with ``node_id``."""

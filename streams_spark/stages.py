@@ -37,7 +37,7 @@ from .codec import (
     unpack,
     value_of,
 )
-from .packs import opened, windows_of
+from .packs import opened, windows_and_firsts
 from .plan import Route, by_id, by_position, chain_plan
 from .routing import ONE_GROUP, Router
 
@@ -269,25 +269,47 @@ def _columns(frames: Iterator[pd.DataFrame]) -> tuple[list[Any], ...]:
     return cols
 
 
-def window_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Turn aggregated windows into rows: one list of elements per window.
+#: The ``sub`` of a window's row holds this many low bits of the ``seq`` of its
+#: first element (the shift of :meth:`Driver.push` takes the other 16).
+FIRST_BITS = 47
 
-    Input columns: ``start`` (microseconds) and ``items`` (a list of
-    ``(seq, sub, kind, p)``, data rows or packs). The window's elements are
-    put back in input order; the row is of kind ``WINDOW``.
+
+def _ordered_windows(batch: pa.RecordBatch | pa.Table) -> list[tuple[int, int, Any]]:
+    """``(end, first seq, window)`` of each non-empty aggregated window.
+
+    Windows closing together are emitted as in-process: by end, then in the
+    order they were opened (their first element's ``seq``). A keyed window
+    is ``(key, elements)``.
+    """
+    names = batch.schema.names
+    ends = batch.column(names.index("end")).to_pylist()
+    keys = batch.column(names.index("k")).to_pylist()
+    windows, firsts = windows_and_firsts(batch.column(names.index("items")))
+    loads = pickle.loads
+    return [(end, first, values if k is None else (loads(k), values))
+            for end, k, values, first in zip(ends, keys, windows, firsts, strict=True)
+            if values]
+
+
+def window_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Turn aggregated windows into rows of kind ``WINDOW``, one per window.
+
+    Input columns: ``start``, ``end`` (microseconds), ``k`` (a pickled key, or
+    null) and ``items`` (a list of ``(seq, sub, kind, p)``, data rows or
+    packs). A row's ``seq`` is the window's end and its ``sub`` the ``seq``
+    of its first element, so that sorting by ``(seq, sub)`` gives the
+    in-process order (see :func:`_ordered_windows`).
     """
     dumps = pickle.dumps
+    mask = (1 << FIRST_BITS) - 1
     for batch in batches:
-        starts = batch.column(0).to_pylist()
-        seqs, ps = [], []
-        for start, values in zip(starts, windows_of(batch.column(1)), strict=True):
-            if values:
-                seqs.append(start)
-                ps.append(dumps(values, protocol=5))
-        n = len(seqs)
+        windows = _ordered_windows(batch)
+        n = len(windows)
         yield pa.RecordBatch.from_arrays(
-            [pa.array(seqs, pa.int64()), pa.array([0] * n, pa.int64()),
-             pa.array([WINDOW] * n, pa.int8()), pa.array(ps, pa.binary())],
+            [pa.array([w[0] for w in windows], pa.int64()),
+             pa.array([w[1] & mask for w in windows], pa.int64()),
+             pa.array([WINDOW] * n, pa.int8()),
+             pa.array([dumps(w[2], protocol=5) for w in windows], pa.binary())],
             names=["seq", "sub", "kind", "p"])
 
 
@@ -306,5 +328,5 @@ def collected_rows(table: pa.Table) -> list[tuple[int, Any]]:
             table = table.sort_by([("seq", "ascending"), ("sub", "ascending")])
         return list(zip(table.column("kind").to_pylist(), table.column("p").to_pylist(),
                         strict=True))
-    table = table.sort_by("start")
-    return [(WINDOW_ITEMS, values) for values in windows_of(table.column("items")) if values]
+    windows = sorted(_ordered_windows(table), key=lambda w: (w[0], w[1]))
+    return [(WINDOW_ITEMS, w[2]) for w in windows]

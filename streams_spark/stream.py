@@ -21,10 +21,22 @@ import pickle
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from streams.spec import EventTime
+
 from .batch import encode_chunks
-from .codec import DATA, ERROR, FLUSH_MARK, WINDOW, WINDOW_ITEMS, mark_error, value_of
+from .codec import (
+    DATA,
+    ERROR,
+    FLUSH_MARK,
+    WINDOW,
+    WINDOW_ITEMS,
+    mark_error,
+    unpack,
+    value_of,
+)
 from .late import LateElements
 from .plan import ChainStage, KeyedStage, Plan, WindowStage, route_of
 from .routing import FAR_FUTURE, MID_SCHEMA, NodeFailure
@@ -117,11 +129,8 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
             # The end-of-stream row is aggregated too, into a far-future window
             # that never closes: a filter here would be pushed below the
             # watermark, which would then never see the row.
-            df = (df.withColumn("et", F.timestamp_seconds("t"))
-                  .withWatermark("et", _seconds(event_time.lateness))
-                  .groupBy(F.window("et", _seconds(event_time.size)).alias("w"))
-                  .agg(F.collect_list(F.struct("seq", "sub", "kind", "p")).alias("items"))
-                  .select(F.unix_micros(F.col("w.start")).alias("start"), "items"))
+            df = _windows(df.withColumn("et", F.timestamp_seconds("t"))
+                          .withWatermark("et", _seconds(event_time.lateness)), event_time)
             if nxt is None and output is None:
                 return df  # windows are put in order on the driver: collected_rows()
             df = df.mapInArrow(window_items, rows)
@@ -135,6 +144,29 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
     if first:
         df = df.mapInArrow(chain_task([], None, first), mid)
     return df.select("seq", "sub", "kind", "p")
+
+
+def _windows(df: Any, event_time: EventTime) -> Any:
+    """Spark's windows of ``event_time`` over the rows of ``df`` (watermarked ``et``).
+
+    One row per window and key: ``start`` and ``end`` (microseconds), ``k``
+    (the pickled key; null without a key) and ``items``, the window's rows.
+    """
+    from pyspark.sql import functions as F
+
+    size = _seconds(event_time.size)
+    if event_time.session:
+        window = F.session_window("et", size)
+    elif event_time.slide is not None:
+        window = F.window("et", size, _seconds(event_time.slide))
+    else:
+        window = F.window("et", size)
+    # By key always: null without one (Spark refuses a session window
+    # without a grouping key; the end-of-stream row's b"" is a group apart).
+    return (df.groupBy(window.alias("w"), "k")
+            .agg(F.collect_list(F.struct("seq", "sub", "kind", "p")).alias("items"))
+            .select(F.unix_micros(F.col("w.start")).alias("start"),
+                    F.unix_micros(F.col("w.end")).alias("end"), "k", "items"))
 
 
 class _NoState:
@@ -186,8 +218,16 @@ class StreamRunner:
                            else self._scratch.child("checkpoint"))  # type: ignore[union-attr]
         self.inbox = self.checkpoint.child("inbox")
         self.inbox.makedirs()
-        self.files = len([f for f in self.inbox.names() if f.endswith(".parquet")])
-        self.next_seq = self.files << 32
+        files = sorted(f for f in self.inbox.names() if f.endswith(".parquet"))
+        self.files = len(files)
+        # Dense, across restarts too: a window's row keeps the low bits of
+        # its first element's seq (streams_spark.stages.FIRST_BITS).
+        self.next_seq = 0
+        for name in reversed(files):  # the last one may be the empty one of a close
+            after = _seq_after(self.inbox.read(name))
+            if after is not None:
+                self.next_seq = after
+                break
         self.results: dict[int, list[tuple[int, bytes]]] = {}
         self.delivered = -1
         windows = any(isinstance(s, WindowStage) for s in plan.stages)
@@ -271,6 +311,18 @@ class StreamRunner:
         self.query.stop()
         if self._scratch is not None:
             self._scratch.delete()
+
+
+def _seq_after(parquet: bytes) -> int | None:
+    """The ``seq`` after the elements of an inbox file (None: it has no rows)."""
+    table = pq.read_table(pa.BufferReader(parquet))
+    if not table.num_rows:
+        return None
+    last = pc.index(table.column("seq"), pc.max(table.column("seq"))).as_py()
+    seq, p = table.column("seq")[last].as_py(), table.column("p")[last].as_py()
+    # A chunk holds the elements seq, seq + 1...; the control row of a close
+    # takes no seq of its own.
+    return int(seq) if p == FLUSH_MARK else int(seq) + len(unpack(p))
 
 
 def _control_table(seq: int) -> pa.Table:

@@ -20,8 +20,8 @@ __all__ = [
 WINDOW = 10
 SLIDE = 2
 #: Half a millisecond off the events' 1 ms grid, so that no two bids are
-#: exactly a gap apart: engines differ there (bytewax keeps such bids in one
-#: session; streams, like Spark and Flink, starts a new one).
+#: exactly a gap apart (streams, Spark, Flink and bytewax keep such bids in
+#: one session; streams before 2026-11 started a new one).
 SESSION_GAP = 10.0005
 
 

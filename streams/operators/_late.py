@@ -75,6 +75,16 @@ class LateSide(Stream[Any]):
             self._late = late
         return late
 
+    def _late_is_sunk(self) -> bool:
+        """Whether something is connected to :attr:`late`.
+
+        Then an engine must run the node itself, element by element: an
+        engine's own ``window()`` drops late rows under a watermark that
+        moves between micro-batches, and cannot hand them to ``late``.
+        """
+        late: Stream[Any] | None = getattr(self, "_late", None)
+        return late is not None and bool(late.downstreams)
+
     def _fail(self, x: Any, exc: BaseException) -> Any:
         __tracebackhide__ = True  # pytest, IPython: show the user's frames
         late: Stream[Any] | None = getattr(self, "_late", None)

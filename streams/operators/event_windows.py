@@ -8,7 +8,9 @@ elements' own timestamps. As for the tumbling ``timed_window(..., time=)``:
   one for the whole node (all keys);
 * a window is emitted, once, when the watermark passes its end, and every
   window still open is emitted at ``close()``; windows closing together are
-  emitted in time order (by start, then by creation);
+  emitted in the order of their ends, then in the order they were opened
+  (their first element's arrival), so the output is in order of window ends
+  whichever elements move the watermark;
 * a window holds its elements in arrival order; only windows that received
   elements are emitted; without ``key`` a window is emitted as a list, with
   ``key`` as ``(key, list)`` (as a keyed ``scan`` emits ``(key, state)``);
@@ -16,21 +18,27 @@ elements' own timestamps. As for the tumbling ``timed_window(..., time=)``:
   it goes to :attr:`~streams.operators._late.LateSide.late` if something is
   connected there, else to the error policy as a ``LateElementError``.
 
-Engines run these nodes as they are, in element order (a Dask stage, a Spark
-chain of the stage program): the watermark is shared by every key, so keys
-are not independent, and the nodes declare neither a ``key`` nor an
-``event_time`` trait (Spark's own ``window()`` is tumbling only, and its
-``session_window()`` keeps one watermark per query but drops late rows).
+Engines: the nodes declare an ``event_time`` trait (with the slide, the
+session gap and the key), which Spark lowers to its own ``window(t, size,
+slide)`` or ``session_window(t, gap)`` under a watermark, grouped by key
+(see :mod:`streams_spark.stream`). Spark's watermark moves between
+micro-batches, not with each element, and it drops a late row from each
+window that already closed, counting it; so with ``late`` connected the
+nodes declare no ``event_time`` and an engine runs them as they are, in
+element order (as Dask always does). The watermark is shared by every key,
+so the nodes declare no ``key`` trait: keys are not independent.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from dataclasses import replace
 from typing import Any
 
 from ..core import Stream
 from ..pending import gather_pending
+from ..spec import EventTime, Traits
 from ._checks import key_function
 from ._late import LateElementError, LateSide, event_seconds
 from .timed import _window_index, check_interval
@@ -56,6 +64,15 @@ class _EventWindows(LateSide):
         self._key = None if key is None else key_function(key)
         self._max_time = -math.inf
 
+    def _event_time(self) -> EventTime:
+        raise NotImplementedError
+
+    def _traits(self) -> Traits:
+        traits = super()._traits()
+        if self._late_is_sunk():
+            return traits  # run as this node, element by element (see _late_is_sunk)
+        return replace(traits, event_time=self._event_time())
+
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         try:
             t = event_seconds(self._time, x)
@@ -80,7 +97,7 @@ class _EventWindows(LateSide):
         raise NotImplementedError
 
     def _take_closed(self, watermark: float) -> list[tuple[Any, list[Any]]]:
-        """Take the windows the watermark closed, in time order, as ``(key, elements)``."""
+        """Take the windows the watermark closed, by end then opening, as ``(key, elements)``."""
         raise NotImplementedError
 
     def _emit_closed(self, watermark: float) -> Any:
@@ -173,6 +190,10 @@ class SlidingTimedWindow(_EventWindows):
         self._due = math.inf  # when the earliest open window ends
         Stream.__init__(self, upstream, **kwargs)
 
+    def _event_time(self) -> EventTime:
+        return EventTime(self.time, self.interval, self.lateness, slide=self.slide,
+                         key=self.key)
+
     def restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
         self._due = min(self._windows, default=math.inf) * self.slide + self.interval
@@ -216,9 +237,11 @@ class SlidingTimedWindow(_EventWindows):
 class SessionWindow(_EventWindows):
     """Group elements into sessions separated by ``gap`` seconds of event time.
 
-    Two elements are in one session when their timestamps are less than
+    Two elements are in one session when their timestamps are at most
     ``gap`` apart, directly or through other elements of the session (an
-    element bridging two sessions merges them). A session is emitted when
+    element bridging two sessions merges them); elements exactly ``gap``
+    apart are in one session, as in Spark's ``session_window()``, Flink and
+    bytewax. A session is emitted when
     the watermark (largest timestamp seen minus ``lateness``) reaches its
     last timestamp plus ``gap``, and at ``close()``. An element that joins
     no open session and whose own session would already be closed is late
@@ -283,6 +306,9 @@ class SessionWindow(_EventWindows):
         self._closing: list[tuple[float, int, Any]] = []
         Stream.__init__(self, upstream, **kwargs)
 
+    def _event_time(self) -> EventTime:
+        return EventTime(self.time, self.gap, self.lateness, session=True, key=self.key)
+
     def restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
         self._closing = [(s[1] + self.gap, s[3], k)
@@ -292,7 +318,7 @@ class SessionWindow(_EventWindows):
     def _place(self, x: Any, t: float, k: Any, watermark: float) -> str | None:
         gap = self.gap
         sessions = self._sessions.get(k, [])
-        touching = [s for s in sessions if s[0] - gap < t < s[1] + gap]
+        touching = [s for s in sessions if s[0] - gap <= t <= s[1] + gap]
         if not touching and t + gap <= watermark:
             return f"starts a session that ends at {t + gap!r}, already closed"
         seq = self._seq
@@ -328,7 +354,7 @@ class SessionWindow(_EventWindows):
             keep = []
             for s in sessions:
                 if s[1] + gap <= watermark:
-                    ready.append((s[0], s[3], k, [x for _, x in s[2]]))
+                    ready.append((s[1] + gap, s[3], k, [x for _, x in s[2]]))
                 else:
                     keep.append(s)
             if keep:

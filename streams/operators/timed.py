@@ -203,6 +203,8 @@ class TimedWindow(LateSide):
         traits = super()._traits()
         if self._time is None:
             return replace(traits, ticked=True)
+        if self._late_is_sunk():
+            return traits  # run as this node, element by element (see _late_is_sunk)
         return replace(traits, event_time=EventTime(self.time, self.interval, self.lateness))
 
     # -- processing time ---------------------------------------------------

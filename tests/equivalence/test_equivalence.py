@@ -7,8 +7,7 @@ fall everywhere, inside stateful steps too. A pipeline lists the backends
 that can run it: a ``to_spark()`` segment is one linear chain with at most one
 keyed stage, so branching pipelines run in-process and on Dask only (branches
 and unions of Spark-resident segments, ``from_spark()``, are checked against
-the in-process run in tests/streams_spark/test_spark_subgraph.py), and Spark's
-tumbling window() cannot give its late elements to ``node.late``.
+the in-process run in tests/streams_spark/test_spark_subgraph.py).
 """
 
 from __future__ import annotations
@@ -147,10 +146,20 @@ CASES: dict[str, Case] = {
                                                               lateness=5)),
     "sliding_keyed": _with_late(lambda h: h.map(lambda x: (x % 3, x)).timed_window(
         6, slide=3, time=1, lateness=8, key=0)),
-    # Spark's window() drops late rows, counting them: it refuses node.late
-    # (tests/streams_spark/test_event_windows_on_spark.py).
+    # With node.late sunk, a window runs as its node on Spark (element by
+    # element); without, as Spark's window()/session_window() under its
+    # watermark, which moves between micro-batches: in-order times there.
     "tumbling_late_stream": _with_late(lambda h: h.timed_window(10, time=lambda x: x,
-                                                                lateness=4), LOCAL_AND_DASK),
+                                                                lateness=4)),
+    "sliding_spark_window": linear(lambda h: h.timed_window(6, slide=2, time=lambda x: x),
+                                   inputs=times, slow_on_spark=True),
+    "sliding_keyed_spark_window": linear(lambda h: h.map(lambda x: (x % 3, x)).timed_window(
+        6, slide=3, time=1, key=0).map(lambda kw: (kw[0], len(kw[1]))), inputs=times,
+        slow_on_spark=True),
+    "session_spark_window": linear(lambda h: h.session_window(2, time=lambda x: x),
+                                   inputs=times, slow_on_spark=True),
+    "session_keyed_spark_window": linear(lambda h: h.map(lambda x: (x % 2, x)).session_window(
+        3, time=1, key=0), inputs=times, slow_on_spark=True),
     "session": _with_late(lambda h: h.session_window(3, time=lambda x: x, lateness=5)),
     "session_keyed": _with_late(lambda h: h.map(lambda x: (x % 2, x)).session_window(
         4, time=1, lateness=10, key=0)),

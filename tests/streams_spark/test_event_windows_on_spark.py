@@ -1,10 +1,11 @@
-"""Sliding and session windows, keyed expiry and ``node.late`` in Spark segments.
+"""Sliding, session and keyed windows, keyed expiry and ``node.late`` in Spark segments.
 
-Spark's ``window()`` is the tumbling window: the planner lowers only nodes
-with an ``event_time`` trait to it. Sliding and session windows (one
-watermark for all keys) and keyed state with ttl run as the core's own
-nodes, in element order, in a chain of the stage program; their results on
-Spark are checked in tests/equivalence/.
+Event-time windows are lowered to Spark's ``window(t, size, slide)`` and
+``session_window(t, gap)`` under a watermark, grouped by key; with
+``node.late`` sunk they run as the core's own nodes, in element order, in a
+chain of the stage program (Spark's window() drops late rows). Keyed state
+with ttl runs as the core's node too. Results on Spark are checked against
+the in-process run in tests/equivalence/.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 import pytest
 
 import streams_spark  # noqa: F401
-from streams import Stream
+from streams import NodeError, Stream
+from streams.operators.timed import LateElementError
 from streams_spark.plan import ChainStage, WindowStage, lower
 
 
@@ -26,10 +28,20 @@ def _count(n: int, x: Any) -> int:
     lambda s: s.timed_window(10, slide=5, time=0),
     lambda s: s.timed_window(10, time=0, key=1),
     lambda s: s.session_window(10, time=0, key=1),
+    lambda s: s.session_window(10, time=0),
+], ids=["sliding", "keyed_tumbling", "keyed_session", "session"])
+def test_event_time_windows_are_lowered_to_spark_windows(make: Any) -> None:
+    node = make(Stream().to_spark())
+    plan = lower([node.describe()])
+    assert [type(s) for s in plan.stages] == [WindowStage]
+    assert plan.mode == "stream"
+
+
+@pytest.mark.parametrize("make", [
     lambda s: s.scan(_count, start=0, key=1, ttl=10, time=0),
     lambda s: s.stateful_map(lambda n, x: (n, [x]), start=0, key=1, ttl=10, time=0),
-], ids=["sliding", "keyed_tumbling", "session", "scan_ttl", "stateful_map_ttl"])
-def test_they_are_not_lowered_to_spark_window_or_keyed_state(make: Any) -> None:
+], ids=["scan_ttl", "stateful_map_ttl"])
+def test_keyed_state_with_ttl_runs_as_the_core_node(make: Any) -> None:
     node = make(Stream().to_spark())
     plan = lower([node.describe()])
     assert [type(s) for s in plan.stages] == [ChainStage]
@@ -38,27 +50,49 @@ def test_they_are_not_lowered_to_spark_window_or_keyed_state(make: Any) -> None:
     assert plan.mode == "batch"
 
 
-def test_the_tumbling_window_is_still_spark_window() -> None:
-    node = Stream().to_spark().timed_window(10, time=0, lateness=2)
-    assert [type(s) for s in lower([node.describe()]).stages] == [WindowStage]
+def test_a_window_with_late_sunk_runs_as_its_node() -> None:
+    window = Stream().to_spark().timed_window(10, time=0, lateness=2)
+    assert [type(s) for s in lower([window.describe()]).stages] == [WindowStage]
+    window.late.sink_to_list()
+    stages = lower([window.describe()]).stages
+    assert [type(s) for s in stages] == [ChainStage]
 
 
-def test_a_session_window_after_a_keyed_scan_is_refused_naming_both() -> None:
-    s = Stream().to_spark().scan(_count, start=0, key=0)
-    with pytest.raises(TypeError, match=r"session_window\(\) cannot run in this Spark "
-                                        r"segment after accumulate.*gather\(\)"):
-        s.session_window(5, time=1)
+def _running_max(best: int, x: Any) -> int:
+    return max(best, x[1])
 
 
-def test_late_stream_of_spark_window_is_refused(spark: Any) -> None:
+def test_a_session_window_after_a_keyed_scan_runs_as_in_process(spark: Any) -> None:
+    xs = [("a", 1), ("b", 2), ("a", 3), ("b", 9), ("a", 10), ("a", 11)]
+
+    def build(s: Stream[Any]) -> Stream[Any]:
+        return (s.scan(_running_max, start=0, key=0).map(lambda kv: (kv[0], kv[1], kv[1]))
+                .session_window(2, time=2, key=0))
+
+    results = []
+    for on_spark in (False, True):
+        source = Stream()
+        head = source.to_spark(batch_size=2) if on_spark else source
+        node = build(head)
+        out = (node.gather() if on_spark else node).sink_to_list()
+        for x in xs:
+            source.emit(x)
+        source.close()
+        results.append(out)
+    assert results[1] == results[0]
+    assert results[0][:2] == [("b", [("b", 2, 2)]), ("a", [("a", 1, 1), ("a", 3, 3)])]
+
+
+def test_late_elements_of_a_tumbling_window_reach_late_on_spark(spark: Any) -> None:
     source = Stream()
     window = source.to_spark(batch_size=2).timed_window(1.0, time=lambda x: x)
-    window.late.sink_to_list()
-    window.gather().sink_to_list()
-    with pytest.raises(ValueError, match=r"cannot reach node.late.*on_error\('route'\)"):
-        for t in [5.0, 7.5, 1.0, 8.0]:
-            source.emit(t)
-        source.close()
+    late = window.late.sink_to_list()
+    out = window.gather().sink_to_list()
+    for t in [5.0, 7.5, 1.0, 8.0]:  # 1.0 arrives after the watermark passed 7.5
+        source.emit(t)
+    source.close()
+    assert out == [[5.0], [7.5], [8.0]]
+    assert late == [1.0]
 
 
 def test_late_elements_of_a_sliding_window_reach_late_on_spark(spark: Any) -> None:
@@ -71,3 +105,35 @@ def test_late_elements_of_a_sliding_window_reach_late_on_spark(spark: Any) -> No
     source.close()
     assert out == [[5.0], [5.0], [7.5], [7.5, 8.0], [8.0]]
     assert late == [1.0]
+
+
+def _raised(make: Any, times: list[float]) -> tuple[list[Any], list[NodeError]]:
+    source = Stream()
+    out = make(source.to_spark(batch_size=2)).gather().sink_to_list()
+    errors = []
+    for t in [*times, None]:
+        try:
+            source.emit(t) if t is not None else source.close()
+        except NodeError as e:
+            errors.append(e)
+    return out, errors
+
+
+def test_a_late_element_of_a_spark_sliding_window_is_named_and_kept_in_open_windows(
+        spark: Any) -> None:
+    # Spark drops the element from its windows that closed (and the error
+    # names it) but counts it in those still open: in-process it would be
+    # in none of them (node.late sunk gives the in-process result).
+    out, errors = _raised(lambda s: s.timed_window(4.0, slide=2.0, time=lambda x: x),
+                          [5.0, 9.0, 6.5, 10.0])
+    assert [e.element for e in errors] == [6.5]
+    assert isinstance(errors[0].__cause__, LateElementError)
+    assert "window [4.0, 8.0)" in str(errors[0].__cause__)
+    assert out == [[5.0], [5.0], [9.0, 6.5], [9.0, 10.0], [10.0]]
+
+
+def test_spark_session_windows_merge_elements_exactly_a_gap_apart(spark: Any) -> None:
+    out, errors = _raised(lambda s: s.session_window(2.0, time=lambda x: x),
+                          [1.0, 3.0, 5.0, 9.0, 12.0])
+    assert errors == []
+    assert out == [[1.0, 3.0, 5.0], [9.0], [12.0]]

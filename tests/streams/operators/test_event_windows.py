@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from streams import NodeError, Stream
 from streams.operators.event_windows import SessionWindow, SlidingTimedWindow
 from streams.operators.timed import LateElementError, TimedWindow
-from streams.spec import build
+from streams.spec import EventTime, build
 
 # Elements are (key, time, id): ids tell equal timestamps apart.
 Element = tuple[str, int, int]
@@ -127,7 +127,7 @@ def test_a_plain_timed_window_stays_a_timed_window() -> None:
 
 
 def offline_sessions(xs: list[Element], gap: int, keyed: bool) -> list[Any]:
-    """Sessions computed from all the data at once: split where times are gap apart."""
+    """Sessions computed from all the data at once: split where times are more than gap apart."""
     by_key: dict[Any, list[Element]] = {}
     for x in xs:
         by_key.setdefault(x[0] if keyed else None, []).append(x)
@@ -136,7 +136,7 @@ def offline_sessions(xs: list[Element], gap: int, keyed: bool) -> list[Any]:
         ordered = sorted(group, key=lambda x: x[1])
         current = [ordered[0]]
         for prev, x in itertools.pairwise(ordered):
-            if x[1] - prev[1] >= gap:
+            if x[1] - prev[1] > gap:
                 sessions.append((k, current))
                 current = []
             current.append(x)
@@ -157,8 +157,8 @@ def test_sessions_with_enough_lateness_are_the_offline_sessions(
     assert late == []
     got = out if keyed else [(None, w) for w in out]
     assert _as_sets(got) == _as_sets(offline_sessions(xs, gap, keyed))
-    starts = [min(x[1] for x in s) for _, s in got]
-    assert starts == sorted(starts)  # all emitted at close, in time order
+    ends = [max(x[1] for x in s) + gap for _, s in got]
+    assert ends == sorted(ends)  # all emitted at close, in order of their ends
     for _, s in got:
         assert [x[2] for x in s] == sorted(x[2] for x in s)  # arrival order inside
 
@@ -174,7 +174,7 @@ def test_sessions_hold_every_element_once_or_send_it_to_late(
     assert sorted(placed + late) == sorted(xs)  # nothing lost, nothing twice
     for k, s in got:
         times = sorted(x[1] for x in s)
-        assert all(b - a < gap for a, b in itertools.pairwise(times))
+        assert all(b - a <= gap for a, b in itertools.pairwise(times))
         assert all((x[0] if keyed else None) == k for x in s)
 
 
@@ -195,10 +195,12 @@ def test_a_session_closes_when_the_watermark_passes_its_end_plus_gap() -> None:
     source.emit(4)
     source.emit(8)  # 8 - 4 < 5: the same session
     assert L == []
-    source.emit(13)  # watermark 13 = 8 + 5
-    assert L == [[0, 4, 8]]
+    source.emit(13)  # exactly a gap after 8: the same session
+    assert L == []
+    source.emit(19)  # watermark 19 > 13 + 5
+    assert L == [[0, 4, 8, 13]]
     source.close()
-    assert L == [[0, 4, 8], [13]]
+    assert L == [[0, 4, 8, 13], [19]]
 
 
 # -- the late side stream -------------------------------------------------------------
@@ -311,15 +313,32 @@ def test_a_snapshot_restored_into_a_rebuilt_node_continues_the_same(
     assert (out, late) == (expected, expected_late)
 
 
-def test_the_nodes_do_not_claim_keyed_or_tumbling_event_time_traits() -> None:
-    # Spark lowers event_time as a tumbling window() and key as independent
-    # per-key state: neither holds for these nodes (one watermark for all keys).
-    for node in [Stream().timed_window(10, slide=5, time=0, key=1),
-                 Stream().session_window(10, time=0, key=1)]:
+def test_the_nodes_declare_their_windows_and_no_independent_keys() -> None:
+    # Spark lowers event_time to its window()/session_window() by key; key
+    # (independent per-key state) does not hold: one watermark for all keys.
+    sliding = Stream().timed_window(10, slide=5, time=0, key=1)
+    session = Stream().session_window(10, time=0, lateness=2)
+    assert sliding.describe().traits.event_time == EventTime(0, 10.0, 0.0, slide=5.0, key=1)
+    assert session.describe().traits.event_time == EventTime(0, 10.0, 2.0, session=True)
+    for node in [sliding, session]:
         traits = node.describe().traits
-        assert traits.event_time is None and traits.key is None
-        assert traits.stateful and traits.local_only is None
+        assert traits.key is None and traits.stateful and traits.local_only is None
     assert isinstance(Stream().session_window(1, time=0), SessionWindow)
+
+
+@pytest.mark.parametrize("make", [
+    lambda s: s.timed_window(10, time=0),
+    lambda s: s.timed_window(10, slide=5, time=0),
+    lambda s: s.session_window(10, time=0, key=1),
+], ids=["tumbling", "sliding", "session"])
+def test_with_late_sunk_a_window_declares_no_event_time(make: Any) -> None:
+    # An engine's window() cannot hand late elements to node.late: the node
+    # then asks to run as itself, element by element.
+    node = make(Stream())
+    assert node.describe().traits.event_time is not None
+    node.late.sink_to_list()
+    traits = node.describe().traits
+    assert traits.event_time is None and traits.stateful
 
 
 def test_on_an_asynchronous_stream_emit_waits_for_windows_and_late_elements() -> None:
