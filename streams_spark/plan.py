@@ -11,8 +11,8 @@ list of stages, each one Spark operation:
   (``scan(func, key=...)``): Spark routes elements by key and keeps each
   group's state in its state store (``applyInPandasWithState``); the group
   function runs the core's node;
-* :class:`WindowStage` - a window on event time: Spark's ``window()`` under
-  a watermark.
+* :class:`WindowStage` - a window on event time: Spark's ``window()`` (tumbling
+  or sliding) or ``session_window()`` under a watermark, by key.
 
 A processing-time window (a *ticked* node) is part of a chain: the driver
 owns the clock and sends a tick with the micro-batch where each window

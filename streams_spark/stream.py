@@ -8,7 +8,8 @@ offsets in the checkpoint). Such a plan runs as one streaming query:
       -> mapInArrow (fused chain, routing columns)
       -> groupBy(k).applyInPandasWithState (keyed scan; applyInPandas on a
          static DataFrame, whose groups come once)
-      -> withWatermark + groupBy(window(t)) (event-time window)
+      -> withWatermark + groupBy(window(t, size, slide) or session_window(t, gap),
+         key) (an event-time window)
       -> foreachBatch (results back to the driver, by batch id)
 
 The driver writes a micro-batch as a file, runs the query until it has

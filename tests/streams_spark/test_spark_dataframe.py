@@ -175,3 +175,32 @@ def test_from_spark_delivers_every_result_of_a_batch_before_raising(
     assert isinstance(info.value.__cause__, ZeroDivisionError) and info.value.element == 0
     assert sorted(out) == [2, 5]
     assert source.query.name.startswith("streams_from_spark")
+
+
+def _window_counts(kind: str) -> Any:
+    """A keyed event-time window over Rows (key, value = seconds), as counts per window."""
+    def pipeline(s: Stream[Any]) -> Stream[Any]:
+        pairs = s.map(lambda r: (r.key, r.value))
+        windows = (pairs.timed_window(6, slide=2, time=1, key=0) if kind == "sliding"
+                   else pairs.session_window(3, time=1, key=0))
+        return windows.map(lambda kw: {"key": kw[0], "first": min(t for _, t in kw[1]),
+                                       "n": len(kw[1])})
+    return pipeline
+
+
+@pytest.mark.parametrize("kind", ["sliding", "session"])
+@settings(max_examples=2, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(data=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 30)), min_size=1,
+                     max_size=25))
+def test_keyed_windows_run_as_spark_windows_with_the_in_process_result(
+        spark: Any, kind: str, data: list[tuple[str, int]]) -> None:
+    # A static DataFrame is one micro-batch: Spark's watermark never passes
+    # an element, so the in-process run, in time order, has nothing late.
+    data = sorted(data, key=lambda d: d[1])
+    df = as_rows(spark, data)
+    got = _window_counts(kind)(Stream.from_spark(df)).to_dataframe(
+        "key string, first long, n long")
+    expected = in_process(df.collect(), _window_counts(kind))
+    assert sorted(tuple(r) for r in got.collect()) == sorted(
+        (d["key"], d["first"], d["n"]) for d in expected)
