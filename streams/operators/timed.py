@@ -163,8 +163,13 @@ class TimedWindow(LateSide):
                 lateness: float | str = 0.0, slide: float | str | None = None, key: Any = None,
                 **kwargs: Any) -> Any:
         if cls is TimedWindow and (slide is not None or key is not None):
-            # Sliding or keyed windows are their own class (a node built here
+            # Sliding or keyed windows are their own classes (a node built here
             # is not a TimedWindow, so its __init__ does not run again).
+            if time is None:
+                from .clock_windows import ClockSlidingWindow
+
+                return ClockSlidingWindow(upstream, interval, slide=slide, key=key,
+                                          lateness=lateness, **kwargs)
             from .event_windows import SlidingTimedWindow
 
             return SlidingTimedWindow(upstream, interval, time=time, lateness=lateness,
