@@ -8,6 +8,7 @@ node's creation, for every ``i`` whose window ends after it.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import pickle
 from typing import Any
@@ -186,6 +187,38 @@ def test_tick_moves_the_windows_as_the_clock_would() -> None:
     source.emit(2)
     node.tick()  # at 3: [-2, 3) ends
     assert out == [[1], [1, 2]]
+
+
+def test_windows_from_the_timer_reach_a_coroutine_sink_in_order() -> None:
+    out: list[Any] = []
+
+    async def main() -> None:
+        clock = VirtualClock()
+        with use_clock(clock):
+            source = Stream(asynchronous=True)
+
+            async def slow(w: list[int]) -> None:
+                await clock.sleep(0.5)
+                out.append(w)
+
+            source.timed_window(2, slide=1).sink(slow)
+        await source.emit(1)
+        await clock.advance_async(1.0)  # [-1, 1) emitted; the sink is busy until 1.5
+        waiting = asyncio.ensure_future(source.emit(2))
+        await asyncio.sleep(0)
+        assert not waiting.done()  # backpressure: the producer waits for the sink
+        await clock.advance_async(0.5)
+        await waiting
+        await clock.advance_async(0.5)  # [0, 2) emitted
+        closing = asyncio.ensure_future(source.aclose())
+        await asyncio.sleep(0)
+        assert not closing.done()  # close waits for the work in flight
+        for _ in range(4):
+            await clock.advance_async(0.5)
+        await closing
+
+    asyncio.run(main())
+    assert out == [[1], [1, 2], [2]]  # [1, 3) flushed at close
 
 
 # -- arguments, description, errors ------------------------------------------------------
