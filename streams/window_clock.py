@@ -19,43 +19,101 @@ from typing import Any
 from .clock import Clock, Handle, get_clock
 from .core import Stream
 
-__all__ = ["EPSILON", "WindowClock"]
+__all__ = ["EPSILON", "TickTimes", "WindowClock"]
 
 #: As the core's windows: a deadline within this many seconds is reached.
 EPSILON = 1e-9
 
 
-class _Window:
-    """The timing of one processing-time ``timed_window`` node."""
+class TickTimes:
+    """When the ticks of a processing-time window node fall, on its clock.
 
-    __slots__ = ("clock", "deadline", "index", "interval", "node_id", "origin")
+    Tick ``n`` (from 0) falls at ``origin + (k + 1) * period - backs[j]``,
+    with ``k, j = divmod(n, len(backs))``; ``closes[j]`` says whether that
+    tick closes (emits) a window. Other ticks only open one: they need no
+    timer, as they matter only before the next element or the next closing
+    tick. A tumbling window ticks, and closes, once per interval (the
+    default); a sliding window whose slide does not divide its size ticks
+    twice per slide (a window closes, another opens).
+
+    Examples
+    --------
+    >>> times = TickTimes(100.0, 4.0, backs=(2.0, 0.0), closes=(True, False))
+    >>> [times.at(n) for n in range(4)]
+    [102.0, 104.0, 106.0, 108.0]
+    >>> times.due(0, 101.0), times.due(0, 104.5), times.next_closing(1)
+    (0, 2, 2)
+    """
+
+    __slots__ = ("backs", "closes", "origin", "period")
+
+    def __init__(self, origin: float, period: float, backs: tuple[float, ...] = (0.0,),
+                 closes: tuple[bool, ...] = (True,)) -> None:
+        self.origin = origin
+        self.period = period
+        self.backs = backs
+        self.closes = closes
+
+    def at(self, n: int) -> float:
+        """The time of tick ``n`` (``at(-1)`` is the origin)."""
+        k, j = divmod(n, len(self.backs))
+        return self.origin + (k + 1) * self.period - self.backs[j]
+
+    def next_closing(self, n: int) -> int:
+        """The first tick from ``n`` on that closes a window."""
+        while not self.closes[n % len(self.closes)]:
+            n += 1
+        return n
+
+    def due(self, n: int, now: float) -> int:
+        """How many ticks from the ``n``-th have come by ``now`` (within EPSILON)."""
+        if now < self.at(n) - EPSILON:
+            return 0
+        if len(self.backs) == 1:  # the tumbling window's own arithmetic
+            return max(1, math.floor((now + EPSILON - self.origin) / self.period) - n)
+        # From a tick known to be due (a period back), count the rest one by one.
+        end = max(n + 1, len(self.backs) * (math.floor((now - self.origin) / self.period) - 1))
+        while now >= self.at(end) - EPSILON:
+            end += 1
+        return end - n
+
+
+class _Window:
+    """The timing of one processing-time window node."""
+
+    __slots__ = ("clock", "deadline", "index", "node_id", "times")
 
     def __init__(self, node: Stream[Any]) -> None:
         spec = node.describe()
         self.node_id = spec.id
-        self.interval = float(spec.params["interval"])
         # The node's own clock and start time: windows count from the node's
-        # creation, as in-process.
+        # creation, as in-process. A node that ticks other than once per
+        # interval says when (``_tick_times``).
         self.clock: Clock = getattr(node, "_clock", None) or get_clock()
-        self.origin: float = getattr(node, "_origin", None) or self.clock.now()
+        times: TickTimes | None = getattr(node, "_tick_times", None)
+        if times is None:
+            origin: float = getattr(node, "_origin", None) or self.clock.now()
+            times = TickTimes(origin, float(spec.params["interval"]))
+        # A copy: the node's own schedule moves if it is restored.
+        self.times = TickTimes(times.origin, times.period, times.backs, times.closes)
         self.index = 0
-        self.deadline = self.origin + self.interval
+        self.deadline = times.at(times.next_closing(0))
 
     def due(self, out: list[int]) -> None:
-        """Append this window's node id once for every window whose end has passed."""
-        now = self.clock.now()
-        if now < self.deadline - EPSILON:
+        """Append this window's node id once for every tick that has come."""
+        count = self.times.due(self.index, self.clock.now())
+        if not count:
             return
-        count = max(1, math.floor((now + EPSILON - self.origin) / self.interval) - self.index)
         out.extend([self.node_id] * count)
         self.index += count
-        self.deadline = self.origin + (self.index + 1) * self.interval
+        self.deadline = self.times.at(self.times.next_closing(self.index))
 
 
 class WindowClock:
     """Ticks for every processing-time ``timed_window`` of a segment.
 
-    A tick is the window node's id; one tick closes one window. Windows are
+    A tick is the window node's id; one tick closes one window (or, for a
+    sliding window, opens one: see :class:`TickTimes`). Windows are
     added as the graph is built (:meth:`add`), and timed from their
     creation, as in-process.
 

@@ -106,7 +106,13 @@ class TimedWindow(LateSide):
 
     With ``slide=`` (sliding windows) or ``key=`` (a window per key), the
     node is a :class:`~streams.operators.event_windows.SlidingTimedWindow`
-    (event time only).
+    on event time, or a
+    :class:`~streams.operators.clock_windows.ClockSlidingWindow` on
+    processing time: windows ``[origin + i * slide, origin + i * slide +
+    interval)`` on the clock, each holding the elements that arrived while it
+    was open, emitted when the clock reaches its end (empty ones included
+    without ``key=``; with it, one ``(key, elements)`` per key in the window),
+    the open ones that hold something at close.
 
     Parameters
     ----------
@@ -119,10 +125,10 @@ class TimedWindow(LateSide):
         Event-time mode: how far behind the largest timestamp seen an
         element may be and still be counted.
     slide : float or str, optional
-        Event time: start a window every ``slide`` seconds (``<= interval``).
+        Start a window every ``slide`` seconds (``<= interval``).
     key : callable or hashable, optional
-        Event time: one set of windows per ``key(x)`` (or ``x[key]``);
-        each window is emitted as ``(key, elements)``.
+        One set of windows per ``key(x)`` (or ``x[key]``); each window is
+        emitted as ``(key, elements)``.
 
     Examples
     --------
@@ -136,6 +142,15 @@ class TimedWindow(LateSide):
     >>> clock.advance(2.0)
     >>> L
     [[1, 2], [3], []]
+
+    Sliding, on the clock: two-second windows, one every second.
+
+    >>> with use_clock(VirtualClock()) as clock:
+    ...     source = Stream()
+    ...     L = source.timed_window(2.0, slide=1.0).sink_to_list()
+    >>> source.emit(1); clock.advance(1.0); source.emit(2); clock.advance(1.0)
+    >>> L
+    [[1], [1, 2]]
 
     By event time, allowing elements 5 seconds late:
 
@@ -163,8 +178,13 @@ class TimedWindow(LateSide):
                 lateness: float | str = 0.0, slide: float | str | None = None, key: Any = None,
                 **kwargs: Any) -> Any:
         if cls is TimedWindow and (slide is not None or key is not None):
-            # Sliding or keyed windows are their own class (a node built here
+            # Sliding or keyed windows are their own classes (a node built here
             # is not a TimedWindow, so its __init__ does not run again).
+            if time is None:
+                from .clock_windows import ClockSlidingWindow
+
+                return ClockSlidingWindow(upstream, interval, slide=slide, key=key,
+                                          lateness=lateness, **kwargs)
             from .event_windows import SlidingTimedWindow
 
             return SlidingTimedWindow(upstream, interval, time=time, lateness=lateness,

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streams import NodeError, Stream
+from streams import NodeError, Stream, VirtualClock, use_clock
 from streams.fusion import unfused
 
 from .conftest import Backend
@@ -105,6 +105,15 @@ def _with_late(make: Callable[[Stream[Any]], Stream[Any]],
     return Case(build, backends=backends)
 
 
+def _on_a_still_clock(make: Callable[[Stream[Any]], Stream[Any]]) -> Case:
+    """A processing-time window on a clock that never moves: close() flushes it all."""
+    def build(h: Stream[Any], leave: Callable[[Stream[Any]], Stream[Any]], out: Out) -> None:
+        with use_clock(VirtualClock()):
+            node = make(h)
+        out("out", leave(node))
+    return Case(build)
+
+
 def _ttl_count(n: int, kx: tuple[int, int]) -> tuple[int, list[Any]]:
     return n + 1, [(kx[0], n + 1)] if kx[1] % 4 == 0 else []
 
@@ -160,6 +169,11 @@ CASES: dict[str, Case] = {
                                    inputs=times, slow_on_spark=True),
     "session_keyed_spark_window": linear(lambda h: h.map(lambda x: (x % 2, x)).session_window(
         3, time=1, key=0), inputs=times, slow_on_spark=True),
+    # Ticks on a moving clock: tests/streams_dask/test_time.py and
+    # tests/streams_spark/test_spark_timed_window.py.
+    "clock_sliding_window": _on_a_still_clock(lambda h: h.timed_window(6, slide=2)),
+    "clock_keyed_window": _on_a_still_clock(lambda h: h.map(lambda x: (x % 3, x))
+                                            .timed_window(5, slide=2, key=0)),
     "session": _with_late(lambda h: h.session_window(3, time=lambda x: x, lateness=5)),
     "session_keyed": _with_late(lambda h: h.map(lambda x: (x % 2, x)).session_window(
         4, time=1, lateness=10, key=0)),

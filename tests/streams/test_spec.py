@@ -186,6 +186,7 @@ def test_parameters_survive_the_round_trip(n: int, key: Any, start: int, returns
                     with_state=with_state),
              s.timed_window(size, time=key if key is not None else 0, lateness=lateness),
              s.timed_window(size, slide=size / n, time=0, lateness=lateness, key=key),
+             s.timed_window(size, slide=size / n, key=key),  # processing time
              s.session_window(size, time=0, lateness=lateness, key=key),
              s.scan(operator.add, start=start, key=0, ttl=size, time=1),
              s.stateful_map(keep_state, key=0, ttl=size, time=1, on_expire=keep_state),

@@ -56,6 +56,37 @@ def test_timed_window_same_as_in_process(client: Client, clock: VirtualClock,
     assert got == expected
 
 
+def run_sliding(clock: VirtualClock, schedule: list[tuple[float, int]],
+                lift: Any, lower: Any) -> list[Any]:
+    source: Stream[Any] = Stream()
+    head = lift(source)
+    # 2.5 s every second: windows also start between two ends.
+    sliding = lower(head.map(inc).timed_window(2.5, slide=1.0)).sink_to_list()
+    keyed = lower(head.timed_window(2.0, slide=1.0, key=lambda x: x % 3)).sink_to_list()
+    for dt, x in schedule:
+        clock.advance(dt)
+        source.emit(x)
+    clock.advance(1.7)
+    source.close()
+    return [sliding, keyed]
+
+
+@pytest.mark.dask
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(schedule=st.lists(st.tuples(st.sampled_from([0.0, 0.0, 0.4, 1.0, 3.2]),
+                                   st.integers(0, 9)), max_size=25),
+       batch_size=st.integers(1, 5))
+def test_sliding_and_keyed_processing_windows_same_as_in_process(
+        client: Client, clock: VirtualClock, schedule: list[tuple[float, int]],
+        batch_size: int) -> None:
+    expected = run_sliding(clock, schedule, lambda s: s, lambda n: n)
+    got = run_sliding(clock, schedule,
+                      lambda s: s.scatter(client=client, batch_size=batch_size),
+                      lambda n: n.gather())
+    assert got == expected
+
+
 @pytest.mark.dask
 def test_event_time_window_and_buffer_on_a_segment(client: Client) -> None:
     def run(lift: Any, lower: Any) -> list[Any]:

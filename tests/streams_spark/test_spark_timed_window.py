@@ -45,6 +45,24 @@ def test_windows_hold_what_they_hold_in_process(spark: Any) -> None:
     assert run(windows, spark=True) == expected
 
 
+def sliding(s: Stream[Any]) -> Stream[Any]:
+    # 2.5 s every second: windows also start between two ends.
+    return s.map(lambda x: x * 10).timed_window(2.5, slide=1.0)
+
+
+def keyed(s: Stream[Any]) -> Stream[Any]:
+    return s.timed_window(2.0, slide=1.0, key=lambda x: x % 2)
+
+
+@pytest.mark.parametrize("build", [sliding, keyed], ids=["sliding", "keyed"])
+def test_sliding_and_keyed_windows_hold_what_they_hold_in_process(spark: Any,
+                                                                  build: Any) -> None:
+    expected = run(build, spark=False)
+    assert expected  # windows closed by the clock, and flushed at close
+    assert run(build, spark=True) == expected
+    assert run(build, spark=True, batch_size=2) == expected
+
+
 class NoTimers(VirtualClock):
     """Virtual time with nothing to run timers (a producer that never yields)."""
 

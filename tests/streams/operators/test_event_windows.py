@@ -267,8 +267,10 @@ def test_the_late_stream_and_what_follows_it_are_part_of_the_graph() -> None:
 
 @pytest.mark.parametrize(("make", "message"), [
     (lambda s: s.timed_window(5, slide=10, time=0), r"timed_window\(\): slide=10 is longer"),
-    (lambda s: s.timed_window(5, slide=1), r"timed_window\(\): time= is required"),
-    (lambda s: s.timed_window(5, key=0), r"timed_window\(\): time= is required"),
+    # Without time=, slide= and key= are processing-time windows
+    # (tests/streams/operators/test_clock_windows.py); lateness= still needs time=.
+    (lambda s: s.timed_window(5, slide=1, lateness=2), r"timed_window\(\): lateness= needs time="),
+    (lambda s: s.timed_window(5, key=0, lateness=2), r"timed_window\(\): lateness= needs time="),
     (lambda s: s.timed_window(5, slide=-1, time=0), r"timed_window\(\): slide must be > 0"),
     (lambda s: s.session_window(5), r"session_window\(\): time= is required"),
     (lambda s: s.session_window(0, time=0), r"session_window\(\): gap must be > 0"),
