@@ -25,65 +25,44 @@ def inc(x: int) -> int:
     return x + 1
 
 
-def run_windows(clock: VirtualClock, schedule: list[tuple[float, int]],
-                lift: Any, lower: Any) -> list[Any]:
-    source: Stream[Any] = Stream()
-    head = lift(source)
+def tumbling(head: Stream[Any], lower: Any) -> list[list[Any]]:
     windows = head.map(inc).timed_window(1.0)
-    out = lower(windows.map(lambda w: (len(w), sum(w)))).sink_to_list()
-    by_time = lower(head.timed_window(2.5).map(tuple)).sink_to_list()
+    return [lower(windows.map(lambda w: (len(w), sum(w)))).sink_to_list(),
+            lower(head.timed_window(2.5).map(tuple)).sink_to_list()]
+
+
+def sliding(head: Stream[Any], lower: Any) -> list[list[Any]]:
+    # 2.5 s every second: windows also start between two ends.
+    return [lower(head.map(inc).timed_window(2.5, slide=1.0)).sink_to_list(),
+            lower(head.timed_window(2.0, slide=1.0, key=lambda x: x % 3)).sink_to_list()]
+
+
+def run_windows(clock: VirtualClock, schedule: list[tuple[float, int]],
+                lift: Any, lower: Any, build: Any) -> list[Any]:
+    source: Stream[Any] = Stream()
+    outputs = build(lift(source), lower)
     for dt, x in schedule:
         clock.advance(dt)
         source.emit(x)
     clock.advance(1.7)
     source.close()
-    return [out, by_time]
+    return outputs  # type: ignore[no-any-return]
 
 
 @pytest.mark.dask
-@settings(max_examples=8, deadline=None,
+@pytest.mark.parametrize("build", [tumbling, sliding])
+@settings(max_examples=7, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(schedule=st.lists(st.tuples(st.sampled_from([0.0, 0.0, 0.4, 1.0, 3.2]),
                                    st.integers(0, 9)), max_size=25),
        batch_size=st.integers(1, 5))
-def test_timed_window_same_as_in_process(client: Client, clock: VirtualClock,
-                                         schedule: list[tuple[float, int]],
-                                         batch_size: int) -> None:
-    expected = run_windows(clock, schedule, lambda s: s, lambda n: n)
+def test_processing_time_windows_same_as_in_process(
+        client: Client, clock: VirtualClock, build: Any, schedule: list[tuple[float, int]],
+        batch_size: int) -> None:
+    expected = run_windows(clock, schedule, lambda s: s, lambda n: n, build)
     got = run_windows(clock, schedule,
                       lambda s: s.scatter(client=client, batch_size=batch_size),
-                      lambda n: n.gather())
-    assert got == expected
-
-
-def run_sliding(clock: VirtualClock, schedule: list[tuple[float, int]],
-                lift: Any, lower: Any) -> list[Any]:
-    source: Stream[Any] = Stream()
-    head = lift(source)
-    # 2.5 s every second: windows also start between two ends.
-    sliding = lower(head.map(inc).timed_window(2.5, slide=1.0)).sink_to_list()
-    keyed = lower(head.timed_window(2.0, slide=1.0, key=lambda x: x % 3)).sink_to_list()
-    for dt, x in schedule:
-        clock.advance(dt)
-        source.emit(x)
-    clock.advance(1.7)
-    source.close()
-    return [sliding, keyed]
-
-
-@pytest.mark.dask
-@settings(max_examples=6, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(schedule=st.lists(st.tuples(st.sampled_from([0.0, 0.0, 0.4, 1.0, 3.2]),
-                                   st.integers(0, 9)), max_size=25),
-       batch_size=st.integers(1, 5))
-def test_sliding_and_keyed_processing_windows_same_as_in_process(
-        client: Client, clock: VirtualClock, schedule: list[tuple[float, int]],
-        batch_size: int) -> None:
-    expected = run_sliding(clock, schedule, lambda s: s, lambda n: n)
-    got = run_sliding(clock, schedule,
-                      lambda s: s.scatter(client=client, batch_size=batch_size),
-                      lambda n: n.gather())
+                      lambda n: n.gather(), build)
     assert got == expected
 
 
