@@ -67,17 +67,24 @@ def test_an_unpicklable_output_becomes_an_error_of_its_step_in_place() -> None:
     assert "map(f) returned" in str(error) and "gather()" in str(error)
 
 
-def test_windows_assembled_on_the_driver_come_in_window_then_element_order() -> None:
+def test_windows_assembled_on_the_driver_come_by_end_then_opening_then_element() -> None:
     item = pa.struct([("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()),
                       ("p", pa.binary())])
+
+    def data(seq: int, value: Any) -> dict[str, Any]:
+        return {"seq": seq, "sub": 0, "kind": 0, "p": pickle.dumps(value)}
+
     table = pa.table({
-        "start": pa.array([2_000_000, 0, 1_000_000], pa.int64()),
+        "start": pa.array([2_000_000, 0, 1_000_000, 0, 0], pa.int64()),
+        "end": pa.array([3_000_000, 2_000_000, 2_000_000, 2_000_000, 9_000_000], pa.int64()),
+        "k": pa.array([None, pickle.dumps("y"), None, pickle.dumps("x"), None], pa.binary()),
         "items": pa.array([
-            [{"seq": 5, "sub": 0, "kind": 0, "p": pickle.dumps("c")}],
-            [{"seq": 2, "sub": 0, "kind": 0, "p": pickle.dumps("b")},
-             {"seq": 1, "sub": 0, "kind": 0, "p": pickle.dumps("a")}],
+            [data(5, "c")],
+            [data(4, "e"), data(3, "d")],  # a key's window opened by element 3
+            [data(2, "b"), data(1, "a")],  # opened by element 1
+            [data(6, "f")],  # closes with the two above, opened last
             [{"seq": 9, "sub": 0, "kind": 3, "p": b"end of stream"}],  # control only
         ], pa.list_(item)),
     })
     windows = [value_of(kind, p) for kind, p in collected_rows(table)]
-    assert windows == [["a", "b"], ["c"]]
+    assert windows == [["a", "b"], ("y", ["d", "e"]), ("x", ["f"]), ["c"]]
