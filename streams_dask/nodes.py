@@ -20,6 +20,7 @@ from streams.segment import SegmentEntry, raise_first
 
 from .async_driver import AsyncDriver
 from .client import Connection, client_loop_running_here, connect, connect_async, inform_loop
+from .key_groups import GroupStates
 from .runner import Runner
 from .segment import DaskSegment, plan_stages
 from .ticks import WindowClock
@@ -195,6 +196,13 @@ class Scatter(SegmentEntry, Stream[Any]):
             runner.deliver_as_done()
         if plan.second is not None and self._restored is not None:
             # The stateful stage resumes from a checkpoint.
+            grouped = {isinstance(s, GroupStates) for s in self._restored.values()}
+            if grouped and grouped != {plan.keyed}:
+                raise ValueError(
+                    f"{self._label()}: the checkpoint holds this segment's state "
+                    f"{'by key group' if True in grouped else 'as one state'}, but the "
+                    f"segment now runs {'by key group' if plan.keyed else 'as one stage'}: "
+                    "the graph changed since it was taken; restart without it")
             runner.states = {segment.nodes[position]._node_id: state
                              for position, state in self._restored.items()}
         if self.show_progress:

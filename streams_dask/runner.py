@@ -49,6 +49,7 @@ from streams.segment import unsendable
 
 from .client import Connection
 from .fetching import Fetcher, FetchFailed
+from .key_groups import merge_groups, parts, run_key_groups, states_of, updated
 from .segment import Plan
 from .worker import Batch, Failure, StageResult, run_after, run_stage, warm
 
@@ -141,6 +142,7 @@ class Runner:
         self.warming: list[Future] = []  # kept until the end, or Dask forgets them
         # Unfinished tasks below which a partial batch leaves at once: one
         # running and one queued per worker thread keep the cluster busy.
+        self.threads = threads
         self.eager = max_in_flight if threads is None else max(
             1, min(max_in_flight, 2 * threads))
         self.pending: list[Any] = []
@@ -278,10 +280,18 @@ class Runner:
         if self.second is not None or not self.waiting:
             return
         item, close, self.second_size = self.waiting.popleft()
-        func: Any = run_after if isinstance(item, Future) else run_stage
         arg = item if isinstance(item, Future) else Batch(item)
-        self.second = self._task([] if isinstance(item, Future) else item,
-                                 func, self.plan.second, arg, self.states, close)
+        batch = [] if isinstance(item, Future) else item
+        if self.plan.keyed:
+            # One task per worker thread, each over some key groups, and one
+            # that puts their results back in order.
+            tasks = [self._task(batch, run_key_groups, self.plan.second, arg, groups,
+                                states_of(self.states, groups), close)
+                     for groups in parts(self.threads or 1)]
+            self.second = self._task([], merge_groups, *tasks)
+        else:
+            func: Any = run_after if isinstance(item, Future) else run_stage
+            self.second = self._task(batch, func, self.plan.second, arg, self.states, close)
         self._track(self.second)
 
     def submit_close(self) -> None:
@@ -315,7 +325,8 @@ class Runner:
         self._measure(result, self.second_size)
         self.submitted_elements -= self.second_size
         self.items_taken += self.second_size
-        self.states = result.states
+        self.states = (updated(self.states, result.states) if self.plan.keyed
+                       else result.states)
         self.second = None
         self.ready.extend(result.events)
         self._start_second()

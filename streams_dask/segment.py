@@ -153,6 +153,10 @@ class Plan:
 
     first: bytes | None
     second: bytes | None
+    #: ``second`` starts with a node with one state per key, and nothing
+    #: after it keeps state: its batches run by key group (see
+    #: :mod:`streams_dask.key_groups`).
+    keyed: bool = False
 
 
 _tokens = itertools.count()
@@ -220,4 +224,18 @@ def plan_stages(segment: DaskSegment) -> Plan:
     ops = tuple(_op(n, exit_index, members) for n in rest)
     stage2 = StagePlan(token + "-2", last._node_id,
                        _downstream_codes(last, exit_index, members), ops, None)
-    return Plan(first, cloudpickle.dumps(stage2))
+    return Plan(first, cloudpickle.dumps(stage2), keyed=_by_key_group(last, rest))
+
+
+def _by_key_group(last: Stream[Any], rest: list[Stream[Any]]) -> bool:
+    """Whether the stage ``rest`` (fed by ``last``) can run by key group.
+
+    It must start with the one node fed by ``last``, whose state is one
+    state per key, followed only by nodes keeping none (any group's task
+    may run them); a processing-time window needs every element's task.
+    """
+    head = rest[0]
+    spec = head.describe()
+    return (spec.traits.key is not None and spec.traits.stateful
+            and last.downstreams == [head] and head.upstreams == [last]
+            and not any(_is_stateful(n) or n.describe().traits.ticked for n in rest[1:]))

@@ -1,0 +1,177 @@
+"""Keyed stages spread over the workers: one state per key group.
+
+A node whose state is one independent state per key (``scan(f, key=...)``,
+``stateful_map(f, key=...)``: the ``key`` trait) need not see every element
+in one task. Its keys are hashed into :data:`KEY_GROUPS` groups; each batch
+of the stateful stage runs as several tasks at once, each over the elements
+of some groups with those groups' states, and a last task merges what they
+return back into input order. Every node after the keyed one in the stage
+keeps no state, so it may run in any group's task.
+
+The states are kept per group (``{node id: {group: state}}``), and the
+number of groups is fixed: however many tasks a batch is cut into (one per
+worker thread), a group's state goes to whichever task runs it. So a
+pipeline restored from a checkpoint on a cluster with a different number of
+workers spreads the same groups over the workers it has, and gives the
+output of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from streams.operators._checks import key_function
+from streams.stage import Failure, Stage, StagePlan, StageResult, checkout, release
+
+__all__ = ["KEY_GROUPS", "GroupStates", "group_of", "merge_groups", "parts", "run_key_groups",
+           "states_of", "updated"]
+
+#: Keys are hashed into this many groups. Fixed: a checkpoint holds one
+#: state per group, and restores on any number of workers.
+KEY_GROUPS = 64
+
+
+class GroupStates(dict[int, Any]):
+    """A keyed node's state as one state per key group (``{group: state}``)."""
+
+    def __reduce__(self) -> Any:
+        return (GroupStates, (dict(self),))
+
+
+def _canonical(key: Any) -> Any:
+    # Keys equal in a dict are one state in-process (1, 1.0 and True):
+    # give them one pickle, so they fall in one group.
+    if isinstance(key, bool | float) and float(key).is_integer():
+        return int(key)
+    return key
+
+
+def group_of(key: Any) -> int:
+    """The key group of ``key``: the same in every worker process.
+
+    Examples
+    --------
+    >>> group_of("user-7") == group_of("user-7"), group_of(1) == group_of(1.0) == group_of(True)
+    (True, True)
+    """
+    return zlib.crc32(pickle.dumps(_canonical(key), protocol=5)) % KEY_GROUPS
+
+
+def _grouper(plan: StagePlan) -> Callable[[Any], int]:
+    """``x -> group`` for the keyed node that starts ``plan``."""
+    keyf = key_function(plan.ops[0].spec.traits.key)
+    known: dict[Any, int] = {}
+
+    def group(x: Any) -> int:
+        try:
+            k = keyf(x)
+            g = known.get(k)
+            if g is None:
+                g = known[k] = group_of(k)
+            return g
+        except Exception:
+            return 0  # the node fails on it, in its place: any group will do
+    return group
+
+
+def run_key_groups(plan_bytes: bytes, items: Any, groups: tuple[int, ...],
+                   states: dict[int, GroupStates] | None, close: bool) -> StageResult:
+    """Run a keyed stage over the elements of ``groups``; a Dask task function.
+
+    ``items`` is the batch (a :class:`~streams_dask.worker.Batch`) or the
+    previous stage's result. Returns a :class:`StageResult` whose events are
+    ``(position, event)``: position in the batch (its length for what
+    ``close`` flushes); failures carried from an earlier stage go with the
+    task of group ``groups[0] == 0``.
+    """
+    from .worker import Batch
+
+    started = time.perf_counter()
+    batch = items.items if isinstance(items, Batch) else (
+        items if isinstance(items, list) else items[0])
+    stage = checkout(plan_bytes)
+    plan = stage.plan
+    group = _grouper(plan)
+    mine = set(groups)
+    by_group: dict[int, list[tuple[int, Any]]] = {}
+    out: list[tuple[int, Any]] = []
+    for pos, x in enumerate(batch):
+        if type(x) is Failure:
+            if 0 in mine:
+                out.append((pos, x))
+            continue
+        g = group(x)
+        if g in mine:
+            by_group.setdefault(g, []).append((pos, x))
+    new: dict[int, GroupStates] = {}
+    held = set(g for s in (states or {}).values() for g in s)
+    for g in sorted(mine if close else by_group):
+        if close and g not in held and g not in by_group:
+            continue
+        # A closed graph cannot run again: each group closes its own.
+        run = Stage(plan) if close else stage
+        run.restore({nid: s[g] for nid, s in (states or {}).items() if g in s} or None)
+        push = run.root._pusher()
+        events = run.events
+        for pos, x in by_group.get(g, ()):
+            push(x)
+            if events:
+                out.extend((pos, e) for e in events)
+                events.clear()
+        if close:
+            run.close()
+            out.extend((len(batch), e) for e in events)
+            events.clear()
+        run.failed.clear()
+        for nid, state in (run.snapshot() or {}).items():
+            new.setdefault(nid, GroupStates())[g] = state
+    release(stage)
+    return StageResult(out, new or None, time.perf_counter() - started)
+
+
+def merge_groups(*results: StageResult) -> StageResult:
+    """The group tasks' results as one: events in input order, the groups' new states.
+
+    A group no task ran keeps the state it had (see :func:`updated`).
+    """
+    events = sorted((e for r in results for e in r.events), key=lambda pe: pe[0])
+    merged: dict[int, GroupStates] = {}
+    for r in results:
+        for nid, s in (r.states or {}).items():
+            merged.setdefault(nid, GroupStates()).update(s)
+    return StageResult([e for _, e in events], merged or None,
+                       max((r.seconds for r in results), default=0.0))
+
+
+def updated(states: dict[int, Any] | None, new: dict[int, Any] | None
+            ) -> dict[int, GroupStates] | None:
+    """``states`` with the groups of ``new`` replaced."""
+    if not new:
+        return states
+    out = {nid: GroupStates(s) for nid, s in (states or {}).items()}
+    for nid, s in new.items():
+        out.setdefault(nid, GroupStates()).update(s)
+    return out
+
+
+def parts(tasks: int) -> list[tuple[int, ...]]:
+    """The key groups of each of ``tasks`` tasks (group 0 in the first).
+
+    >>> [len(p) for p in parts(3)], parts(1)[0][:3]
+    ([22, 21, 21], (0, 1, 2))
+    """
+    n = max(1, min(tasks, KEY_GROUPS))
+    return [tuple(range(i, KEY_GROUPS, n)) for i in range(n)]
+
+
+def states_of(states: dict[int, Any] | None, groups: tuple[int, ...]
+              ) -> dict[int, GroupStates] | None:
+    """The part of ``states`` a task running ``groups`` needs."""
+    if not states:
+        return None
+    out = {nid: GroupStates({g: s[g] for g in groups if g in s}) for nid, s in states.items()}
+    return out

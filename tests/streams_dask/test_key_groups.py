@@ -1,0 +1,132 @@
+"""Keyed stages by key group: spread over the workers, checkpointed per group, rescaled.
+
+A segment whose stateful part is one node with one state per key (the
+``key`` trait) runs each batch as one task per worker thread, each over some
+key groups (see :mod:`streams_dask.key_groups`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from distributed import Client, LocalCluster, get_task_stream
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import streams_dask  # noqa: F401
+from streams import Checkpointer, NodeError, Stream
+from streams.state import read_checkpoint
+from streams_dask.key_groups import KEY_GROUPS, GroupStates, group_of
+from streams_dask.segment import plan_stages
+
+pytestmark = pytest.mark.dask
+
+
+def keyed_totals(s: Stream[Any]) -> Stream[Any]:
+    """Running total per key (x % 7), then a stateless step in the group tasks."""
+    return (s.map(lambda x: (x % 7, x)).scan(lambda total, kx: total + 10 // kx[1], start=0,
+                                             key=0)
+            .map(lambda kt: f"{kt[0]}:{kt[1]}"))
+
+
+def run(xs: list[int], lift: Any = None, lower: Any = None) -> tuple[list[Any], list[Any]]:
+    """Outputs, and the elements whose errors were raised (emitting on after each)."""
+    source: Stream[Any] = Stream()
+    head = lift(source) if lift else source
+    node = keyed_totals(head)
+    out = (lower(node) if lower else node).sink_to_list()
+    raised = []
+    for x in [*xs, None]:
+        try:
+            source.emit(x) if x is not None else source.close()
+        except NodeError as e:
+            raised.append(e.element)
+    return out, raised
+
+
+def _segment_plan(node: Stream[Any]) -> Any:
+    segment = node._segment
+    return plan_stages(segment)
+
+
+@pytest.mark.parametrize(("make", "keyed"), [
+    (lambda s: s.map(abs).scan(max, key=0).map(str), True),
+    (lambda s: s.stateful_map(lambda n, x: (n + 1, [n]), start=0, key=0), True),
+    (lambda s: s.scan(max), False),  # one state: in order, in one task
+    (lambda s: s.scan(max, key=0, ttl=5, time=1), False),  # expiry on the node's event time
+    (lambda s: s.scan(max, key=0).scan(max), False),  # a second stateful node
+], ids=["scan_key", "stateful_map_key", "scan", "scan_ttl", "keyed_then_scan"])
+def test_only_a_keyed_node_followed_by_stateless_steps_runs_by_key_group(
+        make: Any, keyed: bool) -> None:
+    node = make(Stream().scatter())
+    node.gather()
+    assert _segment_plan(node).keyed is keyed
+
+
+def test_equal_keys_fall_in_one_group_in_every_process() -> None:
+    assert group_of(1) == group_of(1.0) == group_of(True)
+    assert 0 <= group_of(("a", 3)) < KEY_GROUPS
+
+
+@settings(max_examples=6, deadline=None)
+@given(xs=st.lists(st.integers(0, 60), max_size=40), batch_size=st.integers(1, 9))
+def test_by_key_group_gives_the_in_process_outputs_and_errors_in_order(
+        client: Client, xs: list[int], batch_size: int) -> None:
+    # 10 // 0 fails: errors are raised for the elements in their place.
+    expected = run(xs)
+    got = run(xs, lambda s: s.scatter(client=client, batch_size=batch_size),
+              lambda n: n.gather())
+    assert got == expected
+
+
+def test_each_batch_runs_as_one_task_per_worker_thread(client: Client) -> None:
+    xs = list(range(1, 301))
+    with get_task_stream(client) as tasks:
+        got = run(xs, lambda s: s.scatter(client=client, batch_size=100), lambda n: n.gather())
+    assert got == run(xs)
+    names = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in tasks.data]
+    group_tasks = [n for n in names if n.startswith("run_key_groups")]
+    merges = [n for n in names if n.startswith("merge_groups")]
+    # Two single-threaded workers: two group tasks per batch (and per close).
+    assert len(group_tasks) == 2 * len(merges) and len(merges) >= 3
+
+
+def _pipeline(client: Client, items: list[int], out: Path, ckpt: Path
+              ) -> tuple[Stream[Any], Checkpointer]:
+    source = Stream.from_iterable(items)
+    totals = keyed_totals(source.scatter(client=client, batch_size=4)).gather()
+    totals.sink_to_durable_textfile(out, fsync=False)
+    return source, Checkpointer(source, ckpt, every=5, fsync=False)
+
+
+@pytest.fixture(scope="module")
+def one_worker() -> Iterator[Client]:
+    """A second cluster, of one worker: a checkpoint taken on two restores here."""
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as c:
+        yield c
+
+
+def test_a_checkpoint_per_key_group_restores_on_a_different_number_of_workers(
+        client: Client, one_worker: Client, tmp_path: Path) -> None:
+    items = list(range(1, 41))
+    clean, _ = _pipeline(client, items, tmp_path / "clean.txt", tmp_path / "clean-ckpt")
+    clean.start()
+    # Stopped after 23 elements on two workers; restarted on one.
+    first, _ = _pipeline(client, items[:23], tmp_path / "out.txt", tmp_path / "ckpt")
+    first.start()
+    snap = read_checkpoint(tmp_path / "ckpt")
+    assert snap is not None
+    states = next(s["segment_states"] for s in snap.states
+                  if isinstance(s, dict) and "segment_states" in s)
+    (scan_state,) = states.values()
+    assert isinstance(scan_state, GroupStates)
+    assert {group_of(k) for k in range(7)} == set(scan_state)  # a state per group of keys
+    second, cp = _pipeline(one_worker, items, tmp_path / "out.txt", tmp_path / "ckpt")
+    assert cp.restored
+    second.start()
+    assert (tmp_path / "out.txt").read_text() == (tmp_path / "clean.txt").read_text()
