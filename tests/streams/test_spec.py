@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import streams_dask  # noqa: F401 - registers scatter(), to_dask()
 import streams_spark  # noqa: F401 - registers to_spark(), from_spark()
-from streams import Stream
+from streams import Stream, VirtualClock, use_clock
 from streams.spec import NodeSpec, _registry, build, operator_class
 
 
@@ -180,22 +180,26 @@ def test_a_description_of_module_level_functions_pickles_with_the_standard_pickl
 def test_parameters_survive_the_round_trip(n: int, key: Any, start: int, returns_state: bool,
                                            with_state: bool, lateness: float,
                                            size: float) -> None:
-    s = Stream()
-    nodes = [s.partition(n, key=key), s.sliding_window(n, return_partial=with_state),
-             s.scan(operator.add, start=start, key=key, returns_state=returns_state,
-                    with_state=with_state),
-             s.timed_window(size, time=key if key is not None else 0, lateness=lateness),
-             s.timed_window(size, slide=size / n, time=0, lateness=lateness, key=key),
-             s.timed_window(size, slide=size / n, key=key),  # processing time
-             s.session_window(size, time=0, lateness=lateness, key=key),
-             s.scan(operator.add, start=start, key=0, ttl=size, time=1),
-             s.stateful_map(keep_state, key=0, ttl=size, time=1, on_expire=keep_state),
-             s.unique(maxsize=n, key=key if key is not None else (lambda x: x))]
-    for node in nodes:
-        spec = node.describe()
-        rebuilt = build(spec, [Stream()])
-        assert type(rebuilt) is type(node)
-        assert _comparable(rebuilt.describe()) == _comparable(spec)
+    # On a virtual clock: a processing-time window on the real one would keep
+    # its timer on the loop thread for the rest of the run (every 20 us for
+    # the smallest slide here).
+    with use_clock(VirtualClock()):
+        s = Stream()
+        nodes = [s.partition(n, key=key), s.sliding_window(n, return_partial=with_state),
+                 s.scan(operator.add, start=start, key=key, returns_state=returns_state,
+                        with_state=with_state),
+                 s.timed_window(size, time=key if key is not None else 0, lateness=lateness),
+                 s.timed_window(size, slide=size / n, time=0, lateness=lateness, key=key),
+                 s.timed_window(size, slide=size / n, key=key),  # processing time
+                 s.session_window(size, time=0, lateness=lateness, key=key),
+                 s.scan(operator.add, start=start, key=0, ttl=size, time=1),
+                 s.stateful_map(keep_state, key=0, ttl=size, time=1, on_expire=keep_state),
+                 s.unique(maxsize=n, key=key if key is not None else (lambda x: x))]
+        for node in nodes:
+            spec = node.describe()
+            rebuilt = build(spec, [Stream()])
+            assert type(rebuilt) is type(node)
+            assert _comparable(rebuilt.describe()) == _comparable(spec)
 
 
 def test_a_rebuilt_node_computes_what_the_original_computes() -> None:
