@@ -192,7 +192,10 @@ def plan_stages(segment: DaskSegment) -> Plan:
     of stateless single-input, single-output steps after ``scatter()`` is a
     parallel first stage, and the rest a second stage whose batches run in
     order, carrying the state from one to the next through the client
-    (so no task's lineage grows with the stream).
+    (so no task's lineage grows with the stream). A second stage that is one
+    node with one state per key, then steps without state, runs each batch
+    by key group, one task per worker thread (``Plan.keyed``, see
+    :mod:`streams_dask.key_groups`).
     """
     entry = segment.entry
     exit_index = {id(g): i for i, g in enumerate(segment.exits)}
