@@ -78,12 +78,15 @@ class TypedRows:
     on the executor, ``raise`` fails the job naming the node and element.
     """
 
-    def __init__(self, schema_json: str, nodes: dict[int, tuple[str, str]], last: str) -> None:
+    def __init__(self, schema_json: str, nodes: dict[int, tuple[str, str]], last: str,
+                 timezone: str = "UTC") -> None:
         from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import StructType
 
+        # Timestamps leave in the session's time zone, as Spark's own Arrow
+        # batches do (an aware datetime keeps its instant; a naive one is UTC).
         self.schema = to_arrow_schema(StructType.fromJson(pickle.loads(bytes.fromhex(
-            schema_json))))
+            schema_json))), timezone=timezone)
         self.names = self.schema.names
         self.nodes = nodes
         self.last = last
@@ -258,7 +261,9 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     specs = [n.describe() for n in lineage]
     nodes = {s.id: (s.name, s.policy) for s in specs}
     last = specs[-1].name if specs else self._label()
-    rows = partial(TypedRows, pickle.dumps(schema.jsonValue()).hex(), nodes, last)
+    session = paths[0][0].df.sparkSession
+    rows = partial(TypedRows, pickle.dumps(schema.jsonValue()).hex(), nodes, last,
+                   session.conf.get("spark.sql.session.timeZone") or "UTC")
     # One plan per source DataFrame; a union of them is Spark's union of
     # their outputs (same columns: the output schema). Each input is observed
     # for the progress() bars of the segment (rows per micro-batch).

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import operator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -204,3 +206,18 @@ def test_keyed_windows_run_as_spark_windows_with_the_in_process_result(
     expected = in_process(df.collect(), _window_counts(kind))
     assert sorted(tuple(r) for r in got.collect()) == sorted(
         (d["key"], d["first"], d["n"]) for d in expected)
+
+
+def _stamped(r: Any) -> dict[str, Any]:
+    return {"at": datetime.fromtimestamp(r.value, tz=UTC), "key": r.key}
+
+
+def test_timestamps_become_a_timestamp_column(spark: Any) -> None:
+    df = as_rows(spark, [("a", 0), ("b", 90)])
+    out = Stream.from_spark(df).map(_stamped).to_dataframe("at timestamp, key string")
+    got = sorted((r.key, r.at.replace(tzinfo=None)) for r in out.collect())
+    # Spark shows the instants in the session's time zone.
+    zone = ZoneInfo(spark.conf.get("spark.sql.session.timeZone"))
+    expected = [(k, datetime.fromtimestamp(s, tz=UTC).astimezone(zone)
+                 .replace(tzinfo=None)) for k, s in [("a", 0), ("b", 90)]]
+    assert got == expected
