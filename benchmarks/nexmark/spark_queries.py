@@ -1,0 +1,239 @@
+"""The Nexmark queries on Spark: as Spark-resident streams pipelines, and hand-written.
+
+The events of ``events.py`` become one table of flat, nullable columns (a
+``kind`` column says person, auction or bid; each kind fills its own
+columns, named as the dataclasses' fields), written as Parquet. In a
+``Stream.from_spark(df)`` pipeline each row arrives as a ``pyspark.sql.Row``,
+whose fields are read by name: ``queries.py``'s functions that only read
+fields (``euro``, ``q2_fields``, ``hot_item``, ``bidder``...) take rows as
+they are; the ones that test an event's class get a row version here.
+
+Event time ``dt`` is a column of microseconds since the epoch, not a Spark
+timestamp: ``to_dataframe()`` cannot write a timestamp column (its executor
+code builds the Arrow schema without a time zone, and PySpark 4.3 asserts
+one), so q0's pass-through could not write the events back. Both sides get
+the same integers; the hand-written query makes its windows' timestamps
+with ``timestamp_micros``, the streams pipeline's time function returns
+seconds.
+
+Windows give no bounds in streams (a window is the list of its elements),
+so each windowed output carries a label both sides can compute from the
+window's elements: q5 the time of its first bid, q7 the time of the winning
+bid, q11 the session's start (its first bid, as Spark's ``session_window``).
+Elements of a window reach the function in no defined order on Spark (a
+DataFrame has none), so the functions here do not depend on it: q7 takes
+the earliest of the highest bids, which is what ``queries.highest_bid``
+returns on in-order input.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pyarrow as pa
+import queries as q
+from events import Auction, Bid, Person
+
+__all__ = ["EVENT_SCHEMA", "OUTPUT", "QUERIES", "event_table", "pyspark_query",
+           "streams_query"]
+
+QUERIES = ("q0", "q1", "q2", "q5", "q7", "q8", "q11")
+
+PERSON, AUCTION, BID = 0, 1, 2
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
+
+EVENT_SCHEMA = ("kind int, id long, name string, city string, state string, seller long, "
+                "category long, initial_bid long, auction long, bidder long, price long, "
+                "dt long")
+
+#: The columns each query reads. Spark prunes the others from a hand-written
+#: query by itself; it cannot see into a streams pipeline's Python functions,
+#: so that pipeline reads a projection, as its user would write it.
+COLUMNS: dict[str, list[str]] = {
+    "q0": ["kind", "id", "name", "city", "state", "seller", "category", "initial_bid",
+           "auction", "bidder", "price", "dt"],
+    "q1": ["kind", "auction", "bidder", "price", "dt"],
+    "q2": ["kind", "auction", "price"],
+    "q5": ["kind", "auction", "dt"],
+    "q7": ["kind", "auction", "price", "dt"],
+    "q8": ["kind", "id", "name", "seller", "dt"],
+    "q11": ["kind", "bidder", "dt"],
+}
+
+#: Each query's output columns (the same on both sides).
+OUTPUT: dict[str, str] = {
+    "q0": EVENT_SCHEMA,
+    "q1": "auction long, bidder long, price double, dt long",
+    "q2": "auction long, price long",
+    "q5": "first long, auction long, bids long",
+    "q7": "dt long, auction long, price long",
+    "q8": "id long, name string, auction long",
+    "q11": "start long, bidder long, bids long",
+}
+
+
+# -- input ---------------------------------------------------------------------
+
+def event_table(events: list[Any]) -> pa.Table:
+    """The events as one Arrow table of :data:`EVENT_SCHEMA`'s columns."""
+    names = [c.split()[0] for c in EVENT_SCHEMA.split(", ")]
+    cols: dict[str, list[Any]] = {n: [] for n in names}
+    none = [None] * 12
+    idx = {n: i for i, n in enumerate(names)}
+    for e in events:
+        row = list(none)
+        t = type(e)
+        if t is Bid:
+            row[0], row[idx["auction"]], row[idx["bidder"]], row[idx["price"]] = (
+                BID, e.auction, e.bidder, e.price)
+        elif t is Auction:
+            row[0], row[idx["id"]], row[idx["seller"]] = AUCTION, e.id, e.seller
+            row[idx["category"]], row[idx["initial_bid"]] = e.category, e.initial_bid
+        else:
+            assert t is Person
+            row[0], row[idx["id"]], row[idx["name"]] = PERSON, e.id, e.name
+            row[idx["city"]], row[idx["state"]] = e.city, e.state
+        row[-1] = (e.dt - EPOCH) // MICROSECOND
+        for n, v in zip(names, row, strict=True):
+            cols[n].append(v)
+    types = [pa.int32(), pa.int64(), pa.string(), pa.string(), pa.string(), pa.int64(),
+             pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.int64(),
+             pa.int64()]
+    return pa.table({n: pa.array(cols[n], t) for n, t in zip(names, types, strict=True)})
+
+
+# -- the queries' functions on rows ----------------------------------------------
+
+def event_time(r: Any) -> float:
+    """An event's time in seconds (``dt`` is in microseconds since the epoch)."""
+    return r.dt / 1_000_000  # type: ignore[no-any-return]
+
+
+def is_bid(r: Any) -> bool:
+    return r.kind == BID  # type: ignore[no-any-return]
+
+
+def q2_selected(r: Any) -> bool:
+    """q2: bids of the auctions whose id is a multiple of 123."""
+    return r.kind == BID and r.auction % 123 == 0  # type: ignore[no-any-return]
+
+
+def hot_item(bids: list[Any]) -> tuple[Any, int, int]:
+    """q5: the window's first bid time, and ``queries.hot_item``."""
+    return (min(b.dt for b in bids), *q.hot_item(bids))
+
+
+def _rank(b: Any) -> tuple[int, Any]:
+    return (-b.price, b.dt)
+
+
+def highest_bid(bids: list[Any]) -> tuple[Any, int, int]:
+    """q7: the highest bid of a window (the earliest on ties): time, auction, price."""
+    best = min(bids, key=_rank)
+    return (best.dt, best.auction, best.price)
+
+
+def is_person_or_auction(r: Any) -> bool:
+    return r.kind == PERSON or r.kind == AUCTION  # type: ignore[no-any-return]
+
+
+def owner(r: Any) -> int:
+    """q8's key: a person's id, an auction's seller."""
+    return r.id if r.kind == PERSON else r.seller  # type: ignore[no-any-return]
+
+
+def new_users(key_rows: tuple[Any, list[Any]]) -> list[tuple[int, str, int]]:
+    """q8: persons who opened auctions in the window they joined: (id, name, auction)."""
+    _, rows = key_rows
+    persons = [r for r in rows if r.kind == PERSON]
+    auctions = [r for r in rows if r.kind == AUCTION]
+    return [(p.id, p.name, a.id) for p in persons for a in auctions]
+
+
+def session_count(key_bids: tuple[Any, list[Any]]) -> tuple[Any, Any, int]:
+    """q11: a bidder's session: its start (first bid), the bidder, its bids."""
+    return (min(b.dt for b in key_bids[1]), *q.session_count(key_bids))
+
+
+# -- the two sides -------------------------------------------------------------------
+
+def streams_query(query: str, df: Any) -> Any:
+    """The query as a Spark-resident streams pipeline over ``df``: a DataFrame."""
+    from streams import Stream
+
+    source = Stream.from_spark(df.select(*COLUMNS[query]))
+    if query == "q0":
+        node = source
+    elif query == "q1":
+        node = source.filter(is_bid).map(q.euro)
+    elif query == "q2":
+        node = source.filter(q2_selected).map(q.q2_fields)
+    elif query == "q5":
+        node = (source.filter(is_bid)
+                .timed_window(q.WINDOW, slide=q.SLIDE, time=event_time).map(hot_item))
+    elif query == "q7":
+        node = source.filter(is_bid).timed_window(q.WINDOW, time=event_time).map(
+            highest_bid)
+    elif query == "q8":
+        node = (source.filter(is_person_or_auction)
+                .timed_window(q.WINDOW, time=event_time, key=owner)
+                .map(new_users).flatten())
+    elif query == "q11":
+        node = (source.filter(is_bid)
+                .session_window(q.SESSION_GAP, time=event_time, key=q.bidder)
+                .map(session_count))
+    else:
+        raise ValueError(query)
+    return node.to_dataframe(OUTPUT[query])
+
+
+def _micros(seconds: float) -> str:
+    return f"{round(seconds * 1_000_000)} microseconds"
+
+
+def pyspark_query(query: str, df: Any) -> Any:
+    """The query hand-written with PySpark's DataFrame API over ``df``."""
+    from pyspark.sql import functions as F
+
+    kind = F.col("kind")
+    df = df.withColumn("et", F.timestamp_micros("dt"))
+    bids = df.where(kind == BID)
+    size = _micros(q.WINDOW)
+    if query == "q0":
+        return df.drop("et")
+    if query == "q1":
+        return bids.select("auction", "bidder", (F.col("price") * F.lit(0.908)).alias("price"),
+                           "dt")
+    if query == "q2":
+        return bids.where(F.col("auction") % 123 == 0).select("auction", "price")
+    if query == "q5":
+        counts = (bids.groupBy(F.window("et", size, _micros(q.SLIDE)).alias("w"), "auction")
+                  .agg(F.count("*").alias("n"), F.min("dt").alias("first")))
+        # The most bids, then the lowest auction id: the max of (n, -auction).
+        top = counts.groupBy("w").agg(
+            F.max(F.struct("n", (-F.col("auction")).alias("na"))).alias("top"),
+            F.min("first").alias("first"))
+        return top.select("first", (-F.col("top.na")).alias("auction"),
+                          F.col("top.n").alias("bids"))
+    if query == "q7":
+        # The highest price, then the earliest: the min of (-price, dt).
+        best = bids.groupBy(F.window("et", size).alias("w")).agg(
+            F.min(F.struct((-F.col("price")).alias("np"), "dt", "auction")).alias("b"))
+        return best.select(F.col("b.dt").alias("dt"), F.col("b.auction").alias("auction"),
+                           (-F.col("b.np")).alias("price"))
+    if query == "q8":
+        persons = df.where(kind == PERSON).select(
+            "id", "name", F.window("et", size).alias("w"))
+        auctions = df.where(kind == AUCTION).select(
+            "seller", F.col("id").alias("auction"), F.window("et", size).alias("w"))
+        joined = persons.join(auctions, (persons.id == auctions.seller)
+                              & (persons.w == auctions.w))
+        return joined.select(persons.id, persons.name, auctions.auction)
+    if query == "q11":
+        sessions = bids.groupBy(F.session_window("et", _micros(q.SESSION_GAP)).alias("s"),
+                                "bidder").agg(F.count("*").alias("bids"))
+        return sessions.select(F.unix_micros("s.start").alias("start"), "bidder", "bids")
+    raise ValueError(query)

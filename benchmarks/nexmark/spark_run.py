@@ -1,0 +1,211 @@
+"""Nexmark on Spark: Spark-resident streams pipelines against hand-written PySpark.
+
+The same queries as ``run.py`` (q0, q1, q2, q5 sliding, q7 tumbling, q8
+keyed tumbling, q11 keyed sessions) over the same seeded events, on one
+local SparkSession (``local[2]``) in this process. The events are written
+once as Parquet (``--files`` files); per query and round:
+
+* streams: ``Stream.from_spark(spark.read.parquet(dir))``, the query's graph
+  (``spark_queries.streams_query``: the functions of ``queries.py``, taking
+  rows), ``.to_dataframe(schema)``;
+* PySpark: the query written with the DataFrame API (native expressions for
+  q0, q1, q2; ``window()`` for q5 and q7, a join of windowed persons and
+  auctions for q8, ``session_window()`` for q11);
+
+each written with ``write.format("noop")`` and timed until the write ends.
+
+The input is a static DataFrame (a backfill), on both sides: each query is
+then one batch job over the same files, so the time is the engines' work. A
+streaming read (``readStream`` with ``trigger(availableNow=True)``) would add
+state-store commits and checkpoint writes per micro-batch, the same on both
+sides, and Spark emits an event-time window only once its watermark has
+passed it, which an ``availableNow`` run over a finite input never does for
+its last windows: the results would be incomplete on both sides (over the
+20,000 events of the check, q7 gave 1 of its 2 windows and q11 none of its
+391 sessions, each side).
+
+Before timing, each query's two outputs over the first 20,000 events are
+collected, sorted and compared, and set against the in-process streams
+result (``run.streams_run``) as well. Rounds alternate which side goes
+first; medians and the per-round ratio (PySpark's time / streams' time, so
+streams' rate over PySpark's: above 1, streams is faster) are printed.
+
+Run: ``python benchmarks/nexmark/spark_run.py [--events 1000000] [--rounds 3] [--only q5,q7]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow.parquet as pq
+import spark_queries as sq
+from events import generate
+from run import QUERIES, streams_run, timed
+
+#: Events of the check run (their outputs are collected and compared).
+CHECK_EVENTS = 20_000
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write_events(events: list[Any], directory: str, files: int) -> None:
+    """``events`` as ``files`` Parquet files of :data:`spark_queries.EVENT_SCHEMA`."""
+    table = sq.event_table(events)
+    per = -(-table.num_rows // files)
+    for f in range(files):
+        pq.write_table(table.slice(f * per, per),
+                       os.path.join(directory, f"part-{f:03d}.parquet"))
+
+
+def session(master: str) -> Any:
+    import streams_spark
+
+    spark = streams_spark.default_session(master)
+    # streams sends functions of a module that is not installed (here
+    # spark_queries.py, queries.py) by value, but not the modules those
+    # import (events.py): the executors import all three as files.
+    for name in ("events", "queries", "spark_queries"):
+        spark.sparkContext.addPyFile(os.path.join(HERE, f"{name}.py"))
+    return spark
+
+
+# -- the two sides, run to a sink ------------------------------------------------
+
+def write_noop(frame: Any) -> None:
+    frame.write.format("noop").mode("overwrite").save()
+
+
+def streams_side(query: str, df: Any) -> None:
+    write_noop(sq.streams_query(query, df))
+
+
+def pyspark_side(query: str, df: Any) -> None:
+    write_noop(sq.pyspark_query(query, df))
+
+
+# -- checking ---------------------------------------------------------------------
+
+def _micros(dt: Any) -> int:
+    return (dt - sq.EPOCH) // sq.MICROSECOND  # type: ignore[no-any-return]
+
+
+def in_process_view(query: str, rows: list[tuple[Any, ...]]) -> list[Any]:
+    """The Spark outputs as the in-process ones are (no window labels), sorted."""
+    if query in ("q5", "q7", "q11"):
+        rows = [r[1:] for r in rows]  # the label
+    return sorted(rows, key=repr)
+
+
+def in_process(query: str, events: list[Any]) -> list[Any]:
+    out = streams_run(query, events)
+    if query == "q0":
+        out = [tuple(r.values()) for r in sq.event_table(out).to_pylist()]
+    elif query == "q1":
+        out = [(a, b, p, _micros(dt)) for a, b, p, dt in out]
+    return sorted(out, key=repr)
+
+
+def check(spark: Any, query: str, directory: str, events: list[Any]) -> str | None:
+    """Compare the two sides' outputs (and the in-process ones); a refusal's message."""
+    df = spark.read.schema(sq.EVENT_SCHEMA).parquet(directory)
+    try:
+        frame = sq.streams_query(query, df)
+    except (ValueError, TypeError, NotImplementedError) as e:
+        return f"{type(e).__name__}: {e}"
+    ours = sorted(tuple(r) for r in frame.collect())
+    theirs = sorted(tuple(r) for r in sq.pyspark_query(query, df).collect())
+    if ours != theirs:
+        a, b = set(ours), set(theirs)
+        raise SystemExit(f"{query}: outputs differ: {len(ours)} from streams, {len(theirs)} "
+                         f"from PySpark; first differences {[x for x in ours if x not in b][:3]}"
+                         f" / {[x for x in theirs if x not in a][:3]}")
+    if in_process_view(query, ours) != in_process(query, events):
+        raise SystemExit(f"{query}: the Spark outputs differ from the in-process ones")
+    return None
+
+
+def join_refusal(spark: Any, directory: str) -> str:
+    """q8 as a join of two inputs (persons, auctions): what streams says at build time."""
+    import queries as q
+
+    from streams import Stream
+
+    df = spark.read.schema(sq.EVENT_SCHEMA).parquet(directory)
+    persons = df.where(f"kind = {sq.PERSON}").select("kind", "id", "name", "dt")
+    auctions = df.where(f"kind = {sq.AUCTION}").select("kind", "id", "seller", "dt")
+    try:
+        (Stream.from_spark(persons).union(Stream.from_spark(auctions))
+         .timed_window(q.WINDOW, time=sq.event_time, key=sq.owner)
+         .map(sq.new_users).flatten().to_dataframe(sq.OUTPUT["q8"]))
+    except ValueError as e:
+        return f"refused at build time: {e}"
+    return "built"
+
+
+# -- timing ------------------------------------------------------------------------
+
+def loadavg() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default=",".join(QUERIES))
+    parser.add_argument("--files", type=int, default=4, help="Parquet files of the input")
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+    print(f"load average at start: {loadavg()}")
+    events = generate(args.events)
+    check_events = events[:CHECK_EVENTS]
+    assert check_events == generate(len(check_events))
+    root = tempfile.mkdtemp(prefix="nexmark-spark-")
+    data, small = os.path.join(root, "events"), os.path.join(root, "check")
+    os.makedirs(data)
+    os.makedirs(small)
+    try:
+        write_events(events, data, args.files)
+        write_events(check_events, small, args.files)
+        n_bids = sum(type(e).__name__ == "Bid" for e in events)
+        del events
+        spark = session(args.master)
+        df = spark.read.schema(sq.EVENT_SCHEMA).parquet(data)
+        print(f"{args.events:,} events ({n_bids:,} bids) in {args.files} Parquet files, "
+              f"{args.rounds} rounds, Spark {spark.version} {args.master}, sink noop; "
+              f"outputs checked equal over the first {len(check_events):,} events")
+        print(f"{'query':6} {'outputs':>9} {'streams ev/s':>13} {'PySpark ev/s':>13} "
+              f"{'streams/PySpark':>16}  rounds")
+        for query in args.only.split(","):
+            refused = check(spark, query, small, check_events)
+            if refused is not None:
+                print(f"{query:6} not run on Spark ({refused})", flush=True)
+                continue
+            n_out = sq.pyspark_query(query, df).count()
+            ours, theirs, ratios = [], [], []
+            for r in range(args.rounds):
+                sides: list[tuple[Callable[[str, Any], None], list[float]]] = [
+                    (streams_side, ours), (pyspark_side, theirs)]
+                for side, times in sides if r % 2 == 0 else sides[::-1]:
+                    times.append(timed(side, query, df)[0])  # type: ignore[arg-type]
+                ratios.append(theirs[-1] / ours[-1])
+            print(f"{query:6} {n_out:>9,} {args.events / statistics.median(ours):>13,.0f} "
+                  f"{args.events / statistics.median(theirs):>13,.0f} "
+                  f"{statistics.median(ratios):>15.2f}x  "
+                  f"{', '.join(f'{x:.2f}' for x in ratios)}", flush=True)
+        if "q8" in args.only.split(","):
+            print(f"q8 as a join of two from_spark() inputs: {join_refusal(spark, small)}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"load average at end: {loadavg()}")
+
+
+if __name__ == "__main__":
+    main()
