@@ -24,7 +24,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from streams.operators._checks import key_function
+from streams.operators._checks import canonical_key, key_function
 from streams.stage import Failure, Stage, StagePlan, StageResult, checkout, release
 
 __all__ = ["KEY_GROUPS", "GroupStates", "group_of", "merge_groups", "parts", "run_key_groups",
@@ -42,14 +42,6 @@ class GroupStates(dict[int, Any]):
         return (GroupStates, (dict(self),))
 
 
-def _canonical(key: Any) -> Any:
-    # Keys equal in a dict are one state in-process (1, 1.0 and True):
-    # give them one pickle, so they fall in one group.
-    if isinstance(key, bool | float) and float(key).is_integer():
-        return int(key)
-    return key
-
-
 def group_of(key: Any) -> int:
     """The key group of ``key``: the same in every worker process.
 
@@ -58,7 +50,7 @@ def group_of(key: Any) -> int:
     >>> group_of("user-7") == group_of("user-7"), group_of(1) == group_of(1.0) == group_of(True)
     (True, True)
     """
-    return zlib.crc32(pickle.dumps(_canonical(key), protocol=5)) % KEY_GROUPS
+    return zlib.crc32(pickle.dumps(canonical_key(key), protocol=5)) % KEY_GROUPS
 
 
 def _grouper(plan: StagePlan) -> Callable[[Any], int]:

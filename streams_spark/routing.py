@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from streams.operators._checks import key_function
+from streams.operators._checks import canonical_key, key_function
 from streams.spec import EventTime, NodeSpec
 
 from .codec import DATA, ERROR, FLUSH, PACK, carried_error, pickled_output
@@ -107,7 +107,9 @@ def _route(route: Route | None) -> Callable[[Any], tuple[bytes | None, float | N
             try:
                 b = known[k]
             except KeyError:
-                b = known[k] = dumps(k, protocol=5)
+                # One pickle for keys one state in-process (1, 1.0, True):
+                # Spark groups the windows by these bytes.
+                b = known[k] = dumps(canonical_key(k), protocol=5)
             return b, float(t if isinstance(t, int | float) else t.timestamp())
 
         return keyed_when

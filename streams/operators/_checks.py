@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import short_repr
 
-__all__ = ["check_callable", "check_count", "key_function"]
+__all__ = ["canonical_key", "check_callable", "check_count", "key_function"]
 
 
 def check_callable(op: str, func: Any, what: str = "a function") -> None:
@@ -40,3 +40,19 @@ def key_function(key: Any) -> Callable[[Any], Any]:
     if callable(key):
         return key  # type: ignore[no-any-return]
     return operator.itemgetter(key)
+
+
+def canonical_key(key: Any) -> Any:
+    """One form for keys a dict takes as one (``1``, ``1.0``, ``True``).
+
+    An engine that routes or groups by a key's pickle (the same bytes in
+    every process) pickles this instead, so that keys one state in-process
+    stay one state there.
+
+    >>> canonical_key(1.0), canonical_key(True), canonical_key(2.5), canonical_key("a")
+    (1, 1, 2.5, 'a')
+    """
+    if isinstance(key, bool | float) and float(key).is_integer():
+        return int(key)
+    return key
+

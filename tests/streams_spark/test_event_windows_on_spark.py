@@ -137,3 +137,19 @@ def test_spark_session_windows_merge_elements_exactly_a_gap_apart(spark: Any) ->
                           [1.0, 3.0, 5.0, 9.0, 12.0])
     assert errors == []
     assert out == [[1.0, 3.0, 5.0], [9.0], [12.0]]
+
+
+def test_keys_equal_in_a_dict_share_a_window_on_spark(spark: Any) -> None:
+    xs = [(1, 0.5), (1.0, 1.0), (True, 1.5), (2, 2.0), (1, 12.0)]
+    results = []
+    for on_spark in (False, True):
+        source = Stream()
+        head = source.to_spark(batch_size=2) if on_spark else source
+        node = head.timed_window(10, time=1, key=0)
+        out = (node.gather() if on_spark else node).sink_to_list()
+        for x in xs:
+            source.emit(x)
+        source.close()
+        results.append(out)
+    assert results[1] == results[0]
+    assert [len(w) for _, w in results[1]] == [3, 1, 1]
