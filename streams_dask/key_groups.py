@@ -100,7 +100,7 @@ def run_key_groups(plan_bytes: bytes, items: Any, groups: tuple[int, ...],
         if g in mine:
             by_group.setdefault(g, []).append((pos, x))
     new: dict[int, GroupStates] = {}
-    held = set(g for s in (states or {}).values() for g in s)
+    held = {g for s in (states or {}).values() for g in s}
     for g in sorted(mine if close else by_group):
         if close and g not in held and g not in by_group:
             continue

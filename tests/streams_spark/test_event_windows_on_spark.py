@@ -58,6 +58,17 @@ def test_a_window_with_late_sunk_runs_as_its_node() -> None:
     assert [type(s) for s in stages] == [ChainStage]
 
 
+def _run(build: Any, xs: list[Any], on_spark: bool) -> list[Any]:
+    """What ``build`` gives over ``xs``, in-process or in a to_spark() segment."""
+    source = Stream()
+    node = build(source.to_spark(batch_size=2) if on_spark else source)
+    out = (node.gather() if on_spark else node).sink_to_list()
+    for x in xs:
+        source.emit(x)
+    source.close()
+    return out
+
+
 def _running_max(best: int, x: Any) -> int:
     return max(best, x[1])
 
@@ -69,16 +80,7 @@ def test_a_session_window_after_a_keyed_scan_runs_as_in_process(spark: Any) -> N
         return (s.scan(_running_max, start=0, key=0).map(lambda kv: (kv[0], kv[1], kv[1]))
                 .session_window(2, time=2, key=0))
 
-    results = []
-    for on_spark in (False, True):
-        source = Stream()
-        head = source.to_spark(batch_size=2) if on_spark else source
-        node = build(head)
-        out = (node.gather() if on_spark else node).sink_to_list()
-        for x in xs:
-            source.emit(x)
-        source.close()
-        results.append(out)
+    results = [_run(build, xs, on_spark) for on_spark in (False, True)]
     assert results[1] == results[0]
     assert results[0][:2] == [("b", [("b", 2, 2)]), ("a", [("a", 1, 1), ("a", 3, 3)])]
 
@@ -141,15 +143,7 @@ def test_spark_session_windows_merge_elements_exactly_a_gap_apart(spark: Any) ->
 
 def test_keys_equal_in_a_dict_share_a_window_on_spark(spark: Any) -> None:
     xs = [(1, 0.5), (1.0, 1.0), (True, 1.5), (2, 2.0), (1, 12.0)]
-    results = []
-    for on_spark in (False, True):
-        source = Stream()
-        head = source.to_spark(batch_size=2) if on_spark else source
-        node = head.timed_window(10, time=1, key=0)
-        out = (node.gather() if on_spark else node).sink_to_list()
-        for x in xs:
-            source.emit(x)
-        source.close()
-        results.append(out)
+    results = [_run(lambda s: s.timed_window(10, time=1, key=0), xs, on_spark)
+               for on_spark in (False, True)]
     assert results[1] == results[0]
     assert [len(w) for _, w in results[1]] == [3, 1, 1]
