@@ -16,26 +16,23 @@ without any cost on the synchronous path.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from toolz import identity
 
-from . import plugins
+from . import closing, plugins
 from ._api import OperatorAPI
 from .cycles import check_connect, recursion_error
 from .errors import ErrorPolicy, ErrorRecord, NodeError, StreamClosedError, check_policy
 from .fusion import compiled as _compiled
 from .fusion import invalidate as _invalidate
-from .naming import snake_case
-from .pending import DONE as _DONE
 from .pending import done as _done
-from .pending import gather_pending as _gather_pending
+from .pending import finish_emit as _finish_emit
 from .pending import settle as _settle
-from .segment import NO_DEFAULT, Segment
+from .segment import NO_DEFAULT, Segment, admit_connection, segment_of
 
 if TYPE_CHECKING:
     from .spec import NodeSpec, Traits
@@ -45,23 +42,6 @@ __all__ = ["NO_DEFAULT", "Stream", "Segment"]
 T = TypeVar("T")
 
 logger = logging.getLogger("streams")
-
-#: Attributes shown by ``str(node)``, as streamz's ``str_list``.
-_STR_ATTRIBUTES = ("func", "predicate", "n", "interval")
-
-
-def _as_future(pending: Any) -> Any:
-    """What an asynchronous ``emit`` returns when work is still running.
-
-    On a running loop, a Future (a Task): the work goes on even if nobody
-    awaits it, and it can be awaited any number of times, as streamz's
-    ``emit`` result can (issue 15). With no loop, the awaitable as is.
-    """
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return pending
-    return asyncio.ensure_future(pending, loop=loop)
 
 
 class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
@@ -171,14 +151,9 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
                             f"None, got {asynchronous!r}")
         self.stream_name = stream_name
         if loop is None and (ensure_io_loop or getattr(self, "_clock", None) is not None):
-            # As streamz: a node with timers (it has a clock), or asked to
-            # ensure a loop, knows the running loop; ensure_io_loop=True with
-            # none running starts the shared loop thread's.
-            from .loop_thread import io_loop, running_io_loop
+            from .loop_thread import node_loop
 
-            loop = running_io_loop()
-            if loop is None and ensure_io_loop:
-                loop = io_loop()
+            loop = node_loop(ensure_io_loop)
         self.loop = loop
         if asynchronous is not None:
             for u in self.upstreams:
@@ -197,20 +172,8 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         self._errors: Stream[ErrorRecord] | None = None
         self._closed = False
         self._node_id = next(Stream._ids)
-        self._segment: Segment | None = None
-        segments = {id(u._segment): u._segment for u in self.upstreams if u._segment}
-        if segments and not self._ends_segment:
-            first, *others = segments.values()
-            # Inputs of several segments (a union of two Spark sources) join
-            # into one segment if their engine can run them as one.
-            segment = first.merge(others, self) if others else first
-            if segment is None:
-                raise ValueError(
-                    f"{self._label()}: its upstreams run on different engines; "
-                    "gather() each of them before combining"
-                )
-            segment.admit(self)
-            self._segment = segment
+        self._segment: Segment | None = None  # admit() below may describe the node
+        self._segment = segment_of(self)
         for u in self.upstreams:
             u.downstreams.append(self)
         if self.upstreams:
@@ -269,47 +232,11 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             if asynchronous or self.asynchronous:
                 return _done()
             return None
-        return self._finish(pending, asynchronous)
-
-    def _finish(self, pending: Any, asynchronous: bool) -> Any:
-        """What ``emit`` returns when work is pending (off the fast path)."""
-        __tracebackhide__ = True  # pytest, IPython: show the user's frames
-        if isinstance(pending, list):  # a streamz-style update returns a list
-            pending = _gather_pending(pending)
-            if pending is None:
-                return _done() if asynchronous or self.asynchronous else None
-        if asynchronous or self.asynchronous:
-            return _as_future(pending)
-        return _settle(pending, self)
-
-    def _emit_through_override(self, x: T, asynchronous: bool = False,
-                               metadata: Any = None) -> Any:
-        # ``emit`` of a class that overrides ``_emit`` (streamz code does):
-        # the override must see every element, so the compiled push is not
-        # called directly.
-        pending = self._emit(x) if metadata is None else self._emit(x, metadata)
-        if pending is None:
-            return _done() if asynchronous or self.asynchronous else None
-        return self._finish(pending, asynchronous)
+        return _finish_emit(self, pending, asynchronous)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if cls._emit is not Stream._emit and "emit" not in cls.__dict__:
-            cls.emit = Stream._emit_through_override  # type: ignore[method-assign]
-        update = cls.__dict__.get("update")
-        if update is not None and getattr(update, "__tornado_coroutine__", False):
-            # A streamz plugin's ``@gen.coroutine def update``: run it only once
-            # awaited, on the loop that finishes it (as a sink's coroutine).
-            from .sinks.basic import _deferred_tornado_coroutine
-
-            cls.update = _deferred_tornado_coroutine(update)  # type: ignore[method-assign]
-        declared = any("_local_only" in vars(b) for b in cls.__mro__ if b is not Stream)
-        if "update" in cls.__dict__ and not declared:
-            # New behaviour that does not say whether its description rebuilds
-            # it faithfully elsewhere (a plugin, say): engines refuse it.
-            cls._local_only = (
-                f"{cls.__name__} does not declare that an engine can run it (its "
-                "author can set _local_only = None once its NodeSpec rebuilds it)")
+        plugins.check_subclass(cls)
 
     def _compile_and_push(self, x: Any) -> Any:
         __tracebackhide__ = True  # pytest, IPython: show the user's frames
@@ -350,15 +277,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         if not isinstance(downstream, Stream):
             raise TypeError(f"connect() takes a Stream, got {downstream!r}")
         check_connect(self, downstream)
-        segment = self._segment
-        if downstream._segment is not None and downstream._segment is not segment:
-            raise ValueError(
-                f"connect(): {downstream._label()} runs on {downstream._segment.backend}; "
-                "connect to the node that starts that segment (scatter(), to_spark())"
-            )
-        if segment is not None and not downstream._ends_segment:
-            segment.admit(downstream)  # as for a node built downstream: refuse now
-            downstream._segment = segment
+        admit_connection(self, downstream)
         self.downstreams.append(downstream)
         downstream._add_upstream(self)
         _invalidate(self)
@@ -396,24 +315,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             for u in list(streams):
                 u.disconnect(self)
             return
-        _invalidate(self)
-        for u in list(self.upstreams):
-            u.downstreams.remove(self)
-        self.upstreams.clear()
-        for d in list(self.downstreams):
-            # As in disconnect(): nodes with per-upstream state (zip's buffers, a
-            # Jupyter live view that must stop) learn that this upstream is gone.
-            d._remove_upstream(self)
-        self.downstreams.clear()
-        self._closed = True
-        # A function, not a bound method: a destroyed node is in no reference
-        # cycle, so it is freed as soon as the user drops it (streamz's test).
-        message = f"{self._label()} was destroyed; create a new stream to emit into"
-
-        def push_destroyed(x: Any) -> Any:
-            raise StreamClosedError(message)
-
-        self._push = push_destroyed
+        closing.destroy(self)
 
     # ------------------------------------------------------------------
     # End of stream
@@ -436,61 +338,15 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         [(0, 1), (2,)]
         """
         __tracebackhide__ = True  # pytest, IPython: show the user's frames
-        from .backlog import Backlog
-
-        backlog = Backlog.of(self)
-        if backlog is not None:
-            # Elements emitted earlier are still running on the loop: close
-            # after them, or windows would flush before those elements arrive.
-            return backlog.defer(lambda: self._on_close(None))
-        pending = self._on_close(None)
-        if pending is None:
-            return _DONE if self.asynchronous else None
-        if self.asynchronous:
-            return pending
-        return _settle(pending, self)
+        return closing.close(self)
 
     async def aclose(self) -> None:
         """Close the stream and wait for all work in flight to finish."""
-        from .backlog import Backlog
-
-        backlog = Backlog.of(self)
-        if backlog is not None:
-            await backlog.defer(lambda: self._on_close(None))
-            return
-        pending = self._on_close(None)
-        if pending is not None:
-            await pending
+        await closing.aclose(self)
 
     def _on_close(self, who: Stream[Any] | None) -> Any:
         """Receive end-of-stream from ``who``; close once every upstream has."""
-        if self._closed:
-            return None
-        # An upstream still flushing (a buffer draining on the loop) is not
-        # done: it closes this node once it is (see _close_after).
-        if who is not None and any(
-            not u._closed or u._push != u._push_closed for u in self.upstreams if u is not who
-        ):
-            return None
-        self._closed = True
-        _invalidate(self)  # compiled code upstream must stop at this node
-        try:
-            flushed = self._flush()
-        except Exception:
-            self._push = self._push_closed
-            self._close_downstreams()  # the other branches still end
-            raise
-        if flushed is None:
-            self._push = self._push_closed
-            return self._close_downstreams()
-        return self._close_after(flushed)
-
-    async def _close_after(self, flushed: Awaitable[Any]) -> None:
-        await flushed
-        self._push = self._push_closed
-        pending = self._close_downstreams()
-        if pending is not None:
-            await pending
+        return closing.on_close(self, who)
 
     def _push_closed(self, x: Any) -> Any:
         raise StreamClosedError(
@@ -503,22 +359,8 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         return None
 
     def _close_downstreams(self) -> Any:
-        """Close every downstream (and the error stream); a failure in one
-        branch does not leave the others open: the first error is re-raised
-        once all have been closed."""
-        targets = list(self.downstreams)
-        if self._errors is not None:
-            targets.append(self._errors)
-        results = []
-        error: Exception | None = None
-        for d in targets:
-            try:
-                results.append(d._on_close(self))
-            except Exception as e:
-                error = error or e
-        if error is not None:
-            raise error
-        return _gather_pending(results)
+        """Close every downstream and the error stream; the first failure is raised last."""
+        return closing.close_downstreams(self)
 
     # ------------------------------------------------------------------
     # Errors
@@ -602,14 +444,9 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         function after the upstreams; ``args`` and ``kwargs`` parameters are
         spread. Operators whose constructors differ override it (``zip``).
         """
-        params = dict(spec.params)
-        args = params.pop("args", ())
-        kwargs = params.pop("kwargs", {})
-        lead = (spec.func,) if cls._takes_function else ()
-        if spec.stream_name is not None:
-            params["stream_name"] = spec.stream_name
-        make: Callable[..., Stream[Any]] = cls  # each operator has its own signature
-        return make(*upstreams, *lead, *args, **params, **kwargs)
+        from .spec import construct
+
+        return construct(cls, spec, upstreams)
 
     def snapshot(self) -> dict[str, Any]:
         """A copy of this node's state (empty for stateless nodes)."""
@@ -639,17 +476,9 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         >>> str(Stream().partition(2)), str(Stream(stream_name="in"))
         ('<partition: 2>', '<in; Stream>')
         """
-        kind = "Stream" if type(self) is Stream else self._operator
-        parts = [f"{self.stream_name}; {kind}" if self.stream_name else kind]
-        for attr in _STR_ATTRIBUTES:
-            value = getattr(self, attr, None)
-            if value:
-                if callable(value):
-                    value = getattr(value, "__name__", type(value).__name__)
-                parts.append(f"{attr}={value}")
-        if len(parts) <= 2:  # as streamz: ``<map: inc>``, not ``<map: func=inc>``
-            parts = [p.split("=")[-1] for p in parts]
-        return f"<{parts[0]}: {', '.join(parts[1:])}>" if len(parts) > 1 else f"<{parts[0]}>"
+        from .graph import streamz_str
+
+        return streamz_str(self)
 
     @property
     def name(self) -> str | None:
@@ -705,31 +534,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         >>> L
         [8]
         """
-
-        def _(klass: type) -> type:
-            name = attribute_name or snake_case(klass.__name__)
-            if issubclass(klass, Stream):  # not a helper such as sink_to_plot's LivePlot
-                if "_operator" not in klass.__dict__:
-                    klass._operator = name
-                from .spec import register_operator
-
-                register_operator(klass)
-
-            def wrapped(*args: Any, **kwargs: Any) -> Any:
-                try:
-                    return klass(*args, **kwargs)
-                except TypeError:
-                    _check_arguments(name, klass, args, kwargs, modifier is staticmethod)
-                    raise
-
-            wrapped.__name__ = name
-            wrapped.__qualname__ = f"{cls.__name__}.{name}"
-            wrapped.__doc__ = klass.__doc__
-            wrapped.__wrapped__ = klass  # type: ignore[attr-defined]
-            setattr(cls, name, modifier(wrapped))
-            return klass
-
-        return _
+        return plugins.register_api(cls, modifier, attribute_name)
 
     @classmethod
     def register_plugin_entry_point(cls, entry_point: Any,
@@ -746,24 +551,3 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
         return visualize(self, filename, **kwargs)
 
-
-def _check_arguments(name: str, klass: type, args: tuple[Any, ...], kwargs: dict[str, Any],
-                     static: bool) -> None:
-    """Raise a TypeError naming the operator and its signature if the call cannot bind.
-
-    Python's own message names ``__init__`` and counts the upstream; this one
-    says what to write.
-    """
-    import inspect
-
-    try:
-        signature = inspect.signature(klass)
-    except (TypeError, ValueError):  # pragma: no cover - builtins
-        return
-    try:
-        signature.bind(*args, **kwargs)
-    except TypeError as e:
-        params = [p.replace(annotation=inspect.Parameter.empty)
-                  for p in signature.parameters.values()]
-        shown = inspect.Signature(params if static else params[1:])
-        raise TypeError(f"{name}(): {e}; it takes {name}{shown}") from None

@@ -16,7 +16,12 @@ from .spec import NodeSpec
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["GraphSpec", "NodeSpec", "describe", "label", "visualize", "walk"]
+__all__ = [
+    "GraphSpec", "NodeSpec", "describe", "label", "streamz_str", "visualize", "walk",
+]
+
+#: Attributes shown by ``str(node)``, as streamz's ``str_list``.
+_STR_ATTRIBUTES = ("func", "predicate", "n", "interval")
 
 
 @dataclass(frozen=True)
@@ -200,3 +205,27 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
     return g
 
 from .networkx_graph import _clean_text, create_graph  # noqa: E402, F401 - streamz names
+
+
+def streamz_str(node: Stream[Any]) -> str:
+    """``str(node)`` in streamz's format: ``<map: inc>``, ``<name; Stream>``, ``<partition: 2>``.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> str(Stream().partition(2)), str(Stream(stream_name="in"))
+    ('<partition: 2>', '<in; Stream>')
+    """
+    from .core import Stream
+
+    kind = "Stream" if type(node) is Stream else node._operator
+    parts = [f"{node.stream_name}; {kind}" if node.stream_name else kind]
+    for attr in _STR_ATTRIBUTES:
+        value = getattr(node, attr, None)
+        if value:
+            if callable(value):
+                value = getattr(value, "__name__", type(value).__name__)
+            parts.append(f"{attr}={value}")
+    if len(parts) <= 2:  # as streamz: ``<map: inc>``, not ``<map: func=inc>``
+        parts = [p.split("=")[-1] for p in parts]
+    return f"<{parts[0]}: {', '.join(parts[1:])}>" if len(parts) > 1 else f"<{parts[0]}>"

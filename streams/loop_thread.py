@@ -34,7 +34,8 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-__all__ = ["call_in_loop_thread", "call_soon", "io_loop", "loop_thread", "running_io_loop",
+__all__ = ["call_in_loop_thread", "call_soon", "io_loop", "loop_thread", "node_loop",
+           "running_io_loop",
            "stop_loop_thread"]
 
 logger = logging.getLogger("streams")
@@ -93,6 +94,18 @@ def running_io_loop() -> Any:
     from tornado.ioloop import IOLoop
 
     return IOLoop.current()
+
+
+def node_loop(ensure_io_loop: bool) -> Any:
+    """The loop of a new node that keeps time (has a clock) or was asked to ensure one.
+
+    As streamz: the running loop; with none running, ``ensure_io_loop=True``
+    starts the shared loop thread's, else there is none (None).
+    """
+    loop = running_io_loop()
+    if loop is None and ensure_io_loop:
+        loop = io_loop()
+    return loop
 
 
 def in_loop_thread() -> bool:

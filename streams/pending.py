@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["DONE", "done", "gather_pending", "settle"]
-
-
+__all__ = ["DONE", "as_future", "done", "finish_emit", "gather_pending", "settle"]
 
 
 class _Done:
@@ -77,3 +75,29 @@ def settle(pending: Awaitable[Any], node: Stream[Any]) -> Any:
     from .backlog import settle as settle_on_loop
 
     return settle_on_loop(pending, node)
+
+
+def as_future(pending: Any) -> Any:
+    """What an asynchronous ``emit`` returns when work is still running.
+
+    On a running loop, a Future (a Task): the work goes on even if nobody
+    awaits it, and it can be awaited any number of times, as streamz's
+    ``emit`` result can (issue 15). With no loop, the awaitable as is.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return pending
+    return asyncio.ensure_future(pending, loop=loop)
+
+
+def finish_emit(node: Stream[Any], pending: Any, asynchronous: bool) -> Any:
+    """What ``node.emit`` returns when work is pending (off the fast path)."""
+    __tracebackhide__ = True  # pytest, IPython: show the user's frames
+    if isinstance(pending, list):  # a streamz-style update returns a list
+        pending = gather_pending(pending)
+        if pending is None:
+            return done() if asynchronous or node.asynchronous else None
+    if asynchronous or node.asynchronous:
+        return as_future(pending)
+    return settle(pending, node)

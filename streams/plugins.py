@@ -1,6 +1,9 @@
-"""Operators contributed by other packages, through entry points.
+"""How operators join ``Stream``: registration as methods, subclasses, and plugins.
 
-A package declares, in its metadata, entry points in the groups
+``Stream.register_api`` makes a node class a method of ``Stream``
+(:func:`register_api`); a subclass is checked when it is defined
+(:func:`check_subclass`); and operators contributed by other packages come
+through entry points. A package declares, in its metadata, entry points in the groups
 ``streams.nodes``, ``streams.sources`` or ``streams.sinks`` (or streamz's
 ``streamz.nodes``, ``streamz.sources``, ``streamz.sinks``), each naming a
 ``streams.Stream`` subclass: a streamz plugin ports by changing its base
@@ -13,12 +16,18 @@ never breaks ``import streams``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
 from toolz import identity
 
-__all__ = ["StreamType", "load_plugins", "register_entry_point"]
+from .naming import snake_case
+from .pending import done, finish_emit
+
+__all__ = [
+    "StreamType", "check_subclass", "load_plugins", "register_api", "register_entry_point",
+]
 
 logger = logging.getLogger("streams")
 
@@ -145,3 +154,91 @@ def plugin_attribute(obj: Any, name: str) -> Any:
     if name.startswith("_") or loaded or not load_plugins():
         raise AttributeError(f"type object {obj.__name__!r} has no attribute {name!r}")
     return getattr(obj, name)
+
+
+def register_api(cls: type, modifier: Callable[[Any], Any] = identity,
+                 attribute_name: str | None = None) -> Callable[[type], type]:
+    """``Stream.register_api``: a decorator making a node class a method of ``cls``."""
+
+    def _(klass: type) -> type:
+        name = attribute_name or snake_case(klass.__name__)
+        if issubclass(klass, _stream()):  # not a helper such as sink_to_plot's LivePlot
+            if "_operator" not in klass.__dict__:
+                klass._operator = name  # type: ignore[attr-defined]
+            from .spec import register_operator
+
+            register_operator(klass)
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return klass(*args, **kwargs)
+            except TypeError:
+                _check_arguments(name, klass, args, kwargs, modifier is staticmethod)
+                raise
+
+        wrapped.__name__ = name
+        wrapped.__qualname__ = f"{cls.__name__}.{name}"
+        wrapped.__doc__ = klass.__doc__
+        wrapped.__wrapped__ = klass  # type: ignore[attr-defined]
+        setattr(cls, name, modifier(wrapped))
+        return klass
+
+    return _
+
+
+def _check_arguments(name: str, klass: type, args: tuple[Any, ...], kwargs: dict[str, Any],
+                     static: bool) -> None:
+    """Raise a TypeError naming the operator and its signature if the call cannot bind.
+
+    Python's own message names ``__init__`` and counts the upstream; this one
+    says what to write.
+    """
+    import inspect
+
+    try:
+        signature = inspect.signature(klass)
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as e:
+        params = [p.replace(annotation=inspect.Parameter.empty)
+                  for p in signature.parameters.values()]
+        shown = inspect.Signature(params if static else params[1:])
+        raise TypeError(f"{name}(): {e}; it takes {name}{shown}") from None
+
+
+def check_subclass(cls: Any) -> None:
+    """Adapt a ``Stream`` subclass written for streamz, as it is defined.
+
+    * A class overriding ``_emit`` (streamz code does) gets an ``emit`` that
+      goes through the override: it must see every element, so the
+      compiled push is not called directly.
+    * A streamz plugin's ``@gen.coroutine def update`` runs only once
+      awaited, on the loop that finishes it (as a sink's coroutine).
+    * A class defining its own ``update`` without saying whether its
+      description rebuilds it faithfully elsewhere is run in this process
+      only: engines refuse it until it sets ``_local_only = None``.
+    """
+    Stream = _stream()
+    if cls._emit is not Stream._emit and "emit" not in cls.__dict__:
+        cls.emit = _emit_through_override
+    update = cls.__dict__.get("update")
+    if update is not None and getattr(update, "__tornado_coroutine__", False):
+        from .sinks.basic import _deferred_tornado_coroutine
+
+        cls.update = _deferred_tornado_coroutine(update)
+    declared = any("_local_only" in vars(b) for b in cls.__mro__ if b is not Stream)
+    if "update" in cls.__dict__ and not declared:
+        cls._local_only = (
+            f"{cls.__name__} does not declare that an engine can run it (its "
+            "author can set _local_only = None once its NodeSpec rebuilds it)")
+
+
+def _emit_through_override(self: Any, x: Any, asynchronous: bool = False,
+                           metadata: Any = None) -> Any:
+    # ``emit`` of a class that overrides ``_emit``; see check_subclass.
+    pending = self._emit(x) if metadata is None else self._emit(x, metadata)
+    if pending is None:
+        return done() if asynchronous or self.asynchronous else None
+    return finish_emit(self, pending, asynchronous)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .core import Stream
 
 __all__ = ["NO_DEFAULT", "JoinedHere", "Segment", "SegmentEntry", "join_here", "raise_first",
-           "unsendable"]
+           "admit_connection", "segment_of", "unsendable"]
 
 
 class _NoDefault:
@@ -51,6 +51,39 @@ class Segment:
         None (the default): segments cannot be joined, ``node`` is refused.
         """
         return None
+
+
+def segment_of(node: Stream[Any]) -> Segment | None:
+    """The segment a new ``node`` belongs to: its upstreams', admitted now (or refused).
+
+    Inputs of several segments (a union of two Spark sources) join into one
+    if their engine can run them as one.
+    """
+    segments = {id(u._segment): u._segment for u in node.upstreams if u._segment}
+    if not segments or node._ends_segment:
+        return None
+    first, *others = segments.values()
+    segment = first.merge(others, node) if others else first
+    if segment is None:
+        raise ValueError(
+            f"{node._label()}: its upstreams run on different engines; "
+            "gather() each of them before combining"
+        )
+    segment.admit(node)
+    return segment
+
+
+def admit_connection(node: Stream[Any], downstream: Stream[Any]) -> None:
+    """For ``node.connect(downstream)``: ``downstream`` joins ``node``'s segment, or is refused."""
+    segment = node._segment
+    if downstream._segment is not None and downstream._segment is not segment:
+        raise ValueError(
+            f"connect(): {downstream._label()} runs on {downstream._segment.backend}; "
+            "connect to the node that starts that segment (scatter(), to_spark())"
+        )
+    if segment is not None and not downstream._ends_segment:
+        segment.admit(downstream)  # as for a node built downstream: refuse now
+        downstream._segment = segment
 
 
 class JoinedHere(Segment):

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["EventTime", "NodeSpec", "Traits", "build", "operator_class", "register_operator"]
+__all__ = ["EventTime", "NodeSpec", "Traits", "build", "construct", "operator_class",
+           "register_operator"]
 
 
 @dataclass(frozen=True)
@@ -241,3 +242,20 @@ def build(spec: NodeSpec, upstreams: Sequence[Stream[Any]]) -> Stream[Any]:
     [3]
     """
     return operator_class(spec.operator)._from_spec(spec, list(upstreams))
+
+
+def construct(cls: type[Stream[Any]], spec: NodeSpec, upstreams: list[Stream[Any]]) -> Stream[Any]:
+    """``cls._from_spec``: a node of ``cls`` built from ``spec``'s parameters.
+
+    The parameters are passed back as the constructor's keywords, the
+    function after the upstreams; ``args`` and ``kwargs`` parameters are
+    spread.
+    """
+    params = dict(spec.params)
+    args = params.pop("args", ())
+    kwargs = params.pop("kwargs", {})
+    lead = (spec.func,) if cls._takes_function else ()
+    if spec.stream_name is not None:
+        params["stream_name"] = spec.stream_name
+    make: Callable[..., Stream[Any]] = cls  # each operator has its own signature
+    return make(*upstreams, *lead, *args, **params, **kwargs)
