@@ -345,7 +345,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         Against wall time and the number of worker threads, it tells how
         busy the segment kept the cluster.
         """
-        return 0.0 if self._runner is None else self._runner.work_seconds
+        return 0.0 if self._runner is None else self._runner.sizes.work_seconds
 
     def flush(self) -> Any:
         """Wait for every element in flight and push its results downstream.

@@ -9,13 +9,8 @@ The runner turns elements arriving at ``scatter()`` into Dask tasks:
   thread has its next task queued, elements wait for a full batch, since a
   small task sent then would only take a place in the queue, and a worker
   that finishes its big tasks would wait behind it for the next result;
-* **batch size** - at most ``batch_size`` elements, and fewer when the
-  work is slow: workers report how long each batch took, and a batch is
-  cut to about :data:`TARGET_SECONDS` of work, so the last tasks of a
-  stream do not leave workers idle behind one long batch. Until run times
-  are known, batches start at :data:`FIRST_BATCH` elements and grow at
-  most :data:`GROWTH` times the largest measured one (a slow start: a
-  slow function is never sent as a first batch of ``batch_size``);
+* **batch size** - at most ``batch_size`` elements, fewer when the work
+  is slow, after a slow start (:mod:`streams_dask.batch_sizes`);
 * **the bound** - at most ``max_in_flight`` tasks running or queued on the
   cluster; results that came back ahead of an earlier one wait on the
   client (at most ``max_in_flight`` of them), and do not keep the workers
@@ -47,33 +42,17 @@ from streams.metadata import release_refs, retain_refs
 from streams.pending import settle
 from streams.segment import unsendable
 
+from .batch_sizes import BatchSizes
 from .client import Connection
 from .fetching import Fetcher, FetchFailed
 from .key_groups import merge_groups, parts, run_key_groups, states_of, updated
 from .segment import Plan
 from .worker import Batch, Failure, StageResult, run_after, run_stage, warm
 
-__all__ = [
-    "FIRST_BATCH",
-    "GROWTH",
-    "POLL_EVERY",
-    "TARGET_SECONDS",
-    "DaskTaskError",
-    "Runner",
-]
+__all__ = ["POLL_EVERY", "DaskTaskError", "Runner"]
 
 #: A synchronous producer looks for finished results every this many elements.
 POLL_EVERY = 16
-
-#: About how long one task should work: long against Dask's per-task cost
-#: (around a millisecond), short against a stream's tail.
-TARGET_SECONDS = 0.25
-
-#: Most elements in a task before any run time is known.
-FIRST_BATCH = 16
-
-#: A batch holds at most this many times the largest batch measured so far.
-GROWTH = 4
 
 
 class DaskTaskError(RuntimeError):
@@ -161,11 +140,7 @@ class Runner:
         self.fetcher = Fetcher(loop=self.client.loop, with_results=True, raise_errors=False)
         self.fetched: dict[Any, StageResult] = {}
         self.closed = False
-        # Seconds of work per element, as workers measured it (None: unknown).
-        self.per_element: float | None = None
-        self.work_seconds = 0.0  # summed over the batches whose results came back
-        self.largest = 0  # the most elements of a batch measured so far
-        self.cap = min(batch_size, FIRST_BATCH, element_bound or batch_size)
+        self.sizes = BatchSizes(batch_size, element_bound)
         #: A progress bar (``update(1)`` per task whose result came back), or None.
         self.progress: Any = None
         #: Held by whoever drives a synchronous runner: the producer, or the
@@ -200,7 +175,7 @@ class Runner:
         """Whether the producer must wait (the backpressure condition)."""
         if self.element_bound is not None and self.held() > self.element_bound:
             return True
-        return len(self.pending) >= self.cap and not self._room(self.max_in_flight)
+        return len(self.pending) >= self.sizes.cap and not self._room(self.max_in_flight)
 
     def pump(self) -> None:
         """Submit what is pending while there is room.
@@ -210,27 +185,15 @@ class Runner:
         queued task (see ``threads``).
         """
         while self.pending and self._room(
-                self.max_in_flight if len(self.pending) >= self.cap else self.eager):
-            batch = self.pending[: self.cap]
-            del self.pending[: self.cap]
+                self.max_in_flight if len(self.pending) >= self.sizes.cap else self.eager):
+            batch = self.pending[: self.sizes.cap]
+            del self.pending[: self.sizes.cap]
             self._submit(batch, close=False)
 
     def _measure(self, result: StageResult, size: int) -> None:
-        """Learn the cost of an element from a batch of ``size`` elements."""
         if self.progress is not None:
             self.progress.update(1)
-        self.work_seconds += result.seconds
-        if size <= 0:
-            return
-        self.largest = max(self.largest, size)
-        if result.seconds > 0:
-            cost = result.seconds / size
-            self.per_element = cost if self.per_element is None else (
-                0.7 * self.per_element + 0.3 * cost)
-        by_time = (self.batch_size if self.per_element is None
-                   else int(TARGET_SECONDS / self.per_element))
-        self.cap = max(1, min(self.batch_size, GROWTH * self.largest, by_time,
-                              self.element_bound or self.batch_size))
+        self.sizes.measure(result.seconds, size)
 
     def warm_workers(self, addresses: Sequence[str]) -> None:
         """Have each worker import the engine now (see :func:`~.worker.warm`)."""
@@ -304,7 +267,7 @@ class Runner:
         self.closed = True
         # The last batches are cut smaller, so that workers finish together
         # rather than one of them working alone on a long last batch.
-        size = max(1, min(self.cap, -(-len(self.pending) // self.max_in_flight)))
+        size = max(1, min(self.sizes.cap, -(-len(self.pending) // self.max_in_flight)))
         while len(self.pending) > size:
             batch = self.pending[:size]
             del self.pending[:size]

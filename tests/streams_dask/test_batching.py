@@ -17,7 +17,8 @@ from distributed import Client, Event, LocalCluster
 
 import streams_dask  # noqa: F401 - registers scatter()
 from streams import Stream
-from streams_dask.runner import FIRST_BATCH, GROWTH, Runner
+from streams_dask.batch_sizes import FIRST_BATCH, GROWTH
+from streams_dask.runner import Runner
 
 #: Longest a task waits for its release (a failing test must not hang the cluster).
 HOLD_SECONDS = 120
@@ -118,7 +119,7 @@ def test_batches_start_small_and_grow_by_measured_steps(
     submit = Runner._submit
 
     def spy(self: Runner, batch: list[Any], close: bool) -> None:
-        sizes.append((len(batch), self.largest))
+        sizes.append((len(batch), self.sizes.largest))
         submit(self, batch, close)
 
     monkeypatch.setattr(Runner, "_submit", spy)
