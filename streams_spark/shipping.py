@@ -9,9 +9,9 @@ tornado) must be installed there, as for PySpark itself.
 
 A function from a module of the user's (a file next to the notebook or
 script, not an installed package) would be pickled by reference and fail
-on an executor at the first batch; :func:`by_value` registers such modules
-with Spark's cloudpickle when the graph is built, so their functions travel
-by value.
+on an executor at the first batch; :func:`by_value` registers such modules,
+and the user's modules they import, with Spark's cloudpickle when the graph
+is built, so their functions travel by value.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import sysconfig
 import tempfile
 import threading
 import zipfile
+from types import FunctionType, ModuleType
 from typing import Any
 
 __all__ = ["PACKAGES", "by_value", "library_zip", "ship_library"]
@@ -108,25 +109,51 @@ def _installed_roots() -> tuple[str, ...]:
     return tuple(os.path.realpath(r) + os.sep for r in roots)
 
 
+def _users_module(name: Any) -> ModuleType | None:
+    """The module named ``name`` if it is the user's own (not installed, not this library)."""
+    if not isinstance(name, str) or name.split(".")[0] in _BY_NAME:
+        return None
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    if module is None or path is None:
+        return None
+    if os.path.realpath(path).startswith(_installed_roots()):
+        return None
+    return module
+
+
 def by_value(func: Any) -> None:
     """Send the functions of ``func``'s module by value, if it is the user's own.
 
     A module that is not in the standard library or an installed package
     (a ``helpers.py`` next to a notebook) is registered with PySpark's
     cloudpickle: executors that cannot import it receive the function's code.
+    So are the user's modules it imports (``import constants``, ``from
+    parsing import parse``), and theirs in turn: a function sent by value
+    still names the modules of the globals it uses, which an executor
+    could not import either.
     """
     while isinstance(func, functools.partial):
         func = func.func
-    name = getattr(func, "__module__", None) or type(func).__module__
-    if not isinstance(name, str) or name.split(".")[0] in _BY_NAME:
-        return
-    module = sys.modules.get(name)
-    path = getattr(module, "__file__", None)
-    if module is None or path is None:
-        return
-    if os.path.realpath(path).startswith(_installed_roots()):
+    module = _users_module(getattr(func, "__module__", None) or type(func).__module__)
+    if module is None:
         return
     from pyspark import cloudpickle
 
-    if name not in cloudpickle.list_registry_pickle_by_value():
+    registered = set(cloudpickle.list_registry_pickle_by_value())
+    todo = [module]
+    while todo:
+        module = todo.pop()
+        if module.__name__ in registered:
+            continue
         cloudpickle.register_pickle_by_value(module)
+        registered.add(module.__name__)
+        for value in list(vars(module).values()):
+            if isinstance(value, ModuleType):
+                used = _users_module(value.__name__)
+            elif isinstance(value, type | FunctionType):
+                used = _users_module(value.__module__)
+            else:
+                continue
+            if used is not None and used.__name__ not in registered:
+                todo.append(used)

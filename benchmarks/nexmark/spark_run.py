@@ -67,9 +67,10 @@ def session(master: str) -> Any:
     import streams_spark
 
     spark = streams_spark.default_session(master)
-    # streams sends functions of a module that is not installed (here
-    # spark_queries.py, queries.py) by value, but not the modules those
-    # import (events.py): the executors import all three as files.
+    # streams sends the functions of modules that are not installed by value
+    # (and the modules they import), but the hand-written queries' functions
+    # are pickled by reference, PySpark's default: the executors import
+    # these files, for both sides alike.
     for name in ("events", "queries", "spark_queries"):
         spark.sparkContext.addPyFile(os.path.join(HERE, f"{name}.py"))
     return spark

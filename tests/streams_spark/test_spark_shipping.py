@@ -65,6 +65,34 @@ def test_a_function_of_a_users_module_travels_by_value(
     assert cloudpickle.loads(payload)(21) == 42
 
 
+def test_the_users_modules_a_users_module_imports_travel_by_value_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pipeline_ imports parsing_ (a module and a name from it), which imports
+    # units_: none of them is installed, so an executor can import none.
+    (tmp_path / "units_.py").write_text(
+        "class Metres:\n    def __init__(self, v):\n        self.v = v\n")
+    (tmp_path / "parsing_.py").write_text(
+        "from units_ import Metres\n\ndef parse(s):\n    return Metres(int(s))\n")
+    (tmp_path / "pipeline_.py").write_text(
+        "import json\nimport parsing_\nfrom parsing_ import parse\n\n"
+        "def double(s):\n    return json.dumps(2 * parsing_.parse(s).v + 0 * parse(s).v)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pipeline = importlib.import_module("pipeline_")
+    names = {"pipeline_", "parsing_", "units_"}
+    Stream().to_spark().map(pipeline.double).gather()
+    assert names <= set(cloudpickle.list_registry_pickle_by_value())
+    assert "json" not in cloudpickle.list_registry_pickle_by_value()
+    payload = cloudpickle.dumps(pipeline.double)
+    for name in names:
+        del sys.modules[name]
+    sys.path.remove(str(tmp_path))  # as on an executor (monkeypatch restores sys.path)
+    importlib.invalidate_caches()
+    for name in names:
+        with pytest.raises(ImportError):
+            importlib.import_module(name)
+    assert cloudpickle.loads(payload)("21") == "42"
+
+
 def test_installed_and_library_functions_stay_by_reference() -> None:
     import json
 
