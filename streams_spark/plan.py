@@ -77,6 +77,8 @@ class KeyedStage:
 
     spec: NodeSpec
     after: list[NodeSpec] = field(default_factory=list)
+    #: The key buckets (:data:`streams_spark.routing.KEY_BUCKETS` when planned).
+    buckets: int = 0
 
 
 @dataclass
@@ -100,6 +102,8 @@ class Route:
 
     kind: str
     spec: NodeSpec | None = None
+    #: For ``"key"``: how many buckets the keys are hashed into.
+    buckets: int = 0
 
 
 @dataclass
@@ -196,7 +200,9 @@ def lower(specs: list[NodeSpec]) -> Plan:
     labels = {s.id: s.name for s in specs}
     for spec in specs:
         if spec.traits.key is not None and spec.traits.stateful:
-            stages.append(KeyedStage(spec))
+            from . import routing  # routing imports this module
+
+            stages.append(KeyedStage(spec, buckets=routing.KEY_BUCKETS))
         elif spec.traits.event_time is not None:
             stages.append(WindowStage(spec))
         elif (stages and isinstance(stages[-1], KeyedStage) and not spec.traits.stateful
@@ -214,7 +220,7 @@ def lower(specs: list[NodeSpec]) -> Plan:
 def route_of(stage: Stage | None) -> Route | None:
     """The routing that rows bound for ``stage`` need (None: none)."""
     if isinstance(stage, KeyedStage):
-        return Route("key", stage.spec)
+        return Route("key", stage.spec, stage.buckets)
     if isinstance(stage, WindowStage):
         return Route("window", stage.spec)
     if isinstance(stage, ChainStage) and stage.sequential:

@@ -54,18 +54,23 @@ class NodeFailure(Exception):
 #: Keys of a keyed scan are spread over this many groups (each holding the
 #: states of its keys): one group per key would cost PySpark ~2 ms per key
 #: and micro-batch, and one row per key and window on the way to a window.
-KEY_BUCKETS = 16
+#: It bounds how many tasks share the keyed work, so it is well above the
+#: cores of a cluster (as Flink's default of 128 key groups); a micro-batch
+#: pays for the groups its keys fill, at most one per distinct key. Fixed for
+#: a query's life: its checkpoint keeps the state of each group, and a query
+#: restarted with another number is refused (see :mod:`streams_spark.stages`).
+KEY_BUCKETS = 128
 
 
-def key_bucket(kbytes: bytes) -> bytes:
-    """The group of a pickled key (the same in every worker process).
+def key_bucket(kbytes: bytes, buckets: int = KEY_BUCKETS) -> bytes:
+    """The group of a pickled key among ``buckets`` (the same in every worker process).
 
     Examples
     --------
     >>> key_bucket(pickle.dumps("a", protocol=5)) == key_bucket(pickle.dumps("a", protocol=5))
     True
     """
-    return b"%d" % (zlib.crc32(kbytes) % KEY_BUCKETS)
+    return b"%d" % (zlib.crc32(kbytes) % buckets)
 
 
 def _route(route: Route | None) -> Callable[[Any], tuple[bytes | None, float | None]]:
@@ -203,7 +208,8 @@ class Router:
             assert k is not None
             group = self.buckets.get(k)
             if group is None:
-                group = self.buckets[k] = key_bucket(k)
+                assert self.route_to is not None
+                group = self.buckets[k] = key_bucket(k, self.route_to.buckets)
         elif self.to_window:
             assert t is not None
             # The windows Spark will put the element in: timestamp_seconds()

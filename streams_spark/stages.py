@@ -183,20 +183,46 @@ def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool | str,
     return run
 
 
+class KeyBucketsChanged(ValueError):
+    """A keyed query restarted from a checkpoint written with another number of key buckets."""
+
+
+def _bucket_state(saved: bytes, buckets: int, label: str) -> Any:
+    """The node states a keyed group saved, checked against today's ``buckets``.
+
+    With another number of buckets most keys land in groups whose saved state
+    is not theirs, and would silently start again; the first group that
+    meets a saved state refuses the restart (the micro-batch then fails, and
+    nothing of it is committed).
+    """
+    loaded = pickle.loads(saved)
+    # Before 128 buckets, the states alone were saved, for 16 buckets.
+    had, states = loaded if isinstance(loaded, tuple) else (16, loaded)
+    if had != buckets:
+        raise KeyBucketsChanged(
+            f"{label}: this query's checkpoint holds its keyed state in {had} key buckets, "
+            f"and this version of streams hashes keys into {buckets}, so a key's state "
+            "would not be found; restart from a new checkpoint location (replaying the "
+            "input), or with the version of streams that wrote the checkpoint")
+    return states
+
+
 def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSpec] | None = None,
-               rows_of: Rows | None = None
+               rows_of: Rows | None = None, buckets: int = 0
                ) -> Callable[[Any, Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
     """The ``applyInPandasWithState`` function of a node with per-key state.
 
-    Each group is a bucket of keys (see :func:`key_bucket`); the core's own
-    node runs over the group's elements in input order, its state restored
-    from and saved to the group's state in Spark's state store, followed by
-    the stateless nodes ``after`` it. Its outputs leave as rows routed for
-    ``route_to`` (so no pass of its own is needed to route them), or to
-    ``rows_of()``. Control and error rows (key ``b""``) pass through.
+    Each group is one of ``buckets`` buckets of keys (see :func:`key_bucket`);
+    the core's own node runs over the group's elements in input order, its
+    state restored from and saved to the group's state in Spark's state
+    store (with ``buckets``, checked on restore), followed by the stateless
+    nodes ``after`` it. Its outputs leave as rows routed for ``route_to`` (so
+    no pass of its own is needed to route them), or to ``rows_of()``.
+    Control and error rows (key ``b""``) pass through.
     """
     specs = [spec, *(after or ())]
     plan = chain_plan(specs)
+    label = spec.name
 
     def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         seqs, subs, kinds, ps = _columns(frames)
@@ -207,7 +233,8 @@ def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSp
             yield rows.frame()
             return
         stage = Stage(plan)
-        stage.restore(by_id(specs, pickle.loads(state.get[0]) if state.exists else None))
+        stage.restore(by_id(specs, _bucket_state(state.get[0], buckets, label)
+                            if state.exists else None))
         drive = Driver(stage, rows)
         seqs, subs, _, xs, _ = opened(seqs, subs, kinds, ps)
         if getattr(rows, "bulk", False):
@@ -215,7 +242,8 @@ def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSp
         else:
             for s, sb, x in zip(seqs, subs, xs, strict=True):
                 drive.push(s, sb, x)
-        state.update((pickle.dumps(by_position(specs, stage.snapshot()), protocol=5),))
+        state.update((pickle.dumps((buckets, by_position(specs, stage.snapshot())),
+                                   protocol=5),))
         yield rows.frame()
 
     return run

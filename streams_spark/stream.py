@@ -115,7 +115,7 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
         if isinstance(stage, ChainStage | KeyedStage):
             to = rows_of if last else None
             group = (sequential_chain(stage.specs, route, to) if isinstance(stage, ChainStage)
-                     else keyed_scan(stage.spec, route, stage.after, to))
+                     else keyed_scan(stage.spec, route, stage.after, to, stage.buckets))
             schema = out_schema if last else mid
             if df.isStreaming:
                 df = df.groupBy("k").applyInPandasWithState(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import pickle
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -221,3 +222,37 @@ def test_timestamps_become_a_timestamp_column(spark: Any) -> None:
     expected = [(k, datetime.fromtimestamp(s, tz=UTC).astimezone(zone)
                  .replace(tzinfo=None)) for k, s in [("a", 0), ("b", 90)]]
     assert got == expected
+
+
+def test_a_keyed_query_restarts_from_its_checkpoint_only_with_its_key_buckets(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark.errors import StreamingQueryException
+
+    from streams_spark import routing
+
+    # "c" hashes to bucket 4 of 16 and of 128: its saved state is met.
+    data = [("c", 1), ("a", 5), ("c", 3), ("c", 2), ("a", 1), ("c", 7)]
+    assert routing.key_bucket(pickle.dumps("c", protocol=5), 16) == routing.key_bucket(
+        pickle.dumps("c", protocol=5), 128)
+
+    def run(part: int, buckets: int) -> None:
+        as_rows(spark, data[3 * part:3 * part + 3]).coalesce(1).write.mode("overwrite") \
+            .parquet(str(tmp_path / "in" / f"part={part}"))
+        monkeypatch.setattr(routing, "KEY_BUCKETS", buckets)  # read when the graph is planned
+        df = spark.readStream.schema("key string, value long").parquet(str(tmp_path / "in/*"))
+        out = keyed_total(Stream.from_spark(df)).to_dataframe("key string, total long")
+        (out.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+         .option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start().awaitTermination())
+
+    run(0, buckets=16)
+    # Another number of buckets puts most keys in groups whose state is not
+    # theirs (they would start again): the first key met is refused.
+    with pytest.raises(StreamingQueryException, match=r"holds its keyed state in 16 key "
+                                                      r"buckets.*hashes keys into 128"):
+        run(1, buckets=128)
+    run(1, buckets=16)  # again, with the checkpoint's buckets
+    written = spark.read.parquet(str(tmp_path / "out")).collect()
+    expected = in_process(as_rows(spark, data).collect(), keyed_total)
+    assert sorted(tuple(r) for r in written) == sorted(
+        (d["key"], d["total"]) for d in expected)

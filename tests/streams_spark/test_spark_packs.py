@@ -15,7 +15,7 @@ from streams.spec import NodeSpec
 from streams_spark.codec import DATA, ERROR, FLUSH, PACK
 from streams_spark.packs import opened, pack_payload, windows_of
 from streams_spark.plan import Route
-from streams_spark.routing import ONE_GROUP, NodeFailure, Router, key_bucket
+from streams_spark.routing import KEY_BUCKETS, ONE_GROUP, NodeFailure, Router, key_bucket
 
 ITEM = pa.struct([("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()),
                   ("p", pa.binary())])
@@ -65,7 +65,7 @@ def test_opened_rows_come_in_element_order_with_control_rows_in_place(
 
 
 def keyed() -> Route:
-    return Route("key", Stream().scan(lambda a, b: a, key=0).describe())
+    return Route("key", Stream().scan(lambda a, b: a, key=0).describe(), KEY_BUCKETS)
 
 
 def f(x: Any) -> Any:
