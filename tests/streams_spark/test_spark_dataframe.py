@@ -256,3 +256,24 @@ def test_a_keyed_query_restarts_from_its_checkpoint_only_with_its_key_buckets(
     expected = in_process(as_rows(spark, data).collect(), keyed_total)
     assert sorted(tuple(r) for r in written) == sorted(
         (d["key"], d["total"]) for d in expected)
+
+
+def test_a_keyed_stage_spreads_over_more_tasks_than_the_old_16_groups(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    # 64 shuffle partitions, kept as they are (adaptive execution would merge
+    # these small ones into one).
+    settings = {"spark.sql.shuffle.partitions": "64",
+                "spark.sql.adaptive.coalescePartitions.enabled": "false"}
+    saved = {k: spark.conf.get(k) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        df = spark.range(2000).selectExpr("concat('k', id % 1000) as key", "id as value")
+        out = keyed_total(Stream.from_spark(df)).to_dataframe("key string, total long")
+        tasks = out.select(F.spark_partition_id().alias("p")).distinct().count()
+    finally:
+        for k, v in saved.items():
+            spark.conf.set(k, v)
+    # 1,000 keys in 128 groups over 64 partitions: most partitions get some.
+    assert tasks > 16
