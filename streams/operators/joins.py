@@ -21,12 +21,13 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core import NO_DEFAULT, Stream
 from ..errors import short_repr
 from ..pending import gather_pending
+from ..spec import JoinTime, Traits
 from ._checks import key_function
 from ._late import LateElementError, LateSide
 from .timed import check_interval
@@ -48,7 +49,14 @@ def _sides(op: str, name: str, value: Any) -> tuple[Callable[[Any], Any], Callab
     return one, one
 
 
-def _timestamp(t: Any) -> float:
+def _pair(value: Any) -> tuple[Any, Any]:
+    """``(left, right)`` of a key (or time) given for both sides or as a pair."""
+    if isinstance(value, tuple | list) and not callable(value):
+        return value[0], value[1]
+    return value, value
+
+
+def seconds_of(t: Any) -> float:
     """Seconds from a number or a ``datetime`` (its POSIX ``timestamp()``)."""
     if isinstance(t, bool):
         raise TypeError(f"an event time must be a number of seconds or a datetime, got {t!r}")
@@ -178,6 +186,10 @@ class IntervalJoin(LateSide):
         self._seq = 0
         Stream.__init__(self, upstreams=[left, right], **kwargs)
 
+    def _traits(self) -> Traits:
+        return replace(super()._traits(), join=JoinTime(
+            _pair(self.key), _pair(self.time), self.within, self.lateness))
+
     @property
     def held(self) -> int:
         """How many elements (of both sides) the join holds in its state."""
@@ -201,7 +213,7 @@ class IntervalJoin(LateSide):
             raise ValueError(f"{self._label()} received from {who!r}, which is not its upstream")
         try:
             k = self._key_of[side](x)
-            t = _timestamp(self._time_of[side](x))
+            t = seconds_of(self._time_of[side](x))
             hash(k)
         except Exception as e:
             return self._fail(x, e)
