@@ -15,14 +15,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BatchCounter", "count_input", "observed", "settle", "watch"]
+__all__ = ["BatchCounter", "count_input", "observed", "settle", "watch", "watch_progress"]
 
 #: ``(rows, batch id)`` of one micro-batch.
 Watcher = Callable[[int, int], None]
+#: The whole progress report of a micro-batch (``StreamingQueryProgress``).
+ProgressWatcher = Callable[[Any], None]
 
 _lock = threading.Lock()
 _listeners: dict[int, Any] = {}  # id(SparkSession) -> its listener
 _watchers: dict[str, list[Watcher]] = {}
+_progress_watchers: dict[str, list[ProgressWatcher]] = {}
 _names: dict[str, int] = {}
 
 
@@ -40,6 +43,8 @@ def _listener_class() -> Any:
             for name, row in (progress.observedMetrics or {}).items():
                 for watcher in list(_watchers.get(name, ())):
                     watcher(int(row["rows"]), int(progress.batchId))
+                for reader in list(_progress_watchers.get(name, ())):
+                    reader(progress)
 
         def onQueryIdle(self, event: Any) -> None:
             return None
@@ -61,14 +66,26 @@ def observed(df: Any, label: str) -> tuple[Any, str]:
     return df.observe(name, F.count(F.lit(1)).alias("rows")), name
 
 
+def _listen(session: Any) -> None:
+    """Add the session's one listener, once (call with the lock held)."""
+    if id(session) not in _listeners:
+        listener = _listener_class()()
+        session.streams.addListener(listener)
+        _listeners[id(session)] = listener
+
+
 def watch(session: Any, name: str, watcher: Watcher) -> None:
     """Call ``watcher(rows, batch_id)`` for each micro-batch reporting the metric ``name``."""
     with _lock:
-        if id(session) not in _listeners:
-            listener = _listener_class()()
-            session.streams.addListener(listener)
-            _listeners[id(session)] = listener
+        _listen(session)
         _watchers.setdefault(name, []).append(watcher)
+
+
+def watch_progress(session: Any, name: str, reader: ProgressWatcher) -> None:
+    """Call ``reader(progress)`` for each micro-batch of a query reporting the metric ``name``."""
+    with _lock:
+        _listen(session)
+        _progress_watchers.setdefault(name, []).append(reader)
 
 
 def settle(session: Any) -> None:
