@@ -14,17 +14,20 @@ The time condition is the in-process one, on the same doubles, so a pair is
 joined exactly when in-process; a range on the timestamps, one microsecond
 wider than ``within`` on each side (a timestamp keeps microseconds), lets
 Spark bound the state of each side by the other's watermark. Spark's
-watermark is in milliseconds and a row at it is late there (not
-in-process): the delay given to Spark is ``lateness`` rounded up to the
-millisecond plus one, so Spark drops only elements that are late
-in-process too. So with event times in order on each side (or out of order
-by at most ``lateness``) the pairs are the in-process ones, as a multiset.
+watermark is whole milliseconds behind its largest time seen, and it
+forgets a held row at its bound, not only below: the delay given to Spark
+is ``lateness`` rounded up to the millisecond plus one (:func:`spark_delay`),
+so Spark forgets only rows that no element still on time in-process can
+meet. So with event times in order on each side (or out of order by at
+most ``lateness``) the pairs are the in-process ones, as a multiset.
 
-A late element is dropped by Spark, counted in its progress
-(``numRowsDroppedByWatermark``): it cannot reach ``node.late`` or the error
-policy from an executor. For a streaming input the drops of each
-micro-batch are logged on the driver as a warning naming the join (see
-:func:`watch_drops`); in-process they would go to ``node.late``.
+Late elements differ. In-process a late element (below the watermark) is
+not joined and goes to ``node.late`` (or the error policy). Spark's
+stream-stream join drops no input row: it joins a late row with the partners
+its state still holds and misses those it forgot, silently; an executor has
+no way to ``node.late``. For a streaming input each micro-batch that brings
+rows behind the watermark is logged on the driver, as a warning naming the
+join, the side and the earliest such element (see :func:`watch_late`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import logging
 import math
 import pickle
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
@@ -48,7 +52,7 @@ from .listener import count_input, observed, watch_progress
 from .plan import chain_plan
 from .stages import COLUMNS, Driver, Rows, chain_task
 
-__all__ = ["SIDE_SCHEMA", "SideRows", "join_frame", "pair_task", "watch_drops"]
+__all__ = ["SIDE_SCHEMA", "SideRows", "join_frame", "pair_task", "spark_delay", "watch_late"]
 
 logger = logging.getLogger("streams")
 
@@ -143,12 +147,13 @@ def _micros(seconds: float) -> str:
 
 
 def spark_delay(lateness: float) -> str:
-    """The watermark delay under which Spark drops only what is late in-process.
+    """The watermark delay under which Spark forgets only what in-process forgets.
 
     Spark's watermark is whole milliseconds behind its largest time seen,
-    and a row at it is late; in-process, a row below ``largest - lateness``
-    is. One millisecond more than ``lateness`` (rounded up) keeps Spark's
-    watermark strictly below the in-process one.
+    and after each micro-batch it forgets held rows at its bound, not only
+    below it; in-process, an element at the watermark is still on time. One
+    millisecond more than ``lateness`` (rounded up) keeps Spark's watermark
+    strictly below the in-process one.
 
     Examples
     --------
@@ -158,11 +163,19 @@ def spark_delay(lateness: float) -> str:
     return f"{math.ceil(round(lateness * 1000, 6)) + 1} milliseconds"
 
 
-def _side(df: Any, plan: Any, prefix: str, times: JoinTime) -> Any:
-    """The rows of one side as columns ``{prefix}p``, ``k``, ``t``, ``et`` (watermarked)."""
+def _side(df: Any, plan: Any, prefix: str, times: JoinTime, label: str) -> Any:
+    """The rows of one side as columns ``{prefix}p``, ``k``, ``t``, ``et`` (watermarked).
+
+    A streaming side is observed for the rows it brings behind the watermark
+    (see :func:`watch_late`).
+    """
     from pyspark.sql import functions as F
 
     frame = df.mapInArrow(plan, "p binary, k binary, t double")  # SIDE_SCHEMA
+    if frame.isStreaming:
+        frame, name = observed(frame, label, F.min("t").alias("min_t"),
+                               F.min_by("p", "t").alias("first"))
+        watch_late(frame.sparkSession, name, label)
     return (frame.select(F.col("p").alias(f"{prefix}p"), F.col("k").alias(f"{prefix}k"),
                          F.col("t").alias(f"{prefix}t"),
                          F.timestamp_seconds("t").alias(f"{prefix}et"))
@@ -186,17 +199,15 @@ def join_frame(segment: Any, join: Stream[Any], after: list[NodeSpec], rows_of: 
         ((entry, specs),) = segment.paths(up)  # one path: a union before a join is refused
         rows = _side_rows(spec, side, specs[-1] if specs else None, nodes)
         plan = chain_task(specs, None, COLUMNS, rows)
+        label = f"{join._label()} ({('left', 'right')[side]} side, from {entry._label()})"
         sides.append(_side(count_input(entry.df, segment.nodes, entry._label()), plan,
-                           prefix, times))
+                           prefix, times, label))
     left, right = sides
     wide = _micros(times.within + 1e-6)
     condition = ((F.col("lk") == F.col("rk"))
                  & (F.abs(F.col("lt") - F.col("rt")) <= F.lit(times.within))
                  & F.expr(f"ret >= let - {wide}") & F.expr(f"ret <= let + {wide}"))
     pairs = left.join(right, condition, "inner").select("lp", "rp")
-    if pairs.isStreaming:
-        pairs, name = observed(pairs, f"join_{join._label()}")
-        watch_drops(pairs.sparkSession, name, join._label())
     return pairs.mapInArrow(pair_task(after, rows_of), schema)
 
 
@@ -207,21 +218,41 @@ def _side_rows(spec: NodeSpec, side: int, last: NodeSpec | None,
     return make
 
 
-def watch_drops(session: Any, name: str, label: str) -> None:
-    """Log, on the driver, the late rows Spark's join drops in each micro-batch.
+def _seconds(iso: str | None) -> float | None:
+    """A watermark of a query's progress (``1970-01-01T00:01:39.999Z``) in seconds."""
+    if not iso:
+        return None
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
-    ``name`` is the metric observed on the join's output: the query that
-    reports it runs the join. Its stream-stream join operators report the
-    rows they dropped behind the watermark.
+
+def watch_late(session: Any, name: str, label: str) -> None:
+    """Log, on the driver, each micro-batch that brings a side's rows behind the watermark.
+
+    ``name`` is the metric observed on the side (its rows, earliest time and
+    earliest element per micro-batch). Spark's join does not drop such a row:
+    it joins it with the partners its state still holds (those further
+    back are gone), where in-process the element is late, unjoined, and goes
+    to ``node.late``. A row is reported when its time is below Spark's
+    watermark plus the millisecond :func:`spark_delay` adds: late in-process
+    too. Spark's first watermark, at the epoch, is no watermark yet.
     """
     def report(progress: Any) -> None:
-        dropped = sum(op.numRowsDroppedByWatermark for op in progress.stateOperators
-                      if "join" in op.operatorName.lower())
-        if dropped:
-            logger.warning(
-                "%s: Spark dropped %d late row(s) in micro-batch %d of query %s (event "
-                "time behind its watermark %s); in-process they would go to node.late. "
-                "Raise lateness= to join them", label, dropped, progress.batchId,
-                progress.name, (progress.eventTime or {}).get("watermark"))
+        seen = (progress.observedMetrics or {}).get(name)
+        watermark = _seconds((progress.eventTime or {}).get("watermark"))
+        if seen is None or not seen["rows"] or not watermark or seen["min_t"] is None:
+            return
+        if seen["min_t"] >= watermark + 0.001:
+            return
+        try:
+            first: Any = pickle.loads(seen["first"])
+        except Exception:  # a class the driver cannot import: say so, not fail
+            first = "<an element the driver cannot unpickle>"
+        logger.warning(
+            "%s: micro-batch %d of query %s brought rows behind the join's watermark %s, "
+            "the earliest at %r: %.120r. In-process such a late element is not joined (it "
+            "goes to node.late); Spark joins it with the partners its state still holds. "
+            "Raise lateness= to cover the disorder", label, progress.batchId,
+            progress.name or progress.id,
+            (progress.eventTime or {}).get("watermark"), seen["min_t"], first)
 
     watch_progress(session, name, report)

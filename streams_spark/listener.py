@@ -55,15 +55,18 @@ def _listener_class() -> Any:
     return SegmentListener
 
 
-def observed(df: Any, label: str) -> tuple[Any, str]:
-    """``df`` counting its rows per micro-batch under a new metric name, and the name."""
+def observed(df: Any, label: str, *more: Any) -> tuple[Any, str]:
+    """``df`` counting its rows per micro-batch under a new metric name, and the name.
+
+    ``more`` are other aggregate columns observed with the count.
+    """
     from pyspark.sql import functions as F
 
     base = "".join(c if c.isalnum() else "_" for c in f"streams_rows_{label}")[:60]
     with _lock:
         _names[base] = _names.get(base, 0) + 1
         name = base if _names[base] == 1 else f"{base}_{_names[base]}"
-    return df.observe(name, F.count(F.lit(1)).alias("rows")), name
+    return df.observe(name, F.count(F.lit(1)).alias("rows"), *more), name
 
 
 def _listen(session: Any) -> None:
