@@ -17,7 +17,9 @@ inference of what comes out); a streaming DataFrame needs ``schema``.
 Several outputs may be taken from one segment (its branches), and a union
 of several ``from_spark()`` inputs ends in one: each output is its own plan,
 one per source DataFrame, their outputs joined by Spark's ``union`` (see
-:mod:`streams_spark.segment` for what is refused, and why).
+:mod:`streams_spark.segment` for what is refused, and why). An interval
+``join`` of two ``from_spark()`` inputs becomes Spark's stream-stream join
+(:mod:`streams_spark.join`).
 """
 
 from __future__ import annotations
@@ -238,9 +240,10 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     for n in lineage:
         if isinstance(n, LateSide) and n._traits().join is not None and n._late_is_sunk():
             raise ValueError(
-                f"to_dataframe(): {n._label()} has its late stream connected, which a "
-                "DataFrame cannot feed: Spark drops a late row (and a warning counts "
-                "them); disconnect node.late, or gather() each side and join in-process")
+                f"to_dataframe(): {n._label()} has its late stream connected, which Spark "
+                "cannot feed: its join takes a late row in, with the partners its state "
+                "still holds (a warning names such rows). Disconnect node.late, or "
+                "gather() each side and join in-process")
         if n._policy == "route":
             raise ValueError(
                 f"to_dataframe(): {n._label()} routes its errors to a Python stream, which "

@@ -11,6 +11,11 @@ same values), so a stateful step feeding two outputs is refused when the
 graph is built, as is a stateful step after a union (Spark defines no
 order in which a union's inputs interleave). Each input of a union is its
 own chain, so a stateful step before the union keeps its state once.
+
+An interval ``join`` of two ``from_spark()`` inputs (or two branches of
+one) is Spark's stream-stream join (:mod:`streams_spark.join`): each side
+one chain of steps without state, steps without state after it, one join
+per path, and no ``gather()`` after it (Spark gives its pairs in no order).
 """
 
 from __future__ import annotations
@@ -91,6 +96,12 @@ class SparkSegment(Segment):
         why = None if counted else refusal(spec)
         if why is not None:
             raise TypeError(why)
+        if spec.traits.join is not None and not self.resident:
+            raise TypeError(
+                f"join() cannot run in a Spark segment: {node._label()} (a to_spark() "
+                "segment is one linear chain fed by the driver; Spark joins only "
+                "Stream.from_spark() inputs ending in to_dataframe()); call gather() "
+                "before join() to run it in-process")
         outside = [u for u in node.upstreams if u._segment is not self]
         if outside:
             raise ValueError(
@@ -175,7 +186,7 @@ class SparkSegment(Segment):
         self.exits.append(gather)
 
     def merge(self, others: list[Segment], node: Stream[Any]) -> Segment | None:
-        """Join the segments of several ``from_spark()`` inputs (a union of them)."""
+        """Join the segments of several ``from_spark()`` inputs (a union or join of them)."""
         if not all(isinstance(o, SparkSegment) for o in others):
             return None
         spark = [o for o in others if isinstance(o, SparkSegment)]

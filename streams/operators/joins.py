@@ -11,9 +11,13 @@ On engines: a Dask segment runs ``join`` when both sides branch from one
 ``scatter()`` (its ordered stage runs this class over each batch, the state
 carried from batch to batch, so the result is the in-process one) and
 refuses ``lookup``, whose output follows the interleaving of its inputs (as
-``combine_latest``'s does); a Spark segment, one linear chain of steps,
-refuses both. Every refusal is raised when the graph is built, naming the
-node and saying to ``gather()`` first.
+``combine_latest``'s does). On Spark, ``join`` of two Spark-resident inputs
+(each side from ``Stream.from_spark(df)`` through steps without state,
+ending in ``to_dataframe(schema)``) becomes Spark's stream-stream join under
+watermarks, declared by the join's ``Traits.join`` (see
+:mod:`streams_spark.join`); a ``to_spark()`` segment, one linear chain,
+refuses it, and every Spark segment refuses ``lookup``. Every refusal is
+raised when the graph is built, naming the node and saying what to do.
 """
 
 from __future__ import annotations
@@ -123,8 +127,25 @@ class IntervalJoin(LateSide):
 
     Elements held at close have met every partner they could: nothing is
     emitted then. On Dask, with both sides branching from one
-    ``scatter()``, the result is the in-process one; a Spark segment
-    refuses it when the graph is built (``gather()`` first).
+    ``scatter()``, the result is the in-process one.
+
+    On Spark, between two inputs that start at ``Stream.from_spark(df)``
+    (static or streaming), through steps without state, and ending in
+    ``to_dataframe(schema)``, it runs as Spark's stream-stream join: each
+    side under ``withWatermark(time, lateness)``, joined on the key (its
+    pickle, as for keyed windows) and ``|t_l - t_r| <= within``. With
+    event times in order on each side, or out of order by at most
+    ``lateness``, the pairs are the in-process ones, as a multiset (a
+    DataFrame has no order). Late elements differ: Spark drops no row and
+    has no way to :attr:`late`; it joins a late row with the partners its
+    state still holds, and silently misses those it has forgotten, where
+    in-process a late element is not joined at all. For a streaming input
+    each micro-batch bringing such rows is logged as a warning naming this
+    node and the earliest of them. A connected :attr:`late`, a step with
+    state before the join or after it, a union on either side, a second
+    join on the path, ``gather()`` after it (Spark gives the pairs in no
+    order) and a ``to_spark()`` segment are refused when the graph is
+    built, each saying what to do.
 
     Examples
     --------
@@ -159,8 +180,8 @@ class IntervalJoin(LateSide):
                  "_time_of", "key", "lateness", "time", "within")
     _operator = "join"
     # Both sides from one scatter(), a Dask stage runs it as here, in order, its
-    # state carried from batch to batch; a Spark segment is one linear chain
-    # and refuses a node with two upstreams (streams_spark.plan.refusal).
+    # state carried from batch to batch; Spark runs its own stream-stream join
+    # from the traits (Traits.join), between Spark-resident inputs only.
     _local_only = None
     _params = ("key", "within", "time", "lateness")
     _state = ("_sides", "_heaps", "_max_time", "_seq")
