@@ -181,6 +181,10 @@ def _infer(segment: SparkSegment, node: Stream[Any]) -> Any:
     for n in segment.lineage(node) if node._node_id not in heads else []:
         spec = n.describe()
         nodes[spec.id] = build(spec, [nodes[u] for u in spec.upstream_ids])
+        if spec.traits.join is not None:
+            # The sides are sampled one after the other, not interleaved in
+            # time: what that makes late only thins the sample.
+            nodes[spec.id].late.sink(lambda x: None)  # type: ignore[attr-defined]
     out = nodes[node._node_id].sink_to_list()
     for entry in entries:
         fields = entry.df.schema.names
