@@ -23,7 +23,7 @@ most ``lateness``) the pairs are the in-process ones, as a multiset.
 
 Late elements differ. In-process a late element (below the watermark) is
 not joined and goes to ``node.late`` (or the error policy). Spark's
-stream-stream join drops no input row: it joins a late row with the partners
+stream-stream join (Spark 4) drops no input row: it joins a late row with the partners
 its state still holds and misses those it forgot, silently; an executor has
 no way to ``node.late``. For a streaming input each micro-batch that brings
 rows behind the watermark is logged on the driver, as a warning naming the
@@ -241,7 +241,8 @@ def watch_late(session: Any, name: str, label: str) -> None:
         watermark = _seconds((progress.eventTime or {}).get("watermark"))
         if seen is None or not seen["rows"] or not watermark or seen["min_t"] is None:
             return
-        if seen["min_t"] >= watermark + 0.001:
+        # In whole microseconds: a row at the in-process watermark is on time.
+        if round(seen["min_t"] * 1_000_000) >= round(watermark * 1_000_000) + 1000:
             return
         try:
             first: Any = pickle.loads(seen["first"])

@@ -106,7 +106,7 @@ def test_a_join_of_streaming_dataframes_gives_the_in_process_pairs(
 
 
 def test_a_streaming_join_keeps_the_rows_that_equal_times_later_meet(
-        spark: Any, tmp_path: Path) -> None:
+        spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     # Equal times in three micro-batches, within=0: Spark forgets held rows
     # after each batch, at its watermark (5 after the first); given lateness
     # itself as its delay, it would forget the rows at 5 before the third
@@ -117,7 +117,10 @@ def test_a_streaming_join_keeps_the_rows_that_equal_times_later_meet(
                 streaming(spark, tmp_path, "right", right, files=3))
     expected = in_process(pipeline(0), left, right)
     assert len(expected) == 9
-    assert written(spark, tmp_path, got) == expected
+    with caplog.at_level(logging.WARNING, logger="streams"):
+        assert written(spark, tmp_path, got) == expected
+        settle(spark)
+    assert not [r for r in caplog.records if "watermark" in r.getMessage()]  # none late
 
 
 def _keyed_by_pair(left: Stream[Any], right: Stream[Any]) -> Stream[Any]:
