@@ -24,7 +24,6 @@ one per source DataFrame, their outputs joined by Spark's ``union`` (see
 
 from __future__ import annotations
 
-import logging
 import pickle
 from functools import partial
 from typing import Any
@@ -45,8 +44,6 @@ from .stages import COLUMNS
 from .stream import build_query_frame
 
 __all__ = ["to_dataframe"]
-
-logger = logging.getLogger("streams")
 
 #: Rows of a static DataFrame run in-process to infer the output schema.
 INFER_ROWS = 100
