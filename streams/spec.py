@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["EventTime", "NodeSpec", "Traits", "build", "construct", "operator_class",
-           "register_operator"]
+__all__ = ["EventTime", "JoinTime", "NodeSpec", "Traits", "build", "construct",
+           "operator_class", "register_operator"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,38 @@ class EventTime:
 
 
 @dataclass(frozen=True)
+class JoinTime:
+    """How an interval join pairs two streams (what an engine's stream-stream join needs).
+
+    Pairs ``(l, r)`` with ``key[0](l) == key[1](r)`` and ``|time[0](l) -
+    time[1](r)| <= within``; each side's watermark is its largest event
+    time seen minus ``lateness``.
+
+    Attributes
+    ----------
+    key : pair of (callable or key)
+        The key of a left element and of a right one.
+    time : pair of (callable or key)
+        The event time (seconds or a ``datetime``) of a left and of a right element.
+    within : float
+        The largest distance between the event times of a pair, in seconds.
+    lateness : float
+        How far behind the largest event time seen on a side an element may be.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> Stream().join(Stream(), key=0, within=5, time=(1, 2)).describe().traits.join
+    JoinTime(key=(0, 0), time=(1, 2), within=5.0, lateness=0.0)
+    """
+
+    key: tuple[Any, Any]
+    time: tuple[Any, Any]
+    within: float
+    lateness: float
+
+
+@dataclass(frozen=True)
 class Traits:
     """What a backend needs to know to place a node; declared by its operator class.
 
@@ -83,6 +115,9 @@ class Traits:
     identity_on_engine : bool
         It only shapes in-process timing (``buffer``): on an engine, where
         batches already decouple producer and consumer, it passes elements on.
+    join : JoinTime or None
+        It joins two streams by key within an event-time interval under a
+        watermark, as an engine's stream-stream join does.
 
     Examples
     --------
@@ -99,6 +134,7 @@ class Traits:
     key: Any = None
     event_time: EventTime | None = None
     identity_on_engine: bool = False
+    join: JoinTime | None = None
 
 
 def _frozen(params: Mapping[str, Any]) -> Mapping[str, Any]:

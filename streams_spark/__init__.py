@@ -5,6 +5,9 @@ between ``to_spark()`` and ``gather()`` are lowered from the graph's
 description to Spark: chains of Python functions fused into one Arrow pass
 (``mapInArrow``), keyed scans on Spark-managed state, event-time windows
 under a watermark. ``gather()`` brings the results back in input order.
+A segment may also start at ``Stream.from_spark(df)`` and end in
+``to_dataframe(schema)``: then ``union`` and the interval ``join`` of several
+such inputs run on Spark too (a join as Spark's stream-stream join).
 
 >>> import streams_spark
 >>> from streams import Stream

@@ -27,6 +27,7 @@ stream mode).
 from __future__ import annotations
 
 import functools
+import logging
 import pickle
 from collections.abc import Sequence
 from operator import itemgetter
@@ -52,6 +53,8 @@ __all__ = [
     "ROW_SCHEMA",
     "STATE",
     "ErrorRecord",
+    "OutputError",
+    "fail_on_executor",
     "is_error",
     "mark_error",
     "pack",
@@ -303,6 +306,25 @@ def pickled_output(kind: int, value: Any, last: NodeSpec | None) -> tuple[int, b
             f"{last.name} returned {value!r:.80}, which Spark cannot carry "
             f"(pickling failed: {e}); return plain data, or call gather() "
             f"before {last.operator}()"))
+
+
+class OutputError(Exception):
+    """An element of a ``to_dataframe()`` segment failed, on a Spark executor."""
+
+
+def fail_on_executor(p: bytes, nodes: dict[int, tuple[str, str]]) -> None:
+    """Apply its node's policy to a pickled failure, on an executor with no driver to tell.
+
+    ``nodes`` maps a node id to its label and policy: ``skip`` logs the
+    failure there, ``raise`` fails the job naming the node and the element.
+    """
+    node_id, x, exc = pickle.loads(p)
+    label, policy = nodes[node_id]
+    message = f"{label} failed on element {x!r:.120}: {type(exc).__name__}: {exc}"
+    if policy == "skip":
+        logging.getLogger("streams").warning("%s", message)
+        return
+    raise OutputError(message) from exc
 
 
 class _Unpicklable:

@@ -17,12 +17,13 @@ inference of what comes out); a streaming DataFrame needs ``schema``.
 Several outputs may be taken from one segment (its branches), and a union
 of several ``from_spark()`` inputs ends in one: each output is its own plan,
 one per source DataFrame, their outputs joined by Spark's ``union`` (see
-:mod:`streams_spark.segment` for what is refused, and why).
+:mod:`streams_spark.segment` for what is refused, and why). An interval
+``join`` of two ``from_spark()`` inputs becomes Spark's stream-stream join
+(:mod:`streams_spark.join`).
 """
 
 from __future__ import annotations
 
-import logging
 import pickle
 from functools import partial
 from typing import Any
@@ -30,9 +31,11 @@ from typing import Any
 import pyarrow as pa
 
 from streams.core import Stream
+from streams.operators._late import LateSide
 from streams.spec import build
 
-from .codec import DATA, ERROR, carried_error
+from .codec import DATA, ERROR, OutputError, carried_error, fail_on_executor
+from .join import join_frame
 from .listener import count_input
 from .plan import lower
 from .segment import SparkSegment
@@ -42,14 +45,8 @@ from .stream import build_query_frame
 
 __all__ = ["to_dataframe"]
 
-logger = logging.getLogger("streams")
-
 #: Rows of a static DataFrame run in-process to infer the output schema.
 INFER_ROWS = 100
-
-
-class OutputError(Exception):
-    """An element of a ``to_dataframe()`` segment failed, on a Spark executor."""
 
 
 def _fields(value: Any, names: list[str]) -> list[Any]:
@@ -144,13 +141,7 @@ class TypedRows:
             self._failed(p)
 
     def _failed(self, p: bytes) -> None:
-        node_id, x, exc = pickle.loads(p)
-        label, policy = self.nodes[node_id]
-        message = f"{label} failed on element {x!r:.120}: {type(exc).__name__}: {exc}"
-        if policy == "skip":
-            logger.warning("%s", message)
-            return
-        raise OutputError(message) from exc
+        fail_on_executor(p, self.nodes)
 
     def batch(self) -> pa.RecordBatch:
         """The rows so far (and start anew)."""
@@ -187,6 +178,10 @@ def _infer(segment: SparkSegment, node: Stream[Any]) -> Any:
     for n in segment.lineage(node) if node._node_id not in heads else []:
         spec = n.describe()
         nodes[spec.id] = build(spec, [nodes[u] for u in spec.upstream_ids])
+        if spec.traits.join is not None:
+            # The sides are sampled one after the other, not interleaved in
+            # time: what that makes late only thins the sample.
+            nodes[spec.id].late.sink(lambda x: None)  # type: ignore[attr-defined]
     out = nodes[node._node_id].sink_to_list()
     for entry in entries:
         fields = entry.df.schema.names
@@ -235,13 +230,21 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
             f"to_dataframe(): {self._label()} is not in a segment that starts at "
             "Stream.from_spark(df); use gather() to bring results back into Python")
     paths = segment.paths(self)
+    lineage = [] if any(self is e for e in segment.entries) else segment.lineage(self)
+    join = next((n for n in lineage if n._traits().join is not None), None)
     if len({entry.df.isStreaming for entry, _ in paths}) > 1:
         raise ValueError(
-            f"to_dataframe(): {self._label()} reads a union of streaming and static "
-            "DataFrames, which Spark cannot run as one query; read both as streams "
+            f"to_dataframe(): {self._label()} reads a {'join' if join else 'union'} of "
+            "streaming and static DataFrames, which Spark cannot run as one query here "
+            "(a static side has no watermark); read both as streams "
             "(spark.readStream) or both as tables")
-    lineage = [] if any(self is e for e in segment.entries) else segment.lineage(self)
     for n in lineage:
+        if isinstance(n, LateSide) and n._traits().join is not None and n._late_is_sunk():
+            raise ValueError(
+                f"to_dataframe(): {n._label()} has its late stream connected, which Spark "
+                "cannot feed: its join takes a late row in, with the partners its state "
+                "still holds (a warning names such rows). Disconnect node.late, or "
+                "gather() each side and join in-process")
         if n._policy == "route":
             raise ValueError(
                 f"to_dataframe(): {n._label()} routes its errors to a Python stream, which "
@@ -264,6 +267,10 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     session = paths[0][0].df.sparkSession
     rows = partial(TypedRows, pickle.dumps(schema.jsonValue()).hex(), nodes, last,
                    session.conf.get("spark.sql.session.timeZone") or "UTC")
+    if join is not None:  # Spark's stream-stream join of its two sides
+        ahead = {id(n) for n in segment.lineage(join)}
+        after = [s for n, s in zip(lineage, specs, strict=True) if id(n) not in ahead]
+        return join_frame(segment, join, after, rows, schema, nodes)
     # One plan per source DataFrame; a union of them is Spark's union of
     # their outputs (same columns: the output schema). Each input is observed
     # for the progress() bars of the segment (rows per micro-batch).

@@ -15,14 +15,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BatchCounter", "count_input", "observed", "settle", "watch"]
+__all__ = ["BatchCounter", "count_input", "observed", "settle", "watch", "watch_progress"]
 
 #: ``(rows, batch id)`` of one micro-batch.
 Watcher = Callable[[int, int], None]
+#: The whole progress report of a micro-batch (``StreamingQueryProgress``).
+ProgressWatcher = Callable[[Any], None]
 
 _lock = threading.Lock()
 _listeners: dict[int, Any] = {}  # id(SparkSession) -> its listener
 _watchers: dict[str, list[Watcher]] = {}
+_progress_watchers: dict[str, list[ProgressWatcher]] = {}
 _names: dict[str, int] = {}
 
 
@@ -40,6 +43,8 @@ def _listener_class() -> Any:
             for name, row in (progress.observedMetrics or {}).items():
                 for watcher in list(_watchers.get(name, ())):
                     watcher(int(row["rows"]), int(progress.batchId))
+                for reader in list(_progress_watchers.get(name, ())):
+                    reader(progress)
 
         def onQueryIdle(self, event: Any) -> None:
             return None
@@ -50,25 +55,40 @@ def _listener_class() -> Any:
     return SegmentListener
 
 
-def observed(df: Any, label: str) -> tuple[Any, str]:
-    """``df`` counting its rows per micro-batch under a new metric name, and the name."""
+def observed(df: Any, label: str, *more: Any) -> tuple[Any, str]:
+    """``df`` counting its rows per micro-batch under a new metric name, and the name.
+
+    ``more`` are other aggregate columns observed with the count.
+    """
     from pyspark.sql import functions as F
 
     base = "".join(c if c.isalnum() else "_" for c in f"streams_rows_{label}")[:60]
     with _lock:
         _names[base] = _names.get(base, 0) + 1
         name = base if _names[base] == 1 else f"{base}_{_names[base]}"
-    return df.observe(name, F.count(F.lit(1)).alias("rows")), name
+    return df.observe(name, F.count(F.lit(1)).alias("rows"), *more), name
+
+
+def _listen(session: Any) -> None:
+    """Add the session's one listener, once (call with the lock held)."""
+    if id(session) not in _listeners:
+        listener = _listener_class()()
+        session.streams.addListener(listener)
+        _listeners[id(session)] = listener
 
 
 def watch(session: Any, name: str, watcher: Watcher) -> None:
     """Call ``watcher(rows, batch_id)`` for each micro-batch reporting the metric ``name``."""
     with _lock:
-        if id(session) not in _listeners:
-            listener = _listener_class()()
-            session.streams.addListener(listener)
-            _listeners[id(session)] = listener
+        _listen(session)
         _watchers.setdefault(name, []).append(watcher)
+
+
+def watch_progress(session: Any, name: str, reader: ProgressWatcher) -> None:
+    """Call ``reader(progress)`` for each micro-batch of a query reporting the metric ``name``."""
+    with _lock:
+        _listen(session)
+        _progress_watchers.setdefault(name, []).append(reader)
 
 
 def settle(session: Any) -> None:

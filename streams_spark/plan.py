@@ -149,8 +149,10 @@ def refusal(spec: NodeSpec) -> str | None:
     """
     op = spec.operator
     why = spec.traits.local_only
-    if why is None and len(spec.upstream_ids) > 1 and spec.traits.stateful:
-        # A union keeps no state: the segment decides (see streams_spark.segment).
+    if (why is None and len(spec.upstream_ids) > 1 and spec.traits.stateful
+            and spec.traits.join is None):
+        # A union keeps no state, and an interval join is Spark's stream-stream
+        # join: the segment decides (see streams_spark.segment).
         why = ("it pairs the elements of its inputs in arrival order, which Spark does not "
                "define")
     if why is None:

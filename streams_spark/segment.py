@@ -11,6 +11,11 @@ same values), so a stateful step feeding two outputs is refused when the
 graph is built, as is a stateful step after a union (Spark defines no
 order in which a union's inputs interleave). Each input of a union is its
 own chain, so a stateful step before the union keeps its state once.
+
+An interval ``join`` of two ``from_spark()`` inputs (or two branches of
+one) is Spark's stream-stream join (:mod:`streams_spark.join`): each side
+one chain of steps without state, steps without state after it, one join
+per path, and no ``gather()`` after it (Spark gives its pairs in no order).
 """
 
 from __future__ import annotations
@@ -91,6 +96,12 @@ class SparkSegment(Segment):
         why = None if counted else refusal(spec)
         if why is not None:
             raise TypeError(why)
+        if spec.traits.join is not None and not self.resident:
+            raise TypeError(
+                f"join() cannot run in a Spark segment: {node._label()} (a to_spark() "
+                "segment is one linear chain fed by the driver; Spark joins only "
+                "Stream.from_spark() inputs ending in to_dataframe()); call gather() "
+                "before join() to run it in-process")
         outside = [u for u in node.upstreams if u._segment is not self]
         if outside:
             raise ValueError(
@@ -105,6 +116,7 @@ class SparkSegment(Segment):
                 self._branch_at(node, upstream)
         check_pickles(spec)
         lineage = self.lineage(node)
+        _check_join_paths(self, node, lineage)
         self._check_union_paths(node, lineage)
         _check_one_state_stage([n.describe() for n in lineage[:-1]], spec)
         if WindowClock.wants(node):
@@ -152,6 +164,13 @@ class SparkSegment(Segment):
                 f"{self.exits[0]._label()}; gather() once and branch in-process"
             )
         up = gather.upstream
+        join = next((n for n in self.lineage(up) if _joins(n)), None) if up is not None else None
+        if join is not None:
+            raise ValueError(
+                f"{gather._label()}: gather() cannot follow {join._label()} on Spark: it "
+                "delivers results in input order, and Spark's stream-stream join gives its "
+                "pairs in no order. End the segment with to_dataframe(schema) and write "
+                "that, or gather() each side and join in-process")
         if len(self.entries) > 1:
             raise ValueError(
                 f"{gather._label()}: gather() cannot end a Spark segment with several "
@@ -167,7 +186,7 @@ class SparkSegment(Segment):
         self.exits.append(gather)
 
     def merge(self, others: list[Segment], node: Stream[Any]) -> Segment | None:
-        """Join the segments of several ``from_spark()`` inputs (a union of them)."""
+        """Join the segments of several ``from_spark()`` inputs (a union or join of them)."""
         if not all(isinstance(o, SparkSegment) for o in others):
             return None
         spark = [o for o in others if isinstance(o, SparkSegment)]
@@ -278,6 +297,8 @@ class SparkSegment(Segment):
 def state_kind(spec: NodeSpec) -> str | None:
     """The kind of state ``spec`` keeps on Spark (None: none)."""
     traits = spec.traits
+    if traits.join is not None:
+        return "join"
     if traits.key is not None and traits.stateful:
         return "keyed"
     if traits.event_time is not None:
@@ -287,6 +308,60 @@ def state_kind(spec: NodeSpec) -> str | None:
     if traits.stateful and not traits.identity_on_engine:
         return "sequential"
     return None
+
+
+def _joins(node: Stream[Any]) -> bool:
+    """Whether ``node`` is an interval join (Spark's stream-stream join)."""
+    return node._traits().join is not None
+
+
+def _check_join_paths(segment: SparkSegment, node: Stream[Any],
+                      lineage: list[Stream[Any]]) -> None:
+    """Refuse what a join lowered to Spark's stream-stream join cannot run.
+
+    Before the join, each side is one chain of steps without state from
+    its ``from_spark()`` (a stateful step before it would be a second
+    stateful operator in the query, whose state Spark keeps apart from
+    the join's); after it, steps without state: Spark emits the pairs in
+    no order, so a step whose result depends on their order has no
+    in-process result.
+    """
+    joins = [n for n in lineage if _joins(n)]
+    if not joins:
+        return
+    if len(joins) > 1:
+        raise ValueError(
+            f"{joins[-1]._label()}: one join per path in a Spark segment; end "
+            f"{joins[0]._label()}'s path with to_dataframe(schema), write it, and read "
+            "that back with Stream.from_spark() to join it again")
+    (join,) = joins
+    before = segment.lineage(join) if node is not join else lineage
+    for n in before[:-1]:
+        if len(n.upstreams) > 1:
+            raise ValueError(
+                f"{join._label()}: joins the output of {n._label()}; union the DataFrames "
+                "in Spark (df1.unionByName(df2)) and start one Stream.from_spark() from "
+                "that, or gather() and join in-process")
+        if state_kind(n.describe()) is not None:
+            raise ValueError(
+                f"{join._label()}: {n._label()} keeps state before it; on Spark a join "
+                "runs on steps without state from each Stream.from_spark(). Write "
+                f"{n._label()}'s output with to_dataframe() and start the join from "
+                "Stream.from_spark() of that, or gather() and join in-process")
+    ahead = {id(n) for n in before}
+    for n in lineage:
+        if id(n) in ahead:
+            continue
+        if len(n.upstreams) > 1:
+            raise ValueError(
+                f"{n._label()}: combines the pairs of {join._label()} with another input; "
+                "end the join with to_dataframe(schema) and union the DataFrames in Spark")
+        if state_kind(n.describe()) is not None:
+            raise ValueError(
+                f"{n._label()}: keeps state after {join._label()}, whose pairs Spark emits "
+                "in no defined order, so it has no in-process result; write the pairs "
+                "with to_dataframe() and start a pipeline from them, or gather() each "
+                "side and join in-process")
 
 
 def _check_one_state_stage(specs: list[NodeSpec], new: NodeSpec) -> None:

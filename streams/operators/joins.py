@@ -11,9 +11,13 @@ On engines: a Dask segment runs ``join`` when both sides branch from one
 ``scatter()`` (its ordered stage runs this class over each batch, the state
 carried from batch to batch, so the result is the in-process one) and
 refuses ``lookup``, whose output follows the interleaving of its inputs (as
-``combine_latest``'s does); a Spark segment, one linear chain of steps,
-refuses both. Every refusal is raised when the graph is built, naming the
-node and saying to ``gather()`` first.
+``combine_latest``'s does). On Spark, ``join`` of two Spark-resident inputs
+(each side from ``Stream.from_spark(df)`` through steps without state,
+ending in ``to_dataframe(schema)``) becomes Spark's stream-stream join under
+watermarks, declared by the join's ``Traits.join`` (see
+:mod:`streams_spark.join`); a ``to_spark()`` segment, one linear chain,
+refuses it, and every Spark segment refuses ``lookup``. Every refusal is
+raised when the graph is built, naming the node and saying what to do.
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core import NO_DEFAULT, Stream
 from ..errors import short_repr
 from ..pending import gather_pending
+from ..spec import JoinTime, Traits
 from ._checks import key_function
 from ._late import LateElementError, LateSide
 from .timed import check_interval
@@ -48,7 +53,14 @@ def _sides(op: str, name: str, value: Any) -> tuple[Callable[[Any], Any], Callab
     return one, one
 
 
-def _timestamp(t: Any) -> float:
+def _pair(value: Any) -> tuple[Any, Any]:
+    """``(left, right)`` of a key (or time) given for both sides or as a pair."""
+    if isinstance(value, tuple | list) and not callable(value):
+        return value[0], value[1]
+    return value, value
+
+
+def seconds_of(t: Any) -> float:
     """Seconds from a number or a ``datetime`` (its POSIX ``timestamp()``)."""
     if isinstance(t, bool):
         raise TypeError(f"an event time must be a number of seconds or a datetime, got {t!r}")
@@ -115,8 +127,25 @@ class IntervalJoin(LateSide):
 
     Elements held at close have met every partner they could: nothing is
     emitted then. On Dask, with both sides branching from one
-    ``scatter()``, the result is the in-process one; a Spark segment
-    refuses it when the graph is built (``gather()`` first).
+    ``scatter()``, the result is the in-process one.
+
+    On Spark, between two inputs that start at ``Stream.from_spark(df)``
+    (static or streaming), through steps without state, and ending in
+    ``to_dataframe(schema)``, it runs as Spark's stream-stream join: each
+    side under ``withWatermark(time, lateness)``, joined on the key (its
+    pickle, as for keyed windows) and ``|t_l - t_r| <= within``. With
+    event times in order on each side, or out of order by at most
+    ``lateness``, the pairs are the in-process ones, as a multiset (a
+    DataFrame has no order). Late elements differ: Spark drops no row and
+    has no way to :attr:`late`; it joins a late row with the partners its
+    state still holds, and silently misses those it has forgotten, where
+    in-process a late element is not joined at all. For a streaming input
+    each micro-batch bringing such rows is logged as a warning naming this
+    node and the earliest of them. A connected :attr:`late`, a step with
+    state before the join or after it, a union on either side, a second
+    join on the path, ``gather()`` after it (Spark gives the pairs in no
+    order) and a ``to_spark()`` segment are refused when the graph is
+    built, each saying what to do.
 
     Examples
     --------
@@ -151,8 +180,8 @@ class IntervalJoin(LateSide):
                  "_time_of", "key", "lateness", "time", "within")
     _operator = "join"
     # Both sides from one scatter(), a Dask stage runs it as here, in order, its
-    # state carried from batch to batch; a Spark segment is one linear chain
-    # and refuses a node with two upstreams (streams_spark.plan.refusal).
+    # state carried from batch to batch; Spark runs its own stream-stream join
+    # from the traits (Traits.join), between Spark-resident inputs only.
     _local_only = None
     _params = ("key", "within", "time", "lateness")
     _state = ("_sides", "_heaps", "_max_time", "_seq")
@@ -178,6 +207,10 @@ class IntervalJoin(LateSide):
         self._seq = 0
         Stream.__init__(self, upstreams=[left, right], **kwargs)
 
+    def _traits(self) -> Traits:
+        return replace(super()._traits(), join=JoinTime(
+            _pair(self.key), _pair(self.time), self.within, self.lateness))
+
     @property
     def held(self) -> int:
         """How many elements (of both sides) the join holds in its state."""
@@ -201,7 +234,7 @@ class IntervalJoin(LateSide):
             raise ValueError(f"{self._label()} received from {who!r}, which is not its upstream")
         try:
             k = self._key_of[side](x)
-            t = _timestamp(self._time_of[side](x))
+            t = seconds_of(self._time_of[side](x))
             hash(k)
         except Exception as e:
             return self._fail(x, e)

@@ -1,0 +1,259 @@
+"""An interval join of two Spark-resident inputs, lowered to Spark's stream-stream join.
+
+``left.join(right, key=, within=, time=, lateness=)`` (see
+:class:`streams.operators.joins.IntervalJoin`) between two inputs that start
+at ``Stream.from_spark(df)`` and end in ``to_dataframe(schema)`` becomes:
+
+    each side: mapInArrow (its steps, then p = the pickled element,
+               k = its pickled canonical key, t = its event time in seconds)
+               -> withWatermark(timestamp of t, lateness)
+    inner join on k_l == k_r and |t_l - t_r| <= within
+    -> mapInArrow (the steps after the join on the pairs (l, r), typed rows out)
+
+The time condition is the in-process one, on the same doubles, so a pair is
+joined exactly when in-process; a range on the timestamps, one microsecond
+wider than ``within`` on each side (a timestamp keeps microseconds), lets
+Spark bound the state of each side by the other's watermark. Spark's
+watermark is whole milliseconds behind its largest time seen, and it
+forgets a held row at its bound, not only below: the delay given to Spark
+is ``lateness`` rounded up to the millisecond plus one (:func:`spark_delay`),
+so Spark forgets only rows that no element still on time in-process can
+meet. So with event times in order on each side (or out of order by at
+most ``lateness``) the pairs are the in-process ones, as a multiset.
+
+Late elements differ. In-process a late element (below the watermark) is
+not joined and goes to ``node.late`` (or the error policy). Spark's
+stream-stream join (Spark 4) drops no input row: it joins a late row with the partners
+its state still holds and misses those it forgot, silently; an executor has
+no way to ``node.late``. For a streaming input each micro-batch that brings
+rows behind the watermark is logged on the driver, as a warning naming the
+join, the side and the earliest such element (see :func:`watch_late`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import pickle
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+from streams.core import Stream
+from streams.operators._checks import canonical_key, key_function
+from streams.operators.joins import seconds_of
+from streams.spec import JoinTime, NodeSpec
+from streams.stage import Stage
+
+from .codec import DATA, ERROR, carried_error, fail_on_executor, pickled_output
+from .listener import count_input, observed, watch_progress
+from .plan import chain_plan
+from .stages import COLUMNS, Driver, Rows, chain_task
+
+__all__ = ["SIDE_SCHEMA", "SideRows", "join_frame", "pair_task", "spark_delay", "watch_late"]
+
+logger = logging.getLogger("streams")
+
+#: The rows of one side, on their way to the join.
+SIDE_SCHEMA = pa.schema([("p", pa.binary()), ("k", pa.binary()), ("t", pa.float64())])
+
+
+class SideRows:
+    """Receives one side's elements as join rows: pickled element, key and time.
+
+    A failure of a step before the join, or of the join's key or time
+    function (an error of the join), goes to its node's policy as in
+    :class:`~streams_spark.dataframe.TypedRows`: ``skip`` logs it on the
+    executor, ``raise`` fails the job naming the node and the element.
+    """
+
+    #: It keeps no positions: a stage hands it all its outputs at once.
+    bulk = True
+
+    def __init__(self, join: NodeSpec, side: int, last: NodeSpec | None,
+                 nodes: dict[int, tuple[str, str]]) -> None:
+        times = join.traits.join
+        assert times is not None
+        self.join_id = join.id
+        self.key = key_function(times.key[side])
+        self.time = key_function(times.time[side])
+        self.last = last
+        self.nodes = nodes
+        self.cols: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
+        # Keys repeat: pickle each once (canonical: 1, 1.0, True are one key).
+        self.keys: dict[Any, bytes] = {}
+
+    def extend(self, values: list[Any], failed: list[int]) -> None:
+        """Outputs in order, some of them (at ``failed``) :class:`~streams.stage.Failure`."""
+        bad = set(failed)
+        ps, ks, ts = self.cols
+        for i, x in enumerate(values):
+            if i in bad:
+                fail_on_executor(carried_error(x.node_id, x.element, x.error), self.nodes)
+                continue
+            try:
+                k = self.key(x)
+                t = seconds_of(self.time(x))
+                kb = self.keys.get(k)
+                if kb is None:
+                    kb = self.keys[k] = pickle.dumps(canonical_key(k), protocol=5)
+            except Exception as e:  # an unhashable key too: as in-process
+                fail_on_executor(carried_error(self.join_id, x, e), self.nodes)
+                continue
+            kind, p = pickled_output(DATA, x, self.last)
+            if kind == ERROR:
+                fail_on_executor(p, self.nodes)
+                continue
+            ps.append(p)
+            ks.append(kb)
+            ts.append(t)
+
+    def batch(self) -> pa.RecordBatch:
+        """The rows so far (and start anew)."""
+        out = pa.RecordBatch.from_arrays(
+            [pa.array(c, f.type) for c, f in zip(self.cols, SIDE_SCHEMA, strict=True)],
+            schema=SIDE_SCHEMA)
+        for c in self.cols:
+            c.clear()
+        return out
+
+
+def pair_task(specs: list[NodeSpec], rows_of: Rows
+              ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function running ``specs`` on the joined pairs ``(l, r)``.
+
+    Its input has the pickled left and right elements (``lp``, ``rp``); its
+    output is the rows of ``to_dataframe()``'s schema.
+    """
+    plan = chain_plan(specs)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows = rows_of()
+        drive = Driver(Stage(plan), rows)
+        loads = pickle.loads
+        for batch in batches:
+            lefts = batch.column(0).to_pylist()
+            rights = batch.column(1).to_pylist()
+            drive.push_all(0, [(loads(a), loads(b)) for a, b in zip(lefts, rights, strict=True)])
+            yield rows.batch()
+
+    return run
+
+
+def _micros(seconds: float) -> str:
+    return f"INTERVAL {round(seconds * 1_000_000)} MICROSECONDS"
+
+
+def spark_delay(lateness: float) -> str:
+    """The watermark delay under which Spark forgets only what in-process forgets.
+
+    Spark's watermark is whole milliseconds behind its largest time seen,
+    and after each micro-batch it forgets held rows at its bound, not only
+    below it; in-process, an element at the watermark is still on time. One
+    millisecond more than ``lateness`` (rounded up) keeps Spark's watermark
+    strictly below the in-process one.
+
+    Examples
+    --------
+    >>> spark_delay(0), spark_delay(2.5), spark_delay(0.0001)
+    ('1 milliseconds', '2501 milliseconds', '2 milliseconds')
+    """
+    return f"{math.ceil(round(lateness * 1000, 6)) + 1} milliseconds"
+
+
+def _side(df: Any, plan: Any, prefix: str, times: JoinTime, label: str) -> Any:
+    """The rows of one side as columns ``{prefix}p``, ``k``, ``t``, ``et`` (watermarked).
+
+    A streaming side is observed for the rows it brings behind the watermark
+    (see :func:`watch_late`).
+    """
+    from pyspark.sql import functions as F
+
+    frame = df.mapInArrow(plan, "p binary, k binary, t double")  # SIDE_SCHEMA
+    if frame.isStreaming:
+        frame, name = observed(frame, label, F.min("t").alias("min_t"),
+                               F.min_by("p", "t").alias("first"))
+        watch_late(frame.sparkSession, name, label)
+    return (frame.select(F.col("p").alias(f"{prefix}p"), F.col("k").alias(f"{prefix}k"),
+                         F.col("t").alias(f"{prefix}t"),
+                         F.timestamp_seconds("t").alias(f"{prefix}et"))
+            .withWatermark(f"{prefix}et", spark_delay(times.lateness)))
+
+
+def join_frame(segment: Any, join: Stream[Any], after: list[NodeSpec], rows_of: Rows,
+               schema: Any, nodes: dict[int, tuple[str, str]]) -> Any:
+    """The DataFrame of ``to_dataframe()`` through ``join``: each side, the join, ``after``.
+
+    ``segment`` is the join's :class:`~streams_spark.segment.SparkSegment`;
+    ``rows_of`` makes the receiver of the typed output rows (of ``schema``).
+    """
+    from pyspark.sql import functions as F
+
+    spec = join.describe()
+    times = spec.traits.join
+    assert times is not None
+    sides = []
+    for side, (up, prefix) in enumerate(zip(join.upstreams, ("l", "r"), strict=True)):
+        ((entry, specs),) = segment.paths(up)  # one path: a union before a join is refused
+        rows = _side_rows(spec, side, specs[-1] if specs else None, nodes)
+        plan = chain_task(specs, None, COLUMNS, rows)
+        label = f"{join._label()} ({('left', 'right')[side]} side, from {entry._label()})"
+        sides.append(_side(count_input(entry.df, segment.nodes, entry._label()), plan,
+                           prefix, times, label))
+    left, right = sides
+    wide = _micros(times.within + 1e-6)
+    condition = ((F.col("lk") == F.col("rk"))
+                 & (F.abs(F.col("lt") - F.col("rt")) <= F.lit(times.within))
+                 & F.expr(f"ret >= let - {wide}") & F.expr(f"ret <= let + {wide}"))
+    pairs = left.join(right, condition, "inner").select("lp", "rp")
+    return pairs.mapInArrow(pair_task(after, rows_of), schema)
+
+
+def _side_rows(spec: NodeSpec, side: int, last: NodeSpec | None,
+               nodes: dict[int, tuple[str, str]]) -> Rows:
+    def make() -> SideRows:
+        return SideRows(spec, side, last, nodes)
+    return make
+
+
+def _seconds(iso: str | None) -> float | None:
+    """A watermark of a query's progress (``1970-01-01T00:01:39.999Z``) in seconds."""
+    if not iso:
+        return None
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def watch_late(session: Any, name: str, label: str) -> None:
+    """Log, on the driver, each micro-batch that brings a side's rows behind the watermark.
+
+    ``name`` is the metric observed on the side (its rows, earliest time and
+    earliest element per micro-batch). Spark's join does not drop such a row:
+    it joins it with the partners its state still holds (those further
+    back are gone), where in-process the element is late, unjoined, and goes
+    to ``node.late``. A row is reported when its time is below Spark's
+    watermark plus the millisecond :func:`spark_delay` adds: late in-process
+    too. Spark's first watermark, at the epoch, is no watermark yet.
+    """
+    def report(progress: Any) -> None:
+        seen = (progress.observedMetrics or {}).get(name)
+        watermark = _seconds((progress.eventTime or {}).get("watermark"))
+        if seen is None or not seen["rows"] or not watermark or seen["min_t"] is None:
+            return
+        # In whole microseconds: a row at the in-process watermark is on time.
+        if round(seen["min_t"] * 1_000_000) >= round(watermark * 1_000_000) + 1000:
+            return
+        try:
+            first: Any = pickle.loads(seen["first"])
+        except Exception:  # a class the driver cannot import: say so, not fail
+            first = "<an element the driver cannot unpickle>"
+        logger.warning(
+            "%s: micro-batch %d of query %s brought rows behind the join's watermark %s, "
+            "the earliest at %r: %.120r. In-process such a late element is not joined (it "
+            "goes to node.late); Spark joins it with the partners its state still holds. "
+            "Raise lateness= to cover the disorder", label, progress.batchId,
+            progress.name or progress.id,
+            (progress.eventTime or {}).get("watermark"), seen["min_t"], first)
+
+    watch_progress(session, name, report)
