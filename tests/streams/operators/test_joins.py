@@ -104,22 +104,12 @@ def join_inputs(draw: Any, disorder: str) -> tuple[list[Event], float, float]:
     return events, within, lateness
 
 
+@pytest.mark.parametrize("disorder", ["none", "bounded"])
 @settings(max_examples=150, deadline=None)
-@given(join_inputs("none"))
-def test_in_order_join_equals_the_nested_loop(case: tuple[list[Event], float, float]) -> None:
-    events, within, lateness = case
-    out, late, held, _ = run_join(events, within, lateness)
-    expected, expected_late, expected_held = reference_join(events, within, lateness)
-    assert late == expected_late == []
-    assert out == expected
-    assert held == expected_held
-
-
-@settings(max_examples=150, deadline=None)
-@given(join_inputs("bounded"))
-def test_bounded_out_of_order_join_equals_the_nested_loop(
-        case: tuple[list[Event], float, float]) -> None:
-    events, within, lateness = case
+@given(data=st.data())
+def test_in_order_or_within_lateness_join_equals_the_nested_loop(
+        disorder: str, data: st.DataObject) -> None:
+    events, within, lateness = data.draw(join_inputs(disorder))
     out, late, held, _ = run_join(events, within, lateness)
     expected, expected_late, expected_held = reference_join(events, within, lateness)
     assert late == expected_late == []
