@@ -38,6 +38,11 @@ def spark() -> Iterator[Any]:
     Starting the JVM costs seconds (more on a loaded 2-core machine), so one
     session serves the whole run: the one ``to_spark()`` uses when given none.
     """
+    # PySpark imports IPython when it first names a call site for its errors,
+    # and IPython's jedi raises the recursion limit: import it now, not under
+    # a Hypothesis test, which warns when the limit changes while it runs.
+    import IPython  # noqa: F401
+
     from streams_spark.session import default_session
 
     yield default_session()
