@@ -277,3 +277,32 @@ def test_a_keyed_stage_spreads_over_more_tasks_than_the_old_16_groups(spark: Any
             spark.conf.set(k, v)
     # 1,000 keys in 128 groups over 64 partitions: most partitions get some.
     assert tasks > 16
+
+
+def test_a_keyed_query_restarted_with_other_shuffle_partitions_resumes_its_state(
+        spark: Any, tmp_path: Path) -> None:
+    # Spark keeps a stateful query's shuffle partitions in its checkpoint (its
+    # state is partitioned so): a restart under another setting runs with the
+    # checkpoint's, and the keyed state carries on.
+    data = [("a", 1), ("b", 5), ("a", 3), ("c", 2), ("b", 1), ("a", 7)]
+    saved = spark.conf.get("spark.sql.shuffle.partitions")
+
+    def run(part: int, partitions: int) -> None:
+        as_rows(spark, data[3 * part:3 * part + 3]).coalesce(1).write.parquet(
+            str(tmp_path / "in" / f"part={part}"))
+        spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+        df = spark.readStream.schema("key string, value long").parquet(str(tmp_path / "in/*"))
+        out = keyed_total(Stream.from_spark(df)).to_dataframe("key string, total long")
+        (out.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+         .option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start().awaitTermination())
+
+    try:
+        run(0, partitions=2)
+        run(1, partitions=5)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", saved)
+    written = spark.read.parquet(str(tmp_path / "out")).collect()
+    expected = in_process(as_rows(spark, data).collect(), keyed_total)
+    assert sorted(tuple(r) for r in written) == sorted(
+        (d["key"], d["total"]) for d in expected)
