@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -23,45 +22,14 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
-import pyspark
 import pytest
 
-from tests.processes import stop_process
+from tests.spark_cluster import SparkCluster
 
 pytestmark = pytest.mark.spark
 
-SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_for(proc: subprocess.Popen[str], out: IO[str], text: str) -> None:
-    """Read the daemon's log until ``text`` appears (it fails if the process dies)."""
-    for line in iter(out.readline, ""):
-        if text in line:
-            return
-    raise RuntimeError(f"{proc.args!r} exited ({proc.wait()}) before logging {text!r}")
-
-
-def _start(args: list[str], env: dict[str, str], text: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([str(SPARK_CLASS), *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    assert proc.stdout is not None
-    _wait_for(proc, proc.stdout, text)
-    return proc
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    stop_process(proc, timeout=60)
-    if proc.stdout is not None:
-        proc.stdout.close()
 
 
 def _python_without_streams(directory: Path) -> str:
@@ -84,26 +52,11 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
     """``(spark://127.0.0.1:PORT, executor python)``: a Master and two 1-core Workers."""
     home = tmp_path_factory.mktemp("spark-cluster")
     python = _python_without_streams(home)
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1")
-    master = _start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                     "--port", str(port), "--webui-port", str(_free_port())],
-                    env, "I have been elected leader")
-    url = f"spark://127.0.0.1:{port}"
-    workers: list[subprocess.Popen[str]] = []
+    cluster = SparkCluster(home, workers=2)
     try:
-        for i in range(2):
-            workers.append(_start(
-                ["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                 "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port()),
-                 "--work-dir", str(home / f"worker-{i}")],
-                env, "Successfully registered with master"))
-        yield url, python
+        yield cluster.url, python
     finally:
-        for w in workers:
-            _stop(w)
-        _stop(master)
+        cluster.stop()
 
 
 #: The user's own modules, next to the driver script: not installed anywhere.
