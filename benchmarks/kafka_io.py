@@ -11,11 +11,21 @@ group to join, for every variant alike) and writing to its own output topic:
 
 * ``produce-only``: a plain producer writing the messages (the broker's
   produce limit on this machine);
-* ``consume-only``: a plain consumer reading them (its consume limit);
+* ``consume-only``: a plain consumer reading them (its consume limit), with
+  the consumer settings below;
+* ``consume-defaults``: the same with librdkafka's defaults, to show what
+  they cost;
 * ``plain``: the usual confluent-kafka loop: ``poll()`` one message,
   ``produce()`` the mapped value, ``poll(0)`` for delivery reports;
 * ``plain-batched``: the same with ``consume(1000)`` (a stronger baseline);
 * ``streams``: ``Stream.from_kafka(...).map(f).to_kafka(...)``.
+
+Every consumer but ``consume-defaults`` gets ``CONSUMER_SETTINGS``: with
+librdkafka's defaults a partition whose local queue holds
+``queued.min.messages`` (100,000) is not fetched again for
+``fetch.queue.backoff.ms`` (1,000 ms), so any consumer faster than about
+100,000 messages/s a partition waits a second each time it catches up, and
+every variant measures that wait (librdkafka issue 2879).
 
 With ``--dask``, it then reads the input with
 ``Stream.from_kafka_batched(..., dask=True).gather()`` on a local Dask cluster
@@ -47,6 +57,8 @@ from streams import Stream
 from tests.kafka_broker import KafkaBroker
 
 PARTITIONS = 2
+#: Applied to every consumer alike (see the module docs).
+CONSUMER_SETTINGS = {"fetch.queue.backoff.ms": 10}
 _names = itertools.count()
 
 
@@ -70,15 +82,16 @@ def fill(broker: KafkaBroker, topic: str, n: int, one_record_batches: bool = Fal
     return n
 
 
-def consumer(broker: KafkaBroker, topic: str) -> Consumer:
+def consumer(broker: KafkaBroker, topic: str, tuned: bool = True) -> Consumer:
     c = Consumer(broker.config(**{"group.id": "bench-unused", "enable.auto.commit": False,
-                                  "enable.partition.eof": True}))
+                                  "enable.partition.eof": True,
+                                  **(CONSUMER_SETTINGS if tuned else {})}))
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     return c
 
 
-def consume_only(broker: KafkaBroker, topic: str, n: int) -> int:
-    c = consumer(broker, topic)
+def consume_only(broker: KafkaBroker, topic: str, n: int, tuned: bool = True) -> int:
+    c = consumer(broker, topic, tuned)
     got = 0
     while got < n:
         for m in c.consume(1000, timeout=0) or c.consume(1, timeout=1.0):
@@ -114,7 +127,7 @@ def plain(broker: KafkaBroker, topic: str, out: str, n: int, batched: bool) -> i
 
 
 def with_streams(broker: KafkaBroker, topic: str, out: str, n: int) -> int:
-    source = Stream.from_kafka([topic], broker.config(), offset="earliest", batch=1000)
+    source = Stream.from_kafka([topic], broker.config(**CONSUMER_SETTINGS), offset="earliest", batch=1000)
     source.map(transform).to_kafka(out, broker.config(**{"linger.ms": 5}))
     source.start()
     return sum(source.offsets.values())
@@ -132,8 +145,8 @@ def with_dask(broker: KafkaBroker, topic: str, n: int, workers: int) -> float:
             nonlocal got
             got += len(batch)
 
-        batches = Stream.from_kafka_batched(topic, broker.config(**{"auto.offset.reset":
-                                                                    "earliest"}),
+        batches = Stream.from_kafka_batched(topic, broker.config(**{"auto.offset.reset": "earliest",
+                                                              **CONSUMER_SETTINGS}),
                                             dask=True, client=client, max_batch_size=5000)
         batches.map(lambda b: [transform(v) for v in b]).gather().sink(count)
         t0 = time.perf_counter()
@@ -173,6 +186,7 @@ def main() -> None:
                 round_: dict[str, Callable[[], int]] = {
                     "produce-only": partial(fill, broker, t, n),
                     "consume-only": partial(consume_only, broker, t, n),
+                    "consume-defaults": partial(consume_only, broker, t, n, False),
                     "plain": partial(plain, broker, t, o1, n, False),
                     "plain-batched": partial(plain, broker, t, o2, n, True),
                     "streams": partial(with_streams, broker, t, o3, n),
@@ -189,7 +203,7 @@ def main() -> None:
             broker.stop()
     print("\nmedian messages/s")
     for name, rates in results.items():
-        print(f"  {name:14} {statistics.median(rates):12,.0f}   "
+        print(f"  {name:16} {statistics.median(rates):12,.0f}   "
               f"({', '.join(f'{r:,.0f}' for r in rates)})")
 
     def ratio(a: str, b: str) -> float:
