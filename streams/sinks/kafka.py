@@ -85,6 +85,7 @@ class ToKafka(Stream[Any]):
     """
 
     __slots__ = (
+        "_all_reports",
         "_deferring",
         "_done",
         "_errors_seen",
@@ -128,7 +129,8 @@ class ToKafka(Stream[Any]):
         self.key = key
         #: Messages written so far (the next message's ``streams-seq``).
         self.written = 0
-        #: ``{partition: offset}`` past the last message delivered, at the last barrier.
+        #: ``{partition: offset}`` past the last message delivered, at the last
+        #: barrier: kept by a transactional sink (a restored one reads from there).
         self.marks: dict[int, int] | None = None
         self._marks_seen: dict[int, int] = {}
         self._producer: Any = None
@@ -136,8 +138,11 @@ class ToKafka(Stream[Any]):
         self._errors_seen: list[tuple[Any, Exception]] = []
         self._sent = 0  # messages produced
         self._done = 0  # delivery reports received
-        # Set by from_redis while it confirms writes a batch late (_barrier_send):
-        # nothing changes here, deliveries are always confirmed by token.
+        # Whether the producer reports every delivery, or only failures.
+        self._all_reports = False
+        # Set by a source that confirms writes a batch late (_barrier_send), as
+        # from_redis and from_kafka do: a producer opened then reports every
+        # delivery, which the tokens count.
         self._deferring = False
         self._in_txn = False
         Stream.__init__(self, upstream, **kwargs)
@@ -147,7 +152,16 @@ class ToKafka(Stream[Any]):
     def _open(self) -> Any:
         import confluent_kafka as ck
 
-        producer = ck.Producer(self.producer_config)
+        if self._producer is not None:  # reports of successes are now needed
+            self._producer.flush()
+            self._done = self._sent  # the successes it did not report
+        # The delivery callback is the producer's own: passed to each produce()
+        # call it costs about as much again as the produce itself. Reports of
+        # successes (about as costly again) only when something reads them:
+        # the marks of a transaction, downstream nodes, a source's tokens.
+        self._all_reports = self.transactional or bool(self.downstreams) or self._deferring
+        producer = ck.Producer({**self.producer_config, "on_delivery": self._delivered,
+                                "delivery.report.only.error": not self._all_reports})
         if self.transactional:
             # Fences an earlier producer with this id and aborts its open transaction.
             producer.init_transactions(30)
@@ -196,9 +210,10 @@ class ToKafka(Stream[Any]):
         if err is not None:
             self._errors_seen.append((msg.value(), RuntimeError(f"delivery failed: {err}")))
             return
-        part, off = msg.partition(), msg.offset() + 1
-        if off > self._marks_seen.get(part, -1):
-            self._marks_seen[part] = off
+        if self.transactional:  # where a restored writer looks for its messages
+            part, off = msg.partition(), msg.offset() + 1
+            if off > self._marks_seen.get(part, -1):
+                self._marks_seen[part] = off
         if self.downstreams:
             pending = self._push(msg.value())
             if pending is not None:
@@ -207,7 +222,27 @@ class ToKafka(Stream[Any]):
     # -- writing -------------------------------------------------------------------
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
-        producer = self._producer if self._producer is not None else self._open()
+        producer = self._producer
+        if producer is None or (self.downstreams and not self._all_reports):
+            producer = self._open()
+        if type(x) is not bytes or self.transactional or self.key is not None:
+            return self._write(producer, x)
+        # The common case, kept short: it runs once a message.
+        try:
+            producer.produce(self.topic, x)
+        except BufferError:
+            return self._produce_when_room(x, x, None, None)
+        except Exception as e:
+            return self._fail(x, e)
+        self._sent += 1
+        if self._sent % _POLL_EVERY == 0:
+            producer.poll(0)
+            if self._errors_seen:
+                return self._report()
+        return None
+
+    def _write(self, producer: Any, x: Any) -> Any:
+        """:meth:`update` for a key, a transaction or a value to convert."""
         try:
             value = _as_bytes(x)
             key = _as_bytes(self.key(x)) if self.key is not None else None
@@ -226,8 +261,7 @@ class ToKafka(Stream[Any]):
             headers = [(_WRITER, str(self.producer_config["transactional.id"])),
                        (_SEQ, str(seq))]
         try:
-            producer.produce(self.topic, value, key, on_delivery=self._delivered,
-                             headers=headers)
+            self._produce(producer, value, key, headers)
         except BufferError:
             return self._produce_when_room(x, value, key, headers)
         except Exception as e:
@@ -239,6 +273,13 @@ class ToKafka(Stream[Any]):
                 return self._report()
         return None
 
+    def _produce(self, producer: Any, value: Any, key: Any, headers: Any) -> None:
+        # headers=None costs almost as much as the produce: passed only when set.
+        if headers is None:
+            producer.produce(self.topic, value, key)
+        else:
+            producer.produce(self.topic, value, key, headers=headers)
+
     def _produce_when_room(self, x: Any, value: Any, key: Any, headers: Any) -> Any:
         """The producer's queue is full: wait for room (backpressure), then produce."""
         producer = self._producer
@@ -248,8 +289,7 @@ class ToKafka(Stream[Any]):
             while True:
                 producer.poll(0.1)  # serves deliveries, which frees room
                 try:
-                    producer.produce(self.topic, value, key, on_delivery=self._delivered,
-                                     headers=headers)
+                    self._produce(producer, value, key, headers)
                     self._sent += 1
                     return None
                 except BufferError:
@@ -262,8 +302,7 @@ class ToKafka(Stream[Any]):
         while True:
             producer.poll(0)
             try:
-                producer.produce(self.topic, value, key, on_delivery=self._delivered,
-                                 headers=headers)
+                self._produce(producer, value, key, headers)
                 self._sent += 1
                 return
             except BufferError:
@@ -289,14 +328,19 @@ class ToKafka(Stream[Any]):
             if pending is not None:
                 run_sync(pending)
         elif self._producer is not None:
-            self._producer.poll(0)
+            if self._all_reports:
+                self._producer.poll(0)
+            else:  # opened before a source asked for tokens: nothing to count
+                self._producer.flush()
         return self._sent
 
     def _barrier_confirm(self, token: int) -> None:
         """Wait for the delivery reports of the first ``token`` messages; raise their errors."""
         producer = self._producer
         if producer is not None:
-            while self._done < token:
+            if not self._all_reports:
+                producer.flush()  # only failures are reported: nothing to count
+            while self._all_reports and self._done < token:
                 producer.poll(0.1)
         if self._errors_seen:
             pending = self._report()
