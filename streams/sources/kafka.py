@@ -37,7 +37,7 @@ Here lives the source; checking its configuration and where it starts
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 from ..clock import get_clock, run_sync
@@ -94,9 +94,9 @@ class FromKafka(Source):
         source.start()     # without a loop: reads to the end, then closes
     """
 
-    __slots__ = ("_barriers", "_consumer", "_covered", "_deferred", "_eof", "_not_before",
-                 "_unconfirmed", "batch", "consumer_params", "group", "keys", "offset", "offsets",
-                 "poll_interval", "topics", "with_meta")
+    __slots__ = ("_assigned", "_barriers", "_consumer", "_covered", "_deferred", "_eof",
+                 "_not_before", "_unconfirmed", "batch", "consumer_params", "group", "keys",
+                 "offset", "offsets", "poll_interval", "topics", "with_meta")
     _operator = "from_kafka"
     _replayable = True
     _params = ("topics", "consumer_params", "poll_interval", "offset", "batch", "keys",
@@ -130,6 +130,8 @@ class FromKafka(Source):
         #: The next offset to read of each partition seen: ``{(topic, partition): offset}``.
         self.offsets: dict[Partition, int] = {}
         self._consumer: Any = None
+        # The partitions assigned (asking the consumer waits for its main thread).
+        self._assigned: set[Partition] = set()
         self._eof: set[Partition] = set()
         # Partitions started at a time: the time (ms), until a message at or after it.
         self._not_before: dict[Partition, int] = {}
@@ -174,6 +176,7 @@ class FromKafka(Source):
         if self.offset in ("earliest", "latest") and "auto.offset.reset" not in config:
             config["auto.offset.reset"] = self.offset
         consumer = ck.Consumer(config)
+        self._assigned = set()
         if self.group is not None:
             consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
         else:
@@ -187,6 +190,7 @@ class FromKafka(Source):
                                        f"{config['bootstrap.servers']}")
                 tps.extend(ck.TopicPartition(topic, p) for p in sorted(tmeta.partitions))
             consumer.assign(self._positioned(consumer, tps))
+            self._assigned = {(tp.topic, tp.partition) for tp in tps}
         self._consumer = consumer
         return consumer
 
@@ -221,6 +225,7 @@ class FromKafka(Source):
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         consumer.assign(self._positioned(consumer, partitions))
+        self._assigned.update((tp.topic, tp.partition) for tp in partitions)
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         # Called inside consume(), between batches: everything read so far is
@@ -231,6 +236,7 @@ class FromKafka(Source):
             self._commit(consumer, self.offsets, asynchronous=False)
         for tp in partitions:
             self._eof.discard((tp.topic, tp.partition))
+            self._assigned.discard((tp.topic, tp.partition))
 
     def _commit(self, consumer: Any, offsets: dict[Partition, int], asynchronous: bool) -> None:
         if self.group is None or not offsets:
@@ -245,15 +251,25 @@ class FromKafka(Source):
 
     def _read(self, consumer: Any, timeout: float) -> list[Any]:
         """One batch of messages; end-of-partition events are noted, errors raised."""
-        ck = _import_kafka("from_kafka()")
-        out = []
         # consume(n) waits for n messages or the timeout: wait for the first
         # one only, then take what is there.
-        got = consumer.consume(self.batch, timeout=0)
+        got: list[Any] = consumer.consume(self.batch, timeout=0)
         if not got and timeout > 0:
             got = consumer.consume(1, timeout=timeout)
             if got and self.batch > 1:
                 got.extend(consumer.consume(self.batch - 1, timeout=0))
+        if self._eof or self._not_before:
+            return self._sorted_out(got)
+        # The common case, one pass: messages only, no partition at its end.
+        for i, msg in enumerate(got):
+            if msg.error() is not None:
+                return got[:i] + self._sorted_out(got[i:])
+        return got
+
+    def _sorted_out(self, got: list[Any]) -> list[Any]:
+        """The messages of ``got``: end-of-partition events noted, early ones passed over."""
+        ck = _import_kafka("from_kafka()")
+        out = []
         for msg in got:
             err = msg.error()
             if err is None:
@@ -279,35 +295,73 @@ class FromKafka(Source):
 
     # -- the stream side -------------------------------------------------------
 
-    def _converter(self) -> Callable[[Any], Any]:
+    def _values(self, msgs: list[Any]) -> list[Any]:
+        """What is emitted for ``msgs``."""
         if self.with_meta:
-            return lambda m: {"topic": m.topic(), "partition": m.partition(),
-                              "offset": m.offset(), "timestamp": m.timestamp()[1],
-                              "key": m.key(), "value": m.value()}
+            return [{"topic": m.topic(), "partition": m.partition(), "offset": m.offset(),
+                     "timestamp": m.timestamp()[1], "key": m.key(), "value": m.value()}
+                    for m in msgs]
         if self.keys:
-            return lambda m: {"key": m.key(), "value": m.value()}
-        return lambda m: m.value()
+            return [{"key": m.key(), "value": m.value()} for m in msgs]
+        return [m.value() for m in msgs]
 
-    def _emit_batch(self, msgs: list[Any]) -> Any:
-        """Push messages; None, or an awaitable when a step is asynchronous."""
-        push = self._push
-        convert = self._converter()
-        offsets = self.offsets
-        for i, msg in enumerate(msgs):
-            if self.stopped:
-                return None
-            part = (msg.topic(), msg.partition())
-            pending = push(convert(msg))
-            offsets[part] = msg.offset() + 1
-            if pending is not None:
-                return self._finish_async(pending, msgs[i + 1:])
+    def _emit_batch(self, msgs: list[Any], values: list[Any] | None = None,
+                    start: int = 0) -> Any:
+        """Push messages (from ``start``); None, or an awaitable when a step is asynchronous.
+
+        ``offsets`` moves past a message once every step for it has finished
+        (an awaited step included). It is brought up to date when the batch
+        ends, fails or is stopped, not once a message: that would cost as
+        much as the push of a short pipeline.
+        """
+        push = self._pusher()
+        if values is None:
+            values = self._values(msgs)
+        done = start
+        try:
+            for x in islice(values, start, None):
+                if self.stopped:
+                    break
+                pending = push(x)
+                if pending is not None:
+                    self._advance(msgs, start, done)
+                    return self._finish_async(pending, msgs, values, done)
+                done += 1
+        except BaseException:
+            self._advance(msgs, start, done)
+            raise
+        if done == len(msgs):
+            self._advance_to_position()
+        else:
+            self._advance(msgs, start, done)
         return None
 
-    async def _finish_async(self, pending: Any, rest: list[Any]) -> None:
+    async def _finish_async(self, pending: Any, msgs: list[Any], values: list[Any],
+                            at: int) -> None:
         await pending
-        more = self._emit_batch(rest)
+        self._advance(msgs, at, at + 1)
+        more = self._emit_batch(msgs, values, at + 1)
         if more is not None:
             await more
+
+    def _advance(self, msgs: list[Any], lo: int, hi: int) -> None:
+        """Move ``offsets`` past ``msgs[lo:hi]``."""
+        offsets = self.offsets
+        for msg in msgs[lo:hi]:
+            offsets[(msg.topic(), msg.partition())] = msg.offset() + 1
+
+    def _advance_to_position(self) -> None:
+        """Move ``offsets`` past every message read (all of them are processed).
+
+        The consumer's position is past the last message it returned: one call
+        a batch, where reading each message's partition and offset costs as
+        much as the push of a short pipeline.
+        """
+        ck = _import_kafka("from_kafka()")
+        offsets = self.offsets
+        for tp in self._consumer.position([ck.TopicPartition(t, p) for t, p in self._assigned]):
+            if tp.offset >= 0:  # else nothing read there yet
+                offsets[(tp.topic, tp.partition)] = tp.offset
 
     def _flush_barriers(self) -> Any:
         return _gather_pending([b._barrier() for b in self._barriers])  # type: ignore[attr-defined]
@@ -372,12 +426,27 @@ class FromKafka(Source):
 
     def _begin(self, deferring: bool) -> None:
         self._barriers = [n for n in walk(self) if hasattr(n, "_barrier")]
+        # Output confirmed a batch late: only when offsets are committed for it.
+        deferring = deferring and self.group is not None and self._checkpointer is None
         self._deferred = [b for b in self._barriers if hasattr(b, "_barrier_send")] \
             if deferring else []
+        for b in self._deferred:
+            b._deferring = True  # type: ignore[attr-defined]
 
-    def _close_consumer(self, consumer: Any) -> None:
-        """Commit what is done, synchronously, and close the consumer."""
+    def _close_consumer(self, consumer: Any, failed: bool) -> None:
+        """Commit what is done, synchronously, and close the consumer.
+
+        After a failure, nothing more is committed without a checkpoint: what
+        was read since the last commit is read again. The output of the
+        messages processed last may not be delivered, and a delivery that
+        failed may be behind a later batch's confirmed offsets.
+        """
+        for b in self._deferred:
+            b._deferring = False  # type: ignore[attr-defined]
         try:
+            if failed and self._checkpointer is None:
+                self._unconfirmed.clear()
+                return
             self._confirm(consumer, keep=0)
             if self._checkpointer is not None:
                 self._release(consumer)
@@ -395,6 +464,7 @@ class FromKafka(Source):
     def _run_sync(self) -> None:
         consumer = self._connect(to_the_end=True)
         self._begin(deferring=True)
+        failed = True
         try:
             while not self.stopped:
                 self._release(consumer)
@@ -406,13 +476,15 @@ class FromKafka(Source):
                 self._settle(self._emit_batch(msgs))
                 self._settle(self._batch_done(consumer, len(msgs)))
             else:
+                failed = False
                 return  # stop(): the stream stays open
             self._settle(self.close())
             if self._checkpointer is not None:
                 self._settle(self._checkpointer.source_closed(self))
                 self._checkpointer.wait()
+            failed = False
         finally:
-            self._close_consumer(consumer)
+            self._close_consumer(consumer, failed)
 
     # -- on a loop -------------------------------------------------------------
 
@@ -420,6 +492,7 @@ class FromKafka(Source):
         consumer = self._connect()
         self._begin(deferring=False)
         clock = get_clock()
+        failed = True
         try:
             while not self.stopped:
                 self._release(consumer)
@@ -438,5 +511,6 @@ class FromKafka(Source):
                     await pending
             if self._checkpointer is not None:
                 await self._checkpointer.wait_async()
+            failed = False
         finally:
-            self._close_consumer(consumer)
+            self._close_consumer(consumer, failed)
