@@ -43,6 +43,27 @@ def _as_bytes(x: Any) -> Any:
                     ".map(json.dumps) before it")
 
 
+class _Batch:
+    """The messages written between two tokens, and how many the broker acknowledged.
+
+    Each message of a batch names the batch's own callback, so a batch is
+    confirmed by its own deliveries: counting every delivery would take a
+    later batch's for an earlier one's, whose message may still fail (the
+    broker of one partition down, another's up).
+    """
+
+    __slots__ = ("done", "sent", "sink")
+
+    def __init__(self, sink: ToKafka) -> None:
+        self.sink = sink
+        self.sent = 0
+        self.done = 0
+
+    def delivered(self, err: Any, msg: Any) -> None:
+        self.done += 1
+        self.sink._delivered(err, msg)
+
+
 @Stream.register_api()
 class ToKafka(Stream[Any]):
     """Write each element (``str`` or ``bytes``) as a message of a Kafka topic.
@@ -86,7 +107,8 @@ class ToKafka(Stream[Any]):
 
     __slots__ = (
         "_all_reports",
-        "_deferring",
+        "_batch",
+        "_defer",
         "_done",
         "_errors_seen",
         "_in_txn",
@@ -140,10 +162,10 @@ class ToKafka(Stream[Any]):
         self._done = 0  # delivery reports received
         # Whether the producer reports every delivery, or only failures.
         self._all_reports = False
-        # Set by a source that confirms writes a batch late (_barrier_send), as
-        # from_redis and from_kafka do: a producer opened then reports every
-        # delivery, which the tokens count.
-        self._deferring = False
+        # While a source confirms writes a batch late (_barrier_send), the
+        # messages written since the last token.
+        self._batch: _Batch | None = None
+        self._defer = False
         self._in_txn = False
         Stream.__init__(self, upstream, **kwargs)
 
@@ -159,7 +181,7 @@ class ToKafka(Stream[Any]):
         # call it costs about as much again as the produce itself. Reports of
         # successes (about as costly again) only when something reads them:
         # the marks of a transaction, downstream nodes, a source's tokens.
-        self._all_reports = self.transactional or bool(self.downstreams) or self._deferring
+        self._all_reports = self.transactional or bool(self.downstreams) or self._defer
         producer = ck.Producer({**self.producer_config, "on_delivery": self._delivered,
                                 "delivery.report.only.error": not self._all_reports})
         if self.transactional:
@@ -225,7 +247,8 @@ class ToKafka(Stream[Any]):
         producer = self._producer
         if producer is None or (self.downstreams and not self._all_reports):
             producer = self._open()
-        if type(x) is not bytes or self.transactional or self.key is not None:
+        if (type(x) is not bytes or self.transactional or self.key is not None
+                or self._batch is not None):
             return self._write(producer, x)
         # The common case, kept short: it runs once a message.
         try:
@@ -274,8 +297,17 @@ class ToKafka(Stream[Any]):
         return None
 
     def _produce(self, producer: Any, value: Any, key: Any, headers: Any) -> None:
-        # headers=None costs almost as much as the produce: passed only when set.
-        if headers is None:
+        # headers=None or an on_delivery cost almost as much as the produce:
+        # passed only when needed.
+        batch = self._batch
+        if batch is not None:
+            if headers is None:
+                producer.produce(self.topic, value, key, on_delivery=batch.delivered)
+            else:
+                producer.produce(self.topic, value, key, on_delivery=batch.delivered,
+                                 headers=headers)
+            batch.sent += 1
+        elif headers is None:
             producer.produce(self.topic, value, key)
         else:
             producer.produce(self.topic, value, key, headers=headers)
@@ -317,30 +349,56 @@ class ToKafka(Stream[Any]):
 
     # -- barriers ----------------------------------------------------------------------
 
-    def _barrier_send(self) -> int:
-        """No loop running: a token for :meth:`_barrier_confirm` (deliveries are awaited there).
+    @property
+    def _deferring(self) -> bool:
+        """Set by a source confirming writes a batch late with tokens (from_redis, from_kafka)."""
+        return self._defer
 
-        A source confirms the token a batch later, so the broker acknowledges
-        one batch while the next is processed. A transaction is committed here.
+    @_deferring.setter
+    def _deferring(self, value: bool) -> None:
+        self._defer = value
+        if value:
+            if self._batch is None:
+                self._batch = _Batch(self)
+            if self._producer is not None and not self._all_reports:
+                self._open()  # a producer that reports the successes the tokens count
+        else:
+            self._batch = None  # a later barrier confirms what is still in flight
+
+    def _barrier_send(self) -> Any:
+        """No loop running: a token for :meth:`_barrier_confirm`, the batch written since the last.
+
+        A source confirms the token a batch or a few later, so the broker
+        acknowledges them while the next is processed. A transaction is
+        committed here.
         """
+        batch = self._batch
+        self._batch = _Batch(self) if self._defer else None
         if self.transactional:
             pending = self._barrier()
             if pending is not None:
                 run_sync(pending)
         elif self._producer is not None:
-            if self._all_reports:
-                self._producer.poll(0)
-            else:  # opened before a source asked for tokens: nothing to count
-                self._producer.flush()
-        return self._sent
+            self._producer.poll(0)
+        return batch
 
-    def _barrier_confirm(self, token: int) -> None:
-        """Wait for the delivery reports of the first ``token`` messages; raise their errors."""
+    def _barrier_ready(self, token: Any) -> bool:
+        """Whether the messages of ``token`` are all acknowledged (serving reports, not waiting)."""
         producer = self._producer
-        if producer is not None:
-            if not self._all_reports:
-                producer.flush()  # only failures are reported: nothing to count
-            while self._all_reports and self._done < token:
+        if token is None:  # written before the source asked for tokens: all of them, then
+            return producer is None or len(producer) == 0
+        if token.done < token.sent:
+            producer.poll(0)
+        return bool(token.done >= token.sent)
+
+    def _barrier_confirm(self, token: Any) -> None:
+        """Wait for the delivery reports of the messages of ``token``; raise their errors."""
+        producer = self._producer
+        if token is None:  # written before the source asked for tokens
+            if producer is not None:
+                producer.flush()
+        else:
+            while token.done < token.sent:
                 producer.poll(0.1)
         if self._errors_seen:
             pending = self._report()
