@@ -10,7 +10,12 @@ Delivery guarantees:
   checkpoint, at least once: a batch's offsets are committed after every
   downstream step for it has finished and the nodes that buffer output
   (``to_kafka``, ``sink_to_redis``...) have flushed it; a rebalance commits
-  the offsets of what was processed before the partitions go;
+  the offsets of what was processed before the partitions go. Without a
+  loop, ``to_kafka``'s output of a batch is confirmed by the broker's
+  acknowledgement of that batch's own messages while the next batches are
+  processed (a few at most), and the offsets follow. After a failure
+  nothing more is committed, except by a rebalance (leaving the group on
+  close), which first flushes the output;
 * with a :class:`~streams.state.Checkpointer`, exactly once: the offsets are
   part of each checkpoint and a restarted pipeline reads from them, whatever
   the group's committed offsets say; the group's offsets are committed only
@@ -29,28 +34,26 @@ end, then closes the stream. On a loop it follows the topics until
 read, and awaits each element through the graph (a slow sink pauses
 consumption; at most ``batch`` messages are held).
 
-Here lives the source; checking its configuration and where it starts
-(shared with ``from_kafka_batched``) lives in
+Here lives the source and its reading; what is committed when lives in
+:mod:`streams.sources.kafka_commits`, and checking its configuration and
+where it starts (shared with ``from_kafka_batched``) in
 :mod:`streams.sources.kafka_config`.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from itertools import islice
 from typing import Any
 
-from ..clock import get_clock, run_sync
+from ..clock import get_clock
 from ..core import Stream
-from ..graph import walk
-from ..pending import gather_pending as _gather_pending
-from .base import Source
+from .kafka_commits import KafkaCommits
 from .kafka_config import Partition, _import_kafka, kafka_consumer_config, start_offsets
 
 __all__ = ["FromKafka", "kafka_consumer_config", "start_offsets"]
 
 @Stream.register_api(staticmethod)
-class FromKafka(Source):
+class FromKafka(KafkaCommits):
     """Emit the messages of Kafka topics (their values, as ``bytes``).
 
     Parameters
@@ -94,9 +97,8 @@ class FromKafka(Source):
         source.start()     # without a loop: reads to the end, then closes
     """
 
-    __slots__ = ("_assigned", "_barriers", "_consumer", "_covered", "_deferred", "_eof",
-                 "_not_before", "_unconfirmed", "batch", "consumer_params", "group", "keys",
-                 "offset", "offsets", "poll_interval", "topics", "with_meta")
+    __slots__ = ("_assigned", "_eof", "_not_before", "batch", "consumer_params",
+                 "group", "keys", "offset", "offsets", "poll_interval", "topics", "with_meta")
     _operator = "from_kafka"
     _replayable = True
     _params = ("topics", "consumer_params", "poll_interval", "offset", "batch", "keys",
@@ -129,19 +131,11 @@ class FromKafka(Source):
         self.with_meta = with_meta
         #: The next offset to read of each partition seen: ``{(topic, partition): offset}``.
         self.offsets: dict[Partition, int] = {}
-        self._consumer: Any = None
         # The partitions assigned (asking the consumer waits for its main thread).
         self._assigned: set[Partition] = set()
         self._eof: set[Partition] = set()
         # Partitions started at a time: the time (ms), until a message at or after it.
         self._not_before: dict[Partition, int] = {}
-        self._barriers: list[Stream[Any]] = []
-        # Nodes whose output is sent now and confirmed later (to_kafka without
-        # a loop), and per batch the confirmations awaited and its offsets.
-        self._deferred: list[Stream[Any]] = []
-        self._unconfirmed: deque[tuple[list[tuple[Any, int]], dict[Partition, int]]] = deque()
-        # (checkpoint sequence, the offsets it covers): committed to the group once on disk.
-        self._covered: deque[tuple[int, dict[Partition, int]]] = deque()
         super().__init__(start=start, **kwargs)
 
     def snapshot(self) -> dict[str, Any]:
@@ -171,6 +165,11 @@ class FromKafka(Source):
             # The end of a partition is known only from an empty fetch, which
             # the broker holds up to fetch.wait.max.ms (500 by default).
             config.setdefault("fetch.wait.max.ms", 20)
+        # librdkafka does not fetch a partition whose local queue holds
+        # queued.min.messages again for fetch.queue.backoff.ms (1 s by default):
+        # a pipeline faster than about 100,000 messages/s a partition would
+        # wait a second each time it caught up. The queue's bounds are kept.
+        config.setdefault("fetch.queue.backoff.ms", 10)
         if self.group is None:
             config["group.id"] = "streams-unused"  # librdkafka wants one; nothing is committed
         if self.offset in ("earliest", "latest") and "auto.offset.reset" not in config:
@@ -237,17 +236,6 @@ class FromKafka(Source):
         for tp in partitions:
             self._eof.discard((tp.topic, tp.partition))
             self._assigned.discard((tp.topic, tp.partition))
-
-    def _commit(self, consumer: Any, offsets: dict[Partition, int], asynchronous: bool) -> None:
-        if self.group is None or not offsets:
-            return
-        ck = _import_kafka("from_kafka()")
-        tps = [ck.TopicPartition(t, p, o) for (t, p), o in offsets.items()]
-        try:
-            consumer.commit(offsets=tps, asynchronous=asynchronous)
-        except ck.KafkaException as e:
-            if e.args[0].code() != ck.KafkaError._NO_OFFSET:
-                raise
 
     def _read(self, consumer: Any, timeout: float) -> list[Any]:
         """One batch of messages; end-of-partition events are noted, errors raised."""
@@ -362,102 +350,6 @@ class FromKafka(Source):
         for tp in self._consumer.position([ck.TopicPartition(t, p) for t, p in self._assigned]):
             if tp.offset >= 0:  # else nothing read there yet
                 offsets[(tp.topic, tp.partition)] = tp.offset
-
-    def _flush_barriers(self) -> Any:
-        return _gather_pending([b._barrier() for b in self._barriers])  # type: ignore[attr-defined]
-
-    def _batch_done(self, consumer: Any, n: int) -> Any:
-        """A batch of ``n`` finished: checkpoint (when due), or flush and commit."""
-        ckpt = self._checkpointer
-        if ckpt is not None:
-            return ckpt.step(n)
-        if self.group is None:
-            return None  # nothing to commit: output is delivered at the end
-        if self._deferred:
-            # Sent now, confirmed (and committed) at the next read: the broker
-            # acknowledges this batch's output while the next is processed.
-            sent = [(b, b._barrier_send()) for b in self._deferred]  # type: ignore[attr-defined]
-            flushed = _gather_pending([b._barrier() for b in self._barriers  # type: ignore[attr-defined]
-                                       if b not in self._deferred])
-            self._settle(flushed)
-            self._unconfirmed.append((sent, dict(self.offsets)))
-            return None
-        flushed = self._flush_barriers()
-        if flushed is None:
-            self._commit(consumer, self.offsets, asynchronous=True)
-            return None
-        return self._commit_after(flushed, consumer)
-
-    def _confirm(self, consumer: Any, keep: int) -> None:
-        """Commit the offsets of batches whose output is confirmed (all but ``keep``)."""
-        done = None
-        while len(self._unconfirmed) > keep:
-            sent, done = self._unconfirmed.popleft()
-            for node, token in sent:
-                node._barrier_confirm(token)
-        if done is not None:
-            self._commit(consumer, done, asynchronous=True)
-
-    async def _commit_after(self, flushed: Any, consumer: Any) -> None:
-        await flushed
-        self._commit(consumer, self.offsets, asynchronous=True)
-
-    def _checkpoint_taken(self, sequence: int) -> None:
-        self._covered.append((sequence, dict(self.offsets)))
-
-    def _release(self, consumer: Any) -> None:
-        """Commit the offsets of confirmed output, or of the newest checkpoint on disk."""
-        if self._unconfirmed:
-            self._confirm(consumer, keep=1)
-        ckpt = self._checkpointer
-        if ckpt is None or not self._covered:
-            return
-        durable = ckpt.poll()
-        done = None
-        while self._covered and self._covered[0][0] <= durable:
-            done = self._covered.popleft()[1]
-        if done is not None:
-            self._commit(consumer, done, asynchronous=True)
-
-    @staticmethod
-    def _settle(pending: Any) -> None:
-        if pending is not None:
-            run_sync(pending)
-
-    def _begin(self, deferring: bool) -> None:
-        self._barriers = [n for n in walk(self) if hasattr(n, "_barrier")]
-        # Output confirmed a batch late: only when offsets are committed for it.
-        deferring = deferring and self.group is not None and self._checkpointer is None
-        self._deferred = [b for b in self._barriers if hasattr(b, "_barrier_send")] \
-            if deferring else []
-        for b in self._deferred:
-            b._deferring = True  # type: ignore[attr-defined]
-
-    def _close_consumer(self, consumer: Any, failed: bool) -> None:
-        """Commit what is done, synchronously, and close the consumer.
-
-        After a failure, nothing more is committed without a checkpoint: what
-        was read since the last commit is read again. The output of the
-        messages processed last may not be delivered, and a delivery that
-        failed may be behind a later batch's confirmed offsets.
-        """
-        for b in self._deferred:
-            b._deferring = False  # type: ignore[attr-defined]
-        try:
-            if failed and self._checkpointer is None:
-                self._unconfirmed.clear()
-                return
-            self._confirm(consumer, keep=0)
-            if self._checkpointer is not None:
-                self._release(consumer)
-                if self._covered:
-                    self._commit(consumer, self._covered[-1][1], asynchronous=False)
-                    self._covered.clear()
-            else:
-                self._commit(consumer, self.offsets, asynchronous=False)
-        finally:
-            consumer.close()
-            self._consumer = None
 
     # -- without a loop --------------------------------------------------------
 
