@@ -1,0 +1,170 @@
+"""from_kafka's offsets and commits, and to_kafka's delivery reports, batch after batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streams import Stream
+from streams.sinks.kafka import ToKafka
+
+pytestmark = pytest.mark.kafka
+
+
+def committed(broker: Any, params: dict[str, Any], topic: str, partitions: int) -> list[int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(params)
+    try:
+        tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    finally:
+        c.close()
+    return [tp.offset for tp in tps]
+
+
+def test_many_small_batches_lose_nothing_and_keep_each_partitions_order(
+        kafka_broker: Any) -> None:
+    src = kafka_broker.create_topic("many-in", partitions=2)
+    dst = kafka_broker.create_topic("many-out")
+    for p in (0, 1):
+        kafka_broker.produce(src, [b"%d-%03d" % (p, i) for i in range(150)], partition=p)
+    params = kafka_broker.config(**{"group.id": "many", "auto.offset.reset": "earliest",
+                                    "session.timeout.ms": 6000})
+    source = Stream.from_kafka([src], params, batch=7)
+    seen = source.sink_to_list()
+    source.map(lambda v: b"x" + v).to_kafka(dst, kafka_broker.config(**{"linger.ms": 20}))
+    source.start()
+    out = kafka_broker.read(dst)
+    assert sorted(out) == sorted(b"x%d-%03d" % (p, i) for p in (0, 1) for i in range(150))
+    for p in (0, 1):  # one output partition: each input partition's messages in order
+        mine = [v for v in out if v.startswith(b"x%d-" % p)]
+        assert mine == [b"x%d-%03d" % (p, i) for i in range(150)]
+    assert len(seen) == 300
+    assert source.offsets == {(src, 0): 150, (src, 1): 150}
+    assert committed(kafka_broker, params, src, 2) == [150, 150]
+
+
+def test_offsets_cover_exactly_what_was_processed_when_stopped_inside_a_batch(
+        kafka_broker: Any, kafka_topic: str) -> None:
+    kafka_broker.produce(kafka_topic, [b"%d" % i for i in range(100)])
+    source = Stream.from_kafka([kafka_topic], kafka_broker.config(), offset="earliest",
+                               batch=1000)
+    out: list[bytes] = []
+
+    def take(v: bytes) -> None:
+        out.append(v)
+        if len(out) == 37:
+            source.stop()
+
+    source.sink(take)
+    source.start()
+    assert out == [b"%d" % i for i in range(37)]
+    assert source.offsets == {(kafka_topic, 0): 37}
+    more = source.sink_to_list()
+    source.start()  # resumes past the 37 processed, nothing skipped
+    assert more == [b"%d" % i for i in range(37, 100)]
+
+
+def test_a_failed_batch_is_not_committed_and_is_read_again(kafka_broker: Any,
+                                                           kafka_topic: str) -> None:
+    kafka_broker.produce(kafka_topic, [b"%d" % i for i in range(20)])
+    dst = kafka_broker.create_topic("failed-out")
+    params = kafka_broker.config(**{"group.id": "failed", "auto.offset.reset": "earliest",
+                                    "session.timeout.ms": 6000})
+
+    def fail_on_the_last(v: bytes) -> bytes:
+        if v == b"19":
+            raise ValueError("the last one")
+        return v
+
+    source = Stream.from_kafka([kafka_topic], params)
+    source.map(fail_on_the_last).to_kafka(dst, kafka_broker.config(**{"linger.ms": 50}))
+    with pytest.raises(ValueError, match="the last one"):
+        source.start()
+    # Committed only once delivered: what leaving the group flushes and commits
+    # (the 19 processed), or nothing; never the failed message.
+    done = committed(kafka_broker, params, kafka_topic, 1)[0]
+    assert done <= 19
+    assert set(kafka_broker.read(dst)) >= {b"%d" % i for i in range(done)}
+    again = Stream.from_kafka([kafka_topic], params)
+    again.to_kafka(dst, kafka_broker.config())
+    again.start()
+    assert set(kafka_broker.read(dst)) == {b"%d" % i for i in range(20)}  # at least once
+    assert committed(kafka_broker, params, kafka_topic, 1) == [20]
+
+
+def test_a_failed_delivery_is_raised_when_only_failures_are_reported() -> None:
+    source = Stream()
+    # Nothing listens there: every message times out, after 200 ms.
+    sink = source.to_kafka("t", {"bootstrap.servers": "127.0.0.1:9",
+                                 "message.timeout.ms": 200, "log_level": 0})
+    source.emit(b"lost")
+    assert not sink._all_reports  # no transaction, no downstream node, no token
+    with pytest.raises(RuntimeError, match="delivery failed"):
+        sink.flush()
+
+
+def test_to_kafka_emits_what_was_delivered_downstream_added_late_included(
+        kafka_broker: Any, kafka_topic: str) -> None:
+    source = Stream()
+    sink = source.to_kafka(kafka_topic, kafka_broker.config())
+    source.emit(b"before")
+    assert not sink._all_reports
+    delivered = sink.sink_to_list()  # successes now have a reader: reported
+    source.emit(b"after")
+    sink.flush()
+    assert delivered == [b"after"]
+    assert kafka_broker.read(kafka_topic) == [b"before", b"after"]
+
+
+class _Producer:
+    """Holds the delivery callbacks of what is produced; a test calls them in any order."""
+
+    def __init__(self) -> None:
+        self.reports: list[tuple[Any, bytes]] = []
+
+    def produce(self, topic: str, value: bytes, key: Any = None, on_delivery: Any = None,
+                headers: Any = None) -> None:
+        self.reports.append((on_delivery, value))
+
+    def deliver(self, value: bytes) -> None:
+        (cb,) = [cb for cb, v in self.reports if v == value]
+
+        class Msg:
+            def value(self) -> bytes:
+                return value
+
+        cb(None, Msg())
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def __len__(self) -> int:
+        return 0
+
+
+def test_a_token_is_confirmed_by_its_own_messages_not_by_later_ones() -> None:
+    source = Stream()
+    sink = source.to_kafka("t", {"bootstrap.servers": "127.0.0.1:9"})
+    producer = _Producer()
+    sink._producer, sink._all_reports = producer, True
+    sink._deferring = True  # as a source confirming writes a batch late
+    source.emit(b"a")
+    first = sink._barrier_send()
+    source.emit(b"b")
+    second = sink._barrier_send()
+    producer.deliver(b"b")  # another partition's broker answered first
+    assert sink._barrier_ready(second)
+    assert not sink._barrier_ready(first)  # "a" may still fail
+    producer.deliver(b"a")
+    assert sink._barrier_ready(first)
+    sink._barrier_confirm(first)
+    sink._deferring = False
+
+
+def test_to_kafka_keeps_its_description() -> None:
+    sink = Stream().to_kafka("t", {"bootstrap.servers": "h:1", "linger.ms": 5})
+    assert isinstance(sink, ToKafka)
+    assert sink.describe().params["producer_config"] == {"bootstrap.servers": "h:1",
+                                                         "linger.ms": 5}
