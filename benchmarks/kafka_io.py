@@ -18,7 +18,11 @@ group to join, for every variant alike) and writing to its own output topic:
 * ``plain``: the usual confluent-kafka loop: ``poll()`` one message,
   ``produce()`` the mapped value, ``poll(0)`` for delivery reports;
 * ``plain-batched``: the same with ``consume(1000)`` (a stronger baseline);
-* ``streams``: ``Stream.from_kafka(...).map(f).to_kafka(...)``.
+* ``streams``: ``Stream.from_kafka(...).map(f).to_kafka(...)``;
+* ``streams-group`` (with ``--group``): the same in a consumer group, each
+  batch's offsets committed once the broker acknowledged its output (at
+  least once), timed from the first message: joining a group takes this
+  tansu build about 23 s.
 
 Every consumer but ``consume-defaults`` gets ``CONSUMER_SETTINGS``: with
 librdkafka's defaults a partition whose local queue holds
@@ -127,10 +131,29 @@ def plain(broker: KafkaBroker, topic: str, out: str, n: int, batched: bool) -> i
 
 
 def with_streams(broker: KafkaBroker, topic: str, out: str, n: int) -> int:
-    source = Stream.from_kafka([topic], broker.config(**CONSUMER_SETTINGS), offset="earliest", batch=1000)
+    source = Stream.from_kafka([topic], broker.config(**CONSUMER_SETTINGS), offset="earliest",
+                               batch=1000)
     source.map(transform).to_kafka(out, broker.config(**{"linger.ms": 5}))
     source.start()
     return sum(source.offsets.values())
+
+
+def with_group(broker: KafkaBroker, topic: str, out: str, n: int) -> float:
+    first: list[float] = []
+
+    def timed_transform(value: bytes) -> bytes:
+        if not first:
+            first.append(time.perf_counter())
+        return transform(value)
+
+    params = broker.config(**{"group.id": f"bench-{next(_names)}", "auto.offset.reset": "earliest",
+                              **CONSUMER_SETTINGS})
+    source = Stream.from_kafka([topic], params, batch=1000)
+    source.map(timed_transform).to_kafka(out, broker.config(**{"linger.ms": 5}))
+    source.start()
+    rate = n / (time.perf_counter() - first[0])
+    assert sum(source.offsets.values()) == n
+    return rate
 
 
 def with_dask(broker: KafkaBroker, topic: str, n: int, workers: int) -> float:
@@ -145,8 +168,8 @@ def with_dask(broker: KafkaBroker, topic: str, n: int, workers: int) -> float:
             nonlocal got
             got += len(batch)
 
-        batches = Stream.from_kafka_batched(topic, broker.config(**{"auto.offset.reset": "earliest",
-                                                              **CONSUMER_SETTINGS}),
+        params = broker.config(**{"auto.offset.reset": "earliest", **CONSUMER_SETTINGS})
+        batches = Stream.from_kafka_batched(topic, params,
                                             dask=True, client=client, max_batch_size=5000)
         batches.map(lambda b: [transform(v) for v in b]).gather().sink(count)
         t0 = time.perf_counter()
@@ -171,6 +194,7 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--dask", action="store_true", help="also from_kafka_batched(dask=True)")
+    ap.add_argument("--group", action="store_true", help="also from_kafka in a consumer group")
     args = ap.parse_args()
     n = args.messages
     print(f"load average at start: {load()}; {os.cpu_count()} cores; {n} messages, "
@@ -193,6 +217,9 @@ def main() -> None:
                 }
                 for name, run in round_.items():
                     results.setdefault(name, []).append(timed(run))
+                if args.group:
+                    o4 = broker.create_topic(f"bench-out-{next(_names)}", PARTITIONS)
+                    results.setdefault("streams-group", []).append(with_group(broker, t, o4, n))
                 if args.dask:
                     t = broker.create_topic(f"bench-in-{next(_names)}", PARTITIONS)
                     fill(broker, t, n, one_record_batches=True)
@@ -210,8 +237,12 @@ def main() -> None:
         return statistics.median(x / y for x, y in zip(results[a], results[b], strict=True))
 
     print("\nmedian paired ratios (throughput)")
-    for a, b in [("streams", "plain"), ("streams", "plain-batched"),
-                 ("streams", "produce-only"), ("streams", "consume-only")]:
+    pairs = [("streams", "plain"), ("streams", "plain-batched"), ("streams", "produce-only"),
+             ("streams", "consume-only")]
+    if args.group:
+        pairs += [("streams-group", "plain-batched"), ("streams-group", "consume-only"),
+                  ("streams-group", "streams")]
+    for a, b in pairs:
         print(f"  {a} / {b:14} {ratio(a, b):6.2f}x")
     if args.dask:
         print(f"  dask 2 workers / 1 worker {ratio('dask-2-worker', 'dask-1-worker'):6.2f}x")
