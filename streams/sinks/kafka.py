@@ -319,7 +319,11 @@ class ToKafka(Stream[Any]):
             asyncio.get_running_loop()
         except RuntimeError:
             while True:
-                producer.poll(0.1)  # serves deliveries, which frees room
+                # Sends at once what lingers (a full queue has no use for
+                # linger.ms) and serves reports; returns once all is delivered
+                # or soon: with only failures reported, poll() would wait its
+                # whole timeout however much room was made.
+                producer.flush(0.005)
                 try:
                     self._produce(producer, value, key, headers)
                     self._sent += 1
