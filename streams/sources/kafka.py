@@ -367,6 +367,8 @@ class FromKafka(KafkaCommits):
                     continue
                 self._settle(self._emit_batch(msgs))
                 self._settle(self._batch_done(consumer, len(msgs)))
+                if self._eof and self._assigned and self._assigned <= self._eof:
+                    break  # every partition's end came with this batch: no read to wait on
             else:
                 failed = False
                 return  # stop(): the stream stays open
