@@ -168,3 +168,37 @@ def test_to_kafka_keeps_its_description() -> None:
     assert isinstance(sink, ToKafka)
     assert sink.describe().params["producer_config"] == {"bootstrap.servers": "h:1",
                                                          "linger.ms": 5}
+
+
+def test_from_kafka_batched_asks_for_watermarks_only_near_the_last_one_known(
+        kafka_broker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streams.sources.kafka_batched import FromKafkaBatched
+
+    topic = kafka_broker.create_topic("batched-marks", partitions=2)
+    for p in (0, 1):
+        kafka_broker.produce(topic, [b"%d" % (100 * p + i) for i in range(30)], partition=p,
+                             record_batches=False)
+    asked: list[int] = []
+    connect = FromKafkaBatched._connect
+
+    class Counting:
+        def __init__(self, consumer: Any) -> None:
+            self.consumer = consumer
+
+        def get_watermark_offsets(self, tp: Any, timeout: float) -> Any:
+            asked.append(tp.partition)
+            return self.consumer.get_watermark_offsets(tp, timeout=timeout)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.consumer, name)
+
+    monkeypatch.setattr(FromKafkaBatched, "_connect", lambda self: Counting(connect(self)))
+    batches = Stream.from_kafka_batched(topic, kafka_broker.config(
+        **{"auto.offset.reset": "earliest"}), max_batch_size=4)
+    out = batches.sink_to_list()
+    batches.start()
+    assert all(0 < len(b) <= 4 for b in out)
+    assert sorted(int(v) for b in out for v in b) == sorted(
+        100 * p + i for p in (0, 1) for i in range(30))
+    # 8 polls a partition; asked at the first, near the end and at the end.
+    assert len(asked) <= 2 * 4
