@@ -247,12 +247,16 @@ class ToKafka(Stream[Any]):
         producer = self._producer
         if producer is None or (self.downstreams and not self._all_reports):
             producer = self._open()
-        if (type(x) is not bytes or self.transactional or self.key is not None
-                or self._batch is not None):
+        if type(x) is not bytes or self.transactional or self.key is not None:
             return self._write(producer, x)
         # The common case, kept short: it runs once a message.
+        batch = self._batch
         try:
-            producer.produce(self.topic, x)
+            if batch is None:
+                producer.produce(self.topic, x)
+            else:
+                producer.produce(self.topic, x, on_delivery=batch.delivered)
+                batch.sent += 1
         except BufferError:
             return self._produce_when_room(x, x, None, None)
         except Exception as e:
