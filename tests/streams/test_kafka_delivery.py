@@ -202,3 +202,51 @@ def test_from_kafka_batched_asks_for_watermarks_only_near_the_last_one_known(
         100 * p + i for p in (0, 1) for i in range(30))
     # 8 polls a partition; asked at the first, near the end and at the end.
     assert len(asked) <= 2 * 4
+
+
+def test_on_a_loop_offsets_follow_each_awaited_element(kafka_broker: Any,
+                                                       kafka_topic: str) -> None:
+    import asyncio
+
+    kafka_broker.produce(kafka_topic, [b"%d" % i for i in range(100)])
+    seen_offsets: list[int] = []
+
+    async def main() -> Any:
+        source = Stream.from_kafka([kafka_topic], kafka_broker.config(), offset="earliest",
+                                   asynchronous=True, batch=1000)
+
+        async def slow(v: bytes) -> None:
+            # Every element before this one has been awaited through the sink.
+            seen_offsets.append(source.offsets.get((kafka_topic, 0), 0))
+            await asyncio.sleep(0)
+            if v == b"36":
+                source.stop()
+
+        source.sink(slow)
+        await source.start()
+        return source
+
+    source = asyncio.run(main())
+    assert seen_offsets == list(range(37))
+    assert source.offsets == {(kafka_topic, 0): 37}
+
+
+def test_from_kafka_waits_10_ms_to_fetch_again_unless_told(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    import confluent_kafka
+
+    configs: list[dict[str, Any]] = []
+
+    class Refused(Exception):
+        pass
+
+    def consumer(config: dict[str, Any]) -> Any:
+        configs.append(config)
+        raise Refused
+
+    monkeypatch.setattr(confluent_kafka, "Consumer", consumer)
+    for given in ({}, {"fetch.queue.backoff.ms": 500}):
+        source = Stream.from_kafka(["t"], {"bootstrap.servers": "127.0.0.1:9", **given})
+        with pytest.raises(Refused):
+            source.start()
+    assert [c["fetch.queue.backoff.ms"] for c in configs] == [10, 500]
