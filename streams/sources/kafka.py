@@ -14,8 +14,7 @@ Delivery guarantees:
   loop, ``to_kafka``'s output of a batch is confirmed by the broker's
   acknowledgement of that batch's own messages while the next batches are
   processed (a few at most), and the offsets follow. After a failure
-  nothing more is committed, except by a rebalance (leaving the group on
-  close), which first flushes the output;
+  nothing more is committed (not even by leaving the group on close);
 * with a :class:`~streams.state.Checkpointer`, exactly once: the offsets are
   part of each checkpoint and a restarted pipeline reads from them, whatever
   the group's committed offsets say; the group's offsets are committed only
@@ -42,6 +41,7 @@ where it starts (shared with ``from_kafka_batched``) in
 
 from __future__ import annotations
 
+import asyncio
 from itertools import islice
 from typing import Any
 
@@ -51,6 +51,15 @@ from .kafka_commits import KafkaCommits
 from .kafka_config import Partition, _import_kafka, kafka_consumer_config, start_offsets
 
 __all__ = ["FromKafka", "kafka_consumer_config", "start_offsets"]
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
 
 @Stream.register_api(staticmethod)
 class FromKafka(KafkaCommits):
@@ -227,10 +236,13 @@ class FromKafka(KafkaCommits):
         self._assigned.update((tp.topic, tp.partition) for tp in partitions)
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
-        # Called inside consume(), between batches: everything read so far is
-        # processed. Without a checkpoint its offsets go before the partitions do.
-        if self._checkpointer is None and self.group is not None:
-            self._settle(self._flush_barriers())  # confirms deferred output too
+        # Called inside consume() or close(), between batches: everything read
+        # so far is processed. Without a checkpoint its offsets go before the
+        # partitions do, once its output is flushed; after a failure, none.
+        if self._checkpointer is None and self.group is not None and not self._failed:
+            if not _loop_running():
+                self._settle(self._flush_barriers())  # confirms deferred output too
+            # (on a loop, each batch's output was flushed, awaited, before the next read)
             self._unconfirmed.clear()
             self._commit(consumer, self.offsets, asynchronous=False)
         for tp in partitions:

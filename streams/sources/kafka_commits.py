@@ -33,7 +33,7 @@ _PENDING_BATCHES = 4
 class KafkaCommits(Source):
     """A Kafka source's commits to its consumer group (see the module docs)."""
 
-    __slots__ = ("_barriers", "_consumer", "_covered", "_deferred", "_unconfirmed")
+    __slots__ = ("_barriers", "_consumer", "_covered", "_deferred", "_failed", "_unconfirmed")
     # Set by the subclass: the consumer group (None: nothing is committed)
     # and the next offset to read of each partition.
     group: str | None
@@ -41,6 +41,7 @@ class KafkaCommits(Source):
 
     def __init__(self, **kwargs: Any) -> None:
         self._consumer: Any = None  # while it runs
+        self._failed = False  # closing after a failure: a rebalance commits nothing
         self._barriers: list[Stream[Any]] = []
         # Nodes whose output is sent now and confirmed later (to_kafka without
         # a loop), and per batch the confirmations awaited and its offsets.
@@ -149,11 +150,12 @@ class KafkaCommits(Source):
     def _close_consumer(self, consumer: Any, failed: bool) -> None:
         """Commit what is done, synchronously, and close the consumer.
 
-        After a failure nothing more is committed here without a checkpoint
-        (the output of the messages processed last may not be delivered): what
-        was read since the last commit is read again. Leaving the group, on
-        close, may still commit, once the output is flushed (``_on_revoke``).
+        After a failure nothing more is committed without a checkpoint, here
+        or by leaving the group (``_on_revoke``): the output of the messages
+        processed last may not be delivered, or a delivery may have failed
+        behind them. What was read since the last commit is read again.
         """
+        self._failed = failed
         try:
             if failed and self._checkpointer is None:
                 self._unconfirmed.clear()
@@ -171,3 +173,4 @@ class KafkaCommits(Source):
                 b._deferring = False  # type: ignore[attr-defined]
             consumer.close()
             self._consumer = None
+            self._failed = False
