@@ -11,11 +11,25 @@ group to join, for every variant alike) and writing to its own output topic:
 
 * ``produce-only``: a plain producer writing the messages (the broker's
   produce limit on this machine);
-* ``consume-only``: a plain consumer reading them (its consume limit);
+* ``consume-only``: a plain consumer reading them (its consume limit), with
+  the consumer settings below;
+* ``consume-defaults``: the same with librdkafka's defaults, to show what
+  they cost;
 * ``plain``: the usual confluent-kafka loop: ``poll()`` one message,
   ``produce()`` the mapped value, ``poll(0)`` for delivery reports;
 * ``plain-batched``: the same with ``consume(1000)`` (a stronger baseline);
-* ``streams``: ``Stream.from_kafka(...).map(f).to_kafka(...)``.
+* ``streams``: ``Stream.from_kafka(...).map(f).to_kafka(...)``;
+* ``streams-group`` (with ``--group``): the same in a consumer group, each
+  batch's offsets committed once the broker acknowledged its output (at
+  least once), timed from the first message: joining a group takes this
+  tansu build about 23 s.
+
+Every consumer but ``consume-defaults`` gets ``CONSUMER_SETTINGS``: with
+librdkafka's defaults a partition whose local queue holds
+``queued.min.messages`` (100,000) is not fetched again for
+``fetch.queue.backoff.ms`` (1,000 ms), so any consumer faster than about
+100,000 messages/s a partition waits a second each time it catches up, and
+every variant measures that wait (librdkafka issue 2879).
 
 With ``--dask``, it then reads the input with
 ``Stream.from_kafka_batched(..., dask=True).gather()`` on a local Dask cluster
@@ -47,6 +61,8 @@ from streams import Stream
 from tests.kafka_broker import KafkaBroker
 
 PARTITIONS = 2
+#: Applied to every consumer alike (see the module docs).
+CONSUMER_SETTINGS = {"fetch.queue.backoff.ms": 10}
 _names = itertools.count()
 
 
@@ -70,15 +86,16 @@ def fill(broker: KafkaBroker, topic: str, n: int, one_record_batches: bool = Fal
     return n
 
 
-def consumer(broker: KafkaBroker, topic: str) -> Consumer:
+def consumer(broker: KafkaBroker, topic: str, tuned: bool = True) -> Consumer:
     c = Consumer(broker.config(**{"group.id": "bench-unused", "enable.auto.commit": False,
-                                  "enable.partition.eof": True}))
+                                  "enable.partition.eof": True,
+                                  **(CONSUMER_SETTINGS if tuned else {})}))
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     return c
 
 
-def consume_only(broker: KafkaBroker, topic: str, n: int) -> int:
-    c = consumer(broker, topic)
+def consume_only(broker: KafkaBroker, topic: str, n: int, tuned: bool = True) -> int:
+    c = consumer(broker, topic, tuned)
     got = 0
     while got < n:
         for m in c.consume(1000, timeout=0) or c.consume(1, timeout=1.0):
@@ -114,10 +131,29 @@ def plain(broker: KafkaBroker, topic: str, out: str, n: int, batched: bool) -> i
 
 
 def with_streams(broker: KafkaBroker, topic: str, out: str, n: int) -> int:
-    source = Stream.from_kafka([topic], broker.config(), offset="earliest", batch=1000)
+    source = Stream.from_kafka([topic], broker.config(**CONSUMER_SETTINGS), offset="earliest",
+                               batch=1000)
     source.map(transform).to_kafka(out, broker.config(**{"linger.ms": 5}))
     source.start()
     return sum(source.offsets.values())
+
+
+def with_group(broker: KafkaBroker, topic: str, out: str, n: int) -> float:
+    first: list[float] = []
+
+    def timed_transform(value: bytes) -> bytes:
+        if not first:
+            first.append(time.perf_counter())
+        return transform(value)
+
+    params = broker.config(**{"group.id": f"bench-{next(_names)}", "auto.offset.reset": "earliest",
+                              **CONSUMER_SETTINGS})
+    source = Stream.from_kafka([topic], params, batch=1000)
+    source.map(timed_transform).to_kafka(out, broker.config(**{"linger.ms": 5}))
+    source.start()
+    rate = n / (time.perf_counter() - first[0])
+    assert sum(source.offsets.values()) == n
+    return rate
 
 
 def with_dask(broker: KafkaBroker, topic: str, n: int, workers: int) -> float:
@@ -132,8 +168,8 @@ def with_dask(broker: KafkaBroker, topic: str, n: int, workers: int) -> float:
             nonlocal got
             got += len(batch)
 
-        batches = Stream.from_kafka_batched(topic, broker.config(**{"auto.offset.reset":
-                                                                    "earliest"}),
+        params = broker.config(**{"auto.offset.reset": "earliest", **CONSUMER_SETTINGS})
+        batches = Stream.from_kafka_batched(topic, params,
                                             dask=True, client=client, max_batch_size=5000)
         batches.map(lambda b: [transform(v) for v in b]).gather().sink(count)
         t0 = time.perf_counter()
@@ -158,6 +194,7 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--dask", action="store_true", help="also from_kafka_batched(dask=True)")
+    ap.add_argument("--group", action="store_true", help="also from_kafka in a consumer group")
     args = ap.parse_args()
     n = args.messages
     print(f"load average at start: {load()}; {os.cpu_count()} cores; {n} messages, "
@@ -173,12 +210,16 @@ def main() -> None:
                 round_: dict[str, Callable[[], int]] = {
                     "produce-only": partial(fill, broker, t, n),
                     "consume-only": partial(consume_only, broker, t, n),
+                    "consume-defaults": partial(consume_only, broker, t, n, False),
                     "plain": partial(plain, broker, t, o1, n, False),
                     "plain-batched": partial(plain, broker, t, o2, n, True),
                     "streams": partial(with_streams, broker, t, o3, n),
                 }
                 for name, run in round_.items():
                     results.setdefault(name, []).append(timed(run))
+                if args.group:
+                    o4 = broker.create_topic(f"bench-out-{next(_names)}", PARTITIONS)
+                    results.setdefault("streams-group", []).append(with_group(broker, t, o4, n))
                 if args.dask:
                     t = broker.create_topic(f"bench-in-{next(_names)}", PARTITIONS)
                     fill(broker, t, n, one_record_batches=True)
@@ -189,15 +230,19 @@ def main() -> None:
             broker.stop()
     print("\nmedian messages/s")
     for name, rates in results.items():
-        print(f"  {name:14} {statistics.median(rates):12,.0f}   "
+        print(f"  {name:16} {statistics.median(rates):12,.0f}   "
               f"({', '.join(f'{r:,.0f}' for r in rates)})")
 
     def ratio(a: str, b: str) -> float:
         return statistics.median(x / y for x, y in zip(results[a], results[b], strict=True))
 
     print("\nmedian paired ratios (throughput)")
-    for a, b in [("streams", "plain"), ("streams", "plain-batched"),
-                 ("streams", "produce-only"), ("streams", "consume-only")]:
+    pairs = [("streams", "plain"), ("streams", "plain-batched"), ("streams", "produce-only"),
+             ("streams", "consume-only")]
+    if args.group:
+        pairs += [("streams-group", "plain-batched"), ("streams-group", "consume-only"),
+                  ("streams-group", "streams")]
+    for a, b in pairs:
         print(f"  {a} / {b:14} {ratio(a, b):6.2f}x")
     if args.dask:
         print(f"  dask 2 workers / 1 worker {ratio('dask-2-worker', 'dask-1-worker'):6.2f}x")

@@ -43,6 +43,27 @@ def _as_bytes(x: Any) -> Any:
                     ".map(json.dumps) before it")
 
 
+class _Batch:
+    """The messages written between two tokens, and how many the broker acknowledged.
+
+    Each message of a batch names the batch's own callback, so a batch is
+    confirmed by its own deliveries: counting every delivery would take a
+    later batch's for an earlier one's, whose message may still fail (the
+    broker of one partition down, another's up).
+    """
+
+    __slots__ = ("done", "sent", "sink")
+
+    def __init__(self, sink: ToKafka) -> None:
+        self.sink = sink
+        self.sent = 0
+        self.done = 0
+
+    def delivered(self, err: Any, msg: Any) -> None:
+        self.done += 1
+        self.sink._delivered(err, msg)
+
+
 @Stream.register_api()
 class ToKafka(Stream[Any]):
     """Write each element (``str`` or ``bytes``) as a message of a Kafka topic.
@@ -85,7 +106,9 @@ class ToKafka(Stream[Any]):
     """
 
     __slots__ = (
-        "_deferring",
+        "_all_reports",
+        "_batch",
+        "_defer",
         "_done",
         "_errors_seen",
         "_in_txn",
@@ -128,7 +151,8 @@ class ToKafka(Stream[Any]):
         self.key = key
         #: Messages written so far (the next message's ``streams-seq``).
         self.written = 0
-        #: ``{partition: offset}`` past the last message delivered, at the last barrier.
+        #: ``{partition: offset}`` past the last message delivered, at the last
+        #: barrier: kept by a transactional sink (a restored one reads from there).
         self.marks: dict[int, int] | None = None
         self._marks_seen: dict[int, int] = {}
         self._producer: Any = None
@@ -136,9 +160,12 @@ class ToKafka(Stream[Any]):
         self._errors_seen: list[tuple[Any, Exception]] = []
         self._sent = 0  # messages produced
         self._done = 0  # delivery reports received
-        # Set by from_redis while it confirms writes a batch late (_barrier_send):
-        # nothing changes here, deliveries are always confirmed by token.
-        self._deferring = False
+        # Whether the producer reports every delivery, or only failures.
+        self._all_reports = False
+        # While a source confirms writes a batch late (_barrier_send), the
+        # messages written since the last token.
+        self._batch: _Batch | None = None
+        self._defer = False
         self._in_txn = False
         Stream.__init__(self, upstream, **kwargs)
 
@@ -147,7 +174,16 @@ class ToKafka(Stream[Any]):
     def _open(self) -> Any:
         import confluent_kafka as ck
 
-        producer = ck.Producer(self.producer_config)
+        if self._producer is not None:  # reports of successes are now needed
+            self._producer.flush()
+            self._done = self._sent  # the successes it did not report
+        # The delivery callback is the producer's own: passed to each produce()
+        # call it costs about as much again as the produce itself. Reports of
+        # successes (about as costly again) only when something reads them:
+        # the marks of a transaction, downstream nodes, a source's tokens.
+        self._all_reports = self.transactional or bool(self.downstreams) or self._defer
+        producer = ck.Producer({**self.producer_config, "on_delivery": self._delivered,
+                                "delivery.report.only.error": not self._all_reports})
         if self.transactional:
             # Fences an earlier producer with this id and aborts its open transaction.
             producer.init_transactions(30)
@@ -196,9 +232,10 @@ class ToKafka(Stream[Any]):
         if err is not None:
             self._errors_seen.append((msg.value(), RuntimeError(f"delivery failed: {err}")))
             return
-        part, off = msg.partition(), msg.offset() + 1
-        if off > self._marks_seen.get(part, -1):
-            self._marks_seen[part] = off
+        if self.transactional:  # where a restored writer looks for its messages
+            part, off = msg.partition(), msg.offset() + 1
+            if off > self._marks_seen.get(part, -1):
+                self._marks_seen[part] = off
         if self.downstreams:
             pending = self._push(msg.value())
             if pending is not None:
@@ -207,7 +244,32 @@ class ToKafka(Stream[Any]):
     # -- writing -------------------------------------------------------------------
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
-        producer = self._producer if self._producer is not None else self._open()
+        producer = self._producer
+        if producer is None or (self.downstreams and not self._all_reports):
+            producer = self._open()
+        if type(x) is not bytes or self.transactional or self.key is not None:
+            return self._write(producer, x)
+        # The common case, kept short: it runs once a message.
+        batch = self._batch
+        try:
+            if batch is None:
+                producer.produce(self.topic, x)
+            else:
+                producer.produce(self.topic, x, on_delivery=batch.delivered)
+                batch.sent += 1
+        except BufferError:
+            return self._produce_when_room(x, x, None, None)
+        except Exception as e:
+            return self._fail(x, e)
+        self._sent += 1
+        if self._sent % _POLL_EVERY == 0:
+            producer.poll(0)
+            if self._errors_seen:
+                return self._report()
+        return None
+
+    def _write(self, producer: Any, x: Any) -> Any:
+        """:meth:`update` for a key, a transaction or a value to convert."""
         try:
             value = _as_bytes(x)
             key = _as_bytes(self.key(x)) if self.key is not None else None
@@ -226,8 +288,7 @@ class ToKafka(Stream[Any]):
             headers = [(_WRITER, str(self.producer_config["transactional.id"])),
                        (_SEQ, str(seq))]
         try:
-            producer.produce(self.topic, value, key, on_delivery=self._delivered,
-                             headers=headers)
+            self._produce(producer, value, key, headers)
         except BufferError:
             return self._produce_when_room(x, value, key, headers)
         except Exception as e:
@@ -239,6 +300,22 @@ class ToKafka(Stream[Any]):
                 return self._report()
         return None
 
+    def _produce(self, producer: Any, value: Any, key: Any, headers: Any) -> None:
+        # headers=None or an on_delivery cost almost as much as the produce:
+        # passed only when needed.
+        batch = self._batch
+        if batch is not None:
+            if headers is None:
+                producer.produce(self.topic, value, key, on_delivery=batch.delivered)
+            else:
+                producer.produce(self.topic, value, key, on_delivery=batch.delivered,
+                                 headers=headers)
+            batch.sent += 1
+        elif headers is None:
+            producer.produce(self.topic, value, key)
+        else:
+            producer.produce(self.topic, value, key, headers=headers)
+
     def _produce_when_room(self, x: Any, value: Any, key: Any, headers: Any) -> Any:
         """The producer's queue is full: wait for room (backpressure), then produce."""
         producer = self._producer
@@ -246,10 +323,13 @@ class ToKafka(Stream[Any]):
             asyncio.get_running_loop()
         except RuntimeError:
             while True:
-                producer.poll(0.1)  # serves deliveries, which frees room
+                # Sends at once what lingers (a full queue has no use for
+                # linger.ms) and serves reports; returns once all is delivered
+                # or soon: with only failures reported, poll() would wait its
+                # whole timeout however much room was made.
+                producer.flush(0.005)
                 try:
-                    producer.produce(self.topic, value, key, on_delivery=self._delivered,
-                                     headers=headers)
+                    self._produce(producer, value, key, headers)
                     self._sent += 1
                     return None
                 except BufferError:
@@ -262,8 +342,7 @@ class ToKafka(Stream[Any]):
         while True:
             producer.poll(0)
             try:
-                producer.produce(self.topic, value, key, on_delivery=self._delivered,
-                                 headers=headers)
+                self._produce(producer, value, key, headers)
                 self._sent += 1
                 return
             except BufferError:
@@ -278,25 +357,56 @@ class ToKafka(Stream[Any]):
 
     # -- barriers ----------------------------------------------------------------------
 
-    def _barrier_send(self) -> int:
-        """No loop running: a token for :meth:`_barrier_confirm` (deliveries are awaited there).
+    @property
+    def _deferring(self) -> bool:
+        """Set by a source confirming writes a batch late with tokens (from_redis, from_kafka)."""
+        return self._defer
 
-        A source confirms the token a batch later, so the broker acknowledges
-        one batch while the next is processed. A transaction is committed here.
+    @_deferring.setter
+    def _deferring(self, value: bool) -> None:
+        self._defer = value
+        if value:
+            if self._batch is None:
+                self._batch = _Batch(self)
+            if self._producer is not None and not self._all_reports:
+                self._open()  # a producer that reports the successes the tokens count
+        else:
+            self._batch = None  # a later barrier confirms what is still in flight
+
+    def _barrier_send(self) -> Any:
+        """No loop running: a token for :meth:`_barrier_confirm`, the batch written since the last.
+
+        A source confirms the token a batch or a few later, so the broker
+        acknowledges them while the next is processed. A transaction is
+        committed here.
         """
+        batch = self._batch
+        self._batch = _Batch(self) if self._defer else None
         if self.transactional:
             pending = self._barrier()
             if pending is not None:
                 run_sync(pending)
         elif self._producer is not None:
             self._producer.poll(0)
-        return self._sent
+        return batch
 
-    def _barrier_confirm(self, token: int) -> None:
-        """Wait for the delivery reports of the first ``token`` messages; raise their errors."""
+    def _barrier_ready(self, token: Any) -> bool:
+        """Whether the messages of ``token`` are all acknowledged (serving reports, not waiting)."""
         producer = self._producer
-        if producer is not None:
-            while self._done < token:
+        if token is None:  # written before the source asked for tokens: all of them, then
+            return producer is None or len(producer) == 0
+        if token.done < token.sent:
+            producer.poll(0)
+        return bool(token.done >= token.sent)
+
+    def _barrier_confirm(self, token: Any) -> None:
+        """Wait for the delivery reports of the messages of ``token``; raise their errors."""
+        producer = self._producer
+        if token is None:  # written before the source asked for tokens
+            if producer is not None:
+                producer.flush()
+        else:
+            while token.done < token.sent:
                 producer.poll(0.1)
         if self._errors_seen:
             pending = self._report()

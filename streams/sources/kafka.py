@@ -10,7 +10,11 @@ Delivery guarantees:
   checkpoint, at least once: a batch's offsets are committed after every
   downstream step for it has finished and the nodes that buffer output
   (``to_kafka``, ``sink_to_redis``...) have flushed it; a rebalance commits
-  the offsets of what was processed before the partitions go;
+  the offsets of what was processed before the partitions go. Without a
+  loop, ``to_kafka``'s output of a batch is confirmed by the broker's
+  acknowledgement of that batch's own messages while the next batches are
+  processed (a few at most), and the offsets follow. After a failure
+  nothing more is committed (not even by leaving the group on close);
 * with a :class:`~streams.state.Checkpointer`, exactly once: the offsets are
   part of each checkpoint and a restarted pipeline reads from them, whatever
   the group's committed offsets say; the group's offsets are committed only
@@ -29,28 +33,36 @@ end, then closes the stream. On a loop it follows the topics until
 read, and awaits each element through the graph (a slow sink pauses
 consumption; at most ``batch`` messages are held).
 
-Here lives the source; checking its configuration and where it starts
-(shared with ``from_kafka_batched``) lives in
+Here lives the source and its reading; what is committed when lives in
+:mod:`streams.sources.kafka_commits`, and checking its configuration and
+where it starts (shared with ``from_kafka_batched``) in
 :mod:`streams.sources.kafka_config`.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
+import asyncio
+from itertools import islice
 from typing import Any
 
-from ..clock import get_clock, run_sync
+from ..clock import get_clock
 from ..core import Stream
-from ..graph import walk
-from ..pending import gather_pending as _gather_pending
-from .base import Source
+from .kafka_commits import KafkaCommits
 from .kafka_config import Partition, _import_kafka, kafka_consumer_config, start_offsets
 
 __all__ = ["FromKafka", "kafka_consumer_config", "start_offsets"]
 
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 @Stream.register_api(staticmethod)
-class FromKafka(Source):
+class FromKafka(KafkaCommits):
     """Emit the messages of Kafka topics (their values, as ``bytes``).
 
     Parameters
@@ -94,9 +106,8 @@ class FromKafka(Source):
         source.start()     # without a loop: reads to the end, then closes
     """
 
-    __slots__ = ("_barriers", "_consumer", "_covered", "_deferred", "_eof", "_not_before",
-                 "_unconfirmed", "batch", "consumer_params", "group", "keys", "offset", "offsets",
-                 "poll_interval", "topics", "with_meta")
+    __slots__ = ("_assigned", "_eof", "_not_before", "batch", "consumer_params",
+                 "group", "keys", "offset", "offsets", "poll_interval", "topics", "with_meta")
     _operator = "from_kafka"
     _replayable = True
     _params = ("topics", "consumer_params", "poll_interval", "offset", "batch", "keys",
@@ -129,17 +140,11 @@ class FromKafka(Source):
         self.with_meta = with_meta
         #: The next offset to read of each partition seen: ``{(topic, partition): offset}``.
         self.offsets: dict[Partition, int] = {}
-        self._consumer: Any = None
+        # The partitions assigned (asking the consumer waits for its main thread).
+        self._assigned: set[Partition] = set()
         self._eof: set[Partition] = set()
         # Partitions started at a time: the time (ms), until a message at or after it.
         self._not_before: dict[Partition, int] = {}
-        self._barriers: list[Stream[Any]] = []
-        # Nodes whose output is sent now and confirmed later (to_kafka without
-        # a loop), and per batch the confirmations awaited and its offsets.
-        self._deferred: list[Stream[Any]] = []
-        self._unconfirmed: deque[tuple[list[tuple[Any, int]], dict[Partition, int]]] = deque()
-        # (checkpoint sequence, the offsets it covers): committed to the group once on disk.
-        self._covered: deque[tuple[int, dict[Partition, int]]] = deque()
         super().__init__(start=start, **kwargs)
 
     def snapshot(self) -> dict[str, Any]:
@@ -169,11 +174,17 @@ class FromKafka(Source):
             # The end of a partition is known only from an empty fetch, which
             # the broker holds up to fetch.wait.max.ms (500 by default).
             config.setdefault("fetch.wait.max.ms", 20)
+        # librdkafka does not fetch a partition whose local queue holds
+        # queued.min.messages again for fetch.queue.backoff.ms (1 s by default):
+        # a pipeline faster than about 100,000 messages/s a partition would
+        # wait a second each time it caught up. The queue's bounds are kept.
+        config.setdefault("fetch.queue.backoff.ms", 10)
         if self.group is None:
             config["group.id"] = "streams-unused"  # librdkafka wants one; nothing is committed
         if self.offset in ("earliest", "latest") and "auto.offset.reset" not in config:
             config["auto.offset.reset"] = self.offset
         consumer = ck.Consumer(config)
+        self._assigned = set()
         if self.group is not None:
             consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
         else:
@@ -187,6 +198,7 @@ class FromKafka(Source):
                                        f"{config['bootstrap.servers']}")
                 tps.extend(ck.TopicPartition(topic, p) for p in sorted(tmeta.partitions))
             consumer.assign(self._positioned(consumer, tps))
+            self._assigned = {(tp.topic, tp.partition) for tp in tps}
         self._consumer = consumer
         return consumer
 
@@ -221,39 +233,43 @@ class FromKafka(Source):
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         consumer.assign(self._positioned(consumer, partitions))
+        self._assigned.update((tp.topic, tp.partition) for tp in partitions)
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
-        # Called inside consume(), between batches: everything read so far is
-        # processed. Without a checkpoint its offsets go before the partitions do.
-        if self._checkpointer is None and self.group is not None:
-            self._settle(self._flush_barriers())  # confirms deferred output too
+        # Called inside consume() or close(), between batches: everything read
+        # so far is processed. Without a checkpoint its offsets go before the
+        # partitions do, once its output is flushed; after a failure, none.
+        if self._checkpointer is None and self.group is not None and not self._failed:
+            if not _loop_running():
+                self._settle(self._flush_barriers())  # confirms deferred output too
+            # (on a loop, each batch's output was flushed, awaited, before the next read)
             self._unconfirmed.clear()
             self._commit(consumer, self.offsets, asynchronous=False)
         for tp in partitions:
             self._eof.discard((tp.topic, tp.partition))
-
-    def _commit(self, consumer: Any, offsets: dict[Partition, int], asynchronous: bool) -> None:
-        if self.group is None or not offsets:
-            return
-        ck = _import_kafka("from_kafka()")
-        tps = [ck.TopicPartition(t, p, o) for (t, p), o in offsets.items()]
-        try:
-            consumer.commit(offsets=tps, asynchronous=asynchronous)
-        except ck.KafkaException as e:
-            if e.args[0].code() != ck.KafkaError._NO_OFFSET:
-                raise
+            self._assigned.discard((tp.topic, tp.partition))
 
     def _read(self, consumer: Any, timeout: float) -> list[Any]:
         """One batch of messages; end-of-partition events are noted, errors raised."""
-        ck = _import_kafka("from_kafka()")
-        out = []
         # consume(n) waits for n messages or the timeout: wait for the first
         # one only, then take what is there.
-        got = consumer.consume(self.batch, timeout=0)
+        got: list[Any] = consumer.consume(self.batch, timeout=0)
         if not got and timeout > 0:
             got = consumer.consume(1, timeout=timeout)
             if got and self.batch > 1:
                 got.extend(consumer.consume(self.batch - 1, timeout=0))
+        if self._eof or self._not_before:
+            return self._sorted_out(got)
+        # The common case, one pass: messages only, no partition at its end.
+        for i, msg in enumerate(got):
+            if msg.error() is not None:
+                return got[:i] + self._sorted_out(got[i:])
+        return got
+
+    def _sorted_out(self, got: list[Any]) -> list[Any]:
+        """The messages of ``got``: end-of-partition events noted, early ones passed over."""
+        ck = _import_kafka("from_kafka()")
+        out = []
         for msg in got:
             err = msg.error()
             if err is None:
@@ -279,122 +295,80 @@ class FromKafka(Source):
 
     # -- the stream side -------------------------------------------------------
 
-    def _converter(self) -> Callable[[Any], Any]:
+    def _values(self, msgs: list[Any]) -> list[Any]:
+        """What is emitted for ``msgs``."""
         if self.with_meta:
-            return lambda m: {"topic": m.topic(), "partition": m.partition(),
-                              "offset": m.offset(), "timestamp": m.timestamp()[1],
-                              "key": m.key(), "value": m.value()}
+            return [{"topic": m.topic(), "partition": m.partition(), "offset": m.offset(),
+                     "timestamp": m.timestamp()[1], "key": m.key(), "value": m.value()}
+                    for m in msgs]
         if self.keys:
-            return lambda m: {"key": m.key(), "value": m.value()}
-        return lambda m: m.value()
+            return [{"key": m.key(), "value": m.value()} for m in msgs]
+        return [m.value() for m in msgs]
 
-    def _emit_batch(self, msgs: list[Any]) -> Any:
-        """Push messages; None, or an awaitable when a step is asynchronous."""
-        push = self._push
-        convert = self._converter()
-        offsets = self.offsets
-        for i, msg in enumerate(msgs):
-            if self.stopped:
-                return None
-            part = (msg.topic(), msg.partition())
-            pending = push(convert(msg))
-            offsets[part] = msg.offset() + 1
-            if pending is not None:
-                return self._finish_async(pending, msgs[i + 1:])
+    def _emit_batch(self, msgs: list[Any], values: list[Any] | None = None,
+                    start: int = 0) -> Any:
+        """Push messages (from ``start``); None, or an awaitable when a step is asynchronous.
+
+        ``offsets`` moves past a message once every step for it has finished
+        (an awaited step included). It is brought up to date when the batch
+        ends, fails or is stopped, not once a message: that would cost as
+        much as the push of a short pipeline.
+        """
+        push = self._pusher()
+        if values is None:
+            values = self._values(msgs)
+        done = start
+        try:
+            for x in islice(values, start, None):
+                if self.stopped:
+                    break
+                pending = push(x)
+                if pending is not None:
+                    self._advance(msgs, start, done)
+                    return self._finish_async(pending, msgs, values, done)
+                done += 1
+        except BaseException:
+            self._advance(msgs, start, done)
+            raise
+        if done == len(msgs):
+            self._advance_to_position()
+        else:
+            self._advance(msgs, start, done)
         return None
 
-    async def _finish_async(self, pending: Any, rest: list[Any]) -> None:
+    async def _finish_async(self, pending: Any, msgs: list[Any], values: list[Any],
+                            at: int) -> None:
         await pending
-        more = self._emit_batch(rest)
+        self._advance(msgs, at, at + 1)
+        more = self._emit_batch(msgs, values, at + 1)
         if more is not None:
             await more
 
-    def _flush_barriers(self) -> Any:
-        return _gather_pending([b._barrier() for b in self._barriers])  # type: ignore[attr-defined]
+    def _advance(self, msgs: list[Any], lo: int, hi: int) -> None:
+        """Move ``offsets`` past ``msgs[lo:hi]``."""
+        offsets = self.offsets
+        for msg in msgs[lo:hi]:
+            offsets[(msg.topic(), msg.partition())] = msg.offset() + 1
 
-    def _batch_done(self, consumer: Any, n: int) -> Any:
-        """A batch of ``n`` finished: checkpoint (when due), or flush and commit."""
-        ckpt = self._checkpointer
-        if ckpt is not None:
-            return ckpt.step(n)
-        if self.group is None:
-            return None  # nothing to commit: output is delivered at the end
-        if self._deferred:
-            # Sent now, confirmed (and committed) at the next read: the broker
-            # acknowledges this batch's output while the next is processed.
-            sent = [(b, b._barrier_send()) for b in self._deferred]  # type: ignore[attr-defined]
-            flushed = _gather_pending([b._barrier() for b in self._barriers  # type: ignore[attr-defined]
-                                       if b not in self._deferred])
-            self._settle(flushed)
-            self._unconfirmed.append((sent, dict(self.offsets)))
-            return None
-        flushed = self._flush_barriers()
-        if flushed is None:
-            self._commit(consumer, self.offsets, asynchronous=True)
-            return None
-        return self._commit_after(flushed, consumer)
+    def _advance_to_position(self) -> None:
+        """Move ``offsets`` past every message read (all of them are processed).
 
-    def _confirm(self, consumer: Any, keep: int) -> None:
-        """Commit the offsets of batches whose output is confirmed (all but ``keep``)."""
-        done = None
-        while len(self._unconfirmed) > keep:
-            sent, done = self._unconfirmed.popleft()
-            for node, token in sent:
-                node._barrier_confirm(token)
-        if done is not None:
-            self._commit(consumer, done, asynchronous=True)
-
-    async def _commit_after(self, flushed: Any, consumer: Any) -> None:
-        await flushed
-        self._commit(consumer, self.offsets, asynchronous=True)
-
-    def _checkpoint_taken(self, sequence: int) -> None:
-        self._covered.append((sequence, dict(self.offsets)))
-
-    def _release(self, consumer: Any) -> None:
-        """Commit the offsets of confirmed output, or of the newest checkpoint on disk."""
-        if self._unconfirmed:
-            self._confirm(consumer, keep=1)
-        ckpt = self._checkpointer
-        if ckpt is None or not self._covered:
-            return
-        durable = ckpt.poll()
-        done = None
-        while self._covered and self._covered[0][0] <= durable:
-            done = self._covered.popleft()[1]
-        if done is not None:
-            self._commit(consumer, done, asynchronous=True)
-
-    @staticmethod
-    def _settle(pending: Any) -> None:
-        if pending is not None:
-            run_sync(pending)
-
-    def _begin(self, deferring: bool) -> None:
-        self._barriers = [n for n in walk(self) if hasattr(n, "_barrier")]
-        self._deferred = [b for b in self._barriers if hasattr(b, "_barrier_send")] \
-            if deferring else []
-
-    def _close_consumer(self, consumer: Any) -> None:
-        """Commit what is done, synchronously, and close the consumer."""
-        try:
-            self._confirm(consumer, keep=0)
-            if self._checkpointer is not None:
-                self._release(consumer)
-                if self._covered:
-                    self._commit(consumer, self._covered[-1][1], asynchronous=False)
-                    self._covered.clear()
-            else:
-                self._commit(consumer, self.offsets, asynchronous=False)
-        finally:
-            consumer.close()
-            self._consumer = None
+        The consumer's position is past the last message it returned: one call
+        a batch, where reading each message's partition and offset costs as
+        much as the push of a short pipeline.
+        """
+        ck = _import_kafka("from_kafka()")
+        offsets = self.offsets
+        for tp in self._consumer.position([ck.TopicPartition(t, p) for t, p in self._assigned]):
+            if tp.offset >= 0:  # else nothing read there yet
+                offsets[(tp.topic, tp.partition)] = tp.offset
 
     # -- without a loop --------------------------------------------------------
 
     def _run_sync(self) -> None:
         consumer = self._connect(to_the_end=True)
         self._begin(deferring=True)
+        failed = True
         try:
             while not self.stopped:
                 self._release(consumer)
@@ -405,14 +379,18 @@ class FromKafka(Source):
                     continue
                 self._settle(self._emit_batch(msgs))
                 self._settle(self._batch_done(consumer, len(msgs)))
+                if self._eof and self._assigned and self._assigned <= self._eof:
+                    break  # every partition's end came with this batch: no read to wait on
             else:
+                failed = False
                 return  # stop(): the stream stays open
             self._settle(self.close())
             if self._checkpointer is not None:
                 self._settle(self._checkpointer.source_closed(self))
                 self._checkpointer.wait()
+            failed = False
         finally:
-            self._close_consumer(consumer)
+            self._close_consumer(consumer, failed)
 
     # -- on a loop -------------------------------------------------------------
 
@@ -420,6 +398,7 @@ class FromKafka(Source):
         consumer = self._connect()
         self._begin(deferring=False)
         clock = get_clock()
+        failed = True
         try:
             while not self.stopped:
                 self._release(consumer)
@@ -438,5 +417,6 @@ class FromKafka(Source):
                     await pending
             if self._checkpointer is not None:
                 await self._checkpointer.wait_async()
+            failed = False
         finally:
-            self._close_consumer(consumer)
+            self._close_consumer(consumer, failed)

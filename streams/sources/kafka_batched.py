@@ -1,16 +1,19 @@
 """``Stream.from_kafka_batched``: a Kafka topic read in per-partition batches, as streamz does.
 
-A source plans the batches: each poll it asks the broker for every
-partition's high watermark and emits ``(consumer_params, topic, partition,
-keys, low, high)`` for the offsets not yet planned (at most
-``max_batch_size`` a partition), and :func:`get_message_batch` reads one
-such range. In-process both run here; with ``dask=True`` the plans are
-scattered and the reads run on the Dask workers, so reading grows with the
-workers (the client only plans offsets).
+A source plans the batches: each poll it emits ``(consumer_params, topic,
+partition, keys, low, high)`` for the offsets of every partition not yet
+planned, up to its high watermark (at most ``max_batch_size`` a partition;
+the broker is asked for the watermark when a batch would reach the one last
+known), and :func:`get_message_batch` reads one such range. In-process
+both run here; with ``dask=True`` the plans are scattered and the reads run
+on the Dask workers, so reading grows with the workers (the client only
+plans offsets).
 
 Offsets are committed to the consumer group once every downstream step for
 the batches planned has finished: with Dask, once ``gather()`` has delivered
-their results (at least once). With a :class:`~streams.state.Checkpointer`
+their results (at least once); each poll then waits for that. Without a
+group, nothing is committed and the next batches are planned while the
+last ones are read. With a :class:`~streams.state.Checkpointer`
 the planned positions are part of each checkpoint (taken after the batches
 in flight have come back), for exactly-once restarts.
 """
@@ -86,7 +89,7 @@ class FromKafkaBatched(Source):
     'from_kafka_batched'
     """
 
-    __slots__ = ("_barriers", "consumer_params", "group", "keys", "max_batch_size",
+    __slots__ = ("_barriers", "_known", "consumer_params", "group", "keys", "max_batch_size",
                  "npartitions", "poll_interval", "positions", "refresh_partitions", "topic")
     _operator = "from_kafka_batched"
     _replayable = True
@@ -116,6 +119,9 @@ class FromKafkaBatched(Source):
         self.keys = keys
         #: The next offset to plan of each partition.
         self.positions: dict[int, int] = {}
+        # Each partition's (low, high) watermarks when last asked: a query is
+        # a round trip to the broker, needed only when a batch would reach it.
+        self._known: dict[int, tuple[int, int]] = {}
         self._barriers: list[Stream[Any]] = []
         super().__init__(start=start, **kwargs)
 
@@ -144,8 +150,13 @@ class FromKafkaBatched(Source):
                     self.positions[tp.partition] = tp.offset
         plans = []
         for p in range(n):
-            low, high = consumer.get_watermark_offsets(ck.TopicPartition(self.topic, p),
+            known = self._known.get(p)
+            if (known is None or p not in self.positions
+                    or known[1] - self.positions[p] < self.max_batch_size):
+                known = consumer.get_watermark_offsets(ck.TopicPartition(self.topic, p),
                                                        timeout=30)
+                self._known[p] = known
+            low, high = known
             if p not in self.positions:
                 latest = self.consumer_params["auto.offset.reset"] in ("latest", "largest", "end")
                 self.positions[p] = high if latest else low
@@ -160,6 +171,10 @@ class FromKafkaBatched(Source):
         ckpt = self._checkpointer
         if ckpt is not None:
             return ckpt.step(n)
+        if self.group is None:
+            # Nothing to commit: the next batches are planned while these are
+            # read (scatter() bounds what is in flight); the end flushes all.
+            return None
         flushed = _gather_pending([b._barrier() for b in self._barriers])  # type: ignore[attr-defined]
         if flushed is not None:
             run_sync(flushed)
