@@ -154,6 +154,7 @@ def cluster_session(url: str, cores: int) -> Any:
             .config("spark.cores.max", str(cores)).config("spark.executor.cores", "1")
             .config("spark.executor.memory", "1g").config("spark.pyspark.python", sys.executable)
             .config("spark.sql.shuffle.partitions", "4").config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
 
 
