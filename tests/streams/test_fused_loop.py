@@ -58,6 +58,9 @@ class _Replayable:
     def __init__(self, make: Callable[[], Iterator[Any]]) -> None:
         self.make = make
 
+    def __repr__(self) -> str:
+        return "items"  # the same in both runs' messages
+
     def __iter__(self) -> Iterator[Any]:
         return self.make()
 
@@ -299,3 +302,23 @@ def test_compiled_loop_equals_reference(branches: list[list[str]], items: list[i
 
     fused, reference = run_both(build, items)
     assert fused == reference
+
+
+def test_a_source_with_nothing_downstream_counts_every_item() -> None:
+    source = Stream.from_iterable(range(5))
+    source.start()
+    assert source.offset == 5 and source._closed
+
+
+def test_a_source_closed_from_inside_the_graph_fails_as_the_reference() -> None:
+    def build(source: Stream[Any], log: list[Any]) -> None:
+        def close_at_2(x: int) -> None:
+            log.append(("out", x))
+            if x == 2:
+                source.close()
+
+        source.sink(close_at_2)
+
+    fused, reference = run_both(build, list(range(5)))
+    assert fused == reference
+    assert fused["offset"] == 3 and "closed" in fused["error"][1]
