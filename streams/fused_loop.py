@@ -15,8 +15,9 @@ itself. Here the push function's body is written *into* the loop::
                 try:
                     if _src._push is not _push:  # the graph changed:
                         return _src._push(x_1)   # new code from here
-                    <the push function's body, each ``return v`` turned into
-                     ``continue`` when v is None, else into ``return v``>
+                    <the push function's body, each ``return None`` turned
+                     into ``continue``, each other ``return v`` into
+                     ``if v is not None: return v`` then ``continue``>
                 except BaseException:
                     _n -= 1              # this item did not go through
                     raise
@@ -36,7 +37,6 @@ before the next item; from there the new code runs.
 from __future__ import annotations
 
 import ast
-import itertools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -198,7 +198,7 @@ def _calling_loop(items: Iterator[Any], source: Any, push: Callable[[Any], Any],
     """The compiled loop's protocol, calling ``push`` per item (uncompiled push)."""
     n = 0
     try:
-        for n, x in zip(itertools.count(1), items, strict=False):
+        for n, x in enumerate(items, 1):
             if source.stopped:
                 n -= 1
                 return _STOPPED
