@@ -277,11 +277,16 @@ def compile_push(node: Stream[Any]) -> Callable[[Any], Any]:
     fuser = Fuser()
     name = fuser.push_function(node, frozenset())
     source = f"# fused code from {node._label()}\n{fuser.source()}"
-    filename = f"<streams fused code {next(_serial) % MAX_SOURCES}>"
-    _remember(filename, source)
+    filename = remember(source)
     exec(compile(source, filename, "exec"), fuser.namespace)
+    # Kept for streams.fused_loop, which writes this code into a source's loop.
+    fuser.namespace[SOURCE_KEY] = source
     push: Callable[[Any], Any] = fuser.namespace[name]
     return push
+
+
+#: Where a compiled push function's namespace keeps its source text.
+SOURCE_KEY = "__streams_source__"
 
 
 _serial = itertools.count()
@@ -293,6 +298,11 @@ _serial = itertools.count()
 MAX_SOURCES = 512
 
 
-def _remember(filename: str, source: str) -> None:
-    """Register fused ``source`` with linecache so tracebacks show its lines."""
+def remember(source: str) -> str:
+    """Register fused ``source`` with linecache so tracebacks show its lines.
+
+    Returns the file name to compile it under.
+    """
+    filename = f"<streams fused code {next(_serial) % MAX_SOURCES}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return filename

@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from ..core import Stream
+from ..fusion import Fuser
 from ..pending import gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
@@ -80,6 +82,30 @@ class _EventWindows(LateSide):
             hash(k)
         except Exception as e:
             return self._fail(x, e)
+        return self._arrive(x, t, k)
+
+    def _fusable(self) -> bool:
+        return True
+
+    def _fuse(self, f: Fuser, x: str) -> None:
+        # update()'s calls of the user's functions, under the node's policy,
+        # then _arrive (or a subclass's faster step, _fuse_arrive).
+        t, k = f.fresh("t"), f.fresh("k")
+        number = f.bind((int, float), "number")
+        code = (f"{t} = {f.bind(self._time, 'time')}({x})\n"
+                f"if {t}.__class__ is not float and not isinstance({t}, {number}):\n"
+                f"    {t} = float({t}.timestamp())")
+        if self._key is not None:
+            code += f"\n{k} = {f.bind(self._key, 'key')}({x})\nhash({k})"
+        f.step(self, x, code)
+        self._fuse_arrive(f, x, t, k if self._key is not None else "None")
+        return None
+
+    def _fuse_arrive(self, f: Fuser, x: str, t: str, k: str) -> None:
+        f.line(f"return {f.bind(self, 'node')}._arrive({x}, {t}, {k})")
+
+    def _arrive(self, x: Any, t: float, k: Any) -> Any:
+        """Place ``x``, of time ``t`` and key ``k``; emit the windows it closes."""
         watermark = self._max_time - self.lateness
         late = self._place(x, t, k, watermark)
         if late is not None:
@@ -167,7 +193,10 @@ class SlidingTimedWindow(_EventWindows):
     [('b', 3)]
     """
 
-    __slots__ = ("_due", "_windows", "interval", "slide")
+    # _lo, _hi, _appends: the times whose windows are those the previous
+    # element joined (without key=), and those windows' appends, which the
+    # fused step uses first.
+    __slots__ = ("_appends", "_due", "_hi", "_lo", "_windows", "interval", "slide")
     _operator = "timed_window"
     _params = ("interval", "time", "lateness", "slide", "key")
     _state = ("_windows", "_max_time")
@@ -188,6 +217,7 @@ class SlidingTimedWindow(_EventWindows):
         # / slide), whatever the number of keys, so closing scans only them.
         self._windows: dict[int, dict[Any, list[Any]]] = {}
         self._due = math.inf  # when the earliest open window ends
+        self._forget_slice()
         Stream.__init__(self, upstream, **kwargs)
 
     def _event_time(self) -> EventTime:
@@ -197,6 +227,27 @@ class SlidingTimedWindow(_EventWindows):
     def restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
         self._due = min(self._windows, default=math.inf) * self.slide + self.interval
+        self._forget_slice()
+
+    def _forget_slice(self) -> None:
+        self._lo: float = math.inf
+        self._hi: float = -math.inf
+        self._appends: tuple[Callable[[Any], Any], ...] = ()
+
+    def _fuse_arrive(self, f: Fuser, x: str, t: str, k: str) -> None:
+        if self._key is not None:
+            super()._fuse_arrive(f, x, t, k)
+            return
+        node, a = f.bind(self, "node"), f.fresh("a")
+        f.line(
+            f"if not {node}._lo <= {t} < {node}._hi:\n"
+            f"    return {node}._arrive({x}, {t}, None)\n"
+            f"for {a} in {node}._appends:\n"
+            f"    {a}({x})\n"
+            f"if {t} > {node}._max_time:\n"
+            f"    {node}._max_time = {t}\n"
+            f"    if {t} - {node}.lateness >= {node}._due:\n"
+            f"        return {node}._emit_closed({t} - {node}.lateness)")
 
     def _first(self, t: float) -> int:
         """The smallest ``i`` whose window ``[i*slide, i*slide + size)`` ends after ``t``."""
@@ -214,18 +265,28 @@ class SlidingTimedWindow(_EventWindows):
             return (f"falls in window [{first * self.slide!r}, "
                     f"{first * self.slide + self.interval!r}), already emitted")
         windows = self._windows
-        for i in range(first, _window_index(t, self.slide) + 1):
+        last = _window_index(t, self.slide)
+        for i in range(first, last + 1):
             by_key = windows.get(i)
             if by_key is None:
                 windows[i] = {k: [x]}
                 self._due = min(self._due, i * self.slide + self.interval)
             else:
                 by_key.setdefault(k, []).append(x)
+        if k is None and self._key is None:
+            # Times in [lo, hi) have the same first and last windows (the
+            # bounds are the products _first and _window_index compare): the
+            # fused step appends their elements here directly.
+            size, slide = self.interval, self.slide
+            self._lo = max(last * slide, (first - 1) * slide + size)
+            self._hi = min((last + 1) * slide, first * slide + size)
+            self._appends = tuple(windows[i][None].append for i in range(first, last + 1))
         return None
 
     def _take_closed(self, watermark: float) -> list[tuple[Any, list[Any]]]:
         if watermark < self._due:
             return []
+        self._forget_slice()  # its windows may close now
         ready = sorted(i for i in self._windows if i * self.slide + self.interval <= watermark)
         # Keys of one window in the order their windows opened.
         closed = [kw for i in ready for kw in self._windows.pop(i).items()]

@@ -21,6 +21,7 @@ from toolz import identity
 from ..clock import Handle, get_clock
 from ..core import Stream
 from ..errors import short_repr
+from ..fusion import Fuser
 from ..metadata import emit_held, retain_refs
 from ..pending import gather_pending as _gather_pending
 from ..spec import EventTime, Traits
@@ -165,9 +166,12 @@ class TimedWindow(LateSide):
     [[1, 3], [12, 16, 14]]
     """
 
-    __slots__ = ("_buffer", "_clock", "_deadline", "_index", "_max_time", "_metadata",
-                 "_origin", "_outbox", "_time", "_timer", "_windows", "interval", "lateness",
-                 "time")
+    # _lo, _hi, _open: the last window an element joined (event time), whose
+    # bounds and list the fused step checks first; _due: when the earliest
+    # window held ends (event time).
+    __slots__ = ("_buffer", "_clock", "_deadline", "_due", "_hi", "_index", "_lo", "_max_time",
+                 "_metadata", "_open", "_origin", "_outbox", "_time", "_timer", "_windows",
+                 "interval", "lateness", "time")
     _operator = "timed_window"
     _local_only = None
     _params = ("interval", "time", "lateness")
@@ -214,6 +218,11 @@ class TimedWindow(LateSide):
         # None for the open window of processing time, k in event time.
         self._metadata: dict[int | None, list[Any]] = {}
         self._max_time = -math.inf
+        self._lo: float
+        self._hi: float
+        self._open: list[Any] | None
+        self._due: float
+        self._forget_open()
         self._outbox = Outbox(self)
         Stream.__init__(self, upstream, **kwargs)
         if self._time is None:
@@ -313,6 +322,13 @@ class TimedWindow(LateSide):
             t = self._time(x)  # type: ignore[misc]
             if not isinstance(t, int | float):
                 t = t.timestamp()  # a datetime (aware, or naive as local time)
+        except Exception as e:
+            return self._fail(x, e)
+        return self._place(x, t, metadata)
+
+    def _place(self, x: Any, t: float, metadata: Any = None) -> Any:
+        """Put ``x``, of time ``t``, in its window; emit the windows it closes."""
+        try:
             k = _window_index(t, self.interval)
         except Exception as e:
             return self._fail(x, e)
@@ -323,7 +339,14 @@ class TimedWindow(LateSide):
                 f"{(k + 1) * self.interval!r}), already emitted: the watermark is "
                 f"{watermark!r} (largest time seen {self._max_time!r} - lateness "
                 f"{self.lateness!r}); raise lateness= to accept it"))
-        self._windows.setdefault(k, []).append(x)
+        window = self._windows.get(k)
+        if window is None:
+            window = self._windows[k] = []
+            self._due = min(self._due, (k + 1) * self.interval)
+        window.append(x)
+        # The fused step puts the next elements of this window here directly:
+        # its bounds are the very products that define k (_window_index).
+        self._lo, self._hi, self._open = k * self.interval, (k + 1) * self.interval, window
         if metadata:
             retain_refs(metadata)
             self._metadata.setdefault(k, []).append(metadata)
@@ -332,17 +355,52 @@ class TimedWindow(LateSide):
         self._max_time = t
         return self._emit_until(self._max_time - self.lateness)
 
-    def _emit_until(self, watermark: float) -> Any:
+    def _forget_open(self) -> None:
+        """Drop the fused step's window (it may be emitted), and recompute ``_due``."""
+        self._lo = math.inf
+        self._hi = -math.inf
+        self._open = None
         windows = self._windows
-        if len(windows) == 1:  # the usual case, checked first: only the open window
-            for k in windows:
-                if (k + 1) * self.interval > watermark:
-                    return self._outbox.wait()
-        ready = sorted(k for k in windows if (k + 1) * self.interval <= watermark)
-        if not ready:
+        self._due = (min(windows) + 1) * self.interval if windows else math.inf
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self._forget_open()
+
+    def _emit_until(self, watermark: float) -> Any:
+        if watermark < self._due:  # the usual case: no window held ends by then
             return self._outbox.wait()
-        return _gather_pending([self._emit_window(self._outbox.emit, k, self._windows.pop(k))
-                                for k in ready])
+        windows = self._windows
+        ready = sorted(k for k in windows if (k + 1) * self.interval <= watermark)
+        try:
+            return _gather_pending([self._emit_window(self._outbox.emit, k, windows.pop(k))
+                                    for k in ready])
+        finally:
+            self._forget_open()  # also when an emission raised half-way
+
+    def _fusable(self) -> bool:
+        return self._time is not None  # processing time reads the clock: update() does
+
+    def _fuse(self, f: Fuser, x: str) -> None:
+        # The element's time, under the node's policy; then, if it falls in
+        # the window the previous element joined, the append and the
+        # watermark check inline; anything else through _place.
+        t = f.fresh("t")
+        node = f.bind(self, "node")
+        number = f.bind((int, float), "number")
+        f.step(self, x, (
+            f"{t} = {f.bind(self._time, 'time')}({x})\n"
+            f"if {t}.__class__ is not float and not isinstance({t}, {number}):\n"
+            f"    {t} = {t}.timestamp()"))
+        f.line(
+            f"if not {node}._lo <= {t} < {node}._hi:\n"
+            f"    return {node}._place({x}, {t})\n"
+            f"{node}._open.append({x})\n"
+            f"if {t} > {node}._max_time:\n"
+            f"    {node}._max_time = {t}\n"
+            f"    if {t} - {node}.lateness >= {node}._due:\n"
+            f"        return {node}._emit_until({t} - {node}.lateness)")
+        return None
 
     # -- end of stream -----------------------------------------------------
 

@@ -1,0 +1,216 @@
+"""A source's loop compiled together with its fused push function.
+
+A synchronous source that loops over its items (``from_iterable``) would
+call its compiled push function (:mod:`streams.fusion`) once per item: a
+Python call, and the loop's own bookkeeping, cost more than a short chain
+itself. Here the push function's body is written *into* the loop::
+
+    def loop(_it, _src, _push, _counted):
+        _n = 0
+        try:
+            for _n, x_1 in _enumerate(_it, 1):
+                if _src.stopped:         # stop() between two items
+                    _n -= 1
+                    return _STOPPED
+                try:
+                    if _src._push is not _push:  # the graph changed:
+                        return _src._push(x_1)   # new code from here
+                    <the push function's body, each ``return None`` turned
+                     into ``continue``, each other ``return v`` into
+                     ``if v is not None: return v`` then ``continue``>
+                except BaseException:
+                    _n -= 1              # this item did not go through
+                    raise
+            return _EXHAUSTED
+        finally:
+            _counted(_n)                 # the source's offset
+
+Nothing else changes: items still go through the whole graph one at a
+time, depth first, user functions are called in the same order, and pending
+work (a coroutine sink) is handed back to :func:`drive`, which finishes it
+before the next item, exactly as the source's own loop does. A change of the
+graph while the loop runs (a sink connecting a node) invalidates the source's
+push function (:func:`streams.fusion.invalidate`), which the loop sees
+before the next item; from there the new code runs.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from . import fusion
+
+if TYPE_CHECKING:
+    from .core import Stream
+
+__all__ = ["drive", "loop_for"]
+
+#: What a compiled loop returns when its items are exhausted, or the source stopped.
+_EXHAUSTED = object()
+_STOPPED = object()
+
+Loop = Callable[[Iterator[Any], Any, Callable[[Any], Any], Callable[[int], None]], Any]
+
+
+def drive(source: Stream[Any], items: Iterator[Any], counted: Callable[[int], None]) -> bool:
+    """Push every item of ``items`` from ``source`` downstream, in compiled loops.
+
+    ``counted(n)`` is told how many items went through (also after a
+    failure, which does not count the failing item). Returns False when the
+    source was stopped (``source.stopped``), True when ``items`` ran out.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream.from_iterable([])
+    >>> L = source.map(str).sink_to_list()
+    >>> done = []
+    >>> source.stopped = False
+    >>> drive(source, iter([1, 2]), done.append), L, sum(done)
+    (True, ['1', '2'], 2)
+    """
+    __tracebackhide__ = True  # pytest, IPython: show the user's frames
+    from .clock import run_sync
+
+    while True:
+        push = source._pusher()
+        outcome = loop_for(push)(items, source, push, counted)
+        if outcome is _EXHAUSTED:
+            return True
+        if outcome is _STOPPED:
+            return False
+        if outcome is not None:
+            run_sync(outcome)  # the item's pending work, before the next item
+
+
+def loop_for(push: Callable[[Any], Any]) -> Loop:
+    """The loop that runs ``push``'s body for each item (compiled once per ``push``).
+
+    A push function that was not compiled by :mod:`streams.fusion` (a closed
+    or destroyed node's) is called from a loop of the same shape.
+    """
+    namespace = getattr(push, "__globals__", None)
+    source = None if namespace is None else namespace.get(fusion.SOURCE_KEY)
+    if source is None or namespace is None:
+        return _calling_loop
+    loop: Loop | None = namespace.get(_LOOP_KEY)
+    if loop is None:
+        loop = _compile_loop(source, push.__name__, namespace)
+        namespace[_LOOP_KEY] = loop
+    return loop
+
+
+_LOOP_KEY = "__streams_loop__"
+
+# The loop's own names start with "_": the fused code's names never do
+# (they are ``hint_N``), so they cannot collide.
+_HEAD = """\
+def _loop(_it, _src, _push, _counted):
+    _n = 0
+    try:
+        for _n, {x} in _enumerate(_it, 1):
+            if _src.stopped:
+                _n -= 1
+                return _STOPPED
+            try:
+                if _src._push is not _push:
+                    return _src._push({x})
+                pass
+            except BaseException:
+                _n -= 1
+                raise
+        return _EXHAUSTED
+    finally:
+        _counted(_n)
+"""
+
+
+class _Returns(ast.NodeTransformer):
+    """Turn the body's ``return v`` statements into the loop's next step."""
+
+    def visit_Return(self, node: ast.Return) -> Any:
+        value = node.value
+        if value is None or (isinstance(value, ast.Constant) and value.value is None):
+            return ast.Continue()
+        # return v  ->  _p = v; if _p is not None: return _p; continue
+        return [
+            ast.Assign(targets=[ast.Name("_p", ast.Store())], value=value),
+            ast.If(
+                test=ast.Compare(ast.Name("_p", ast.Load()), [ast.IsNot()],
+                                 [ast.Constant(None)]),
+                body=[ast.Return(ast.Name("_p", ast.Load()))], orelse=[]),
+            ast.Continue(),
+        ]
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> Any:
+        return node  # a nested function's returns are its own
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+    visit_Lambda = visit_FunctionDef  # type: ignore[assignment]
+
+
+def _inlinable(body: list[ast.stmt]) -> bool:
+    """Whether every ``return`` of ``body`` can become a step of the item loop.
+
+    A ``return`` inside a loop of the body's own would turn into a
+    ``continue`` of that inner loop.
+    """
+    return not any(isinstance(n, ast.For | ast.While | ast.AsyncFor)
+                   and any(isinstance(r, ast.Return) for r in ast.walk(n))
+                   for stmt in body for n in ast.walk(stmt))
+
+
+def _as_list(visited: Any) -> list[ast.stmt]:
+    return visited if isinstance(visited, list) else [visited]
+
+
+def _compile_loop(source: str, name: str, namespace: dict[str, Any]) -> Loop:
+    module = ast.parse(source)
+    push = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    x = push.args.args[0].arg
+    body = push.body
+    if not _inlinable(body):
+        # Written by an operator we cannot see into: call it per item instead.
+        body = ast.parse(f"return {name}({x})").body
+    loop = ast.parse(_HEAD.format(x=x)).body[0]
+    assert isinstance(loop, ast.FunctionDef)
+    outer = loop.body[1]
+    assert isinstance(outer, ast.Try)
+    for_loop = outer.body[0]
+    assert isinstance(for_loop, ast.For)
+    guard = for_loop.body[1]
+    assert isinstance(guard, ast.Try)
+    returns = _Returns()
+    guard.body[1:] = [new for stmt in body for new in _as_list(returns.visit(stmt))]
+    tree = ast.fix_missing_locations(ast.Module(body=[loop], type_ignores=[]))
+    text = f"# fused loop of {name}\n{ast.unparse(tree)}\n"
+    filename = fusion.remember(text)
+    namespace.update(_enumerate=enumerate, _STOPPED=_STOPPED, _EXHAUSTED=_EXHAUSTED)
+    exec(compile(text, filename, "exec"), namespace)
+    compiled: Loop = namespace.pop("_loop")
+    return compiled
+
+
+def _calling_loop(items: Iterator[Any], source: Any, push: Callable[[Any], Any],
+                  counted: Callable[[int], None]) -> Any:
+    """The compiled loop's protocol, calling ``push`` per item (uncompiled push)."""
+    n = 0
+    try:
+        for n, x in enumerate(items, 1):
+            if source.stopped:
+                n -= 1
+                return _STOPPED
+            try:
+                if source._push is not push:
+                    return source._push(x)
+                p = push(x)
+            except BaseException:
+                n -= 1
+                raise
+            if p is not None:
+                return p
+        return _EXHAUSTED
+    finally:
+        counted(n)
