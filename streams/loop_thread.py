@@ -34,9 +34,8 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-__all__ = ["call_in_loop_thread", "call_soon", "io_loop", "loop_thread", "node_loop",
-           "running_io_loop",
-           "stop_loop_thread"]
+__all__ = ["asyncio_loop_running", "call_in_loop_thread", "call_soon", "io_loop", "loop_thread",
+           "node_loop", "running_io_loop", "stop_loop_thread"]
 
 logger = logging.getLogger("streams")
 
@@ -94,6 +93,15 @@ def running_io_loop() -> Any:
     from tornado.ioloop import IOLoop
 
     return IOLoop.current()
+
+
+def asyncio_loop_running() -> bool:
+    """Whether an asyncio loop runs in the calling thread (work must then not block it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def node_loop(ensure_io_loop: bool) -> Any:

@@ -61,6 +61,7 @@ from .checkpoint_record import _encode, read_checkpoint, write_checkpoint
 from .clock import get_clock, run_sync
 from .core import Stream
 from .graph import walk
+from .loop_thread import asyncio_loop_running
 from .pending import gather_pending as _gather_pending
 from .snapshot import GraphSnapshot, _node_state, restore_graph, snapshot_graph
 
@@ -333,7 +334,7 @@ class Checkpointer:
         if self._open:
             return None
         pending = self.save()
-        if _loop_running():
+        if asyncio_loop_running():
             return self._save_then_wait(pending)
         if pending is not None:
             run_sync(pending)
@@ -404,7 +405,7 @@ class Checkpointer:
             self._due = self._clock.now() + self.interval
         self._submit_held()
         nodes = walk(self.node)
-        sync = not _loop_running()
+        sync = not asyncio_loop_running()
         confirms: list[tuple[Any, int]] = []
         flushes = []
         for n in nodes:
@@ -475,14 +476,6 @@ class Checkpointer:
         pending = self.save()
         if pending is not None:
             run_sync(pending)
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def checkpoint(node: Stream[Any], directory: str | os.PathLike[str], every: int | None = None,

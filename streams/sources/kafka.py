@@ -41,24 +41,16 @@ where it starts (shared with ``from_kafka_batched``) in
 
 from __future__ import annotations
 
-import asyncio
 from itertools import islice
 from typing import Any
 
 from ..clock import get_clock
 from ..core import Stream
+from ..loop_thread import asyncio_loop_running
 from .kafka_commits import KafkaCommits
 from .kafka_config import Partition, _import_kafka, kafka_consumer_config, start_offsets
 
 __all__ = ["FromKafka", "kafka_consumer_config", "start_offsets"]
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 @Stream.register_api(staticmethod)
@@ -240,7 +232,7 @@ class FromKafka(KafkaCommits):
         # so far is processed. Without a checkpoint its offsets go before the
         # partitions do, once its output is flushed; after a failure, none.
         if self._checkpointer is None and self.group is not None and not self._failed:
-            if not _loop_running():
+            if not asyncio_loop_running():
                 self._settle(self._flush_barriers())  # confirms deferred output too
             # (on a loop, each batch's output was flushed, awaited, before the next read)
             self._unconfirmed.clear()
