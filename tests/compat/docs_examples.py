@@ -308,7 +308,7 @@ def write(x):
     yield gen.sleep(0.002)
     print(x)
 
-client = Client(processes=False, dashboard_address=None)
+client = Client(processes=False, dashboard_address=":0")
 source = Stream()
 (source.scatter()
        .map(increment)
@@ -321,8 +321,8 @@ wait_for_lines(10)
 client.close()
 """,
         [str(i) for i in range(1, 11)],
-        changes="durations divided by 100; no dashboard; the case waits (bounded) for "
-                "ten lines, then closes the client; streamz.dask is imported so that "
+        changes="durations divided by 100; the dashboard on a free port; the case waits "
+                "(bounded) for ten lines, then closes the client; streamz.dask is imported so that "
                 "scatter() exists"),
     "async-asynchronous-dask": Case(
         f"{_REPO} docs/source/async.rst, 'Asynchronous Dask'",
@@ -344,7 +344,7 @@ def write(x):
     print(x)
 
 async def f():
-    client = await Client(processes=False, asynchronous=True, dashboard_address=None)
+    client = await Client(processes=False, asynchronous=True, dashboard_address=":0")
     source = Stream(asynchronous=True)
     source.scatter().map(increment).rate_limit('5ms').gather().sink(write)
     for x in range(10):
@@ -354,7 +354,8 @@ async def f():
 IOLoop().run_sync(f)
 """,
         [str(i) for i in range(1, 11)],
-        changes="durations divided by 100; no dashboard; the client is closed at the end",
+        changes="durations divided by 100; the dashboard on a free port; the client is closed "
+                "at the end",
         broken={"streams": "departure: rate_limit() after scatter() is refused when the "
                            "graph is built (time-based delivery runs in-process: the "
                            "error says to gather() first)"}),
@@ -387,7 +388,7 @@ def inc(x):
     sleep(0.001)
     return x + 1
 
-client = Client(processes=False, dashboard_address=None)
+client = Client(processes=False, dashboard_address=":0")
 source = Stream()
 source.scatter().map(inc).buffer(8).gather().sink(print)
 for i in range(10):
@@ -396,8 +397,8 @@ wait_for_lines(10)
 client.close()
 """,
         [str(i) for i in range(1, 11)],
-        changes="a client on threads, no dashboard; sleep divided by 1000; the case "
-                "waits (bounded) for ten lines, then closes the client"),
+        changes="a client on threads, the dashboard on a free port; sleep divided by 1000; "
+                "the case waits (bounded) for ten lines, then closes the client"),
     "plugins-reference-node": Case(
         f"{_REPO} docs/source/plugins.rst, 'Reference implementation'",
         """
