@@ -1,4 +1,4 @@
-"""Keeps the runner of an asynchronous stream moving, on the running loop."""
+"""Drives the runner of an asynchronous stream on the running loop: waits, collects, replays."""
 
 from __future__ import annotations
 
@@ -40,9 +40,9 @@ class AsyncDriver:
         runner = self.runner
         try:
             while runner.head() is not None:
-                await runner.await_any()
+                await self.await_any()
                 runner.pump()
-                await runner.areplay()
+                await self.replay()
                 self.changed.set()
         except BaseException as e:
             self.error = e
@@ -72,8 +72,44 @@ class AsyncDriver:
             self.error = None
         runner.submit_close()
         while runner.head() is not None:
-            await runner.await_one()
-            await runner.areplay(errors)
-        await runner.areplay(errors)
+            await self.await_one()
+            await self.replay(errors)
+        await self.replay(errors)
         return errors
+
+    async def await_one(self) -> None:
+        """Wait until the head result is in, then collect what is done."""
+        runner = self.runner
+        while not runner.head_ready():
+            future, result = await anext(runner.fetcher)
+            runner.store(future, result)
+        runner.poll()
+
+    async def await_any(self) -> None:
+        """Wait until some task is done, then collect what is done."""
+        runner = self.runner
+        if not runner.head_ready():
+            future, result = await anext(runner.fetcher)
+            runner.store(future, result)
+        runner.poll()
+
+    async def replay(self, errors: list[BaseException] | None = None) -> None:
+        """Push the collected events downstream, in order, awaiting each.
+
+        An error raised downstream propagates, or with ``errors`` given is
+        appended there and replay goes on (see :meth:`Runner.replay`).
+        """
+        runner = self.runner
+        ready = runner.ready
+        while ready:
+            try:
+                pending = runner.replay_one(ready.popleft())
+                if pending is not None:
+                    await pending
+            except Exception as e:
+                if errors is None:
+                    raise
+                errors.append(e)
+        if runner.refs:
+            runner.release_replayed()
 

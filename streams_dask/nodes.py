@@ -380,7 +380,7 @@ class Scatter(SegmentEntry, Stream[Any]):
             await asyncio.shield(driver.task)
             driver.check()
             runner.pump()
-            await runner.areplay()
+            await driver.replay()
 
     def _barrier(self) -> Any:
         """Before a checkpoint: finish the elements in flight (None, or an awaitable).

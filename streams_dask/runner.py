@@ -341,7 +341,8 @@ class Runner:
         """Whether ``future``'s result is still to be taken."""
         return self.second is future or any(f is future for f, _ in self.in_flight)
 
-    def _store(self, future: Future, result: Any) -> None:
+    def store(self, future: Future, result: Any) -> None:
+        """Keep a fetched result by its task's key, or raise what the task met."""
         if isinstance(result, FetchFailed):
             raise self._task_failed(result.exc, "its result could not be sent back: it holds "
                                     "something that does not pickle (a lock, a file, a "
@@ -360,9 +361,9 @@ class Runner:
 
     def _collect(self, block: bool) -> None:
         for future, result in self.fetcher.next_batch(block=block):
-            self._store(future, result)
+            self.store(future, result)
 
-    def _head_ready(self) -> bool:
+    def head_ready(self) -> bool:
         """Whether the next result to emit has been fetched."""
         if not self.ordered and self.in_flight:
             return any(f.key in self.fetched for f, _ in self.in_flight)
@@ -414,13 +415,13 @@ class Runner:
         Any task, not only the head: a finished task frees a place on the
         cluster even while its result waits for an earlier one.
         """
-        if not self._head_ready():
+        if not self.head_ready():
             self._collect(block=True)
         self._take_fetched()
 
     def wait_one(self) -> None:
         """Block until the head result is in, then collect what is done."""
-        while not self._head_ready():
+        while not self.head_ready():
             self._collect(block=True)
         self._take_fetched()
 
@@ -435,7 +436,7 @@ class Runner:
         while ready:
             try:
                 event = ready.popleft()
-                pending = self._replay_one(event)
+                pending = self.replay_one(event)
                 if pending is not None:
                     # Finished here, or (a loop running in this thread, as in
                     # Jupyter) queued on that loop in order.
@@ -461,7 +462,8 @@ class Runner:
         exit_node: Stream[Any] = self.exits[event[0]]
         return exit_node
 
-    def _replay_one(self, event: Any) -> Any:
+    def replay_one(self, event: Any) -> Any:
+        """Push one event downstream: a value to its ``gather()``, a failure to its node."""
         if type(event) is Failure:
             return self.nodes[event.node_id]._fail(event.element, event.error)
         index, value = event
@@ -480,34 +482,3 @@ class Runner:
             self.replay(errors)
         self.replay(errors)
         return errors
-
-    # -- asynchronous driving ------------------------------------------------
-
-    async def await_one(self) -> None:
-        """Wait until the head result is in, then collect what is done."""
-        while not self._head_ready():
-            future, result = await anext(self.fetcher)
-            self._store(future, result)
-        self.poll()
-
-    async def await_any(self) -> None:
-        """Wait until some task is done, then collect what is done."""
-        if not self._head_ready():
-            future, result = await anext(self.fetcher)
-            self._store(future, result)
-        self.poll()
-
-    async def areplay(self, errors: list[BaseException] | None = None) -> None:
-        """Push collected events downstream, in order, awaiting each."""
-        ready = self.ready
-        while ready:
-            try:
-                pending = self._replay_one(ready.popleft())
-                if pending is not None:
-                    await pending
-            except Exception as e:
-                if errors is None:
-                    raise
-                errors.append(e)
-        if self.refs:
-            self.release_replayed()
