@@ -20,6 +20,7 @@ from streams.window_clock import WindowClock
 
 from .batch import BatchRunner
 from .codec import ErrorRecord
+from .listener import BatchCounter
 from .plan import ChainStage, Plan, lower
 from .segment import SparkSegment
 from .shipping import ship_library
@@ -127,6 +128,8 @@ class ToSpark(SegmentEntry, Stream[Any]):
         self.show_progress = bool(progress)
         self._bar: Any = None
         self._sent = 0  # elements handed to Spark, shown on the bar
+        #: Moves the bars of the segment's .progress() nodes (None: it has none).
+        self._counter: BatchCounter | None = None
         self._buffer: list[Any] = []
         self._opened: float | None = None
         self._runner: Any = None
@@ -211,7 +214,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
         if not elements and not flush and not ticks:
             return
         values = self._run(self._runner or self._start(), elements, flush, ticks)
-        self._deliver(values, errors)
+        self._deliver(values, errors, len(elements))
 
     async def _run_batch_async(self, flush: bool = False,
                                errors: list[BaseException] | None = None) -> None:
@@ -235,7 +238,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
         finally:
             self._inflight = None
             done.set_result(None)
-        self._deliver(values, errors)
+        self._deliver(values, errors, len(elements))
 
     def _start(self) -> Any:
         from .session import default_session
@@ -257,6 +260,8 @@ class ToSpark(SegmentEntry, Stream[Any]):
                 "an event time (timed_window(interval, time=func, lateness=...))"
             )
         _check_policies_before_window(segment.nodes)
+        bars = [n for n in segment.nodes if n._operator == "progress"]
+        self._counter = BatchCounter(bars) if bars else None
         if plan.mode == "batch" and not self.streaming:
             chains = [s for s in plan.stages if isinstance(s, ChainStage)]
             specs = chains[0].specs if chains else []
@@ -305,7 +310,10 @@ class ToSpark(SegmentEntry, Stream[Any]):
         runner = self._runner
         return dict(runner.states) if isinstance(runner, BatchRunner) else None
 
-    def _deliver(self, values: list[Any], errors: list[BaseException] | None = None) -> None:
+    def _deliver(self, values: list[Any], errors: list[BaseException] | None = None,
+                 rows: int = 0) -> None:
+        if self._counter is not None and rows:
+            self._counter(rows, 0)
         if self.show_progress:
             if self._bar is None:
                 from streams.jupyter.progress import progress_bar

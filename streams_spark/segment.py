@@ -82,9 +82,11 @@ class SparkSegment(Segment):
                 "already running; build the whole graph before emitting"
             )
         traits = node._traits()
-        # A progress() in a segment from from_spark passes elements on there;
-        # its bar counts what Spark's listener reports (streams_spark.listener).
-        counted = node._operator == "progress" and hasattr(self.entry, "df")
+        # A progress() in a Spark segment passes elements on there; its bar
+        # counts the rows the segment takes in and its micro-batches: what
+        # Spark's listener reports for from_spark (streams_spark.listener),
+        # what the driver ships for to_spark (ToSpark._deliver).
+        counted = node._operator == "progress"
         if traits.local_only is not None and not counted:
             # Refused before describe(): a node is offered while its
             # constructor runs, and only what its traits read is set yet.

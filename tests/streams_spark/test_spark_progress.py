@@ -1,8 +1,9 @@
 """Progress bars of Spark segments.
 
-``to_spark(progress=True)`` counts the micro-batches the driver runs; a
-``.progress()`` in a segment that starts at ``from_spark`` counts the rows
-and micro-batches Spark reports to its ``StreamingQueryListener``.
+``to_spark(progress=True)`` counts the micro-batches the driver runs. A
+``.progress()`` inside a segment counts the rows the segment takes in and its
+micro-batches: from Spark's ``StreamingQueryListener`` in a segment that
+starts at ``from_spark``, from what the driver ships after ``to_spark()``.
 """
 
 from __future__ import annotations
@@ -77,7 +78,34 @@ def test_progress_counts_the_rows_of_a_to_dataframe_query(spark: Any, tmp_path: 
         i * i for i in range(10)]
 
 
-def test_progress_in_a_to_spark_segment_is_refused_at_build_time(spark: Any) -> None:
-    with pytest.raises(TypeError, match=r"progress\(\) cannot run in a Spark segment.*"
-                                        r"gather\(\) before progress\(\)"):
-        Stream().to_spark().map(str).progress()
+@pytest.mark.parametrize("streaming", [False, True], ids=["batch mode", "stream mode"])
+def test_progress_in_a_to_spark_segment_counts_shipped_rows_and_batches(
+        spark: Any, streaming: bool) -> None:
+    source = Stream()
+    counted = (source.to_spark(session=spark, batch_size=4, streaming=streaming)
+               .map(lambda x: x * 10).progress(total=10, file=io.StringIO()))
+    out = counted.filter(lambda x: x != 30).gather().sink_to_list()
+    for i in range(10):
+        source.emit(i)
+    # Two micro-batches of 4 ran; the 2 held elements are not counted yet.
+    assert (counted.bar.n, counted.bar.postfix) == (8, "batches=2")
+    source.close()
+    assert out == [i * 10 for i in range(10) if i != 3]
+    # The rows the segment took in (as from_spark's bar counts its input)
+    # and its micro-batches; the end-of-stream batch holds the last 2.
+    assert (counted.bar.n, counted.bar.total, counted.bar.postfix) == (10, 10, "batches=3")
+    assert counted.bar.disable is True  # closed with the stream
+
+
+def test_progress_bars_in_a_to_spark_segment_move_together(spark: Any) -> None:
+    source = Stream()
+    entry = source.to_spark(session=spark, batch_size=3)
+    first = entry.progress(file=io.StringIO())
+    second = first.map(str).progress(file=io.StringIO())
+    out = second.gather().sink_to_list()
+    for i in range(7):
+        source.emit(i)
+    source.close()
+    assert out == [str(i) for i in range(7)]
+    assert (first.bar.n, second.bar.n) == (7, 7)
+    assert first.bar.postfix == second.bar.postfix == "batches=3"
