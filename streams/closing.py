@@ -21,7 +21,7 @@ from .pending import DONE, gather_pending, settle
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["aclose", "close", "close_downstreams", "destroy", "on_close"]
+__all__ = ["aclose", "close", "close_downstreams", "destroy", "on_close", "remove_upstream"]
 
 
 def close(node: Stream[Any]) -> Any:
@@ -108,8 +108,25 @@ def close_downstreams(node: Stream[Any]) -> Any:
     return gather_pending(results)
 
 
-def destroy(node: Stream[Any]) -> None:
-    """``node.destroy()``: cut ``node`` from its upstreams and downstreams."""
+def remove_upstream(node: Stream[Any], upstream: Stream[Any]) -> None:
+    """``node._remove_upstream(upstream)``: forget it; end the stream if it was the open one."""
+    node.upstreams.remove(upstream)
+    if node.upstreams and not node._closed and all(u._closed for u in node.upstreams):
+        # The open upstream it waited for is gone: the stream has ended here.
+        pending = node._on_close(None)
+        if pending is not None:
+            settle(pending, node)
+
+
+def destroy(node: Stream[Any], streams: list[Stream[Any]] | None = None) -> None:
+    """``node.destroy(streams)``: cut ``node`` from its upstreams and downstreams.
+
+    With ``streams``, only disconnect it from those upstreams (as streamz).
+    """
+    if streams is not None:
+        for u in list(streams):
+            u.disconnect(node)
+        return
     invalidate(node)
     for u in list(node.upstreams):
         u.downstreams.remove(node)

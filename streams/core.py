@@ -16,7 +16,6 @@ without any cost on the synchronous path.
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -26,22 +25,21 @@ from toolz import identity
 from . import closing, plugins
 from ._api import OperatorAPI
 from .cycles import check_connect, recursion_error
-from .errors import ErrorPolicy, ErrorRecord, NodeError, StreamClosedError, check_policy
+from .errors import StreamClosedError, apply_policy, check_policy, error_stream
 from .fusion import compiled as _compiled
 from .fusion import invalidate as _invalidate
+from .pending import asynchronous_of
 from .pending import done as _done
 from .pending import finish_emit as _finish_emit
-from .pending import settle as _settle
 from .segment import NO_DEFAULT, Segment, admit_connection, segment_of
 
 if TYPE_CHECKING:
+    from .errors import ErrorPolicy, ErrorRecord
     from .spec import NodeSpec, Traits
 
 __all__ = ["NO_DEFAULT", "Stream", "Segment"]
 
 T = TypeVar("T")
-
-logger = logging.getLogger("streams")
 
 
 class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
@@ -143,30 +141,15 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             self.upstreams = []
         for u in self.upstreams:
             if not isinstance(u, Stream):
-                raise TypeError(
-                    f"{type(self).__name__}: upstream must be a Stream, got {u!r}"
-                )
-        if asynchronous not in (None, True, False):
-            raise TypeError(f"{type(self).__name__}: asynchronous must be True, False or "
-                            f"None, got {asynchronous!r}")
+                raise TypeError(f"{type(self).__name__}: upstream must be a Stream, got {u!r}")
+        self._asynchronous_given: bool | None = asynchronous
+        self.asynchronous: bool = asynchronous_of(self, asynchronous)
         self.stream_name = stream_name
         if loop is None and (ensure_io_loop or getattr(self, "_clock", None) is not None):
             from .loop_thread import node_loop
 
             loop = node_loop(ensure_io_loop)
         self.loop = loop
-        if asynchronous is not None:
-            for u in self.upstreams:
-                if u._asynchronous_given is not None and u._asynchronous_given != asynchronous:
-                    # As streamz: one graph, one API (sync or async), said once.
-                    raise ValueError(
-                        f"{type(self).__name__}: asynchronous={asynchronous} below "
-                        f"{u._label()}, created with asynchronous={u._asynchronous_given}; "
-                        "a stream has both asynchronous and synchronous elements")
-        self._asynchronous_given: bool | None = asynchronous
-        self.asynchronous: bool = (
-            any(u.asynchronous for u in self.upstreams) if asynchronous is None else asynchronous
-        )
         self._push: Callable[[Any], Any] = self._compile_and_push
         self._policy: ErrorPolicy = "raise"
         self._errors: Stream[ErrorRecord] | None = None
@@ -295,12 +278,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         self.upstreams.append(upstream)
 
     def _remove_upstream(self, upstream: Stream[Any]) -> None:
-        self.upstreams.remove(upstream)
-        if self.upstreams and not self._closed and all(u._closed for u in self.upstreams):
-            # The open upstream it waited for is gone: the stream has ended here.
-            pending = self._on_close(None)
-            if pending is not None:
-                _settle(pending, self)
+        closing.remove_upstream(self, upstream)
 
     def destroy(self, streams: list[Stream[Any]] | None = None) -> None:
         """Disconnect this node from the graph; emitting into it then fails.
@@ -311,11 +289,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         drops its buffer), and emitting into it raises instead of silently
         feeding a half-removed graph.
         """
-        if streams is not None:
-            for u in list(streams):
-                u.disconnect(self)
-            return
-        closing.destroy(self)
+        closing.destroy(self, streams)
 
     # ------------------------------------------------------------------
     # End of stream
@@ -394,21 +368,13 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     def errors(self) -> Stream[ErrorRecord]:
         """The stream of failures of this node under the ``"route"`` policy."""
         if self._errors is None:
-            self._errors = Stream(stream_name=f"errors of {self._label()}")
-            self._errors.asynchronous = self.asynchronous
+            self._errors = error_stream(self)
         return self._errors
 
     def _fail(self, x: Any, exc: BaseException) -> Any:
         """Apply this node's error policy to ``exc`` raised on element ``x``."""
         __tracebackhide__ = True  # pytest, IPython: show the user's frames
-        if self._policy == "raise":
-            if isinstance(exc, NodeError):
-                raise exc
-            raise NodeError(self, x, exc) from exc
-        if self._policy == "skip":
-            logger.warning("%s", NodeError(self, x, exc))
-            return None
-        return self.errors._emit(ErrorRecord(x, exc, self))
+        return apply_policy(self, x, exc)
 
     # ------------------------------------------------------------------
     # Description
@@ -514,35 +480,15 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     # Registration
 
     @classmethod
-    def register_api(
-        cls, modifier: Callable[[Any], Any] = identity, attribute_name: str | None = None
-    ) -> Callable[[type], type]:
-        """Register a node class as a method on ``Stream`` (and subclasses).
-
-        ``CombineLatest`` becomes ``.combine_latest``; pass ``staticmethod``
-        as ``modifier`` for sources, as streamz does.
-
-        Examples
-        --------
-        >>> @Stream.register_api()
-        ... class Double(Stream):
-        ...     def update(self, x, who=None, metadata=None):
-        ...         return self._emit(2 * x)
-        >>> source = Stream()
-        >>> L = source.double().sink_to_list()
-        >>> source.emit(4)
-        >>> L
-        [8]
-        """
+    def register_api(cls, modifier: Callable[[Any], Any] = identity,
+                     attribute_name: str | None = None) -> Callable[[type], type]:
+        """Register a node class as a method: see :func:`streams.plugins.register_api`."""
         return plugins.register_api(cls, modifier, attribute_name)
 
     @classmethod
     def register_plugin_entry_point(cls, entry_point: Any,
                                     modifier: Callable[[Any], Any] = identity) -> None:
-        """Register ``entry_point`` (an ``importlib.metadata.EntryPoint``) as a method.
-
-        It is loaded on first use, as in streamz; see :mod:`streams.plugins`.
-        """
+        """Load ``entry_point`` as a method on first use: see :mod:`streams.plugins`."""
         plugins.register_entry_point(cls, entry_point, modifier)
 
     def visualize(self, filename: str | None = "mystream.png", **kwargs: Any) -> Any:

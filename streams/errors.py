@@ -8,6 +8,7 @@ which names the node and shows the element, or handled by the node's policy
 
 from __future__ import annotations
 
+import logging
 import reprlib
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -20,8 +21,12 @@ __all__ = [
     "NodeError",
     "SourceError",
     "StreamClosedError",
+    "apply_policy",
+    "error_stream",
     "short_repr",
 ]
+
+logger = logging.getLogger("streams")
 
 ErrorPolicy = Literal["raise", "skip", "route"]
 _POLICIES = ("raise", "skip", "route")
@@ -203,3 +208,26 @@ def check_policy(node: Stream[Any], policy: str) -> ErrorPolicy:
             f"got {policy!r}"
         )
     return policy  # type: ignore[return-value]
+
+
+def apply_policy(node: Stream[Any], x: Any, exc: BaseException) -> Any:
+    """``node._fail``: apply ``node``'s error policy to ``exc``, raised on element ``x``."""
+    __tracebackhide__ = True  # pytest, IPython: show the user's frames
+    policy = node._policy
+    if policy == "raise":
+        if isinstance(exc, NodeError):
+            raise exc
+        raise NodeError(node, x, exc) from exc
+    if policy == "skip":
+        logger.warning("%s", NodeError(node, x, exc))
+        return None
+    return node.errors._emit(ErrorRecord(x, exc, node))
+
+
+def error_stream(node: Stream[Any]) -> Stream[ErrorRecord]:
+    """A new stream for ``node.errors``: the failures routed by ``on_error("route")``."""
+    from .core import Stream
+
+    errors: Stream[ErrorRecord] = Stream(stream_name=f"errors of {node._label()}")
+    errors.asynchronous = node.asynchronous
+    return errors

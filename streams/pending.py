@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["DONE", "as_future", "done", "finish_emit", "gather_pending", "settle"]
+__all__ = ["DONE", "as_future", "asynchronous_of", "done", "finish_emit", "gather_pending",
+           "settle"]
 
 
 class _Done:
@@ -101,3 +102,23 @@ def finish_emit(node: Stream[Any], pending: Any, asynchronous: bool) -> Any:
     if asynchronous or node.asynchronous:
         return as_future(pending)
     return settle(pending, node)
+
+
+def asynchronous_of(node: Stream[Any], asynchronous: bool | None) -> bool:
+    """Whether ``node`` is asynchronous: as given, else as any of its upstreams.
+
+    As in streamz, one graph is asynchronous or not, said once: a node given
+    the opposite of what an upstream was given is refused.
+    """
+    if asynchronous not in (None, True, False):
+        raise TypeError(f"{type(node).__name__}: asynchronous must be True, False or "
+                        f"None, got {asynchronous!r}")
+    if asynchronous is None:
+        return any(u.asynchronous for u in node.upstreams)
+    for u in node.upstreams:
+        if u._asynchronous_given is not None and u._asynchronous_given != asynchronous:
+            raise ValueError(
+                f"{type(node).__name__}: asynchronous={asynchronous} below "
+                f"{u._label()}, created with asynchronous={u._asynchronous_given}; "
+                "a stream has both asynchronous and synchronous elements")
+    return asynchronous

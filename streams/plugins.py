@@ -158,7 +158,25 @@ def plugin_attribute(obj: Any, name: str) -> Any:
 
 def register_api(cls: type, modifier: Callable[[Any], Any] = identity,
                  attribute_name: str | None = None) -> Callable[[type], type]:
-    """``Stream.register_api``: a decorator making a node class a method of ``cls``."""
+    """Register a node class as a method on ``Stream`` (and subclasses).
+
+    ``Stream.register_api`` (``cls`` is the class it is called on).
+    ``CombineLatest`` becomes ``.combine_latest``; pass ``staticmethod`` as
+    ``modifier`` for sources, as streamz does.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> @Stream.register_api()
+    ... class Double(Stream):
+    ...     def update(self, x, who=None, metadata=None):
+    ...         return self._emit(2 * x)
+    >>> source = Stream()
+    >>> L = source.double().sink_to_list()
+    >>> source.emit(4)
+    >>> L
+    [8]
+    """
 
     def _(klass: type) -> type:
         name = attribute_name or snake_case(klass.__name__)
