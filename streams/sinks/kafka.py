@@ -288,7 +288,7 @@ class ToKafka(HeldMessages, Stream[Any]):
                 self._in_txn = True
             headers = [(_WRITER, str(self.producer_config["transactional.id"])),
                        (_SEQ, str(seq))]
-        elif self._batch_ends and self._batch is not None:
+        elif self._batch_ends:
             held = self._held
             held.append({"value": value} if key is None else {"value": value, "key": key})
             return self._send_held() if len(held) >= _POLL_EVERY else None
@@ -369,12 +369,13 @@ class ToKafka(HeldMessages, Stream[Any]):
             if self._producer is not None and not self._all_reports:
                 self._open()  # a producer that reports the successes the tokens count
         else:
-            # What a failed batch held is sent as what it produced was; a
+            # What a failed batch held is sent, as what it produced was; a
             # later barrier confirms what is still in flight and reports
-            # what failed.
-            self._send_held_now()
+            # what failed (raising here would hide the failure that stopped it).
+            self._send_held_now(report=False)
             self._batch_ends = False
             self._batch = None
+
     def _barrier_send(self) -> Any:
         """No loop running: a token for :meth:`_barrier_confirm`, the batch written since the last.
 

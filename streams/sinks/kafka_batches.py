@@ -63,12 +63,14 @@ class HeldMessages:
 
         def _fail(self, x: Any, exc: BaseException) -> Any: ...
 
-    def _send_held(self) -> Any:
+    def _send_held(self, report: bool = True) -> Any:
         """Hand the held messages over in one call; None, or an awaitable while room is awaited.
 
         The producer refuses for want of room every message from the first
         it could not queue (librdkafka stops queueing there), so sending
-        those again once there is room keeps the order.
+        those again once there is room keeps the order. Messages refused for
+        good fail the node (``report``), else wait in ``_errors_seen`` for
+        the next barrier.
         """
         held = self._held
         if not held:
@@ -83,23 +85,23 @@ class HeldMessages:
             except RuntimeError:
                 self._producer.flush(0.005)  # sends what lingers, serves reports: room
                 continue
-            return self._send_held_async(held)
+            return self._send_held_async(held, report)
         self._producer.poll(0)
-        return self._report() if self._errors_seen else None
+        return self._report() if report and self._errors_seen else None
 
-    async def _send_held_async(self, held: list[dict[str, Any]]) -> None:
+    async def _send_held_async(self, held: list[dict[str, Any]], report: bool) -> None:
         clock = get_clock()
         while held:
             self._producer.poll(0)
             await clock.sleep(0.005)
             held = self._produce_batch(held)
-        pending = self._report() if self._errors_seen else None
+        pending = self._report() if report and self._errors_seen else None
         if pending is not None:
             await pending
 
-    def _send_held_now(self) -> None:
+    def _send_held_now(self, report: bool = True) -> None:
         """Send what is held, waiting for room if need be (a batch's end, without a loop)."""
-        pending = self._send_held()
+        pending = self._send_held(report)
         if pending is not None:
             run_sync(pending)
 
