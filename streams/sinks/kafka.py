@@ -36,7 +36,7 @@ from typing import Any
 
 from ..clock import get_clock, run_sync
 from ..core import Stream
-from .kafka_batches import Batch, HeldMessages
+from .kafka_batches import Batch, send_held, send_held_now
 
 __all__ = ["ToKafka"]
 
@@ -55,7 +55,7 @@ def _as_bytes(x: Any) -> Any:
 
 
 @Stream.register_api()
-class ToKafka(HeldMessages, Stream[Any]):
+class ToKafka(Stream[Any]):
     """Write each element (``str`` or ``bytes``) as a message of a Kafka topic.
 
     Delivered messages' values are emitted downstream, as in streamz.
@@ -149,7 +149,7 @@ class ToKafka(HeldMessages, Stream[Any]):
         self._marks_seen: dict[int, int] = {}
         self._producer: Any = None
         self._skip: set[int] = set()
-        self._errors_seen: list[tuple[Any, Exception]] = []
+        self._errors_seen: list[tuple[Any, BaseException]] = []
         self._sent = 0  # messages produced
         self._done = 0  # delivery reports received
         # Whether the producer reports every delivery, or only failures.
@@ -254,7 +254,7 @@ class ToKafka(HeldMessages, Stream[Any]):
             elif self._batch_ends:
                 held = self._held
                 held.append({"value": x})
-                return self._send_held() if len(held) >= _POLL_EVERY else None
+                return send_held(self) if len(held) >= _POLL_EVERY else None
             else:
                 producer.produce(self.topic, x, on_delivery=batch.delivered)
                 batch.sent += 1
@@ -291,7 +291,7 @@ class ToKafka(HeldMessages, Stream[Any]):
         elif self._batch_ends:
             held = self._held
             held.append({"value": value} if key is None else {"value": value, "key": key})
-            return self._send_held() if len(held) >= _POLL_EVERY else None
+            return send_held(self) if len(held) >= _POLL_EVERY else None
         try:
             self._produce(producer, value, key, headers)
         except BufferError:
@@ -353,6 +353,13 @@ class ToKafka(HeldMessages, Stream[Any]):
             except BufferError:
                 await clock.sleep(0.005)
 
+    def _report(self) -> Any:
+        errors, self._errors_seen = self._errors_seen, []
+        pending = None
+        for x, e in errors:
+            pending = self._fail(x, e)
+        return pending
+
     # -- barriers ----------------------------------------------------------------------
 
     @property
@@ -372,7 +379,7 @@ class ToKafka(HeldMessages, Stream[Any]):
             # What a failed batch held is sent, as what it produced was; a
             # later barrier confirms what is still in flight and reports
             # what failed (raising here would hide the failure that stopped it).
-            self._send_held_now(report=False)
+            send_held_now(self, report=False)
             self._batch_ends = False
             self._batch = None
 
@@ -383,7 +390,7 @@ class ToKafka(HeldMessages, Stream[Any]):
         acknowledges them while the next is processed. A transaction is
         committed here.
         """
-        self._send_held_now()  # the batch's messages, in one call
+        send_held_now(self)  # the batch's messages, in one call
         batch = self._batch
         self._batch = Batch(self) if self._defer else None
         if self.transactional:
@@ -426,7 +433,7 @@ class ToKafka(HeldMessages, Stream[Any]):
             if self.marks is None:
                 self.marks = {}
             return None
-        sent = self._send_held()
+        sent = send_held(self)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -458,7 +465,7 @@ class ToKafka(HeldMessages, Stream[Any]):
     def flush(self, timeout: float = -1) -> None:
         """Deliver every message produced (streamz's ``flush``)."""
         if self._producer is not None:
-            self._send_held_now()
+            send_held_now(self)
             self._producer.flush(timeout)
             self._settled()
 

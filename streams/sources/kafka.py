@@ -365,7 +365,7 @@ class FromKafka(KafkaCommits):
             # hand a batch's output over in one call may hold it till then
             # (until it stops deferring, in _close_consumer).
             if hasattr(b, "_batch_ends"):
-                b._batch_ends = True  # type: ignore[attr-defined]
+                b._batch_ends = True
         failed = True
         try:
             while not self.stopped:
