@@ -9,9 +9,9 @@ node there, naming it, through the node's error policy.
 Under ``from_kafka`` in a consumer group without a loop, where each batch's
 messages are confirmed by their own delivery reports, the messages of a
 batch are held and handed over in one ``produce_batch()`` call at the
-batch's end (and at every barrier, ``flush()`` and close): passing the
-batch's callback once a call instead of once a message is about a third of
-the produce cost. A message the producer refuses there fails the node,
+batch's end (and at every barrier, ``flush()`` and close): the batch's
+callback is passed once a call instead of once a message, which takes about
+a quarter off a produced message's cost. A message the producer refuses there fails the node,
 naming it, as a failed delivery does. Elsewhere each element is produced as
 it comes (a batch call costs no less without a per-message callback).
 
