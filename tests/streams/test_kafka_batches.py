@@ -21,11 +21,18 @@ def group(broker: Any, name: str) -> dict[str, Any]:
                             "session.timeout.ms": 6000})
 
 
+def pipeline(broker: Any, name: str, values: list[bytes], batch: int
+             ) -> tuple[str, str, dict[str, Any], Stream[Any]]:
+    """Topics ``name``-in (holding ``values``) and ``name``-out, and a group's source."""
+    src = broker.create_topic(f"{name}-in")
+    dst = broker.create_topic(f"{name}-out")
+    broker.produce(src, values)
+    params = group(broker, name)
+    return src, dst, params, Stream.from_kafka([src], params, batch=batch)
+
+
 def test_a_batchs_messages_are_handed_over_at_its_end_and_none_before(kafka_broker: Any) -> None:
-    src = kafka_broker.create_topic("held-in")
-    dst = kafka_broker.create_topic("held-out")
-    kafka_broker.produce(src, [b"%02d" % i for i in range(60)])
-    source = Stream.from_kafka([src], group(kafka_broker, "held"), batch=7)
+    src, dst, params, source = pipeline(kafka_broker, "held", [b"%02d" % i for i in range(60)], 7)
     # For each element: the messages handed to the producer, and where its
     # batch began (the source's offsets move at a batch's end).
     handed: list[int] = []
@@ -41,16 +48,13 @@ def test_a_batchs_messages_are_handed_over_at_its_end_and_none_before(kafka_brok
     assert handed == began  # every earlier batch's messages, none of this one's
     assert any(h < i for i, h in enumerate(handed))  # messages were held
     assert kafka_broker.read(dst) == [b"%02d" % i for i in range(60)]
-    assert committed(group(kafka_broker, "held"), src, 1) == [60]
+    assert committed(params, src, 1) == [60]
 
 
 def test_stopped_inside_a_batch_what_was_processed_is_written_and_committed(
         kafka_broker: Any) -> None:
-    src = kafka_broker.create_topic("held-stop-in")
-    dst = kafka_broker.create_topic("held-stop-out")
-    kafka_broker.produce(src, [b"%02d" % i for i in range(50)])
-    params = group(kafka_broker, "held-stop")
-    source = Stream.from_kafka([src], params, batch=20)
+    src, dst, params, source = pipeline(kafka_broker, "held-stop",
+                                        [b"%02d" % i for i in range(50)], 20)
 
     def stop_after_36(v: bytes) -> bytes:
         if v == b"36":  # the 37th, inside the second batch
@@ -87,13 +91,9 @@ def test_each_partitions_order_is_kept_and_nothing_lost_when_the_queue_is_full(
 
 
 def test_a_message_the_producer_refuses_fails_the_node_naming_it(kafka_broker: Any) -> None:
-    src = kafka_broker.create_topic("held-refused-in")
-    dst = kafka_broker.create_topic("held-refused-out")
     big = b"x" * 5000
     values = [b"%d" % i for i in range(5)] + [big] + [b"%d" % i for i in range(6, 10)]
-    kafka_broker.produce(src, values)
-    params = group(kafka_broker, "held-refused")
-    source = Stream.from_kafka([src], params, batch=100)
+    src, dst, params, source = pipeline(kafka_broker, "held-refused", values, 100)
     sink = source.to_kafka(dst, kafka_broker.config(**{"message.max.bytes": 1000}))
     from confluent_kafka import KafkaException
 
@@ -108,12 +108,8 @@ def test_a_message_the_producer_refuses_fails_the_node_naming_it(kafka_broker: A
 
 def test_a_refused_message_routed_to_the_error_stream_lets_the_batch_commit(
         kafka_broker: Any) -> None:
-    src = kafka_broker.create_topic("held-routed-in")
-    dst = kafka_broker.create_topic("held-routed-out")
     big = b"x" * 5000
-    kafka_broker.produce(src, [b"a", big, b"c"])
-    params = group(kafka_broker, "held-routed")
-    source = Stream.from_kafka([src], params, batch=100)
+    src, dst, params, source = pipeline(kafka_broker, "held-routed", [b"a", big, b"c"], 100)
     sink = source.to_kafka(dst, kafka_broker.config(**{"message.max.bytes": 1000}))
     failed = sink.on_error("route").errors.sink_to_list()
     source.start()
@@ -123,10 +119,7 @@ def test_a_refused_message_routed_to_the_error_stream_lets_the_batch_commit(
 
 
 def test_a_failed_delivery_inside_a_batch_is_raised_with_its_element(kafka_broker: Any) -> None:
-    src = kafka_broker.create_topic("held-lost-in")
-    kafka_broker.produce(src, [b"%d" % i for i in range(5)])
-    params = group(kafka_broker, "held-lost")
-    source = Stream.from_kafka([src], params, batch=100)
+    src, _, params, source = pipeline(kafka_broker, "held-lost", [b"%d" % i for i in range(5)], 100)
     # Nothing listens there: every message times out, after 200 ms.
     sink = source.to_kafka("t", {"bootstrap.servers": "127.0.0.1:9",
                                  "message.timeout.ms": 200, "log_level": 0})
@@ -145,3 +138,18 @@ def test_elements_emitted_one_by_one_are_produced_as_they_come() -> None:
     assert sink._sent == 1 and not sink._held  # in the producer's queue, not held
     with pytest.raises(RuntimeError, match="delivery failed"):
         sink.flush()
+
+
+def test_a_transactional_sink_in_a_group_writes_each_message_with_its_headers(
+        kafka_broker: Any) -> None:
+    src, dst, params, source = pipeline(kafka_broker, "held-txn",
+                                        [b"%02d" % i for i in range(30)], 7)
+    # produce_batch() takes no headers: these messages are never held.
+    sink = source.to_kafka(dst, kafka_broker.config(**{"transactional.id": "held-txn"}),
+                           transactional=True)
+    source.start()
+    assert kafka_broker.read(dst, committed=True) == [b"%02d" % i for i in range(30)]
+    assert sink.written == 30
+    assert committed(params, src, 1) == [30]
+    sink.written, sink.marks = 0, None  # as a fresh writer: its messages found by their headers
+    assert sink._already_written() == set(range(30))
