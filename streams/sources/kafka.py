@@ -360,6 +360,12 @@ class FromKafka(KafkaCommits):
     def _run_sync(self) -> None:
         consumer = self._connect(to_the_end=True)
         self._begin(deferring=True)
+        for b in self._deferred:
+            # Each batch ends in _batch_done's _barrier_send: a sink that can
+            # hand a batch's output over in one call may hold it till then
+            # (until it stops deferring, in _close_consumer).
+            if hasattr(b, "_batch_ends"):
+                b._batch_ends = True
         failed = True
         try:
             while not self.stopped:

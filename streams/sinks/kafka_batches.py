@@ -1,0 +1,127 @@
+"""``to_kafka``'s batches: the messages written between two of a source's tokens.
+
+A source that confirms writes a batch late (``from_kafka`` in a consumer
+group, ``from_redis``) asks :class:`~streams.sinks.kafka.ToKafka` for a
+token at the end of each batch and commits the batch's offsets once the
+broker acknowledged the batch's own messages: :class:`Batch` counts them.
+Under ``from_kafka``, which pushes its messages in batches, the sink holds
+a batch's messages and hands them over in one ``produce_batch()`` call
+(:func:`send_held`): the batch's delivery callback is then passed once
+a call, not once a message, which costs about as much as the produce.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from ..clock import get_clock, run_sync
+
+if TYPE_CHECKING:
+    from .kafka import ToKafka
+
+__all__ = ["Batch", "send_held", "send_held_now"]
+
+
+class Batch:
+    """The messages written between two tokens, and how many the broker acknowledged.
+
+    Each message of a batch names the batch's own callback, so a batch is
+    confirmed by its own deliveries: counting every delivery would take a
+    later batch's for an earlier one's, whose message may still fail (the
+    broker of one partition down, another's up).
+    """
+
+    __slots__ = ("done", "sent", "sink")
+
+    def __init__(self, sink: ToKafka) -> None:
+        self.sink = sink
+        self.sent = 0
+        self.done = 0
+
+    def delivered(self, err: Any, msg: Any) -> None:
+        self.done += 1
+        sink = self.sink
+        if err is None and not (sink.transactional or sink.downstreams):
+            sink._done += 1  # a success nothing else reads: one call a message less
+        else:
+            sink._delivered(err, msg)
+
+
+def send_held(sink: ToKafka, report: bool = True) -> Any:
+    """Hand ``sink``'s held messages over in one call; None, or an awaitable while room is awaited.
+
+    The producer refuses for want of room every message from the first it
+    could not queue (librdkafka stops queueing there), so sending those
+    again once there is room keeps the order. Messages refused for good
+    fail the node (``report``), else wait in its errors seen for the next
+    barrier.
+    """
+    held = sink._held
+    if not held:
+        return None
+    sink._held = []
+    while held:
+        held = _produce_batch(sink, held)
+        if not held:
+            break
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            sink._producer.flush(0.005)  # sends what lingers, serves reports: room
+            continue
+        return _send_held_async(sink, held, report)
+    sink._producer.poll(0)
+    return sink._report() if report and sink._errors_seen else None
+
+
+async def _send_held_async(sink: ToKafka, held: list[dict[str, Any]], report: bool) -> None:
+    clock = get_clock()
+    while held:
+        sink._producer.poll(0)
+        await clock.sleep(0.005)
+        held = _produce_batch(sink, held)
+    pending = sink._report() if report and sink._errors_seen else None
+    if pending is not None:
+        await pending
+
+
+def send_held_now(sink: ToKafka, report: bool = True) -> None:
+    """Send what ``sink`` holds, waiting for room if need be (a batch's end, without a loop)."""
+    pending = send_held(sink, report)
+    if pending is not None:
+        run_sync(pending)
+
+
+def _produce_batch(sink: ToKafka, held: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Queue ``held``; note the messages refused for good, return those refused for room."""
+    import confluent_kafka as ck
+
+    batch = sink._batch
+    try:
+        if batch is None:  # no longer deferring: the producer's own callback
+            good = sink._producer.produce_batch(sink.topic, held)
+        else:
+            good = sink._producer.produce_batch(sink.topic, held, on_delivery=batch.delivered)
+    except BufferError:  # documented, though room is reported per message
+        return held
+    except Exception as e:  # nothing of the call was queued
+        sink._errors_seen.extend((m["value"], e) for m in held)
+        return []
+    sink._sent += good
+    if batch is not None:
+        batch.sent += good
+    if good == len(held):
+        return []
+    for i, m in enumerate(held):
+        err = m.pop("_error", None)
+        if err is None:
+            continue
+        if err.code() == ck.KafkaError._QUEUE_FULL:
+            rest = held[i:]
+            for r in rest:
+                r.pop("_error", None)
+            return rest
+        # The element is the value: held messages are str, bytes or None.
+        sink._errors_seen.append((m["value"], ck.KafkaException(err)))
+    return []

@@ -1,0 +1,155 @@
+"""to_kafka under from_kafka in a consumer group: each batch's messages in one produce_batch()."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streams import Stream
+from tests.streams.test_kafka_delivery import committed as committed_by
+
+pytestmark = pytest.mark.kafka
+
+
+def committed(params: dict[str, Any], topic: str, partitions: int) -> list[int]:
+    return committed_by(None, params, topic, partitions)
+
+
+def group(broker: Any, name: str) -> dict[str, Any]:
+    return broker.config(**{"group.id": name, "auto.offset.reset": "earliest",
+                            "session.timeout.ms": 6000})
+
+
+def pipeline(broker: Any, name: str, values: list[bytes], batch: int
+             ) -> tuple[str, str, dict[str, Any], Stream[Any]]:
+    """Topics ``name``-in (holding ``values``) and ``name``-out, and a group's source."""
+    src = broker.create_topic(f"{name}-in")
+    dst = broker.create_topic(f"{name}-out")
+    broker.produce(src, values)
+    params = group(broker, name)
+    return src, dst, params, Stream.from_kafka([src], params, batch=batch)
+
+
+def test_a_batchs_messages_are_handed_over_at_its_end_and_none_before(kafka_broker: Any) -> None:
+    src, dst, params, source = pipeline(kafka_broker, "held", [b"%02d" % i for i in range(60)], 7)
+    # For each element: the messages handed to the producer, and where its
+    # batch began (the source's offsets move at a batch's end).
+    handed: list[int] = []
+    began: list[int] = []
+
+    def note(v: bytes) -> bytes:
+        handed.append(sink._sent)
+        began.append(source.offsets.get((src, 0), 0))
+        return v
+
+    sink = source.map(note).to_kafka(dst, kafka_broker.config(**{"linger.ms": 20}))
+    source.start()
+    assert handed == began  # every earlier batch's messages, none of this one's
+    assert any(h < i for i, h in enumerate(handed))  # messages were held
+    assert kafka_broker.read(dst) == [b"%02d" % i for i in range(60)]
+    assert committed(params, src, 1) == [60]
+
+
+def test_stopped_inside_a_batch_what_was_processed_is_written_and_committed(
+        kafka_broker: Any) -> None:
+    src, dst, params, source = pipeline(kafka_broker, "held-stop",
+                                        [b"%02d" % i for i in range(50)], 20)
+
+    def stop_after_36(v: bytes) -> bytes:
+        if v == b"36":  # the 37th, inside the second batch
+            source.stop()
+        return v
+
+    source.map(stop_after_36).to_kafka(dst, kafka_broker.config(**{"linger.ms": 20}))
+    source.start()
+    assert kafka_broker.read(dst) == [b"%02d" % i for i in range(37)]
+    assert committed(params, src, 1) == [37]
+
+
+@pytest.mark.parametrize("queue", [7, 1000])
+def test_each_partitions_order_is_kept_and_nothing_lost_when_the_queue_is_full(
+        kafka_broker: Any, queue: int) -> None:
+    src = kafka_broker.create_topic(f"held-order-in-{queue}", partitions=2)
+    dst = kafka_broker.create_topic(f"held-order-out-{queue}", partitions=2)
+    for p in (0, 1):
+        kafka_broker.produce(src, [b"%d-%03d" % (p, i) for i in range(200)], partition=p)
+    params = group(kafka_broker, f"held-order-{queue}")
+    source = Stream.from_kafka([src], params, batch=50)
+    # A queue of 7 messages refuses most of each batch: the rest is sent
+    # again, in order, once the broker has taken some.
+    source.to_kafka(dst, kafka_broker.config(**{"queue.buffering.max.messages": queue,
+                                                "linger.ms": 5}),
+                    key=lambda v: v[:1])
+    source.start()
+    out = kafka_broker.read(dst)
+    assert sorted(out) == sorted(b"%d-%03d" % (p, i) for p in (0, 1) for i in range(200))
+    for p in (0, 1):  # a key's messages go to one partition, in the order read
+        assert [v for v in out if v.startswith(b"%d-" % p)] == [
+            b"%d-%03d" % (p, i) for i in range(200)]
+    assert committed(params, src, 2) == [200, 200]
+
+
+def test_a_message_the_producer_refuses_fails_the_node_naming_it(kafka_broker: Any) -> None:
+    big = b"x" * 5000
+    values = [b"%d" % i for i in range(5)] + [big] + [b"%d" % i for i in range(6, 10)]
+    src, dst, params, source = pipeline(kafka_broker, "held-refused", values, 100)
+    sink = source.to_kafka(dst, kafka_broker.config(**{"message.max.bytes": 1000}))
+    from confluent_kafka import KafkaException
+
+    with pytest.raises(KafkaException, match=r"to_kafka.*failed on element b'xxx.*too large") as e:
+        source.start()
+    assert e.value.element == big  # type: ignore[attr-defined]
+    sink.flush()
+    # The rest of the batch was written; the batch is not committed.
+    assert kafka_broker.read(dst) == [v for v in values if v != big]
+    assert committed(params, src, 1) == [-1001]
+
+
+def test_a_refused_message_routed_to_the_error_stream_lets_the_batch_commit(
+        kafka_broker: Any) -> None:
+    big = b"x" * 5000
+    src, dst, params, source = pipeline(kafka_broker, "held-routed", [b"a", big, b"c"], 100)
+    sink = source.to_kafka(dst, kafka_broker.config(**{"message.max.bytes": 1000}))
+    failed = sink.on_error("route").errors.sink_to_list()
+    source.start()
+    assert [r.element for r in failed] == [big]
+    assert kafka_broker.read(dst) == [b"a", b"c"]
+    assert committed(params, src, 1) == [3]
+
+
+def test_a_failed_delivery_inside_a_batch_is_raised_with_its_element(kafka_broker: Any) -> None:
+    src, _, params, source = pipeline(kafka_broker, "held-lost", [b"%d" % i for i in range(5)], 100)
+    # Nothing listens there: every message times out, after 200 ms.
+    sink = source.to_kafka("t", {"bootstrap.servers": "127.0.0.1:9",
+                                 "message.timeout.ms": 200, "log_level": 0})
+    with pytest.raises(RuntimeError, match="delivery failed") as e:
+        source.start()
+    assert e.value.element in {b"%d" % i for i in range(5)}  # type: ignore[attr-defined]
+    sink.flush()
+    assert committed(params, src, 1) == [-1001]
+
+
+def test_elements_emitted_one_by_one_are_produced_as_they_come() -> None:
+    source = Stream()
+    sink = source.to_kafka("t", {"bootstrap.servers": "127.0.0.1:9", "log_level": 0,
+                                 "message.timeout.ms": 200})
+    source.emit(b"now")
+    assert sink._sent == 1 and not sink._held  # in the producer's queue, not held
+    with pytest.raises(RuntimeError, match="delivery failed"):
+        sink.flush()
+
+
+def test_a_transactional_sink_in_a_group_writes_each_message_with_its_headers(
+        kafka_broker: Any) -> None:
+    src, dst, params, source = pipeline(kafka_broker, "held-txn",
+                                        [b"%02d" % i for i in range(30)], 7)
+    # produce_batch() takes no headers: these messages are never held.
+    sink = source.to_kafka(dst, kafka_broker.config(**{"transactional.id": "held-txn"}),
+                           transactional=True)
+    source.start()
+    assert kafka_broker.read(dst, committed=True) == [b"%02d" % i for i in range(30)]
+    assert sink.written == 30
+    assert committed(params, src, 1) == [30]
+    sink.written, sink.marks = 0, None  # as a fresh writer: its messages found by their headers
+    assert sink._already_written() == set(range(30))
