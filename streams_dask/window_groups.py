@@ -150,7 +150,8 @@ def run_window_groups(stage: Stage, batch: list[Any], groups: tuple[int, ...],
     plan = stage.plan
     head = plan.ops[0].spec.id
     states = states or {}
-    before, seen = states.get(head, {}).get(SHARED, (-math.inf, 0))
+    shared: dict[int, Any] = states.get(head) or {}
+    before, seen = shared.get(SHARED, (-math.inf, 0))
     node: Any = stage.nodes[head]
     rises = _Rises(before, node.lateness)
     mine = set(groups)
