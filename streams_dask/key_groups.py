@@ -79,21 +79,22 @@ def _grouper(plan: StagePlan) -> Callable[[Any], int]:
 
 
 def run_key_groups(plan_bytes: bytes, items: Any, groups: tuple[int, ...],
-                   states: dict[int, GroupStates] | None, close: bool) -> StageResult:
+                   sealed: Any, close: bool) -> StageResult:
     """Run a keyed stage over the elements of ``groups``; a Dask task function.
 
     ``items`` is the batch (a :class:`~streams_dask.worker.Batch`) or the
-    previous stage's result. Returns a :class:`StageResult` whose events are
+    previous stage's result; ``sealed`` the groups' states (in a
+    :class:`~streams_dask.worker.Sealed`). Returns a :class:`StageResult` whose events are
     ``(order, event)``: for a fold, the position in the batch (its length for
     what ``close`` flushes); failures carried from an earlier stage go with
     the task of group ``groups[0] == 0``.
     """
     from .window_groups import run_window_groups
-    from .worker import Batch
+    from .worker import elements_of, unsealed
 
     started = time.perf_counter()
-    batch = items.items if isinstance(items, Batch) else (
-        items if isinstance(items, list) else items[0])
+    states: dict[int, GroupStates] | None = unsealed(sealed)
+    batch = elements_of(items)
     stage = checkout(plan_bytes)
     plan = stage.plan
     if plan.ops[0].spec.traits.watermark_key is not None:

@@ -138,6 +138,17 @@ class _GroupRun:
             self.take((pos, _CLOSED, *order))
 
 
+def _taken_state(node: Any) -> dict[str, Any]:
+    """``node.snapshot()`` without its copy: the state itself, handed over.
+
+    Copying every open window's elements each batch costs more than the
+    windows' work. No copy is needed: the node is restored to another
+    group's state (or a fresh one) before it runs again, and a state given
+    to a task arrives as its own copy (Dask pickles the task's arguments).
+    """
+    return {name: getattr(node, name) for name in node._state}
+
+
 def run_window_groups(stage: Stage, batch: list[Any], groups: tuple[int, ...],
                       states: dict[int, GroupStates] | None, close: bool
                       ) -> tuple[list[tuple[Any, Any]], dict[int, GroupStates]]:
@@ -178,8 +189,8 @@ def run_window_groups(stage: Stage, batch: list[Any], groups: tuple[int, ...],
             group.take((len(batch), _AFTER, *_NO_WINDOW))
         run.failed.clear()
         if group.changed or close:
-            for nid, state in (run.snapshot() or {}).items():
-                new.setdefault(nid, GroupStates())[g] = state
+            for nid in run.stateful:
+                new.setdefault(nid, GroupStates())[g] = _taken_state(run.nodes[nid])
     top = rises.maxima[-1] if rises.maxima else before
     new.setdefault(head, GroupStates())[SHARED] = (top, seen + len(batch))
     return out, new
