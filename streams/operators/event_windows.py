@@ -25,11 +25,12 @@ slide)`` or ``session_window(t, gap)`` under a watermark, grouped by key
 micro-batches, not with each element, and it drops a late row from each
 window that already closed, counting it; so with ``late`` connected the
 nodes declare no ``event_time`` and an engine runs them as they are, in
-element order (as Dask always does). The watermark is shared by every key,
-so the nodes declare no ``key`` trait: keys are not independent. They
-declare ``watermark_key`` instead: an engine may run the keys apart if it
-gives each part the stream's watermark, element by element; the methods under
-"run by key group" below are what it needs (see :mod:`streams_dask.window_groups`).
+element order (as Dask does). The watermark is shared by every key, so the
+nodes declare no ``key`` trait: keys are not independent. They declare
+``watermark_key`` instead: an engine may run the keys apart if it gives each
+part the stream's watermark, element by element, as Dask does by key group;
+the methods under "run by key group" below are what it needs (see
+:mod:`streams_dask.window_groups`).
 """
 
 from __future__ import annotations
