@@ -31,7 +31,8 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from contextlib import ExitStack
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -92,21 +93,15 @@ def keyed_counts(head: Stream[Any]) -> Stream[Any]:
             .map(bid_count))
 
 
-def run_in_process(events: list[Any]) -> tuple[float, list[Any]]:
+def run(events: list[Any], client: Client | None = None, batch_size: int = 0
+        ) -> tuple[float, list[Any]]:
+    """Events per second, the keyed windows' outputs and the tops (on Dask with ``client``)."""
     source: Stream[Any] = Stream()
-    out = keyed_counts(source).sink_to_list()
-    t = time.perf_counter()
-    for e in events:
-        source.emit(e)
-    source.close()
-    top = tops(out)
-    return len(events) / (time.perf_counter() - t), [out, top]
-
-
-def run_dask(client: Client, events: list[Any], batch_size: int) -> tuple[float, list[Any]]:
-    source: Stream[Any] = Stream()
-    out = keyed_counts(source.scatter(client=client, batch_size=batch_size)
-                       ).gather().sink_to_list()
+    if client is None:
+        out = keyed_counts(source).sink_to_list()
+    else:
+        scattered = source.scatter(client=client, batch_size=batch_size)
+        out = keyed_counts(scattered).gather().sink_to_list()
     t = time.perf_counter()
     for e in events:
         source.emit(e)
@@ -123,19 +118,19 @@ def main() -> None:
     args = parser.parse_args()
     print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
     events = generate(args.events)
-    reference_rate, expected = run_in_process(events)
+    reference_rate, expected = run(events)
     hot = streams_run("q5", events)  # unkeyed q5: one window of all bids
     assert expected[1] == hot, "the keyed counts' tops differ from q5's hot items"
     print(f"{args.events} events, {len(expected[0])} keyed windows, {len(hot)} windows; "
           f"in-process {reference_rate:,.0f} events/s", flush=True)
-    clusters = {n: LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                dashboard_address=":0") for n in (1, 2)}
-    clients = {n: Client(c, set_as_default=False) for n, c in clusters.items()}
-    runs: dict[int, Callable[[], tuple[float, list[Any]]]] = {
-        n: (lambda c=c: run_dask(c, events, args.batch_size)) for n, c in clients.items()}
-    try:
-        for run in runs.values():  # warm: workers import the modules, build the stage
-            run()
+    with ExitStack() as stack:
+        runs: dict[int, Callable[[], tuple[float, list[Any]]]] = {}
+        for n in (1, 2):
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0"))
+            client = stack.enter_context(Client(cluster, set_as_default=False))
+            runs[n] = lambda c=client: run(events, c, args.batch_size)
+            runs[n]()  # warm: workers import the modules, build the stage
         rates: dict[int, list[float]] = {1: [], 2: []}
         for r in range(args.rounds):
             order = (1, 2) if r % 2 == 0 else (2, 1)
@@ -150,11 +145,6 @@ def main() -> None:
         ratios = [two / one for one, two in zip(rates[1], rates[2], strict=True)]
         print(f"2 workers vs 1, paired per round: {', '.join(f'{x:.2f}' for x in ratios)}; "
               f"median {statistics.median(ratios):.2f}x (target 1.5x)")
-    finally:
-        for client in clients.values():
-            client.close()
-        for cluster in clusters.values():
-            cluster.close()
     print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 

@@ -9,18 +9,16 @@ in-process node.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from distributed import Client, LocalCluster, get_task_stream
+from distributed import Client, get_task_stream
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streams_dask  # noqa: F401
 from streams import Checkpointer, NodeError, Stream
-from streams.state import read_checkpoint
 from streams_dask.key_groups import SHARED, GroupStates
 from streams_dask.segment import plan_stages
 
@@ -154,18 +152,10 @@ def _pipeline(client: Client, items: list[tuple[str, int]], kind: str, out: Path
     return source, Checkpointer(source, ckpt, every=5, fsync=False)
 
 
-@pytest.fixture(scope="module")
-def one_worker() -> Iterator[Client]:
-    """A second cluster, of one worker: a checkpoint taken on two restores here."""
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=":0") as cluster, \
-            Client(cluster, set_as_default=False) as c:
-        yield c
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_window_checkpoint_restores_on_a_different_number_of_workers(
-        client: Client, one_worker: Client, tmp_path: Path, kind: str) -> None:
+        client: Client, one_worker: Client, tmp_path: Path, segment_state: Any,
+        kind: str) -> None:
     items = [(k, 5 + t + d) for t in range(0, 60, 3)
              for k, d in zip("abcde", (0, 2, -3, 1, -5), strict=True)]
     clean, _ = _pipeline(client, items, kind, tmp_path / "clean.txt", tmp_path / "clean-ckpt")
@@ -175,11 +165,7 @@ def test_a_window_checkpoint_restores_on_a_different_number_of_workers(
     with pytest.raises(NodeError):
         first.start()
     cp.wait()
-    snap = read_checkpoint(tmp_path / "ckpt")
-    assert snap is not None
-    states = next(s["segment_states"] for s in snap.states
-                  if isinstance(s, dict) and "segment_states" in s)
-    (window_state,) = states.values()
+    window_state = segment_state(tmp_path / "ckpt")
     assert isinstance(window_state, GroupStates)
     largest, seen = window_state[SHARED]  # the stream's largest time and count go with it
     assert 0 < seen < len(items) and largest < max(t for _, t in items)
