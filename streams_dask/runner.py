@@ -193,11 +193,7 @@ class Runner:
     def _eager(self) -> int:
         """Unfinished tasks below which a partial batch leaves now.
 
-        A chained stage runs one batch at a time, carrying its state from
-        one to the next: a partial batch sent while another runs would only
-        wait for it, and cost a state's round trip of its own. It leaves
-        once the chain is idle; until then elements gather into a full batch.
-        """
+        None while a chained stage runs: it would wait, and cost a state round trip."""
         if self.plan.second is not None and (self.second is not None or self.waiting):
             return 0
         return self.eager
@@ -254,8 +250,7 @@ class Runner:
     def _start_second(self) -> None:
         if self.second is not None or not self.waiting:
             return
-        # Every batch waiting runs in this task: the chain's state goes
-        # through the client once per task, whatever the number of batches.
+        # All batches waiting run in one task: one round trip of the state.
         items: list[Any] = []
         self.second_size = 0
         while self.waiting:
