@@ -118,6 +118,10 @@ class Traits:
     join : JoinTime or None
         It joins two streams by key within an event-time interval under a
         watermark, as an engine's stream-stream join does.
+    watermark_key : callable, key or None
+        Its state is one state per ``key(x)`` but for the watermark, which
+        every key shares (keyed event-time windows): an engine may keep each
+        key's state apart if it tells each the stream's watermark.
 
     Examples
     --------
@@ -135,6 +139,7 @@ class Traits:
     event_time: EventTime | None = None
     identity_on_engine: bool = False
     join: JoinTime | None = None
+    watermark_key: Any = None
 
 
 def _frozen(params: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -14,6 +14,10 @@ worker thread), a group's state goes to whichever task runs it. So a
 pipeline restored from a checkpoint on a cluster with a different number of
 workers spreads the same groups over the workers it has, and gives the
 output of an uninterrupted run.
+
+Keyed event-time windows (the ``watermark_key`` trait) run by key group
+too, each group told the stream's watermark: see
+:mod:`streams_dask.window_groups`.
 """
 
 from __future__ import annotations
@@ -27,12 +31,16 @@ from typing import Any
 from streams.operators._checks import canonical_key, key_function
 from streams.stage import Failure, Stage, StagePlan, StageResult, checkout, release
 
-__all__ = ["KEY_GROUPS", "GroupStates", "group_of", "merge_groups", "parts", "run_key_groups",
-           "states_of", "updated"]
+__all__ = ["KEY_GROUPS", "SHARED", "GroupStates", "group_of", "merge_groups", "parts",
+           "run_key_groups", "states_of", "updated"]
 
 #: Keys are hashed into this many groups. Fixed: a checkpoint holds one
 #: state per group, and restores on any number of workers.
 KEY_GROUPS = 64
+
+#: Where :class:`GroupStates` keeps what all groups share (a keyed window's
+#: watermark): not a group, every task gets it.
+SHARED = -1
 
 
 class GroupStates(dict[int, Any]):
@@ -71,22 +79,28 @@ def _grouper(plan: StagePlan) -> Callable[[Any], int]:
 
 
 def run_key_groups(plan_bytes: bytes, items: Any, groups: tuple[int, ...],
-                   states: dict[int, GroupStates] | None, close: bool) -> StageResult:
+                   sealed: Any, close: bool) -> StageResult:
     """Run a keyed stage over the elements of ``groups``; a Dask task function.
 
     ``items`` is the batch (a :class:`~streams_dask.worker.Batch`) or the
-    previous stage's result. Returns a :class:`StageResult` whose events are
-    ``(position, event)``: position in the batch (its length for what
-    ``close`` flushes); failures carried from an earlier stage go with the
-    task of group ``groups[0] == 0``.
+    previous stage's result; ``sealed`` the groups' states (in a
+    :class:`~streams_dask.worker.Sealed`). Returns a :class:`StageResult` whose events are
+    ``(order, event)``: for a fold, the position in the batch (its length for
+    what ``close`` flushes); failures carried from an earlier stage go with
+    the task of group ``groups[0] == 0``.
     """
-    from .worker import Batch
+    from .window_groups import run_window_groups
+    from .worker import elements_of, unsealed
 
     started = time.perf_counter()
-    batch = items.items if isinstance(items, Batch) else (
-        items if isinstance(items, list) else items[0])
+    states: dict[int, GroupStates] | None = unsealed(sealed)
+    batch = elements_of(items)
     stage = checkout(plan_bytes)
     plan = stage.plan
+    if plan.ops[0].spec.traits.watermark_key is not None:
+        windows, changed = run_window_groups(stage, batch, groups, states, close)
+        release(stage)
+        return StageResult(windows, changed, time.perf_counter() - started)
     group = _grouper(plan)
     mine = set(groups)
     by_group: dict[int, list[tuple[int, Any]]] = {}
@@ -126,7 +140,7 @@ def run_key_groups(plan_bytes: bytes, items: Any, groups: tuple[int, ...],
 
 
 def merge_groups(*results: StageResult) -> StageResult:
-    """The group tasks' results as one: events in input order, the groups' new states.
+    """The group tasks' results as one: events in order, the groups' new states.
 
     A group no task ran keeps the state it had (see :func:`updated`).
     """
@@ -165,5 +179,6 @@ def states_of(states: dict[int, Any] | None, groups: tuple[int, ...]
     """The part of ``states`` a task running ``groups`` needs."""
     if not states:
         return None
-    out = {nid: GroupStates({g: s[g] for g in groups if g in s}) for nid, s in states.items()}
+    out = {nid: GroupStates({g: s[g] for g in (SHARED, *groups) if g in s})
+           for nid, s in states.items()}
     return out

@@ -47,7 +47,7 @@ from .client import Connection
 from .fetching import Fetcher, FetchFailed
 from .key_groups import merge_groups, parts, run_key_groups, states_of, updated
 from .segment import Plan
-from .worker import Batch, Failure, StageResult, run_after, run_stage, warm
+from .worker import Batch, Failure, Sealed, StageResult, run_after, run_stage, warm
 
 __all__ = ["POLL_EVERY", "DaskTaskError", "Runner"]
 
@@ -185,10 +185,18 @@ class Runner:
         queued task (see ``threads``).
         """
         while self.pending and self._room(
-                self.max_in_flight if len(self.pending) >= self.sizes.cap else self.eager):
+                self.max_in_flight if len(self.pending) >= self.sizes.cap else self._eager()):
             batch = self.pending[: self.sizes.cap]
             del self.pending[: self.sizes.cap]
             self._submit(batch, close=False)
+
+    def _eager(self) -> int:
+        """Unfinished tasks below which a partial batch leaves now.
+
+        None while a chained stage runs: it would wait, and cost a state round trip."""
+        if self.plan.second is not None and (self.second is not None or self.waiting):
+            return 0
+        return self.eager
 
     def _measure(self, result: StageResult, size: int) -> None:
         if self.progress is not None:
@@ -242,19 +250,26 @@ class Runner:
     def _start_second(self) -> None:
         if self.second is not None or not self.waiting:
             return
-        item, close, self.second_size = self.waiting.popleft()
-        arg = item if isinstance(item, Future) else Batch(item)
-        batch = [] if isinstance(item, Future) else item
+        # All batches waiting run in one task: one round trip of the state.
+        items: list[Any] = []
+        self.second_size = 0
+        while self.waiting:
+            item, close, size = self.waiting.popleft()
+            items.append(item if isinstance(item, Future) else Batch(item))
+            self.second_size += size
+        arg = items[0] if len(items) == 1 else {"parts": items}
+        batch = [x for b in items if isinstance(b, Batch) for x in b.items]
         if self.plan.keyed:
             # One task per worker thread, each over some key groups, and one
             # that puts their results back in order.
             tasks = [self._task(batch, run_key_groups, self.plan.second, arg, groups,
-                                states_of(self.states, groups), close)
+                                Sealed(states_of(self.states, groups)), close)
                      for groups in parts(self.threads or 1)]
             self.second = self._task([], merge_groups, *tasks)
         else:
-            func: Any = run_after if isinstance(item, Future) else run_stage
-            self.second = self._task(batch, func, self.plan.second, arg, self.states, close)
+            func: Any = run_after if isinstance(arg, Future) else run_stage
+            self.second = self._task(batch, func, self.plan.second, arg, Sealed(self.states),
+                                     close)
         self._track(self.second)
 
     def submit_close(self) -> None:

@@ -234,11 +234,13 @@ def _by_key_group(last: Stream[Any], rest: list[Stream[Any]]) -> bool:
     """Whether the stage ``rest`` (fed by ``last``) can run by key group.
 
     It must start with the one node fed by ``last``, whose state is one
-    state per key, followed only by nodes keeping none (any group's task
-    may run them); a processing-time window needs every element's task.
+    state per key (or that and a watermark, which the group tasks share),
+    followed only by nodes keeping none (any group's task may run them); a
+    processing-time window needs every element's task.
     """
     head = rest[0]
     spec = head.describe()
-    return (spec.traits.key is not None and spec.traits.stateful
+    keyed = spec.traits.key is not None or spec.traits.watermark_key is not None
+    return (keyed and spec.traits.stateful
             and last.downstreams == [head] and head.upstreams == [last]
             and not any(_is_stateful(n) or n.describe().traits.ticked for n in rest[1:]))

@@ -25,12 +25,15 @@ from streams.stage import (
 __all__ = [
     "Batch",
     "Failure",
+    "Sealed",
     "StageOp",
     "StagePlan",
     "StageResult",
     "Tick",
     "run_after",
+    "elements_of",
     "run_stage",
+    "unsealed",
     "warm",
 ]
 
@@ -51,8 +54,46 @@ class Batch:
         return (Batch, (self.items,))
 
 
+class Sealed:
+    """A task argument opaque to Dask (a stage's states), as :class:`Batch` is.
+
+    Dask walks a plain argument for futures inside it, element by element:
+    states that hold every open window's elements would be walked at each
+    batch, on the client.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __reduce__(self) -> Any:
+        return (Sealed, (self.value,))
+
+
+def elements_of(items: Any) -> list[Any]:
+    """The elements a task runs over, from what it was given.
+
+    A :class:`Batch`, a list, the previous stage's :class:`StageResult`, or
+    ``{"parts": [...]}`` of those, in order (batches that waited for a
+    chained stage, run as one task).
+    """
+    if isinstance(items, Batch):
+        return items.items
+    if isinstance(items, dict):
+        return [x for part in items["parts"] for x in elements_of(part)]
+    if isinstance(items, list):
+        return items
+    return list(items[0])
+
+
+def unsealed(value: Any) -> Any:
+    """``value``, out of its :class:`Sealed` if it is in one."""
+    return value.value if isinstance(value, Sealed) else value
+
+
 def run_stage(plan_bytes: bytes, items: Batch | list[Any],
-              states: dict[int, Any] | None = None,
+              states: dict[int, Any] | Sealed | None = None,
               close: bool = False) -> StageResult:
     """Run one stage over a batch; the Dask task function.
 
@@ -87,14 +128,14 @@ def run_stage(plan_bytes: bytes, items: Batch | list[Any],
     ([(0, 1), (0, 2)], None)
     """
     stage = checkout(plan_bytes)
-    result = stage.run(items.items if isinstance(items, Batch) else items, states, close)
+    result = stage.run(elements_of(items), unsealed(states), close)
     if not close:  # a closed graph cannot run again
         release(stage)
     return result
 
 
 def run_after(plan_bytes: bytes, previous: StageResult,
-              states: dict[int, Any] | None = None,
+              states: dict[int, Any] | Sealed | None = None,
               close: bool = False) -> StageResult:
     """Run a stage over what the previous stage's task returned."""
     return run_stage(plan_bytes, previous[0], states, close)

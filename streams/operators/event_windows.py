@@ -25,8 +25,12 @@ slide)`` or ``session_window(t, gap)`` under a watermark, grouped by key
 micro-batches, not with each element, and it drops a late row from each
 window that already closed, counting it; so with ``late`` connected the
 nodes declare no ``event_time`` and an engine runs them as they are, in
-element order (as Dask always does). The watermark is shared by every key,
-so the nodes declare no ``key`` trait: keys are not independent.
+element order (as Dask does). The watermark is shared by every key, so the
+nodes declare no ``key`` trait: keys are not independent. They declare
+``watermark_key`` instead: an engine may run the keys apart if it gives each
+part the stream's watermark, element by element, as Dask does by key group;
+the methods under "run by key group" below are what it needs (see
+:mod:`streams_dask.window_groups`).
 """
 
 from __future__ import annotations
@@ -70,19 +74,24 @@ class _EventWindows(LateSide):
         raise NotImplementedError
 
     def _traits(self) -> Traits:
-        traits = super()._traits()
+        traits = replace(super()._traits(), watermark_key=self.key)
         if self._late_is_sunk():
             return traits  # run as this node, element by element (see _late_is_sunk)
         return replace(traits, event_time=self._event_time())
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         try:
-            t = event_seconds(self._time, x)
-            k = None if self._key is None else self._key(x)
-            hash(k)
+            t, k = self._stamp(x)
         except Exception as e:
             return self._fail(x, e)
         return self._arrive(x, t, k)
+
+    def _stamp(self, x: Any) -> tuple[float, Any]:
+        """``x``'s event time and key (raising what the user's functions raise)."""
+        t = event_seconds(self._time, x)
+        k = None if self._key is None else self._key(x)
+        hash(k)
+        return t, k
 
     def _fusable(self) -> bool:
         return True
@@ -122,8 +131,13 @@ class _EventWindows(LateSide):
         """Put ``x`` in its windows, or say why it is late."""
         raise NotImplementedError
 
-    def _take_closed(self, watermark: float) -> list[tuple[Any, list[Any]]]:
-        """Take the windows the watermark closed, by end then opening, as ``(key, elements)``."""
+    def _take_closed(self, watermark: float) -> list[tuple[float, int, Any, list[Any]]]:
+        """Take the windows the watermark closed, by end then opening.
+
+        Each as ``(end, opened, key, elements)``; ``opened`` orders windows of
+        one end as they were opened, across keys, once :meth:`_arrive_as`
+        numbers the elements (else it may be 0).
+        """
         raise NotImplementedError
 
     def _emit_closed(self, watermark: float) -> Any:
@@ -131,10 +145,38 @@ class _EventWindows(LateSide):
         if not closed:
             return None
         keyed = self._key is not None
-        return gather_pending([self._emit((k, w) if keyed else w) for k, w in closed])
+        return gather_pending([self._emit((k, w) if keyed else w) for _, _, k, w in closed])
 
     def _flush(self) -> Any:
         return self._emit_closed(math.inf)
+
+    # -- run by key group: an engine runs each key group's elements on a node
+    # of its own, in element order, and tells each node the stream's watermark.
+
+    def _arrive_as(self, seq: int, max_time: float) -> None:
+        """The next element is the stream's ``seq``-th, and ``max_time`` the largest
+        time seen by then, itself included (by all keys).
+
+        Pushed then, the element is placed (or found late) and closes nothing:
+        :meth:`_close_to` closes windows where the stream's watermark moves.
+        """
+        self._max_time = max_time
+
+    def _next_close(self) -> float:
+        """The watermark at which a window may close next (inf: none is open)."""
+        raise NotImplementedError
+
+    def _close_to(self, max_time: float) -> list[tuple[tuple[float, int], Any]]:
+        """Take what the largest time ``max_time`` closes, as ``((end, opened), output)``.
+
+        The outputs are what :meth:`_emit_closed` emits, in its order; sorting
+        by ``(end, opened)`` the outputs of every key group closed at one
+        element orders them as one node closing all keys would.
+        """
+        self._max_time = max_time
+        closed = self._take_closed(max_time - self.lateness)
+        keyed = self._key is not None
+        return [((end, opened), (k, w) if keyed else w) for end, opened, k, w in closed]
 
 
 class SlidingTimedWindow(_EventWindows):
@@ -196,10 +238,13 @@ class SlidingTimedWindow(_EventWindows):
     # _lo, _hi, _appends: the times whose windows are those the previous
     # element joined (without key=), and those windows' appends, which the
     # fused step uses first.
-    __slots__ = ("_appends", "_due", "_hi", "_lo", "_windows", "interval", "slide")
+    # _opened: (window index, key) -> the number (see _arrive_as) of the
+    # element that opened it; None unless an engine numbers the elements.
+    __slots__ = ("_appends", "_arrival", "_due", "_hi", "_lo", "_opened", "_windows",
+                 "interval", "slide")
     _operator = "timed_window"
     _params = ("interval", "time", "lateness", "slide", "key")
-    _state = ("_windows", "_max_time")
+    _state = ("_windows", "_max_time", "_opened")
 
     def __init__(self, upstream: Stream[Any], interval: float | str, time: Any = None,
                  lateness: float | str = 0.0, slide: float | str | None = None, key: Any = None,
@@ -217,6 +262,8 @@ class SlidingTimedWindow(_EventWindows):
         # / slide), whatever the number of keys, so closing scans only them.
         self._windows: dict[int, dict[Any, list[Any]]] = {}
         self._due = math.inf  # when the earliest open window ends
+        self._opened: dict[tuple[int, Any], int] | None = None
+        self._arrival = 0
         self._forget_slice()
         Stream.__init__(self, upstream, **kwargs)
 
@@ -225,9 +272,18 @@ class SlidingTimedWindow(_EventWindows):
                          key=self.key)
 
     def restore(self, state: dict[str, Any]) -> None:
-        super().restore(state)
+        super().restore({"_opened": None, **state})  # checkpoints before _opened
         self._due = min(self._windows, default=math.inf) * self.slide + self.interval
         self._forget_slice()
+
+    def _arrive_as(self, seq: int, max_time: float) -> None:
+        super()._arrive_as(seq, max_time)
+        self._arrival = seq
+        if self._opened is None:
+            self._opened = {}
+
+    def _next_close(self) -> float:
+        return self._due
 
     def _forget_slice(self) -> None:
         self._lo: float = math.inf
@@ -264,7 +320,7 @@ class SlidingTimedWindow(_EventWindows):
         if first * self.slide + self.interval <= watermark:
             return (f"falls in window [{first * self.slide!r}, "
                     f"{first * self.slide + self.interval!r}), already emitted")
-        windows = self._windows
+        windows, opened = self._windows, self._opened
         last = _window_index(t, self.slide)
         for i in range(first, last + 1):
             by_key = windows.get(i)
@@ -272,7 +328,13 @@ class SlidingTimedWindow(_EventWindows):
                 windows[i] = {k: [x]}
                 self._due = min(self._due, i * self.slide + self.interval)
             else:
-                by_key.setdefault(k, []).append(x)
+                elements = by_key.get(k)
+                if elements is not None:
+                    elements.append(x)
+                    continue
+                by_key[k] = [x]
+            if opened is not None:
+                opened[i, k] = self._arrival
         if k is None and self._key is None:
             # Times in [lo, hi) have the same first and last windows (the
             # bounds are the products _first and _window_index compare): the
@@ -283,14 +345,16 @@ class SlidingTimedWindow(_EventWindows):
             self._appends = tuple(windows[i][None].append for i in range(first, last + 1))
         return None
 
-    def _take_closed(self, watermark: float) -> list[tuple[Any, list[Any]]]:
+    def _take_closed(self, watermark: float) -> list[tuple[float, int, Any, list[Any]]]:
         if watermark < self._due:
             return []
         self._forget_slice()  # its windows may close now
-        ready = sorted(i for i in self._windows if i * self.slide + self.interval <= watermark)
+        size, slide, opened = self.interval, self.slide, self._opened
+        ready = sorted(i for i in self._windows if i * slide + size <= watermark)
         # Keys of one window in the order their windows opened.
-        closed = [kw for i in ready for kw in self._windows.pop(i).items()]
-        self._due = min(self._windows, default=math.inf) * self.slide + self.interval
+        closed = [(i * slide + size, 0 if opened is None else opened.pop((i, k), 0), k, w)
+                  for i in ready for k, w in self._windows.pop(i).items()]
+        self._due = min(self._windows, default=math.inf) * slide + size
         return closed
 
 
@@ -376,6 +440,13 @@ class SessionWindow(_EventWindows):
                          for k, sessions in self._sessions.items() for s in sessions]
         heapq.heapify(self._closing)
 
+    def _arrive_as(self, seq: int, max_time: float) -> None:
+        super()._arrive_as(seq, max_time)
+        self._seq = seq  # sessions are ordered by their elements' numbers: any rising ones do
+
+    def _next_close(self) -> float:
+        return self._closing[0][0] if self._closing else math.inf
+
     def _place(self, x: Any, t: float, k: Any, watermark: float) -> str | None:
         gap = self.gap
         sessions = self._sessions.get(k, [])
@@ -404,7 +475,7 @@ class SessionWindow(_EventWindows):
         heapq.heappush(self._closing, (merged[1] + gap, seq, k))
         return None
 
-    def _take_closed(self, watermark: float) -> list[tuple[Any, list[Any]]]:
+    def _take_closed(self, watermark: float) -> list[tuple[float, int, Any, list[Any]]]:
         ready: list[tuple[float, int, Any, list[Any]]] = []
         closing, gap = self._closing, self.gap
         while closing and closing[0][0] <= watermark:
@@ -423,4 +494,4 @@ class SessionWindow(_EventWindows):
             else:
                 del self._sessions[k]
         ready.sort(key=lambda r: (r[0], r[1]))
-        return [(k, elements) for _, _, k, elements in ready]
+        return ready

@@ -7,18 +7,16 @@ key groups (see :mod:`streams_dask.key_groups`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from distributed import Client, LocalCluster, get_task_stream
+from distributed import Client, get_task_stream
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streams_dask  # noqa: F401
 from streams import Checkpointer, NodeError, Stream
-from streams.state import read_checkpoint
 from streams_dask.key_groups import KEY_GROUPS, GroupStates, group_of
 from streams_dask.segment import plan_stages
 
@@ -102,28 +100,15 @@ def _pipeline(client: Client, items: list[int], out: Path, ckpt: Path
     return source, Checkpointer(source, ckpt, every=5, fsync=False)
 
 
-@pytest.fixture(scope="module")
-def one_worker() -> Iterator[Client]:
-    """A second cluster, of one worker: a checkpoint taken on two restores here."""
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=":0") as cluster, \
-            Client(cluster, set_as_default=False) as c:
-        yield c
-
-
 def test_a_checkpoint_per_key_group_restores_on_a_different_number_of_workers(
-        client: Client, one_worker: Client, tmp_path: Path) -> None:
+        client: Client, one_worker: Client, tmp_path: Path, segment_state: Any) -> None:
     items = list(range(1, 41))
     clean, _ = _pipeline(client, items, tmp_path / "clean.txt", tmp_path / "clean-ckpt")
     clean.start()
     # Stopped after 23 elements on two workers; restarted on one.
     first, _ = _pipeline(client, items[:23], tmp_path / "out.txt", tmp_path / "ckpt")
     first.start()
-    snap = read_checkpoint(tmp_path / "ckpt")
-    assert snap is not None
-    states = next(s["segment_states"] for s in snap.states
-                  if isinstance(s, dict) and "segment_states" in s)
-    (scan_state,) = states.values()
+    scan_state = segment_state(tmp_path / "ckpt")
     assert isinstance(scan_state, GroupStates)
     assert {group_of(k) for k in range(7)} == set(scan_state)  # a state per group of keys
     second, cp = _pipeline(one_worker, items, tmp_path / "out.txt", tmp_path / "ckpt")
