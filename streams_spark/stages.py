@@ -82,9 +82,18 @@ class Driver:
             self.events.clear()
             self.stage.failed.clear()
             return
-        push_one = self.push
+        # Driver.push and drain inlined: this loop runs once per input row.
+        push, events, failed, add = self._push, self.events, self.stage.failed, self.rows.add
         for i, x in enumerate(items, seq):
-            push_one(i, 0, x)
+            push(x)
+            if not events:
+                continue
+            if failed:
+                self.drain(i, 0)
+                continue
+            for sub, e in enumerate(events):
+                add(i, sub, DATA, e)
+            events.clear()
 
     def drain(self, seq: int, sub: int) -> int:
         """Hand the recorded outputs and failures on, numbered from ``sub``."""
