@@ -171,10 +171,14 @@ def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool | str,
                 yield rows.batch()
                 continue
             if first == WINDOWS:
-                # A window's outputs leave at (its end, its first element's
-                # seq): the order of windows closing together in-process.
-                for end, first_seq, window in _ordered_windows(batch):
-                    push(end, (first_seq & FIRST_MASK) << 16, window)
+                windows = _ordered_windows(batch)
+                if getattr(rows, "bulk", False):  # typed rows keep no positions
+                    drive.push_all(0, [w for _, _, w in windows])
+                else:
+                    # A window's outputs leave at (its end, its first element's
+                    # seq): the order of windows closing together in-process.
+                    for end, first_seq, window in windows:
+                        push(end, (first_seq & FIRST_MASK) << 16, window)
                 yield rows.batch()
                 continue
             names = batch.schema.names
