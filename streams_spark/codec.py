@@ -27,6 +27,7 @@ stream mode).
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import pickle
 from collections.abc import Sequence
@@ -44,6 +45,7 @@ __all__ = [
     "FLUSH_MARK",
     "carried_error",
     "pickled_output",
+    "picklable_rows",
     "DATA",
     "WINDOW",
     "WINDOW_ITEMS",
@@ -203,9 +205,9 @@ def elements_of(batch: pa.RecordBatch) -> list[Any]:
     """
     if batch.num_columns == 1:
         return batch.column(0).to_pylist()  # type: ignore[no-any-return]
-    new = tuple.__new__
     cls = row_class(tuple(batch.schema.names))
-    return [new(cls, v) for v in zip(*(c.to_pylist() for c in batch.columns), strict=True)]
+    return list(map(tuple.__new__, itertools.repeat(cls),
+                    zip(*(c.to_pylist() for c in batch.columns), strict=True)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -216,7 +218,10 @@ def row_class(names: tuple[str, ...]) -> type:
     built through a factory: about 2 us each, more than the work of most
     pipelines' functions. This subclass is built with ``tuple.__new__`` and
     reads a field through a property; it is a ``Row`` in every other way
-    (``r["name"]``, ``r[1]``, ``asDict()``, its repr, and it pickles as one).
+    (``r["name"]``, ``r[1]``, ``asDict()``, its repr). It pickles as a Row
+    of this class: a plain ``Row`` unpickles through PySpark's factory (about
+    1 us each, several times the pickling) into a Row whose fields are found
+    by search again, and elements cross Spark's stages pickled.
 
     Examples
     --------
@@ -224,15 +229,79 @@ def row_class(names: tuple[str, ...]) -> type:
     >>> r = tuple.__new__(row_class(("key", "value")), ("a", 1))
     >>> r.value, r["key"], r[1], isinstance(r, Row), r == Row(key="a", value=1), r
     (1, 'a', 1, True, True, Row(key='a', value=1))
+    >>> back = pickle.loads(pickle.dumps(r))
+    >>> type(back) is type(r), back.value
+    (True, 1)
     """
     from pyspark.sql import Row
 
-    attrs: dict[str, Any] = {"__fields__": list(names)}
+    def __reduce__(self: Any) -> tuple[Any, ...]:
+        # The names tuple is one object for every Row of the class: a list of
+        # Rows pickles it once (pickle's memo).
+        return (_row_of, (names, tuple(self)))
+
+    attrs: dict[str, Any] = {"__fields__": list(names), "__reduce__": __reduce__,
+                             "_row_names": names}
     for i, name in enumerate(names):
         # A name tuple or Row already answers (count, index, asDict) stays theirs.
         if name.isidentifier() and not hasattr(Row, name):
-            attrs[name] = property(itemgetter(i))
+            # namedtuple's field reader reads the tuple's slot in C; an
+            # itemgetter would go through Row.__getitem__, a Python method.
+            attrs[name] = _field(i, name)
     return type("Row", (Row,), attrs)
+
+
+def _field(i: int, name: str) -> Any:
+    try:
+        from _collections import _tuplegetter  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover - another Python
+        return property(lambda row: tuple.__getitem__(row, i))
+    return _tuplegetter(i, f"The column {name!r}")
+
+
+class _RowBlock:
+    """Rows of one :func:`row_class`, pickled as its names and plain tuples."""
+
+    __slots__ = ("names", "rows")
+
+    def __init__(self, names: tuple[str, ...], rows: list[Any]) -> None:
+        self.names = names
+        self.rows = rows
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rows_of, (self.names, list(map(tuple, self.rows))))
+
+
+def picklable_rows(values: list[Any]) -> Any:
+    """``values``, or an object that pickles them faster and unpickles as their list.
+
+    Elements that are input Rows (of :func:`row_class`, one class) pickle
+    as one call's worth of plain tuples: pickle calls no ``__reduce__`` per
+    Row, and unpickling builds them in one pass.
+
+    Examples
+    --------
+    >>> cls = row_class(("k", "n"))
+    >>> rows = [tuple.__new__(cls, ("a", 1)), tuple.__new__(cls, ("b", 2))]
+    >>> back = pickle.loads(pickle.dumps(picklable_rows(rows)))
+    >>> back, [type(r) is cls for r in back], picklable_rows([1, 2])
+    ([Row(k='a', n=1), Row(k='b', n=2)], [True, True], [1, 2])
+    """
+    if not values:
+        return values
+    kinds = set(map(type, values))
+    names = getattr(next(iter(kinds)), "_row_names", None) if len(kinds) == 1 else None
+    return values if names is None else _RowBlock(names, values)
+
+
+def _rows_of(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[Any]:
+    """The Rows of a :class:`_RowBlock` (how one unpickles)."""
+    return list(map(tuple.__new__, itertools.repeat(row_class(names)), rows))
+
+
+def _row_of(names: tuple[str, ...], values: tuple[Any, ...]) -> Any:
+    """A Row of :func:`row_class` ``(names)`` (how one unpickles)."""
+    return tuple.__new__(row_class(names), values)
 
 
 def unpack(blob: bytes) -> list[Any]:

@@ -25,7 +25,9 @@ one per source DataFrame, their outputs joined by Spark's ``union`` (see
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from functools import partial
+from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
@@ -64,6 +66,21 @@ def _fields(value: Any, names: list[str]) -> list[Any]:
         raise ValueError(f"is one value, but the schema has {len(names)} columns {names}; "
                          "return a dict, Row or tuple")
     return [value]
+
+
+def _by_name(kind: type, names: list[str]) -> Callable[[Any], tuple[Any, ...]] | None:
+    """The output columns of a Row class whose fields are its class's (as ``_fields``).
+
+    None when the class does not name every column (or names them per
+    instance, as PySpark's own ``Row``).
+    """
+    fields = vars(kind).get("__fields__")
+    if fields is None or not set(names) <= set(fields):
+        return None
+    at = [fields.index(n) for n in names]
+    if len(at) == 1:
+        return lambda row: (row[at[0]],)
+    return itemgetter(*at)
 
 
 class TypedRows:
@@ -109,9 +126,13 @@ class TypedRows:
             kind = kinds.pop()
             if issubclass(kind, tuple) and not hasattr(values[0], "__fields__"):
                 if set(map(len, values)) == {n}:  # columns by position, transposed in C
-                    for col, column in zip(self.cols, zip(*values, strict=True), strict=True):
-                        col.extend(column)
+                    self._transposed(values)
                     return
+            elif issubclass(kind, tuple) and (by_name := _by_name(kind, self.names)):
+                # Input Rows (one class, its fields on the class): by name, in C.
+                self._transposed(values if vars(kind)["__fields__"] == self.names
+                                 else list(map(by_name, values)))
+                return
             elif kind is dict:
                 for name, col in zip(self.names, self.cols, strict=True):
                     col.extend([v.get(name) for v in values])
@@ -121,6 +142,11 @@ class TypedRows:
                 return
         for v in values:
             self.add(0, 0, DATA, v)
+
+    def _transposed(self, rows: list[Any]) -> None:
+        """Rows of the output's columns by position, one column each."""
+        for col, column in zip(self.cols, zip(*rows, strict=True), strict=True):
+            col.extend(column)
 
     def add(self, seq: int, sub: int, kind: int, value: Any) -> None:
         """An output value (``kind`` DATA) or a pickled failure (``kind`` ERROR)."""
@@ -159,6 +185,26 @@ class TypedRows:
     def frame(self) -> Any:
         """The rows so far as a pandas frame (for a group function)."""
         return self.batch().to_pandas()
+
+
+def _passed_through(df: Any, schema: Any) -> Any:
+    """``df``'s own columns as the output of a segment with no step, or None.
+
+    With no step, each element is an input Row, written by name: when the
+    schema names input columns (of two or more) with their own types, that
+    is a projection, which Spark runs with no row crossing to Python.
+    """
+    from pyspark.sql import functions as F
+
+    fields = {f.name: f for f in df.schema.fields}
+    if len(fields) < 2 or len({n.lower() for n in fields}) != len(df.schema.fields):
+        return None  # one column is the element itself; names Spark would confuse
+    for f in schema.fields:
+        column = fields.get(f.name)
+        if column is None or column.dataType != f.dataType or (
+                column.nullable and not f.nullable):
+            return None
+    return df.select(*[F.col("`" + f.name.replace("`", "``") + "`") for f in schema.fields])
 
 
 def _infer(segment: SparkSegment, node: Stream[Any]) -> Any:
@@ -274,9 +320,12 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     # One plan per source DataFrame; a union of them is Spark's union of
     # their outputs (same columns: the output schema). Each input is observed
     # for the progress() bars of the segment (rows per micro-batch).
-    frames = [build_query_frame(count_input(entry.df, segment.nodes, entry._label()),
-                                lower(chain), first=COLUMNS, output=(rows, schema))
-              for entry, chain in paths]
+    frames = []
+    for entry, chain in paths:
+        df = count_input(entry.df, segment.nodes, entry._label())
+        frame = _passed_through(df, schema) if not chain else None
+        frames.append(frame if frame is not None else build_query_frame(
+            df, lower(chain), first=COLUMNS, output=(rows, schema)))
     out = frames[0]
     for frame in frames[1:]:
         out = out.union(frame)

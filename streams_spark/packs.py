@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .codec import DATA, PACK
+from .codec import DATA, PACK, picklable_rows
 
 __all__ = ["opened", "pack_payload", "windows_and_firsts", "windows_of"]
 
@@ -38,7 +38,7 @@ def pack_payload(seqs: list[int], subs: list[int], values: list[Any],
     >>> opened([3], [0], [PACK], [pack_payload([3, 4], [0, 0], ["a", "b"], [b"k", b"j"])])
     ([3, 4], [0, 0], [0, 0], ['a', 'b'], [b'k', b'j'])
     """
-    return pickle.dumps((seqs, subs, values, keys), protocol=5)
+    return pickle.dumps((seqs, subs, picklable_rows(values), keys), protocol=5)
 
 
 def opened(seqs: Iterable[int], subs: Iterable[int], kinds: Iterable[int], ps: Iterable[Any]

@@ -234,11 +234,14 @@ class Router:
 
     def _pack_one(self, seq: int, sub: int, value: Any, k: bytes | None,
                   t: float | None) -> None:
-        kind, p = pickled_output(DATA, value, self.last)
-        if kind == ERROR:
-            self._error(seq, sub, p)
-        else:
-            self._append(seq, sub, kind, p, k, t)
+        try:  # once per element bound for a session window: pickle's own fast path
+            p = pickle.dumps(value, protocol=5)
+        except Exception:
+            kind, p = pickled_output(DATA, value, self.last)
+            if kind == ERROR:
+                self._error(seq, sub, p)
+                return
+        self._append(seq, sub, DATA, p, k, t)
 
     def _error(self, seq: int, sub: int, p: bytes) -> None:
         if self.to_window:

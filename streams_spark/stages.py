@@ -42,8 +42,8 @@ from .plan import Route, by_id, by_position, chain_plan
 from .routing import ONE_GROUP, Router
 
 __all__ = [
-    "FLUSH", "FLUSH_MARK", "Driver", "chain_task", "collected_rows", "keyed_scan",
-    "sequential_chain", "window_items",
+    "COLUMNS", "FLUSH", "FLUSH_MARK", "WINDOWS", "Driver", "chain_task", "collected_rows",
+    "keyed_scan", "sequential_chain",
 ]
 
 
@@ -82,9 +82,18 @@ class Driver:
             self.events.clear()
             self.stage.failed.clear()
             return
-        push_one = self.push
+        # Driver.push and drain inlined: this loop runs once per input row.
+        push, events, failed, add = self._push, self.events, self.stage.failed, self.rows.add
         for i, x in enumerate(items, seq):
-            push_one(i, 0, x)
+            push(x)
+            if not events:
+                continue
+            if failed:
+                self.drain(i, 0)
+                continue
+            for sub, e in enumerate(events):
+                add(i, sub, DATA, e)
+            events.clear()
 
     def drain(self, seq: int, sub: int) -> int:
         """Hand the recorded outputs and failures on, numbered from ``sub``."""
@@ -117,6 +126,8 @@ Rows = Callable[[], Any]
 
 #: ``first`` of :func:`chain_task` when its input is the user's DataFrame.
 COLUMNS = "columns"
+#: ``first`` of :func:`chain_task` when its input is Spark's aggregated windows.
+WINDOWS = "windows"
 
 
 def _partition_base() -> int:
@@ -135,7 +146,11 @@ def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool | str,
     ``first`` says the input is the raw micro-batch (``seq``, ``p``) rather
     than rows of an earlier stage; :data:`COLUMNS`, that it is the user's
     DataFrame, whose rows are the elements (see
-    :func:`~streams_spark.codec.elements_of`). Errors of the routing functions (the key
+    :func:`~streams_spark.codec.elements_of`); :data:`WINDOWS`, that it is the
+    windows of an event-time window as Spark aggregated them (``end``, ``k``,
+    ``items``): each window is one element, in the in-process order, so the
+    steps after a window run in the same pass that opens its packs (see
+    :func:`_ordered_windows`). Errors of the routing functions (the key
     or time function) are errors of the ``route_to`` node. ``rows_of``
     replaces the routing with another receiver of the outputs.
     """
@@ -153,6 +168,17 @@ def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool | str,
                 # The user's DataFrame itself: its rows are the elements.
                 drive.push_all(base, elements_of(batch))
                 base += batch.num_rows
+                yield rows.batch()
+                continue
+            if first == WINDOWS:
+                windows = _ordered_windows(batch)
+                if getattr(rows, "bulk", False):  # typed rows keep no positions
+                    drive.push_all(0, [w for _, _, w in windows])
+                else:
+                    # A window's outputs leave at (its end, its first element's
+                    # seq): the order of windows closing together in-process.
+                    for end, first_seq, window in windows:
+                        push(end, (first_seq & FIRST_MASK) << 16, window)
                 yield rows.batch()
                 continue
             names = batch.schema.names
@@ -297,9 +323,10 @@ def _columns(frames: Iterator[pd.DataFrame]) -> tuple[list[Any], ...]:
     return cols
 
 
-#: The ``sub`` of a window's row holds this many low bits of the ``seq`` of its
-#: first element (the shift of :meth:`Driver.push` takes the other 16).
+#: The outputs of a window are numbered by this many low bits of the ``seq`` of
+#: its first element (the shift of :meth:`Driver.push` takes the other 16).
 FIRST_BITS = 47
+FIRST_MASK = (1 << FIRST_BITS) - 1
 
 
 def _ordered_windows(batch: pa.RecordBatch | pa.Table) -> list[tuple[int, int, Any]]:
@@ -317,28 +344,6 @@ def _ordered_windows(batch: pa.RecordBatch | pa.Table) -> list[tuple[int, int, A
     return [(end, first, values if k is None else (loads(k), values))
             for end, k, values, first in zip(ends, keys, windows, firsts, strict=True)
             if values]
-
-
-def window_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Turn aggregated windows into rows of kind ``WINDOW``, one per window.
-
-    Input columns: ``start``, ``end`` (microseconds), ``k`` (a pickled key, or
-    null) and ``items`` (a list of ``(seq, sub, kind, p)``, data rows or
-    packs). A row's ``seq`` is the window's end and its ``sub`` the ``seq``
-    of its first element, so that sorting by ``(seq, sub)`` gives the
-    in-process order (see :func:`_ordered_windows`).
-    """
-    dumps = pickle.dumps
-    mask = (1 << FIRST_BITS) - 1
-    for batch in batches:
-        windows = _ordered_windows(batch)
-        n = len(windows)
-        yield pa.RecordBatch.from_arrays(
-            [pa.array([w[0] for w in windows], pa.int64()),
-             pa.array([w[1] & mask for w in windows], pa.int64()),
-             pa.array([WINDOW] * n, pa.int8()),
-             pa.array([dumps(w[2], protocol=5) for w in windows], pa.binary())],
-            names=["seq", "sub", "kind", "p"])
 
 
 assert STATE == 2  # carried state rows never reach streaming stages

@@ -10,6 +10,7 @@ offsets in the checkpoint). Such a plan runs as one streaming query:
          static DataFrame, whose groups come once)
       -> withWatermark + groupBy(window(t, size, slide) or session_window(t, gap),
          key) (an event-time window)
+      -> mapInArrow (the windows in order, and the chain after them)
       -> foreachBatch (results back to the driver, by batch id)
 
 The driver writes a micro-batch as a file, runs the query until it has
@@ -42,12 +43,12 @@ from .late import LateElements
 from .plan import ChainStage, KeyedStage, Plan, WindowStage, route_of
 from .routing import FAR_FUTURE, MID_SCHEMA, NodeFailure
 from .stages import (
+    WINDOWS,
     Rows,
     chain_task,
     collected_rows,
     keyed_scan,
     sequential_chain,
-    window_items,
 )
 from .storage import location, scratch_location
 
@@ -63,10 +64,6 @@ def _spark_schema(schema: pa.Schema) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema)
-
-
-def _row_schema() -> Any:
-    return _spark_schema(pa.schema([f for f in MID_SCHEMA if f.name not in ("k", "t")]))
 
 
 def _seconds(x: float) -> str:
@@ -89,7 +86,6 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     mid = _spark_schema(MID_SCHEMA)
-    rows = _row_schema()
     state = _spark_schema(pa.schema([("s", pa.binary())]))
     stages = list(plan.stages)
     rows_of, out_schema = output if output is not None else (None, mid)
@@ -134,9 +130,11 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
                           .withWatermark("et", _seconds(event_time.lateness)), event_time)
             if nxt is None and output is None:
                 return df  # windows are put in order on the driver: collected_rows()
-            df = df.mapInArrow(window_items, rows)
             if last:
-                return df.mapInArrow(chain_task([], None, False, rows_of), out_schema)
+                return df.mapInArrow(chain_task([], None, WINDOWS, rows_of), out_schema)
+            # The chain after the window (stateless: a stateful step there is
+            # refused) takes the aggregated windows itself, in one pass.
+            first = WINDOWS
             routed = False
     if output is not None:
         if first:  # no stage at all: the input is the output

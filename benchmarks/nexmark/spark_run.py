@@ -1,4 +1,4 @@
-"""Nexmark on Spark: Spark-resident streams pipelines against hand-written PySpark.
+"""Nexmark on Spark: Spark-resident streams pipelines against hand-written PySpark, twice.
 
 The same queries as ``run.py`` (q0, q1, q2, q5 sliding, q7 tumbling, q8
 keyed tumbling, q11 keyed sessions) over the same seeded events, on one
@@ -11,6 +11,14 @@ once as Parquet (``--files`` files); per query and round:
 * PySpark: the query written with the DataFrame API (native expressions for
   q0, q1, q2; ``window()`` for q5 and q7, a join of windowed persons and
   auctions for q8, ``session_window()`` for q11);
+* same functions: the query hand-written in PySpark around the streams
+  pipeline's own Python functions (``spark_queries.same_functions_query``:
+  ``mapInArrow`` for the filter and map functions, which for a window also
+  computes each row's time and key; Spark's ``window()`` /
+  ``session_window()`` with ``collect_list`` of the rows' columns, then
+  ``mapInArrow`` calling the window function). Against it the streams
+  pipeline's ratio is the library's own cost; against native PySpark it
+  also holds what Python functions cost against JVM expressions;
 
 each written with ``write.format("noop")`` and timed until the write ends.
 
@@ -24,11 +32,12 @@ its last windows: the results would be incomplete on both sides (over the
 20,000 events of the check, q7 gave 1 of its 2 windows and q11 none of its
 391 sessions, each side).
 
-Before timing, each query's two outputs over the first 20,000 events are
+Before timing, each query's three outputs over the first 20,000 events are
 collected, sorted and compared, and set against the in-process streams
-result (``run.streams_run``) as well. Rounds alternate which side goes
-first; medians and the per-round ratio (PySpark's time / streams' time, so
-streams' rate over PySpark's: above 1, streams is faster) are printed.
+result (``run.streams_run``) as well. Rounds rotate which side goes first;
+medians and the per-round ratios (the hand-written side's time / streams'
+time, so streams' rate over theirs: above 1, streams is faster) are
+printed, against native PySpark and against the same functions.
 
 Run: ``python benchmarks/nexmark/spark_run.py [--events 1000000] [--rounds 3] [--only q5,q7]``
 """
@@ -90,6 +99,10 @@ def pyspark_side(query: str, df: Any) -> None:
     write_noop(sq.pyspark_query(query, df))
 
 
+def same_functions_side(query: str, df: Any) -> None:
+    write_noop(sq.same_functions_query(query, df))
+
+
 # -- checking ---------------------------------------------------------------------
 
 def _micros(dt: Any) -> int:
@@ -113,7 +126,7 @@ def in_process(query: str, events: list[Any]) -> list[Any]:
 
 
 def check(spark: Any, query: str, directory: str, events: list[Any]) -> str | None:
-    """Compare the two sides' outputs (and the in-process ones); a refusal's message."""
+    """Compare the three sides' outputs (and the in-process ones); a refusal's message."""
     df = spark.read.schema(sq.EVENT_SCHEMA).parquet(directory)
     try:
         frame = sq.streams_query(query, df)
@@ -121,6 +134,10 @@ def check(spark: Any, query: str, directory: str, events: list[Any]) -> str | No
         return f"{type(e).__name__}: {e}"
     ours = sorted(tuple(r) for r in frame.collect())
     theirs = sorted(tuple(r) for r in sq.pyspark_query(query, df).collect())
+    same = sorted(tuple(r) for r in sq.same_functions_query(query, df).collect())
+    if same != theirs:
+        raise SystemExit(f"{query}: the same-functions outputs differ from PySpark's: "
+                         f"{len(same)} against {len(theirs)}")
     if ours != theirs:
         a, b = set(ours), set(theirs)
         raise SystemExit(f"{query}: outputs differ: {len(ours)} from streams, {len(theirs)} "
@@ -182,25 +199,28 @@ def main() -> None:
         print(f"{args.events:,} events ({n_bids:,} bids) in {args.files} Parquet files, "
               f"{args.rounds} rounds, Spark {spark.version} {args.master}, sink noop; "
               f"outputs checked equal over the first {len(check_events):,} events")
-        print(f"{'query':6} {'outputs':>9} {'streams ev/s':>13} {'PySpark ev/s':>13} "
-              f"{'streams/PySpark':>16}  rounds")
+        print(f"{'query':6} {'outputs':>9} {'streams ev/s':>13} {'same-fn ev/s':>13} "
+              f"{'PySpark ev/s':>13} {'vs same-fn':>11} {'vs PySpark':>11}  "
+              "rounds (same-fn; PySpark)")
         for query in args.only.split(","):
             refused = check(spark, query, small, check_events)
             if refused is not None:
                 print(f"{query:6} not run on Spark ({refused})", flush=True)
                 continue
             n_out = sq.pyspark_query(query, df).count()
-            ours, theirs, ratios = [], [], []
+            ours, same, theirs = [], [], []
             for r in range(args.rounds):
                 sides: list[tuple[Callable[[str, Any], None], list[float]]] = [
-                    (streams_side, ours), (pyspark_side, theirs)]
-                for side, times in sides if r % 2 == 0 else sides[::-1]:
+                    (streams_side, ours), (same_functions_side, same), (pyspark_side, theirs)]
+                for side, times in sides[r % 3:] + sides[:r % 3]:
                     times.append(timed(side, query, df)[0])  # type: ignore[arg-type]
-                ratios.append(theirs[-1] / ours[-1])
-            print(f"{query:6} {n_out:>9,} {args.events / statistics.median(ours):>13,.0f} "
-                  f"{args.events / statistics.median(theirs):>13,.0f} "
-                  f"{statistics.median(ratios):>15.2f}x  "
-                  f"{', '.join(f'{x:.2f}' for x in ratios)}", flush=True)
+            vs_same = [s / o for s, o in zip(same, ours, strict=True)]
+            vs_native = [t / o for t, o in zip(theirs, ours, strict=True)]
+            rate = [args.events / statistics.median(t) for t in (ours, same, theirs)]
+            print(f"{query:6} {n_out:>9,} {rate[0]:>13,.0f} {rate[1]:>13,.0f} {rate[2]:>13,.0f} "
+                  f"{statistics.median(vs_same):>10.2f}x {statistics.median(vs_native):>10.2f}x  "
+                  f"{', '.join(f'{x:.2f}' for x in vs_same)}; "
+                  f"{', '.join(f'{x:.2f}' for x in vs_native)}", flush=True)
         if "q8" in args.only.split(","):
             print(f"q8 as a join of two from_spark() inputs: {join_refusal(spark, small)}")
     finally:
