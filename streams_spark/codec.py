@@ -30,6 +30,7 @@ import functools
 import itertools
 import logging
 import pickle
+from collections import namedtuple
 from collections.abc import Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -242,21 +243,14 @@ def row_class(names: tuple[str, ...]) -> type:
 
     attrs: dict[str, Any] = {"__fields__": list(names), "__reduce__": __reduce__,
                              "_row_names": names}
+    # namedtuple's field readers read a tuple's slot in C; an itemgetter
+    # would go through Row.__getitem__, a Python method.
+    slots = vars(namedtuple("_slots", [f"f{i}" for i in range(len(names))]))
     for i, name in enumerate(names):
         # A name tuple or Row already answers (count, index, asDict) stays theirs.
         if name.isidentifier() and not hasattr(Row, name):
-            # namedtuple's field reader reads the tuple's slot in C; an
-            # itemgetter would go through Row.__getitem__, a Python method.
-            attrs[name] = _field(i, name)
+            attrs[name] = slots[f"f{i}"]
     return type("Row", (Row,), attrs)
-
-
-def _field(i: int, name: str) -> Any:
-    try:
-        from _collections import _tuplegetter  # type: ignore[import-not-found]
-    except ImportError:  # pragma: no cover - another Python
-        return property(lambda row: tuple.__getitem__(row, i))
-    return _tuplegetter(i, f"The column {name!r}")
 
 
 class _RowBlock:
