@@ -10,9 +10,11 @@ Spark's own checkpoints and exactly-once file sink.
 
 How an element becomes a row: a ``dict`` by column name, a ``pyspark.sql.Row``
 by name (else by position), a tuple or list by position, anything else is
-the one column ``value``. Without ``schema``, a static DataFrame's schema is
-inferred by running the segment in-process over its first rows (Spark's own
-inference of what comes out); a streaming DataFrame needs ``schema``.
+the one column ``value``. Simple ``map`` and ``filter`` functions run as
+Spark columns rather than in that pass (:mod:`streams_spark.native`).
+Without ``schema``, a static DataFrame's schema is inferred by running the
+segment in-process over its first rows (Spark's own inference of what comes
+out); a streaming DataFrame needs ``schema``.
 
 Several outputs may be taken from one segment (its branches), and a union
 of several ``from_spark()`` inputs ends in one: each output is its own plan,
@@ -39,6 +41,7 @@ from streams.spec import build
 from .codec import DATA, ERROR, OutputError, carried_error, fail_on_executor
 from .join import join_frame
 from .listener import count_input
+from .native import lower_native
 from .plan import lower
 from .segment import SparkSegment
 from .shipping import ship_library
@@ -323,7 +326,10 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     frames = []
     for entry, chain in paths:
         df = count_input(entry.df, segment.nodes, entry._label())
-        frame = _passed_through(df, schema) if not chain else None
+        # Simple functions become Spark columns (see streams_spark.native).
+        df, chain, frame = lower_native(df, chain, schema)
+        if frame is None and not chain:
+            frame = _passed_through(df, schema)
         frames.append(frame if frame is not None else build_query_frame(
             df, lower(chain), first=COLUMNS, output=(rows, schema)))
     out = frames[0]

@@ -1,0 +1,485 @@
+"""Python values as Spark columns, while a function is traced (see :mod:`streams_spark.native`).
+
+A :class:`Value` stands for what a function computes from an input row's
+fields; its operations build the column expression Spark evaluates, with
+Python's semantics, or raise :class:`Untraceable`. :func:`trace` runs a
+function over such values, following each branch on a column both ways.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["BOOL", "FLOAT", "INT", "MAX_PATHS", "NONE", "OTHER", "STR", "RowValue", "Untraceable",
+           "Value", "checked", "column", "element_repr", "functions", "kind_of", "lift",
+           "quoted", "trace", "truth"]
+
+#: Branches followed per function, at most.
+MAX_PATHS = 32
+
+
+class Untraceable(Exception):
+    """The function cannot be run as a Spark column expression; it runs in Python."""
+
+
+# -- kinds ----------------------------------------------------------------------
+
+INT, FLOAT, BOOL, STR, NONE, OTHER = "int", "float", "bool", "str", "none", "other"
+#: Integers within this bound convert to doubles exactly.
+_EXACT = 2 ** 53
+_LONG = (-(2 ** 63), 2 ** 63 - 1)
+_NO_CONSTANT = object()
+
+
+class Trace:
+    """One run of a function: the branch decisions to take, and what it met on the way."""
+
+    def __init__(self, decisions: list[bool], ansi: bool, guards: list[tuple[Any, Any]]
+                 ) -> None:
+        self.decisions = decisions
+        self.taken = 0
+        self.ansi = ansi
+        self.path: list[Any] = []  # the conditions of the branches taken so far
+        self.guards = guards  # (condition, error): where Python would raise
+
+
+TRACE: contextvars.ContextVar[Trace] = contextvars.ContextVar("streams_spark_trace")
+
+
+class Branch(Exception):
+    """A branch on a column not decided yet: the run stops, to follow both ways."""
+
+    def __init__(self, condition: Any) -> None:
+        super().__init__()
+        self.condition = condition
+
+
+def functions() -> Any:
+    from pyspark.sql import functions
+
+    return functions
+
+
+def kind_of(dtype: Any) -> str:
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
+        return INT
+    if isinstance(dtype, T.FloatType | T.DoubleType):
+        return FLOAT
+    if isinstance(dtype, T.BooleanType):
+        return BOOL
+    if isinstance(dtype, T.StringType) and dtype == T.StringType():  # binary collation
+        return STR
+    return OTHER
+
+
+class Value:
+    """A column expression standing for a Python value while a function is traced.
+
+    The operations keep Python's semantics exactly, or raise
+    :class:`Untraceable`:
+
+    * integers are read as 64-bit (``long``) and floats as doubles, as
+      Python holds them; ``+ - *`` of two integers only with ANSI mode on,
+      where an overflow fails the query (Python's integers would grow);
+      with a float, the integer becomes a double, as Python converts it;
+    * ``/`` needs a float operand (Python divides two integers exactly);
+      ``%`` only an integer by a positive integer constant (``pmod``); a zero
+      divisor fails the query, as Python raises ``ZeroDivisionError``;
+    * ``==`` and ``!=`` are null-safe, as ``None == None`` is true;
+      ``< <= > >=`` and arithmetic on a null fail the query, as Python
+      raises ``TypeError``; NaN compares as in Python (Spark orders it);
+    * an integer and a float compare only when the integer is a constant
+      within 2 ** 53, or the float a constant below it (Python compares
+      them exactly, Spark as doubles);
+    * booleans compare only with booleans and do no arithmetic (``True ==
+      1`` in Python); strings only compare (Spark's binary collation orders
+      as Python's code points); other types only pass through.
+    """
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, col: Any, kind: str, nullable: bool, dtype: Any = None,
+                 constant: Any = _NO_CONSTANT) -> None:
+        self.col = col
+        self.kind = kind
+        self.nullable = nullable
+        self.dtype = dtype  # the input column's type, for a column read as is
+        self.constant = constant
+
+    def __bool__(self) -> bool:
+        trace = TRACE.get()
+        if trace.taken < len(trace.decisions):
+            decision = trace.decisions[trace.taken]
+            trace.taken += 1
+            holds = truth(self)
+            trace.path.append(holds if decision else ~holds)
+            return decision
+        raise Branch(truth(self))
+
+    def __add__(self, other: Any) -> Value:
+        return _arith("+", self, other)
+
+    def __radd__(self, other: Any) -> Value:
+        return _arith("+", other, self)
+
+    def __sub__(self, other: Any) -> Value:
+        return _arith("-", self, other)
+
+    def __rsub__(self, other: Any) -> Value:
+        return _arith("-", other, self)
+
+    def __mul__(self, other: Any) -> Value:
+        return _arith("*", self, other)
+
+    def __rmul__(self, other: Any) -> Value:
+        return _arith("*", other, self)
+
+    def __truediv__(self, other: Any) -> Value:
+        return _arith("/", self, other)
+
+    def __rtruediv__(self, other: Any) -> Value:
+        return _arith("/", other, self)
+
+    def __mod__(self, other: Any) -> Value:
+        return _arith("%", self, other)
+
+    def __rmod__(self, other: Any) -> Value:
+        return _arith("%", other, self)
+
+    def __neg__(self) -> Value:
+        return _arith("-", 0 if self.kind == INT else 0.0, self) if self.kind in (
+            INT, FLOAT) else _refuse("unary -")
+
+    def __eq__(self, other: Any) -> Value:  # type: ignore[override]
+        return _compare("==", self, other)
+
+    def __ne__(self, other: Any) -> Value:  # type: ignore[override]
+        return _compare("!=", self, other)
+
+    def __lt__(self, other: Any) -> Value:
+        return _compare("<", self, other)
+
+    def __le__(self, other: Any) -> Value:
+        return _compare("<=", self, other)
+
+    def __gt__(self, other: Any) -> Value:
+        return _compare(">", self, other)
+
+    def __ge__(self, other: Any) -> Value:
+        return _compare(">=", self, other)
+
+    def __getattr__(self, name: str) -> Any:
+        raise Untraceable(f"attribute {name!r} of a column value")
+
+
+def _refuse(what: str) -> Any:
+    raise Untraceable(f"{what} on a column value")
+
+
+def _refusing(name: str) -> Callable[..., Any]:
+    return lambda self, *args: _refuse(name)
+
+
+for _name in ("__floordiv__", "__rfloordiv__", "__pow__", "__rpow__", "__and__", "__rand__",
+              "__or__", "__ror__", "__xor__", "__rxor__", "__invert__", "__pos__", "__abs__",
+              "__lshift__", "__rlshift__", "__rshift__", "__rrshift__", "__matmul__",
+              "__getitem__", "__len__", "__contains__", "__iter__", "__index__", "__int__",
+              "__float__", "__round__", "__divmod__", "__rdivmod__"):
+    setattr(Value, _name, _refusing(_name))
+
+
+def lift(x: Any) -> Value:
+    """A Python constant as a :class:`Value`; a value stays itself."""
+    if isinstance(x, Value):
+        return x
+    F = functions()
+    if x is None:
+        return Value(F.lit(None), NONE, True, constant=None)
+    if type(x) is bool:
+        return Value(F.lit(x), BOOL, False, constant=x)
+    if type(x) is int:
+        if not _LONG[0] <= x <= _LONG[1]:
+            raise Untraceable(f"the integer {x} does not fit in 64 bits")
+        return Value(F.lit(x).cast("long"), INT, False, constant=x)
+    if type(x) is float:
+        return Value(F.lit(x).cast("double"), FLOAT, False, constant=x)
+    if type(x) is str:
+        return Value(F.lit(x), STR, False, constant=x)
+    raise Untraceable(f"a {type(x).__name__} constant")
+
+
+def _fail(condition: Any, error: Any, value: Any) -> Any:
+    """``value``; where ``condition`` holds on this path, Python raises ``error``.
+
+    The failure is not part of ``value``'s column: a value Python computes
+    may be dropped by a later step, or not be written, and Python raises all
+    the same. Each step's failures are checked on every row the step sees
+    (see :func:`checked`).
+    """
+    F = functions()
+    trace = TRACE.get()
+    if trace.path:
+        on_path = trace.path[0]
+        for c in trace.path[1:]:
+            on_path = F.when(on_path, c).otherwise(False)
+        condition = F.when(on_path, condition).otherwise(False)
+    trace.guards.append((condition, error))
+    return value
+
+
+def checked(guards: list[tuple[Any, Any]], label: str, row: Any, then: Any) -> Any:
+    """``then``, or the query fails with the first of ``guards`` that holds."""
+    F = functions()
+    col: Any = None
+    seen: set[tuple[str, str]] = set()
+    for condition, error in guards:
+        key = (str(condition), str(error))
+        if key in seen:  # every path meets the failures before its first branch
+            continue
+        seen.add(key)
+        message = F.concat(F.lit(f"{label} failed on element "), row, F.lit(": "),
+                           F.lit(error) if isinstance(error, str) else error)
+        col = (F.when if col is None else col.when)(condition, F.raise_error(message))
+    return then if col is None else col.otherwise(then)
+
+
+def _any_null(*values: Value) -> Any:
+    cols = [v.col.isNull() for v in values if v.nullable]
+    out = cols[0] if cols else None
+    for c in cols[1:]:
+        out = out | c
+    return out
+
+
+def _type_names(template: str, a: Value, b: Value) -> Any:
+    """Python's ``TypeError`` message for ``a`` and ``b``, one of them None."""
+    F = functions()
+    names = {INT: "int", FLOAT: "float", BOOL: "bool", STR: "str", NONE: "NoneType"}
+
+    def name(v: Value) -> Any:
+        known = F.lit(names.get(v.kind, "object"))
+        return F.when(v.col.isNull(), F.lit("NoneType")).otherwise(known) if v.nullable \
+            else known
+
+    first, rest = template.split("{a}")
+    middle, last = rest.split("{b}")
+    return F.concat(F.lit("TypeError: " + first), name(a), F.lit(middle), name(b),
+                    F.lit(last))
+
+
+def _arith(op: str, a: Any, b: Any) -> Value:
+    a, b = lift(a), lift(b)
+    F = functions()
+    if not {a.kind, b.kind} <= {INT, FLOAT}:
+        raise Untraceable(f"{op} of {a.kind} and {b.kind}")
+    floating = FLOAT in (a.kind, b.kind)
+    if op == "/" and not floating:
+        raise Untraceable("/ of two integers (Python divides them exactly)")
+    if op == "%" and not (a.kind == INT and type(b.constant) is int and b.constant > 0):
+        raise Untraceable("% other than of an integer by a positive integer constant")
+    if not floating and not TRACE.get().ansi:
+        raise Untraceable("integer arithmetic with spark.sql.ansi.enabled off (it would wrap)")
+    x = a.col.cast("double") if floating and a.kind == INT else a.col
+    y = b.col.cast("double") if floating and b.kind == INT else b.col
+    if op == "+":
+        col = x + y
+    elif op == "-":
+        col = x - y
+    elif op == "*":
+        col = x * y
+    elif op == "/":
+        col = _fail(y == 0, "ZeroDivisionError: float division by zero", x / y)
+    else:
+        col = F.pmod(x, y)
+    nulls = _any_null(a, b)
+    if nulls is not None:
+        col = _fail(nulls, _type_names(
+            f"unsupported operand type(s) for {op}: '{{a}}' and '{{b}}'", a, b), col)
+    return Value(col, FLOAT if floating else INT, False)
+
+
+def _comparable(a: Value, b: Value) -> bool:
+    kinds = {a.kind, b.kind}
+    if kinds == {INT, FLOAT}:
+        i, f = (a, b) if a.kind == INT else (b, a)
+        return ((type(i.constant) is int and abs(i.constant) <= _EXACT)
+                or (type(f.constant) is float and abs(f.constant) < _EXACT))
+    return len(kinds) == 1 and OTHER not in kinds
+
+
+def _compare(op: str, a: Any, b: Any) -> Value:
+    a, b = lift(a), lift(b)
+    F = functions()
+    if op in ("==", "!="):
+        if NONE not in (a.kind, b.kind) and not _comparable(a, b):
+            raise Untraceable(f"{op} of {a.kind} and {b.kind}")
+        col = a.col.eqNullSafe(b.col)  # never null
+        if op == "!=":
+            col = ~col
+    else:
+        if not _comparable(a, b) or NONE in (a.kind, b.kind):
+            raise Untraceable(f"{op} of {a.kind} and {b.kind}")
+        col = {"<": a.col < b.col, "<=": a.col <= b.col, ">": a.col > b.col,
+               ">=": a.col >= b.col}[op]
+    floats = [v.col for v in (a, b) if v.kind == FLOAT]
+    if floats:
+        # Python: NaN equals nothing and orders with nothing (isnan(null) is false).
+        nan = F.isnan(floats[0]) if len(floats) == 1 else F.isnan(floats[0]) | F.isnan(
+            floats[1])
+        col = F.when(nan, F.lit(op == "!=")).otherwise(col)
+    if op not in ("==", "!="):
+        nulls = _any_null(a, b)
+        if nulls is not None:
+            col = _fail(nulls, _type_names(
+                f"'{op}' not supported between instances of '{{a}}' and '{{b}}'", a, b), col)
+    return Value(col, BOOL, False)
+
+
+def truth(x: Any) -> Any:
+    """A non-null boolean column: whether Python finds ``x`` true."""
+    F = functions()
+    if isinstance(x, tuple | list | dict):
+        return F.lit(len(x) > 0)
+    if isinstance(x, RowValue):
+        return F.lit(bool(x))
+    v = lift(x)
+    if v.kind == NONE:
+        return F.lit(False)
+    if v.kind == BOOL:
+        return F.coalesce(v.col, F.lit(False))
+    if v.kind in (INT, FLOAT):
+        return F.coalesce(v.col != 0, F.lit(False))  # NaN is true, in both
+    if v.kind == STR:
+        return F.coalesce(F.length(v.col) > 0, F.lit(False))
+    raise Untraceable("the truth of a column of another type")
+
+
+class RowValue:
+    """Stands for an input row: its fields are :class:`Value` columns.
+
+    Its own attributes are name-mangled, so that no column name is hidden.
+    """
+
+    def __init__(self, fields: list[Any]) -> None:
+        F = functions()
+        self.__names = [f.name for f in fields]
+        self.__values = [column(F.col(quoted(f.name)), f) for f in fields]
+
+    def __getattr__(self, name: str) -> Value:
+        if name.startswith("__") or name.startswith("_RowValue__"):
+            raise AttributeError(name)
+        if name not in self.__names:
+            raise Untraceable(f"the row has no field {name!r}")
+        return self.__values[self.__names.index(name)]
+
+    def __getitem__(self, key: Any) -> Value:
+        if type(key) is int and -len(self.__values) <= key < len(self.__values):
+            return self.__values[key]
+        if type(key) is str and key in self.__names:
+            return self.__values[self.__names.index(key)]
+        raise Untraceable(f"row[{key!r}]")
+
+    def __bool__(self) -> bool:
+        return bool(self.__names)
+
+    def __eq__(self, other: Any) -> bool:
+        raise Untraceable("comparing a whole row")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def column(col: Any, field: Any) -> Value:
+    kind = kind_of(field.dataType)
+    # Python holds every integer and float at full width: so must the arithmetic.
+    read = col.cast("long") if kind == INT else col.cast("double") if kind == FLOAT else col
+    return Value(read, kind, field.nullable, dtype=field.dataType)
+
+
+def element_repr(fields: list[Any]) -> Any:
+    """About the ``repr()`` of the element a row stands for (a Row, or its one value)."""
+    F = functions()
+
+    def text(f: Any) -> Any:
+        col = F.col(quoted(f.name))
+        kind = kind_of(f.dataType)
+        shown = (F.concat(F.lit("'"), col, F.lit("'")) if kind == STR
+                 else F.when(col, F.lit("True")).otherwise(F.lit("False")) if kind == BOOL
+                 else col.cast("string"))
+        return F.coalesce(shown, F.lit("None"))
+
+    if len(fields) == 1:
+        return text(fields[0])
+    return F.concat(F.lit("Row("), F.concat_ws(", ", *[
+        F.concat(F.lit(f.name + "="), text(f)) for f in fields]), F.lit(")"))
+
+
+# -- tracing ---------------------------------------------------------------------
+
+def trace(func: Callable[[Any], Any], element: Any, guards: list[tuple[Any, Any]], *,
+          ansi: bool = True) -> Any:
+    """What ``func(element)`` gives, as values and constants, following every branch.
+
+    ``guards`` receives ``(condition, error)`` where Python would raise.
+    Raises :class:`Untraceable` when some operation has no exact column form,
+    when ``func`` raises, or past :data:`MAX_PATHS` paths.
+    """
+    paths = 0
+
+    def run(decisions: list[bool]) -> Any:
+        nonlocal paths
+        token = TRACE.set(Trace(decisions, ansi, guards))
+        try:
+            result = func(element)
+        except Branch as branch:
+            if len(decisions) >= MAX_PATHS:
+                raise Untraceable("too many branches") from None
+            yes = run([*decisions, True])
+            no = run([*decisions, False])
+            return _choose(branch.condition, yes, no)
+        except Untraceable:
+            raise
+        except Exception as e:  # what Python does here is not a column's to say
+            raise Untraceable(f"raised {type(e).__name__}: {e}") from None
+        finally:
+            TRACE.reset(token)
+        paths += 1
+        if paths > MAX_PATHS:
+            raise Untraceable("too many branches")
+        return result
+
+    return run([])
+
+
+def _choose(condition: Any, yes: Any, no: Any) -> Any:
+    """``yes`` where ``condition`` holds, else ``no``, as one value of the same shape."""
+    if isinstance(yes, tuple | list | dict) or isinstance(no, tuple | list | dict):
+        if type(yes) is not type(no) or len(yes) != len(no):
+            raise Untraceable("branches give results of different shapes")
+        if isinstance(yes, dict):
+            if yes.keys() != no.keys():
+                raise Untraceable("branches give dicts of different keys")
+            return {k: _choose(condition, yes[k], no[k]) for k in yes}
+        return type(yes)(_choose(condition, a, b) for a, b in zip(yes, no, strict=True))
+    if isinstance(yes, RowValue) or isinstance(no, RowValue):
+        if yes is not no:
+            raise Untraceable("one branch gives the row, the other something else")
+        return yes
+    a, b = lift(yes), lift(no)
+    if a.kind == b.kind or NONE in (a.kind, b.kind):
+        kind = b.kind if a.kind == NONE else a.kind
+    else:
+        raise Untraceable(f"branches give a {a.kind} and a {b.kind}")
+    if kind == OTHER and not (a.dtype is not None and a.dtype == b.dtype):
+        raise Untraceable("branches give columns of other types")
+    F = functions()
+    return Value(F.when(condition, a.col).otherwise(b.col), kind, a.nullable or b.nullable,
+                 dtype=a.dtype if a.dtype == b.dtype else None)
+

@@ -1,0 +1,213 @@
+"""Simple ``map`` and ``filter`` functions of a Spark-resident segment, run as Spark columns.
+
+A function that only reads an input row's fields and combines them with
+arithmetic, comparisons, ``and``/``or``/``not``, conditional expressions and
+constants (``lambda r: r.kind == 2 and r.auction % 123 == 0``, ``lambda r:
+(r.auction, r.price * 0.908)``) is turned into a Spark column expression,
+so that Spark runs it in the JVM and no row crosses to Python for it. The
+result is the one Python would give, row for row, or the query fails where
+Python would raise (see :class:`Value` for each operation's rules).
+
+A function qualifies only when it provably has no effect but its result:
+
+* it is a plain Python function of one argument whose bytecode holds no
+  call, loop, ``try``, ``is`` test, f-string or nested function (see
+  :data:`ALLOWED`), and whose globals and closure variables are numbers,
+  strings, booleans or None;
+* tracing it over a stand-in row meets only the operations below; a branch
+  on a column (``if``, ``and``, ``or``, ``not``, ``in``) is followed both
+  ways, by running the function again (a pure function gives the same
+  answer each time), up to :data:`MAX_PATHS` paths.
+
+Anything else raises :class:`Untraceable` and the step runs in Python, as
+before. Only steps with the default error policy (``raise``) are lowered:
+a skipped or routed failure needs the Python element.
+"""
+
+from __future__ import annotations
+
+import dis
+import types
+from typing import Any
+
+from streams.spec import NodeSpec
+
+from .column_values import (
+    BOOL,
+    FLOAT,
+    INT,
+    NONE,
+    STR,
+    RowValue,
+    Untraceable,
+    checked,
+    column,
+    element_repr,
+    functions,
+    kind_of,
+    lift,
+    quoted,
+    trace,
+    truth,
+)
+
+__all__ = ["ALLOWED", "lower_native", "pure"]
+
+
+#: Opcodes (CPython 3.10-3.13) a function may use: loads, stores, arithmetic,
+#: comparisons, forward jumps and building tuples, lists and dicts.
+ALLOWED = frozenset({
+    "RESUME", "NOP", "CACHE", "EXTENDED_ARG", "COPY_FREE_VARS", "MAKE_CELL",
+    "LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST", "LOAD_CONST", "LOAD_SMALL_INT",
+    "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_ATTR", "STORE_FAST", "STORE_FAST_LOAD_FAST",
+    "STORE_FAST_STORE_FAST", "POP_TOP", "COPY", "SWAP", "ROT_TWO", "ROT_THREE", "DUP_TOP",
+    "BINARY_OP", "BINARY_ADD", "BINARY_SUBTRACT", "BINARY_MULTIPLY", "BINARY_TRUE_DIVIDE",
+    "BINARY_MODULO", "BINARY_SUBSCR", "COMPARE_OP", "CONTAINS_OP", "UNARY_NEGATIVE",
+    "UNARY_NOT", "TO_BOOL", "BUILD_TUPLE", "BUILD_LIST", "LIST_EXTEND", "BUILD_MAP",
+    "BUILD_CONST_KEY_MAP", "RETURN_VALUE", "RETURN_CONST", "JUMP_FORWARD",
+    "POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE",
+    "POP_JUMP_FORWARD_IF_TRUE", "JUMP_IF_FALSE_OR_POP", "JUMP_IF_TRUE_OR_POP", "NOT_TAKEN",
+})
+
+_CONSTANTS = (int, float, str, bool, type(None))
+
+_PLAIN = (dis.COMPILER_FLAG_NAMES and {
+    flag for flag, name in dis.COMPILER_FLAG_NAMES.items()
+    if name in ("VARARGS", "VARKEYWORDS", "GENERATOR", "COROUTINE", "ASYNC_GENERATOR",
+                "ITERABLE_COROUTINE")})
+
+
+def _constant(value: Any) -> bool:
+    if type(value) in (tuple, frozenset):
+        return all(_constant(v) for v in value)
+    return type(value) in _CONSTANTS
+
+
+def pure(func: Any) -> bool:
+    """Whether ``func``'s bytecode can do nothing but compute its result from its argument.
+
+    Examples
+    --------
+    >>> pure(lambda r: (r.a, r.b * 2) if r.a > 0 else None)
+    True
+    >>> pure(lambda r: print(r)), pure(lambda r: r is None), pure(len)
+    (False, False, False)
+    """
+    if not isinstance(func, types.FunctionType):
+        return False
+    code = func.__code__
+    if code.co_argcount != 1 or code.co_kwonlyargcount or code.co_posonlyargcount > 1:
+        return False
+    if any(code.co_flags & flag for flag in _PLAIN):
+        return False
+    for cell in func.__closure__ or ():
+        try:
+            if not _constant(cell.cell_contents):
+                return False
+        except ValueError:  # an empty cell
+            return False
+    for ins in dis.get_instructions(code):
+        if ins.opname not in ALLOWED:
+            return False
+        if ins.opname == "LOAD_GLOBAL" and not (
+                ins.argval in func.__globals__ and _constant(func.__globals__[ins.argval])):
+            return False  # a builtin (a call would follow) or a global object
+        if ins.opname == "LOAD_CONST" and not _constant(ins.argval):
+            return False  # a code object: a nested function or comprehension
+    return True
+
+
+# -- lowering ----------------------------------------------------------------------
+
+def _output(x: Any, field: Any, ansi: bool) -> Any:
+    """The column ``x`` becomes in ``field``, as ``to_dataframe()`` writes it from Python."""
+    v = lift(x)
+    target = field.dataType
+    kind = kind_of(target)
+    if v.nullable and not field.nullable:
+        raise Untraceable(f"a value that may be None for the non-null column {field.name!r}")
+    if v.kind == NONE:
+        col = v.col.cast(target)
+    elif v.dtype is not None and v.dtype == target:
+        col = v.col.cast(target)  # a column passed through: back to its own type
+    elif v.kind == kind == INT and (ansi or target.typeName() == "long"):
+        col = v.col.cast(target)  # an overflow fails, as Arrow's conversion raises
+    elif (v.kind == kind and kind in (BOOL, STR)) or (
+            v.kind == FLOAT and target.typeName() == "double"):
+        col = v.col
+    else:
+        raise Untraceable(f"a {v.kind} for the {target.simpleString()} column {field.name!r}")
+    return col.alias(field.name)
+
+
+def _outputs(result: Any, schema: Any, ansi: bool) -> list[Any]:
+    """The output columns of ``result``, as ``to_dataframe()`` makes a row of it."""
+    fields = schema.fields
+    if isinstance(result, dict):
+        return [_output(result.get(f.name), f, ansi) for f in fields]
+    if isinstance(result, tuple | list):
+        if len(result) != len(fields):
+            raise Untraceable("a result with another number of values than columns")
+        return [_output(x, f, ansi) for x, f in zip(result, fields, strict=True)]
+    if isinstance(result, RowValue) or len(fields) != 1:
+        raise Untraceable("a row, or one value for several columns")
+    return [_output(result, fields[0], ansi)]
+
+
+def _traceable(spec: NodeSpec) -> bool:
+    return (spec.operator in ("map", "filter", "remove") and spec.policy == "raise"
+            and spec.func is not None and not spec.params.get("args")
+            and not spec.params.get("kwargs") and not spec.traits.stateful and pure(spec.func))
+
+
+def lower_native(df: Any, specs: list[NodeSpec], schema: Any
+                 ) -> tuple[Any, list[NodeSpec], Any | None]:
+    """Run the leading traceable steps of a segment as Spark columns.
+
+    Returns ``(df, rest, frame)``: ``df`` with the leading filters applied as
+    one Spark filter, the steps left to run in Python, and the output frame
+    when every step (and the conversion to ``schema``) became columns.
+    Filters and maps after a first map are lowered only when everything is:
+    a Python step after them would need the Python values.
+    """
+    F = functions()
+    ansi = str(df.sparkSession.conf.get("spark.sql.ansi.enabled", "true")).lower() == "true"
+    fields = df.schema.fields
+    element: Any = RowValue(fields) if len(fields) != 1 else column(
+        F.col(quoted(fields[0].name)), fields[0])
+    row = element_repr(fields)
+    keep: Any = None  # the filters' condition so far
+    cut, cut_keep = 0, None  # the steps lowered while the element is still the input row
+    current = element
+    for i, spec in enumerate(specs):
+        if not _traceable(spec) or spec.func is None:
+            break
+        guards: list[tuple[Any, Any]] = []
+        try:
+            result = trace(spec.func, current, guards, ansi=ansi)
+            if spec.operator == "map":
+                current = result
+                passes = F.lit(True)
+            else:
+                passes = truth(result)
+                if spec.operator == "remove":
+                    passes = ~passes
+            passes = checked(guards, spec.name, row, passes)
+            if spec.operator != "map" or guards:
+                # One CASE per step: a later step is evaluated only on the rows
+                # the earlier ones kept, as in Python (Spark may reorder AND).
+                keep = passes if keep is None else F.when(keep, passes).otherwise(False)
+        except Untraceable:
+            break
+        if current is element:
+            cut, cut_keep = i + 1, keep
+    else:
+        if current is not element:
+            try:
+                columns = _outputs(current, schema, ansi)
+            except Untraceable:
+                columns = None
+            if columns is not None:
+                out = df.where(keep) if keep is not None else df
+                return out, [], out.select(*columns)
+    return (df.where(cut_keep) if cut_keep is not None else df), specs[cut:], None

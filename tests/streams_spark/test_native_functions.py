@@ -1,0 +1,251 @@
+"""Simple map and filter functions run as Spark columns, with Python's results."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
+from streams import Stream
+from streams_spark.native import pure
+
+
+def python_passes(frame: Any) -> int:
+    """How many passes of the frame's plan run Python code (streaming ones too)."""
+    plan = frame._jdf.queryExecution().logical().toString()
+    return plan.count("MapInArrow") + plan.count("FlatMapGroupsInPandas")
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "k string, n long, x double, b boolean, i int"
+NAN, INF = float("nan"), float("inf")
+ROWS = [
+    ("a", 1, 0.5, True, 1),
+    ("b", -7, -1.5, False, 2),
+    ("c", 0, 0.0, True, 3),
+    ("a", 2 ** 53 + 1, NAN, False, -4),
+    (None, None, None, None, None),
+    ("", 3, INF, True, 0),
+    ("é", -(2 ** 62), -0.0, False, 7),
+]
+BID = 2  # a global constant, as a module's constants are
+
+
+def in_process(rows: list[Any], build: Any) -> list[Any]:
+    source = Stream()
+    out = build(source).sink_to_list()
+    for r in rows:
+        source.emit(r)
+    return out
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal values, NaN equal to NaN."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return bool(a == b and type(a) is type(b))
+
+
+def check(spark: Any, build: Any, schema: str, rows: list[Any] = ROWS, native: bool = True
+          ) -> list[Any]:
+    """``build``'s output on Spark equals in-process; it ran in the JVM if ``native``."""
+    df = spark.createDataFrame(rows, SCHEMA)
+    out = build(Stream.from_spark(df)).to_dataframe(schema)
+    assert python_passes(out) == (0 if native else 1), out._jdf.queryExecution().logical()
+    got = [tuple(r) for r in out.collect()]
+    names = [c.split()[0] for c in schema.split(", ")]
+    expected = []
+    for v in in_process(df.collect(), build):
+        if isinstance(v, dict):
+            v = tuple(v.get(n) for n in names)
+        elif hasattr(v, "__fields__"):
+            v = tuple(v[n] for n in names)
+        elif not isinstance(v, tuple):
+            v = (v,)
+        expected.append(v)
+    key = repr
+    assert len(got) == len(expected)
+    for g, e in zip(sorted(got, key=key), sorted(expected, key=key), strict=True):
+        assert all(same(a, b) for a, b in zip(g, e, strict=True)), (g, e)
+    return got
+
+
+# -- which functions qualify --------------------------------------------------------
+
+def test_pure_accepts_field_arithmetic_comparisons_and_branches_only() -> None:
+    limit = 10
+    assert pure(lambda r: r.kind == BID and r.auction % 123 == 0)
+    assert pure(lambda r: (r.a, r.b * 0.9) if r.a > limit else None)
+    assert pure(lambda r: {"k": r.k, "n": -r.n})
+    refused = [
+        lambda r: print(r),  # a call
+        lambda r: len(r),  # a builtin
+        lambda r: r is None,  # identity: no column form
+        lambda r: [v for v in r],  # a comprehension (a loop)
+        lambda r: f"{r.k}",  # formatting
+        lambda r, s=0: r,  # a second argument
+        lambda r: r.k.upper(),  # a method call
+        lambda r: Path(r),  # a global object
+        len, str.upper, abs,
+    ]
+    for f in refused:
+        assert not pure(f), f
+    seen: list[Any] = []
+    assert not pure(lambda r: seen)  # a closure over a mutable object
+
+    async def coroutine(r: Any) -> Any:
+        return r
+
+    def generator(r: Any) -> Any:
+        yield r
+
+    assert not pure(coroutine) and not pure(generator)
+
+
+# -- the same results -------------------------------------------------------------------
+
+@pytest.mark.parametrize("predicate", [
+    lambda r: r.k == "a",
+    lambda r: r.n != 3,  # null-safe: a null row passes, as None != 3
+    lambda r: r.x == r.x,  # NaN is not itself; None is
+    lambda r: r.x != r.x,
+    lambda r: r.k == "a" or r.n == 0,
+    lambda r: not r.b,  # None is false
+    lambda r: r.i in (1, 2, 7),
+    lambda r: r.k,  # truth of a string: None and "" are false
+    lambda r: r.x,  # truth of a float: NaN is true, 0.0 and -0.0 false
+    lambda r: r.n if r.b else r.i,
+    lambda r: r.k != None and r.k >= "b",  # noqa: E711 - the comparison Python makes
+    lambda r: r.n != None and r.n % 3 == 1,  # noqa: E711 - Python's modulo of negatives
+    lambda r: r.x != None and r.x > 0.25,  # noqa: E711
+    lambda r: r.n != None and r.n > 0.5,  # noqa: E711 - a float constant below 2 ** 53
+    lambda r: r.i == BID or r.b == True,  # noqa: E712
+    lambda r: r.b != None and r.b > False,  # noqa: E711 - booleans order
+])
+def test_filters_keep_the_rows_python_keeps(spark: Any, predicate: Any) -> None:
+    check(spark, lambda s: s.filter(predicate), SCHEMA)
+    check(spark, lambda s: s.remove(predicate), SCHEMA)
+
+
+@pytest.mark.parametrize(("func", "schema"), [
+    (lambda r: (r.k, r.i, r.x), "k string, i int, x double"),
+    (lambda r: {"n": r.n, "k": r.k}, "k string, n long, missing long"),
+    (lambda r: (r.x * 2, r.x / 4.0, r.x - r.x, -r.x), "a double, b double, c double, d double"),
+    (lambda r: (r.i * 2, r.i + 1, -r.i, r.i - 10, r.i % 5, r.i * 0.5),
+     "a long, b long, c long, d int, e long, f double"),
+    (lambda r: r.n == 1 if r.k == "a" else None, "value boolean"),
+    (lambda r: ("big" if r.n > 10 else "small", r.n), "size string, n long"),
+    (lambda r: r.i == 3, "value boolean"),
+])
+def test_maps_write_the_columns_python_writes(spark: Any, func: Any, schema: str) -> None:
+    rows = [r for r in ROWS if r[1] is not None]  # Python raises on None (tested below)
+    check(spark, lambda s: s.filter(lambda r: r.i != None).map(func), schema,  # noqa: E711
+          rows=rows)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.tuples(
+    st.one_of(st.none(), st.text("abé", max_size=2)),
+    st.one_of(st.none(), st.integers(-(2 ** 62), 2 ** 62)),
+    st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)),
+    st.one_of(st.none(), st.booleans()),
+    st.one_of(st.none(), st.integers(-(2 ** 31), 2 ** 31 - 1))), max_size=30))
+def test_a_filter_map_pipeline_equals_in_process_on_any_rows(spark: Any, rows: list[Any]
+                                                              ) -> None:
+    def build(s: Stream[Any]) -> Stream[Any]:
+        return (s.filter(lambda r: (r.k != None and r.k >= "b") or r.n == 3 or r.b)  # noqa: E711
+                .map(lambda r: (r.k, r.n + 1 if r.n != None else -1,  # noqa: E711
+                                r.x * 2 if r.x != None else 0.0, r.x != r.x)))  # noqa: E711
+    check(spark, build, "k string, n long, x double, nan boolean", rows=rows or ROWS[:1])
+
+
+def test_a_function_beyond_columns_still_runs_in_python_after_native_filters(
+        spark: Any) -> None:
+    def build(s: Stream[Any]) -> Stream[Any]:
+        return s.filter(lambda r: r.k != None).map(lambda r: (r.k.upper(), r.n))  # noqa: E711
+    check(spark, build, "k string, n long", native=False)
+    df = spark.createDataFrame(ROWS, SCHEMA)
+    plan = str(build(Stream.from_spark(df)).to_dataframe("k string, n long")
+               ._jdf.queryExecution().executedPlan())
+    assert plan.index("MapInArrow") < plan.index("Filter")  # the filter runs below Python
+
+
+def test_a_step_skipping_its_failures_runs_in_python(spark: Any) -> None:
+    check(spark, lambda s: s.map(lambda r: (r.k, r.n * 2)).on_error("skip"),
+          "k string, n long", native=False)
+
+
+def test_integer_arithmetic_stays_in_python_without_ansi_mode(spark: Any) -> None:
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:  # Spark would wrap an overflow around; Python's integers grow
+        rows = [r for r in ROWS if r[1] is not None]
+        check(spark, lambda s: s.map(lambda r: (r.k, r.n * 2)), "k string, n long",
+              rows=rows[:3], native=False)
+        check(spark, lambda s: s.filter(lambda r: r.n != 0), SCHEMA, rows=rows)
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", "true")
+
+
+# -- failures where Python raises --------------------------------------------------------
+
+def test_a_null_in_arithmetic_fails_as_python_raises_naming_node_and_element(
+        spark: Any) -> None:
+    df = spark.createDataFrame([("a", 1, 0.5, True, 1), ("b", None, 1.0, False, 2)], SCHEMA)
+    out = Stream.from_spark(df).map(lambda r: (r.k, r.n * 0.5)).to_dataframe(
+        "k string, v double")
+    assert python_passes(out) == 0
+    with pytest.raises(Exception, match=(
+            r"map\(<lambda>\) failed on element Row\(k='b', n=None, .*\): TypeError: "
+            r"unsupported operand type\(s\) for \*: 'NoneType' and 'float'")):
+        out.collect()
+    with pytest.raises(TypeError, match=r"for \*: 'NoneType' and 'float'"):
+        in_process(df.collect(), lambda s: s.map(lambda r: (r.k, r.n * 0.5)))
+
+
+def test_ordering_a_null_and_dividing_by_zero_fail_as_in_python(spark: Any) -> None:
+    df = spark.createDataFrame([("a", None, 0.0, True, 1)], SCHEMA)
+    order = Stream.from_spark(df).filter(lambda r: r.n < 3).to_dataframe(SCHEMA)
+    with pytest.raises(Exception, match=r"'<' not supported between instances of 'NoneType' "
+                                        r"and 'int'"):
+        order.collect()
+    divide = Stream.from_spark(df).map(lambda r: 1.0 / r.x).to_dataframe("v double")
+    with pytest.raises(Exception, match=r"ZeroDivisionError: float division by zero"):
+        divide.collect()
+
+
+def test_later_steps_see_only_the_rows_earlier_filters_keep(spark: Any) -> None:
+    # Python never orders the null: the first filter drops it.
+    check(spark, lambda s: s.filter(lambda r: r.n != None).filter(  # noqa: E711
+        lambda r: r.n > 1), SCHEMA)
+
+
+def test_a_value_python_computes_and_a_later_step_drops_still_fails(spark: Any) -> None:
+    df = spark.createDataFrame([("a", None, 0.5, True, 1)], SCHEMA)
+    out = (Stream.from_spark(df).map(lambda r: (r.n * 2, r.k)).map(lambda t: t[1])
+           .to_dataframe("k string"))
+    assert python_passes(out) == 0
+    with pytest.raises(Exception, match=r"unsupported operand type\(s\) for \*"):
+        out.collect()
+
+
+# -- streams ----------------------------------------------------------------------------
+
+def test_a_streaming_source_runs_native_steps_under_spark_checkpoints(
+        spark: Any, tmp_path: Path) -> None:
+    rows = [r for r in ROWS if r[1] is not None and r[0] is not None]
+    spark.createDataFrame(rows, SCHEMA).coalesce(1).write.parquet(str(tmp_path / "in"))
+    df = spark.readStream.schema(SCHEMA).parquet(str(tmp_path / "in"))
+    out = (Stream.from_spark(df).filter(lambda r: r.k >= "b")
+           .map(lambda r: (r.k, r.n * 2)).to_dataframe("k string, n long"))
+    assert out.isStreaming and python_passes(out) == 0
+    query = (out.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    written = sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert written == sorted((k, n * 2) for k, n, *_ in rows if k >= "b")
