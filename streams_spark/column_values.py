@@ -57,9 +57,10 @@ class Branch(Exception):
 
 
 def functions() -> Any:
-    from pyspark.sql import functions
+    """The expression builders: Spark SQL as text (see :mod:`streams_spark.sql_text`)."""
+    from . import sql_text
 
-    return functions
+    return sql_text
 
 
 def kind_of(dtype: Any) -> str:
@@ -231,8 +232,12 @@ def _fail(condition: Any, error: Any, value: Any) -> Any:
     return value
 
 
-def checked(guards: list[tuple[Any, Any]], label: str, row: Any, then: Any) -> Any:
-    """``then``, or the query fails with the first of ``guards`` that holds."""
+def checked(guards: list[tuple[Any, Any]], label: str, row: Callable[[], Any], then: Any
+            ) -> Any:
+    """``then``, or the query fails with the first of ``guards`` that holds.
+
+    ``row()`` gives the failing element's text for the message.
+    """
     F = functions()
     col: Any = None
     seen: set[tuple[str, str]] = set()
@@ -241,7 +246,7 @@ def checked(guards: list[tuple[Any, Any]], label: str, row: Any, then: Any) -> A
         if key in seen:  # every path meets the failures before its first branch
             continue
         seen.add(key)
-        message = F.concat(F.lit(f"{label} failed on element "), row, F.lit(": "),
+        message = F.concat(F.lit(f"{label} failed on element "), row(), F.lit(": "),
                            F.lit(error) if isinstance(error, str) else error)
         col = (F.when if col is None else col.when)(condition, F.raise_error(message))
     return then if col is None else col.otherwise(then)
@@ -365,22 +370,30 @@ class RowValue:
     """
 
     def __init__(self, fields: list[Any]) -> None:
-        F = functions()
+        self.__fields = fields
         self.__names = [f.name for f in fields]
-        self.__values = [column(F.col(quoted(f.name)), f) for f in fields]
+        self.__values: dict[int, Value] = {}  # built when read: each costs Spark calls
+
+    def __value(self, i: int) -> Value:
+        v = self.__values.get(i)
+        if v is None:
+            f = self.__fields[i]
+            v = self.__values[i] = column(functions().col(quoted(f.name)), f)
+        return v
 
     def __getattr__(self, name: str) -> Value:
         if name.startswith("__") or name.startswith("_RowValue__"):
             raise AttributeError(name)
         if name not in self.__names:
             raise Untraceable(f"the row has no field {name!r}")
-        return self.__values[self.__names.index(name)]
+        return self.__value(self.__names.index(name))
 
     def __getitem__(self, key: Any) -> Value:
-        if type(key) is int and -len(self.__values) <= key < len(self.__values):
-            return self.__values[key]
+        n = len(self.__names)
+        if type(key) is int and -n <= key < n:
+            return self.__value(key % n)
         if type(key) is str and key in self.__names:
-            return self.__values[self.__names.index(key)]
+            return self.__value(self.__names.index(key))
         raise Untraceable(f"row[{key!r}]")
 
     def __bool__(self) -> bool:

@@ -27,6 +27,7 @@ a skipped or routed failure needs the Python element.
 from __future__ import annotations
 
 import dis
+import functools
 import types
 from typing import Any
 
@@ -129,7 +130,8 @@ def _output(x: Any, field: Any, ansi: bool) -> Any:
     if v.kind == NONE:
         col = v.col.cast(target)
     elif v.dtype is not None and v.dtype == target:
-        col = v.col.cast(target)  # a column passed through: back to its own type
+        # A column passed through: numbers back to their own width.
+        col = v.col.cast(target) if v.kind in (INT, FLOAT) else v.col
     elif v.kind == kind == INT and (ansi or target.typeName() == "long"):
         col = v.col.cast(target)  # an overflow fails, as Arrow's conversion raises
     elif (v.kind == kind and kind in (BOOL, STR)) or (
@@ -137,7 +139,7 @@ def _output(x: Any, field: Any, ansi: bool) -> Any:
         col = v.col
     else:
         raise Untraceable(f"a {v.kind} for the {target.simpleString()} column {field.name!r}")
-    return col.alias(field.name)
+    return _spark(col).alias(field.name)
 
 
 def _outputs(result: Any, schema: Any, ansi: bool) -> list[Any]:
@@ -152,6 +154,13 @@ def _outputs(result: Any, schema: Any, ansi: bool) -> list[Any]:
     if isinstance(result, RowValue) or len(fields) != 1:
         raise Untraceable("a row, or one value for several columns")
     return [_output(result, fields[0], ansi)]
+
+
+def _spark(expression: Any) -> Any:
+    """The ``Column`` of an expression built as text: one call to the JVM."""
+    from pyspark.sql import functions as F
+
+    return F.expr(str(expression))
 
 
 def _traceable(spec: NodeSpec) -> bool:
@@ -170,12 +179,14 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
     Filters and maps after a first map are lowered only when everything is:
     a Python step after them would need the Python values.
     """
+    if not specs:
+        return df, specs, None
     F = functions()
     ansi = str(df.sparkSession.conf.get("spark.sql.ansi.enabled", "true")).lower() == "true"
     fields = df.schema.fields
     element: Any = RowValue(fields) if len(fields) != 1 else column(
         F.col(quoted(fields[0].name)), fields[0])
-    row = element_repr(fields)
+    row = functools.cache(lambda: element_repr(fields))  # only for a step that may fail
     keep: Any = None  # the filters' condition so far
     cut, cut_keep = 0, None  # the steps lowered while the element is still the input row
     current = element
@@ -187,13 +198,13 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
             result = trace(spec.func, current, guards, ansi=ansi)
             if spec.operator == "map":
                 current = result
-                passes = F.lit(True)
+                passes = F.lit(True) if guards else None
             else:
                 passes = truth(result)
                 if spec.operator == "remove":
                     passes = ~passes
-            passes = checked(guards, spec.name, row, passes)
-            if spec.operator != "map" or guards:
+            if passes is not None:
+                passes = checked(guards, spec.name, row, passes)
                 # One CASE per step: a later step is evaluated only on the rows
                 # the earlier ones kept, as in Python (Spark may reorder AND).
                 keep = passes if keep is None else F.when(keep, passes).otherwise(False)
@@ -208,6 +219,6 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
             except Untraceable:
                 columns = None
             if columns is not None:
-                out = df.where(keep) if keep is not None else df
+                out = df.where(_spark(keep)) if keep is not None else df
                 return out, [], out.select(*columns)
-    return (df.where(cut_keep) if cut_keep is not None else df), specs[cut:], None
+    return (df.where(_spark(cut_keep)) if cut_keep is not None else df), specs[cut:], None

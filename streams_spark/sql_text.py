@@ -1,0 +1,182 @@
+"""Spark SQL expressions built as text, with the part of PySpark's ``Column`` API they need.
+
+A traced function (:mod:`streams_spark.column_values`) builds expressions of
+dozens of nodes; as ``pyspark.sql.Column`` objects each node costs a call
+to the JVM (about 1 ms), so a query's plan took a noticeable part of a
+second to build. As text, it costs one ``F.expr()`` per output column.
+
+Examples
+--------
+>>> x = col("`n`")
+>>> str(when(x.isNull(), lit(0)).otherwise(x * lit(2.5)))
+"CASE WHEN (`n` IS NULL) THEN CAST('0' AS BIGINT) ELSE (`n` * CAST('2.5' AS DOUBLE)) END"
+>>> str(lit("it's"))
+"CAST(X'69742773' AS STRING)"
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["Sql", "coalesce", "col", "concat", "concat_ws", "isnan", "length", "lit", "pmod",
+           "raise_error", "type_name", "when"]
+
+_LONG = (-(2 ** 63), 2 ** 63 - 1)
+
+
+class Sql:
+    """A Spark SQL expression, as text."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"Sql({self.text!r})"
+
+    def __bool__(self) -> bool:
+        raise TypeError("an SQL expression has no truth value in Python")
+
+    def _op(self, op: str, other: Any) -> Sql:
+        return Sql(f"({self.text} {op} {_sql(other)})")
+
+    def __add__(self, other: Any) -> Sql:
+        return self._op("+", other)
+
+    def __sub__(self, other: Any) -> Sql:
+        return self._op("-", other)
+
+    def __mul__(self, other: Any) -> Sql:
+        return self._op("*", other)
+
+    def __truediv__(self, other: Any) -> Sql:
+        return self._op("/", other)
+
+    def __eq__(self, other: Any) -> Sql:  # type: ignore[override]
+        return self._op("=", other)
+
+    def __ne__(self, other: Any) -> Sql:  # type: ignore[override]
+        return Sql(f"(NOT {self._op('=', other).text})")
+
+    def __lt__(self, other: Any) -> Sql:
+        return self._op("<", other)
+
+    def __le__(self, other: Any) -> Sql:
+        return self._op("<=", other)
+
+    def __gt__(self, other: Any) -> Sql:
+        return self._op(">", other)
+
+    def __ge__(self, other: Any) -> Sql:
+        return self._op(">=", other)
+
+    def __or__(self, other: Any) -> Sql:
+        return self._op("OR", other)
+
+    def __and__(self, other: Any) -> Sql:
+        return self._op("AND", other)
+
+    def __invert__(self) -> Sql:
+        return Sql(f"(NOT {self.text})")
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def isNull(self) -> Sql:  # as Column's
+        return Sql(f"({self.text} IS NULL)")
+
+    def eqNullSafe(self, other: Any) -> Sql:  # as Column's
+        return self._op("<=>", other)
+
+    def cast(self, to: Any) -> Sql:
+        return Sql(f"CAST({self.text} AS {type_name(to)})")
+
+
+def type_name(to: Any) -> str:
+    """A type's SQL name: a ``DataType``, or ``"long"``/``"double"``."""
+    if isinstance(to, str):
+        return {"long": "BIGINT", "double": "DOUBLE", "string": "STRING"}.get(to, to)
+    return str(to.simpleString())
+
+
+def _sql(x: Any) -> str:
+    return x.text if isinstance(x, Sql) else lit(x).text
+
+
+def lit(x: Any) -> Sql:
+    """A constant, exactly (a string of any characters, a float's every digit)."""
+    if isinstance(x, Sql):
+        return x
+    if x is None:
+        return Sql("NULL")
+    if type(x) is bool:
+        return Sql("TRUE" if x else "FALSE")
+    if type(x) is int:
+        if not _LONG[0] <= x <= _LONG[1]:
+            raise ValueError(f"{x} does not fit in 64 bits")
+        return Sql(f"CAST('{x}' AS BIGINT)")
+    if type(x) is float:
+        text = ("NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+                if math.isinf(x) else repr(x))
+        return Sql(f"CAST('{text}' AS DOUBLE)")
+    if type(x) is str:
+        return Sql(f"CAST(X'{x.encode().hex().upper()}' AS STRING)")
+    raise TypeError(f"no SQL literal for a {type(x).__name__}")
+
+
+def col(quoted_name: str) -> Sql:
+    """A column, by its backquoted name."""
+    return Sql(quoted_name)
+
+
+class _When:
+    def __init__(self, cases: list[tuple[str, str]]) -> None:
+        self.cases = cases
+
+    def when(self, condition: Any, value: Any) -> _When:
+        return _When([*self.cases, (_sql(condition), _sql(value))])
+
+    def otherwise(self, value: Any) -> Sql:
+        cases = " ".join(f"WHEN {c} THEN {v}" for c, v in self.cases)
+        return Sql(f"CASE {cases} ELSE {_sql(value)} END")
+
+
+def when(condition: Any, value: Any) -> _When:
+    """``CASE WHEN``: chain ``.when()``, end with ``.otherwise()``."""
+    return _When([(_sql(condition), _sql(value))])
+
+
+def _call(name: str, *args: Any) -> Sql:
+    return Sql(f"{name}({', '.join(_sql(a) for a in args)})")
+
+
+def pmod(a: Any, b: Any) -> Sql:
+    return _call("pmod", a, b)
+
+
+def isnan(a: Any) -> Sql:
+    return _call("isnan", a)
+
+
+def coalesce(*args: Any) -> Sql:
+    return _call("coalesce", *args)
+
+
+def length(a: Any) -> Sql:
+    return _call("length", a)
+
+
+def concat(*args: Any) -> Sql:
+    return _call("concat", *args)
+
+
+def concat_ws(sep: str, *args: Any) -> Sql:
+    return _call("concat_ws", sep, *args)
+
+
+def raise_error(message: Any) -> Sql:
+    return _call("raise_error", message)
