@@ -28,7 +28,13 @@ from typing import Any
 
 import pytest
 
-from tests.kills import kill_counts, random_records, run_child, running_totals, start_child
+from tests.kills import (
+    SteppedChild,
+    kill_counts,
+    random_records,
+    run_child,
+    running_totals,
+)
 
 pytestmark = pytest.mark.redis
 
@@ -36,6 +42,8 @@ CHILD = Path(__file__).with_name("exactly_once_child.py")
 WORDS = ["alpha", "beta", "gamma", "délta", "ε", "zeta"]
 N = 1200
 KILLS = 20
+#: Entries the child reads a round trip in the test that pauses it (``--count``).
+READ = 50
 
 
 def records(seed: int, n: int = N) -> list[tuple[str, int]]:
@@ -201,19 +209,29 @@ class PersistentRedis:
 @pytest.mark.parametrize(("persistence", "sink"), [("rdb", "file"), ("aof", "redis")])
 def test_redis_server_killed_mid_stream(tmp_path: Path, seed: int, persistence: str,
                                         sink: str) -> None:
-    """Kill the pipeline or the server at random points; the output is still exact.
+    """Kill the pipeline or the server at chosen points; the output is still exact.
 
     With ``rdb`` each server restart forgets every acknowledgement and
     delivery since the input was written: the restored pipeline must skip
     what its checkpoint covers. With ``aof`` the output stream lives in the
     same server, whose restart must neither lose nor double a write.
+
+    Each run is paused (a :class:`~tests.kills.SteppedChild`) at a count of
+    elements drawn from the seed, anywhere in its first three batches, and
+    killed there, or the server is killed under it and the run let go on
+    to die of the lost connection: every kill lands where it was drawn,
+    however loaded the machine.
     """
     import redis
 
     (tmp_path / "redis").mkdir()
     server = PersistentRedis(tmp_path / "redis", persistence)
     rng = random.Random(seed)
-    recs = records(seed)
+    kills = [(rng.choice(["pipeline", "server"]), rng.randrange(10, 3 * READ, 10))
+             for _ in range(KILLS)]
+    # A run checkpoints at most what it read up to the end of the batch its
+    # kill lands in (fewer than 4 batches): the input outlasts every run.
+    recs = records(seed, (KILLS + 1) * 4 * READ)
     r = redis.Redis.from_url(server.url, decode_responses=True)
     pipe = r.pipeline(transaction=False)
     for w, n in recs:
@@ -222,42 +240,21 @@ def test_redis_server_killed_mid_stream(tmp_path: Path, seed: int, persistence: 
     r.save()
     r.close()
     out = str(tmp_path / "out.txt") if sink == "file" else "out"
-    args = redis_args(server.url, out, tmp_path / "ckpt", sink, 7)
-    victims = []
+    args = [*redis_args(server.url, out, tmp_path / "ckpt", sink, 7), "--count", str(READ)]
     try:
-        for _ in range(KILLS):
-            kill_at = rng.randrange(10, N // (KILLS + 1), 10)
-            victim = rng.choice(["pipeline", "server"])
-            victims.append((victim, kill_at))
-            child = start_child(CHILD, args, stderr=subprocess.PIPE)
-            assert child.stdout is not None
-            finished = False
-            for line in child.stdout:
-                if line == "finished\n":
-                    # What was left took fewer elements than this kill's
-                    # count (entries a checkpoint covers are skipped, not
-                    # counted): no more kills can land; the output is checked.
-                    finished = True
-                    break
-                if int(line) >= kill_at:
-                    break
-            if finished:
-                victims.pop()
-                child.communicate(timeout=120)
-                break
-            if victim == "pipeline":
-                child.send_signal(signal.SIGKILL)
-            else:
-                server.kill()
-            _, err = child.communicate(timeout=120)
-            if victim == "server":
-                server.start()
-                # The pipeline dies of the lost connection (or had just been
-                # killed by it finishing its work first).
-                assert child.returncode != 0 or not err, err
-            else:
-                assert child.returncode == -signal.SIGKILL
-        assert len(victims) >= KILLS // 2, f"seed {seed}: only {len(victims)} kills landed"
+        for run, (victim, kill_at) in enumerate(kills):
+            with SteppedChild(CHILD, args, stderr=subprocess.PIPE) as child:
+                assert child.pause_at(kill_at), \
+                    f"seed {seed}: run {run} finished before its kill at {kill_at}"
+                if victim == "pipeline":
+                    child.kill()
+                else:
+                    server.kill()
+                    code, err = child.end()
+                    server.start()
+                    # Paused mid-stream, it cannot end without the server.
+                    assert code not in (0, -signal.SIGKILL) and "ConnectionError" in err, \
+                        f"seed {seed}: run {run} ended with {code}:\n{err}"
         assert not run_child(CHILD, args)
         if sink == "file":
             got = Path(out).read_text(encoding="utf-8").splitlines()
@@ -266,8 +263,8 @@ def test_redis_server_killed_mid_stream(tmp_path: Path, seed: int, persistence: 
             got = [fields["data"] for _, fields in r.xrange("out")]
             r.close()
         want = running_totals(recs)
-        assert len(got) == len(want), f"seed {seed}, kills {victims}"
-        assert got == want, f"seed {seed}, kills {victims}"
+        assert len(got) == len(want), f"seed {seed}, kills {kills}"
+        assert got == want, f"seed {seed}, kills {kills}"
     finally:
         server.kill()
 
