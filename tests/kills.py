@@ -73,16 +73,21 @@ def run_child(child: Path, args: list[str], kill_at: int | None = None) -> bool:
     return killed
 
 
+#: Where :meth:`SteppedChild.pause_at` can leave a child, after its count of elements.
+PAUSES = ("count", "checkpoint", "checkpointed")
+
+
 class SteppedChild:
-    """A child script run with ``--stepped``: it waits at each progress line for the parent.
+    """A child script run with ``--stepped``: it waits for the parent at each line it reports.
 
     Killing a child that runs on while the parent reads its progress lands
     wherever the scheduler lets it: on a loaded machine, after the child
-    has finished. Here the child stops at each count it reports until told
-    to go on, so :meth:`pause_at` leaves it waiting at an exact count of
-    elements, and whatever the parent does then (kill it, kill a server it
-    talks to) happens at that point of its stream. Used as a context
-    manager: a child still running at the end is killed.
+    has finished. Here the child stops at each count it reports, and before
+    and after each checkpoint it writes, until told to go on, so
+    :meth:`pause_at` leaves it waiting at an exact point of its stream, and
+    whatever the parent does then (kill it, kill a server it talks to)
+    happens there. Used as a context manager: a child still running at the
+    end is killed.
     """
 
     def __init__(self, child: Path, args: list[str], **popen: Any) -> None:
@@ -96,25 +101,34 @@ class SteppedChild:
             self.process.kill()
             self.end()
 
-    def pause_at(self, count: int) -> bool:
-        """Let the child run until it reports ``count`` elements done; False if it finished first.
+    def pause_at(self, count: int, at: str = "count") -> bool:
+        """Let the child run to ``count`` elements done and pause it; False if it finished first.
 
-        The child then waits, having done exactly ``count`` elements (every
-        downstream step of the last one has run) and nothing of the next.
+        ``at`` (one of :data:`PAUSES`) says where: ``"count"``, having done
+        exactly ``count`` elements (every downstream step of the last one
+        has run) and nothing of the next; ``"checkpoint"``, at the first
+        checkpoint after that, its record made and the output it covers
+        handed to the kernel, before its file is written; ``"checkpointed"``,
+        once that file is written, before the source reads again (and
+        acknowledges what it covers).
         """
-        if count <= 0 or count % PROGRESS_EVERY:
-            raise ValueError(f"a child pauses at multiples of {PROGRESS_EVERY}, not {count}")
+        if count <= 0 or count % PROGRESS_EVERY or at not in PAUSES:
+            raise ValueError(f"a child pauses after a multiple of {PROGRESS_EVERY} elements, "
+                             f"at one of {PAUSES}: not {count}, {at!r}")
         proc = self.process
         assert proc.stdout is not None and proc.stdin is not None
+        reached = False
         for line in proc.stdout:
-            if line == "finished\n":
+            mark = line.rstrip("\n")
+            if mark == "finished":
                 return False
-            if int(line) == count:
+            reached = reached or mark == str(count)
+            if reached and mark == (str(count) if at == "count" else at):
                 return True
-            proc.stdin.write("\n")  # go on to the next progress line
+            proc.stdin.write("\n")  # go on to the next mark
             proc.stdin.flush()
         proc.wait(timeout=120)
-        raise AssertionError(f"the child ended with {proc.returncode} before reporting {count}")
+        raise AssertionError(f"the child ended with {proc.returncode} before {count}, {at!r}")
 
     def kill(self) -> None:
         """SIGKILL the child where it waits, and reap it."""
@@ -165,22 +179,50 @@ def count_and_sum(state: tuple[int, int], x: tuple[str, int]) -> tuple[int, int]
     return state[0] + 1, state[1] + x[1]
 
 
+class _Marks:
+    """The child's side of :class:`SteppedChild`: a line to stdout, then the parent's word."""
+
+    def __init__(self, stepped: bool) -> None:
+        self.stepped = stepped
+
+    def __call__(self, mark: str) -> None:
+        sys.stdout.write(f"{mark}\n")
+        sys.stdout.flush()
+        if self.stepped and not sys.stdin.readline():
+            self.stepped = False  # stdin ended: run free
+
+    def around_checkpoint_writes(self) -> None:
+        """Mark each checkpoint write: ``checkpoint`` before it, ``checkpointed`` after."""
+        from streams import _checkpoint_io
+
+        write_file = _checkpoint_io.write_file
+
+        def marked(*args: Any, **kwargs: Any) -> Any:
+            self("checkpoint")
+            written = write_file(*args, **kwargs)
+            self("checkpointed")
+            return written
+
+        _checkpoint_io.write_file = marked
+
+
 def report_progress(stream: Any, stepped: bool = False) -> None:
     """Write ``<elements done>`` to stdout every :data:`PROGRESS_EVERY` elements of ``stream``.
 
-    ``stepped``: after each line, wait for a line on stdin (the parent's
-    word to go on, see :class:`SteppedChild`); once stdin ends, run free.
+    ``stepped``: also mark each checkpoint written, and wait after each
+    line for a line on stdin (the parent's word to go on, see
+    :class:`SteppedChild`); once stdin ends, run free.
     """
+    marks = _Marks(stepped)
+    if stepped:
+        marks.around_checkpoint_writes()
     done = 0
 
     def progress(_: Any) -> None:
-        nonlocal done, stepped
+        nonlocal done
         done += 1
         if done % PROGRESS_EVERY == 0:
-            sys.stdout.write(f"{done}\n")
-            sys.stdout.flush()
-            if stepped and not sys.stdin.readline():
-                stepped = False
+            marks(str(done))
 
     stream.sink(progress)
 
