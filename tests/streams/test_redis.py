@@ -373,9 +373,12 @@ def test_acks_never_precede_the_checkpoint_on_disk(r: Any, redis_url: str, tmp_p
             # they get there, not the scheduler of the writer thread.
             cp.wait()
             assert on_disk[0] == 28 and written == [0, 6]
-        if n == 32:
-            # The read before elements 32..35 acknowledged what 6 covers.
-            assert acked == 28
+        if n == 36:
+            # The read sent before elements 32..35 carried the acks of what
+            # 6 covers; its reply, read before 36, says the server has them.
+            # (Before that reply the server may not have read them yet: it
+            # need not serve two connections in the order they were sent.)
+            assert acked >= 28
 
     numbers.sink(check)
     source.start()
