@@ -4,8 +4,9 @@ The parent's side: start a child script (``start_child``), kill it once it
 reports a count of elements done, or let it finish (``run_child``), at
 counts drawn from a seed (``kill_counts``), and the output an uninterrupted
 run gives (``random_records``, ``running_totals``). A child started as a
-:class:`SteppedChild` waits at each progress line for the parent's word, so
-the parent, not the scheduler, decides where in the stream a kill lands.
+:class:`SteppedChild` waits for the parent's word at each progress line and
+around each checkpoint write, so the parent, not the scheduler, decides
+where in the stream a kill lands.
 
 The child's side (the scripts next to the kill tests import it, run with
 the checkout on ``PYTHONPATH``): the keyed running count and sum the
