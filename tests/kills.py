@@ -3,13 +3,16 @@
 The parent's side: start a child script (``start_child``), kill it once it
 reports a count of elements done, or let it finish (``run_child``), at
 counts drawn from a seed (``kill_counts``), and the output an uninterrupted
-run gives (``random_records``, ``running_totals``).
+run gives (``random_records``, ``running_totals``). A child started as a
+:class:`SteppedChild` waits for the parent's word at each progress line and
+around each checkpoint write, so the parent, not the scheduler, decides
+where in the stream a kill lands.
 
 The child's side (the scripts next to the kill tests import it, run with
 the checkout on ``PYTHONPATH``): the keyed running count and sum the
 pipelines compute (``count_and_sum``), the progress lines the parent kills
-on (``report_progress``) and the last line of a run that ended
-(``start_and_finish``).
+on (``report_progress``, every :data:`PROGRESS_EVERY` elements) and the
+last line of a run that ended (``start_and_finish``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from typing import Any
 
 #: The checkout under test: the child imports its streams package first.
 ROOT = Path(__file__).resolve().parents[1]
+#: A child reports its count of elements done every this many elements.
+PROGRESS_EVERY = 10
 
 
 # -- the parent ----------------------------------------------------------------
@@ -69,6 +74,78 @@ def run_child(child: Path, args: list[str], kill_at: int | None = None) -> bool:
     return killed
 
 
+#: Where :meth:`SteppedChild.pause_at` can leave a child, after its count of elements.
+PAUSES = ("count", "checkpoint", "checkpointed")
+
+
+class SteppedChild:
+    """A child script run with ``--stepped``: it waits for the parent at each line it reports.
+
+    Killing a child that runs on while the parent reads its progress lands
+    wherever the scheduler lets it: on a loaded machine, after the child
+    has finished. Here the child stops at each count it reports, and before
+    and after each checkpoint it writes, until told to go on, so
+    :meth:`pause_at` leaves it waiting at an exact point of its stream, and
+    whatever the parent does then (kill it, kill a server it talks to)
+    happens there. Used as a context manager: a child still running at the
+    end is killed.
+    """
+
+    def __init__(self, child: Path, args: list[str], **popen: Any) -> None:
+        self.process = start_child(child, [*args, "--stepped"], stdin=subprocess.PIPE, **popen)
+
+    def __enter__(self) -> SteppedChild:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.returncode is None:  # not ended by end(): a test failed on the way
+            self.process.kill()
+            self.end()
+
+    def pause_at(self, count: int, at: str = "count") -> bool:
+        """Let the child run to ``count`` elements done and pause it; False if it finished first.
+
+        ``at`` (one of :data:`PAUSES`) says where: ``"count"``, having done
+        exactly ``count`` elements (every downstream step of the last one
+        has run) and nothing of the next; ``"checkpoint"``, at the first
+        checkpoint after that, its record made and the output it covers
+        handed to the kernel, before its file is written; ``"checkpointed"``,
+        once that file is written, before the source reads again (and
+        acknowledges what it covers).
+        """
+        if count <= 0 or count % PROGRESS_EVERY or at not in PAUSES:
+            raise ValueError(f"a child pauses after a multiple of {PROGRESS_EVERY} elements, "
+                             f"at one of {PAUSES}: not {count}, {at!r}")
+        proc = self.process
+        assert proc.stdout is not None and proc.stdin is not None
+        reached = False
+        for line in proc.stdout:
+            mark = line.rstrip("\n")
+            if mark == "finished":
+                return False
+            reached = reached or mark == str(count)
+            if reached and mark == (str(count) if at == "count" else at):
+                return True
+            proc.stdin.write("\n")  # go on to the next mark
+            proc.stdin.flush()
+        proc.wait(timeout=120)
+        raise AssertionError(f"the child ended with {proc.returncode} before {count}, {at!r}")
+
+    def kill(self) -> None:
+        """SIGKILL the child where it waits, and reap it."""
+        self.process.send_signal(signal.SIGKILL)
+        code, err = self.end()
+        assert code == -signal.SIGKILL, f"the child ended with {code}:\n{err}"
+
+    def end(self) -> tuple[int, str]:
+        """Let the child run free (its stdin ends) and wait for it to exit.
+
+        Returns its return code and what it wrote to stderr (if piped).
+        """
+        _, err = self.process.communicate(timeout=120)
+        return self.process.returncode, err or ""
+
+
 def kill_counts(seed: int, n: int, kills: int) -> list[int]:
     """``kills`` random progress counts to kill at, over an input of ``n`` elements.
 
@@ -103,16 +180,50 @@ def count_and_sum(state: tuple[int, int], x: tuple[str, int]) -> tuple[int, int]
     return state[0] + 1, state[1] + x[1]
 
 
-def report_progress(stream: Any) -> None:
-    """Write ``<elements done>`` to stdout every 10 elements of ``stream`` (killed on)."""
+class _Marks:
+    """The child's side of :class:`SteppedChild`: a line to stdout, then the parent's word."""
+
+    def __init__(self, stepped: bool) -> None:
+        self.stepped = stepped
+
+    def __call__(self, mark: str) -> None:
+        sys.stdout.write(f"{mark}\n")
+        sys.stdout.flush()
+        if self.stepped and not sys.stdin.readline():
+            self.stepped = False  # stdin ended: run free
+
+    def around_checkpoint_writes(self) -> None:
+        """Mark each checkpoint write: ``checkpoint`` before it, ``checkpointed`` after."""
+        from streams import _checkpoint_io
+
+        write_file = _checkpoint_io.write_file
+
+        def marked(*args: Any, **kwargs: Any) -> Any:
+            self("checkpoint")
+            written = write_file(*args, **kwargs)
+            self("checkpointed")
+            return written
+
+        _checkpoint_io.write_file = marked
+
+
+def report_progress(stream: Any, stepped: bool = False) -> None:
+    """Write ``<elements done>`` to stdout every :data:`PROGRESS_EVERY` elements of ``stream``.
+
+    ``stepped``: also mark each checkpoint written, and wait after each
+    line for a line on stdin (the parent's word to go on, see
+    :class:`SteppedChild`); once stdin ends, run free.
+    """
+    marks = _Marks(stepped)
+    if stepped:
+        marks.around_checkpoint_writes()
     done = 0
 
     def progress(_: Any) -> None:
         nonlocal done
         done += 1
-        if done % 10 == 0:
-            sys.stdout.write(f"{done}\n")
-            sys.stdout.flush()
+        if done % PROGRESS_EVERY == 0:
+            marks(str(done))
 
     stream.sink(progress)
 

@@ -7,7 +7,8 @@ stream named by ``--output``), checkpointed every ``every`` elements (or,
 with ``--every 0``, not checkpointed: the Redis source then acknowledges
 entries as their output is written). It reports
 progress on stdout ("<elements done>" lines) so the parent can kill it at a
-chosen count.
+chosen count; with ``--stepped`` it waits at each of them for the parent's
+word (see ``tests.kills.SteppedChild``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def main(argv: list[str]) -> None:
     p.add_argument("--sink", choices=["file", "redis"], default="file")
     p.add_argument("--batch", type=int, default=20)
     p.add_argument("--ids", action="store_true", help="write each entry's id, not the totals")
+    p.add_argument("--count", type=int, default=50, help="Redis entries read a round trip")
+    p.add_argument("--stepped", action="store_true",
+                   help="wait for a line on stdin after each progress line")
     args = p.parse_args(argv)
 
     source: Any
@@ -48,7 +52,7 @@ def main(argv: list[str]) -> None:
         parsed = source.map(parse_line)
     else:
         source = Stream.from_redis(args.input, group="g", consumer="c", url=args.url,
-                                   count=50, with_id=args.ids)
+                                   count=args.count, with_id=args.ids)
         parsed = source.map(lambda x: (x[0], 0)) if args.ids else source.map(parse_fields)
     totals = parsed.scan(count_and_sum, start=(0, 0), key=0)
     if args.ids:
@@ -60,7 +64,7 @@ def main(argv: list[str]) -> None:
         lines.sink_to_durable_textfile(args.output, fsync=False)
     else:
         lines.sink_to_redis(args.output, url=args.url, batch=args.batch)
-    report_progress(totals)
+    report_progress(totals, stepped=args.stepped)
     if args.every:
         Checkpointer(source, args.checkpoint, every=args.every, fsync=False)
     start_and_finish(source)

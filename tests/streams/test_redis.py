@@ -311,8 +311,22 @@ def test_sink_reloads_its_script_after_a_server_flush(r: Any, redis_url: str) ->
     assert values(r, "out") == ["1", "2", "3", "4"]
 
 
+def acknowledged(r: Any, key: str, group: str) -> int:
+    """How many entries ``group`` read from ``key`` and acknowledged, at one moment."""
+    pipe = r.pipeline(transaction=True)  # both counts from the same moment
+    pipe.xinfo_groups(key)
+    pipe.xpending(key, group)
+    groups, pending = pipe.execute()
+    (info,) = [g for g in groups if g["name"] == group]
+    return int(info["entries-read"]) - int(pending["pending"])
+
+
 def test_acks_never_precede_the_checkpoint_on_disk(r: Any, redis_url: str, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer is held on checkpoint 0 until element 30, then let through
+    to the newest checkpoint before the pipeline goes on: every element sees
+    no more acknowledged than the checkpoints written and synced cover, and
+    the first read after they are on disk acknowledges all they cover."""
     import pickle
     import threading
 
@@ -322,12 +336,12 @@ def test_acks_never_precede_the_checkpoint_on_disk(r: Any, redis_url: str, tmp_p
     real = _checkpoint_io.write_file
     entered, gate = threading.Event(), threading.Event()
     written: list[int] = []
-    on_disk = [0]  # how many entries the newest checkpoint on disk covers
+    on_disk = [0]  # how many entries the newest checkpoint written and synced covers
 
     def gated(directory: Path, sequence: int, data: bytes, *args: Any) -> Any:
         entered.set()
         assert gate.wait(timeout=60), "the test never opened the gate"
-        path = real(directory, sequence, data, *args)
+        path = real(directory, sequence, data, *args)  # returns once synced (fsync=True)
         offset = pickle.loads(data.split(b"\n", 1)[1])[0]["offset"]
         on_disk[0] = ids.index(offset) + 1
         written.append(sequence)
@@ -337,32 +351,40 @@ def test_acks_never_precede_the_checkpoint_on_disk(r: Any, redis_url: str, tmp_p
     source = Stream.from_redis("in", group="g", consumer="c", url=redis_url, count=4)
     numbers = source.map(lambda f: int(f["n"]))
     numbers.map(lambda n: {"n": n}).sink_to_redis("out", url=redis_url, batch=3)
-    cp = Checkpointer(source, tmp_path, every=4, fsync=False,  # one at each batch end
-                      background=True)
-    acked_seen: list[int] = []
+    # A checkpoint at each batch end (k: after elements 4k..4k+3), handed to
+    # the writer two reads later, once the sink's writes it covers are confirmed.
+    cp = Checkpointer(source, tmp_path, every=4, fsync=True, background=True)
 
     def check(n: int) -> None:
-        # Acks are sent by this thread only, between batches: stable while it runs.
-        delivered = r.xinfo_groups("in")[0]["entries-read"]
-        acked = delivered - r.xpending("in", "g")["pending"]
-        acked_seen.append(acked)
+        # Acks are sent by this thread only, with its reads between batches:
+        # stable while it runs.
+        acked = acknowledged(r, "in", "g")
         assert acked <= on_disk[0], (n, acked, on_disk[0])
         if n == 9:
-            # Checkpoint 0 (batch 1) went to the writer at the end of batch 2,
-            # once the sink's write of batch 1 was confirmed; it is held in
-            # the writer until 30.
+            # Checkpoint 0 went to the writer before elements 8..11, and is
+            # held there until 30.
             assert entered.wait(timeout=60)
         if n == 30:
             assert acked == 0  # nothing is on disk yet, so nothing is acknowledged
             gate.set()
+            # Checkpoints 1..5 reached the writer while 0 was held, each
+            # replacing the one before; wait() hands over 6, which replaces
+            # 5, and returns once 0 and 6 are on disk. The test decides when
+            # they get there, not the scheduler of the writer thread.
+            cp.wait()
+            assert on_disk[0] == 28 and written == [0, 6]
+        if n == 36:
+            # The read sent before elements 32..35 carried the acks of what
+            # 6 covers; its reply, read before 36, says the server has them.
+            # (Before that reply the server may not have read them yet: it
+            # need not serve two connections in the order they were sent.)
+            assert acked >= 28
 
     numbers.sink(check)
     source.start()
     assert values(r, "out") == [str(i) for i in range(40)]
     assert r.xpending("in", "g")["pending"] == 0
-    assert max(acked_seen) > 0  # acks went out during the run, once checkpoints were on disk
-    # Checkpoints 1..5 reached the writer while 0 was held: they replaced each other.
-    assert written[0] == 0 and written == sorted(set(written)) and cp.superseded >= 4
+    assert written[:2] == [0, 6] and written == sorted(set(written)) and cp.superseded >= 5
     assert cp.durable == written[-1] == cp.sequence - 1
 
 

@@ -4,8 +4,12 @@ Each claim of the README's delivery table for a Redis source has its kill
 test here. The child process (``exactly_once_child.py``) reads a Redis
 stream through a consumer group into a keyed running count and sum, and
 writes one line per element to a durable file or to a Redis stream; the
-parent kills it ``KILLS`` times at random progress counts, restarting it
-each time, then lets it finish:
+parent pauses it at a random point and kills it there, ``KILLS`` times,
+restarting it each time, then lets it finish. A point is a count of
+elements done in that run and where after it (see
+:meth:`~tests.kills.SteppedChild.pause_at`): at the count, or at the next
+checkpoint, before or after its file is written. The child waits there for
+the parent, so each kill lands where it was drawn however loaded the machine.
 
 * with a Checkpointer, into either sink: the output equals the
   uninterrupted run's, line for line (exactly once: a lost or repeated
@@ -28,26 +32,43 @@ from typing import Any
 
 import pytest
 
-from tests.kills import kill_counts, random_records, run_child, running_totals, start_child
+from tests.kills import PAUSES, SteppedChild, random_records, run_child, running_totals
 
 pytestmark = pytest.mark.redis
 
 CHILD = Path(__file__).with_name("exactly_once_child.py")
 WORDS = ["alpha", "beta", "gamma", "délta", "ε", "zeta"]
-N = 1200
 KILLS = 20
+#: Entries the child reads from Redis a round trip (``--count``).
+READ = 50
+#: Input entries. A run is killed at a count within its first three batches,
+#: or at the first checkpoint after that count (with ``--every 100``, up to
+#: 100 elements and a batch later): each run covers fewer than 6 batches,
+#: so the input outlasts them all and every kill lands.
+N = (KILLS + 1) * 6 * READ
 
 
 def records(seed: int, n: int = N) -> list[tuple[str, int]]:
     return random_records(seed, n, WORDS)
 
 
+def kill_points(seed: int, pauses: tuple[str, ...] = PAUSES) -> list[tuple[int, str]]:
+    """``KILLS`` random points to kill a run at: a count within its first three batches,
+    and where after it (one of ``pauses``, see :meth:`SteppedChild.pause_at`)."""
+    rng = random.Random(seed)
+    return [(rng.randrange(10, 3 * READ, 10), rng.choice(pauses)) for _ in range(KILLS)]
+
+
 def kill_and_restart(args: Callable[[int], list[str]], seed: int,
-                     after_kill: Callable[[int], None] = lambda i: None) -> list[int]:
-    """Kill the child ``KILLS`` times at random counts (run ``i`` gets ``args(i)``); finish it."""
-    kills = kill_counts(seed, N, KILLS)
-    for i, k in enumerate(kills):
-        assert run_child(CHILD, args(i), k), f"seed {seed}: run {i} finished before its kill at {k}"
+                     after_kill: Callable[[int], None] = lambda i: None,
+                     pauses: tuple[str, ...] = PAUSES) -> list[tuple[int, str]]:
+    """Kill the child ``KILLS`` times at random points (run ``i`` gets ``args(i)``); finish it."""
+    kills = kill_points(seed, pauses)
+    for i, (count, at) in enumerate(kills):
+        with SteppedChild(CHILD, args(i)) as child:
+            assert child.pause_at(count, at), \
+                f"seed {seed}: run {i} finished before its kill at {count}, {at}"
+            child.kill()
         after_kill(i)
     assert not run_child(CHILD, args(KILLS))
     return kills
@@ -74,7 +95,8 @@ def events(redis_url: str, seed: int) -> Any:
 
 def redis_args(redis_url: str, out: str, ckpt: Path, sink: str, every: int) -> list[str]:
     return ["redis", "--input", "events", "--url", redis_url, "--output", out,
-            "--checkpoint", str(ckpt), "--every", str(every), "--sink", sink]
+            "--checkpoint", str(ckpt), "--every", str(every), "--sink", sink,
+            "--count", str(READ)]
 
 
 @pytest.mark.parametrize("every", [7, 100])
@@ -123,9 +145,10 @@ def test_redis_without_checkpoint_is_at_least_once(tmp_path: Path, seed: int, ev
         assert not lost, (f"seed {seed}: after kill {i}, {len(lost)} of {len(acked)} "
                           f"acknowledged entries have no line (first {lost[:3]})")
 
+    # Without a checkpoint, kills land at counts only.
     kill_and_restart(
         lambda i: [*redis_args(redis_url, out(i), tmp_path / "ckpt", sink, 0), "--ids"],
-        seed, acknowledged_have_lines)
+        seed, acknowledged_have_lines, pauses=("count",))
     acknowledged_have_lines(KILLS)
     assert events.xpending("events", "g")["pending"] == 0
     assert written(KILLS) == set(ids)
@@ -137,9 +160,7 @@ def test_textfile_with_checkpoint_is_exactly_once(tmp_path: Path, seed: int, red
     import redis
 
     data = tmp_path / "in.txt"
-    # A file is read much faster than Redis: the child runs on further
-    # between reporting a count and being killed, so the input is longer.
-    recs = records(seed, 20 * N)
+    recs = records(seed)
     data.write_text("".join(f"{w} {n}\n" for w, n in recs), encoding="utf-8")
     out = str(tmp_path / "out.txt") if sink == "file" else "out"
     kills = kill_and_restart(
@@ -201,18 +222,25 @@ class PersistentRedis:
 @pytest.mark.parametrize(("persistence", "sink"), [("rdb", "file"), ("aof", "redis")])
 def test_redis_server_killed_mid_stream(tmp_path: Path, seed: int, persistence: str,
                                         sink: str) -> None:
-    """Kill the pipeline or the server at random points; the output is still exact.
+    """Kill the pipeline or the server at chosen points; the output is still exact.
 
     With ``rdb`` each server restart forgets every acknowledgement and
     delivery since the input was written: the restored pipeline must skip
     what its checkpoint covers. With ``aof`` the output stream lives in the
     same server, whose restart must neither lose nor double a write.
+
+    Each run is paused at a point drawn from the seed (``kill_points``)
+    and killed there, or the server is killed under it and the run let go
+    on to die of the lost connection.
     """
     import redis
 
     (tmp_path / "redis").mkdir()
     server = PersistentRedis(tmp_path / "redis", persistence)
-    rng = random.Random(seed)
+    # A run whose server is killed goes on to the end of the batch it is
+    # in (and checkpoints it); N leaves room for that.
+    kills = kill_points(seed)
+    victims = random.Random(f"{seed} victims").choices(["pipeline", "server"], k=KILLS)
     recs = records(seed)
     r = redis.Redis.from_url(server.url, decode_responses=True)
     pipe = r.pipeline(transaction=False)
@@ -223,41 +251,20 @@ def test_redis_server_killed_mid_stream(tmp_path: Path, seed: int, persistence: 
     r.close()
     out = str(tmp_path / "out.txt") if sink == "file" else "out"
     args = redis_args(server.url, out, tmp_path / "ckpt", sink, 7)
-    victims = []
     try:
-        for _ in range(KILLS):
-            kill_at = rng.randrange(10, N // (KILLS + 1), 10)
-            victim = rng.choice(["pipeline", "server"])
-            victims.append((victim, kill_at))
-            child = start_child(CHILD, args, stderr=subprocess.PIPE)
-            assert child.stdout is not None
-            finished = False
-            for line in child.stdout:
-                if line == "finished\n":
-                    # What was left took fewer elements than this kill's
-                    # count (entries a checkpoint covers are skipped, not
-                    # counted): no more kills can land; the output is checked.
-                    finished = True
-                    break
-                if int(line) >= kill_at:
-                    break
-            if finished:
-                victims.pop()
-                child.communicate(timeout=120)
-                break
-            if victim == "pipeline":
-                child.send_signal(signal.SIGKILL)
-            else:
-                server.kill()
-            _, err = child.communicate(timeout=120)
-            if victim == "server":
-                server.start()
-                # The pipeline dies of the lost connection (or had just been
-                # killed by it finishing its work first).
-                assert child.returncode != 0 or not err, err
-            else:
-                assert child.returncode == -signal.SIGKILL
-        assert len(victims) >= KILLS // 2, f"seed {seed}: only {len(victims)} kills landed"
+        for run, ((count, at), victim) in enumerate(zip(kills, victims, strict=True)):
+            with SteppedChild(CHILD, args, stderr=subprocess.PIPE) as child:
+                assert child.pause_at(count, at), \
+                    f"seed {seed}: run {run} finished before its kill at {count}, {at}"
+                if victim == "pipeline":
+                    child.kill()
+                else:
+                    server.kill()
+                    code, err = child.end()
+                    server.start()
+                    # Paused mid-stream, it cannot end without the server.
+                    assert code not in (0, -signal.SIGKILL) and "ConnectionError" in err, \
+                        f"seed {seed}: run {run} ended with {code}:\n{err}"
         assert not run_child(CHILD, args)
         if sink == "file":
             got = Path(out).read_text(encoding="utf-8").splitlines()
@@ -266,8 +273,9 @@ def test_redis_server_killed_mid_stream(tmp_path: Path, seed: int, persistence: 
             got = [fields["data"] for _, fields in r.xrange("out")]
             r.close()
         want = running_totals(recs)
-        assert len(got) == len(want), f"seed {seed}, kills {victims}"
-        assert got == want, f"seed {seed}, kills {victims}"
+        where = f"seed {seed}, kills {list(zip(kills, victims, strict=True))}"
+        assert len(got) == len(want), where
+        assert got == want, where
     finally:
         server.kill()
 
