@@ -33,9 +33,14 @@ librdkafka's defaults a partition whose local queue holds
 100,000 messages/s a partition waits a second each time it catches up, and
 every variant measures that wait (librdkafka issue 2879).
 
-With ``--dask``, it then reads the input with
-``Stream.from_kafka_batched(..., dask=True).gather()`` on a local Dask cluster
-of one, then two single-threaded worker processes, and prints the ratio.
+With ``--dask`` (``--dask-only``: nothing else), it then reads an input
+topic of its own with ``Stream.from_kafka_batched(..., dask=True).gather()``
+on a local Dask cluster of one, then two single-threaded worker processes,
+and prints the ratio. That topic is written in large record batches but for
+each partition's last message, written alone after a flush: this tansu
+build reports a partition's high watermark as its last record batch's base
+offset + 1, so only then is the reported end the true one (checked before
+timing), and a topic of one-record batches is served many times slower.
 
 It prints per-variant medians of messages/s and medians of per-round ratios
 (paired, so a noisy machine affects both sides of a ratio alike), and the
