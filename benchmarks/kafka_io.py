@@ -36,7 +36,8 @@ every variant measures that wait (librdkafka issue 2879).
 With ``--dask`` (``--dask-only``: nothing else), it then reads an input
 topic of its own with ``Stream.from_kafka_batched(..., dask=True).gather()``
 on a local Dask cluster of one, then two single-threaded worker processes,
-and prints the ratio. That topic is written in large record batches but for
+and prints the ratio (timed from ``start()``: the workers import the library
+within it, unless ``--warm``). That topic is written in large record batches but for
 each partition's last message, written alone after a flush: this tansu
 build reports a partition's high watermark as its last record batch's base
 offset + 1, so only then is the reported end the true one (checked before
@@ -224,12 +225,16 @@ def with_group(broker: KafkaBroker, topic: str, out: str, n: int) -> float:
     return rate
 
 
-def with_dask(broker: KafkaBroker, topic: str, n: int, workers: int) -> float:
+def with_dask(broker: KafkaBroker, topic: str, n: int, workers: int, warm: bool) -> float:
+    from importlib import import_module
+
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                       host="127.0.0.1", dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as client:
+        if warm:  # as a long-lived cluster: the library imported on every worker
+            client.run(lambda: import_module("streams_dask.worker") and None)
         got = 0
 
         def count(batch: list[bytes]) -> None:
@@ -247,11 +252,13 @@ def with_dask(broker: KafkaBroker, topic: str, n: int, workers: int) -> float:
         return rate
 
 
-def dask_round(broker: KafkaBroker, n: int, results: dict[str, list[float]]) -> None:
+def dask_round(broker: KafkaBroker, n: int, results: dict[str, list[float]],
+               warm: bool) -> None:
     t = broker.create_topic(f"bench-in-{next(_names)}", PARTITIONS)
     fill_for_watermarks(broker, t, n)
     for workers in (1, 2):
-        results.setdefault(f"dask-{workers}-worker", []).append(with_dask(broker, t, n, workers))
+        results.setdefault(f"dask-{workers}-worker", []).append(
+            with_dask(broker, t, n, workers, warm))
 
 
 def timed(run: Callable[[], int]) -> float:
@@ -272,6 +279,8 @@ def main() -> None:
     ap.add_argument("--group", action="store_true", help="also from_kafka in a consumer group")
     ap.add_argument("--dask-only", action="store_true",
                     help="only the from_kafka_batched(dask=True) runs")
+    ap.add_argument("--warm", action="store_true",
+                    help="with --dask, import the library on the workers before timing")
     args = ap.parse_args()
     args.dask |= args.dask_only
     n = args.messages
@@ -300,9 +309,9 @@ def main() -> None:
                     o4 = broker.create_topic(f"bench-out-{next(_names)}", PARTITIONS)
                     results.setdefault("streams-group", []).append(with_group(broker, t, o4, n))
                 if args.dask:
-                    dask_round(broker, n, results)
+                    dask_round(broker, n, results, args.warm)
             for _ in range(args.rounds if args.dask_only else 0):
-                dask_round(broker, n, results)
+                dask_round(broker, n, results, args.warm)
         finally:
             broker.stop()
     print("\nmedian messages/s")
