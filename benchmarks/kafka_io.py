@@ -33,9 +33,15 @@ librdkafka's defaults a partition whose local queue holds
 100,000 messages/s a partition waits a second each time it catches up, and
 every variant measures that wait (librdkafka issue 2879).
 
-With ``--dask``, it then reads the input with
-``Stream.from_kafka_batched(..., dask=True).gather()`` on a local Dask cluster
-of one, then two single-threaded worker processes, and prints the ratio.
+With ``--dask`` (``--dask-only``: nothing else), it then reads an input
+topic of its own with ``Stream.from_kafka_batched(..., dask=True).gather()``
+on a local Dask cluster of one, then two single-threaded worker processes,
+and prints the ratio (timed from ``start()``: the workers import the library
+within it, unless ``--warm``). That topic is written in large record batches but for
+each partition's last message, written alone after a flush: this tansu
+build reports a partition's high watermark as its last record batch's base
+offset + 1, so only then is the reported end the true one (checked before
+timing), and a topic of one-record batches is served many times slower.
 
 It prints per-variant medians of messages/s and medians of per-round ratios
 (paired, so a noisy machine affects both sides of a ratio alike), and the
@@ -54,6 +60,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
@@ -72,20 +79,57 @@ def transform(value: bytes) -> bytes:
     return value.upper()
 
 
-def fill(broker: KafkaBroker, topic: str, n: int, one_record_batches: bool = False) -> int:
-    # One record a batch for from_kafka_batched: the tansu build reports a
-    # partition's high watermark right only then (see tests/kafka_broker.py).
-    extra = {"batch.num.messages": 1} if one_record_batches else {"linger.ms": 5}
-    p = Producer(broker.config(**extra))
+def fill(broker: KafkaBroker, topic: str, n: int) -> int:
+    p = Producer(broker.config(**{"linger.ms": 5}))
     for i in range(n):
-        while True:
-            try:
-                p.produce(topic, b"message number %08d" % i)
-                break
-            except BufferError:
-                p.poll(0.01)
+        produce(p, topic, b"message number %08d" % i)
     p.flush(120)
     return n
+
+
+def produce(p: Producer, topic: str, value: bytes, **kwargs: Any) -> None:
+    while True:
+        try:
+            p.produce(topic, value, **kwargs)
+            return
+        except BufferError:
+            p.poll(0.01)
+
+
+def fill_for_watermarks(broker: KafkaBroker, topic: str, n: int) -> None:
+    """Write ``n`` messages so that the broker reports each partition's true end.
+
+    This tansu build reports a partition's high watermark as its last record
+    batch's base offset + 1, right only when that batch holds one record.
+    Each partition's last message is therefore written alone, after a flush,
+    and the rest in the producer's usual large record batches (a topic of
+    one-record batches is served many times slower). The last messages are
+    ordinary messages of the ``n``: every contender reads all ``n``.
+    """
+    written = dict.fromkeys(range(PARTITIONS), 0)
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            raise RuntimeError(f"benchmark input not written: {err}")
+        written[msg.partition()] += 1
+
+    p = Producer(broker.config(**{"linger.ms": 5, "batch.num.messages": 10_000,
+                                  "on_delivery": delivered}))
+    for i in range(n - PARTITIONS):
+        produce(p, topic, b"message number %08d" % i)
+    p.flush(120)
+    for part in range(PARTITIONS):  # each alone in its record batch
+        produce(p, topic, b"message number %08d" % (n - PARTITIONS + part), partition=part)
+        p.flush(120)
+    c = Consumer(broker.config(**{"group.id": "bench-unused"}))
+    marks = {part: c.get_watermark_offsets(TopicPartition(topic, part), timeout=30)
+             for part in range(PARTITIONS)}
+    c.close()
+    if any(marks[part] != (0, written[part]) for part in range(PARTITIONS)) \
+            or sum(written.values()) != n:
+        raise RuntimeError(f"the broker reports watermarks {marks} for a topic written with "
+                           f"{written} messages a partition: the Dask runs would not read "
+                           "them all")
 
 
 def consumer(broker: KafkaBroker, topic: str, tuned: bool = True) -> Consumer:
@@ -181,12 +225,16 @@ def with_group(broker: KafkaBroker, topic: str, out: str, n: int) -> float:
     return rate
 
 
-def with_dask(broker: KafkaBroker, topic: str, n: int, workers: int) -> float:
+def with_dask(broker: KafkaBroker, topic: str, n: int, workers: int, warm: bool) -> float:
+    from importlib import import_module
+
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                       host="127.0.0.1", dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as client:
+        if warm:  # as a long-lived cluster: the library imported on every worker
+            client.run(lambda: import_module("streams_dask.worker") and None)
         got = 0
 
         def count(batch: list[bytes]) -> None:
@@ -202,6 +250,15 @@ def with_dask(broker: KafkaBroker, topic: str, n: int, workers: int) -> float:
         rate = got / (time.perf_counter() - t0)
         assert got == n, (got, n)
         return rate
+
+
+def dask_round(broker: KafkaBroker, n: int, results: dict[str, list[float]],
+               warm: bool) -> None:
+    t = broker.create_topic(f"bench-in-{next(_names)}", PARTITIONS)
+    fill_for_watermarks(broker, t, n)
+    for workers in (1, 2):
+        results.setdefault(f"dask-{workers}-worker", []).append(
+            with_dask(broker, t, n, workers, warm))
 
 
 def timed(run: Callable[[], int]) -> float:
@@ -220,7 +277,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--dask", action="store_true", help="also from_kafka_batched(dask=True)")
     ap.add_argument("--group", action="store_true", help="also from_kafka in a consumer group")
+    ap.add_argument("--dask-only", action="store_true",
+                    help="only the from_kafka_batched(dask=True) runs")
+    ap.add_argument("--warm", action="store_true",
+                    help="with --dask, import the library on the workers before timing")
     args = ap.parse_args()
+    args.dask |= args.dask_only
     n = args.messages
     print(f"load average at start: {load()}; {os.cpu_count()} cores; {n} messages, "
           f"{PARTITIONS} partitions, {args.rounds} rounds")
@@ -228,7 +290,7 @@ def main() -> None:
         broker = KafkaBroker(Path(tmp) / "broker.log")
         try:
             results: dict[str, list[float]] = {}
-            for _ in range(args.rounds):
+            for _ in range(args.rounds if not args.dask_only else 0):
                 t = broker.create_topic(f"bench-in-{next(_names)}", PARTITIONS)
                 o1, o2, o3, o5 = (broker.create_topic(f"bench-out-{next(_names)}", PARTITIONS)
                                   for _ in range(4))
@@ -247,11 +309,9 @@ def main() -> None:
                     o4 = broker.create_topic(f"bench-out-{next(_names)}", PARTITIONS)
                     results.setdefault("streams-group", []).append(with_group(broker, t, o4, n))
                 if args.dask:
-                    t = broker.create_topic(f"bench-in-{next(_names)}", PARTITIONS)
-                    fill(broker, t, n, one_record_batches=True)
-                    for workers in (1, 2):
-                        results.setdefault(f"dask-{workers}-worker", []).append(
-                            with_dask(broker, t, n, workers))
+                    dask_round(broker, n, results, args.warm)
+            for _ in range(args.rounds if args.dask_only else 0):
+                dask_round(broker, n, results, args.warm)
         finally:
             broker.stop()
     print("\nmedian messages/s")
@@ -263,16 +323,19 @@ def main() -> None:
         return statistics.median(x / y for x, y in zip(results[a], results[b], strict=True))
 
     print("\nmedian paired ratios (throughput)")
-    pairs = [("streams", "plain"), ("streams", "plain-batched"),
-             ("streams", "plain-produce-batch"), ("streams", "produce-only"),
-             ("streams", "consume-only")]
-    if args.group:
+    pairs = [] if args.dask_only else [
+        ("streams", "plain"), ("streams", "plain-batched"), ("streams", "plain-produce-batch"),
+        ("streams", "produce-only"), ("streams", "consume-only")]
+    if args.group and not args.dask_only:
         pairs += [("streams-group", "plain-batched"), ("streams-group", "consume-only"),
                   ("streams-group", "streams")]
     for a, b in pairs:
         print(f"  {a} / {b:19} {ratio(a, b):6.2f}x")
     if args.dask:
-        print(f"  dask 2 workers / 1 worker {ratio('dask-2-worker', 'dask-1-worker'):6.2f}x")
+        per_round = [b / a for a, b in zip(results["dask-1-worker"], results["dask-2-worker"],
+                                          strict=True)]
+        print(f"  dask 2 workers / 1 worker {ratio('dask-2-worker', 'dask-1-worker'):6.2f}x   "
+              f"({', '.join(f'{r:.2f}' for r in per_round)})")
     print(f"\nload average at end: {load()}")
 
 

@@ -28,6 +28,7 @@ from ..graph import walk
 from ..pending import gather_pending as _gather_pending
 from .base import Source
 from .kafka_config import _import_kafka, kafka_consumer_config
+from .kafka_readers import range_reader
 
 __all__ = ["FromKafkaBatched", "from_kafka_batched", "get_message_batch"]
 
@@ -55,27 +56,26 @@ def get_message_batch(kafka_params: dict[str, Any], topic: str, partition: int, 
 
     Values (``bytes``), or ``{"key": ..., "value": ...}`` dicts with ``keys``.
     Waits for the range to be readable, at most ``timeout`` seconds if given.
+    The consumer is kept for the process's next read (see
+    :mod:`~streams.sources.kafka_readers`).
     """
     ck = _import_kafka("from_kafka_batched()")
-    params = {**kafka_params, "enable.auto.commit": False, "enable.partition.eof": False}
-    params.setdefault("group.id", "streams-unused")
-    consumer = ck.Consumer(params)
-    consumer.assign([ck.TopicPartition(topic, partition, low)])
     out: list[Any] = []
     clock = get_clock()
     deadline = None if timeout is None else clock.now() + timeout
-    try:
+    with range_reader(kafka_params) as consumer:
+        consumer.assign([ck.TopicPartition(topic, partition, low)])
         while deadline is None or clock.now() < deadline:
             for msg in consumer.consume(min(high - low + 1, 10_000), timeout=1.0):
                 if msg.error() is not None:
                     raise ck.KafkaException(msg.error())
+                if msg.partition() != partition:
+                    continue  # of a kept consumer's last read: librdkafka drops those
                 off = msg.offset()
                 if low <= off <= high:
                     out.append({"key": msg.key(), "value": msg.value()} if keys else msg.value())
                 if off >= high:
                     return out
-    finally:
-        consumer.close()
     return out
 
 
