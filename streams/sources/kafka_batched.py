@@ -63,6 +63,7 @@ def get_message_batch(kafka_params: dict[str, Any], topic: str, partition: int, 
     out: list[Any] = []
     clock = get_clock()
     deadline = None if timeout is None else clock.now() + timeout
+    at = [ck.TopicPartition(topic, partition)]
     with range_reader(kafka_params) as consumer:
         consumer.assign([ck.TopicPartition(topic, partition, low)])
         while deadline is None or clock.now() < deadline:
@@ -76,6 +77,11 @@ def get_message_batch(kafka_params: dict[str, Any], topic: str, partition: int, 
                     out.append({"key": msg.key(), "value": msg.value()} if keys else msg.value())
                 if off >= high:
                     return out
+            # The range may end in offsets no message holds (a transaction's
+            # commit marker, an aborted transaction's messages): the
+            # consumer's position passes them.
+            if consumer.position(at)[0].offset > high:
+                return out
     return out
 
 

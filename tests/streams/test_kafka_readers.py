@@ -84,3 +84,34 @@ def test_a_kept_consumer_idle_too_long_is_closed_at_the_next_read(
     with pytest.raises(RuntimeError, match="closed"):
         first.assignment()  # closed by the read after its idle time
     assert close_idle_readers() == 1  # the second read's
+
+
+def test_a_range_ending_in_a_transaction_marker_ends_there(kafka_broker: Any) -> None:
+    # A transactional producer's commit marker takes the partition's last
+    # offset and is never delivered: the read must end at its position, not
+    # wait for a message at that offset (for ever, without a timeout).
+    import threading
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from streams.sources.kafka_batched import get_message_batch
+
+    topic = kafka_broker.create_topic("txn-range", partitions=1)
+    producer = Producer(kafka_broker.config(**{"transactional.id": "txn-range"}))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, b"%d" % i, partition=0)
+    producer.commit_transaction(30)
+    probe = Consumer(kafka_broker.config(**{"group.id": "txn-probe"}))
+    _, high = probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+    probe.close()
+    assert high > 5  # the marker holds an offset of its own
+    got: list[Any] = []
+    reader = threading.Thread(target=lambda: got.extend(get_message_batch(
+        kafka_broker.config(**{"group.id": "txn-range"}), topic, 0, False, 0, high - 1)),
+        daemon=True)
+    reader.start()
+    reader.join(120)  # a bound for a hang, not a timing
+    assert not reader.is_alive(), "the read waits for an offset no message holds"
+    assert got == [b"%d" % i for i in range(5)]
