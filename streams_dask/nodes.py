@@ -78,11 +78,12 @@ class Scatter(SegmentEntry, Stream[Any]):
     Checkpoints (:class:`~streams.state.Checkpointer`) and sources that
     acknowledge what is done (``from_redis``) see an element as done only
     once its results came back: a checkpoint first waits for every element
-    in flight, then records the state the segment's stateful nodes carry
-    from batch to batch (:attr:`segment_states`), and a pipeline restarted
-    from it resumes that state on the cluster. (The cluster drains at each
-    checkpoint: checkpoint every few batches' worth of elements, not every
-    few elements.)
+    in flight, then brings back from the workers the state the segment's
+    stateful nodes carry from batch to batch (:attr:`segment_states`, which
+    stays on the workers between checkpoints: see :mod:`streams_dask.chain`),
+    and records it; a pipeline restarted from it resumes that state on the
+    cluster. (The cluster drains at each checkpoint: checkpoint every few
+    batches' worth of elements, not every few elements.)
 
     Parameters
     ----------
@@ -360,7 +361,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         with runner.lock:
             self._raise_background(runner)
             runner.pump()
-            while runner.head() is not None or runner.pending:
+            while runner.head() is not None or runner.pending or runner.anchor():
                 runner.wait_one()
                 runner.pump()
                 runner.replay()
@@ -371,7 +372,8 @@ class Scatter(SegmentEntry, Stream[Any]):
         assert driver is not None
         runner = driver.runner
         runner.pump()
-        while runner.head() is not None or runner.pending or runner.ready:
+        while (runner.head() is not None or runner.pending or runner.ready
+               or runner.anchor()):
             # The driving task collects results until nothing is in flight;
             # waiting for it (rather than collecting here too) leaves one
             # consumer of the finished tasks, which a second one could starve.
@@ -386,8 +388,9 @@ class Scatter(SegmentEntry, Stream[Any]):
         """Before a checkpoint: finish the elements in flight (None, or an awaitable).
 
         A checkpoint records a source's offset as done, so every element up
-        to it must have come back from the cluster; :attr:`segment_states`
-        is then the state after exactly those elements.
+        to it must have come back from the cluster, and with them the states
+        (:meth:`Runner.anchor`): :attr:`segment_states` is then the state
+        after exactly those elements.
         """
         if self.asynchronous or self._on_loop:
             started = self._driver is not None or self._starting is not None
