@@ -53,7 +53,7 @@ from .worker import Sealed, run_stage, unsealed
 __all__ = ["ANCHOR_EVERY", "Link", "StateChain", "events_of", "merge_links", "run_link"]
 
 #: Rounds between two anchors (client-held copies of the states).
-ANCHOR_EVERY = 8
+ANCHOR_EVERY = 16
 
 _by_tag = itemgetter(0)
 
