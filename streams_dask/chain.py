@@ -10,9 +10,9 @@ part had after the round before, and a merge that puts the parts' events
 back in input order. A part's task takes the *future* of the same part's
 task of the round before, not a state held by the client: Dask runs it
 where that state already is (data locality), and moves the state only if
-it must. So rounds go as soon as their batch is cut, one behind the other,
-and the client neither waits for a round before sending the next nor
-unpickles the states.
+it must. So a round goes as soon as its batch is cut, behind the one
+running (:data:`ROUNDS_AHEAD`), and the client neither waits for a round
+before sending the next nor unpickles the states.
 
 * **Events, not states, come back.** With several parts, a small
   :func:`events_of` task next to each part's result takes its events,
@@ -54,6 +54,13 @@ __all__ = ["ANCHOR_EVERY", "Link", "StateChain", "events_of", "merge_links", "ru
 
 #: Rounds between two anchors (client-held copies of the states).
 ANCHOR_EVERY = 16
+
+#: Rounds in flight at most: one running, one queued behind it. Batches cut
+#: meanwhile wait, and leave together as one round: a round's cost grows
+#: with the states it carries (unpickled and pickled again), not only with
+#: its elements, so a chain that falls behind catches up with fewer, larger
+#: rounds.
+ROUNDS_AHEAD = 2
 
 _by_tag = itemgetter(0)
 
@@ -191,6 +198,10 @@ class StateChain:
         """The future whose result is the next round's, if any."""
         return self.rounds[0].future if self.rounds else None
 
+    def ready(self) -> bool:
+        """Whether a round may leave now (else its batches wait, to leave as one)."""
+        return not self.stalled and len(self.rounds) < ROUNDS_AHEAD
+
     def holds(self, future: Future) -> bool:
         """Whether ``future`` is a round's result still to be taken."""
         return any(r.future is future for r in self.rounds)
@@ -201,7 +212,7 @@ class StateChain:
         The round is an anchor every :data:`ANCHOR_EVERY` rounds and at the
         end of stream; the caller submits no other round until it is taken.
         """
-        assert not self.stalled, "a round submitted while an anchor is on its way"
+        assert self.ready(), "a round submitted while an anchor is on its way"
         before: list[Any] = (self.links if self.links is not None
                              else [Sealed(s) for s in self.anchored])
         links = [self.submit(batch, run_link, self.plan, items, groups, prev, close)

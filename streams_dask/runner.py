@@ -192,12 +192,11 @@ class Runner:
         """Unfinished tasks below which a partial batch leaves now.
 
         For a chained stage, a round takes every worker thread: a partial
-        batch leaves while fewer than two rounds are unfinished (one running,
-        one queued), and none while an anchor is on its way (it would wait).
+        batch leaves while the chain takes a round now (it would wait).
         """
         chain = self.chain
         if chain is not None:
-            return 0 if chain.stalled or self.waiting else min(2, self.eager)
+            return self.max_in_flight if chain.ready() and not self.waiting else 0
         return self.eager
 
     @property
@@ -276,9 +275,9 @@ class Runner:
 
     def _start_second(self) -> None:
         chain = self.chain
-        if chain is None or chain.stalled or not self.waiting:
+        if chain is None or not chain.ready() or not self.waiting:
             return
-        # Batches that waited for an anchor run as one round.
+        # Batches that waited (for a round ahead, or an anchor) run as one round.
         items: list[Any] = []
         total = 0
         while self.waiting:
