@@ -174,6 +174,8 @@ class StateChain:
         self.since_anchor = 0
         #: An anchor is on its way: no round leaves before it is back.
         self.stalled = False
+        #: Worker addresses, one per thread: part ``i`` prefers the ``i``-th.
+        self.places: list[str] = []
 
     # -- the states, for checkpoints ---------------------------------------
 
@@ -215,14 +217,25 @@ class StateChain:
         assert self.ready(), "a round submitted while an anchor is on its way"
         before: list[Any] = (self.links if self.links is not None
                              else [Sealed(s) for s in self.anchored])
-        links = [self.submit(batch, run_link, self.plan, items, groups, prev, close)
-                 for groups, prev in zip(self.parts, before, strict=True)]
+        links = [self.submit(batch, run_link, self.plan, items, groups, prev, close,
+                             **self._place(i))
+                 for i, (groups, prev) in enumerate(zip(self.parts, before, strict=True))]
         self.links = links
         self.held.extend(links)
         self.since_anchor += 1
         anchoring = close or self.since_anchor >= ANCHOR_EVERY
         self._merge(links, size, anchoring, with_events=True)
         return self.rounds[-1].future
+
+    def _place(self, part: int) -> dict[str, Any]:
+        # Each part on a worker of its own, the same from round to round: by
+        # data locality alone, a part whose batch (a first stage's result)
+        # weighs more than its state would follow the batch, and two parts
+        # could share one worker. Loosely: if that worker is gone, any other.
+        if not self.places:
+            return {}
+        return {"workers": [self.places[part % len(self.places)]],
+                "allow_other_workers": True}
 
     def _merge(self, links: list[Future], size: int, anchoring: bool,
                with_events: bool) -> None:

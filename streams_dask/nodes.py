@@ -242,14 +242,14 @@ class Scatter(SegmentEntry, Stream[Any]):
         connection = connect(self.client)
         workers = connection.client.nthreads()
         self._runner = self._make_runner(connection, sum(workers.values()))
-        self._runner.warm_workers(list(workers))
+        self._runner.warm_workers(workers)
         return self._runner
 
     async def _astart(self) -> None:
         connection = await connect_async(self.client)
         workers = await connection.client.nthreads()
         self._runner = self._make_runner(connection, sum(workers.values()))
-        self._runner.warm_workers(list(workers))
+        self._runner.warm_workers(workers)
         self._driver = AsyncDriver(self._runner)
 
     # -- data flow ------------------------------------------------------------

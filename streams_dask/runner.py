@@ -229,10 +229,16 @@ class Runner:
             self.progress.update(1)
         self.sizes.measure(result.seconds, size)
 
-    def warm_workers(self, addresses: Sequence[str]) -> None:
-        """Have each worker import the engine now (see :func:`~.worker.warm`)."""
+    def warm_workers(self, threads: dict[str, int]) -> None:
+        """Have each worker import the engine now (see :func:`~.worker.warm`).
+
+        ``threads``: the workers' addresses and threads, where the chained
+        stage's parts then prefer to run (one part per thread).
+        """
         self.warming = [self.client.submit(warm, workers=[a], allow_other_workers=True,
-                                           pure=False) for a in addresses]
+                                           pure=False) for a in threads]
+        if self.chain is not None:
+            self.chain.places = [a for a, n in threads.items() for _ in range(n)]
 
     def hold_refs(self, metadata: Any, index: int = -1) -> None:
         """Hold ``metadata``'s references for the pending item at ``index``.
