@@ -55,12 +55,12 @@ __all__ = ["ANCHOR_EVERY", "Link", "StateChain", "events_of", "merge_links", "ru
 #: Rounds between two anchors (client-held copies of the states).
 ANCHOR_EVERY = 16
 
-#: Rounds in flight at most: one running, one queued behind it. Batches cut
+#: Rounds in flight at most: one running, two queued behind it. Batches cut
 #: meanwhile wait, and leave together as one round: a round's cost grows
 #: with the states it carries (unpickled and pickled again), not only with
 #: its elements, so a chain that falls behind catches up with fewer, larger
 #: rounds.
-ROUNDS_AHEAD = 2
+ROUNDS_AHEAD = 3
 
 _by_tag = itemgetter(0)
 

@@ -191,12 +191,15 @@ class Runner:
     def _eager(self) -> int:
         """Unfinished tasks below which a partial batch leaves now.
 
-        For a chained stage, a round takes every worker thread: a partial
-        batch leaves while the chain takes a round now (it would wait).
+        For a chained stage, a round takes every worker thread, and costs
+        as much again as its states weigh: a partial batch leaves only while
+        no round is in flight (else small rounds would follow each other,
+        each carrying all the states).
         """
         chain = self.chain
         if chain is not None:
-            return self.max_in_flight if chain.ready() and not self.waiting else 0
+            idle = not chain.rounds and not chain.stalled and not self.waiting
+            return self.max_in_flight if idle else 0
         return self.eager
 
     @property
