@@ -10,8 +10,8 @@ part had after the round before, and a merge that puts the parts' events
 back in input order. A part's task takes the *future* of the same part's
 task of the round before, not a state held by the client: Dask runs it
 where that state already is (data locality), and moves the state only if
-it must. So a round goes as soon as its batch is cut, behind the one
-running (:data:`ROUNDS_AHEAD`), and the client neither waits for a round
+it must. So a round goes as soon as its batch is cut, behind the ones in
+flight (:data:`ROUNDS_AHEAD`), and the client neither waits for a round
 before sending the next nor unpickles the states.
 
 * **Events, not states, come back.** With several parts, a small
