@@ -204,8 +204,9 @@ class Scatter(SegmentEntry, Stream[Any]):
                     f"{'by key group' if True in grouped else 'as one state'}, but the "
                     f"segment now runs {'by key group' if plan.keyed else 'as one stage'}: "
                     "the graph changed since it was taken; restart without it")
-            runner.states = {segment.nodes[position]._node_id: state
-                             for position, state in self._restored.items()}
+            assert runner.chain is not None
+            runner.chain.states = {segment.nodes[position]._node_id: state
+                                   for position, state in self._restored.items()}
         if self.show_progress:
             from streams.jupyter.progress import progress_bar
 
@@ -405,13 +406,16 @@ class Scatter(SegmentEntry, Stream[Any]):
     def _running_states(self) -> dict[int, Any] | None:
         # Keyed by each node's position in the segment (node ids change from
         # run to run).
+        # The states at the chain's last anchor: after a checkpoint's barrier,
+        # those of every element whose results were replayed.
         runner = self._runner
-        if runner is None or runner.states is None:
+        states = None if runner is None or runner.chain is None else runner.chain.states
+        if states is None:
             return None
         segment = self._segment
         assert isinstance(segment, DaskSegment)
         position = {n._node_id: i for i, n in enumerate(segment.nodes)}
-        return {position[node_id]: state for node_id, state in runner.states.items()}
+        return {position[node_id]: state for node_id, state in states.items()}
 
     # -- end of stream -------------------------------------------------------
 

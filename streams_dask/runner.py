@@ -202,20 +202,6 @@ class Runner:
             return self.max_in_flight if idle else 0
         return self.eager
 
-    @property
-    def states(self) -> dict[int, Any] | None:
-        """The chained stage's states at its last anchor, by node id (None: none).
-
-        After :meth:`anchor` has been taken, the states after every element
-        whose results were replayed: what a checkpoint records.
-        """
-        return None if self.chain is None else self.chain.states
-
-    @states.setter
-    def states(self, states: dict[int, Any] | None) -> None:
-        assert self.chain is not None
-        self.chain.states = states
-
     def anchor(self) -> bool:
         """Have the chained stage's states come back to the client (for a checkpoint).
 
