@@ -1,14 +1,24 @@
 # mypy: disallow-untyped-calls=False
 # (distributed's API is not typed; its calls are checked by the tests.)
-"""Results of finished tasks, fetched in the background as they finish."""
+"""Results of finished tasks, fetched in the background as they finish, and checked."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from distributed import Future, as_completed
 
-__all__ = ["FetchFailed", "Fetcher"]
+__all__ = ["DaskTaskError", "FetchFailed", "Fetcher", "checked"]
+
+
+class DaskTaskError(RuntimeError):
+    """A Dask task itself failed (not a user function: those follow node policies).
+
+    For instance a function that pickles here but cannot be unpickled on the
+    workers (its module is not installed there), or a task that killed its
+    worker too often. The elements of that task's batch were not processed.
+    """
 
 
 class FetchFailed:
@@ -43,3 +53,31 @@ class Fetcher(as_completed):
                         self.condition.notify()
                     with self.thread_condition:
                         self.thread_condition.notify()
+
+
+def checked(label: str, future: Future, result: Any) -> Any:
+    """A fetched result of ``label``'s task, or the :class:`DaskTaskError` it met."""
+    if isinstance(result, FetchFailed):
+        raise _task_failed(label, result.exc, "its result could not be sent back: it holds "
+                           "something that does not pickle (a lock, a file, a "
+                           "generator...); map elements to plain data before "
+                           "gather()") from result.exc
+    if future.status == "error":
+        _, exc, tb = result
+        raise _task_failed(label, exc) from exc.with_traceback(tb)
+    if future.status == "cancelled":
+        # The client closed, or someone cancelled the task, under the stream.
+        exc = result if isinstance(result, BaseException) else None
+        raise _task_failed(label, exc or RuntimeError("cancelled"),
+                           "the task was cancelled (was the client closed "
+                           "while elements were in flight?)")
+    return result
+
+
+def _task_failed(label: str, exc: BaseException, why: str | None = None) -> DaskTaskError:
+    if why is None:
+        why = ("errors of user functions go to their node's error policy; this is the "
+               "task itself, e.g. a function that cannot be unpickled on the workers")
+    return DaskTaskError(
+        f"a Dask task of {label} failed, so the elements of its batch were not "
+        f"processed: {type(exc).__name__}: {exc} ({why})")

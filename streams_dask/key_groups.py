@@ -5,8 +5,9 @@ A node whose state is one independent state per key (``scan(f, key=...)``,
 in one task. Its keys are hashed into :data:`KEY_GROUPS` groups; each batch
 of the stateful stage runs as several tasks at once, each over the elements
 of some groups with those groups' states, and a last task merges what they
-return back into input order. Every node after the keyed one in the stage
-keeps no state, so it may run in any group's task.
+return back into input order (:mod:`streams_dask.chain`, which also keeps
+each task's states on its worker for the next batch). Every node after the
+keyed one in the stage keeps no state, so it may run in any group's task.
 
 The states are kept per group (``{node id: {group: state}}``), and the
 number of groups is fixed: however many tasks a batch is cut into (one per
@@ -31,8 +32,8 @@ from typing import Any
 from streams.operators._checks import canonical_key, key_function
 from streams.stage import Failure, Stage, StagePlan, StageResult, checkout, release
 
-__all__ = ["KEY_GROUPS", "SHARED", "GroupStates", "group_of", "merge_groups", "parts",
-           "run_key_groups", "states_of", "updated"]
+__all__ = ["KEY_GROUPS", "SHARED", "GroupStates", "group_of", "parts", "run_key_groups",
+           "states_of", "taken_state", "updated"]
 
 #: Keys are hashed into this many groups. Fixed: a checkpoint holds one
 #: state per group, and restores on any number of workers.
@@ -133,24 +134,22 @@ def run_key_groups(plan_bytes: bytes, items: Any, groups: tuple[int, ...],
             out.extend((len(batch), e) for e in events)
             events.clear()
         run.failed.clear()
-        for nid, state in (run.snapshot() or {}).items():
-            new.setdefault(nid, GroupStates())[g] = state
+        for nid in run.stateful:
+            new.setdefault(nid, GroupStates())[g] = taken_state(run.nodes[nid])
     release(stage)
     return StageResult(out, new or None, time.perf_counter() - started)
 
 
-def merge_groups(*results: StageResult) -> StageResult:
-    """The group tasks' results as one: events in order, the groups' new states.
+def taken_state(node: Any) -> dict[str, Any]:
+    """``node.snapshot()`` without its copy: the state itself, handed over.
 
-    A group no task ran keeps the state it had (see :func:`updated`).
+    Copying every group's state (every open window's elements) each batch
+    costs more than the work. No copy is needed: the node is restored to
+    another group's state (or a fresh one) before it runs again, and a
+    part's states reach its next task pickled (:mod:`streams_dask.chain`).
+    (A node run by key group has no ``ttl``: its snapshot is its state.)
     """
-    events = sorted((e for r in results for e in r.events), key=lambda pe: pe[0])
-    merged: dict[int, GroupStates] = {}
-    for r in results:
-        for nid, s in (r.states or {}).items():
-            merged.setdefault(nid, GroupStates()).update(s)
-    return StageResult([e for _, e in events], merged or None,
-                       max((r.seconds for r in results), default=0.0))
+    return {name: getattr(node, name) for name in node._state}
 
 
 def updated(states: dict[int, Any] | None, new: dict[int, Any] | None

@@ -78,11 +78,12 @@ class Scatter(SegmentEntry, Stream[Any]):
     Checkpoints (:class:`~streams.state.Checkpointer`) and sources that
     acknowledge what is done (``from_redis``) see an element as done only
     once its results came back: a checkpoint first waits for every element
-    in flight, then records the state the segment's stateful nodes carry
-    from batch to batch (:attr:`segment_states`), and a pipeline restarted
-    from it resumes that state on the cluster. (The cluster drains at each
-    checkpoint: checkpoint every few batches' worth of elements, not every
-    few elements.)
+    in flight, then brings back from the workers the state the segment's
+    stateful nodes carry from batch to batch (:attr:`segment_states`, which
+    stays on the workers between checkpoints: see :mod:`streams_dask.chain`),
+    and records it; a pipeline restarted from it resumes that state on the
+    cluster. (The cluster drains at each checkpoint: checkpoint every few
+    batches' worth of elements, not every few elements.)
 
     Parameters
     ----------
@@ -203,8 +204,9 @@ class Scatter(SegmentEntry, Stream[Any]):
                     f"{'by key group' if True in grouped else 'as one state'}, but the "
                     f"segment now runs {'by key group' if plan.keyed else 'as one stage'}: "
                     "the graph changed since it was taken; restart without it")
-            runner.states = {segment.nodes[position]._node_id: state
-                             for position, state in self._restored.items()}
+            assert runner.chain is not None
+            runner.chain.states = {segment.nodes[position]._node_id: state
+                                   for position, state in self._restored.items()}
         if self.show_progress:
             from streams.jupyter.progress import progress_bar
 
@@ -241,14 +243,14 @@ class Scatter(SegmentEntry, Stream[Any]):
         connection = connect(self.client)
         workers = connection.client.nthreads()
         self._runner = self._make_runner(connection, sum(workers.values()))
-        self._runner.warm_workers(list(workers))
+        self._runner.warm_workers(workers)
         return self._runner
 
     async def _astart(self) -> None:
         connection = await connect_async(self.client)
         workers = await connection.client.nthreads()
         self._runner = self._make_runner(connection, sum(workers.values()))
-        self._runner.warm_workers(list(workers))
+        self._runner.warm_workers(workers)
         self._driver = AsyncDriver(self._runner)
 
     # -- data flow ------------------------------------------------------------
@@ -360,7 +362,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         with runner.lock:
             self._raise_background(runner)
             runner.pump()
-            while runner.head() is not None or runner.pending:
+            while runner.head() is not None or runner.pending or runner.anchor():
                 runner.wait_one()
                 runner.pump()
                 runner.replay()
@@ -371,7 +373,8 @@ class Scatter(SegmentEntry, Stream[Any]):
         assert driver is not None
         runner = driver.runner
         runner.pump()
-        while runner.head() is not None or runner.pending or runner.ready:
+        while (runner.head() is not None or runner.pending or runner.ready
+               or runner.anchor()):
             # The driving task collects results until nothing is in flight;
             # waiting for it (rather than collecting here too) leaves one
             # consumer of the finished tasks, which a second one could starve.
@@ -386,8 +389,9 @@ class Scatter(SegmentEntry, Stream[Any]):
         """Before a checkpoint: finish the elements in flight (None, or an awaitable).
 
         A checkpoint records a source's offset as done, so every element up
-        to it must have come back from the cluster; :attr:`segment_states`
-        is then the state after exactly those elements.
+        to it must have come back from the cluster, and with them the states
+        (:meth:`Runner.anchor`): :attr:`segment_states` is then the state
+        after exactly those elements.
         """
         if self.asynchronous or self._on_loop:
             started = self._driver is not None or self._starting is not None
@@ -402,13 +406,16 @@ class Scatter(SegmentEntry, Stream[Any]):
     def _running_states(self) -> dict[int, Any] | None:
         # Keyed by each node's position in the segment (node ids change from
         # run to run).
+        # The states at the chain's last anchor: after a checkpoint's barrier,
+        # those of every element whose results were replayed.
         runner = self._runner
-        if runner is None or runner.states is None:
+        states = None if runner is None or runner.chain is None else runner.chain.states
+        if states is None:
             return None
         segment = self._segment
         assert isinstance(segment, DaskSegment)
         position = {n._node_id: i for i, n in enumerate(segment.nodes)}
-        return {position[node_id]: state for node_id, state in runner.states.items()}
+        return {position[node_id]: state for node_id, state in states.items()}
 
     # -- end of stream -------------------------------------------------------
 

@@ -21,11 +21,14 @@ The runner turns elements arriving at ``scatter()`` into Dask tasks:
   ``gather()`` sees them in input order whatever order workers finish in;
 * **replay** - what a task returns is a list of events (values for a
   ``gather()`` node, failures for a node's error policy), replayed on the
-  client in order, exactly where an in-process run would have produced them.
+  client in order, exactly where an in-process run would have produced them;
+* **state** - a stateful (chained) stage runs in rounds that keep its state
+  on the workers, one round behind the other (:mod:`streams_dask.chain`).
 
-A worker that dies loses nothing: every task's input is part of the task
-(nothing is scattered separately), so the scheduler recomputes lost
-results, and each result is replayed once, when it reaches the head.
+A worker that dies loses nothing: every task's input is part of the task or
+of a task whose future the runner holds (nothing is scattered separately),
+so the scheduler recomputes lost results, and each result is replayed once,
+when it reaches the head.
 """
 
 from __future__ import annotations
@@ -43,25 +46,17 @@ from streams.pending import settle
 from streams.segment import unsendable
 
 from .batch_sizes import BatchSizes
+from .chain import StateChain
 from .client import Connection
-from .fetching import Fetcher, FetchFailed
-from .key_groups import merge_groups, parts, run_key_groups, states_of, updated
+from .fetching import DaskTaskError, Fetcher, checked
+from .key_groups import parts
 from .segment import Plan
-from .worker import Batch, Failure, Sealed, StageResult, run_after, run_stage, warm
+from .worker import Batch, Failure, StageResult, run_stage, warm
 
 __all__ = ["POLL_EVERY", "DaskTaskError", "Runner"]
 
 #: A synchronous producer looks for finished results every this many elements.
 POLL_EVERY = 16
-
-
-class DaskTaskError(RuntimeError):
-    """A Dask task itself failed (not a user function: those follow node policies).
-
-    For instance a function that pickles here but cannot be unpickled on the
-    workers (its module is not installed there), or a task that killed its
-    worker too often. The elements of that task's batch were not processed.
-    """
 
 
 class Runner:
@@ -128,11 +123,13 @@ class Runner:
         # Parallel plans: one future per batch, in input order.
         self.in_flight: deque[tuple[Future, int]] = deque()
         # Chained plans: batches (or first-stage futures) waiting for the
-        # second stage, with the end-of-stream flag of each.
+        # second stage (while an anchor is on its way), with the
+        # end-of-stream flag of each; and the second stage's rounds.
         self.waiting: deque[tuple[Any, bool, int]] = deque()
-        self.second: Future | None = None
-        self.second_size = 0
-        self.states: dict[int, Any] | None = None
+        self.chain: StateChain | None = None
+        if plan.second is not None:
+            self.chain = StateChain(self._task, plan.second,
+                                    parts(threads or 1) if plan.keyed else None)
         self.ready: deque[Any] = deque()
         self.submitted = 0  # tasks whose results are measured (one per batch)
         self.accepted = 0
@@ -154,7 +151,8 @@ class Runner:
 
     def count(self) -> int:
         """Tasks in flight (submitted, result not yet replayed)."""
-        return len(self.in_flight) + len(self.waiting) + (self.second is not None)
+        chained = len(self.chain.rounds) if self.chain is not None else 0
+        return len(self.in_flight) + len(self.waiting) + chained
 
     def running(self) -> int:
         """Tasks running or queued on the cluster (no result fetched yet)."""
@@ -193,20 +191,43 @@ class Runner:
     def _eager(self) -> int:
         """Unfinished tasks below which a partial batch leaves now.
 
-        None while a chained stage runs: it would wait, and cost a state round trip."""
-        if self.plan.second is not None and (self.second is not None or self.waiting):
-            return 0
+        For a chained stage, a round takes every worker thread, and costs
+        as much again as its states weigh: a partial batch leaves only while
+        no round is in flight (else small rounds would follow each other,
+        each carrying all the states).
+        """
+        chain = self.chain
+        if chain is not None:
+            idle = not chain.rounds and not chain.stalled and not self.waiting
+            return self.max_in_flight if idle else 0
         return self.eager
+
+    def anchor(self) -> bool:
+        """Have the chained stage's states come back to the client (for a checkpoint).
+
+        Call once nothing is in flight; returns whether a task was submitted
+        for it (then wait for it as for any result).
+        """
+        future = None if self.chain is None else self.chain.anchor()
+        if future is not None:
+            self._track(future)
+        return future is not None
 
     def _measure(self, result: StageResult, size: int) -> None:
         if self.progress is not None:
             self.progress.update(1)
         self.sizes.measure(result.seconds, size)
 
-    def warm_workers(self, addresses: Sequence[str]) -> None:
-        """Have each worker import the engine now (see :func:`~.worker.warm`)."""
+    def warm_workers(self, threads: dict[str, int]) -> None:
+        """Have each worker import the engine now (see :func:`~.worker.warm`).
+
+        ``threads``: the workers' addresses and threads, where the chained
+        stage's parts then prefer to run (one part per thread).
+        """
         self.warming = [self.client.submit(warm, workers=[a], allow_other_workers=True,
-                                           pure=False) for a in addresses]
+                                           pure=False) for a in threads]
+        if self.chain is not None:
+            self.chain.places = [a for a, n in threads.items() for _ in range(n)]
 
     def hold_refs(self, metadata: Any, index: int = -1) -> None:
         """Hold ``metadata``'s references for the pending item at ``index``.
@@ -240,37 +261,27 @@ class Runner:
         self.waiting.append((item, close, len(batch)))
         self._start_second()
 
-    def _task(self, batch: list[Any], *args: Any) -> Future:
+    def _task(self, batch: list[Any], *args: Any, **kwargs: Any) -> Future:
         """Submit a task of ``batch``; an element that does not pickle is named."""
         try:
-            return self.client.submit(*args, pure=False)
+            return self.client.submit(*args, pure=False, **kwargs)
         except TypeError as e:  # Dask's "Could not serialize object of type ..."
             raise unsendable(self.label, "Dask workers", batch, e) from e
 
     def _start_second(self) -> None:
-        if self.second is not None or not self.waiting:
+        chain = self.chain
+        if chain is None or not chain.ready() or not self.waiting:
             return
-        # All batches waiting run in one task: one round trip of the state.
+        # Batches that waited (for a round ahead, or an anchor) run as one round.
         items: list[Any] = []
-        self.second_size = 0
+        total = 0
         while self.waiting:
             item, close, size = self.waiting.popleft()
             items.append(item if isinstance(item, Future) else Batch(item))
-            self.second_size += size
+            total += size
         arg = items[0] if len(items) == 1 else {"parts": items}
         batch = [x for b in items if isinstance(b, Batch) for x in b.items]
-        if self.plan.keyed:
-            # One task per worker thread, each over some key groups, and one
-            # that puts their results back in order.
-            tasks = [self._task(batch, run_key_groups, self.plan.second, arg, groups,
-                                Sealed(states_of(self.states, groups)), close)
-                     for groups in parts(self.threads or 1)]
-            self.second = self._task([], merge_groups, *tasks)
-        else:
-            func: Any = run_after if isinstance(arg, Future) else run_stage
-            self.second = self._task(batch, func, self.plan.second, arg, Sealed(self.states),
-                                     close)
-        self._track(self.second)
+        self._track(chain.start(batch, arg, total, close))
 
     def submit_close(self) -> None:
         """Submit everything pending, and the end of stream for stateful stages.
@@ -299,21 +310,21 @@ class Runner:
             self.items_taken += size
             self.ready.extend(result.events)
 
-    def _take_second(self, result: StageResult) -> None:
-        self._measure(result, self.second_size)
-        self.submitted_elements -= self.second_size
-        self.items_taken += self.second_size
-        self.states = (updated(self.states, result.states) if self.plan.keyed
-                       else result.states)
-        self.second = None
-        self.ready.extend(result.events)
+    def _take_second(self, result: Any) -> None:
+        assert self.chain is not None
+        events, size = self.chain.take(result)
+        if size:
+            self._measure(result, size)
+            self.submitted_elements -= size
+            self.items_taken += size
+        self.ready.extend(events)
         self._start_second()
 
     def head(self) -> Future | None:
         """The future whose result is needed next, if any."""
         if self.in_flight:
             return self.in_flight[0][0]
-        return self.second
+        return None if self.chain is None else self.chain.head()
 
     # -- synchronous driving -----------------------------------------------------
     #
@@ -354,25 +365,12 @@ class Runner:
 
     def _tracked(self, future: Future) -> bool:
         """Whether ``future``'s result is still to be taken."""
-        return self.second is future or any(f is future for f, _ in self.in_flight)
+        return ((self.chain is not None and self.chain.holds(future))
+                or any(f is future for f, _ in self.in_flight))
 
     def store(self, future: Future, result: Any) -> None:
         """Keep a fetched result by its task's key, or raise what the task met."""
-        if isinstance(result, FetchFailed):
-            raise self._task_failed(result.exc, "its result could not be sent back: it holds "
-                                    "something that does not pickle (a lock, a file, a "
-                                    "generator...); map elements to plain data before "
-                                    "gather()") from result.exc
-        if future.status == "error":
-            _, exc, tb = result
-            raise self._task_failed(exc) from exc.with_traceback(tb)
-        if future.status == "cancelled":
-            # The client closed, or someone cancelled the task, under the stream.
-            exc = result if isinstance(result, BaseException) else None
-            raise self._task_failed(exc or RuntimeError("cancelled"),
-                                    "the task was cancelled (was the client closed "
-                                    "while elements were in flight?)")
-        self.fetched[future.key] = result
+        self.fetched[future.key] = checked(self.label, future, result)
 
     def _collect(self, block: bool) -> None:
         for future, result in self.fetcher.next_batch(block=block):
@@ -395,8 +393,9 @@ class Runner:
             if self.in_flight and self.in_flight[0][0].key in fetched:
                 future, size = self.in_flight.popleft()
                 self._take([(future, size)], [fetched.pop(future.key)])
-            elif self.second is not None and self.second.key in fetched:
-                self._take_second(fetched.pop(self.second.key))
+            elif (not self.in_flight and (head := self.head()) is not None
+                  and head.key in fetched):
+                self._take_second(fetched.pop(head.key))
             else:
                 return
 
@@ -462,14 +461,6 @@ class Runner:
                 errors.append(e)
         if self.refs:
             self.release_replayed()
-
-    def _task_failed(self, exc: BaseException, why: str | None = None) -> DaskTaskError:
-        if why is None:
-            why = ("errors of user functions go to their node's error policy; this is the "
-                   "task itself, e.g. a function that cannot be unpickled on the workers")
-        return DaskTaskError(
-            f"a Dask task of {self.label} failed, so the elements of its batch were not "
-            f"processed: {type(exc).__name__}: {exc} ({why})")
 
     def _node_of(self, event: Any) -> Stream[Any]:
         if type(event) is Failure:

@@ -20,8 +20,9 @@ before it:
 * each output is tagged ``(position, phase, end, opened)``: an element's own
   events (a failure, a late element) come at its position, then the windows
   its time closes, by end then by when they were opened across all keys, as
-  the node orders them (see ``_take_closed``); :func:`merge_groups` sorts the
-  tags of all groups, which is the order of one node closing all keys.
+  the node orders them (see ``_take_closed``); the round's merge
+  (:func:`~streams_dask.chain.merge_links`) sorts the tags of all groups,
+  which is the order of one node closing all keys.
 
 The stream's largest time and how many elements it has seen are kept with
 the groups' states under :data:`SHARED`, so they go on from batch to batch
@@ -36,7 +37,7 @@ from typing import Any
 
 from streams.stage import Failure, Stage
 
-from .key_groups import SHARED, GroupStates, group_of
+from .key_groups import SHARED, GroupStates, group_of, taken_state
 
 __all__ = ["run_window_groups"]
 
@@ -138,17 +139,6 @@ class _GroupRun:
             self.take((pos, _CLOSED, *order))
 
 
-def _taken_state(node: Any) -> dict[str, Any]:
-    """``node.snapshot()`` without its copy: the state itself, handed over.
-
-    Copying every open window's elements each batch costs more than the
-    windows' work. No copy is needed: the node is restored to another
-    group's state (or a fresh one) before it runs again, and a state given
-    to a task arrives as its own copy (Dask pickles the task's arguments).
-    """
-    return {name: getattr(node, name) for name in node._state}
-
-
 def run_window_groups(stage: Stage, batch: list[Any], groups: tuple[int, ...],
                       states: dict[int, GroupStates] | None, close: bool
                       ) -> tuple[list[tuple[Any, Any]], dict[int, GroupStates]]:
@@ -190,7 +180,7 @@ def run_window_groups(stage: Stage, batch: list[Any], groups: tuple[int, ...],
         run.failed.clear()
         if group.changed or close:
             for nid in run.stateful:
-                new.setdefault(nid, GroupStates())[g] = _taken_state(run.nodes[nid])
+                new.setdefault(nid, GroupStates())[g] = taken_state(run.nodes[nid])
     top = rises.maxima[-1] if rises.maxima else before
     new.setdefault(head, GroupStates())[SHARED] = (top, seen + len(batch))
     return out, new

@@ -61,7 +61,7 @@ def run_killing_one_worker(client: Client, data: list[int],
         assert runner is not None
         if not killed:
             held = [f for f, _ in runner.in_flight] + (
-                [runner.second] if runner.second is not None else [])
+                runner.chain.futures() if runner.chain is not None else [])
             held += [item for item, _, _ in runner.waiting if not isinstance(item, list)]
             owners = {w for ws in client.who_has(held).values() for w in ws}
             if owners:

@@ -86,8 +86,8 @@ def test_each_batch_runs_as_one_task_per_worker_thread(client: Client) -> None:
         got = run(xs, lambda s: s.scatter(client=client, batch_size=100), lambda n: n.gather())
     assert got == run(xs)
     names = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in tasks.data]
-    group_tasks = [n for n in names if n.startswith("run_key_groups")]
-    merges = [n for n in names if n.startswith("merge_groups")]
+    group_tasks = [n for n in names if n.startswith("run_link")]
+    merges = [n for n in names if n.startswith("merge_links")]
     # Two single-threaded workers: two group tasks per batch (and per close).
     assert len(group_tasks) == 2 * len(merges) and len(merges) >= 3
 

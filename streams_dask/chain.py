@@ -1,0 +1,276 @@
+# mypy: disallow-untyped-calls=False
+# (distributed's API is not typed; its calls are checked by the tests.)
+"""A stateful stage's rounds, chained on the workers: the state stays where it was made.
+
+The chained (second) stage of a segment carries state from batch to batch.
+Each batch of it is a *round*: one task per part (for a keyed stage, one
+part per worker thread, each over some key groups: see
+:mod:`streams_dask.key_groups`; else one part), each taking the state its
+part had after the round before, and a merge that puts the parts' events
+back in input order. A part's task takes the *future* of the same part's
+task of the round before, not a state held by the client: Dask runs it
+where that state already is (data locality), and moves the state only if
+it must. So a round goes as soon as its batch is cut, behind the ones in
+flight (:data:`ROUNDS_AHEAD`), and the client neither waits for a round
+before sending the next nor unpickles the states.
+
+* **Events, not states, come back.** With several parts, a small
+  :func:`events_of` task next to each part's result takes its events,
+  sorted, and :func:`merge_links` merges those: the states stay on their
+  workers. With one part the merge runs next to it.
+* **The state travels as bytes.** A part's task returns its state
+  pickled: the next round's task unpickles its own copy, so a task never
+  changes a result that Dask may still hand to another (a recomputation,
+  or a copy fetched meanwhile), and the client keeps a state it never
+  needs to read as bytes.
+* **Anchors: what a lost worker costs.** Every :data:`ANCHOR_EVERY` rounds
+  (at the end of stream, and whenever a checkpoint needs the states: see
+  :meth:`StateChain.anchor`) a round's states come back to the client with
+  its events: an *anchor*. Until then the client holds every part task's
+  future since the last anchor, so a worker that dies loses nothing: Dask
+  recomputes what it held from those rounds, back to at most the anchor,
+  whose states are in the first task after it. The round after an anchor
+  starts from the anchor's states rather than the futures, which cuts the
+  lineage (the scheduler forgets the older tasks); batches cut while an
+  anchor is on its way wait for it, and leave together as one round.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections import deque
+from collections.abc import Callable
+from operator import itemgetter
+from typing import Any, NamedTuple
+
+import cloudpickle  # type: ignore[import-untyped]
+from distributed import Future
+
+from .key_groups import GroupStates, run_key_groups, states_of, updated
+from .worker import Sealed, run_stage, unsealed
+
+__all__ = ["ANCHOR_EVERY", "Link", "StateChain", "events_of", "merge_links", "run_link"]
+
+#: Rounds between two anchors (client-held copies of the states).
+ANCHOR_EVERY = 16
+
+#: Rounds in flight at most: one running, two queued behind it. Batches cut
+#: meanwhile wait, and leave together as one round: a round's cost grows
+#: with the states it carries (unpickled and pickled again), not only with
+#: its elements, so a chain that falls behind catches up with fewer, larger
+#: rounds.
+ROUNDS_AHEAD = 3
+
+_by_tag = itemgetter(0)
+
+
+class Link(NamedTuple):
+    """What a part's task of a round returns, or a round's merge.
+
+    ``events`` in order (for a keyed part, ``(tag, event)`` pairs, see
+    :func:`~streams_dask.key_groups.run_key_groups`); ``states``: a part's
+    states pickled, or for a merge the tuple of every part's (None when the
+    states stay on the workers); ``seconds``: the longest part's run time.
+    """
+
+    events: list[Any]
+    states: Any
+    seconds: float
+
+
+def _pickled(states: Any) -> bytes | None:
+    if states is None:
+        return None
+    try:
+        return pickle.dumps(states, protocol=5)
+    except Exception:  # a function or class defined in ``__main__``...
+        pickled: bytes = cloudpickle.dumps(states, protocol=5)
+        return pickled
+
+
+def _loaded(states: bytes | None) -> Any:
+    return None if states is None else pickle.loads(states)
+
+
+def run_link(plan_bytes: bytes, items: Any, groups: tuple[int, ...] | None,
+             before: Link | Sealed, close: bool) -> Link:
+    """Run one part of a round; a Dask task function.
+
+    ``before`` is the same part's :class:`Link` of the round before (a
+    future, resolved by Dask), or the anchor's pickled states in a
+    :class:`~streams_dask.worker.Sealed`. ``groups`` are the part's key
+    groups, None for a stage that runs as one.
+    """
+    started = time.perf_counter()
+    states = _loaded(before.states if isinstance(before, Link) else unsealed(before))
+    if groups is None:
+        result = run_stage(plan_bytes, items, states, close)
+        after = result.states
+    else:
+        result = run_key_groups(plan_bytes, items, groups, states, close)
+        after = updated(states, result.states)
+    return Link(result.events, _pickled(after), time.perf_counter() - started)
+
+
+def events_of(link: Link) -> Link:
+    """A keyed part's events, in order, without its states: what the merge needs."""
+    return Link(sorted(link.events, key=_by_tag), None, link.seconds)
+
+
+def merge_links(*links: Link, tagged: bool = True, with_states: bool = False,
+                with_events: bool = True) -> Link:
+    """The parts of a round as one: events in input order, states if asked for.
+
+    Parts' events that tie keep the parts' order (failures carried from an
+    earlier stage are in part 0).
+    """
+    events: list[Any] = []
+    if with_events:
+        for link in links:
+            events.extend(link.events)
+        if tagged:
+            events.sort(key=_by_tag)
+            events = [e for _, e in events]
+    states = tuple(link.states for link in links) if with_states else None
+    return Link(events, states, max((link.seconds for link in links), default=0.0))
+
+
+class _Round(NamedTuple):
+    future: Future  # whose result is the round's events (and states, for an anchor)
+    size: int  # elements
+    anchoring: bool
+
+
+class StateChain:
+    """The rounds of a chained stage in flight, and the states they carry.
+
+    Parameters
+    ----------
+    submit : callable
+        ``submit(batch, func, *args, **kwargs) -> Future``: submits a task
+        (``batch``: its elements, to name one that does not pickle).
+    plan : bytes
+        The stage's pickled plan.
+    parts : list of tuple of int, optional
+        The key groups of each part (one part per worker thread); None for
+        a stage that runs as one task per round.
+    """
+
+    def __init__(self, submit: Callable[..., Future], plan: bytes,
+                 parts: list[tuple[int, ...]] | None) -> None:
+        self.submit = submit
+        self.plan = plan
+        self.parts: list[tuple[int, ...] | None] = list(parts) if parts else [None]
+        self.keyed = parts is not None
+        #: The anchor: each part's states, pickled (None: none yet).
+        self.anchored: list[bytes | None] = [None] * len(self.parts)
+        #: The last round's part tasks; None: the next round starts at the anchor.
+        self.links: list[Future] | None = None
+        #: Every part task since the anchor: held, so that Dask keeps their
+        #: results, and recomputes from them what a lost worker held.
+        self.held: list[Future] = []
+        self.rounds: deque[_Round] = deque()
+        self.since_anchor = 0
+        #: An anchor is on its way: no round leaves before it is back.
+        self.stalled = False
+        #: Worker addresses, one per thread: part ``i`` prefers the ``i``-th.
+        self.places: list[str] = []
+
+    # -- the states, for checkpoints ---------------------------------------
+
+    @property
+    def states(self) -> dict[int, Any] | None:
+        """The states at the anchor, by node id (None: none yet)."""
+        if not self.keyed:
+            return _loaded(self.anchored[0])  # type: ignore[no-any-return]
+        states: dict[int, GroupStates] | None = None
+        for part in self.anchored:
+            states = updated(states, _loaded(part))
+        return states
+
+    @states.setter
+    def states(self, states: dict[int, Any] | None) -> None:
+        self.anchored = [_pickled(states if groups is None else states_of(states, groups))
+                         for groups in self.parts]
+
+    # -- rounds ---------------------------------------------------------------
+
+    def head(self) -> Future | None:
+        """The future whose result is the next round's, if any."""
+        return self.rounds[0].future if self.rounds else None
+
+    def ready(self) -> bool:
+        """Whether a round may leave now (else its batches wait, to leave as one)."""
+        return not self.stalled and len(self.rounds) < ROUNDS_AHEAD
+
+    def holds(self, future: Future) -> bool:
+        """Whether ``future`` is a round's result still to be taken."""
+        return any(r.future is future for r in self.rounds)
+
+    def start(self, batch: list[Any], items: Any, size: int, close: bool) -> Future:
+        """Submit a round over ``items`` (a batch, or first-stage futures).
+
+        The round is an anchor every :data:`ANCHOR_EVERY` rounds and at the
+        end of stream; the caller submits no other round until it is taken.
+        """
+        assert self.ready(), "a round submitted while an anchor is on its way"
+        before: list[Any] = (self.links if self.links is not None
+                             else [Sealed(s) for s in self.anchored])
+        links = [self.submit(batch, run_link, self.plan, items, groups, prev, close,
+                             **self._place(i))
+                 for i, (groups, prev) in enumerate(zip(self.parts, before, strict=True))]
+        self.links = links
+        self.held.extend(links)
+        self.since_anchor += 1
+        anchoring = close or self.since_anchor >= ANCHOR_EVERY
+        self._merge(links, size, anchoring, with_events=True)
+        return self.rounds[-1].future
+
+    def _place(self, part: int) -> dict[str, Any]:
+        # Each part on a worker of its own, the same from round to round: by
+        # data locality alone, a part whose batch (a first stage's result)
+        # weighs more than its state would follow the batch, and two parts
+        # could share one worker. Loosely: if that worker is gone, any other.
+        if not self.places:
+            return {}
+        return {"workers": [self.places[part % len(self.places)]],
+                "allow_other_workers": True}
+
+    def _merge(self, links: list[Future], size: int, anchoring: bool,
+               with_events: bool) -> None:
+        parts = links
+        if len(links) > 1 and not anchoring:
+            # The events alone leave the parts' workers; the states stay.
+            parts = [self.submit([], events_of, link) for link in links]
+        future = self.submit([], merge_links, *parts, tagged=self.keyed,
+                             with_states=anchoring, with_events=with_events)
+        self.rounds.append(_Round(future, size, anchoring))
+        self.stalled = self.stalled or anchoring
+
+    def anchor(self) -> Future | None:
+        """Bring the states after the last round back to the client, if they are not.
+
+        For a checkpoint, once every round is taken. Returns the future of
+        the task that brings them (a round of no elements), or None.
+        """
+        if self.links is None or self.stalled:
+            return None
+        self._merge(self.links, 0, anchoring=True, with_events=False)
+        return self.rounds[-1].future
+
+    def take(self, result: Link) -> tuple[list[Any], int]:
+        """The head round's result taken: its events and its number of elements."""
+        done = self.rounds.popleft()
+        if done.anchoring:
+            self.anchored = list(result.states)
+            # The next round starts at the anchor: the older tasks may go.
+            self.links = None
+            self.held = []
+            self.since_anchor = 0
+            self.stalled = False
+        return result.events, done.size
+
+    def futures(self) -> list[Future]:
+        """Every future the chain holds (the rounds' and the parts' since the anchor)."""
+        return [r.future for r in self.rounds] + self.held

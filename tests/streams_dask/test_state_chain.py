@@ -1,0 +1,137 @@
+"""A keyed stage's state kept on the workers: rounds chained, anchors, lost workers.
+
+See :mod:`streams_dask.chain`: each round's part tasks take the previous
+round's futures, so rounds overlap on the cluster; every few rounds (and for
+a checkpoint) the states come back to the client as an anchor.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from distributed import Client
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import streams_dask  # noqa: F401
+from streams import Checkpointer, Stream
+from streams_dask import chain
+
+pytestmark = pytest.mark.dask
+
+
+def totals(s: Stream[Any]) -> Stream[Any]:
+    """A running total per key (x % 11), as text."""
+    return (s.map(lambda x: (x % 11, x)).scan(lambda t, kx: t + kx[1], start=0, key=0)
+            .map(lambda kt: f"{kt[0]}:{kt[1]}"))
+
+
+def run(xs: list[int], scatter: Any = None, each: Any = None) -> list[Any]:
+    """The outputs of :func:`totals` over ``xs``: in-process, or between
+    ``scatter(source)`` and ``gather()``, calling ``each(scatter node)`` after
+    each element."""
+    source: Stream[Any] = Stream()
+    head = source if scatter is None else scatter(source)
+    node = totals(head)
+    out = (node if scatter is None else node.gather()).sink_to_list()
+    for x in xs:
+        source.emit(x)
+        if each is not None:
+            each(head)
+    source.close()
+    return out
+
+
+def chain_of(scatter: Any) -> chain.StateChain:
+    assert scatter._runner is not None and scatter._runner.chain is not None
+    state_chain: chain.StateChain = scatter._runner.chain
+    return state_chain
+
+
+def test_a_worker_killed_between_anchors_loses_no_state(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No anchor before the end: the states live on the workers only, and
+    # the worker holding part 0's latest one dies.
+    monkeypatch.setattr(chain, "ANCHOR_EVERY", 1000)
+    xs = list(range(400))
+    pids = client.run(os.getpid)
+    killed: list[str] = []
+
+    def kill(scatter: Any) -> None:
+        links = chain_of(scatter).links
+        if not killed and chain_of(scatter).since_anchor >= 5 and links is not None:
+            links[0].result()  # in the memory of a worker
+            (victim, *_) = client.who_has(links[:1])[links[0].key]
+            os.kill(pids[victim], signal.SIGKILL)  # the nanny starts a new one
+            killed.append(victim)
+
+    got = run(xs, lambda s: s.scatter(client=client, batch_size=8, max_in_flight=4), kill)
+    assert killed
+    assert got == run(xs)
+
+
+@settings(max_examples=8, deadline=None)
+@given(xs=st.lists(st.integers(0, 10_000), min_size=40, max_size=120),
+       batch_size=st.integers(1, 8), max_in_flight=st.integers(2, 6),
+       anchor_every=st.integers(2, 5))  # 1: each round waits for its anchor
+def test_rounds_overlap_and_outputs_keep_input_order(
+        client: Client, xs: list[int], batch_size: int, max_in_flight: int,
+        anchor_every: int) -> None:
+    most = [0]
+
+    def count(scatter: Any) -> None:
+        most[0] = max(most[0], len(chain_of(scatter).rounds))
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(chain, "ANCHOR_EVERY", anchor_every)
+        got = run(xs, lambda s: s.scatter(client=client, batch_size=batch_size,
+                                          max_in_flight=max_in_flight), count)
+    assert got == run(xs)
+    assert most[0] >= 2  # a round left before the one ahead of it came back
+
+
+def test_anchors_let_the_scheduler_forget_older_rounds(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chain, "ANCHOR_EVERY", 4)
+    xs = list(range(600))
+    left = [len(xs)]
+    tasks: list[int] = []
+
+    def part_tasks(dask_scheduler: Any) -> int:
+        return sum(str(k).startswith("run_link") for k in dask_scheduler.tasks)
+
+    def count(scatter: Any) -> None:
+        left[0] -= 1
+        if not left[0]:  # the last element, before the end of stream
+            scatter.flush()
+            tasks.append(client.run_on_scheduler(part_tasks))
+
+    got = run(xs, lambda s: s.scatter(client=client, batch_size=4, max_in_flight=4), count)
+    assert got == run(xs)
+    # 150 rounds of two parts went; those before the last anchor are gone.
+    assert tasks and tasks[0] <= 2 * (4 + 4 + 2)
+
+
+def test_a_checkpoint_between_anchors_holds_the_states_of_what_it_covers(
+        client: Client, one_worker: Client, tmp_path: Path, crash_and_restart: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # No anchor of its own before the end: each checkpoint brings the states
+    # back from the workers, and they must cover exactly its elements. The
+    # run dies, and restarts on one worker.
+    monkeypatch.setattr(chain, "ANCHOR_EVERY", 1000)
+    items = list(range(1, 120))
+    clients = iter([client, client, one_worker])
+
+    def build(out: Path, ckpt: Path, tap: Any) -> Any:
+        source = Stream.from_iterable(items)
+        scatter = source.scatter(client=next(clients), batch_size=3, max_in_flight=4)
+        texts = totals(scatter).gather()
+        sink = texts.sink_to_durable_textfile(out, fsync=False)
+        texts.sink(tap)
+        return source, Checkpointer(source, ckpt, every=7, fsync=False), sink
+
+    crash_and_restart(build, tmp_path, [80])
