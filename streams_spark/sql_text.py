@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["Sql", "coalesce", "col", "concat", "concat_ws", "isnan", "length", "lit", "pmod",
-           "raise_error", "type_name", "when"]
+__all__ = ["Sql", "coalesce", "col", "concat", "isnan", "length", "lit", "create_map", "pmod",
+           "raise_error", "struct", "to_json", "type_name", "when"]
 
 _LONG = (-(2 ** 63), 2 ** 63 - 1)
 
@@ -174,8 +174,16 @@ def concat(*args: Any) -> Sql:
     return _call("concat", *args)
 
 
-def concat_ws(sep: str, *args: Any) -> Sql:
-    return _call("concat_ws", sep, *args)
+def struct(*args: Any) -> Sql:
+    return _call("struct", *args)
+
+
+def create_map(*args: Any) -> Sql:
+    return _call("map", *args)
+
+
+def to_json(*args: Any) -> Sql:
+    return _call("to_json", *args)
 
 
 def raise_error(message: Any) -> Sql:

@@ -200,7 +200,7 @@ def test_a_null_in_arithmetic_fails_as_python_raises_naming_node_and_element(
         "k string, v double")
     assert python_passes(out) == 0
     with pytest.raises(Exception, match=(
-            r"map\(<lambda>\) failed on element Row\(k='b', n=None, .*\): TypeError: "
+            r'map\(<lambda>\) failed on element \{"k":"b","n":null,.*\}: TypeError: '
             r"unsupported operand type\(s\) for \*: 'NoneType' and 'float'")):
         out.collect()
     with pytest.raises(TypeError, match=r"for \*: 'NoneType' and 'float'"):
