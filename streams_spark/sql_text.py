@@ -45,41 +45,8 @@ class Sql:
     def _op(self, op: str, other: Any) -> Sql:
         return Sql(f"({self.text} {op} {_sql(other)})")
 
-    def __add__(self, other: Any) -> Sql:
-        return self._op("+", other)
-
-    def __sub__(self, other: Any) -> Sql:
-        return self._op("-", other)
-
-    def __mul__(self, other: Any) -> Sql:
-        return self._op("*", other)
-
-    def __truediv__(self, other: Any) -> Sql:
-        return self._op("/", other)
-
-    def __eq__(self, other: Any) -> Sql:  # type: ignore[override]
-        return self._op("=", other)
-
     def __ne__(self, other: Any) -> Sql:  # type: ignore[override]
         return Sql(f"(NOT {self._op('=', other).text})")
-
-    def __lt__(self, other: Any) -> Sql:
-        return self._op("<", other)
-
-    def __le__(self, other: Any) -> Sql:
-        return self._op("<=", other)
-
-    def __gt__(self, other: Any) -> Sql:
-        return self._op(">", other)
-
-    def __ge__(self, other: Any) -> Sql:
-        return self._op(">=", other)
-
-    def __or__(self, other: Any) -> Sql:
-        return self._op("OR", other)
-
-    def __and__(self, other: Any) -> Sql:
-        return self._op("AND", other)
 
     def __invert__(self) -> Sql:
         return Sql(f"(NOT {self.text})")
@@ -89,11 +56,24 @@ class Sql:
     def isNull(self) -> Sql:  # as Column's
         return Sql(f"({self.text} IS NULL)")
 
-    def eqNullSafe(self, other: Any) -> Sql:  # as Column's
-        return self._op("<=>", other)
-
     def cast(self, to: Any) -> Sql:
         return Sql(f"CAST({self.text} AS {type_name(to)})")
+
+
+#: The binary operators, as ``Column``'s (``eqNullSafe`` is ``<=>``); set below.
+_BINARY = {"__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/", "__eq__": "=",
+           "__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">=", "__or__": "OR",
+           "__and__": "AND", "eqNullSafe": "<=>"}
+
+
+def _binary(op: str) -> Any:
+    def apply(self: Sql, other: Any) -> Sql:
+        return self._op(op, other)
+    return apply
+
+
+for _name, _op in _BINARY.items():
+    setattr(Sql, _name, _binary(_op))
 
 
 def type_name(to: Any) -> str:
