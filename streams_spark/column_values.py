@@ -2,19 +2,20 @@
 
 A :class:`Value` stands for what a function computes from an input row's
 fields; its operations build the column expression Spark evaluates, with
-Python's semantics, or raise :class:`Untraceable`. :func:`trace` runs a
+Python's semantics, or raise :class:`Untraceable`; :mod:`streams_spark.tracing` runs a
 function over such values, following each branch on a column both ways.
 """
 
 from __future__ import annotations
 
 import contextvars
+import math
 from collections.abc import Callable
 from typing import Any
 
 __all__ = ["BOOL", "FLOAT", "INT", "MAX_PATHS", "NONE", "OTHER", "STR", "RowValue", "Untraceable",
-           "Value", "checked", "column", "element_repr", "functions", "kind_of", "lift",
-           "quoted", "trace", "truth"]
+           "Value", "checked", "column", "element_repr", "fields_of", "functions", "kind_of",
+           "lift", "quoted", "truth"]
 
 #: Branches followed per function, at most.
 MAX_PATHS = 32
@@ -43,6 +44,11 @@ class Trace:
         self.ansi = ansi
         self.path: list[Any] = []  # the conditions of the branches taken so far
         self.guards = guards  # (condition, error): where Python would raise
+        #: While a window's element is traced (streams_spark.window_values):
+        #: where its guards go; a branch on it cannot be followed.
+        self.element_guards_to: list[tuple[Any, Any]] | None = None
+        #: Input columns (their text) that the guards so far prove never None.
+        self.non_null: set[str] | None = None
 
 
 TRACE: contextvars.ContextVar[Trace] = contextvars.ContextVar("streams_spark_trace")
@@ -87,8 +93,10 @@ class Value:
       Python holds them; ``+ - *`` of two integers only with ANSI mode on,
       where an overflow fails the query (Python's integers would grow);
       with a float, the integer becomes a double, as Python converts it;
-    * ``/`` needs a float operand (Python divides two integers exactly);
-      ``%`` only an integer by a positive integer constant (``pmod``); a zero
+    * ``/`` needs a float operand, or an integer constant within 2 ** 53 as
+      the divisor of an integer, which then must be within 2 ** 53 (Python
+      divides integers exactly; the query fails beyond); ``%`` and ``//``
+      only an integer by a positive integer constant (``pmod``); a zero
       divisor fails the query, as Python raises ``ZeroDivisionError``;
     * ``==`` and ``!=`` are null-safe, as ``None == None`` is true;
       ``< <= > >=`` and arithmetic on a null fail the query, as Python
@@ -110,9 +118,13 @@ class Value:
         self.nullable = nullable
         self.dtype = dtype  # the input column's type, for a column read as is
         self.constant = constant
+        #: Never NaN or infinite (an integer; an integer by an integer).
+        self.finite = kind == INT or (type(constant) is float and math.isfinite(constant))
 
     def __bool__(self) -> bool:
         trace = TRACE.get()
+        if trace.element_guards_to is not None:
+            raise Untraceable("a branch on each element of a window")
         if trace.taken < len(trace.decisions):
             decision = trace.decisions[trace.taken]
             trace.taken += 1
@@ -151,6 +163,12 @@ class Value:
     def __rmod__(self, other: Any) -> Value:
         return _arith("%", other, self)
 
+    def __floordiv__(self, other: Any) -> Value:
+        return _arith("//", self, other)
+
+    def __rfloordiv__(self, other: Any) -> Value:
+        return _arith("//", other, self)
+
     def __neg__(self) -> Value:
         return _arith("-", 0 if self.kind == INT else 0.0, self) if self.kind in (
             INT, FLOAT) else _refuse("unary -")
@@ -185,7 +203,7 @@ def _refusing(name: str) -> Callable[..., Any]:
     return lambda self, *args: _refuse(name)
 
 
-for _name in ("__floordiv__", "__rfloordiv__", "__pow__", "__rpow__", "__and__", "__rand__",
+for _name in ("__pow__", "__rpow__", "__and__", "__rand__",
               "__or__", "__ror__", "__xor__", "__rxor__", "__invert__", "__pos__", "__abs__",
               "__lshift__", "__rlshift__", "__rshift__", "__rrshift__", "__matmul__",
               "__getitem__", "__len__", "__contains__", "__iter__", "__index__", "__int__",
@@ -223,6 +241,9 @@ def _fail(condition: Any, error: Any, value: Any) -> Any:
     """
     F = functions()
     trace = TRACE.get()
+    if trace.element_guards_to is not None:  # a window's element: no branch taken
+        trace.element_guards_to.append((condition, error))
+        return value
     if trace.path:
         on_path = trace.path[0]
         for c in trace.path[1:]:
@@ -253,6 +274,14 @@ def checked(guards: list[tuple[Any, Any]], label: str, row: Callable[[], Any], t
 
 
 def _any_null(*values: Value) -> Any:
+    """Where one of ``values`` is None (None: never), for a guard that fails there.
+
+    An input column guarded on every path (before any branch) is never None
+    on the rows that pass: the trace notes it, for the steps after this one.
+    """
+    trace = TRACE.get()
+    if not trace.path and trace.element_guards_to is None and trace.non_null is not None:
+        trace.non_null.update(str(v.col) for v in values if v.nullable and v.dtype is not None)
     cols = [v.col.isNull() for v in values if v.nullable]
     out = cols[0] if cols else None
     for c in cols[1:]:
@@ -283,9 +312,26 @@ def _arith(op: str, a: Any, b: Any) -> Value:
         raise Untraceable(f"{op} of {a.kind} and {b.kind}")
     floating = FLOAT in (a.kind, b.kind)
     if op == "/" and not floating:
-        raise Untraceable("/ of two integers (Python divides them exactly)")
-    if op == "%" and not (a.kind == INT and type(b.constant) is int and b.constant > 0):
-        raise Untraceable("% other than of an integer by a positive integer constant")
+        # Python rounds the exact quotient once; so do doubles, for integers
+        # they hold exactly (within 2 ** 53): a divisor constant, the other
+        # checked on each row.
+        if a.kind != INT or type(b.constant) is not int or not 0 < abs(b.constant) <= _EXACT:
+            raise Untraceable("/ of two integers other than by a constant within 2 ** 53")
+        nulls = _any_null(a)
+        x = a.col.cast("double")
+        beyond = (a.col > F.lit(_EXACT)) | (a.col < F.lit(-_EXACT))
+        col = _fail(beyond, F.lit(
+            f"ValueError: an integer beyond 2**53 divided by {b.constant}: Python's "
+            "quotient is exact, Spark's double is not; run this step in Python"), x / b.col)
+        if nulls is not None:
+            col = _fail(nulls, _type_names(
+                "unsupported operand type(s) for /: '{a}' and '{b}'", a, b), col)
+        quotient = Value(col, FLOAT, False)
+        quotient.finite = True
+        return quotient
+    if op in ("%", "//") and not (
+            a.kind == INT and type(b.constant) is int and b.constant > 0):
+        raise Untraceable(f"{op} other than of an integer by a positive integer constant")
     if not floating and not TRACE.get().ansi:
         raise Untraceable("integer arithmetic with spark.sql.ansi.enabled off (it would wrap)")
     x = a.col.cast("double") if floating and a.kind == INT else a.col
@@ -298,8 +344,10 @@ def _arith(op: str, a: Any, b: Any) -> Value:
         col = x * y
     elif op == "/":
         col = _fail(y == 0, "ZeroDivisionError: float division by zero", x / y)
-    else:
+    elif op == "%":
         col = F.pmod(x, y)
+    else:  # floor division: exact, as the remainder is taken off first
+        col = F.Sql(f"(({x} - {F.pmod(x, y)}) div {y})")
     nulls = _any_null(a, b)
     if nulls is not None:
         col = _fail(nulls, _type_names(
@@ -369,7 +417,9 @@ class RowValue:
     Its own attributes are name-mangled, so that no column name is hidden.
     """
 
-    def __init__(self, fields: list[Any]) -> None:
+    def __init__(self, fields: list[Any], non_null: set[str] | frozenset[str] = frozenset()
+                 ) -> None:
+        self.__non_null = non_null  # columns a check before this step proved never None
         self.__fields = fields
         self.__names = [f.name for f in fields]
         self.__values: dict[int, Value] = {}  # built when read: each costs Spark calls
@@ -379,6 +429,8 @@ class RowValue:
         if v is None:
             f = self.__fields[i]
             v = self.__values[i] = column(functions().col(quoted(f.name)), f)
+            if str(v.col) in self.__non_null:
+                v.nullable = False
         return v
 
     def __getattr__(self, name: str) -> Value:
@@ -405,6 +457,12 @@ class RowValue:
     __hash__ = None  # type: ignore[assignment]
 
 
+def fields_of(row: RowValue) -> list[Any]:
+    """The input fields ``row`` stands for (not an attribute: that would hide a column)."""
+    fields: list[Any] = vars(row)["_RowValue__fields"]
+    return fields
+
+
 def quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -426,67 +484,3 @@ def element_repr(fields: list[Any]) -> Any:
     F = functions()
     row = F.struct(*[F.col(quoted(f.name)) for f in fields])
     return F.to_json(row, F.create_map(F.lit("ignoreNullFields"), F.lit("false")))
-
-
-# -- tracing ---------------------------------------------------------------------
-
-def trace(func: Callable[[Any], Any], element: Any, guards: list[tuple[Any, Any]], *,
-          ansi: bool = True) -> Any:
-    """What ``func(element)`` gives, as values and constants, following every branch.
-
-    ``guards`` receives ``(condition, error)`` where Python would raise.
-    Raises :class:`Untraceable` when some operation has no exact column form,
-    when ``func`` raises, or past :data:`MAX_PATHS` paths.
-    """
-    paths = 0
-
-    def run(decisions: list[bool]) -> Any:
-        nonlocal paths
-        token = TRACE.set(Trace(decisions, ansi, guards))
-        try:
-            result = func(element)
-        except Branch as branch:
-            if len(decisions) >= MAX_PATHS:
-                raise Untraceable("too many branches") from None
-            yes = run([*decisions, True])
-            no = run([*decisions, False])
-            return _choose(branch.condition, yes, no)
-        except Untraceable:
-            raise
-        except Exception as e:  # what Python does here is not a column's to say
-            raise Untraceable(f"raised {type(e).__name__}: {e}") from None
-        finally:
-            TRACE.reset(token)
-        paths += 1
-        if paths > MAX_PATHS:
-            raise Untraceable("too many branches")
-        return result
-
-    return run([])
-
-
-def _choose(condition: Any, yes: Any, no: Any) -> Any:
-    """``yes`` where ``condition`` holds, else ``no``, as one value of the same shape."""
-    if isinstance(yes, tuple | list | dict) or isinstance(no, tuple | list | dict):
-        if type(yes) is not type(no) or len(yes) != len(no):
-            raise Untraceable("branches give results of different shapes")
-        if isinstance(yes, dict):
-            if yes.keys() != no.keys():
-                raise Untraceable("branches give dicts of different keys")
-            return {k: _choose(condition, yes[k], no[k]) for k in yes}
-        return type(yes)(_choose(condition, a, b) for a, b in zip(yes, no, strict=True))
-    if isinstance(yes, RowValue) or isinstance(no, RowValue):
-        if yes is not no:
-            raise Untraceable("one branch gives the row, the other something else")
-        return yes
-    a, b = lift(yes), lift(no)
-    if a.kind == b.kind or NONE in (a.kind, b.kind):
-        kind = b.kind if a.kind == NONE else a.kind
-    else:
-        raise Untraceable(f"branches give a {a.kind} and a {b.kind}")
-    if kind == OTHER and not (a.dtype is not None and a.dtype == b.dtype):
-        raise Untraceable("branches give columns of other types")
-    F = functions()
-    return Value(F.when(condition, a.col).otherwise(b.col), kind, a.nullable or b.nullable,
-                 dtype=a.dtype if a.dtype == b.dtype else None)
-

@@ -48,9 +48,10 @@ from .column_values import (
     kind_of,
     lift,
     quoted,
-    trace,
     truth,
 )
+from .tracing import trace
+from .window_native import lower_window, windowed
 
 __all__ = ["ALLOWED", "lower_native", "pure"]
 
@@ -221,4 +222,11 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
             if columns is not None:
                 out = df.where(_spark(keep)) if keep is not None else df
                 return out, [], out.select(*columns)
+    if len(specs) == cut + 2 and windowed(specs[cut]):
+        try:  # a window and its function, as Spark aggregates
+            frame = lower_window(df, cut_keep, element, specs[cut], specs[cut + 1], schema,
+                                 row, ansi, _outputs)
+            return df, [], frame
+        except Untraceable:
+            pass
     return (df.where(_spark(cut_keep)) if cut_keep is not None else df), specs[cut:], None

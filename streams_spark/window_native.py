@@ -1,0 +1,137 @@
+"""An event-time window and the function of its windows, run as Spark aggregates.
+
+``from_spark(df)[.filter(...)].timed_window(size, slide=, time=, key=)``
+(or ``session_window(gap, ...)``) ``.map(f).to_dataframe(schema)``: when the
+time and key functions trace to columns (:mod:`streams_spark.column_values`)
+and ``f`` to aggregates (:mod:`streams_spark.window_values`), the segment is
+the query one would write by hand::
+
+    df.where(filters and checks)
+      .withColumn("__et", timestamp_seconds(time)).withWatermark("__et", lateness)
+      .groupBy(window("__et", size, slide), key).agg(aggregates)
+      .select(f's result)
+
+No row crosses to Python. Each element's checks (a ``None`` where Python
+would raise) run on the rows, before they are grouped; each window's (a
+``min`` meeting a ``None``) on the groups. Windows are cut from the event
+time exactly as the Python routing cuts them (``timestamp_seconds`` of the
+time as a double), so the results are those of the windows Spark forms from
+Python's routing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from streams.operators._checks import key_function
+from streams.spec import NodeSpec
+
+from .column_values import (
+    BOOL,
+    FLOAT,
+    INT,
+    NONE,
+    STR,
+    RowValue,
+    Untraceable,
+    Value,
+    checked,
+    fields_of,
+    lift,
+)
+from .sql_text import Sql, when
+from .tracing import trace
+from .window_values import Aggregates, WindowValue, trace_window
+
+__all__ = ["lower_window"]
+
+#: Key kinds grouped by Spark as a dict groups them in Python (no NaN, no -0.0).
+_KEYS = (INT, STR, BOOL, NONE)
+
+
+def _seconds(x: float) -> str:
+    return f"{round(x * 1_000_000)} microseconds"
+
+
+def windowed(spec: NodeSpec) -> bool:
+    """Whether ``spec`` is an event-time window this module may lower."""
+    event_time = spec.traits.event_time
+    return (event_time is not None and spec.policy == "raise" and spec.traits.join is None
+            and len(spec.upstream_ids) == 1
+            and (event_time.slide is None or event_time.slide <= event_time.size))
+
+
+def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeSpec,
+                 schema: Any, row: Callable[[], Any], ansi: bool,
+                 outputs: Callable[[Any, Any, bool], list[Any]]) -> Any:
+    """The output frame of ``window`` then ``func`` over ``df``'s rows where ``keep`` holds.
+
+    ``element`` stands for a row; ``row()`` is its text for messages;
+    ``outputs(result, schema, ansi)`` makes the output columns. Raises
+    :class:`Untraceable` when a part has no column form.
+    """
+    from pyspark.sql import functions as F
+
+    event_time = window.traits.event_time
+    assert event_time is not None
+    if (func.operator != "map" or func.policy != "raise" or func.func is None
+            or func.params.get("args") or func.params.get("kwargs")):
+        raise Untraceable("the window's function is not a plain map")
+    row_guards: list[tuple[Any, Any]] = []
+    non_null: set[str] = set()
+    t = lift(trace(key_function(event_time.time), element, row_guards, ansi=ansi,
+                   non_null=non_null))
+    if t.kind not in (INT, FLOAT) or t.nullable:
+        raise Untraceable("an event time other than a number that is never None")
+    seconds = t.col.cast("double")
+    if not t.finite:  # Python's routing takes no NaN or infinite time either
+        row_guards.append((Sql(f"(isnan({seconds}) OR abs({seconds}) = double('inf'))"),
+                           "ValueError: an event time that is not a finite number"))
+    key: Value | None = None
+    if event_time.key is not None:
+        key = lift(trace(key_function(event_time.key), element, row_guards, ansi=ansi,
+                         non_null=non_null))
+        if key.kind not in _KEYS:
+            raise Untraceable(f"a {key.kind} key (Spark groups it other than a dict does)")
+    aggregates = Aggregates()
+    group_guards: list[tuple[Any, Any]] = []
+    if isinstance(element, RowValue):
+        # The rows that reach the window passed the checks of its time and key.
+        element = RowValue(fields_of(element), non_null)
+    group = WindowValue(element)
+    key_value = Value(Sql("`__k`"), key.kind, key.nullable) if key is not None else None
+    result = trace_window(func.func, (key_value, group) if key_value is not None else group,
+                          group_guards, aggregates, ansi=ansi)
+    columns = outputs(result, schema, ansi)
+    # Each row's time, checked (the window's checks first: Python routes an
+    # element before its window closes), and NULL on the rows the filters
+    # drop, which window() then drops. In the time's own expression, the
+    # checks run on exactly the rows Python routes, whatever order Spark
+    # gives the conditions of its filters (it puts a not-null test it infers
+    # from one first, which would drop a row without a time unchecked).
+    time = checked(row_guards, window.name, row,
+                   checked(aggregates.element_guards, func.name, row, seconds))
+    group_key = key.col if key is not None else Sql("NULL")
+    if keep is not None:
+        time, group_key = when(keep, time).otherwise(None), when(keep, group_key).otherwise(None)
+    rows = (df.withColumn("__et", F.timestamp_seconds(F.expr(str(time))))
+            .withColumn("__k", F.expr(str(group_key)))
+            .withWatermark("__et", _seconds(event_time.lateness)))
+    size = _seconds(event_time.size)
+    if event_time.session:
+        spark_window = F.session_window("__et", size)
+    elif event_time.slide is not None:
+        spark_window = F.window("__et", size, _seconds(event_time.slide))
+    else:
+        spark_window = F.window("__et", size)
+    aggs = [F.expr(sql).alias(name) for sql, name in aggregates.columns()] or [
+        F.count(F.lit(1)).alias("__n")]
+    groups = rows.groupBy(spark_window.alias("__w"), "__k").agg(*aggs)
+    if group_guards:
+        # A window's failure names the window: its bounds and key.
+        window_text = Sql("to_json(named_struct('start', `__w`.`start`, 'end', `__w`.`end`, "
+                          "'key', `__k`))")
+        groups = groups.where(F.expr(str(checked(group_guards, func.name,
+                                                 lambda: window_text, Sql("true")))))
+    return groups.select(*columns)

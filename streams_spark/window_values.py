@@ -1,0 +1,435 @@
+"""A window's elements as Spark aggregates, while its function is traced.
+
+The function of a ``map`` after an event-time window takes the window (a
+list of elements, or ``(key, elements)``). :func:`trace_window` runs it
+over a :class:`WindowValue` standing for that list, with ``len``, ``min``,
+``max`` and ``sum`` replaced by versions that build Spark aggregates:
+
+* ``len(w)`` is ``count(1)``;
+* ``min(x.f for x in w)``, ``max(...)`` and ``sum(...)`` aggregate what a
+  generator over the window yields for each element;
+* ``min(w, key=k)`` and ``max(w, key=k)`` are the element with the least
+  (greatest) key: ``min(struct(key, fields))``, its fields read as usual.
+
+Everything else a window function may do is what a ``map`` function may
+(:mod:`streams_spark.column_values`): arithmetic, comparisons, branches on
+group values, tuples and dicts. The function runs in a namespace holding
+only those four builtins, its constants, and the functions and modules it
+names (each in the same namespace): a call to anything else fails the
+trace, and the window runs in Python as before.
+
+The results are Python's: ``len`` and integer or string ``min``/``max``
+(Python's ``<`` on them is Spark's order), integer ``sum`` (with ANSI mode,
+which fails on an overflow); a ``None`` where Python compares or adds one
+fails the query with Python's message. Floats stay in Python (NaN makes
+Python's ``min`` depend on the order, which Spark does not keep). Among
+elements of equal key, ``min(w, key=k)`` takes the one with the least
+fields; Python takes the first, and a window's elements have no order on
+Spark.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextvars
+import types
+from collections.abc import Callable
+from typing import Any
+
+from .column_values import (
+    BOOL,
+    INT,
+    STR,
+    TRACE,
+    RowValue,
+    Untraceable,
+    Value,
+)
+from .sql_text import Sql
+from .tracing import trace
+
+__all__ = ["Aggregates", "WindowValue", "sandboxed", "trace_window"]
+
+#: The kinds whose order is the same in Python and in Spark.
+_ORDERED = (INT, STR, BOOL)
+_CONSTANTS = (int, float, str, bool, type(None), bytes)
+
+
+class Aggregates:
+    """The aggregates a window function needs, each once, named ``__a0``, ``__a1``..."""
+
+    def __init__(self) -> None:
+        self.exprs: dict[str, str] = {}  # SQL -> its column's name
+        self.named = 0
+        self.argmins: dict[str, _ArgMin] = {}
+        #: Guards on each element (``(condition, error)``), checked before the window.
+        self.element_guards: list[tuple[Any, Any]] = []
+
+    def reserve(self) -> str:
+        self.named += 1
+        return f"__a{self.named}"
+
+    def add(self, sql: str) -> Sql:
+        """The column of the aggregate ``sql`` (one per distinct text)."""
+        name = self.exprs.get(sql)
+        if name is None:
+            name = self.exprs[sql] = self.reserve()
+        return Sql(f"`{name}`")
+
+    def columns(self) -> list[tuple[str, str]]:
+        """``(SQL, name)`` of every aggregate the function's result reads."""
+        out = [(sql, name) for sql, name in self.exprs.items()]
+        return out + [(a.sql(), a.name) for a in self.argmins.values() if a.fields]
+
+
+class _Context:
+    def __init__(self, aggregates: Aggregates) -> None:
+        self.aggregates = aggregates
+        self.yielded = 0  # elements the window gave while an aggregate read it
+
+
+_WINDOW: contextvars.ContextVar[_Context] = contextvars.ContextVar("streams_spark_window")
+
+
+class WindowValue:
+    """Stands for a window's elements; only ``len`` and the aggregates read it."""
+
+    def __init__(self, element: Any) -> None:
+        self.element = element
+
+    def __iter__(self) -> _Elements:
+        return _Elements(self)
+
+    def __bool__(self) -> bool:
+        return True  # a window has an element
+
+    def __len__(self) -> int:
+        raise Untraceable("len() of a window outside its namespace")
+
+    def __getitem__(self, key: Any) -> Any:
+        raise Untraceable("an element of a window by position (a window has no order on Spark)")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _Elements:
+    """Iterating a window: inside an aggregate, its one stand-in element."""
+
+    def __init__(self, window: WindowValue) -> None:
+        self.window = window
+        self.done = False
+
+    def __iter__(self) -> _Elements:
+        return self
+
+    def __next__(self) -> Any:
+        trace = TRACE.get()
+        if trace.element_guards_to is None:
+            raise Untraceable("a loop over a window outside len(), min(), max() or sum()")
+        if self.done:
+            raise StopIteration
+        self.done = True
+        _WINDOW.get().yielded += 1
+        return self.window.element
+
+
+def _each(make: Callable[[], Any]) -> Any:
+    """``make()`` run for one stand-in element: its guards are the element's."""
+    ctx = _WINDOW.get()
+    trace = TRACE.get()
+    if trace.path:
+        raise Untraceable("an aggregate under a branch on the window")
+    trace.element_guards_to = ctx.aggregates.element_guards
+    try:
+        return make()
+    finally:
+        trace.element_guards_to = None
+
+
+def _values_of(iterable: Any) -> tuple[list[Any], bool]:
+    """What ``iterable`` yields, and whether it read a window (then: one value)."""
+    ctx = _WINDOW.get()
+    before = ctx.yielded
+    if isinstance(iterable, WindowValue):
+        iterable = iter(iterable)
+    values = _each(lambda: list(iterable)) if isinstance(
+        iterable, _Elements | types.GeneratorType) else list(iterable)
+    read = ctx.yielded - before
+    if read == 0:
+        if any(isinstance(v, Value | RowValue | WindowValue) for v in values):
+            raise Untraceable("an aggregate of column values that are not a window's")
+        return values, False
+    if read != 1 or len(values) != 1:
+        raise Untraceable("an aggregate over more than one pass of a window")
+    return values, True
+
+
+def _ordered(v: Any, what: str) -> Value:
+    if not isinstance(v, Value) or v.kind not in _ORDERED:
+        raise Untraceable(f"{what} of {getattr(v, 'kind', type(v).__name__)} values")
+    return v
+
+
+def _aggregate(sql: str, like: Value, kind: str | None = None, nullable: bool = False
+               ) -> Value:
+    return Value(_WINDOW.get().aggregates.add(sql), kind or like.kind, nullable)
+
+
+def _count() -> Sql:
+    return _WINDOW.get().aggregates.add("count(1)")
+
+
+def _fails_if(condition: str, error: str) -> None:
+    """A group guard: the window fails where ``condition`` (on aggregates) holds."""
+    from .column_values import _fail
+
+    _fail(Sql(condition), error, None)
+
+
+def _len(x: Any) -> Any:
+    if isinstance(x, WindowValue):
+        return Value(_count(), INT, False)
+    if isinstance(x, Value | RowValue):
+        raise Untraceable("len() of a column value")
+    return builtins.len(x)
+
+
+def _extreme(op: str, args: tuple[Any, ...], key: Any, default: Any) -> Any:
+    real = builtins.min if op == "min" else builtins.max
+    if len(args) != 1:
+        if any(isinstance(a, Value | RowValue | WindowValue) for a in args):
+            raise Untraceable(f"{op}() of several column values")
+        return real(*args, key=key)
+    (iterable,) = args
+    if isinstance(iterable, WindowValue) and key is not None:
+        return _ArgMin.of(op, iterable.element, key)
+    values, windowed = _values_of(iterable)
+    if not windowed:
+        if key is not None:
+            return real(values, key=key)
+        return real(values) if default is _MISSING else real(values, default=default)
+    v = _ordered(values[0], f"{op}()")
+    if v.nullable:
+        count, nonnull = _count(), _WINDOW.get().aggregates.add(f"count({v.col})")
+        sign = "<" if op == "min" else ">"
+        _fails_if(f"({count} > 1 AND {nonnull} < {count})",
+                  f"TypeError: '{sign}' not supported between instances of 'NoneType' and "
+                  f"'{v.kind}'")
+    return _aggregate(f"{op}({v.col})", v, nullable=v.nullable)
+
+
+_MISSING = object()
+
+
+def _min(*args: Any, key: Any = None, default: Any = _MISSING) -> Any:
+    return _extreme("min", args, key, default)
+
+
+def _max(*args: Any, key: Any = None, default: Any = _MISSING) -> Any:
+    return _extreme("max", args, key, default)
+
+
+def _sum(iterable: Any, start: Any = 0) -> Any:
+    values, windowed = _values_of(iterable)
+    if not windowed:
+        return builtins.sum(values, start)
+    v = values[0]
+    if not isinstance(v, Value) or v.kind != INT or type(start) is not int:
+        raise Untraceable("sum() other than of integers")
+    if not TRACE.get().ansi:
+        raise Untraceable("integer sum() with spark.sql.ansi.enabled off (it would wrap)")
+    if v.nullable:
+        count, nonnull = _count(), _WINDOW.get().aggregates.add(f"count({v.col})")
+        _fails_if(f"({nonnull} < {count})",
+                  "TypeError: unsupported operand type(s) for +: 'int' and 'NoneType'")
+    total = _aggregate(f"sum({v.col})", v, INT)
+    return total + start if start else total
+
+
+class _ArgMin:
+    """``min(w, key=k)``: the element of least key, a struct of the fields read of it."""
+
+    def __init__(self, op: str, keys: list[Value], element: RowValue, name: str) -> None:
+        self.op = op
+        self.keys = keys
+        self.element = element
+        self.name = name  # its aggregate column
+        self.fields: dict[str, Value] = {}
+
+    @staticmethod
+    def of(op: str, element: Any, key: Any) -> _Chosen:
+        if not isinstance(element, RowValue):
+            raise Untraceable(f"{op}(window, key=...) of elements other than input rows")
+        k = _each(lambda: key(element))
+        keys = list(k) if isinstance(k, tuple) else [k]
+        for i, part in enumerate(keys):
+            _ordered(part, f"a {op}() key")
+            if part.nullable and (i > 0 or len(keys) == 1):
+                # A lone key compares with < (None fails); a later item of a
+                # tuple only on ties, which depend on the order Spark lacks.
+                raise Untraceable(f"a {op}() key that may be None")
+        aggregates = _WINDOW.get().aggregates
+        ident = f"{op}:{','.join(str(p.col) for p in keys)}"
+        argmin = aggregates.argmins.get(ident)
+        if argmin is None:
+            argmin = aggregates.argmins[ident] = _ArgMin(op, keys, element,
+                                                         aggregates.reserve())
+        first = keys[0]
+        if first.nullable:
+            # Tuples compare their first items with ==, then the first unequal
+            # pair with <: a None among other first items always meets <.
+            count = _count()
+            nonnull = aggregates.add(f"count({first.col})")
+            _fails_if(f"({count} > 1 AND {nonnull} > 0 AND {nonnull} < {count})",
+                      f"TypeError: '{'<' if op == 'min' else '>'}' not supported between "
+                      f"instances of 'NoneType' and '{first.kind}'")
+        return _Chosen(argmin)
+
+    def _keyed(self) -> dict[str, str]:
+        """The key items' texts, and their names in the struct."""
+        return {str(p.col): f"k{i}" for i, p in enumerate(self.keys)}
+
+    def field(self, name: str, v: Value) -> Value:
+        self.fields.setdefault(name, v)
+        item = self._keyed().get(str(v.col), f"f_{name}")  # a key item is not stored twice
+        return Value(Sql(f"`{self.name}`.`{item}`"), v.kind, v.nullable, dtype=v.dtype)
+
+    def sql(self) -> str:
+        """``min(named_struct(key items, fields))``: Spark orders structs item by item."""
+        parts = [f"'k{i}', {p.col}" for i, p in enumerate(self.keys)]
+        parts += [f"'f_{n}', {v.col}" for n, v in self.fields.items()
+                  if str(v.col) not in self._keyed()]
+        return f"{self.op}(named_struct({', '.join(parts)}))"
+
+
+class _Chosen:
+    """The element ``min(w, key=k)`` chose: its fields are the struct's."""
+
+    def __init__(self, argmin: _ArgMin) -> None:
+        self.__argmin = argmin
+
+    def __getattr__(self, name: str) -> Value:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self.__argmin.field(name, getattr(self.__argmin.element, name))
+
+    def __getitem__(self, key: Any) -> Value:
+        v = self.__argmin.element[key]
+        name = key if type(key) is str else f"_{key}"
+        return self.__argmin.field(name, v)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+# -- the namespace ------------------------------------------------------------------
+
+_BUILTINS = {"len": _len, "min": _min, "max": _max, "sum": _sum}
+_REPLACED: dict[Any, Callable[..., Any]] = {
+    builtins.len: _len, builtins.min: _min, builtins.max: _max, builtins.sum: _sum}
+_DEPTH = 4
+
+
+def _constant(value: Any) -> bool:
+    if type(value) in (tuple, frozenset):
+        return all(_constant(v) for v in value)
+    return type(value) in _CONSTANTS
+
+
+def _names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _names(c)
+    return names
+
+
+class _ModuleView:
+    """A module as a traced function sees it: its functions sandboxed, its constants."""
+
+    def __init__(self, module: types.ModuleType, depth: int) -> None:
+        self.__module = module
+        self.__depth = depth
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_ModuleView__"):
+            raise AttributeError(name)
+        resolved = _resolve(getattr(self.__module, name), self.__depth)
+        if resolved is _HIDDEN:
+            raise Untraceable(f"{self.__module.__name__}.{name} in a window function")
+        return resolved
+
+
+_HIDDEN = object()
+
+
+def _resolve(value: Any, depth: int) -> Any:
+    try:
+        replaced = _REPLACED.get(value)
+    except TypeError:  # unhashable
+        replaced = None
+    if replaced is not None:
+        return replaced
+    if _constant(value):
+        return value
+    if depth < _DEPTH and isinstance(value, types.FunctionType):
+        try:
+            return sandboxed(value, depth + 1)
+        except Untraceable:
+            return _HIDDEN
+    if depth < _DEPTH and isinstance(value, types.ModuleType):
+        return _ModuleView(value, depth + 1)
+    return _HIDDEN
+
+
+def sandboxed(func: Any, depth: int = 0) -> Callable[..., Any]:
+    """``func`` in a namespace of its constants, functions, modules and the aggregates.
+
+    Examples
+    --------
+    >>> sandboxed(lambda w: len(w))([1, 2]) == 2
+    True
+    >>> sandboxed(lambda w: print(w))([1])
+    Traceback (most recent call last):
+    ...
+    NameError: name 'print' is not defined
+    """
+    replaced = _REPLACED.get(func) if callable(func) else None
+    if replaced is not None:
+        return replaced
+    if not isinstance(func, types.FunctionType):
+        raise Untraceable(f"{func!r:.60} is not a Python function")
+    code = func.__code__
+    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator, coroutine...
+        raise Untraceable("a generator or coroutine function")
+    for cell in func.__closure__ or ():
+        try:
+            if not _constant(cell.cell_contents):
+                raise Untraceable("a closure over a value other than a constant")
+        except ValueError:  # an empty cell
+            raise Untraceable("a closure over an unset variable") from None
+    if not all(_constant(d) for d in func.__defaults__ or ()) or func.__kwdefaults__:
+        raise Untraceable("defaults other than constants")
+    namespace: dict[str, Any] = {"__builtins__": _BUILTINS}
+    for name in _names(code):
+        if name in func.__globals__:
+            value = _resolve(func.__globals__[name], depth)
+            if value is not _HIDDEN:
+                namespace[name] = value
+    return types.FunctionType(code, namespace, func.__name__, func.__defaults__,
+                              func.__closure__)
+
+
+def trace_window(func: Callable[[Any], Any], window: Any, guards: list[tuple[Any, Any]],
+                 aggregates: Aggregates, *, ansi: bool) -> Any:
+    """What ``func(window)`` gives, as aggregates of ``aggregates`` and constants.
+
+    ``guards`` receives the group guards (conditions on aggregates);
+    ``aggregates.element_guards`` the guards on each element.
+    """
+    token = _WINDOW.set(_Context(aggregates))
+    try:
+        result = trace(sandboxed(func), window, guards, ansi=ansi)
+    finally:
+        _WINDOW.reset(token)
+    return result
+

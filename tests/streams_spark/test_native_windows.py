@@ -1,0 +1,243 @@
+"""Event-time windows and their functions run as Spark aggregates, with Python's results."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
+from streams import Stream
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "kind int, key string, n long, x double, ms long"
+#: Rows in time order (``ms``: milliseconds), so in-process none is late.
+ROWS = [
+    (2, "a", 5, 0.5, 1_000),
+    (1, "b", 7, 1.5, 1_500),
+    (2, "a", 3, 2.5, 4_200),
+    (2, "b", 9, -1.0, 9_999),
+    (2, "a", 1, 0.0, 10_000),
+    (2, "c", 4, 3.0, 12_000),
+    (1, None, 8, 2.0, 15_000),
+    (2, "b", 6, 1.0, 31_000),
+]
+BID = 2
+
+
+def python_passes(frame: Any) -> int:
+    plan = frame._jdf.queryExecution().logical().toString()
+    return plan.count("MapInArrow") + plan.count("FlatMapGroupsInPandas")
+
+
+def seconds(r: Any) -> float:
+    return r.ms / 1000
+
+
+def is_bid(r: Any) -> bool:
+    return r.kind == BID  # type: ignore[no-any-return]
+
+
+def rank(r: Any) -> tuple[Any, Any]:
+    return (-r.n, r.ms)
+
+
+def highest(rows: list[Any]) -> tuple[Any, Any, Any]:
+    best = min(rows, key=rank)
+    return (best.ms, best.key, best.n)
+
+
+def span(rows: list[Any]) -> tuple[Any, Any, int, Any]:
+    return (min(r.ms for r in rows), max(r.ms for r in rows), len(rows),
+            sum(r.n * 2 for r in rows))
+
+
+def per_key(key_rows: tuple[Any, list[Any]]) -> tuple[Any, Any, int]:
+    key, rows = key_rows
+    return (key, min(r.ms for r in rows), len(rows))
+
+
+#: A module of functions, as a user's window function calls another module's.
+helpers = types.ModuleType("window_helpers")
+exec("def count_of(key_rows):\n    return (key_rows[0], len(key_rows[1]))\n",
+     helpers.__dict__)
+
+
+def session_count(key_rows: tuple[Any, list[Any]]) -> tuple[Any, ...]:
+    return (min(r.ms for r in key_rows[1]), *helpers.count_of(key_rows))
+
+
+def in_process(rows: list[Any], build: Any) -> list[Any]:
+    source = Stream()
+    out = build(source).sink_to_list()
+    for r in rows:
+        source.emit(r)
+    source.close()  # flushes the open windows
+    return out
+
+
+def check(spark: Any, build: Any, schema: str, rows: list[Any] = ROWS, native: bool = True
+          ) -> list[Any]:
+    """``build``'s windows on Spark equal in-process; aggregated in the JVM if ``native``."""
+    df = spark.createDataFrame(rows, SCHEMA)
+    out = build(Stream.from_spark(df)).to_dataframe(schema)
+    assert (python_passes(out) == 0) == native, out._jdf.queryExecution().logical()
+    got = sorted((tuple(r) for r in out.collect()), key=repr)
+    expected = [v if isinstance(v, tuple) else (v,) for v in in_process(df.collect(), build)]
+    assert got == sorted(expected, key=repr)
+    return got
+
+
+# -- the same windows -----------------------------------------------------------------
+
+@pytest.mark.parametrize(("build", "schema"), [
+    (lambda s: s.filter(is_bid).timed_window(10, time=seconds).map(highest),
+     "ms long, key string, n long"),
+    (lambda s: s.timed_window(10, slide=5, time=seconds).map(span),
+     "first long, last long, count long, twice long"),
+    (lambda s: s.timed_window(10, time=seconds, key="key").map(per_key),
+     "key string, first long, count long"),
+    (lambda s: s.session_window(4, time=seconds, key=lambda r: r.key).map(per_key),
+     "key string, first long, count long"),
+    (lambda s: s.session_window(4.5, time=lambda r: r.ms / 1000, key="kind").map(
+        lambda kr: (kr[0], len(kr[1]), max(r.key for r in kr[1]))),
+     "kind int, count long, top string"),
+    (lambda s: s.timed_window(6, time=lambda r: r.ms // 1000).map(len), "count long"),
+    (lambda s: s.session_window(3, time=seconds, key="key").map(session_count),
+     "first long, key string, count long"),
+    (lambda s: s.filter(is_bid).timed_window(20, time=seconds).map(
+        lambda rows: min(rows, key=lambda r: (r.n, r.ms)).key), "key string"),
+])
+def test_windows_aggregate_as_python_computes_them(spark: Any, build: Any, schema: str
+                                                   ) -> None:
+    rows = [r for r in ROWS if r[1] is not None] if "top" in schema else ROWS
+    assert check(spark, build, schema, rows=rows)
+
+
+def test_a_time_column_checked_before_the_window_may_be_a_key_item(spark: Any) -> None:
+    # ms is nullable, but a row reaching the window passed seconds(), which
+    # fails on a None: so rank()'s second item is never None there.
+    df = spark.createDataFrame(ROWS, SCHEMA)
+    assert df.schema["ms"].nullable
+    check(spark, lambda s: s.timed_window(10, time=seconds).map(highest),
+          "ms long, key string, n long")
+
+
+@pytest.mark.parametrize(("func", "schema"), [
+    (lambda rows: (min(r.x for r in rows),), "v double"),  # NaN: Python's min needs order
+    (lambda rows: (print(rows),), "v long"),  # a call outside the namespace
+    (lambda rows: (sorted(r.n for r in rows)[0],), "v long"),
+    (lambda rows: (min(r.n for r in rows if r.n > 2),), "v long"),  # a branch on each element
+    (lambda rows: (rows[0].n,), "v long"),  # by position: a window has no order on Spark
+    (lambda rows: (len([r.n for r in rows]),), "v long"),  # a loop outside the aggregates
+])
+def test_window_functions_beyond_aggregates_run_in_python(spark: Any, func: Any, schema: str
+                                                          ) -> None:
+    check(spark, lambda s: s.filter(is_bid).timed_window(10, time=seconds).map(func), schema,
+          rows=[r for r in ROWS if r[0] == BID], native=False)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.tuples(
+    st.sampled_from([1, 2]), st.sampled_from(["a", "b", None]),
+    st.one_of(st.none(), st.integers(-50, 50)), st.just(0.0),
+    st.integers(0, 40_000)), max_size=25))
+def test_any_rows_give_python_windows_or_python_failures(spark: Any, rows: list[Any]) -> None:
+    rows = sorted(rows, key=lambda r: r[4]) or ROWS[:1]  # in time order: none late
+
+    def build(s: Stream[Any]) -> Stream[Any]:
+        return (s.filter(is_bid).timed_window(10, slide=5, time=seconds, key="key")
+                .map(lambda kr: (kr[0], len(kr[1]), min(r.n for r in kr[1]),
+                                 max(r.n for r in kr[1]))))
+
+    schema = "key string, count long, low long, high long"
+    df = spark.createDataFrame(rows, SCHEMA)
+    try:
+        expected: Any = sorted((tuple(v) for v in in_process(df.collect(), build)), key=repr)
+    except TypeError as e:  # a None among a window's values
+        expected = e
+    out = build(Stream.from_spark(df)).to_dataframe(schema)
+    assert python_passes(out) == 0
+    if isinstance(expected, TypeError):
+        with pytest.raises(Exception, match="not supported between instances of 'NoneType'"):
+            out.collect()
+    else:
+        assert sorted((tuple(r) for r in out.collect()), key=repr) == expected
+
+
+# -- failures where Python raises -----------------------------------------------------------
+
+def test_a_none_in_a_windows_min_fails_naming_the_node_and_window(spark: Any) -> None:
+    rows = [(2, "a", 5, 0.0, 1_000), (2, "a", None, 0.0, 2_000)]
+    df = spark.createDataFrame(rows, SCHEMA)
+
+    def low(rows: list[Any]) -> tuple[Any]:
+        return (min(r.n for r in rows),)
+
+    out = Stream.from_spark(df).timed_window(10, time=seconds).map(low).to_dataframe(
+        "low long")
+    assert python_passes(out) == 0
+    with pytest.raises(Exception, match=(r'map\(low\) failed on element \{"start":.*\}: '
+                                         r"TypeError: '<' not supported between instances "
+                                         r"of 'NoneType' and 'int'")):
+        out.collect()
+    with pytest.raises(TypeError, match="'<' not supported"):
+        in_process(df.collect(), lambda s: s.timed_window(10, time=seconds).map(low))
+    # One None alone is no comparison: min() gives it back, in both.
+    check(spark, lambda s: s.timed_window(10, time=seconds).map(low), "low long",
+          rows=rows[1:])
+
+
+def test_an_element_without_a_time_fails_naming_the_window_node(spark: Any) -> None:
+    df = spark.createDataFrame([(2, "a", 5, 0.0, None)], SCHEMA)
+    out = Stream.from_spark(df).timed_window(10, time=seconds).map(len).to_dataframe(
+        "n long")
+    assert python_passes(out) == 0
+    with pytest.raises(Exception, match=(r"timed_window\(10.0\) failed on element "
+                                         r'\{"kind":2,.*"ms":null\}: TypeError: unsupported '
+                                         r"operand type\(s\) for /: 'NoneType' and 'int'")):
+        out.collect()
+
+
+def test_rows_a_filter_drops_are_not_checked_as_python_never_routes_them(spark: Any) -> None:
+    rows = [(1, "p", None, 0.0, None), *[r for r in ROWS if r[0] == BID]]
+    check(spark, lambda s: s.filter(is_bid).timed_window(10, time=seconds).map(highest),
+          "ms long, key string, n long", rows=rows)
+
+
+def test_an_integer_beyond_2_53_divided_fails_rather_than_round_twice(spark: Any) -> None:
+    big = 2 ** 53 + 1  # Python: big / 10 exactly rounded; as a double, rounded twice
+    df = spark.createDataFrame([(2, "a", big, 0.0, 0), (2, "a", 10, 0.0, 0)], SCHEMA)
+    out = Stream.from_spark(df).map(lambda r: (r.n / 10,)).to_dataframe("v double")
+    assert python_passes(out) == 0
+    with pytest.raises(Exception, match=r"ValueError: an integer beyond 2\*\*53 divided by 10"):
+        out.collect()
+    small = Stream.from_spark(df.where("n = 10")).map(lambda r: (r.n / 4,))
+    assert [tuple(r) for r in small.to_dataframe("v double").collect()] == [(2.5,)]
+
+
+# -- a stream ------------------------------------------------------------------------------
+
+def test_a_streaming_source_aggregates_under_its_watermark(spark: Any, tmp_path: Path
+                                                         ) -> None:
+    spark.createDataFrame(ROWS, SCHEMA).coalesce(1).write.parquet(str(tmp_path / "in"))
+    df = spark.readStream.schema(SCHEMA).parquet(str(tmp_path / "in"))
+    out = (Stream.from_spark(df).filter(is_bid).timed_window(10, time=seconds)
+           .map(highest).to_dataframe("ms long, key string, n long"))
+    assert out.isStreaming and python_passes(out) == 0
+    query = (out.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    written = sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    expected = in_process(spark.createDataFrame(ROWS, SCHEMA).collect(),
+                          lambda s: s.filter(is_bid).timed_window(10, time=seconds)
+                          .map(highest))
+    # Append mode writes a window once the watermark passes its end: the
+    # last window stays open (in-process, close() flushes it).
+    assert written == sorted(expected)[:len(written)] and len(written) == len(expected) - 1
