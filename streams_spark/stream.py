@@ -52,7 +52,7 @@ from .stages import (
 )
 from .storage import location, scratch_location
 
-__all__ = ["StreamRunner", "build_query_frame"]
+__all__ = ["StreamRunner", "build_query_frame", "interval", "spark_window"]
 
 #: The kinds of rows that reach ``gather()`` (or a node's error policy).
 DELIVERED = (DATA, WINDOW, WINDOW_ITEMS, ERROR)
@@ -66,7 +66,8 @@ def _spark_schema(schema: pa.Schema) -> Any:
     return from_arrow_schema(schema)
 
 
-def _seconds(x: float) -> str:
+def interval(x: float) -> str:
+    """``x`` seconds as Spark reads a duration (whole microseconds)."""
     return f"{round(x * 1_000_000)} microseconds"
 
 
@@ -127,7 +128,7 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
             # that never closes: a filter here would be pushed below the
             # watermark, which would then never see the row.
             df = _windows(df.withColumn("et", F.timestamp_seconds("t"))
-                          .withWatermark("et", _seconds(event_time.lateness)), event_time)
+                          .withWatermark("et", interval(event_time.lateness)), event_time)
             if nxt is None and output is None:
                 return df  # windows are put in order on the driver: collected_rows()
             if last:
@@ -145,6 +146,18 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
     return df.select("seq", "sub", "kind", "p")
 
 
+def spark_window(event_time: EventTime, column: str) -> Any:
+    """Spark's ``window()`` (tumbling or sliding) or ``session_window()`` of ``column``."""
+    from pyspark.sql import functions as F
+
+    size = interval(event_time.size)
+    if event_time.session:
+        return F.session_window(column, size)
+    if event_time.slide is not None:
+        return F.window(column, size, interval(event_time.slide))
+    return F.window(column, size)
+
+
 def _windows(df: Any, event_time: EventTime) -> Any:
     """Spark's windows of ``event_time`` over the rows of ``df`` (watermarked ``et``).
 
@@ -153,13 +166,7 @@ def _windows(df: Any, event_time: EventTime) -> Any:
     """
     from pyspark.sql import functions as F
 
-    size = _seconds(event_time.size)
-    if event_time.session:
-        window = F.session_window("et", size)
-    elif event_time.slide is not None:
-        window = F.window("et", size, _seconds(event_time.slide))
-    else:
-        window = F.window("et", size)
+    window = spark_window(event_time, "et")
     # By key always: null without one (Spark refuses a session window
     # without a grouping key; the end-of-stream row's b"" is a group apart).
     return (df.groupBy(window.alias("w"), "k")

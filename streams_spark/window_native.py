@@ -41,6 +41,7 @@ from .column_values import (
     lift,
 )
 from .sql_text import Sql, when
+from .stream import interval, spark_window
 from .tracing import trace
 from .window_values import Aggregates, WindowValue, trace_window
 
@@ -48,10 +49,6 @@ __all__ = ["lower_window"]
 
 #: Key kinds grouped by Spark as a dict groups them in Python (no NaN, no -0.0).
 _KEYS = (INT, STR, BOOL, NONE)
-
-
-def _seconds(x: float) -> str:
-    return f"{round(x * 1_000_000)} microseconds"
 
 
 def windowed(spec: NodeSpec) -> bool:
@@ -117,17 +114,10 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
         time, group_key = when(keep, time).otherwise(None), when(keep, group_key).otherwise(None)
     rows = (df.withColumn("__et", F.timestamp_seconds(F.expr(str(time))))
             .withColumn("__k", F.expr(str(group_key)))
-            .withWatermark("__et", _seconds(event_time.lateness)))
-    size = _seconds(event_time.size)
-    if event_time.session:
-        spark_window = F.session_window("__et", size)
-    elif event_time.slide is not None:
-        spark_window = F.window("__et", size, _seconds(event_time.slide))
-    else:
-        spark_window = F.window("__et", size)
+            .withWatermark("__et", interval(event_time.lateness)))
     aggs = [F.expr(sql).alias(name) for sql, name in aggregates.columns()] or [
         F.count(F.lit(1)).alias("__n")]
-    groups = rows.groupBy(spark_window.alias("__w"), "__k").agg(*aggs)
+    groups = rows.groupBy(spark_window(event_time, "__et").alias("__w"), "__k").agg(*aggs)
     if group_guards:
         # A window's failure names the window: its bounds and key.
         window_text = Sql("to_json(named_struct('start', `__w`.`start`, 'end', `__w`.`end`, "

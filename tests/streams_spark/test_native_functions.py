@@ -13,12 +13,7 @@ from hypothesis import strategies as st
 import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
 from streams import Stream
 from streams_spark.native import pure
-
-
-def python_passes(frame: Any) -> int:
-    """How many passes of the frame's plan run Python code (streaming ones too)."""
-    plan = frame._jdf.queryExecution().logical().toString()
-    return plan.count("MapInArrow") + plan.count("FlatMapGroupsInPandas")
+from tests.streams_spark.spark_plans import python_passes, written
 
 pytestmark = pytest.mark.spark
 
@@ -243,9 +238,4 @@ def test_a_streaming_source_runs_native_steps_under_spark_checkpoints(
     out = (Stream.from_spark(df).filter(lambda r: r.k >= "b")
            .map(lambda r: (r.k, r.n * 2)).to_dataframe("k string, n long"))
     assert out.isStreaming and python_passes(out) == 0
-    query = (out.writeStream.format("parquet").option("path", str(tmp_path / "out"))
-             .option("checkpointLocation", str(tmp_path / "ckpt"))
-             .trigger(availableNow=True).start())
-    query.awaitTermination()
-    written = sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).collect())
-    assert written == sorted((k, n * 2) for k, n, *_ in rows if k >= "b")
+    assert written(spark, out, tmp_path) == sorted((k, n * 2) for k, n, *_ in rows if k >= "b")

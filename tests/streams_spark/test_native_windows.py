@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
 from streams import Stream
+from tests.streams_spark.spark_plans import python_passes, written
 
 pytestmark = pytest.mark.spark
 
@@ -28,11 +29,6 @@ ROWS = [
     (2, "b", 6, 1.0, 31_000),
 ]
 BID = 2
-
-
-def python_passes(frame: Any) -> int:
-    plan = frame._jdf.queryExecution().logical().toString()
-    return plan.count("MapInArrow") + plan.count("FlatMapGroupsInPandas")
 
 
 def seconds(r: Any) -> float:
@@ -230,14 +226,10 @@ def test_a_streaming_source_aggregates_under_its_watermark(spark: Any, tmp_path:
     out = (Stream.from_spark(df).filter(is_bid).timed_window(10, time=seconds)
            .map(highest).to_dataframe("ms long, key string, n long"))
     assert out.isStreaming and python_passes(out) == 0
-    query = (out.writeStream.format("parquet").option("path", str(tmp_path / "out"))
-             .option("checkpointLocation", str(tmp_path / "ckpt"))
-             .trigger(availableNow=True).start())
-    query.awaitTermination()
-    written = sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    rows = written(spark, out, tmp_path)
     expected = in_process(spark.createDataFrame(ROWS, SCHEMA).collect(),
                           lambda s: s.filter(is_bid).timed_window(10, time=seconds)
                           .map(highest))
     # Append mode writes a window once the watermark passes its end: the
     # last window stays open (in-process, close() flushes it).
-    assert written == sorted(expected)[:len(written)] and len(written) == len(expected) - 1
+    assert rows == sorted(expected)[:len(rows)] and len(rows) == len(expected) - 1

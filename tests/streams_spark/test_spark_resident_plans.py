@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
 from streams import Stream
 from streams_spark.codec import row_class
+from tests.streams_spark.spark_plans import python_passes
 
 pytestmark = pytest.mark.spark
 
@@ -20,13 +21,6 @@ ROWS = [("a", 1, 0.5), ("b", 2, 1.5), ("a", 3, 2.5)]
 
 def _frame(spark: Any) -> Any:
     return spark.createDataFrame(ROWS, "key string, n long, x double")
-
-
-def python_passes(frame: Any) -> int:
-    """How many passes of the frame's physical plan run Python code."""
-    plan = frame._jdf.queryExecution().executedPlan().toString()
-    return sum(plan.count(op) for op in ("MapInArrow", "FlatMapGroupsInPandas",
-                                         "FlatMapGroupsInPandasWithState"))
 
 
 def test_a_segment_without_steps_is_a_projection_in_spark(spark: Any) -> None:
