@@ -36,15 +36,13 @@ from typing import Any
 
 from ..clock import get_clock, run_sync
 from ..core import Stream
-from .kafka_batches import Batch, send_held, send_held_now
+from ..fusion import Fuser
+from .kafka_batches import POLL_EVERY, Batch, fuse_held, send_held, send_held_now
 
 __all__ = ["ToKafka"]
 
 _SEQ = "streams-seq"
 _WRITER = "streams-writer"
-# Delivery callbacks are served every this many messages (and at barriers);
-# held messages are handed over at most this many at a time.
-_POLL_EVERY = 1000
 
 
 def _as_bytes(x: Any) -> Any:
@@ -249,12 +247,12 @@ class ToKafka(Stream[Any]):
         # The common case, kept short: it runs once a message.
         batch = self._batch
         try:
-            if batch is None:
-                producer.produce(self.topic, x)
-            elif self._batch_ends:
+            if self._batch_ends:
                 held = self._held
                 held.append({"value": x})
-                return send_held(self) if len(held) >= _POLL_EVERY else None
+                return send_held(self) if len(held) >= POLL_EVERY else None
+            if batch is None:
+                producer.produce(self.topic, x)
             else:
                 producer.produce(self.topic, x, on_delivery=batch.delivered)
                 batch.sent += 1
@@ -263,7 +261,7 @@ class ToKafka(Stream[Any]):
         except Exception as e:
             return self._fail(x, e)
         self._sent += 1
-        if self._sent % _POLL_EVERY == 0:
+        if self._sent % POLL_EVERY == 0:
             producer.poll(0)
             if self._errors_seen:
                 return self._report()
@@ -291,7 +289,7 @@ class ToKafka(Stream[Any]):
         elif self._batch_ends:
             held = self._held
             held.append({"value": value} if key is None else {"value": value, "key": key})
-            return send_held(self) if len(held) >= _POLL_EVERY else None
+            return send_held(self) if len(held) >= POLL_EVERY else None
         try:
             self._produce(producer, value, key, headers)
         except BufferError:
@@ -299,7 +297,7 @@ class ToKafka(Stream[Any]):
         except Exception as e:
             return self._fail(x, e)
         self._sent += 1
-        if self._sent % _POLL_EVERY == 0:
+        if self._sent % POLL_EVERY == 0:
             producer.poll(0)
             if self._errors_seen:
                 return self._report()
@@ -360,6 +358,32 @@ class ToKafka(Stream[Any]):
             pending = self._fail(x, e)
         return pending
 
+    # -- a source's batches ------------------------------------------------------------
+
+    def _hold_batches(self, on: bool) -> None:
+        """Hold messages till a batch's end (``on``); set by ``from_kafka`` without a loop.
+
+        The source calls :meth:`_send_held` at the end of every batch it
+        pushes; turned off, what is held is sent (its errors left for the
+        next barrier, as a failure may be what turned it off).
+        """
+        if on:
+            if self._producer is None or (self.downstreams and not self._all_reports):
+                self._open()  # held messages are handed over without a step that opens it
+        else:
+            send_held_now(self, report=False)
+        self._batch_ends = on
+
+    def _send_held(self) -> None:
+        """Hand the messages held over in one call (a batch's end); raise their errors."""
+        send_held_now(self)
+
+    def _fusable(self) -> bool:
+        return True
+
+    def _fuse(self, f: Fuser, x: str) -> None:
+        fuse_held(self, f, x)
+
     # -- barriers ----------------------------------------------------------------------
 
     @property
@@ -390,7 +414,7 @@ class ToKafka(Stream[Any]):
         acknowledges them while the next is processed. A transaction is
         committed here.
         """
-        send_held_now(self)  # the batch's messages, in one call
+        self._send_held()  # the batch's messages, in one call
         batch = self._batch
         self._batch = Batch(self) if self._defer else None
         if self.transactional:
