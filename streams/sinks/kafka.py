@@ -6,14 +6,16 @@ source commits the offsets of what produced them, before a checkpoint, and
 when the stream closes. A message that could not be delivered fails the
 node there, naming it, through the node's error policy.
 
-Under ``from_kafka`` in a consumer group without a loop, where each batch's
-messages are confirmed by their own delivery reports, the messages of a
-batch are held and handed over in one ``produce_batch()`` call at the
-batch's end (and at every barrier, ``flush()`` and close): the batch's
-callback is passed once a call instead of once a message, which takes about
-a quarter off a produced message's cost. A message the producer refuses there fails the node,
-naming it, as a failed delivery does. Elsewhere each element is produced as
-it comes (a batch call costs no less without a per-message callback).
+Under ``from_kafka`` without a loop, the messages of a batch are held and
+handed over in one ``produce_batch()`` call at the batch's end (and at
+every barrier, ``flush()`` and close). In a consumer group, where each
+batch's messages are confirmed by their own delivery reports, the batch's
+callback is then passed once a call instead of once a message, which takes
+about a quarter off a produced message's cost; in any case the step that
+holds a ``bytes`` element is written into the source's compiled loop
+(:func:`~streams.sinks.kafka_batches.fuse_held`), no call a message. A
+message the producer refuses there fails the node, naming it, as a failed
+delivery does. Elsewhere each element is produced as it comes.
 
 With ``transactional=True`` (and a ``transactional.id`` in the producer
 configuration) each barrier commits a Kafka transaction, and the sink takes
@@ -38,11 +40,10 @@ from ..clock import get_clock, run_sync
 from ..core import Stream
 from ..fusion import Fuser
 from .kafka_batches import POLL_EVERY, Batch, fuse_held, send_held, send_held_now
+from .kafka_recovery import SEQ, WRITER, already_written
 
 __all__ = ["ToKafka"]
 
-_SEQ = "streams-seq"
-_WRITER = "streams-writer"
 
 
 def _as_bytes(x: Any) -> Any:
@@ -188,39 +189,7 @@ class ToKafka(Stream[Any]):
 
     def _already_written(self) -> set[int]:
         """The ``streams-seq`` numbers this writer committed after the restored checkpoint."""
-        import confluent_kafka as ck
-
-        writer = str(self.producer_config["transactional.id"]).encode()
-        consumer = ck.Consumer({"bootstrap.servers": self.producer_config["bootstrap.servers"],
-                                "group.id": "streams-recovery", "enable.auto.commit": False,
-                                "isolation.level": "read_committed",
-                                "enable.partition.eof": True})
-        try:
-            meta = consumer.list_topics(self.topic, timeout=30).topics.get(self.topic)
-            if meta is None or meta.error is not None:
-                return set()
-            marks = self.marks or {}
-            tps = [ck.TopicPartition(self.topic, p, marks.get(p, ck.OFFSET_BEGINNING))
-                   for p in meta.partitions]
-            consumer.assign(tps)
-            left = {tp.partition for tp in tps}
-            found: set[int] = set()
-            while left:
-                for msg in consumer.consume(1000, timeout=1.0):
-                    err = msg.error()
-                    if err is not None:
-                        if err.code() == ck.KafkaError._PARTITION_EOF:
-                            left.discard(msg.partition())
-                            continue
-                        raise ck.KafkaException(err)
-                    headers = dict(msg.headers() or ())
-                    if headers.get(_WRITER) == writer:
-                        seq = int(headers[_SEQ] or 0)
-                        if seq >= self.written:
-                            found.add(seq)
-            return found
-        finally:
-            consumer.close()
+        return already_written(self)
 
     def _delivered(self, err: Any, msg: Any) -> None:
         self._done += 1
@@ -284,8 +253,8 @@ class ToKafka(Stream[Any]):
             if not self._in_txn:
                 producer.begin_transaction()
                 self._in_txn = True
-            headers = [(_WRITER, str(self.producer_config["transactional.id"])),
-                       (_SEQ, str(seq))]
+            headers = [(WRITER, str(self.producer_config["transactional.id"])),
+                       (SEQ, str(seq))]
         elif self._batch_ends:
             held = self._held
             held.append({"value": value} if key is None else {"value": value, "key": key})

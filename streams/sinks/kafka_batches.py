@@ -4,10 +4,12 @@ A source that confirms writes a batch late (``from_kafka`` in a consumer
 group, ``from_redis``) asks :class:`~streams.sinks.kafka.ToKafka` for a
 token at the end of each batch and commits the batch's offsets once the
 broker acknowledged the batch's own messages: :class:`Batch` counts them.
-Under ``from_kafka``, which pushes its messages in batches, the sink holds
-a batch's messages and hands them over in one ``produce_batch()`` call
-(:func:`send_held`): the batch's delivery callback is then passed once
-a call, not once a message, which costs about as much as the produce.
+Under ``from_kafka`` without a loop, which pushes its messages in batches,
+the sink holds a batch's messages and hands them over in one
+``produce_batch()`` call (:func:`send_held`): a batch's delivery callback
+is then passed once a call, not once a message, which costs about as much
+as the produce; holding a message is written into fused code
+(:func:`fuse_held`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """``Stream.from_kafka``: the messages of Kafka topics, through confluent-kafka.
 
-Messages are read in batches (``consume(batch)``) and pushed one by one;
-offsets are kept per partition (the next offset to read) and committed only
-once every downstream step for a batch has finished.
+Messages are read in batches (``consume(batch)``) and pushed one by one,
+a batch in one call of a loop compiled with the graph's steps
+(:mod:`streams.fused_loop`); offsets are kept per partition (the next
+offset to read) and committed only once every downstream step for a batch
+has finished.
 
 Delivery guarantees:
 

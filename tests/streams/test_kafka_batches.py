@@ -153,3 +153,62 @@ def test_a_transactional_sink_in_a_group_writes_each_message_with_its_headers(
     assert committed(params, src, 1) == [30]
     sink.written, sink.marks = 0, None  # as a fresh writer: its messages found by their headers
     assert sink._already_written() == set(range(30))
+
+
+def test_without_a_group_a_batchs_messages_are_handed_over_at_its_end_too(
+        kafka_broker: Any) -> None:
+    src = kafka_broker.create_topic("held-nogroup-in")
+    dst = kafka_broker.create_topic("held-nogroup-out")
+    kafka_broker.produce(src, [b"%02d" % i for i in range(60)])
+    source = Stream.from_kafka([src], kafka_broker.config(), offset="earliest", batch=7)
+    handed: list[int] = []
+    began: list[int] = []
+
+    def note(v: bytes) -> bytes:
+        handed.append(sink._sent)
+        began.append(source.offsets.get((src, 0), 0))
+        return v
+
+    sink = source.map(note).to_kafka(dst, kafka_broker.config(**{"linger.ms": 20}))
+    source.start()
+    assert handed == began  # as in a group: every earlier batch's messages, none of this one's
+    assert kafka_broker.read(dst) == [b"%02d" % i for i in range(60)]
+
+
+def read_keyed(broker: Any, topic: str) -> list[tuple[bytes | None, bytes]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(broker.config(**{"group.id": "test-reader", "enable.partition.eof": True}))
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        out: list[tuple[bytes | None, bytes]] = []
+        for _ in range(100):
+            msgs = c.consume(1000, timeout=1.0)
+            out += [(m.key(), m.value()) for m in msgs if m.error() is None]
+            if any(m.error() is not None for m in msgs):
+                return out
+        raise AssertionError(f"{topic} did not end")
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_keyed_and_str_elements_are_held_too(kafka_broker: Any, keyed: bool) -> None:
+    src = kafka_broker.create_topic(f"held-keyed-{keyed}-in")
+    dst = kafka_broker.create_topic(f"held-keyed-{keyed}-out")
+    kafka_broker.produce(src, [b"%02d" % i for i in range(30)])
+    source = Stream.from_kafka([src], kafka_broker.config(), offset="earliest", batch=7)
+    handed: list[int] = []
+    began: list[int] = []
+
+    def note(v: bytes) -> bytes | str:
+        handed.append(sink._sent)
+        began.append(source.offsets.get((src, 0), 0))
+        return v if keyed else v.decode()  # a str is converted by the sink
+
+    sink = source.map(note).to_kafka(dst, kafka_broker.config(),
+                                     key=(lambda v: v[1:]) if keyed else None)
+    source.start()
+    assert handed == began
+    assert read_keyed(kafka_broker, dst) == [
+        (b"%d" % (i % 10) if keyed else None, b"%02d" % i) for i in range(30)]
