@@ -6,14 +6,16 @@ source commits the offsets of what produced them, before a checkpoint, and
 when the stream closes. A message that could not be delivered fails the
 node there, naming it, through the node's error policy.
 
-Under ``from_kafka`` in a consumer group without a loop, where each batch's
-messages are confirmed by their own delivery reports, the messages of a
-batch are held and handed over in one ``produce_batch()`` call at the
-batch's end (and at every barrier, ``flush()`` and close): the batch's
-callback is passed once a call instead of once a message, which takes about
-a quarter off a produced message's cost. A message the producer refuses there fails the node,
-naming it, as a failed delivery does. Elsewhere each element is produced as
-it comes (a batch call costs no less without a per-message callback).
+Under ``from_kafka`` without a loop, the messages of a batch are held and
+handed over in one ``produce_batch()`` call at the batch's end (and at
+every barrier, ``flush()`` and close). In a consumer group, where each
+batch's messages are confirmed by their own delivery reports, the batch's
+callback is then passed once a call instead of once a message, which takes
+about a quarter off a produced message's cost; in any case the step that
+holds a ``bytes`` element is written into the source's compiled loop
+(:func:`~streams.sinks.kafka_batches.fuse_held`), no call a message. A
+message the producer refuses there fails the node, naming it, as a failed
+delivery does. Elsewhere each element is produced as it comes.
 
 With ``transactional=True`` (and a ``transactional.id`` in the producer
 configuration) each barrier commits a Kafka transaction, and the sink takes
@@ -36,15 +38,12 @@ from typing import Any
 
 from ..clock import get_clock, run_sync
 from ..core import Stream
-from .kafka_batches import Batch, send_held, send_held_now
+from ..fusion import Fuser
+from .kafka_batches import POLL_EVERY, Batch, fuse_held, send_held, send_held_now
+from .kafka_recovery import SEQ, WRITER, already_written
 
 __all__ = ["ToKafka"]
 
-_SEQ = "streams-seq"
-_WRITER = "streams-writer"
-# Delivery callbacks are served every this many messages (and at barriers);
-# held messages are handed over at most this many at a time.
-_POLL_EVERY = 1000
 
 
 def _as_bytes(x: Any) -> Any:
@@ -190,39 +189,7 @@ class ToKafka(Stream[Any]):
 
     def _already_written(self) -> set[int]:
         """The ``streams-seq`` numbers this writer committed after the restored checkpoint."""
-        import confluent_kafka as ck
-
-        writer = str(self.producer_config["transactional.id"]).encode()
-        consumer = ck.Consumer({"bootstrap.servers": self.producer_config["bootstrap.servers"],
-                                "group.id": "streams-recovery", "enable.auto.commit": False,
-                                "isolation.level": "read_committed",
-                                "enable.partition.eof": True})
-        try:
-            meta = consumer.list_topics(self.topic, timeout=30).topics.get(self.topic)
-            if meta is None or meta.error is not None:
-                return set()
-            marks = self.marks or {}
-            tps = [ck.TopicPartition(self.topic, p, marks.get(p, ck.OFFSET_BEGINNING))
-                   for p in meta.partitions]
-            consumer.assign(tps)
-            left = {tp.partition for tp in tps}
-            found: set[int] = set()
-            while left:
-                for msg in consumer.consume(1000, timeout=1.0):
-                    err = msg.error()
-                    if err is not None:
-                        if err.code() == ck.KafkaError._PARTITION_EOF:
-                            left.discard(msg.partition())
-                            continue
-                        raise ck.KafkaException(err)
-                    headers = dict(msg.headers() or ())
-                    if headers.get(_WRITER) == writer:
-                        seq = int(headers[_SEQ] or 0)
-                        if seq >= self.written:
-                            found.add(seq)
-            return found
-        finally:
-            consumer.close()
+        return already_written(self)
 
     def _delivered(self, err: Any, msg: Any) -> None:
         self._done += 1
@@ -249,12 +216,12 @@ class ToKafka(Stream[Any]):
         # The common case, kept short: it runs once a message.
         batch = self._batch
         try:
-            if batch is None:
-                producer.produce(self.topic, x)
-            elif self._batch_ends:
+            if self._batch_ends:
                 held = self._held
                 held.append({"value": x})
-                return send_held(self) if len(held) >= _POLL_EVERY else None
+                return send_held(self) if len(held) >= POLL_EVERY else None
+            if batch is None:
+                producer.produce(self.topic, x)
             else:
                 producer.produce(self.topic, x, on_delivery=batch.delivered)
                 batch.sent += 1
@@ -263,7 +230,7 @@ class ToKafka(Stream[Any]):
         except Exception as e:
             return self._fail(x, e)
         self._sent += 1
-        if self._sent % _POLL_EVERY == 0:
+        if self._sent % POLL_EVERY == 0:
             producer.poll(0)
             if self._errors_seen:
                 return self._report()
@@ -286,12 +253,12 @@ class ToKafka(Stream[Any]):
             if not self._in_txn:
                 producer.begin_transaction()
                 self._in_txn = True
-            headers = [(_WRITER, str(self.producer_config["transactional.id"])),
-                       (_SEQ, str(seq))]
+            headers = [(WRITER, str(self.producer_config["transactional.id"])),
+                       (SEQ, str(seq))]
         elif self._batch_ends:
             held = self._held
             held.append({"value": value} if key is None else {"value": value, "key": key})
-            return send_held(self) if len(held) >= _POLL_EVERY else None
+            return send_held(self) if len(held) >= POLL_EVERY else None
         try:
             self._produce(producer, value, key, headers)
         except BufferError:
@@ -299,7 +266,7 @@ class ToKafka(Stream[Any]):
         except Exception as e:
             return self._fail(x, e)
         self._sent += 1
-        if self._sent % _POLL_EVERY == 0:
+        if self._sent % POLL_EVERY == 0:
             producer.poll(0)
             if self._errors_seen:
                 return self._report()
@@ -360,6 +327,32 @@ class ToKafka(Stream[Any]):
             pending = self._fail(x, e)
         return pending
 
+    # -- a source's batches ------------------------------------------------------------
+
+    def _hold_batches(self, on: bool) -> None:
+        """Hold messages till a batch's end (``on``); set by ``from_kafka`` without a loop.
+
+        The source calls :meth:`_send_held` at the end of every batch it
+        pushes; turned off, what is held is sent (its errors left for the
+        next barrier, as a failure may be what turned it off).
+        """
+        if on:
+            if self._producer is None or (self.downstreams and not self._all_reports):
+                self._open()  # held messages are handed over without a step that opens it
+        else:
+            send_held_now(self, report=False)
+        self._batch_ends = on
+
+    def _send_held(self) -> None:
+        """Hand the messages held over in one call (a batch's end); raise their errors."""
+        send_held_now(self)
+
+    def _fusable(self) -> bool:
+        return True
+
+    def _fuse(self, f: Fuser, x: str) -> None:
+        fuse_held(self, f, x)
+
     # -- barriers ----------------------------------------------------------------------
 
     @property
@@ -390,7 +383,7 @@ class ToKafka(Stream[Any]):
         acknowledges them while the next is processed. A transaction is
         committed here.
         """
-        send_held_now(self)  # the batch's messages, in one call
+        self._send_held()  # the batch's messages, in one call
         batch = self._batch
         self._batch = Batch(self) if self._defer else None
         if self.transactional:

@@ -4,10 +4,12 @@ A source that confirms writes a batch late (``from_kafka`` in a consumer
 group, ``from_redis``) asks :class:`~streams.sinks.kafka.ToKafka` for a
 token at the end of each batch and commits the batch's offsets once the
 broker acknowledged the batch's own messages: :class:`Batch` counts them.
-Under ``from_kafka``, which pushes its messages in batches, the sink holds
-a batch's messages and hands them over in one ``produce_batch()`` call
-(:func:`send_held`): the batch's delivery callback is then passed once
-a call, not once a message, which costs about as much as the produce.
+Under ``from_kafka`` without a loop, which pushes its messages in batches,
+the sink holds a batch's messages and hands them over in one
+``produce_batch()`` call (:func:`send_held`): a batch's delivery callback
+is then passed once a call, not once a message, which costs about as much
+as the produce; holding a message is written into fused code
+(:func:`fuse_held`).
 """
 
 from __future__ import annotations
@@ -18,9 +20,14 @@ from typing import TYPE_CHECKING, Any
 from ..clock import get_clock, run_sync
 
 if TYPE_CHECKING:
+    from ..fusion import Fuser
     from .kafka import ToKafka
 
-__all__ = ["Batch", "send_held", "send_held_now"]
+__all__ = ["POLL_EVERY", "Batch", "fuse_held", "send_held", "send_held_now"]
+
+#: Delivery callbacks are served every this many messages (and at barriers);
+#: held messages are handed over at most this many at a time.
+POLL_EVERY = 1000
 
 
 class Batch:
@@ -57,10 +64,11 @@ def send_held(sink: ToKafka, report: bool = True) -> Any:
     fail the node (``report``), else wait in its errors seen for the next
     barrier.
     """
-    held = sink._held
-    if not held:
+    if not sink._held:
         return None
-    sink._held = []
+    # Emptied in place: fused code appends to this very list (fuse_held).
+    held = sink._held[:]
+    sink._held.clear()
     while held:
         held = _produce_batch(sink, held)
         if not held:
@@ -125,3 +133,25 @@ def _produce_batch(sink: ToKafka, held: list[dict[str, Any]]) -> list[dict[str, 
         # The element is the value: held messages are str, bytes or None.
         sink._errors_seen.append((m["value"], ck.KafkaException(err)))
     return []
+
+
+def fuse_held(sink: ToKafka, f: Fuser, x: str) -> None:
+    """Write ``sink``'s step into fused code (:mod:`streams.fusion`).
+
+    While a source's batch lasts (``_batch_ends``), a ``bytes`` element's
+    message is held right there, the common case under ``from_kafka``: no
+    call a message. Anything else, and a sink with a key, a transaction or
+    nodes downstream (fixed while the code lives), goes through ``update``.
+    """
+    update = f.bind(sink.update, "update")
+    if sink.transactional or sink.key is not None or sink.downstreams:
+        f.line(f"return {update}({x})")
+        return
+    node = f.bind(sink, "sink")
+    held = f.bind(sink._held, "held")
+    f.line(f"if {node}._batch_ends and type({x}) is bytes:\n"
+           f"    {held}.append({{'value': {x}}})\n"
+           f"    if len({held}) >= {POLL_EVERY}:\n"
+           f"        return {f.bind(send_held, 'send_held')}({node})\n"
+           f"    return None\n"
+           f"return {update}({x})")

@@ -1,8 +1,10 @@
 """``Stream.from_kafka``: the messages of Kafka topics, through confluent-kafka.
 
-Messages are read in batches (``consume(batch)``) and pushed one by one;
-offsets are kept per partition (the next offset to read) and committed only
-once every downstream step for a batch has finished.
+Messages are read in batches (``consume(batch)``) and pushed one by one,
+a batch in one call of a loop compiled with the graph's steps
+(:mod:`streams.fused_loop`); offsets are kept per partition (the next
+offset to read) and committed only once every downstream step for a batch
+has finished.
 
 Delivery guarantees:
 
@@ -41,11 +43,12 @@ where it starts (shared with ``from_kafka_batched``) in
 
 from __future__ import annotations
 
-from itertools import islice
+from collections.abc import Iterator
 from typing import Any
 
 from ..clock import get_clock
 from ..core import Stream
+from ..fused_loop import _EXHAUSTED, _STOPPED, loop_for
 from ..loop_thread import asyncio_loop_running
 from .kafka_commits import KafkaCommits
 from .kafka_config import Partition, _import_kafka, kafka_consumer_config, start_offsets
@@ -134,7 +137,9 @@ class FromKafka(KafkaCommits):
         self.offsets: dict[Partition, int] = {}
         # The partitions assigned (asking the consumer waits for its main thread).
         self._assigned: set[Partition] = set()
-        self._eof: set[Partition] = set()
+        # Partitions whose end was reported: the offset it was at. One is at
+        # its end while nothing was read past that (see _at_end).
+        self._eof: dict[Partition, int] = {}
         # Partitions started at a time: the time (ms), until a message at or after it.
         self._not_before: dict[Partition, int] = {}
         super().__init__(start=start, **kwargs)
@@ -238,7 +243,7 @@ class FromKafka(KafkaCommits):
             self._unconfirmed.clear()
             self._commit(consumer, self.offsets, asynchronous=False)
         for tp in partitions:
-            self._eof.discard((tp.topic, tp.partition))
+            self._eof.pop((tp.topic, tp.partition), None)
             self._assigned.discard((tp.topic, tp.partition))
 
     def _read(self, consumer: Any, timeout: float) -> list[Any]:
@@ -250,9 +255,9 @@ class FromKafka(KafkaCommits):
             got = consumer.consume(1, timeout=timeout)
             if got and self.batch > 1:
                 got.extend(consumer.consume(self.batch - 1, timeout=0))
-        if self._eof or self._not_before:
+        if self._not_before:
             return self._sorted_out(got)
-        # The common case, one pass: messages only, no partition at its end.
+        # The common case, one pass: messages only.
         for i, msg in enumerate(got):
             if msg.error() is not None:
                 return got[:i] + self._sorted_out(got[i:])
@@ -266,7 +271,6 @@ class FromKafka(KafkaCommits):
             err = msg.error()
             if err is None:
                 part = (msg.topic(), msg.partition())
-                self._eof.discard(part)
                 if self._not_before and part in self._not_before:
                     # A broker may answer a time lookup with an earlier offset:
                     # messages before the time are passed over here.
@@ -276,70 +280,85 @@ class FromKafka(KafkaCommits):
                     del self._not_before[part]
                 out.append(msg)
             elif err.code() == ck.KafkaError._PARTITION_EOF:
-                self._eof.add((msg.topic(), msg.partition()))
+                self._eof[(msg.topic(), msg.partition())] = msg.offset()
             else:
                 raise ck.KafkaException(err)
         return out
 
-    def _at_end(self, consumer: Any) -> bool:
-        assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
-        return bool(assigned) and assigned <= self._eof
+    def _at_end(self, assigned: set[Partition]) -> bool:
+        """Whether every partition of ``assigned`` is at its end (and some are assigned).
+
+        A partition is at the end reported until a message past it is read
+        (it ends again later): compared once a batch, no work a message.
+        """
+        eof, offsets = self._eof, self.offsets
+        return bool(assigned) and all(
+            part in eof and offsets.get(part, eof[part]) <= eof[part] for part in assigned)
 
     # -- the stream side -------------------------------------------------------
 
-    def _values(self, msgs: list[Any]) -> list[Any]:
-        """What is emitted for ``msgs``."""
+    def _values(self, msgs: list[Any]) -> Iterator[Any]:
+        """What is emitted for ``msgs``, in order."""
         if self.with_meta:
-            return [{"topic": m.topic(), "partition": m.partition(), "offset": m.offset(),
+            return ({"topic": m.topic(), "partition": m.partition(), "offset": m.offset(),
                      "timestamp": m.timestamp()[1], "key": m.key(), "value": m.value()}
-                    for m in msgs]
+                    for m in msgs)
         if self.keys:
-            return [{"key": m.key(), "value": m.value()} for m in msgs]
-        return [m.value() for m in msgs]
+            return ({"key": m.key(), "value": m.value()} for m in msgs)
+        # Message.value called by map: no Python frame a message.
+        return map(_import_kafka("from_kafka()").Message.value, msgs)
 
-    def _emit_batch(self, msgs: list[Any], values: list[Any] | None = None,
-                    start: int = 0) -> Any:
-        """Push messages (from ``start``); None, or an awaitable when a step is asynchronous.
+    def _emit_batch(self, msgs: list[Any]) -> Any:
+        """Push ``msgs``; None, or an awaitable when a step is asynchronous.
+
+        The batch goes through a loop compiled with the graph's steps written
+        into it (:mod:`streams.fused_loop`): one call a batch, not a push
+        function call a message, in the same order, stopping where
+        :meth:`stop` is called.
+        """
+        return self._push_from(msgs, self._values(msgs), 0)
+
+    def _push_from(self, msgs: list[Any], values: Iterator[Any], done: int) -> Any:
+        """Push the rest of ``values`` (``done`` of ``msgs`` already went through).
 
         ``offsets`` moves past a message once every step for it has finished
         (an awaited step included). It is brought up to date when the batch
         ends, fails or is stopped, not once a message: that would cost as
         much as the push of a short pipeline.
         """
-        push = self._pusher()
-        if values is None:
-            values = self._values(msgs)
-        done = start
+        counts: list[int] = []  # the compiled loop tells how many went through
         try:
-            for x in islice(values, start, None):
-                if self.stopped:
+            while True:
+                push = self._pusher()
+                outcome = loop_for(push)(values, self, push, counts.append)
+                done += counts.pop()
+                if outcome is None:  # the graph changed: new code for the rest
+                    continue
+                if outcome is _EXHAUSTED or outcome is _STOPPED:
                     break
-                pending = push(x)
-                if pending is not None:
-                    self._advance(msgs, start, done)
-                    return self._finish_async(pending, msgs, values, done)
-                done += 1
+                # The last message counted has work pending.
+                self._advance(msgs, done - 1)
+                return self._finish_async(outcome, msgs, values, done)
         except BaseException:
-            self._advance(msgs, start, done)
+            self._advance(msgs, done + sum(counts))
             raise
         if done == len(msgs):
             self._advance_to_position()
         else:
-            self._advance(msgs, start, done)
+            self._advance(msgs, done)
         return None
 
-    async def _finish_async(self, pending: Any, msgs: list[Any], values: list[Any],
-                            at: int) -> None:
+    async def _finish_async(self, pending: Any, msgs: list[Any], values: Iterator[Any],
+                            done: int) -> None:
         await pending
-        self._advance(msgs, at, at + 1)
-        more = self._emit_batch(msgs, values, at + 1)
+        more = self._push_from(msgs, values, done)
         if more is not None:
             await more
 
-    def _advance(self, msgs: list[Any], lo: int, hi: int) -> None:
-        """Move ``offsets`` past ``msgs[lo:hi]``."""
+    def _advance(self, msgs: list[Any], done: int) -> None:
+        """Move ``offsets`` past the first ``done`` of ``msgs``."""
         offsets = self.offsets
-        for msg in msgs[lo:hi]:
+        for msg in msgs[:done]:
             offsets[(msg.topic(), msg.partition())] = msg.offset() + 1
 
     def _advance_to_position(self) -> None:
@@ -359,25 +378,21 @@ class FromKafka(KafkaCommits):
 
     def _run_sync(self) -> None:
         consumer = self._connect(to_the_end=True)
-        self._begin(deferring=True)
-        for b in self._deferred:
-            # Each batch ends in _batch_done's _barrier_send: a sink that can
-            # hand a batch's output over in one call may hold it till then
-            # (until it stops deferring, in _close_consumer).
-            if hasattr(b, "_batch_ends"):
-                b._batch_ends = True
+        # Each batch ends in _batch_done: a sink that can hand a batch's
+        # output over in one call holds it till then (till _close_consumer).
+        self._begin(sync=True)
         failed = True
         try:
             while not self.stopped:
                 self._release(consumer)
                 msgs = self._read(consumer, self.poll_interval)
                 if not msgs:
-                    if self._at_end(consumer):
+                    if self._at_end({(tp.topic, tp.partition) for tp in consumer.assignment()}):
                         break
                     continue
                 self._settle(self._emit_batch(msgs))
                 self._settle(self._batch_done(consumer, len(msgs)))
-                if self._eof and self._assigned and self._assigned <= self._eof:
+                if self._eof and self._at_end(self._assigned):
                     break  # every partition's end came with this batch: no read to wait on
             else:
                 failed = False
@@ -394,7 +409,7 @@ class FromKafka(KafkaCommits):
 
     async def _run_async(self) -> None:
         consumer = self._connect()
-        self._begin(deferring=False)
+        self._begin(sync=False)
         clock = get_clock()
         failed = True
         try:

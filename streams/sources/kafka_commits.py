@@ -33,7 +33,8 @@ _PENDING_BATCHES = 4
 class KafkaCommits(Source):
     """A Kafka source's commits to its consumer group (see the module docs)."""
 
-    __slots__ = ("_barriers", "_consumer", "_covered", "_deferred", "_failed", "_unconfirmed")
+    __slots__ = ("_barriers", "_consumer", "_covered", "_deferred", "_failed", "_holders",
+                 "_unconfirmed")
     # Set by the subclass: the consumer group (None: nothing is committed)
     # and the next offset to read of each partition.
     group: str | None
@@ -46,6 +47,9 @@ class KafkaCommits(Source):
         # Nodes whose output is sent now and confirmed later (to_kafka without
         # a loop), and per batch the confirmations awaited and its offsets.
         self._deferred: list[Stream[Any]] = []
+        # Without a loop, nodes that hold a batch's output and hand it over
+        # in one call at its end (to_kafka's produce_batch()).
+        self._holders: list[Stream[Any]] = []
         self._unconfirmed: deque[tuple[list[tuple[Any, Any]], dict[Partition, int]]] = deque()
         # (checkpoint sequence, the offsets it covers): committed to the group once on disk.
         self._covered: deque[tuple[int, dict[Partition, int]]] = deque()
@@ -67,6 +71,8 @@ class KafkaCommits(Source):
 
     def _batch_done(self, consumer: Any, n: int) -> Any:
         """A batch of ``n`` finished: checkpoint (when due), or flush and commit."""
+        for b in self._holders:
+            b._send_held()  # type: ignore[attr-defined]
         ckpt = self._checkpointer
         if ckpt is not None:
             return ckpt.step(n)
@@ -138,14 +144,19 @@ class KafkaCommits(Source):
         if pending is not None:
             run_sync(pending)
 
-    def _begin(self, deferring: bool) -> None:
+    def _begin(self, sync: bool) -> None:
+        """Find the nodes that buffer output; ``sync``: no loop, batches end in ``_batch_done``."""
         self._barriers = [n for n in walk(self) if hasattr(n, "_barrier")]
         # Output confirmed a batch late: only when offsets are committed for it.
-        deferring = deferring and self.group is not None and self._checkpointer is None
+        deferring = sync and self.group is not None and self._checkpointer is None
         self._deferred = [b for b in self._barriers if hasattr(b, "_barrier_send")] \
             if deferring else []
         for b in self._deferred:
             b._deferring = True  # type: ignore[attr-defined]
+        self._holders = [b for b in self._barriers if hasattr(b, "_hold_batches")] \
+            if sync else []
+        for b in self._holders:
+            b._hold_batches(True)  # type: ignore[attr-defined]
 
     def _close_consumer(self, consumer: Any, failed: bool) -> None:
         """Commit what is done, synchronously, and close the consumer.
@@ -169,6 +180,10 @@ class KafkaCommits(Source):
             else:
                 self._commit(consumer, self.offsets, asynchronous=False)
         finally:
+            # What a failed or stopped batch held is sent, as what it produced
+            # was; a later barrier reports what failed.
+            for b in self._holders:
+                b._hold_batches(False)  # type: ignore[attr-defined]
             for b in self._deferred:
                 b._deferring = False  # type: ignore[attr-defined]
             consumer.close()

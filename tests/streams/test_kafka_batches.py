@@ -31,24 +31,39 @@ def pipeline(broker: Any, name: str, values: list[bytes], batch: int
     return src, dst, params, Stream.from_kafka([src], params, batch=batch)
 
 
-def test_a_batchs_messages_are_handed_over_at_its_end_and_none_before(kafka_broker: Any) -> None:
-    src, dst, params, source = pipeline(kafka_broker, "held", [b"%02d" % i for i in range(60)], 7)
-    # For each element: the messages handed to the producer, and where its
-    # batch began (the source's offsets move at a batch's end).
-    handed: list[int] = []
-    began: list[int] = []
+class Handed:
+    """For each element: the messages handed to the producer, and where its batch began.
 
-    def note(v: bytes) -> bytes:
-        handed.append(sink._sent)
-        began.append(source.offsets.get((src, 0), 0))
+    The source's offsets move at a batch's end: every earlier batch's
+    messages, and none of this one's, are handed over when they are equal.
+    """
+
+    def __init__(self, source: Any, topic: str) -> None:
+        self.source, self.topic = source, topic
+        self.sink: Any = None
+        self.handed: list[int] = []
+        self.began: list[int] = []
+
+    def __call__(self, v: bytes) -> bytes:
+        self.handed.append(self.sink._sent)
+        self.began.append(self.source.offsets.get((self.topic, 0), 0))
         return v
 
-    sink = source.map(note).to_kafka(dst, kafka_broker.config(**{"linger.ms": 20}))
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_a_batchs_messages_are_handed_over_at_its_end_and_none_before(
+        kafka_broker: Any, grouped: bool) -> None:
+    src, dst, params, source = pipeline(kafka_broker, f"held-{grouped}",
+                                        [b"%02d" % i for i in range(60)], 7)
+    if not grouped:  # no group: nothing committed, the same batches
+        source = Stream.from_kafka([src], kafka_broker.config(), offset="earliest", batch=7)
+    note = Handed(source, src)
+    note.sink = source.map(note).to_kafka(dst, kafka_broker.config(**{"linger.ms": 20}))
     source.start()
-    assert handed == began  # every earlier batch's messages, none of this one's
-    assert any(h < i for i, h in enumerate(handed))  # messages were held
+    assert note.handed == note.began
+    assert any(h < i for i, h in enumerate(note.handed))  # messages were held
     assert kafka_broker.read(dst) == [b"%02d" % i for i in range(60)]
-    assert committed(params, src, 1) == [60]
+    assert committed(params, src, 1) == ([60] if grouped else [-1001])
 
 
 def test_stopped_inside_a_batch_what_was_processed_is_written_and_committed(
@@ -153,3 +168,37 @@ def test_a_transactional_sink_in_a_group_writes_each_message_with_its_headers(
     assert committed(params, src, 1) == [30]
     sink.written, sink.marks = 0, None  # as a fresh writer: its messages found by their headers
     assert sink._already_written() == set(range(30))
+
+
+def read_keyed(broker: Any, topic: str) -> list[tuple[bytes | None, bytes]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(broker.config(**{"group.id": "test-reader", "enable.partition.eof": True}))
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        out: list[tuple[bytes | None, bytes]] = []
+        for _ in range(100):
+            msgs = c.consume(1000, timeout=1.0)
+            out += [(m.key(), m.value()) for m in msgs if m.error() is None]
+            if any(m.error() is not None for m in msgs):
+                return out
+        raise AssertionError(f"{topic} did not end")
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_keyed_and_str_elements_are_held_too(kafka_broker: Any, keyed: bool) -> None:
+    src = kafka_broker.create_topic(f"held-keyed-{keyed}-in")
+    dst = kafka_broker.create_topic(f"held-keyed-{keyed}-out")
+    kafka_broker.produce(src, [b"%02d" % i for i in range(30)])
+    source = Stream.from_kafka([src], kafka_broker.config(), offset="earliest", batch=7)
+    note = Handed(source, src)
+    # A key, or a str to convert: the sink's update, not the fused step.
+    noted = source.map(note) if keyed else source.map(note).map(bytes.decode)
+    note.sink = noted.to_kafka(dst, kafka_broker.config(),
+                               key=(lambda v: v[1:]) if keyed else None)
+    source.start()
+    assert note.handed == note.began
+    assert read_keyed(kafka_broker, dst) == [
+        (b"%d" % (i % 10) if keyed else None, b"%02d" % i) for i in range(30)]

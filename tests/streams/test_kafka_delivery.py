@@ -285,3 +285,53 @@ def test_on_a_loop_a_group_member_stops_commits_and_leaves(kafka_broker: Any) ->
         b"%d-%02d" % (p, i) for p in (0, 1) for i in range(30))
     assert source.offsets == {(src, 0): 30, (src, 1): 30}
     assert committed(kafka_broker, params, src, 2) == [30, 30]
+
+
+def test_a_partition_is_at_its_end_until_a_message_past_it_is_read() -> None:
+    import confluent_kafka as ck
+
+    source = Stream.from_kafka(["t"], {"bootstrap.servers": "127.0.0.1:9"})
+    eof = ck.KafkaError(ck.KafkaError._PARTITION_EOF)
+
+    def end(partition: int, at: int) -> Any:
+        return ck.Message(topic="t", partition=partition, offset=at, error=eof)
+
+    both = {("t", 0), ("t", 1)}
+    got = source._sorted_out([ck.Message(topic="t", partition=0, offset=4, value=b"x"),
+                              end(0, 5)])
+    assert [m.offset() for m in got] == [4]
+    source.offsets[("t", 0)] = 5  # the batch went through: past offset 4
+    assert not source._at_end(both)  # partition 1's end not reported yet
+    source._sorted_out([end(1, 0)])
+    assert source._at_end(both)  # nothing read in partition 1: at its end
+    source.offsets[("t", 0)] = 7  # two messages came in partition 0 after its end
+    assert not source._at_end(both)
+    source._sorted_out([end(0, 7)])
+    assert source._at_end(both)
+
+
+def test_an_empty_partition_ends_while_the_other_is_read_in_small_batches(
+        kafka_broker: Any) -> None:
+    topic = kafka_broker.create_topic("one-empty", partitions=2)
+    kafka_broker.produce(topic, [b"%02d" % i for i in range(50)], partition=0)
+    source = Stream.from_kafka([topic], kafka_broker.config(), offset="earliest", batch=7)
+    seen = source.sink_to_list()
+    source.start()
+    assert seen == [b"%02d" % i for i in range(50)]
+    assert source.offsets == {(topic, 0): 50}
+
+
+def test_a_node_connected_inside_a_batch_sees_the_rest_of_that_batch(
+        kafka_broker: Any, kafka_topic: str) -> None:
+    kafka_broker.produce(kafka_topic, [b"%02d" % i for i in range(20)])
+    source = Stream.from_kafka([kafka_topic], kafka_broker.config(), offset="earliest",
+                               batch=1000)
+    late: list[bytes] = []
+
+    def connect_at_5(v: bytes) -> None:
+        if v == b"05":
+            source.sink(late.append)
+
+    source.sink(connect_at_5)
+    source.start()
+    assert late == [b"%02d" % i for i in range(6, 20)]
