@@ -66,6 +66,7 @@ import functools
 import inspect
 import os
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -164,8 +165,21 @@ def _plain(func: Any) -> bool:
             and not func.__kwdefaults__)
 
 
+#: ``_returned``'s answers, for the code object they were found for: a stage
+#: on a Dask worker or Spark executor compiles its fused code again per batch.
+_found: weakref.WeakKeyDictionary[types.FunctionType, tuple[types.CodeType, ast.expr | None]] \
+    = weakref.WeakKeyDictionary()
+
+
 def _returned(func: types.FunctionType) -> ast.expr | None:
     """The expression ``func`` returns, from its verified source, if its body is one return."""
+    known = _found.get(func)
+    if known is None or known[0] is not func.__code__:
+        known = _found[func] = (func.__code__, _find_returned(func))
+    return known[1]
+
+
+def _find_returned(func: types.FunctionType) -> ast.expr | None:
     try:
         lines, _ = inspect.findsource(func)
     except (OSError, TypeError):

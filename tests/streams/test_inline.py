@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import builtins
 import functools
+import importlib.util
+import linecache
 import logging
 import os
 import subprocess
@@ -246,6 +248,24 @@ def test_lambdas_on_one_line_are_told_apart() -> None:
     outs = [source.map(f).sink_to_list() for f in (plus, minus, renamed, twin_a, twin_b)]
     source.emit(10)
     assert outs == [[11], [9], [11], [20], [20]]
+
+
+def test_a_source_file_edited_after_import_is_not_trusted(tmp_path: Any) -> None:
+    path = tmp_path / "edited_module.py"
+    path.write_text("def f(x):\n    return x + 1\n")
+    spec = importlib.util.spec_from_file_location("edited_module", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert inline.expression(module.f, "v", lambda obj, hint: hint) == "v + 1"
+    path.write_text("def f(x):\n    return x + 2\n")
+    linecache.checkcache(str(path))
+    module.f.__code__ = module.f.__code__.replace()  # a new code object: looked up again
+    assert not inlined(module.f)
+    source: Stream[Any] = Stream()
+    out = source.map(module.f).sink_to_list()
+    source.emit(1)
+    assert out == [2]
 
 
 def _uses_len(x: Any) -> Any:
