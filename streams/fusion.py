@@ -177,24 +177,24 @@ class Fuser:
         return f"{hint}_{self._count}"
 
     def call(self, func: Any, arg: str, args: tuple[Any, ...] = (),
-             kwargs: dict[str, Any] | None = None) -> str:
+             kwargs: dict[str, Any] | None = None, hint: str = "f") -> str:
         """The expression calling ``func(arg, *args, **kwargs)``, names bound."""
         extra = ""
         if args:
             extra += f", *{self.bind(args, 'args')}"
         if kwargs:
             extra += f", **{self.bind(kwargs, 'kwargs')}"
-        return f"{self.bind(func, 'f')}({arg}{extra})"
+        return f"{self.bind(func, hint)}({arg}{extra})"
 
     def apply(self, target: str, func: Any, arg: str, args: tuple[Any, ...] = (),
-              kwargs: dict[str, Any] | None = None) -> str:
+              kwargs: dict[str, Any] | None = None, hint: str = "f") -> str:
         """Statements setting ``target`` to ``func(arg, *args, **kwargs)``.
 
         A function that only returns a simple expression is written out in
         place, not called (see :mod:`streams.inline`): on a failure the
         function is called on the same element, for its own exception.
         """
-        call = self.call(func, arg, args, kwargs)
+        call = self.call(func, arg, args, kwargs, hint)
         inlined = None if args or kwargs else inline.assignment(
             target, func, arg, call, self.bind, self.fresh)
         return f"{target} = {call}" if inlined is None else inlined

@@ -159,6 +159,25 @@ def test_an_error_while_handling_another_keeps_that_context() -> None:
         assert error.__cause__ is not None and error.__cause__.__context__ is handled
 
 
+def test_event_time_windows_inline_their_time_and_key_functions() -> None:
+    def windows() -> tuple[Stream[Any], list[Any], list[Any]]:
+        source: Stream[Any] = Stream()
+        node = source.timed_window(10, time=lambda e: e[0], key=lambda e: e[1] % 2)
+        node.on_error("route")
+        errors = node.errors.map(lambda r: (r.element, repr(r.exception))).sink_to_list()
+        return source, node.sink_to_list(), errors
+
+    source, out, errors = windows()
+    assert fused_source(source).count("except Exception as first_") == 2
+    with not_inlined():
+        reference, expected, expected_errors = windows()
+    for e in [(1, 1), (2, 2), None, (3, "a"), (15, 3)]:
+        source.emit(e)
+        reference.emit(e)
+    assert (out, errors) == (expected, expected_errors)
+    assert [element for element, _ in errors] == [None, (3, "a")]
+
+
 def test_skip_logs_and_goes_on(caplog: pytest.LogCaptureFixture) -> None:
     source: Stream[Any] = Stream()
     out = source.map(INLINED["floor_div"]).on_error("skip").sink_to_list()
