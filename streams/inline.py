@@ -16,6 +16,10 @@ of ``def euro(b): return (b.auction, b.price * 0.908)`` becomes::
                 error_4.__context__ = first_3.__context__
             raise
 
+Operators ask for it through :meth:`streams.fusion.Fuser.apply`: ``map``,
+``filter``, ``remove`` and the event-time windows' ``time`` and ``key``
+functions do.
+
 A function is inlined only when all of this holds:
 
 * it is a plain Python function (a ``def``, optionally with a docstring, or a
