@@ -14,6 +14,9 @@ with ``exec``. A chain ``map -> filter -> scan -> sink`` becomes::
             return fail_1(x0, e)
         ...
 
+A user function whose body is one simple ``return <expression>`` is not even
+called: :mod:`streams.inline` writes its expression in place of the call.
+
 Nodes that cannot be fused (several upstreams, coroutine functions,
 user-defined ``update``) are called through their ``update`` method, so the
 generic protocol stays the reference behaviour. A fan-out becomes one
@@ -37,6 +40,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from . import inline
 from .backlog import Backlog
 from .pending import gather_pending
 
@@ -173,14 +177,27 @@ class Fuser:
         return f"{hint}_{self._count}"
 
     def call(self, func: Any, arg: str, args: tuple[Any, ...] = (),
-             kwargs: dict[str, Any] | None = None) -> str:
+             kwargs: dict[str, Any] | None = None, hint: str = "f") -> str:
         """The expression calling ``func(arg, *args, **kwargs)``, names bound."""
         extra = ""
         if args:
             extra += f", *{self.bind(args, 'args')}"
         if kwargs:
             extra += f", **{self.bind(kwargs, 'kwargs')}"
-        return f"{self.bind(func, 'f')}({arg}{extra})"
+        return f"{self.bind(func, hint)}({arg}{extra})"
+
+    def apply(self, target: str, func: Any, arg: str, args: tuple[Any, ...] = (),
+              kwargs: dict[str, Any] | None = None, hint: str = "f") -> str:
+        """Statements setting ``target`` to ``func(arg, *args, **kwargs)``.
+
+        A function that only returns a simple expression is written out in
+        place, not called (see :mod:`streams.inline`): on a failure the
+        function is called on the same element, for its own exception.
+        """
+        call = self.call(func, arg, args, kwargs, hint)
+        inlined = None if args or kwargs else inline.assignment(
+            target, func, arg, call, self.bind, self.fresh)
+        return f"{target} = {call}" if inlined is None else inlined
 
     def line(self, code: str) -> None:
         """Write one statement (or a few, separated by newlines)."""

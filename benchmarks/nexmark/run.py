@@ -174,6 +174,7 @@ def main() -> None:
         print(f"{query:6} {n_out:>9,} {args.events / statistics.median(ours):>13,.0f} "
               f"{args.events / statistics.median(theirs):>13,.0f} "
               f"{statistics.median(ratios):>14.2f}x", flush=True)
+        print(f"{'':6} rounds: " + " ".join(f"{ratio:.2f}x" for ratio in ratios), flush=True)
 
 
 if __name__ == "__main__":

@@ -101,11 +101,12 @@ class _EventWindows(LateSide):
         # then _arrive (or a subclass's faster step, _fuse_arrive).
         t, k = f.fresh("t"), f.fresh("k")
         number = f.bind((int, float), "number")
-        code = (f"{t} = {f.bind(self._time, 'time')}({x})\n"
+        # f.apply: a simple time or key function is written in, not called.
+        code = (f"{f.apply(t, self._time, x, hint='time')}\n"
                 f"if {t}.__class__ is not float and not isinstance({t}, {number}):\n"
                 f"    {t} = float({t}.timestamp())")
         if self._key is not None:
-            code += f"\n{k} = {f.bind(self._key, 'key')}({x})\nhash({k})"
+            code += f"\n{f.apply(k, self._key, x, hint='key')}\nhash({k})"
         f.step(self, x, code)
         self._fuse_arrive(f, x, t, k if self._key is not None else "None")
         return None

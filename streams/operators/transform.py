@@ -54,8 +54,11 @@ class _FunctionNode(Stream[Any]):
                            "coroutines run on this process's event loop")
         return traits
 
-    def _call_code(self, f: Fuser, x: str, star: str = "") -> str:
-        return f.call(self.func, star + x, self.args, self.kwargs)
+    def _call_code(self, f: Fuser, target: str, x: str, star: str = "") -> str:
+        """The statements setting ``target`` to the function's value for ``x``."""
+        if star:
+            return f"{target} = {f.call(self.func, star + x, self.args, self.kwargs)}"
+        return f.apply(target, self.func, x, self.args, self.kwargs)
 
     async def _await_then(self, x: Any, result: Any, then: Callable[[Any], Any]) -> None:
         try:
@@ -118,7 +121,7 @@ class Map(_FunctionNode):
 
     def _fuse(self, f: Fuser, x: str) -> str:
         y = f.fresh()
-        f.step(self, x, f"{y} = {self._call_code(f, x, star='*' if self._star else '')}")
+        f.step(self, x, self._call_code(f, y, x, star="*" if self._star else ""))
         return y
 
 
@@ -194,7 +197,7 @@ class Filter(_FunctionNode):
             f.step(self, x, f"if {negate}{x}:\n    return None")
             return x
         keep = f.fresh("keep")
-        f.step(self, x, f"{keep} = {self._call_code(f, x)}\nif {negate}{keep}:\n    return None")
+        f.step(self, x, f"{self._call_code(f, keep, x)}\nif {negate}{keep}:\n    return None")
         return x
 
 

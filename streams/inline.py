@@ -1,0 +1,325 @@
+"""Write a simple user function's expression into fused code instead of calling it.
+
+Fused code (:mod:`streams.fusion`) still pays one Python call per user
+function and element, which is most of what a short chain such as
+``filter(is_bid).map(euro)`` costs. A function whose whole body is one
+``return <expression>`` is written out in place: the step ``x_2 = f_1(x_1)``
+of ``def euro(b): return (b.auction, b.price * 0.908)`` becomes::
+
+    try:
+        x_2 = (x_1.auction, x_1.price * 0.908)
+    except Exception as first_3:
+        try:
+            x_2 = f_1(x_1)  # the function's own exception, see below
+        except BaseException as error_4:
+            if error_4.__context__ is first_3:
+                error_4.__context__ = first_3.__context__
+            raise
+
+Operators ask for it through :meth:`streams.fusion.Fuser.apply`: ``map``,
+``filter``, ``remove`` and the event-time windows' ``time`` and ``key``
+functions do.
+
+A function is inlined only when all of this holds:
+
+* it is a plain Python function (a ``def``, optionally with a docstring, or a
+  ``lambda``) of exactly one positional parameter, without defaults, called
+  with no extra arguments;
+* its source is found (:func:`inspect.findsource`), exactly one ``def`` or
+  ``lambda`` there starts on its first line with its name and parameter,
+  and compiling that one gives the function's own bytecode, names and
+  constants (so an edited file, or two lambdas on a line, are not guessed);
+* its expression uses only the parameter, global names, closure variables,
+  constants, attribute access, subscripts and slices, arithmetic,
+  comparisons, ``and``/``or``/``not``, conditional expressions, tuples,
+  lists, sets and dicts of these, and calls of the builtins in
+  :data:`SAFE_BUILTINS` (positional arguments only). No other call, no
+  ``:=``, no comprehension or lambda (they open scopes of their own).
+
+Names keep Python's meaning: a global is read from the function's own module
+globals when the step runs (a name the module rebinds later is seen), a
+closure variable through its cell (``nonlocal`` rebinding is seen). A
+builtin is taken when the code is compiled, if the module has no global of
+that name then: testing the module's globals again for every element costs
+more than the call saved, so a module that shadows a builtin only after the
+graph first ran is not seen until the graph changes. Everything is renamed
+to the fused code's fresh names, so nothing clashes. Likewise, a function
+whose ``__code__`` is replaced in place (IPython's ``%autoreload`` does that)
+keeps running its old expression until the graph changes.
+
+Errors stay the user's: when the expression raises, the function itself is
+called on the same element (it has no effects but its result), so the
+exception the node's policy gets, its type, message and traceback through
+the user's function, is the one the call gives; it is not chained to the
+expression's (its ``__context__`` is what it would have been). Operations on
+the element (an attribute a class computes, an ``__add__``) run again in
+that call, which only happens for an element that fails. A try block costs
+nothing on Python 3.11+ until something raises.
+
+Set ``STREAMS_NO_INLINE=1`` in the environment (or :data:`enabled` to False)
+to call every function, as before: a debugger's breakpoint or a coverage
+tool then sees the function run. ``STREAMS_NO_FUSION=1`` turns this off too.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import functools
+import inspect
+import os
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["SAFE_BUILTINS", "assignment", "enabled", "expression"]
+
+#: False calls every user function (``STREAMS_NO_INLINE=1``).
+enabled = os.environ.get("STREAMS_NO_INLINE", "") in ("", "0")
+
+#: Builtins an inlined expression may call: they only compute a value from
+#: their arguments (``type`` with one argument only).
+SAFE_BUILTINS = frozenset({
+    "abs", "bool", "divmod", "float", "hash", "int", "isinstance", "len", "max", "min",
+    "pow", "repr", "round", "str", "type",
+})
+
+#: Expression nodes an inlined expression may contain, besides calls and names.
+_PLAIN_NODES = (
+    ast.Constant, ast.Attribute, ast.Subscript, ast.Slice, ast.BinOp, ast.UnaryOp,
+    ast.BoolOp, ast.Compare, ast.IfExp, ast.Tuple, ast.List, ast.Set, ast.Dict,
+    ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.Load,
+)
+
+_FLAGS = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | inspect.CO_GENERATOR | \
+    inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
+def assignment(target: str, func: Any, arg: str, call: str,
+               bind: Callable[[Any, str], str], fresh: Callable[[str], str]) -> str | None:
+    """Statements setting ``target`` to ``func(arg)`` without calling it, or None.
+
+    ``call`` is the expression calling ``func`` (the fallback), ``bind`` as
+    for :func:`expression`, ``fresh(hint)`` a new variable name.
+
+    Examples
+    --------
+    >>> print(assignment("y", lambda r: r.a + 1, "x", "f(x)", None, lambda hint: hint))
+    try:
+        y = x.a + 1
+    except Exception as first:
+        try:
+            y = f(x)
+        except BaseException as error:
+            if error.__context__ is first:
+                error.__context__ = first.__context__
+            raise
+    """
+    value = expression(func, arg, bind)
+    if value is None:
+        return None
+    first, error = fresh("first"), fresh("error")
+    # The call's exception must not look raised while handling the
+    # expression's: its context is the one the expression's had, as if the
+    # function had been called in the first place.
+    return (f"try:\n    {target} = {value}\n"
+            f"except Exception as {first}:\n"
+            f"    try:\n        {target} = {call}\n"
+            f"    except BaseException as {error}:\n"
+            f"        if {error}.__context__ is {first}:\n"
+            f"            {error}.__context__ = {first}.__context__\n"
+            f"        raise")
+
+
+def expression(func: Any, arg: str, bind: Callable[[Any, str], str]) -> str | None:
+    """The text of an expression computing ``func(arg)``, or None when it must be called.
+
+    ``bind(obj, hint)`` gives a name under which the fused code sees
+    ``obj``; the text reads the function's globals and cells through such
+    names.
+
+    Examples
+    --------
+    >>> names = {}
+    >>> def bind(obj, hint):
+    ...     return names.setdefault(hint, f"{hint}_{len(names)}")
+    >>> expression(lambda r: (r.a, -r.b), "x", bind)
+    '(x.a, -x.b)'
+    >>> expression(lambda r: print(r), "x", bind) is None
+    True
+    """
+    if not enabled or not _plain(func):
+        return None
+    returned = _returned(func)
+    if returned is None or not _allowed(returned, func):
+        return None
+    # A copy: the parsed file is cached, and the renaming rewrites the tree.
+    return ast.unparse(_Rename(func, arg, bind).visit(copy.deepcopy(returned)))
+
+
+def _plain(func: Any) -> bool:
+    """A Python function of one positional parameter, no defaults, no generator."""
+    if not isinstance(func, types.FunctionType):
+        return False
+    code = func.__code__
+    return (code.co_argcount == 1 and not code.co_kwonlyargcount
+            and not code.co_flags & _FLAGS and not func.__defaults__
+            and not func.__kwdefaults__)
+
+
+#: ``_returned``'s answers, for the code object they were found for: a stage
+#: on a Dask worker or Spark executor compiles its fused code again per batch.
+_found: weakref.WeakKeyDictionary[types.FunctionType, tuple[types.CodeType, ast.expr | None]] \
+    = weakref.WeakKeyDictionary()
+
+
+def _returned(func: types.FunctionType) -> ast.expr | None:
+    """The expression ``func`` returns, from its verified source, if its body is one return."""
+    known = _found.get(func)
+    if known is None or known[0] is not func.__code__:
+        known = _found[func] = (func.__code__, _find_returned(func))
+    return known[1]
+
+
+def _find_returned(func: types.FunctionType) -> ast.expr | None:
+    try:
+        lines, _ = inspect.findsource(func)
+    except (OSError, TypeError):
+        return None
+    code = func.__code__
+    found = [node for node in _functions(tuple(lines)).get(code.co_firstlineno, ())
+             if _named(node, code) and _same_code(node, func)]
+    if len(found) != 1:
+        return None  # none, or two look-alikes on one line: no guessing
+    node = found[0]
+    if isinstance(node, ast.Lambda):
+        return node.body
+    body = node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]  # the docstring
+    if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+        return body[0].value
+    return None
+
+
+Function = ast.FunctionDef | ast.Lambda
+
+
+@functools.lru_cache(maxsize=32)
+def _functions(lines: tuple[str, ...]) -> dict[int, list[Function]]:
+    """The ``def`` and ``lambda`` nodes of a file, by the line their code object starts on."""
+    try:
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return {}
+    by_line: dict[int, list[Function]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.Lambda):
+            # A decorated function's code starts on its first decorator.
+            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
+            by_line.setdefault(first, []).append(node)
+    return by_line
+
+
+def _named(node: Function, code: types.CodeType) -> bool:
+    args = node.args
+    name = node.name if isinstance(node, ast.FunctionDef) else "<lambda>"
+    return (name == code.co_name and len(args.posonlyargs) + len(args.args) == 1
+            and (args.posonlyargs + args.args)[0].arg == code.co_varnames[0])
+
+
+def _same_code(node: Function, func: types.FunctionType) -> bool:
+    """Whether compiling ``node`` alone gives ``func``'s bytecode, names and constants."""
+    code = func.__code__
+    if isinstance(node, ast.Lambda):
+        inner: ast.stmt = ast.Expr(node)
+    else:
+        inner = copy.copy(node)
+        inner.decorator_list = []  # they run at definition, not in the function's code
+    module = ast.Module([inner], type_ignores=[])
+    if code.co_freevars:
+        # Closure variables must be an enclosing function's locals, as they were.
+        module = ast.parse("def _enclosing():\n" + "".join(
+            f"    {v} = None\n" for v in code.co_freevars))
+        enclosing = module.body[0]
+        assert isinstance(enclosing, ast.FunctionDef)
+        enclosing.body.append(inner)
+    ast.fix_missing_locations(module)
+    try:
+        compiled = compile(module, code.co_filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return any(_equal(c, code) for c in _code_objects(compiled))
+
+
+def _code_objects(code: types.CodeType) -> list[types.CodeType]:
+    nested = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return nested + [c for n in nested for c in _code_objects(n)]
+
+
+def _equal(a: types.CodeType, b: types.CodeType) -> bool:
+    return (a.co_name == b.co_name and a.co_code == b.co_code and a.co_names == b.co_names
+            and a.co_consts == b.co_consts and a.co_varnames == b.co_varnames
+            and a.co_freevars == b.co_freevars and a.co_argcount == b.co_argcount)
+
+
+def _allowed(expr: ast.expr, func: types.FunctionType) -> bool:
+    """Whether every part of ``expr`` is one the module docstring lists."""
+    code = func.__code__
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name):
+            if not isinstance(node.ctx, ast.Load):
+                return False
+        elif isinstance(node, ast.Call):
+            callee = node.func
+            if not (isinstance(callee, ast.Name) and callee.id in SAFE_BUILTINS
+                    and callee.id not in code.co_varnames + code.co_freevars
+                    and callee.id not in func.__globals__
+                    and _builtins(func).get(callee.id) is getattr(builtins, callee.id)
+                    and not node.keywords
+                    and not any(isinstance(a, ast.Starred) for a in node.args)
+                    and (callee.id != "type" or len(node.args) == 1)):
+                return False
+        elif isinstance(node, ast.Dict):
+            if any(k is None for k in node.keys):
+                return False  # ``{**d}``
+        elif not isinstance(node, _PLAIN_NODES):
+            return False
+    return True
+
+
+def _builtins(func: types.FunctionType) -> dict[str, Any]:
+    found = getattr(func, "__builtins__", builtins.__dict__)
+    return found if isinstance(found, dict) else vars(found)
+
+
+class _Rename(ast.NodeTransformer):
+    """Turn the function's names into the fused code's: the argument, cells, globals."""
+
+    def __init__(self, func: types.FunctionType, arg: str,
+                 bind: Callable[[Any, str], str]) -> None:
+        code = func.__code__
+        self.param = code.co_varnames[0]
+        self.arg = arg
+        self.cells = dict(zip(code.co_freevars, func.__closure__ or (), strict=True))
+        self.globals = func.__globals__
+        self.builtins = _builtins(func)
+        self.bind = bind
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        name = node.id
+        if name == self.param:
+            return ast.Name(self.arg, ast.Load())
+        if name in self.cells:
+            cell = ast.Name(self.bind(self.cells[name], "cell"), ast.Load())
+            return ast.Attribute(cell, "cell_contents", ast.Load())
+        if name not in self.globals and name in self.builtins:
+            # Resolved now: a test of the module's globals on every element
+            # costs more than the call saved (see the module docstring).
+            hint = "builtin" if name.startswith("_") else name  # fused_loop's names start with _
+            return ast.Name(self.bind(self.builtins[name], hint), ast.Load())
+        module = ast.Name(self.bind(self.globals, "globals"), ast.Load())
+        return ast.Subscript(module, ast.Constant(name), ast.Load())
