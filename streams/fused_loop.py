@@ -45,11 +45,11 @@ from . import fusion
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["drive", "loop_for"]
+__all__ = ["EXHAUSTED", "STOPPED", "drive", "loop_for"]
 
-#: What a compiled loop returns when its items are exhausted, or the source stopped.
-_EXHAUSTED = object()
-_STOPPED = object()
+#: What a loop (:func:`loop_for`) returns when its items are exhausted, or the source stopped.
+EXHAUSTED = object()
+STOPPED = object()
 
 Loop = Callable[[Iterator[Any], Any, Callable[[Any], Any], Callable[[int], None]], Any]
 
@@ -77,9 +77,9 @@ def drive(source: Stream[Any], items: Iterator[Any], counted: Callable[[int], No
     while True:
         push = source._pusher()
         outcome = loop_for(push)(items, source, push, counted)
-        if outcome is _EXHAUSTED:
+        if outcome is EXHAUSTED:
             return True
-        if outcome is _STOPPED:
+        if outcome is STOPPED:
             return False
         if outcome is not None:
             run_sync(outcome)  # the item's pending work, before the next item
@@ -187,7 +187,7 @@ def _compile_loop(source: str, name: str, namespace: dict[str, Any]) -> Loop:
     tree = ast.fix_missing_locations(ast.Module(body=[loop], type_ignores=[]))
     text = f"# fused loop of {name}\n{ast.unparse(tree)}\n"
     filename = fusion.remember(text)
-    namespace.update(_enumerate=enumerate, _STOPPED=_STOPPED, _EXHAUSTED=_EXHAUSTED)
+    namespace.update(_enumerate=enumerate, _STOPPED=STOPPED, _EXHAUSTED=EXHAUSTED)
     exec(compile(text, filename, "exec"), namespace)
     compiled: Loop = namespace.pop("_loop")
     return compiled
@@ -201,7 +201,7 @@ def _calling_loop(items: Iterator[Any], source: Any, push: Callable[[Any], Any],
         for n, x in enumerate(items, 1):
             if source.stopped:
                 n -= 1
-                return _STOPPED
+                return STOPPED
             try:
                 if source._push is not push:
                     return source._push(x)
@@ -211,6 +211,6 @@ def _calling_loop(items: Iterator[Any], source: Any, push: Callable[[Any], Any],
                 raise
             if p is not None:
                 return p
-        return _EXHAUSTED
+        return EXHAUSTED
     finally:
         counted(n)

@@ -48,7 +48,7 @@ from typing import Any
 
 from ..clock import get_clock
 from ..core import Stream
-from ..fused_loop import _EXHAUSTED, _STOPPED, loop_for
+from ..fused_loop import EXHAUSTED, STOPPED, loop_for
 from ..loop_thread import asyncio_loop_running
 from .kafka_commits import KafkaCommits
 from .kafka_config import Partition, _import_kafka, kafka_consumer_config, start_offsets
@@ -334,7 +334,7 @@ class FromKafka(KafkaCommits):
                 done += counts.pop()
                 if outcome is None:  # the graph changed: new code for the rest
                     continue
-                if outcome is _EXHAUSTED or outcome is _STOPPED:
+                if outcome is EXHAUSTED or outcome is STOPPED:
                     break
                 # The last message counted has work pending.
                 self._advance(msgs, done - 1)
