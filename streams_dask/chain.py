@@ -17,9 +17,11 @@ before sending the next nor unpickles the states.
 * **Events, not states, come back; the client merges them.** A small
   :func:`events_of` task next to each part's result takes its events (which
   a keyed part sorted already), and the client fetches those and merges
-  them (:func:`merge_links`): the states stay on their workers. No merge
-  task: on a worker it waited for a free thread, behind the next round's
-  part task, which held back every round's results by a part's run time.
+  them (:func:`merge_links`): the states stay on their workers. States
+  that pickle small (:data:`SMALL_STATES`) come back with the events
+  rather than cost a task. No merge task: on a worker it waited for a free
+  thread, behind the next round's part task, which held back every round's
+  results by a part's run time.
 * **The state travels as bytes.** A part's task returns its state
   pickled: the next round's task unpickles its own copy, so a task never
   changes a result that Dask may still hand to another (a recomputation,
@@ -52,7 +54,7 @@ from distributed import Future
 from .key_groups import GroupStates, run_key_groups, states_of, updated
 from .worker import Sealed, run_stage, unsealed
 
-__all__ = ["ANCHOR_EVERY", "Link", "StateChain", "events_of", "merge_links", "run_link"]
+__all__ = ["ANCHOR_EVERY", "SMALL_STATES", "Link", "StateChain", "events_of", "merge_links", "run_link"]
 
 #: Rounds between two anchors (client-held copies of the states).
 ANCHOR_EVERY = 16
@@ -64,6 +66,12 @@ ANCHOR_EVERY = 16
 #: rounds.
 ROUNDS_AHEAD = 3
 
+#: A part whose states pickle to at most this many bytes sends them back
+#: with its events each round: the client fetches its result directly, with
+#: no :func:`events_of` task (a task costs the scheduler, the client and the
+#: worker more than a few kilobytes on the wire). Larger states stay put.
+SMALL_STATES = 64 * 1024
+
 _by_tag = itemgetter(0)
 
 
@@ -74,12 +82,13 @@ class Link(NamedTuple):
     tag, see :func:`~streams_dask.key_groups.run_key_groups`); ``states``: a
     part's states pickled, or for a merge the tuple of every part's (None
     when the states stay on the workers); ``seconds``: the longest part's
-    run time.
+    run time; ``state_bytes``: the size of a part's pickled states.
     """
 
     events: list[Any]
     states: Any
     seconds: float
+    state_bytes: int = 0
 
 
 def _pickled(states: Any) -> bytes | None:
@@ -116,12 +125,15 @@ def run_link(plan_bytes: bytes, items: Any, groups: tuple[int, ...] | None,
         # Sorted here, where the parts run at once: the client's merge of
         # sorted parts is then a linear pass.
         result.events.sort(key=_by_tag)
-    return Link(result.events, _pickled(after), time.perf_counter() - started)
+    pickled = _pickled(after)
+    return Link(result.events, pickled, time.perf_counter() - started,
+                len(pickled or b""))
 
 
 def events_of(link: Link) -> Link:
-    """A part's events without its states: what the client fetches of a round."""
-    return Link(link.events, None, link.seconds)
+    """A part's events without its states: what the client fetches of a round
+    when the states are not small."""
+    return Link(link.events, None, link.seconds, link.state_bytes)
 
 
 def merge_links(*links: Link, tagged: bool = True, with_states: bool = False,
@@ -133,7 +145,7 @@ def merge_links(*links: Link, tagged: bool = True, with_states: bool = False,
 
     >>> merge_links(Link([(0, "a"), (2, "c")], b"s0", 0.5), Link([(1, "b")], b"s1", 0.25),
     ...             with_states=True)
-    Link(events=['a', 'b', 'c'], states=(b's0', b's1'), seconds=0.5)
+    Link(events=['a', 'b', 'c'], states=(b's0', b's1'), seconds=0.5, state_bytes=0)
     """
     events: list[Any] = []
     if with_events:
@@ -188,6 +200,8 @@ class StateChain:
         self.stalled = False
         #: Worker addresses, one per thread: part ``i`` prefers the ``i``-th.
         self.places: list[str] = []
+        #: The size of each part's pickled states, when last seen.
+        self.state_bytes = [0] * len(self.parts)
 
     # -- the states, for checkpoints ---------------------------------------
 
@@ -205,6 +219,7 @@ class StateChain:
     def states(self, states: dict[int, Any] | None) -> None:
         self.anchored = [_pickled(states if groups is None else states_of(states, groups))
                          for groups in self.parts]
+        self.state_bytes = [len(s or b"") for s in self.anchored]
 
     # -- rounds ---------------------------------------------------------------
 
@@ -259,11 +274,12 @@ class StateChain:
     def _round(self, links: list[Future], size: int, anchoring: bool,
                with_events: bool) -> list[Future]:
         """The futures the client fetches of a round: its parts' events, or for
-        an anchor the parts' results themselves."""
+        an anchor (or small states) the parts' results themselves."""
         futures = links
         if not anchoring:
             # The events alone leave the parts' workers; the states stay.
-            futures = [self.submit([], events_of, link) for link in links]
+            futures = [link if size <= SMALL_STATES else self.submit([], events_of, link)
+                       for link, size in zip(links, self.state_bytes, strict=True)]
         self.rounds.append(_Round(futures, size, anchoring, with_events))
         self.stalled = self.stalled or anchoring
         return futures
@@ -282,6 +298,7 @@ class StateChain:
         """The head round's results taken (one per part, in order): the round
         as one :class:`Link` (see :func:`merge_links`) and its number of elements."""
         done = self.rounds.popleft()
+        self.state_bytes = [r.state_bytes for r in results]
         result = merge_links(*results, tagged=self.keyed, with_states=done.anchoring,
                              with_events=done.with_events)
         if done.anchoring:
