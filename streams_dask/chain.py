@@ -54,7 +54,8 @@ from distributed import Future
 from .key_groups import GroupStates, run_key_groups, states_of, updated
 from .worker import Sealed, run_stage, unsealed
 
-__all__ = ["ANCHOR_EVERY", "SMALL_STATES", "Link", "StateChain", "events_of", "merge_links", "run_link"]
+__all__ = ["ANCHOR_EVERY", "SMALL_STATES", "Link", "StateChain", "events_of", "merge_links",
+           "run_link"]
 
 #: Rounds between two anchors (client-held copies of the states).
 ANCHOR_EVERY = 16

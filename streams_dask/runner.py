@@ -222,10 +222,10 @@ class Runner:
             self._track(future)
         return futures is not None
 
-    def _measure(self, result: StageResult, size: int) -> None:
+    def _measure(self, seconds: float, size: int) -> None:
         if self.progress is not None:
             self.progress.update(1)
-        self.sizes.measure(result.seconds, size)
+        self.sizes.measure(seconds, size)
 
     def warm_workers(self, threads: dict[str, int]) -> None:
         """Have each worker import the engine now (see :func:`~.worker.warm`).
@@ -315,7 +315,7 @@ class Runner:
 
     def _take(self, done: list[tuple[Future, int]], results: list[StageResult]) -> None:
         for (_, size), result in zip(done, results, strict=True):
-            self._measure(result, size)
+            self._measure(result.seconds, size)
             self.submitted_elements -= size
             self.items_taken += size
             self.ready.extend(result.events)
@@ -324,7 +324,7 @@ class Runner:
         assert self.chain is not None
         result, size = self.chain.take(results)
         if size:
-            self._measure(result, size)
+            self._measure(result.seconds, size)
             self.submitted_elements -= size
             self.items_taken += size
         self.ready.extend(result.events)
