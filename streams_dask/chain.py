@@ -14,10 +14,14 @@ it must. So a round goes as soon as its batch is cut, behind the ones in
 flight (:data:`ROUNDS_AHEAD`), and the client neither waits for a round
 before sending the next nor unpickles the states.
 
-* **Events, not states, come back.** With several parts, a small
-  :func:`events_of` task next to each part's result takes its events,
-  sorted, and :func:`merge_links` merges those: the states stay on their
-  workers. With one part the merge runs next to it.
+* **Events, not states, come back; the client merges them.** A small
+  :func:`events_of` task next to each part's result takes its events (which
+  a keyed part sorted already), and the client fetches those and merges
+  them (:func:`merge_links`): the states stay on their workers. States
+  that pickle small (:data:`SMALL_STATES`) come back with the events
+  rather than cost a task. No merge task: on a worker it waited for a free
+  thread, behind the next round's part task, which held back every round's
+  results by a part's run time.
 * **The state travels as bytes.** A part's task returns its state
   pickled: the next round's task unpickles its own copy, so a task never
   changes a result that Dask may still hand to another (a recomputation,
@@ -40,7 +44,7 @@ from __future__ import annotations
 import pickle
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -50,7 +54,8 @@ from distributed import Future
 from .key_groups import GroupStates, run_key_groups, states_of, updated
 from .worker import Sealed, run_stage, unsealed
 
-__all__ = ["ANCHOR_EVERY", "Link", "StateChain", "events_of", "merge_links", "run_link"]
+__all__ = ["ANCHOR_EVERY", "SMALL_STATES", "Link", "StateChain", "events_of", "merge_links",
+           "run_link"]
 
 #: Rounds between two anchors (client-held copies of the states).
 ANCHOR_EVERY = 16
@@ -62,21 +67,29 @@ ANCHOR_EVERY = 16
 #: rounds.
 ROUNDS_AHEAD = 3
 
+#: A part whose states pickle to at most this many bytes sends them back
+#: with its events each round: the client fetches its result directly, with
+#: no :func:`events_of` task (a task costs the scheduler, the client and the
+#: worker more than a few kilobytes on the wire). Larger states stay put.
+SMALL_STATES = 64 * 1024
+
 _by_tag = itemgetter(0)
 
 
 class Link(NamedTuple):
     """What a part's task of a round returns, or a round's merge.
 
-    ``events`` in order (for a keyed part, ``(tag, event)`` pairs, see
-    :func:`~streams_dask.key_groups.run_key_groups`); ``states``: a part's
-    states pickled, or for a merge the tuple of every part's (None when the
-    states stay on the workers); ``seconds``: the longest part's run time.
+    ``events`` in order (for a keyed part, ``(tag, event)`` pairs sorted by
+    tag, see :func:`~streams_dask.key_groups.run_key_groups`); ``states``: a
+    part's states pickled, or for a merge the tuple of every part's (None
+    when the states stay on the workers); ``seconds``: the longest part's
+    run time; ``state_bytes``: the size of a part's pickled states.
     """
 
     events: list[Any]
     states: Any
     seconds: float
+    state_bytes: int = 0
 
 
 def _pickled(states: Any) -> bytes | None:
@@ -110,36 +123,48 @@ def run_link(plan_bytes: bytes, items: Any, groups: tuple[int, ...] | None,
     else:
         result = run_key_groups(plan_bytes, items, groups, states, close)
         after = updated(states, result.states)
-    return Link(result.events, _pickled(after), time.perf_counter() - started)
+        # Sorted here, where the parts run at once: the client's merge of
+        # sorted parts is then a linear pass.
+        result.events.sort(key=_by_tag)
+    pickled = _pickled(after)
+    return Link(result.events, pickled, time.perf_counter() - started,
+                len(pickled or b""))
 
 
 def events_of(link: Link) -> Link:
-    """A keyed part's events, in order, without its states: what the merge needs."""
-    return Link(sorted(link.events, key=_by_tag), None, link.seconds)
+    """A part's events without its states: what the client fetches of a round
+    when the states are not small."""
+    return Link(link.events, None, link.seconds, link.state_bytes)
 
 
 def merge_links(*links: Link, tagged: bool = True, with_states: bool = False,
                 with_events: bool = True) -> Link:
     """The parts of a round as one: events in input order, states if asked for.
 
-    Parts' events that tie keep the parts' order (failures carried from an
-    earlier stage are in part 0).
+    Run on the client. Parts' events that tie keep the parts' order
+    (failures carried from an earlier stage are in part 0).
+
+    >>> merge_links(Link([(0, "a"), (2, "c")], b"s0", 0.5), Link([(1, "b")], b"s1", 0.25),
+    ...             with_states=True)
+    Link(events=['a', 'b', 'c'], states=(b's0', b's1'), seconds=0.5, state_bytes=0)
     """
     events: list[Any] = []
     if with_events:
         for link in links:
             events.extend(link.events)
         if tagged:
-            events.sort(key=_by_tag)
+            if len(links) > 1:
+                events.sort(key=_by_tag)  # sorted runs: merged in one pass
             events = [e for _, e in events]
     states = tuple(link.states for link in links) if with_states else None
     return Link(events, states, max((link.seconds for link in links), default=0.0))
 
 
 class _Round(NamedTuple):
-    future: Future  # whose result is the round's events (and states, for an anchor)
+    futures: list[Future]  # one per part: its events (and states, for an anchor)
     size: int  # elements
     anchoring: bool
+    with_events: bool
 
 
 class StateChain:
@@ -176,6 +201,8 @@ class StateChain:
         self.stalled = False
         #: Worker addresses, one per thread: part ``i`` prefers the ``i``-th.
         self.places: list[str] = []
+        #: The size of each part's pickled states, when last seen.
+        self.state_bytes = [0] * len(self.parts)
 
     # -- the states, for checkpoints ---------------------------------------
 
@@ -193,12 +220,21 @@ class StateChain:
     def states(self, states: dict[int, Any] | None) -> None:
         self.anchored = [_pickled(states if groups is None else states_of(states, groups))
                          for groups in self.parts]
+        self.state_bytes = [len(s or b"") for s in self.anchored]
 
     # -- rounds ---------------------------------------------------------------
 
     def head(self) -> Future | None:
-        """The future whose result is the next round's, if any."""
-        return self.rounds[0].future if self.rounds else None
+        """A future of the next round to take, if any."""
+        return self.rounds[0].futures[0] if self.rounds else None
+
+    def head_in(self, fetched: Container[str]) -> bool:
+        """Whether every result of the next round is among the ``fetched`` keys."""
+        return not self.rounds or all(f.key in fetched for f in self.rounds[0].futures)
+
+    def unfinished(self, fetched: Container[str]) -> int:
+        """Rounds with a result not among the ``fetched`` keys."""
+        return sum(any(f.key not in fetched for f in r.futures) for r in self.rounds)
 
     def ready(self) -> bool:
         """Whether a round may leave now (else its batches wait, to leave as one)."""
@@ -206,9 +242,9 @@ class StateChain:
 
     def holds(self, future: Future) -> bool:
         """Whether ``future`` is a round's result still to be taken."""
-        return any(r.future is future for r in self.rounds)
+        return any(f is future for r in self.rounds for f in r.futures)
 
-    def start(self, batch: list[Any], items: Any, size: int, close: bool) -> Future:
+    def start(self, batch: list[Any], items: Any, size: int, close: bool) -> list[Future]:
         """Submit a round over ``items`` (a batch, or first-stage futures).
 
         The round is an anchor every :data:`ANCHOR_EVERY` rounds and at the
@@ -224,8 +260,7 @@ class StateChain:
         self.held.extend(links)
         self.since_anchor += 1
         anchoring = close or self.since_anchor >= ANCHOR_EVERY
-        self._merge(links, size, anchoring, with_events=True)
-        return self.rounds[-1].future
+        return self._round(links, size, anchoring, with_events=True)
 
     def _place(self, part: int) -> dict[str, Any]:
         # Each part on a worker of its own, the same from round to round: by
@@ -237,31 +272,36 @@ class StateChain:
         return {"workers": [self.places[part % len(self.places)]],
                 "allow_other_workers": True}
 
-    def _merge(self, links: list[Future], size: int, anchoring: bool,
-               with_events: bool) -> None:
-        parts = links
-        if len(links) > 1 and not anchoring:
+    def _round(self, links: list[Future], size: int, anchoring: bool,
+               with_events: bool) -> list[Future]:
+        """The futures the client fetches of a round: its parts' events, or for
+        an anchor (or small states) the parts' results themselves."""
+        futures = links
+        if not anchoring:
             # The events alone leave the parts' workers; the states stay.
-            parts = [self.submit([], events_of, link) for link in links]
-        future = self.submit([], merge_links, *parts, tagged=self.keyed,
-                             with_states=anchoring, with_events=with_events)
-        self.rounds.append(_Round(future, size, anchoring))
+            futures = [link if size <= SMALL_STATES else self.submit([], events_of, link)
+                       for link, size in zip(links, self.state_bytes, strict=True)]
+        self.rounds.append(_Round(futures, size, anchoring, with_events))
         self.stalled = self.stalled or anchoring
+        return futures
 
-    def anchor(self) -> Future | None:
+    def anchor(self) -> list[Future] | None:
         """Bring the states after the last round back to the client, if they are not.
 
-        For a checkpoint, once every round is taken. Returns the future of
-        the task that brings them (a round of no elements), or None.
+        For a checkpoint, once every round is taken. Returns the futures
+        that bring them (a round of no elements), or None.
         """
         if self.links is None or self.stalled:
             return None
-        self._merge(self.links, 0, anchoring=True, with_events=False)
-        return self.rounds[-1].future
+        return self._round(self.links, 0, anchoring=True, with_events=False)
 
-    def take(self, result: Link) -> tuple[list[Any], int]:
-        """The head round's result taken: its events and its number of elements."""
+    def take(self, results: list[Link]) -> tuple[Link, int]:
+        """The head round's results taken (one per part, in order): the round
+        as one :class:`Link` (see :func:`merge_links`) and its number of elements."""
         done = self.rounds.popleft()
+        self.state_bytes = [r.state_bytes for r in results]
+        result = merge_links(*results, tagged=self.keyed, with_states=done.anchoring,
+                             with_events=done.with_events)
         if done.anchoring:
             self.anchored = list(result.states)
             # The next round starts at the anchor: the older tasks may go.
@@ -269,8 +309,8 @@ class StateChain:
             self.held = []
             self.since_anchor = 0
             self.stalled = False
-        return result.events, done.size
+        return result, done.size
 
     def futures(self) -> list[Future]:
         """Every future the chain holds (the rounds' and the parts' since the anchor)."""
-        return [r.future for r in self.rounds] + self.held
+        return [f for r in self.rounds for f in r.futures] + self.held

@@ -4,7 +4,7 @@ A node whose state is one independent state per key (``scan(f, key=...)``,
 ``stateful_map(f, key=...)``: the ``key`` trait) need not see every element
 in one task. Its keys are hashed into :data:`KEY_GROUPS` groups; each batch
 of the stateful stage runs as several tasks at once, each over the elements
-of some groups with those groups' states, and a last task merges what they
+of some groups with those groups' states, and the client merges what they
 return back into input order (:mod:`streams_dask.chain`, which also keeps
 each task's states on its worker for the next batch). Every node after the
 keyed one in the stage keeps no state, so it may run in any group's task.

@@ -155,8 +155,13 @@ class Runner:
         return len(self.in_flight) + len(self.waiting) + chained
 
     def running(self) -> int:
-        """Tasks running or queued on the cluster (no result fetched yet)."""
-        return self.count() - len(self.fetched)
+        """Tasks running or queued on the cluster (no result fetched yet).
+
+        A chained round counts once, until all its parts' results are in.
+        """
+        if self.chain is not None:  # then every task the fetcher follows is a round's
+            return len(self.waiting) + self.chain.unfinished(self.fetched)
+        return len(self.in_flight) - len(self.fetched)
 
     def _room(self, unfinished: int) -> bool:
         # Results held for an earlier one are bounded apart from the tasks
@@ -182,8 +187,12 @@ class Runner:
         unfinished; a partial one only while some worker thread lacks a
         queued task (see ``threads``).
         """
-        while self.pending and self._room(
-                self.max_in_flight if len(self.pending) >= self.sizes.cap else self._eager()):
+        while self.pending:
+            unfinished = (self.max_in_flight if len(self.pending) >= self.sizes.cap
+                          else self._eager())
+            # Called at every element: no room is looked for when none can do.
+            if not unfinished or not self._room(unfinished):
+                return
             batch = self.pending[: self.sizes.cap]
             del self.pending[: self.sizes.cap]
             self._submit(batch, close=False)
@@ -208,15 +217,15 @@ class Runner:
         Call once nothing is in flight; returns whether a task was submitted
         for it (then wait for it as for any result).
         """
-        future = None if self.chain is None else self.chain.anchor()
-        if future is not None:
+        futures = None if self.chain is None else self.chain.anchor()
+        for future in futures or ():
             self._track(future)
-        return future is not None
+        return futures is not None
 
-    def _measure(self, result: StageResult, size: int) -> None:
+    def _measure(self, seconds: float, size: int) -> None:
         if self.progress is not None:
             self.progress.update(1)
-        self.sizes.measure(result.seconds, size)
+        self.sizes.measure(seconds, size)
 
     def warm_workers(self, threads: dict[str, int]) -> None:
         """Have each worker import the engine now (see :func:`~.worker.warm`).
@@ -281,7 +290,8 @@ class Runner:
             total += size
         arg = items[0] if len(items) == 1 else {"parts": items}
         batch = [x for b in items if isinstance(b, Batch) for x in b.items]
-        self._track(chain.start(batch, arg, total, close))
+        for future in chain.start(batch, arg, total, close):
+            self._track(future)
 
     def submit_close(self) -> None:
         """Submit everything pending, and the end of stream for stateful stages.
@@ -305,19 +315,19 @@ class Runner:
 
     def _take(self, done: list[tuple[Future, int]], results: list[StageResult]) -> None:
         for (_, size), result in zip(done, results, strict=True):
-            self._measure(result, size)
+            self._measure(result.seconds, size)
             self.submitted_elements -= size
             self.items_taken += size
             self.ready.extend(result.events)
 
-    def _take_second(self, result: Any) -> None:
+    def _take_second(self, results: list[Any]) -> None:
         assert self.chain is not None
-        events, size = self.chain.take(result)
+        result, size = self.chain.take(results)
         if size:
-            self._measure(result, size)
+            self._measure(result.seconds, size)
             self.submitted_elements -= size
             self.items_taken += size
-        self.ready.extend(events)
+        self.ready.extend(result.events)
         self._start_second()
 
     def head(self) -> Future | None:
@@ -380,8 +390,9 @@ class Runner:
         """Whether the next result to emit has been fetched."""
         if not self.ordered and self.in_flight:
             return any(f.key in self.fetched for f, _ in self.in_flight)
-        head = self.head()
-        return head is None or head.key in self.fetched
+        if self.in_flight:
+            return self.in_flight[0][0].key in self.fetched
+        return self.chain is None or self.chain.head_in(self.fetched)
 
     def _take_fetched(self) -> None:
         fetched = self.fetched
@@ -393,9 +404,9 @@ class Runner:
             if self.in_flight and self.in_flight[0][0].key in fetched:
                 future, size = self.in_flight.popleft()
                 self._take([(future, size)], [fetched.pop(future.key)])
-            elif (not self.in_flight and (head := self.head()) is not None
-                  and head.key in fetched):
-                self._take_second(fetched.pop(head.key))
+            elif (not self.in_flight and (chain := self.chain) is not None and chain.rounds
+                  and chain.head_in(fetched)):
+                self._take_second([fetched.pop(f.key) for f in chain.rounds[0].futures])
             else:
                 return
 

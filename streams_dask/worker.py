@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from distributed.protocol import pickle
+
 from streams.stage import (
     Failure,
     StageOp,
@@ -39,19 +41,42 @@ __all__ = [
 
 
 class Batch:
-    """The elements of one task, opaque to Dask.
+    """The elements of one task, opaque to Dask, pickled once.
 
     Passed as a plain list, a batch would be walked element by element by
     Dask looking for keys and futures inside it; wrapped, it is just pickled.
+    And pickled once, into bytes that are unpickled only where the elements
+    are read: the scheduler (in the client's process, with a LocalCluster)
+    unpickles every task it is sent and pickles it again for its worker, and
+    a batch that several tasks read (the parts of a keyed round) would be
+    pickled once per task.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> batch = pickle.loads(pickle.dumps(Batch([1, "a"])))
+    >>> batch.items
+    [1, 'a']
     """
 
-    __slots__ = ("items",)
+    __slots__ = ("_items", "_pickled")
 
-    def __init__(self, items: list[Any]) -> None:
-        self.items = items
+    def __init__(self, items: list[Any] | None = None, pickled: bytes | None = None) -> None:
+        self._items = items
+        self._pickled = pickled
+
+    @property
+    def items(self) -> list[Any]:
+        """The elements (unpickled on first use)."""
+        if self._items is None:
+            self._items = pickle.loads(self._pickled)
+        return self._items
 
     def __reduce__(self) -> Any:
-        return (Batch, (self.items,))
+        if self._pickled is None:
+            # As Dask pickles: by value what only the client has (``__main__``).
+            self._pickled = pickle.dumps(self._items, protocol=5)
+        return (Batch, (None, self._pickled))
 
 
 class Sealed:

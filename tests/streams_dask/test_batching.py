@@ -7,6 +7,8 @@ so which tasks are unfinished is decided by the test, not by timing.
 from __future__ import annotations
 
 import asyncio
+import os
+import pickle
 import uuid
 from collections.abc import Iterator
 from functools import partial
@@ -19,6 +21,7 @@ import streams_dask  # noqa: F401 - registers scatter()
 from streams import Stream
 from streams_dask.batch_sizes import FIRST_BATCH, GROWTH
 from streams_dask.runner import Runner
+from streams_dask.worker import Batch
 
 #: Longest a task waits for its release (a failing test must not hang the cluster).
 HOLD_SECONDS = 120
@@ -134,3 +137,25 @@ def test_batches_start_small_and_grow_by_measured_steps(
     for size, largest in sizes:
         assert size <= (GROWTH * largest if largest else FIRST_BATCH)
     assert max(size for size, _ in sizes) > FIRST_BATCH  # it did grow
+
+
+def test_a_batch_is_read_only_where_it_runs(client: Client) -> None:
+    # The scheduler unpickles what it is sent and pickles it again for the
+    # worker: a batch crosses it as bytes. Its element here cannot be
+    # unpickled in this process (the scheduler's, with a LocalCluster).
+    here = os.getpid()
+
+    def rebuilt(pid: int) -> str:
+        if os.getpid() == pid:
+            raise RuntimeError("unpickled in the client's process")
+        return "elsewhere"
+
+    class Elsewhere:
+        def __reduce__(self) -> Any:
+            return (rebuilt, (here,))
+
+    batch = Batch([Elsewhere(), 2])
+    assert client.submit(lambda b: b.items[0], batch, pure=False).result() == "elsewhere"
+    assert client.submit(lambda b: b.items[1], batch, pure=False).result() == 2
+    with pytest.raises(RuntimeError, match="client's process"):
+        pickle.loads(pickle.dumps(batch)).items

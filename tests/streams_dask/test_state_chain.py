@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from distributed import Client
+from distributed import Client, get_task_stream
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -135,3 +135,23 @@ def test_a_checkpoint_between_anchors_holds_the_states_of_what_it_covers(
         return source, Checkpointer(source, ckpt, every=7, fsync=False), sink
 
     crash_and_restart(build, tmp_path, [80])
+
+
+@pytest.mark.parametrize("small_states", [True, False])
+def test_small_states_come_back_with_the_events_and_others_stay_on_the_workers(
+        client: Client, monkeypatch: pytest.MonkeyPatch, small_states: bool) -> None:
+    # Small states: the client fetches each part's result itself. Else a
+    # task next to each part takes its events, and the states stay put.
+    monkeypatch.setattr(chain, "SMALL_STATES", chain.SMALL_STATES if small_states else 0)
+    xs = list(range(300))
+    with get_task_stream(client) as tasks:
+        got = run(xs, lambda s: s.scatter(client=client, batch_size=20, max_in_flight=4))
+    assert got == run(xs)
+    names = [str(t["key"]) for t in tasks.data]
+    parts = sum(n.startswith("run_link") for n in names)
+    events = sum(n.startswith("events_of") for n in names)
+    assert parts >= 10
+    if small_states:
+        assert events == 0
+    else:  # all but the first rounds (no state yet) and the anchors
+        assert events >= parts // 2

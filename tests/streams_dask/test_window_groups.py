@@ -124,9 +124,11 @@ def test_keyed_event_windows_run_by_key_group_and_unkeyed_ones_in_one_task(
         got = run(xs, kind, 0, True, lambda s: s.scatter(client=client, batch_size=40))
     assert got == run(xs, kind, 0, True)
     names = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in tasks.data]
-    merges = [n for n in names if n.startswith("merge_links")]
     group_tasks = [n for n in names if n.startswith("run_link")]
-    assert len(group_tasks) == 2 * len(merges) and len(merges) >= 4
+    # Two single-threaded workers: two group tasks per batch (and per close),
+    # and no merge task: the client merges what the group tasks return.
+    assert len(group_tasks) % 2 == 0 and len(group_tasks) >= 8
+    assert not [n for n in names if n.startswith("merge_links")]
 
 
 class Crash(Exception):
