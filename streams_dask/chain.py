@@ -48,8 +48,8 @@ from collections.abc import Callable, Container
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-import cloudpickle  # type: ignore[import-untyped]
 from distributed import Future
+from distributed.protocol import pickle as dask_pickle
 
 from .key_groups import GroupStates, run_key_groups, states_of, updated
 from .worker import Sealed, run_stage, unsealed
@@ -95,11 +95,10 @@ class Link(NamedTuple):
 def _pickled(states: Any) -> bytes | None:
     if states is None:
         return None
-    try:
-        return pickle.dumps(states, protocol=5)
-    except Exception:  # a function or class defined in ``__main__``...
-        pickled: bytes = cloudpickle.dumps(states, protocol=5)
-        return pickled
+    # distributed's pickle: plain pickle, or cloudpickle for what refers to
+    # ``__main__`` (a class a script defines would not load on a worker).
+    pickled: bytes = dask_pickle.dumps(states, protocol=5)
+    return pickled
 
 
 def _loaded(states: bytes | None) -> Any:
