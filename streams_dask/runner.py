@@ -222,10 +222,13 @@ class Runner:
             self._track(future)
         return futures is not None
 
-    def _measure(self, seconds: float, size: int) -> None:
+    def _taken(self, seconds: float, size: int) -> None:
+        """A task's result for ``size`` elements, which ran ``seconds``, was taken."""
         if self.progress is not None:
             self.progress.update(1)
         self.sizes.measure(seconds, size)
+        self.submitted_elements -= size
+        self.items_taken += size
 
     def warm_workers(self, threads: dict[str, int]) -> None:
         """Have each worker import the engine now (see :func:`~.worker.warm`).
@@ -315,18 +318,14 @@ class Runner:
 
     def _take(self, done: list[tuple[Future, int]], results: list[StageResult]) -> None:
         for (_, size), result in zip(done, results, strict=True):
-            self._measure(result.seconds, size)
-            self.submitted_elements -= size
-            self.items_taken += size
+            self._taken(result.seconds, size)
             self.ready.extend(result.events)
 
     def _take_second(self, results: list[Any]) -> None:
         assert self.chain is not None
         result, size = self.chain.take(results)
         if size:
-            self._measure(result.seconds, size)
-            self.submitted_elements -= size
-            self.items_taken += size
+            self._taken(result.seconds, size)
         self.ready.extend(result.events)
         self._start_second()
 
