@@ -82,6 +82,10 @@ class Aggregates:
         return out + [(a.sql(), a.name) for a in self.argmins.values() if a.fields]
 
 
+#: How an aggregate's column starts (in backquotes), as :meth:`Aggregates.reserve` names it.
+_AGGREGATED = "`__a"
+
+
 class _Context:
     def __init__(self, aggregates: Aggregates) -> None:
         self.aggregates = aggregates
@@ -139,6 +143,8 @@ def _each(make: Callable[[], Any]) -> Any:
     trace = TRACE.get()
     if trace.path:
         raise Untraceable("an aggregate under a branch on the window")
+    if trace.element_guards_to is not None:
+        raise Untraceable("an aggregate inside an aggregate")
     trace.element_guards_to = ctx.aggregates.element_guards
     try:
         return make()
@@ -165,8 +171,12 @@ def _values_of(iterable: Any) -> tuple[list[Any], bool]:
 
 
 def _ordered(v: Any, what: str) -> Value:
+    """``v``, a value of each element that Python and Spark order alike."""
     if not isinstance(v, Value) or v.kind not in _ORDERED:
         raise Untraceable(f"{what} of {getattr(v, 'kind', type(v).__name__)} values")
+    if _AGGREGATED in str(v.col):
+        # A value of the window (len(w) + x.n) inside an aggregate of its elements.
+        raise Untraceable(f"{what} of a value that is not each element's")
     return v
 
 
@@ -233,8 +243,8 @@ def _sum(iterable: Any, start: Any = 0) -> Any:
     values, windowed = _values_of(iterable)
     if not windowed:
         return builtins.sum(values, start)
-    v = values[0]
-    if not isinstance(v, Value) or v.kind != INT or type(start) is not int:
+    v = _ordered(values[0], "sum()")
+    if v.kind != INT or type(start) is not int:
         raise Untraceable("sum() other than of integers")
     if not TRACE.get().ansi:
         raise Untraceable("integer sum() with spark.sql.ansi.enabled off (it would wrap)")

@@ -131,6 +131,8 @@ def test_a_time_column_checked_before_the_window_may_be_a_key_item(spark: Any) -
     (lambda rows: (min(r.n for r in rows if r.n > 2),), "v long"),  # a branch on each element
     (lambda rows: (rows[0].n,), "v long"),  # by position: a window has no order on Spark
     (lambda rows: (len([r.n for r in rows]),), "v long"),  # a loop outside the aggregates
+    (lambda rows: (min(r.n * len(rows) for r in rows),), "v long"),  # the window's in each
+    (lambda rows: (min(r.n + max(q.n for q in rows) for r in rows),), "v long"),  # nested
 ])
 def test_window_functions_beyond_aggregates_run_in_python(spark: Any, func: Any, schema: str
                                                           ) -> None:
