@@ -79,12 +79,17 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
     non_null: set[str] = set()
     t = lift(trace(key_function(event_time.time), element, row_guards, ansi=ansi,
                    non_null=non_null))
-    if t.kind not in (INT, FLOAT) or t.nullable:
-        raise Untraceable("an event time other than a number that is never None")
+    if t.kind not in (INT, FLOAT):
+        raise Untraceable("an event time other than a number")
     seconds = t.col.cast("double")
-    if not t.finite:  # Python's routing takes no NaN or infinite time either
-        row_guards.append((Sql(f"(isnan({seconds}) OR abs({seconds}) = double('inf'))"),
-                           "ValueError: an event time that is not a finite number"))
+    if t.nullable:  # in-process, a None time is taken for a datetime
+        row_guards.append((t.col.isNull(),
+                           "AttributeError: 'NoneType' object has no attribute 'timestamp'"))
+    if not t.finite:  # in-process, a NaN or infinite time fails with these
+        row_guards.append((Sql(f"isnan({seconds})"),
+                           "ValueError: cannot convert float NaN to integer"))
+        row_guards.append((Sql(f"(abs({seconds}) = double('inf'))"),
+                           "OverflowError: cannot convert float infinity to integer"))
     key: Value | None = None
     if event_time.key is not None:
         key = lift(trace(key_function(event_time.key), element, row_guards, ansi=ansi,

@@ -202,6 +202,22 @@ def test_an_element_without_a_time_fails_naming_the_window_node(spark: Any) -> N
         out.collect()
 
 
+@pytest.mark.parametrize(("x", "error"), [
+    (float("nan"), "ValueError: cannot convert float NaN to integer"),
+    (float("-inf"), "OverflowError: cannot convert float infinity to integer"),
+    (None, "AttributeError: 'NoneType' object has no attribute 'timestamp'"),
+])
+def test_a_time_that_is_not_a_finite_number_fails_as_in_process(spark: Any, x: Any,
+                                                               error: str) -> None:
+    df = spark.createDataFrame([(2, "a", 5, 1.0, 0), (2, "a", 5, x, 0)], SCHEMA)
+    out = Stream.from_spark(df).timed_window(10, time="x").map(len).to_dataframe("n long")
+    assert python_passes(out) == 0
+    with pytest.raises(Exception, match=r"timed_window\(10.0\) failed on element .*" + error):
+        out.collect()
+    with pytest.raises(Exception, match=error.split(": ")[1]):
+        in_process(df.collect(), lambda s: s.timed_window(10, time="x").map(len))
+
+
 def test_rows_a_filter_drops_are_not_checked_as_python_never_routes_them(spark: Any) -> None:
     rows = [(1, "p", None, 0.0, None), *[r for r in ROWS if r[0] == BID]]
     check(spark, lambda s: s.filter(is_bid).timed_window(10, time=seconds).map(highest),
