@@ -1,4 +1,4 @@
-"""Kill tests: a pipeline run in a child process, SIGKILLed at random progress counts.
+"""Kill tests: a pipeline run in a child process, SIGKILLed at points drawn from a seed.
 
 The parent's side: start a child script (``start_child``), let it finish
 (``run_child``), or run it as a :class:`SteppedChild`, which waits for the

@@ -9,8 +9,8 @@ an uninterrupted run, each exactly once (a lost or repeated message would
 change every later count and sum of its word). A point is a count of
 messages done in that run and where after it (see
 :meth:`~tests.kills.SteppedChild.pause_at`): at the count, or at the next
-checkpoint, before its file is written (a transaction committed, the
-checkpoint covering it not) or after (before the source reads on).
+checkpoint, before its file is written (the output it covers in the file,
+or in a committed transaction) or after (before the source reads on).
 """
 
 from __future__ import annotations
