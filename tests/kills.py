@@ -1,12 +1,12 @@
-"""Kill tests: a pipeline run in a child process, SIGKILLed at random progress counts.
+"""Kill tests: a pipeline run in a child process, SIGKILLed at points drawn from a seed.
 
-The parent's side: start a child script (``start_child``), kill it once it
-reports a count of elements done, or let it finish (``run_child``), at
-counts drawn from a seed (``kill_counts``), and the output an uninterrupted
-run gives (``random_records``, ``running_totals``). A child started as a
-:class:`SteppedChild` waits for the parent's word at each progress line and
-around each checkpoint write, so the parent, not the scheduler, decides
-where in the stream a kill lands.
+The parent's side: start a child script (``start_child``), let it finish
+(``run_child``), or run it as a :class:`SteppedChild`, which waits for the
+parent's word at each progress line and around each checkpoint write, so
+the parent, not the scheduler, decides where in the stream a kill lands:
+kill it at points drawn from a seed (``kill_points``, ``kill_at_points``).
+The output an uninterrupted run gives: ``random_records``,
+``running_totals``.
 
 The child's side (the scripts next to the kill tests import it, run with
 the checkout on ``PYTHONPATH``): the keyed running count and sum the
@@ -146,14 +146,37 @@ class SteppedChild:
         return self.process.returncode, err or ""
 
 
-def kill_counts(seed: int, n: int, kills: int) -> list[int]:
-    """``kills`` random progress counts to kill at, over an input of ``n`` elements.
+def kill_points(seed: int, n: int, kills: int,
+                pauses: tuple[str, ...] = PAUSES) -> list[tuple[int, str]]:
+    """``kills`` random points to kill runs at, over an input of ``n`` elements.
 
-    A count is of elements done since that start: each is below
-    ``n / (kills + 1)``, so that every kill lands before the end.
+    A point is a count of elements done since that run's start, a multiple
+    of :data:`PROGRESS_EVERY` below ``n / (kills + 1)`` so that every kill
+    lands before the end, and where after it the run pauses (see
+    :meth:`SteppedChild.pause_at`): the runs take ``pauses`` in turn from
+    one drawn from the seed, so that ``len(pauses)`` kills cover each.
+
+    >>> kill_points(3, 1000, 4)
+    [(190, 'count'), (180, 'checkpoint'), (50, 'checkpointed'), (120, 'count')]
     """
     rng = random.Random(seed)
-    return [rng.randrange(10, n // (kills + 1), 10) for _ in range(kills)]
+    first = rng.randrange(len(pauses))
+    return [(rng.randrange(PROGRESS_EVERY, n // (kills + 1), PROGRESS_EVERY),
+             pauses[(first + i) % len(pauses)]) for i in range(kills)]
+
+
+def kill_at_points(child: Path, args: list[str], points: list[tuple[int, str]],
+                   context: str = "") -> None:
+    """Run ``child`` once per point of ``points``, pause it there and SIGKILL it.
+
+    Raises AssertionError (its message led by ``context``) if a run
+    finishes before its point.
+    """
+    for run, (count, at) in enumerate(points):
+        with SteppedChild(child, args) as stepped:
+            assert stepped.pause_at(count, at), \
+                f"{context}run {run} finished before its kill at {count}, {at!r}"
+            stepped.kill()
 
 
 def random_records(seed: int, n: int, words: list[str]) -> list[tuple[str, int]]:

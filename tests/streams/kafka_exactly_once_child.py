@@ -4,7 +4,9 @@ from_kafka (keyed messages ``word n``) -> parse -> keyed scan (a running
 count and sum per word) -> format -> a durable text file
 (``--sink file``) or a transactional ``to_kafka`` (``--sink kafka``),
 checkpointed. It reports progress on stdout ("<elements done>" lines) so the
-parent can kill it at a chosen count.
+parent can kill it at a chosen count; with ``--stepped`` it waits at each of
+them, and around each checkpoint write, for the parent's word (see
+``tests.kills.SteppedChild``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ def main(argv: list[str]) -> None:
     p.add_argument("--die-after-commit", type=int, default=None,
                    help="SIGKILL this process right after its n-th Kafka transaction commit "
                         "(before the checkpoint covering it is written)")
+    p.add_argument("--stepped", action="store_true",
+                   help="wait for a line on stdin after each progress or checkpoint line")
     args = p.parse_args(argv)
     if args.die_after_commit is not None:
         die_after_commit(args.die_after_commit)
@@ -72,7 +76,7 @@ def main(argv: list[str]) -> None:
     else:
         lines.to_kafka(args.output, {"bootstrap.servers": args.bootstrap,
                                      "transactional.id": args.txn_id}, transactional=True)
-    report_progress(totals)
+    report_progress(totals, stepped=args.stepped)
     Checkpointer(source, args.checkpoint, every=args.every, fsync=False)
     start_and_finish(source)
 

@@ -2,10 +2,14 @@
 
 The pipeline (tests/streams/exactly_once_child.py) reads a replayable source
 through a keyed scan into a durable file sink, checkpointing every few
-elements. The parent kills it with SIGKILL at random progress counts several
-times, restarting it each time against the same checkpoint directory, then
-lets it finish: the output file must equal an uninterrupted run's, line for
-line (a lost or repeated element would shift every later count and sum).
+elements. The parent kills it with SIGKILL at random points several times,
+restarting it each time against the same checkpoint directory, then lets it
+finish: the output file must equal an uninterrupted run's, line for line (a
+lost or repeated element would shift every later count and sum). A point is
+a count of elements done in that run and where after it (see
+:meth:`~tests.kills.SteppedChild.pause_at`): at the count, or at the next
+checkpoint, before or after its file is written. The child waits there for
+the parent, so each kill lands where it was drawn however loaded the machine.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.kills import kill_counts, random_records, run_child, running_totals
+from tests.kills import kill_at_points, kill_points, random_records, run_child, running_totals
 
 CHILD = Path(__file__).with_name("exactly_once_child.py")
 WORDS = ["alpha", "beta", "gamma", "délta", "ε", "zeta", "ηta", "theta"]
@@ -36,14 +40,13 @@ def crash_and_restart(args_for: Any, tmp_path: Path, seed: int) -> None:
     # The uninterrupted run.
     clean = tmp_path / "clean.txt"
     assert not run_child(CHILD, args_for(clean, tmp_path / "clean-ckpt", reference=True))
-    # The same, killed KILLS times at random progress counts, restarted each
-    # time against the same checkpoint.
+    # The same, killed at KILLS random points, restarted each time against
+    # the same checkpoint.
     out = tmp_path / "out.txt"
     ckpt = tmp_path / "ckpt"
-    kills = kill_counts(seed, N, KILLS)
-    killed = [run_child(CHILD, args_for(out, ckpt), k) for k in kills]
+    kills = kill_points(seed, N, KILLS)
+    kill_at_points(CHILD, args_for(out, ckpt), kills, f"seed {seed}: ")
     assert not run_child(CHILD, args_for(out, ckpt))
-    assert all(killed), f"seed {seed}: the child finished before being killed: {killed}"
     assert out.read_text(encoding="utf-8") == clean.read_text(encoding="utf-8"), (
         f"seed {seed}, kills at {kills}")
 

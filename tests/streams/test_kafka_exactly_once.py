@@ -3,10 +3,14 @@
 The pipeline (tests/streams/kafka_exactly_once_child.py) reads keyed messages
 from a two-partition topic through a keyed scan into a durable file, or into
 a topic through a transactional ``to_kafka``. The parent kills it with
-SIGKILL at random progress counts, restarting it each time against the same
+SIGKILL at random points, restarting it each time against the same
 checkpoint directory, then lets it finish: the output must hold the lines of
 an uninterrupted run, each exactly once (a lost or repeated message would
-change every later count and sum of its word).
+change every later count and sum of its word). A point is a count of
+messages done in that run and where after it (see
+:meth:`~tests.kills.SteppedChild.pause_at`): at the count, or at the next
+checkpoint, before its file is written (the output it covers in the file,
+or in a committed transaction) or after (before the source reads on).
 """
 
 from __future__ import annotations
@@ -18,7 +22,14 @@ from typing import Any
 
 import pytest
 
-from tests.kills import kill_counts, random_records, run_child, running_totals, start_child
+from tests.kills import (
+    kill_at_points,
+    kill_points,
+    random_records,
+    run_child,
+    running_totals,
+    start_child,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -43,13 +54,11 @@ def expected_lines(recs: list[tuple[str, int]]) -> list[str]:
     return sorted(running_totals(recs))
 
 
-def killed_and_restarted(args: list[str], seed: int, n_kills: int = KILLS) -> list[int]:
-    kills = kill_counts(seed, N, n_kills)
-    killed = [run_child(CHILD, args, k) for k in kills]
+def killed_and_restarted(args: list[str], seed: int,
+                         n_kills: int = KILLS) -> list[tuple[int, str]]:
+    kills = kill_points(seed, N, n_kills)
+    kill_at_points(CHILD, args, kills, f"seed {seed}: ")
     assert not run_child(CHILD, args)
-    # A child reads fast and goes on working between the progress line that
-    # triggers a kill and the kill's arrival: a late restart may finish first.
-    assert killed[0], f"seed {seed}: the child finished before being killed: {killed}"
     return kills
 
 
@@ -84,7 +93,7 @@ def test_kafka_to_transactional_kafka_survives_sigkill(kafka_broker: Any, tmp_pa
     child.communicate(timeout=120)
     assert child.returncode == -signal.SIGKILL
     # Each restart of a group member waits for the killed one's session to
-    # time out (2 s here): two random kills more.
+    # time out (2 s here): two kills more, at points drawn from the seed.
     kills = killed_and_restarted(args, seed, n_kills=2)
     got = sorted(v.decode() for v in kafka_broker.read(out, committed=True))
     assert got == expected_lines(recs), f"seed {seed}, kills at {kills}"
