@@ -197,8 +197,6 @@ def _passed_through(df: Any, schema: Any) -> Any:
     schema names input columns (of two or more) with their own types, that
     is a projection, which Spark runs with no row crossing to Python.
     """
-    from pyspark.sql import functions as F
-
     fields = {f.name: f for f in df.schema.fields}
     if len(fields) < 2 or len({n.lower() for n in fields}) != len(df.schema.fields):
         return None  # one column is the element itself; names Spark would confuse
@@ -207,7 +205,10 @@ def _passed_through(df: Any, schema: Any) -> Any:
         if column is None or column.dataType != f.dataType or (
                 column.nullable and not f.nullable):
             return None
-    return df.select(*[F.col("`" + f.name.replace("`", "``") + "`") for f in schema.fields])
+    if list(fields) == schema.names:
+        return df
+    # As text: a Column built in Python costs several round trips to the JVM.
+    return df.selectExpr(*["`" + f.name.replace("`", "``") + "`" for f in schema.fields])
 
 
 def _infer(segment: SparkSegment, node: Stream[Any]) -> Any:
@@ -312,26 +313,31 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
                         f"got {schema!r:.80}")
     specs = [n.describe() for n in lineage]
     nodes = {s.id: (s.name, s.policy) for s in specs}
-    last = specs[-1].name if specs else self._label()
     session = paths[0][0].df.sparkSession
-    rows = partial(TypedRows, pickle.dumps(schema.jsonValue()).hex(), nodes, last,
-                   session.conf.get("spark.sql.session.timeZone") or "UTC")
+
+    def typed_rows() -> Any:
+        # Made only for a plan that writes rows from Python: a source's label
+        # prints its DataFrame, which costs round trips to the JVM.
+        last = specs[-1].name if specs else self._label()
+        return partial(TypedRows, pickle.dumps(schema.jsonValue()).hex(), nodes, last,
+                       session.conf.get("spark.sql.session.timeZone") or "UTC")
+
     if join is not None:  # Spark's stream-stream join of its two sides
         ahead = {id(n) for n in segment.lineage(join)}
         after = [s for n, s in zip(lineage, specs, strict=True) if id(n) not in ahead]
-        return join_frame(segment, join, after, rows, schema, nodes)
+        return join_frame(segment, join, after, typed_rows(), schema, nodes)
     # One plan per source DataFrame; a union of them is Spark's union of
     # their outputs (same columns: the output schema). Each input is observed
     # for the progress() bars of the segment (rows per micro-batch).
     frames = []
     for entry, chain in paths:
-        df = count_input(entry.df, segment.nodes, entry._label())
+        df = count_input(entry.df, segment.nodes, entry._label)
         # Simple functions become Spark columns (see streams_spark.native).
         df, chain, frame = lower_native(df, chain, schema)
         if frame is None and not chain:
             frame = _passed_through(df, schema)
         frames.append(frame if frame is not None else build_query_frame(
-            df, lower(chain), first=COLUMNS, output=(rows, schema)))
+            df, lower(chain), first=COLUMNS, output=(typed_rows(), schema)))
     out = frames[0]
     for frame in frames[1:]:
         out = out.union(frame)

@@ -124,7 +124,7 @@ class BatchCounter:
                 node.bar.set_postfix(batches=self.batches, refresh=False)
 
 
-def count_input(df: Any, nodes: list[Any], label: str) -> Any:
+def count_input(df: Any, nodes: list[Any], label: Callable[[], str]) -> Any:
     """``df``, observed for the ``.progress()`` nodes among ``nodes`` (if any).
 
     Streaming DataFrames only: a static one runs no micro-batches to report.
@@ -132,6 +132,6 @@ def count_input(df: Any, nodes: list[Any], label: str) -> Any:
     bars = [n for n in nodes if n._operator == "progress"]
     if not bars or not df.isStreaming:
         return df
-    df, name = observed(df, label)
+    df, name = observed(df, label())
     watch(df.sparkSession, name, BatchCounter(bars))
     return df

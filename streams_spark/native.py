@@ -121,7 +121,7 @@ def pure(func: Any) -> bool:
 
 # -- lowering ----------------------------------------------------------------------
 
-def _output(x: Any, field: Any, ansi: bool) -> Any:
+def _output(x: Any, field: Any, ansi: bool) -> str:
     """The column ``x`` becomes in ``field``, as ``to_dataframe()`` writes it from Python."""
     v = lift(x)
     target = field.dataType
@@ -140,11 +140,13 @@ def _output(x: Any, field: Any, ansi: bool) -> Any:
         col = v.col
     else:
         raise Untraceable(f"a {v.kind} for the {target.simpleString()} column {field.name!r}")
-    return _spark(col).alias(field.name)
+    # Text, for one selectExpr(): each Column built in Python costs several
+    # round trips to the JVM, which a short query notices.
+    return f"{col} AS {quoted(field.name)}"
 
 
-def _outputs(result: Any, schema: Any, ansi: bool) -> list[Any]:
-    """The output columns of ``result``, as ``to_dataframe()`` makes a row of it."""
+def _outputs(result: Any, schema: Any, ansi: bool) -> list[str]:
+    """The output columns of ``result`` as SQL text, as ``to_dataframe()`` makes a row of it."""
     fields = schema.fields
     if isinstance(result, dict):
         return [_output(result.get(f.name), f, ansi) for f in fields]
@@ -155,13 +157,6 @@ def _outputs(result: Any, schema: Any, ansi: bool) -> list[Any]:
     if isinstance(result, RowValue) or len(fields) != 1:
         raise Untraceable("a row, or one value for several columns")
     return [_output(result, fields[0], ansi)]
-
-
-def _spark(expression: Any) -> Any:
-    """The ``Column`` of an expression built as text: one call to the JVM."""
-    from pyspark.sql import functions as F
-
-    return F.expr(str(expression))
 
 
 def _traceable(spec: NodeSpec) -> bool:
@@ -220,8 +215,8 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
             except Untraceable:
                 columns = None
             if columns is not None:
-                out = df.where(_spark(keep)) if keep is not None else df
-                return out, [], out.select(*columns)
+                out = df.where(str(keep)) if keep is not None else df
+                return out, [], out.selectExpr(*columns)
     if len(specs) == cut + 2 and windowed(specs[cut]):
         try:  # a window and its function, as Spark aggregates
             frame = lower_window(df, cut_keep, element, specs[cut], specs[cut + 1], schema,
@@ -229,4 +224,4 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
             return df, [], frame
         except Untraceable:
             pass
-    return (df.where(_spark(cut_keep)) if cut_keep is not None else df), specs[cut:], None
+    return (df.where(str(cut_keep)) if cut_keep is not None else df), specs[cut:], None

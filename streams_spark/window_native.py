@@ -129,4 +129,4 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
                           "'key', `__k`))")
         groups = groups.where(F.expr(str(checked(group_guards, func.name,
                                                  lambda: window_text, Sql("true")))))
-    return groups.select(*columns)
+    return groups.selectExpr(*columns)
