@@ -6,8 +6,9 @@ time and key functions trace to columns (:mod:`streams_spark.column_values`)
 and ``f`` to aggregates (:mod:`streams_spark.window_values`), the segment is
 the query one would write by hand::
 
-    df.where(filters and checks)
-      .withColumn("__et", timestamp_seconds(time)).withWatermark("__et", lateness)
+    df.where(filters)
+      .select("*", checked(timestamp_seconds(time)).alias("__et"))
+      .withWatermark("__et", lateness)
       .groupBy(window("__et", size, slide), key).agg(aggregates)
       .select(f's result)
 
@@ -40,12 +41,17 @@ from .column_values import (
     fields_of,
     lift,
 )
-from .sql_text import Sql, when
+from .sql_text import Sql
 from .stream import interval, spark_window
 from .tracing import trace
 from .window_values import Aggregates, WindowValue, trace_window
 
 __all__ = ["lower_window"]
+
+#: Spark's timestamps: years 1 to 9999, in seconds (Python's floats go further).
+_FIRST, _LAST = -62135596800, 253402300799
+_BEYOND = ("ValueError: the event time is beyond Spark's timestamps (years 1 to 9999); "
+           "run this window in Python (gather() before it)")
 
 #: Key kinds grouped by Spark as a dict groups them in Python (no NaN, no -0.0).
 _KEYS = (INT, STR, BOOL, NONE)
@@ -107,18 +113,23 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
                           group_guards, aggregates, ansi=ansi)
     columns = outputs(result, schema, ansi)
     # Each row's time, checked (the window's checks first: Python routes an
-    # element before its window closes), and NULL on the rows the filters
-    # drop, which window() then drops. In the time's own expression, the
-    # checks run on exactly the rows Python routes, whatever order Spark
-    # gives the conditions of its filters (it puts a not-null test it infers
-    # from one first, which would drop a row without a time unchecked).
+    # element before its window closes), computed in a projection over the
+    # rows the filters keep, so the checks run on exactly the rows Python
+    # routes. A time beyond Spark's timestamps fails too (Python's floats go
+    # further; Spark would overflow), and a NULL one is failed by the checks
+    # before it: so coalesce()'s 1970 is never taken, and makes the column
+    # non-nullable, for which window() adds no not-null filter. Such a
+    # filter would compute the time a second time, and Spark would put its
+    # test before the checks, dropping a row with no time unchecked.
+    beyond = Sql(f"NOT coalesce({seconds} BETWEEN {_FIRST} AND {_LAST}, false)")
     time = checked(row_guards, window.name, row,
-                   checked(aggregates.element_guards, func.name, row, seconds))
+                   checked(aggregates.element_guards, func.name, row,
+                           checked([(beyond, _BEYOND)], window.name, row, seconds)))
     group_key = key.col if key is not None else Sql("NULL")
-    if keep is not None:
-        time, group_key = when(keep, time).otherwise(None), when(keep, group_key).otherwise(None)
-    rows = (df.withColumn("__et", F.timestamp_seconds(F.expr(str(time))))
-            .withColumn("__k", F.expr(str(group_key)))
+    stamp = f"timestamp_seconds({time})"
+    kept = df.where(str(keep)) if keep is not None else df
+    rows = (kept.selectExpr("*", f"coalesce({stamp}, TIMESTAMP '1970-01-01') AS `__et`",
+                            f"{group_key} AS `__k`")
             .withWatermark("__et", interval(event_time.lateness)))
     aggs = [F.expr(sql).alias(name) for sql, name in aggregates.columns()] or [
         F.count(F.lit(1)).alias("__n")]

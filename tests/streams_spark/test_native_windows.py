@@ -218,6 +218,27 @@ def test_a_time_that_is_not_a_finite_number_fails_as_in_process(spark: Any, x: A
         in_process(df.collect(), lambda s: s.timed_window(10, time="x").map(len))
 
 
+def test_a_time_beyond_sparks_timestamps_fails_saying_so(spark: Any) -> None:
+    # In-process takes any float as seconds; Spark's timestamps end in 9999.
+    df = spark.createDataFrame([(2, "a", 5, 1.0, 0), (2, "a", 5, 1e15, 0)], SCHEMA)
+    out = Stream.from_spark(df).timed_window(10, time="x").map(len).to_dataframe("n long")
+    assert python_passes(out) == 0
+    with pytest.raises(Exception, match=(r"timed_window\(10.0\) failed on element .*1.0E15.*"
+                                         r"beyond Spark's timestamps \(years 1 to 9999\)")):
+        out.collect()
+    assert in_process(df.collect(), lambda s: s.timed_window(10, time="x").map(len)) == [1, 1]
+
+
+def test_the_time_is_computed_once_with_no_not_null_filter(spark: Any) -> None:
+    df = spark.createDataFrame(ROWS, SCHEMA)
+    out = (Stream.from_spark(df).filter(is_bid).timed_window(10, time=seconds).map(len)
+           .to_dataframe("n long"))
+    plan = out._jdf.queryExecution().optimizedPlan().toString()
+    # The filters' condition alone filters; the checked time is projected once.
+    assert plan.count("timestamp_seconds") == 1
+    assert "isnotnull" not in plan
+
+
 def test_rows_a_filter_drops_are_not_checked_as_python_never_routes_them(spark: Any) -> None:
     rows = [(1, "p", None, 0.0, None), *[r for r in ROWS if r[0] == BID]]
     check(spark, lambda s: s.filter(is_bid).timed_window(10, time=seconds).map(highest),
