@@ -45,33 +45,25 @@ def start_child(child: Path, args: list[str], **popen: Any) -> subprocess.Popen[
                             text=True, env=child_env(), **popen)
 
 
-def run_child(child: Path, args: list[str], kill_at: int | None = None) -> bool:
-    """Run ``child``; SIGKILL it once it reports ``kill_at`` elements done. True if killed.
+def run_child(child: Path, args: list[str]) -> None:
+    """Run ``child`` to its end: it must exit 0 after its ``finished`` line.
 
-    A run not killed must finish (exit 0 after its ``finished`` line); a
-    child failing otherwise raises AssertionError.
+    A kill at an exact point runs the child as a :class:`SteppedChild`.
     """
     proc = start_child(child, args)
     assert proc.stdout is not None
-    killed = finished = False
+    finished = False
     try:
         for line in proc.stdout:
             if line == "finished\n":
                 finished = True
                 break
-            if kill_at is not None and int(line) >= kill_at:
-                proc.send_signal(signal.SIGKILL)
-                killed = True
-                break
     finally:
         proc.stdout.close()
         proc.wait(timeout=120)
-    if proc.returncode not in (0, -signal.SIGKILL):
-        raise AssertionError(f"the child failed with {proc.returncode}")
-    if not killed:
-        assert finished and proc.returncode == 0, f"the child ended with {proc.returncode} " \
-                                                  "before its 'finished' line"
-    return killed
+    assert finished and proc.returncode == 0, (
+        f"the child ended with {proc.returncode}" + ("" if finished else
+                                                    " before its 'finished' line"))
 
 
 #: Where :meth:`SteppedChild.pause_at` can leave a child, after its count of elements.
