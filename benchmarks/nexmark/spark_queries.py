@@ -167,7 +167,8 @@ def streams_query(query: str, df: Any) -> Any:
     """The query as a Spark-resident streams pipeline over ``df``: a DataFrame."""
     from streams import Stream
 
-    source = Stream.from_spark(df.select(*COLUMNS[query]))
+    columns = COLUMNS[query]
+    source = Stream.from_spark(df if columns == df.columns else df.select(*columns))
     if query == "q0":
         node = source
     elif query == "q1":
