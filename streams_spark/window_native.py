@@ -43,7 +43,8 @@ from .column_values import (
 from .sql_text import Sql, when
 from .stream import interval, spark_window
 from .tracing import trace
-from .window_values import Aggregates, WindowValue, trace_window
+from .window_aggregates import Aggregates, WindowValue
+from .window_values import trace_window
 
 __all__ = ["lower_window"]
 
@@ -120,9 +121,13 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
     rows = (df.withColumn("__et", F.timestamp_seconds(F.expr(str(time))))
             .withColumn("__k", F.expr(str(group_key)))
             .withWatermark("__et", interval(event_time.lateness)))
-    aggs = [F.expr(sql).alias(name) for sql, name in aggregates.columns()] or [
-        F.count(F.lit(1)).alias("__n")]
-    groups = rows.groupBy(spark_window(event_time, "__et").alias("__w"), "__k").agg(*aggs)
+    by_window = spark_window(event_time, "__et").alias("__w")
+    if aggregates.counter is None:
+        aggs = [F.expr(sql).alias(name) for sql, name in aggregates.columns()] or [
+            F.count(F.lit(1)).alias("__n")]
+        groups = rows.groupBy(by_window, "__k").agg(*aggs)
+    else:
+        groups = _by_entries(rows, by_window, aggregates, keep, event_time.session)
     if group_guards:
         # A window's failure names the window: its bounds and key.
         window_text = Sql("to_json(named_struct('start', `__w`.`start`, 'end', `__w`.`end`, "
@@ -130,3 +135,22 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
         groups = groups.where(F.expr(str(checked(group_guards, func.name,
                                                  lambda: window_text, Sql("true")))))
     return groups.selectExpr(*columns)
+
+
+def _by_entries(rows: Any, by_window: Any, aggregates: Aggregates, keep: Any, session: bool
+                ) -> Any:
+    """The groups of ``rows`` by window and key, through the entries of their Counter."""
+    from pyspark.sql import functions as F
+
+    if session:
+        raise Untraceable("a Counter over session windows (Spark would form them per value)")
+    if rows.isStreaming:
+        raise Untraceable("a Counter over a stream's windows (two aggregations under a "
+                          "watermark)")
+    counted = aggregates.counter.value.col
+    if keep is not None:  # as the key: the value of a row the filters drop is not computed
+        counted = when(keep, counted).otherwise(None)
+    first, second = aggregates.levels()
+    return (rows.withColumn("__c", F.expr(str(counted)))
+            .groupBy(by_window, "__k", "__c").agg(*[F.expr(s).alias(n) for s, n in first])
+            .groupBy("__w", "__k").agg(*[F.expr(s).alias(n) for s, n in second]))

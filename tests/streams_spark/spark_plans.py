@@ -13,6 +13,18 @@ def python_passes(frame: Any) -> int:
     return plan.count("MapInArrow") + plan.count("FlatMapGroupsInPandas")
 
 
+def in_process(rows: list[Any], build: Any) -> list[Any]:
+    """What ``build(source)`` gives in-process for ``rows``, the open windows flushed."""
+    from streams import Stream
+
+    source = Stream()
+    out = build(source).sink_to_list()
+    for r in rows:
+        source.emit(r)
+    source.close()
+    return out  # type: ignore[no-any-return]
+
+
 def written(spark: Any, frame: Any, tmp_path: Path) -> list[tuple[Any, ...]]:
     """The rows a streaming ``frame`` writes to Parquet, run until its input is read."""
     query = (frame.writeStream.format("parquet").option("path", str(tmp_path / "out"))

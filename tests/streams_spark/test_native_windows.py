@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
 from streams import Stream
-from tests.streams_spark.spark_plans import python_passes, written
+from tests.streams_spark.spark_plans import in_process, python_passes, written
 
 pytestmark = pytest.mark.spark
 
@@ -66,15 +66,6 @@ exec("def count_of(key_rows):\n    return (key_rows[0], len(key_rows[1]))\n",
 
 def session_count(key_rows: tuple[Any, list[Any]]) -> tuple[Any, ...]:
     return (min(r.ms for r in key_rows[1]), *helpers.count_of(key_rows))
-
-
-def in_process(rows: list[Any], build: Any) -> list[Any]:
-    source = Stream()
-    out = build(source).sink_to_list()
-    for r in rows:
-        source.emit(r)
-    source.close()  # flushes the open windows
-    return out
 
 
 def check(spark: Any, build: Any, schema: str, rows: list[Any] = ROWS, native: bool = True
