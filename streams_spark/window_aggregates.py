@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import sys
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -34,7 +35,7 @@ from .column_values import (
 )
 from .sql_text import Sql
 
-__all__ = ["Aggregates", "Counted", "WindowContext", "WindowValue", "aggregate_count",
+__all__ = ["Aggregates", "Counted", "WindowContext", "OnePass", "WindowValue", "aggregate_count",
            "current", "each", "extreme_of", "fails_if", "none_compared", "ordered", "sum_of",
            "values_of", "window_trace"]
 
@@ -166,23 +167,42 @@ class WindowValue:
     __hash__ = None  # type: ignore[assignment]
 
 
-class _Elements:
-    """Iterating a window: inside an aggregate, its one stand-in element."""
+class OnePass:
+    """Iterating a stand-in inside an aggregate: one value, once."""
 
-    def __init__(self, window: WindowValue) -> None:
-        self.window = window
+    #: Why a loop elsewhere cannot be traced.
+    outside = "a loop over a window outside len(), min(), max() or sum()"
+
+    def __init__(self) -> None:
         self.done = False
 
-    def __iter__(self) -> _Elements:
+    def __iter__(self) -> OnePass:
         return self
 
     def __next__(self) -> Any:
-        trace = TRACE.get()
-        if trace.element_guards_to is None:
-            raise Untraceable("a loop over a window outside len(), min(), max() or sum()")
+        if TRACE.get().element_guards_to is None:
+            raise Untraceable(self.outside)
+        self.check(sys._getframe(1).f_code)
         if self.done:
             raise StopIteration
         self.done = True
+        return self.one()
+
+    def check(self, code: types.CodeType) -> None:
+        """Raise :class:`Untraceable` unless ``code``, iterating, may."""
+
+    def one(self) -> Any:
+        raise NotImplementedError
+
+
+class _Elements(OnePass):
+    """Iterating a window: inside an aggregate, its one stand-in element."""
+
+    def __init__(self, window: WindowValue) -> None:
+        super().__init__()
+        self.window = window
+
+    def one(self) -> Any:
         _WINDOW.get().yielded += 1
         return self.window.element
 

@@ -39,14 +39,14 @@ from __future__ import annotations
 import collections
 import dis
 import functools
-import sys
 import types
 from typing import Any
 
-from .column_values import INT, TRACE, Untraceable, Value
+from .column_values import INT, Untraceable, Value
 from .sql_text import Sql
 from .window_aggregates import (
     Counted,
+    OnePass,
     current,
     extreme_of,
     fails_if,
@@ -203,25 +203,21 @@ class _Iteration:
         self.top: tuple[str, Value] | None = None  # ("max", max(c.values()))
 
 
-class _Entries:
+class _Entries(OnePass):
     """Iterating a Counter's view: in a generator of the forms above, one stand-in entry."""
 
+    outside = "a loop over a Counter outside len(), min(), max() or sum()"
+
     def __init__(self, view: _View) -> None:
+        super().__init__()
         self.view = view
-        self.done = False
 
-    def __iter__(self) -> _Entries:
-        return self
-
-    def __next__(self) -> Any:
-        if TRACE.get().element_guards_to is None:
-            raise Untraceable("a loop over a Counter outside len(), min(), max() or sum()")
-        if _shape(sys._getframe(1).f_code) not in _forms():
+    def check(self, code: types.CodeType) -> None:
+        if _shape(code) not in _forms():
             raise Untraceable("a generator over a Counter other than (k for k, n in "
                               "c.items() if n == top) and its like")
-        if self.done:
-            raise StopIteration
-        self.done = True
+
+    def one(self) -> Any:
         current().counted += 1
         return self.view.entry(_Iteration())
 

@@ -11,6 +11,11 @@ the query one would write by hand::
       .groupBy(window("__et", size, slide), key).agg(aggregates)
       .select(f's result)
 
+With a ``collections.Counter`` of the window's values
+(:mod:`streams_spark.window_counts`), the rows are grouped by window, key
+and value first, then by window and key (a static DataFrame's; a stream's
+window runs in Python).
+
 No row crosses to Python. Each element's checks (a ``None`` where Python
 would raise) run on the rows, before they are grouped; each window's (a
 ``min`` meeting a ``None``) on the groups. Windows are cut from the event

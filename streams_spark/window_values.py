@@ -9,14 +9,16 @@ over a :class:`WindowValue` standing for that list, with ``len``, ``min``,
 * ``min(x.f for x in w)``, ``max(...)`` and ``sum(...)`` aggregate what a
   generator over the window yields for each element;
 * ``min(w, key=k)`` and ``max(w, key=k)`` are the element with the least
-  (greatest) key: ``min(struct(key, fields))``, its fields read as usual.
+  (greatest) key: ``min(struct(key, fields))``, its fields read as usual;
+* ``collections.Counter(x.f for x in w)`` counts the window's values, in a
+  first level of grouping (:mod:`streams_spark.window_counts`).
 
 Everything else a window function may do is what a ``map`` function may
 (:mod:`streams_spark.column_values`): arithmetic, comparisons, branches on
 group values, tuples and dicts. The function runs in a namespace holding
-only those four builtins, its constants, and the functions and modules it
-names (each in the same namespace): a call to anything else fails the
-trace, and the window runs in Python as before.
+only those builtins and ``Counter``, its constants, and the functions and
+modules it names (each in the same namespace): a call to anything else
+fails the trace, and the window runs in Python as before.
 
 The results are Python's: ``len`` and integer or string ``min``/``max``
 (Python's ``<`` on them is Spark's order), integer ``sum`` (with ANSI mode,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import functools
 import types
 from collections import Counter
 from pathlib import Path
@@ -14,7 +15,13 @@ from hypothesis import strategies as st
 
 import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
 from streams import Stream
-from tests.streams_spark.spark_plans import in_process, python_passes, written
+from tests.streams_spark.spark_plans import (
+    check_or_fail_alike,
+    check_windows,
+    in_process,
+    python_passes,
+    written,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -79,16 +86,9 @@ def q5(bids: list[Any]) -> tuple[Any, ...]:
     return (min(b.dt for b in bids), *queries.hot_item(bids))
 
 
-def check(spark: Any, build: Any, schema: str, rows: list[Any] = ROWS, native: bool = True
-          ) -> list[Any]:
-    """``build``'s windows on Spark equal in-process; aggregated in the JVM if ``native``."""
-    df = spark.createDataFrame(rows, SCHEMA)
-    out = build(Stream.from_spark(df)).to_dataframe(schema)
-    assert (python_passes(out) == 0) == native, out._jdf.queryExecution().logical()
-    got = sorted((tuple(r) for r in out.collect()), key=repr)
-    expected = [v if isinstance(v, tuple) else (v,) for v in in_process(df.collect(), build)]
-    assert got == sorted(expected, key=repr)
-    return got
+#: ``check(spark, build, schema[, rows=, native=])``: ``build``'s windows on Spark
+#: equal in-process, aggregated in the JVM if ``native``.
+check = functools.partial(check_windows, rows=ROWS, columns=SCHEMA)
 
 
 # -- the same windows -----------------------------------------------------------------------
@@ -181,18 +181,7 @@ def test_any_rows_give_python_counts_or_python_failures(spark: Any, rows: list[A
 
     schema = ("tag string, keys long, most long, hot long, cold long, n long, rows long, "
               "first long")
-    df = spark.createDataFrame(rows, SCHEMA)
-    try:
-        expected: Any = sorted((tuple(v) for v in in_process(df.collect(), build)), key=repr)
-    except TypeError as e:  # a None among the candidates of min() or max()
-        expected = e
-    out = build(Stream.from_spark(df)).to_dataframe(schema)
-    assert python_passes(out) == 0
-    if isinstance(expected, TypeError):
-        with pytest.raises(Exception, match="not supported between instances of 'NoneType'"):
-            out.collect()
-    else:
-        assert sorted((tuple(r) for r in out.collect()), key=repr) == expected
+    check_or_fail_alike(spark, build, schema, rows=rows, columns=SCHEMA)
 
 
 # -- what stays in Python ---------------------------------------------------------------------
