@@ -24,7 +24,9 @@ The results are Python's: ``len`` and integer or string ``min``/``max``
 (Python's ``<`` on them is Spark's order), integer ``sum`` (with ANSI mode,
 which fails on an overflow); a ``None`` where Python compares or adds one
 fails the query with Python's message. Floats stay in Python (NaN makes
-Python's ``min`` depend on the order, which Spark does not keep). Among
+Python's ``min`` depend on the order, which Spark does not keep), and so
+does a function using ``is`` (a stand-in is never None, so ``x is None``
+would be false on every element). Among
 elements of equal key, ``min(w, key=k)`` takes the one with the least
 fields; Python takes the first, and a window's elements have no order on
 Spark.
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import dis
 import types
 from collections.abc import Callable
 from typing import Any
@@ -255,6 +258,14 @@ def _resolve(value: Any, depth: int) -> Any:
     return _HIDDEN
 
 
+def _tests_identity(code: types.CodeType) -> bool:
+    """Whether ``code`` or a function or generator in it uses ``is`` or ``is not``."""
+    # In a condition, `x is None` compiles to a jump on None (POP_JUMP_IF_NONE...).
+    return any(i.opname == "IS_OP" or i.opname.endswith("_NONE")
+               for i in dis.get_instructions(code)) or any(
+        _tests_identity(c) for c in code.co_consts if isinstance(c, types.CodeType))
+
+
 def sandboxed(func: Any, depth: int = 0) -> Callable[..., Any]:
     """``func`` in a namespace of its constants, functions, modules and the aggregates.
 
@@ -275,6 +286,9 @@ def sandboxed(func: Any, depth: int = 0) -> Callable[..., Any]:
     code = func.__code__
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator, coroutine...
         raise Untraceable("a generator or coroutine function")
+    if _tests_identity(code):
+        # A stand-in is never None: `x is None` would be false for every element.
+        raise Untraceable("`is` (a column value's identity is not its value's)")
     for cell in func.__closure__ or ():
         try:
             if not _constant(cell.cell_contents):

@@ -199,6 +199,10 @@ def _not_none(bids: list[Any]) -> Any:
     return (min(a for a, c in counts.items() if a is not None),)  # `is` cannot be traced
 
 
+def _counted_not_none(bids: list[Any]) -> Any:
+    return (len(Counter(b.auction for b in bids if b.auction is not None)),)
+
+
 def _topped(bids: list[Any]) -> Any:
     counts = Counter(b.auction for b in bids)
     top = max(counts.values())
@@ -227,6 +231,7 @@ def _two_counters(bids: list[Any]) -> Any:
     (_most_common, "auction long, bids long"),
     (_first_key, "auction long"),
     (_not_none, "auction long"),
+    (_counted_not_none, "n long"),
     (_topped, "auction long"),
     (_of_rows, "n long"),
     (_by_key, "n long"),

@@ -124,6 +124,7 @@ def test_a_time_column_checked_before_the_window_may_be_a_key_item(spark: Any) -
     (lambda rows: (len([r.n for r in rows]),), "v long"),  # a loop outside the aggregates
     (lambda rows: (min(r.n * len(rows) for r in rows),), "v long"),  # the window's in each
     (lambda rows: (min(r.n + max(q.n for q in rows) for r in rows),), "v long"),  # nested
+    (lambda rows: (sum(r.n for r in rows if r.key is not None),), "v long"),  # identity
 ])
 def test_window_functions_beyond_aggregates_run_in_python(spark: Any, func: Any, schema: str
                                                           ) -> None:
