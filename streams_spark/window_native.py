@@ -12,6 +12,11 @@ the query one would write by hand::
       .groupBy(window("__et", size, slide), key).agg(aggregates)
       .select(f's result)
 
+With a ``collections.Counter`` of the window's values
+(:mod:`streams_spark.window_counts`), the rows are grouped by window, key
+and value first, then by window and key (a static DataFrame's; a stream's
+window runs in Python).
+
 No row crosses to Python. Each element's checks (a ``None`` where Python
 would raise) run on the rows, before they are grouped; each window's (a
 ``min`` meeting a ``None``) on the groups. Windows are cut from the event
@@ -44,7 +49,8 @@ from .column_values import (
 from .sql_text import Sql
 from .stream import interval, spark_window
 from .tracing import trace
-from .window_values import Aggregates, WindowValue, trace_window
+from .window_aggregates import Aggregates, WindowValue
+from .window_values import trace_window
 
 __all__ = ["lower_window"]
 
@@ -131,9 +137,13 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
     rows = (kept.selectExpr("*", f"coalesce({stamp}, TIMESTAMP '1970-01-01') AS `__et`",
                             f"{group_key} AS `__k`")
             .withWatermark("__et", interval(event_time.lateness)))
-    aggs = [F.expr(sql).alias(name) for sql, name in aggregates.columns()] or [
-        F.count(F.lit(1)).alias("__n")]
-    groups = rows.groupBy(spark_window(event_time, "__et").alias("__w"), "__k").agg(*aggs)
+    by_window = spark_window(event_time, "__et").alias("__w")
+    if aggregates.counter is None:
+        aggs = [F.expr(sql).alias(name) for sql, name in aggregates.columns()] or [
+            F.count(F.lit(1)).alias("__n")]
+        groups = rows.groupBy(by_window, "__k").agg(*aggs)
+    else:
+        groups = _by_entries(rows, by_window, aggregates, event_time.session)
     if group_guards:
         # A window's failure names the window: its bounds and key.
         window_text = Sql("to_json(named_struct('start', `__w`.`start`, 'end', `__w`.`end`, "
@@ -141,3 +151,19 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
         groups = groups.where(F.expr(str(checked(group_guards, func.name,
                                                  lambda: window_text, Sql("true")))))
     return groups.selectExpr(*columns)
+
+
+def _by_entries(rows: Any, by_window: Any, aggregates: Aggregates, session: bool) -> Any:
+    """The groups of ``rows`` by window and key, through the entries of their Counter."""
+    from pyspark.sql import functions as F
+
+    if session:
+        raise Untraceable("a Counter over session windows (Spark would form them per value)")
+    if rows.isStreaming:
+        raise Untraceable("a Counter over a stream's windows (two aggregations under a "
+                          "watermark)")
+    counted = aggregates.counter.value.col  # over the rows the filters kept only
+    first, second = aggregates.levels()
+    return (rows.withColumn("__c", F.expr(str(counted)))
+            .groupBy(by_window, "__k", "__c").agg(*[F.expr(s).alias(n) for s, n in first])
+            .groupBy("__w", "__k").agg(*[F.expr(s).alias(n) for s, n in second]))

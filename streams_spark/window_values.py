@@ -9,20 +9,24 @@ over a :class:`WindowValue` standing for that list, with ``len``, ``min``,
 * ``min(x.f for x in w)``, ``max(...)`` and ``sum(...)`` aggregate what a
   generator over the window yields for each element;
 * ``min(w, key=k)`` and ``max(w, key=k)`` are the element with the least
-  (greatest) key: ``min(struct(key, fields))``, its fields read as usual.
+  (greatest) key: ``min(struct(key, fields))``, its fields read as usual;
+* ``collections.Counter(x.f for x in w)`` counts the window's values, in a
+  first level of grouping (:mod:`streams_spark.window_counts`).
 
 Everything else a window function may do is what a ``map`` function may
 (:mod:`streams_spark.column_values`): arithmetic, comparisons, branches on
 group values, tuples and dicts. The function runs in a namespace holding
-only those four builtins, its constants, and the functions and modules it
-names (each in the same namespace): a call to anything else fails the
-trace, and the window runs in Python as before.
+only those builtins and ``Counter``, its constants, and the functions and
+modules it names (each in the same namespace): a call to anything else
+fails the trace, and the window runs in Python as before.
 
 The results are Python's: ``len`` and integer or string ``min``/``max``
 (Python's ``<`` on them is Spark's order), integer ``sum`` (with ANSI mode,
 which fails on an overflow); a ``None`` where Python compares or adds one
 fails the query with Python's message. Floats stay in Python (NaN makes
-Python's ``min`` depend on the order, which Spark does not keep). Among
+Python's ``min`` depend on the order, which Spark does not keep), and so
+does a function using ``is`` (a stand-in is never None, so ``x is None``
+would be false on every element). Among
 elements of equal key, ``min(w, key=k)`` takes the one with the least
 fields; Python takes the first, and a window's elements have no order on
 Spark.
@@ -31,174 +35,42 @@ Spark.
 from __future__ import annotations
 
 import builtins
-import contextvars
+import collections
+import dis
 import types
 from collections.abc import Callable
 from typing import Any
 
-from .column_values import (
-    BOOL,
-    INT,
-    STR,
-    TRACE,
-    RowValue,
-    Untraceable,
-    Value,
-)
+from .column_values import INT, RowValue, Untraceable, Value
 from .sql_text import Sql
 from .tracing import trace
+from .window_aggregates import (
+    Aggregates,
+    Counted,
+    WindowValue,
+    aggregate_count,
+    current,
+    each,
+    extreme_of,
+    fails_if,
+    none_compared,
+    ordered,
+    sum_of,
+    values_of,
+    window_trace,
+)
+from .window_counts import counter
 
 __all__ = ["Aggregates", "WindowValue", "sandboxed", "trace_window"]
 
-#: The kinds whose order is the same in Python and in Spark.
-_ORDERED = (INT, STR, BOOL)
 _CONSTANTS = (int, float, str, bool, type(None), bytes)
-
-
-class Aggregates:
-    """The aggregates a window function needs, each once, named ``__a0``, ``__a1``..."""
-
-    def __init__(self) -> None:
-        self.exprs: dict[str, str] = {}  # SQL -> its column's name
-        self.named = 0
-        self.argmins: dict[str, _ArgMin] = {}
-        #: Guards on each element (``(condition, error)``), checked before the window.
-        self.element_guards: list[tuple[Any, Any]] = []
-
-    def reserve(self) -> str:
-        self.named += 1
-        return f"__a{self.named}"
-
-    def add(self, sql: str) -> Sql:
-        """The column of the aggregate ``sql`` (one per distinct text)."""
-        name = self.exprs.get(sql)
-        if name is None:
-            name = self.exprs[sql] = self.reserve()
-        return Sql(f"`{name}`")
-
-    def columns(self) -> list[tuple[str, str]]:
-        """``(SQL, name)`` of every aggregate the function's result reads."""
-        out = [(sql, name) for sql, name in self.exprs.items()]
-        return out + [(a.sql(), a.name) for a in self.argmins.values() if a.fields]
-
-
-#: How an aggregate's column starts (in backquotes), as :meth:`Aggregates.reserve` names it.
-_AGGREGATED = "`__a"
-
-
-class _Context:
-    def __init__(self, aggregates: Aggregates) -> None:
-        self.aggregates = aggregates
-        self.yielded = 0  # elements the window gave while an aggregate read it
-
-
-_WINDOW: contextvars.ContextVar[_Context] = contextvars.ContextVar("streams_spark_window")
-
-
-class WindowValue:
-    """Stands for a window's elements; only ``len`` and the aggregates read it."""
-
-    def __init__(self, element: Any) -> None:
-        self.element = element
-
-    def __iter__(self) -> _Elements:
-        return _Elements(self)
-
-    def __bool__(self) -> bool:
-        return True  # a window has an element
-
-    def __len__(self) -> int:
-        raise Untraceable("len() of a window outside its namespace")
-
-    def __getitem__(self, key: Any) -> Any:
-        raise Untraceable("an element of a window by position (a window has no order on Spark)")
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-class _Elements:
-    """Iterating a window: inside an aggregate, its one stand-in element."""
-
-    def __init__(self, window: WindowValue) -> None:
-        self.window = window
-        self.done = False
-
-    def __iter__(self) -> _Elements:
-        return self
-
-    def __next__(self) -> Any:
-        trace = TRACE.get()
-        if trace.element_guards_to is None:
-            raise Untraceable("a loop over a window outside len(), min(), max() or sum()")
-        if self.done:
-            raise StopIteration
-        self.done = True
-        _WINDOW.get().yielded += 1
-        return self.window.element
-
-
-def _each(make: Callable[[], Any]) -> Any:
-    """``make()`` run for one stand-in element: its guards are the element's."""
-    ctx = _WINDOW.get()
-    trace = TRACE.get()
-    if trace.path:
-        raise Untraceable("an aggregate under a branch on the window")
-    if trace.element_guards_to is not None:
-        raise Untraceable("an aggregate inside an aggregate")
-    trace.element_guards_to = ctx.aggregates.element_guards
-    try:
-        return make()
-    finally:
-        trace.element_guards_to = None
-
-
-def _values_of(iterable: Any) -> tuple[list[Any], bool]:
-    """What ``iterable`` yields, and whether it read a window (then: one value)."""
-    ctx = _WINDOW.get()
-    before = ctx.yielded
-    if isinstance(iterable, WindowValue):
-        iterable = iter(iterable)
-    values = _each(lambda: list(iterable)) if isinstance(
-        iterable, _Elements | types.GeneratorType) else list(iterable)
-    read = ctx.yielded - before
-    if read == 0:
-        if any(isinstance(v, Value | RowValue | WindowValue) for v in values):
-            raise Untraceable("an aggregate of column values that are not a window's")
-        return values, False
-    if read != 1 or len(values) != 1:
-        raise Untraceable("an aggregate over more than one pass of a window")
-    return values, True
-
-
-def _ordered(v: Any, what: str) -> Value:
-    """``v``, a value of each element that Python and Spark order alike."""
-    if not isinstance(v, Value) or v.kind not in _ORDERED:
-        raise Untraceable(f"{what} of {getattr(v, 'kind', type(v).__name__)} values")
-    if _AGGREGATED in str(v.col):
-        # A value of the window (len(w) + x.n) inside an aggregate of its elements.
-        raise Untraceable(f"{what} of a value that is not each element's")
-    return v
-
-
-def _aggregate(sql: str, like: Value, kind: str | None = None, nullable: bool = False
-               ) -> Value:
-    return Value(_WINDOW.get().aggregates.add(sql), kind or like.kind, nullable)
-
-
-def _count() -> Sql:
-    return _WINDOW.get().aggregates.add("count(1)")
-
-
-def _fails_if(condition: str, error: str) -> None:
-    """A group guard: the window fails where ``condition`` (on aggregates) holds."""
-    from .column_values import _fail
-
-    _fail(Sql(condition), error, None)
 
 
 def _len(x: Any) -> Any:
     if isinstance(x, WindowValue):
-        return Value(_count(), INT, False)
+        return Value(aggregate_count(), INT, False)
+    if isinstance(x, Counted):
+        return x.size()
     if isinstance(x, Value | RowValue):
         raise Untraceable("len() of a column value")
     return builtins.len(x)
@@ -207,25 +79,26 @@ def _len(x: Any) -> Any:
 def _extreme(op: str, args: tuple[Any, ...], key: Any, default: Any) -> Any:
     real = builtins.min if op == "min" else builtins.max
     if len(args) != 1:
-        if any(isinstance(a, Value | RowValue | WindowValue) for a in args):
+        if any(isinstance(a, Value | RowValue | WindowValue | Counted) for a in args):
             raise Untraceable(f"{op}() of several column values")
         return real(*args, key=key)
     (iterable,) = args
     if isinstance(iterable, WindowValue) and key is not None:
         return _ArgMin.of(op, iterable.element, key)
-    values, windowed = _values_of(iterable)
-    if not windowed:
+    if isinstance(iterable, Counted):
+        if key is not None:
+            raise Untraceable(f"{op}() of a Counter with a key")
+        return iterable.extreme(op)
+    values, read = values_of(iterable)
+    if read is None:
         if key is not None:
             return real(values, key=key)
         return real(values) if default is _MISSING else real(values, default=default)
-    v = _ordered(values[0], f"{op}()")
-    if v.nullable:
-        count, nonnull = _count(), _WINDOW.get().aggregates.add(f"count({v.col})")
-        sign = "<" if op == "min" else ">"
-        _fails_if(f"({count} > 1 AND {nonnull} < {count})",
-                  f"TypeError: '{sign}' not supported between instances of 'NoneType' and "
-                  f"'{v.kind}'")
-    return _aggregate(f"{op}({v.col})", v, nullable=v.nullable)
+    if key is not None:
+        raise Untraceable(f"{op}() of a generator with a key")
+    if read == "counts":
+        return values[0].extreme(op)
+    return extreme_of(op, ordered(values[0], f"{op}()"))
 
 
 _MISSING = object()
@@ -240,20 +113,14 @@ def _max(*args: Any, key: Any = None, default: Any = _MISSING) -> Any:
 
 
 def _sum(iterable: Any, start: Any = 0) -> Any:
-    values, windowed = _values_of(iterable)
-    if not windowed:
+    if isinstance(iterable, Counted):
+        return iterable.total(start)
+    values, read = values_of(iterable)
+    if read is None:
         return builtins.sum(values, start)
-    v = _ordered(values[0], "sum()")
-    if v.kind != INT or type(start) is not int:
-        raise Untraceable("sum() other than of integers")
-    if not TRACE.get().ansi:
-        raise Untraceable("integer sum() with spark.sql.ansi.enabled off (it would wrap)")
-    if v.nullable:
-        count, nonnull = _count(), _WINDOW.get().aggregates.add(f"count({v.col})")
-        _fails_if(f"({nonnull} < {count})",
-                  "TypeError: unsupported operand type(s) for +: 'int' and 'NoneType'")
-    total = _aggregate(f"sum({v.col})", v, INT)
-    return total + start if start else total
+    if read == "counts":
+        return values[0].total(start)
+    return sum_of(ordered(values[0], "sum()"), start)
 
 
 class _ArgMin:
@@ -270,15 +137,15 @@ class _ArgMin:
     def of(op: str, element: Any, key: Any) -> _Chosen:
         if not isinstance(element, RowValue):
             raise Untraceable(f"{op}(window, key=...) of elements other than input rows")
-        k = _each(lambda: key(element))
+        k = each(lambda: key(element))
         keys = list(k) if isinstance(k, tuple) else [k]
         for i, part in enumerate(keys):
-            _ordered(part, f"a {op}() key")
+            ordered(part, f"a {op}() key")
             if part.nullable and (i > 0 or len(keys) == 1):
                 # A lone key compares with < (None fails); a later item of a
                 # tuple only on ties, which depend on the order Spark lacks.
                 raise Untraceable(f"a {op}() key that may be None")
-        aggregates = _WINDOW.get().aggregates
+        aggregates = current().aggregates
         ident = f"{op}:{','.join(str(p.col) for p in keys)}"
         argmin = aggregates.argmins.get(ident)
         if argmin is None:
@@ -288,11 +155,10 @@ class _ArgMin:
         if first.nullable:
             # Tuples compare their first items with ==, then the first unequal
             # pair with <: a None among other first items always meets <.
-            count = _count()
+            count = aggregate_count()
             nonnull = aggregates.add(f"count({first.col})")
-            _fails_if(f"({count} > 1 AND {nonnull} > 0 AND {nonnull} < {count})",
-                      f"TypeError: '{'<' if op == 'min' else '>'}' not supported between "
-                      f"instances of 'NoneType' and '{first.kind}'")
+            fails_if(f"({count} > 1 AND {nonnull} > 0 AND {nonnull} < {count})",
+                     none_compared(op, first.kind))
         return _Chosen(argmin)
 
     def _keyed(self) -> dict[str, str]:
@@ -335,7 +201,8 @@ class _Chosen:
 
 _BUILTINS = {"len": _len, "min": _min, "max": _max, "sum": _sum}
 _REPLACED: dict[Any, Callable[..., Any]] = {
-    builtins.len: _len, builtins.min: _min, builtins.max: _max, builtins.sum: _sum}
+    builtins.len: _len, builtins.min: _min, builtins.max: _max, builtins.sum: _sum,
+    collections.Counter: counter}
 _DEPTH = 4
 
 
@@ -391,6 +258,14 @@ def _resolve(value: Any, depth: int) -> Any:
     return _HIDDEN
 
 
+def _tests_identity(code: types.CodeType) -> bool:
+    """Whether ``code`` or a function or generator in it uses ``is`` or ``is not``."""
+    # In a condition, `x is None` compiles to a jump on None (POP_JUMP_IF_NONE...).
+    return any(i.opname == "IS_OP" or i.opname.endswith("_NONE")
+               for i in dis.get_instructions(code)) or any(
+        _tests_identity(c) for c in code.co_consts if isinstance(c, types.CodeType))
+
+
 def sandboxed(func: Any, depth: int = 0) -> Callable[..., Any]:
     """``func`` in a namespace of its constants, functions, modules and the aggregates.
 
@@ -411,6 +286,9 @@ def sandboxed(func: Any, depth: int = 0) -> Callable[..., Any]:
     code = func.__code__
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator, coroutine...
         raise Untraceable("a generator or coroutine function")
+    if _tests_identity(code):
+        # A stand-in is never None: `x is None` would be false for every element.
+        raise Untraceable("`is` (a column value's identity is not its value's)")
     for cell in func.__closure__ or ():
         try:
             if not _constant(cell.cell_contents):
@@ -436,10 +314,6 @@ def trace_window(func: Callable[[Any], Any], window: Any, guards: list[tuple[Any
     ``guards`` receives the group guards (conditions on aggregates);
     ``aggregates.element_guards`` the guards on each element.
     """
-    token = _WINDOW.set(_Context(aggregates))
-    try:
-        result = trace(sandboxed(func), window, guards, ansi=ansi)
-    finally:
-        _WINDOW.reset(token)
-    return result
+    with window_trace(aggregates):
+        return trace(sandboxed(func), window, guards, ansi=ansi)
 

@@ -13,6 +13,59 @@ def python_passes(frame: Any) -> int:
     return plan.count("MapInArrow") + plan.count("FlatMapGroupsInPandas")
 
 
+def in_process(rows: list[Any], build: Any) -> list[Any]:
+    """What ``build(source)`` gives in-process for ``rows``, the open windows flushed."""
+    from streams import Stream
+
+    source = Stream()
+    out = build(source).sink_to_list()
+    for r in rows:
+        source.emit(r)
+    source.close()
+    return out  # type: ignore[no-any-return]
+
+
+def check_windows(spark: Any, build: Any, schema: str, *, rows: list[Any], columns: str,
+                  native: bool = True) -> list[Any]:
+    """``build``'s output on Spark equals in-process; aggregated in the JVM if ``native``.
+
+    ``rows`` of ``columns`` (a DDL string) are the input; ``schema`` the output's.
+    """
+    from streams import Stream
+
+    df = spark.createDataFrame(rows, columns)
+    out = build(Stream.from_spark(df)).to_dataframe(schema)
+    assert (python_passes(out) == 0) == native, out._jdf.queryExecution().logical()
+    got = sorted((tuple(r) for r in out.collect()), key=repr)
+    expected = [v if isinstance(v, tuple) else (v,) for v in in_process(df.collect(), build)]
+    assert got == sorted(expected, key=repr)
+    return got
+
+
+def check_or_fail_alike(spark: Any, build: Any, schema: str, *, rows: list[Any],
+                        columns: str) -> None:
+    """``build``'s output on Spark, aggregated in the JVM, equals in-process, or both fail.
+
+    In-process, a ``TypeError`` (a None compared); on Spark, its message.
+    """
+    import pytest
+
+    from streams import Stream
+
+    df = spark.createDataFrame(rows, columns)
+    try:
+        expected: Any = sorted((tuple(v) for v in in_process(df.collect(), build)), key=repr)
+    except TypeError as e:
+        expected = e
+    out = build(Stream.from_spark(df)).to_dataframe(schema)
+    assert python_passes(out) == 0
+    if isinstance(expected, TypeError):
+        with pytest.raises(Exception, match="not supported between instances of 'NoneType'"):
+            out.collect()
+    else:
+        assert sorted((tuple(r) for r in out.collect()), key=repr) == expected
+
+
 def written(spark: Any, frame: Any, tmp_path: Path) -> list[tuple[Any, ...]]:
     """The rows a streaming ``frame`` writes to Parquet, run until its input is read."""
     query = (frame.writeStream.format("parquet").option("path", str(tmp_path / "out"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import types
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,13 @@ from hypothesis import strategies as st
 
 import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
 from streams import Stream
-from tests.streams_spark.spark_plans import python_passes, written
+from tests.streams_spark.spark_plans import (
+    check_or_fail_alike,
+    check_windows,
+    in_process,
+    python_passes,
+    written,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -68,25 +75,9 @@ def session_count(key_rows: tuple[Any, list[Any]]) -> tuple[Any, ...]:
     return (min(r.ms for r in key_rows[1]), *helpers.count_of(key_rows))
 
 
-def in_process(rows: list[Any], build: Any) -> list[Any]:
-    source = Stream()
-    out = build(source).sink_to_list()
-    for r in rows:
-        source.emit(r)
-    source.close()  # flushes the open windows
-    return out
-
-
-def check(spark: Any, build: Any, schema: str, rows: list[Any] = ROWS, native: bool = True
-          ) -> list[Any]:
-    """``build``'s windows on Spark equal in-process; aggregated in the JVM if ``native``."""
-    df = spark.createDataFrame(rows, SCHEMA)
-    out = build(Stream.from_spark(df)).to_dataframe(schema)
-    assert (python_passes(out) == 0) == native, out._jdf.queryExecution().logical()
-    got = sorted((tuple(r) for r in out.collect()), key=repr)
-    expected = [v if isinstance(v, tuple) else (v,) for v in in_process(df.collect(), build)]
-    assert got == sorted(expected, key=repr)
-    return got
+#: ``check(spark, build, schema[, rows=, native=])``: ``build``'s windows on Spark
+#: equal in-process, aggregated in the JVM if ``native``.
+check = functools.partial(check_windows, rows=ROWS, columns=SCHEMA)
 
 
 # -- the same windows -----------------------------------------------------------------
@@ -133,6 +124,7 @@ def test_a_time_column_checked_before_the_window_may_be_a_key_item(spark: Any) -
     (lambda rows: (len([r.n for r in rows]),), "v long"),  # a loop outside the aggregates
     (lambda rows: (min(r.n * len(rows) for r in rows),), "v long"),  # the window's in each
     (lambda rows: (min(r.n + max(q.n for q in rows) for r in rows),), "v long"),  # nested
+    (lambda rows: (sum(r.n for r in rows if r.key is not None),), "v long"),  # identity
 ])
 def test_window_functions_beyond_aggregates_run_in_python(spark: Any, func: Any, schema: str
                                                           ) -> None:
@@ -154,18 +146,7 @@ def test_any_rows_give_python_windows_or_python_failures(spark: Any, rows: list[
                                  max(r.n for r in kr[1]))))
 
     schema = "key string, count long, low long, high long"
-    df = spark.createDataFrame(rows, SCHEMA)
-    try:
-        expected: Any = sorted((tuple(v) for v in in_process(df.collect(), build)), key=repr)
-    except TypeError as e:  # a None among a window's values
-        expected = e
-    out = build(Stream.from_spark(df)).to_dataframe(schema)
-    assert python_passes(out) == 0
-    if isinstance(expected, TypeError):
-        with pytest.raises(Exception, match="not supported between instances of 'NoneType'"):
-            out.collect()
-    else:
-        assert sorted((tuple(r) for r in out.collect()), key=repr) == expected
+    check_or_fail_alike(spark, build, schema, rows=rows, columns=SCHEMA)
 
 
 # -- failures where Python raises -----------------------------------------------------------
