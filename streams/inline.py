@@ -69,6 +69,7 @@ import copy
 import functools
 import inspect
 import os
+import sys
 import types
 import weakref
 from collections.abc import Callable
@@ -306,6 +307,7 @@ class _Rename(ast.NodeTransformer):
         self.arg = arg
         self.cells = dict(zip(code.co_freevars, func.__closure__ or (), strict=True))
         self.globals = func.__globals__
+        self.module = _module_of(self.globals)
         self.builtins = _builtins(func)
         self.bind = bind
 
@@ -321,5 +323,29 @@ class _Rename(ast.NodeTransformer):
             # costs more than the call saved (see the module docstring).
             hint = "builtin" if name.startswith("_") else name  # fused_loop's names start with _
             return ast.Name(self.bind(self.builtins[name], hint), ast.Load())
-        module = ast.Name(self.bind(self.globals, "globals"), ast.Load())
-        return ast.Subscript(module, ast.Constant(name), ast.Load())
+        if self.module is not None and not hasattr(types.ModuleType, name):
+            # An attribute of the module: Python caches where the name sits
+            # in its dict, a subscript hashes and probes at every element.
+            module = ast.Name(self.bind(self.module, _hint(self.module)), ast.Load())
+            return ast.Attribute(module, name, ast.Load())
+        namespace = ast.Name(self.bind(self.globals, "globals"), ast.Load())
+        return ast.Subscript(namespace, ast.Constant(name), ast.Load())
+
+
+def _module_of(namespace: dict[str, Any]) -> types.ModuleType | None:
+    """The plain module whose dict ``namespace`` is, if reading its attributes reads that dict.
+
+    A module's ``__getattr__`` would answer for a missing global (the
+    function raises NameError), a module subclass may intercept any name.
+    """
+    module = sys.modules.get(namespace.get("__name__"))  # type: ignore[arg-type]
+    if type(module) is not types.ModuleType or vars(module) is not namespace \
+            or "__getattr__" in namespace:
+        return None
+    return module
+
+
+def _hint(module: types.ModuleType) -> str:
+    """A readable name for ``module`` in fused code (fused_loop's names start with _)."""
+    last = module.__name__.rpartition(".")[2]
+    return last if last.isidentifier() and not last.startswith("_") else "module"
