@@ -72,7 +72,7 @@ def test_the_loop_is_compiled_with_the_chain_written_in() -> None:
     import linecache
 
     text = "".join(linecache.getlines(loop.__code__.co_filename))
-    assert "for _n, x_" in text and "= f_" in text and "append_" in text
+    assert "for _n, x_" in text and "= f_" in text and ".append(" in text
 
 
 def test_user_functions_run_depth_first_in_the_same_order() -> None:
