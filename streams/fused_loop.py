@@ -29,7 +29,11 @@ Over a list or a tuple the loop counts nothing: ``for x_1 in _it:``, and
 the number of items that went through is read from the iterator's position
 when the loop ends (:func:`drive`; ``_n`` is then 0, or -1 when the last
 item read did not go through). Numbering every item cost an integer
-allocation and a tuple unpacking per item, an eighth of a short chain.
+allocation and a tuple unpacking per item, an eighth of a short chain. A
+list iterator forgets its index once it runs out: the source then stands at
+the list's end, so a list cut, during the run, below the position reached
+counts as read to its (new) end, where the numbering loop counted the items
+read.
 
 Nothing else changes: items still go through the whole graph one at a
 time, depth first, user functions are called in the same order, and pending
@@ -43,8 +47,8 @@ before the next item; from there the new code runs.
 from __future__ import annotations
 
 import ast
-from itertools import islice, repeat
 from collections.abc import Callable, Iterator
+from itertools import islice, repeat
 from typing import TYPE_CHECKING, Any
 
 from . import fusion
@@ -123,7 +127,7 @@ _LOOP_KEYS = {False: "__streams_loop__", True: "__streams_positional_loop__"}
 
 #: Iterators whose ``__reduce__`` tells their position: ``(iter, (seq,), index)``
 #: until they run out, ``(iter, (empty,))`` after.
-_POSITIONAL = frozenset({type(iter([])), type(iter(()))})
+_POSITIONAL: frozenset[type] = frozenset({type(iter([])), type(iter(()))})
 
 
 def skip(items: Iterator[Any], n: int) -> Iterator[Any]:
@@ -149,16 +153,19 @@ class _Moved:
     __slots__ = ("at", "counted", "items", "sequence")
 
     def __init__(self, items: Iterator[Any], counted: Callable[[int], None]) -> None:
-        _, (self.sequence,), self.at = items.__reduce__()
+        state: Any = items.__reduce__()
+        self.sequence: list[Any] | tuple[Any, ...] = state[1][0]
+        self.at: int = state[2]
         self.items = items
         self.counted = counted
 
     def __call__(self, n: int) -> None:
-        state = self.items.__reduce__()
+        state: Any = self.items.__reduce__()
         # Run out: the iterator forgot its index, it stood at the end.
         now = state[2] if len(state) == 3 else len(self.sequence)
         self.counted(now - self.at + n)
         self.at = now
+
 
 # The loop's own names start with "_": the fused code's names never do
 # (they are ``hint_N``), so they cannot collide.

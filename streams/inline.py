@@ -38,7 +38,15 @@ A function is inlined only when all of this holds:
 
 Names keep Python's meaning: a global is read from the function's own module
 globals when the step runs (a name the module rebinds later is seen), a
-closure variable through its cell (``nonlocal`` rebinding is seen). A
+closure variable through its cell (``nonlocal`` rebinding is seen). A global
+is read as an attribute of its module (``queries_6.Bid``), which Python
+caches where the name sits, where reading it so gives the same: the module is
+a plain one in ``sys.modules`` with no ``__getattr__`` (it would answer for a
+missing name, where the function raises NameError) and the name is not one
+that the module type has (``__dict__``); otherwise the globals dict is
+subscripted (``globals_6['Bid']``), several times slower. A module that gets
+a ``__getattr__`` or another class after the graph first ran is not seen
+until the graph changes. A
 builtin is taken when the code is compiled, if the module has no global of
 that name then: testing the module's globals again for every element costs
 more than the call saved, so a module that shadows a builtin only after the
