@@ -314,13 +314,15 @@ def test_compiled_loop_equals_reference(branches: list[list[str]], items: list[i
     assert fused == reference
 
 
-def test_a_source_with_nothing_downstream_counts_every_item() -> None:
-    source = Stream.from_iterable(range(5))
+@pytest.mark.parametrize("kind", [iter, list])  # a list: the loop counts nothing
+def test_a_source_with_nothing_downstream_counts_every_item(kind: Any) -> None:
+    source = Stream.from_iterable(kind(range(5)))
     source.start()
     assert source.offset == 5 and source._closed
 
 
-def test_a_source_closed_from_inside_the_graph_fails_as_the_reference() -> None:
+@pytest.mark.parametrize("kind", ["generator", "list"])
+def test_a_source_closed_from_inside_the_graph_fails_as_the_reference(kind: str) -> None:
     def build(source: Stream[Any], log: list[Any]) -> None:
         def close_at_2(x: int) -> None:
             log.append(("out", x))
@@ -329,7 +331,7 @@ def test_a_source_closed_from_inside_the_graph_fails_as_the_reference() -> None:
 
         source.sink(close_at_2)
 
-    fused, reference = run_both(build, list(range(5)))
+    fused, reference = run_both(build, list(range(5)), kind)
     assert fused == reference
     assert fused["offset"] == 3 and "closed" in fused["error"][1]
 
