@@ -25,6 +25,16 @@ itself. Here the push function's body is written *into* the loop::
         finally:
             _counted(_n)                 # the source's offset
 
+Over a list or a tuple the loop counts nothing: ``for x_1 in _it:``, and
+the number of items that went through is read from the iterator's position
+when the loop ends (:func:`drive`; ``_n`` is then 0, or -1 when the last
+item read did not go through). Numbering every item cost an integer
+allocation and a tuple unpacking per item, an eighth of a short chain. A
+list iterator forgets its index once it runs out: the source then stands at
+the list's end, so a list cut, during the run, below the position reached
+counts as read to its (new) end, where the numbering loop counted the items
+read.
+
 Nothing else changes: items still go through the whole graph one at a
 time, depth first, user functions are called in the same order, and pending
 work (a coroutine sink) is handed back to :func:`drive`, which finishes it
@@ -38,6 +48,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterator
+from itertools import islice, repeat
 from typing import TYPE_CHECKING, Any
 
 from . import fusion
@@ -45,7 +56,7 @@ from . import fusion
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["EXHAUSTED", "STOPPED", "drive", "loop_for"]
+__all__ = ["EXHAUSTED", "STOPPED", "drive", "loop_for", "skip"]
 
 #: What a loop (:func:`loop_for`) returns when its items are exhausted, or the source stopped.
 EXHAUSTED = object()
@@ -60,6 +71,9 @@ def drive(source: Stream[Any], items: Iterator[Any], counted: Callable[[int], No
     ``counted(n)`` is told how many items went through (also after a
     failure, which does not count the failing item). Returns False when the
     source was stopped (``source.stopped``), True when ``items`` ran out.
+    A list's or a tuple's iterator is looped over without counting (see the
+    module docstring); once it ran out, every item up to the sequence's
+    length then counts as read.
 
     Examples
     --------
@@ -74,9 +88,12 @@ def drive(source: Stream[Any], items: Iterator[Any], counted: Callable[[int], No
     __tracebackhide__ = True  # pytest, IPython: show the user's frames
     from .clock import run_sync
 
+    positional = type(items) in _POSITIONAL and len(items.__reduce__()) == 3
+    if positional:
+        counted = _Moved(items, counted)
     while True:
         push = source._pusher()
-        outcome = loop_for(push)(items, source, push, counted)
+        outcome = loop_for(push, positional)(items, source, push, counted)
         if outcome is EXHAUSTED:
             return True
         if outcome is STOPPED:
@@ -85,24 +102,70 @@ def drive(source: Stream[Any], items: Iterator[Any], counted: Callable[[int], No
             run_sync(outcome)  # the item's pending work, before the next item
 
 
-def loop_for(push: Callable[[Any], Any]) -> Loop:
+def loop_for(push: Callable[[Any], Any], positional: bool = False) -> Loop:
     """The loop that runs ``push``'s body for each item (compiled once per ``push``).
 
     A push function that was not compiled by :mod:`streams.fusion` (a closed
     or destroyed node's) is called from a loop of the same shape.
+    ``positional``: the loop does not number the items; its ``_counted(n)``
+    gets only 0, or -1 when the last item read did not go through (see
+    :func:`drive`).
     """
     namespace = getattr(push, "__globals__", None)
     source = None if namespace is None else namespace.get(fusion.SOURCE_KEY)
     if source is None or namespace is None:
-        return _calling_loop
-    loop: Loop | None = namespace.get(_LOOP_KEY)
+        return _calling_loop_positional if positional else _calling_loop
+    key = _LOOP_KEYS[positional]
+    loop: Loop | None = namespace.get(key)
     if loop is None:
-        loop = _compile_loop(source, push.__name__, namespace)
-        namespace[_LOOP_KEY] = loop
+        loop = _compile_loop(source, push.__name__, namespace, positional)
+        namespace[key] = loop
     return loop
 
 
-_LOOP_KEY = "__streams_loop__"
+_LOOP_KEYS = {False: "__streams_loop__", True: "__streams_positional_loop__"}
+
+#: Iterators whose ``__reduce__`` tells their position: ``(iter, (seq,), index)``
+#: until they run out, ``(iter, (empty,))`` after.
+_POSITIONAL: frozenset[type] = frozenset({type(iter([])), type(iter(()))})
+
+
+def skip(items: Iterator[Any], n: int) -> Iterator[Any]:
+    """``items`` past their next ``n``; a list's or tuple's iterator stays one (see :func:`drive`).
+
+    Examples
+    --------
+    >>> it = skip(iter([1, 2, 3]), 2)
+    >>> type(it).__name__, list(it)
+    ('list_iterator', [3])
+    >>> list(skip(iter(range(5)), 3))
+    [3, 4]
+    """
+    if type(items) in _POSITIONAL:
+        items.__setstate__(n)  # type: ignore[attr-defined]
+        return items
+    return islice(items, n, None)
+
+
+class _Moved:
+    """``counted`` for a loop that does not number its items: reads the iterator's position."""
+
+    __slots__ = ("at", "counted", "items", "sequence")
+
+    def __init__(self, items: Iterator[Any], counted: Callable[[int], None]) -> None:
+        state: Any = items.__reduce__()
+        self.sequence: list[Any] | tuple[Any, ...] = state[1][0]
+        self.at: int = state[2]
+        self.items = items
+        self.counted = counted
+
+    def __call__(self, n: int) -> None:
+        state: Any = self.items.__reduce__()
+        # Run out: the iterator forgot its index, it stood at the end.
+        now = state[2] if len(state) == 3 else len(self.sequence)
+        self.counted(now - self.at + n)
+        self.at = now
+
 
 # The loop's own names start with "_": the fused code's names never do
 # (they are ``hint_N``), so they cannot collide.
@@ -110,7 +173,7 @@ _HEAD = """\
 def _loop(_it, _src, _push, _counted):
     _n = 0
     try:
-        for _n, {x} in _enumerate(_it, 1):
+        {head}
             if _src.stopped:
                 _n -= 1
                 return _STOPPED
@@ -166,7 +229,10 @@ def _as_list(visited: Any) -> list[ast.stmt]:
     return visited if isinstance(visited, list) else [visited]
 
 
-def _compile_loop(source: str, name: str, namespace: dict[str, Any]) -> Loop:
+_FOR = {False: "for _n, {x} in _enumerate(_it, 1):", True: "for {x} in _it:"}
+
+
+def _compile_loop(source: str, name: str, namespace: dict[str, Any], positional: bool) -> Loop:
     module = ast.parse(source)
     push = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == name)
     x = push.args.args[0].arg
@@ -174,7 +240,7 @@ def _compile_loop(source: str, name: str, namespace: dict[str, Any]) -> Loop:
     if not _inlinable(body):
         # Written by an operator we cannot see into: call it per item instead.
         body = ast.parse(f"return {name}({x})").body
-    loop = ast.parse(_HEAD.format(x=x)).body[0]
+    loop = ast.parse(_HEAD.format(head=_FOR[positional].format(x=x), x=x)).body[0]
     assert isinstance(loop, ast.FunctionDef)
     outer = loop.body[1]
     assert isinstance(outer, ast.Try)
@@ -194,11 +260,11 @@ def _compile_loop(source: str, name: str, namespace: dict[str, Any]) -> Loop:
 
 
 def _calling_loop(items: Iterator[Any], source: Any, push: Callable[[Any], Any],
-                  counted: Callable[[int], None]) -> Any:
+                  counted: Callable[[int], None], numbered: bool = True) -> Any:
     """The compiled loop's protocol, calling ``push`` per item (uncompiled push)."""
     n = 0
     try:
-        for n, x in enumerate(items, 1):
+        for n, x in enumerate(items, 1) if numbered else zip(repeat(0), items):
             if source.stopped:
                 n -= 1
                 return STOPPED
@@ -214,3 +280,8 @@ def _calling_loop(items: Iterator[Any], source: Any, push: Callable[[Any], Any],
         return EXHAUSTED
     finally:
         counted(n)
+
+
+def _calling_loop_positional(items: Iterator[Any], source: Any, push: Callable[[Any], Any],
+                             counted: Callable[[int], None]) -> Any:
+    return _calling_loop(items, source, push, counted, numbered=False)

@@ -38,7 +38,15 @@ A function is inlined only when all of this holds:
 
 Names keep Python's meaning: a global is read from the function's own module
 globals when the step runs (a name the module rebinds later is seen), a
-closure variable through its cell (``nonlocal`` rebinding is seen). A
+closure variable through its cell (``nonlocal`` rebinding is seen). A global
+is read as an attribute of its module (``queries_6.Bid``), which Python
+caches where the name sits, where reading it so gives the same: the module is
+a plain one in ``sys.modules`` with no ``__getattr__`` (it would answer for a
+missing name, where the function raises NameError) and the name is not one
+that the module type has (``__dict__``); otherwise the globals dict is
+subscripted (``globals_6['Bid']``), several times slower. A module that gets
+a ``__getattr__`` or another class after the graph first ran is not seen
+until the graph changes. A
 builtin is taken when the code is compiled, if the module has no global of
 that name then: testing the module's globals again for every element costs
 more than the call saved, so a module that shadows a builtin only after the
@@ -69,6 +77,7 @@ import copy
 import functools
 import inspect
 import os
+import sys
 import types
 import weakref
 from collections.abc import Callable
@@ -306,6 +315,7 @@ class _Rename(ast.NodeTransformer):
         self.arg = arg
         self.cells = dict(zip(code.co_freevars, func.__closure__ or (), strict=True))
         self.globals = func.__globals__
+        self.module = _module_of(self.globals)
         self.builtins = _builtins(func)
         self.bind = bind
 
@@ -321,5 +331,29 @@ class _Rename(ast.NodeTransformer):
             # costs more than the call saved (see the module docstring).
             hint = "builtin" if name.startswith("_") else name  # fused_loop's names start with _
             return ast.Name(self.bind(self.builtins[name], hint), ast.Load())
-        module = ast.Name(self.bind(self.globals, "globals"), ast.Load())
-        return ast.Subscript(module, ast.Constant(name), ast.Load())
+        if self.module is not None and not hasattr(types.ModuleType, name):
+            # An attribute of the module: Python caches where the name sits
+            # in its dict, a subscript hashes and probes at every element.
+            module = ast.Name(self.bind(self.module, _hint(self.module)), ast.Load())
+            return ast.Attribute(module, name, ast.Load())
+        namespace = ast.Name(self.bind(self.globals, "globals"), ast.Load())
+        return ast.Subscript(namespace, ast.Constant(name), ast.Load())
+
+
+def _module_of(namespace: dict[str, Any]) -> types.ModuleType | None:
+    """The plain module whose dict ``namespace`` is, if reading its attributes reads that dict.
+
+    A module's ``__getattr__`` would answer for a missing global (the
+    function raises NameError), a module subclass may intercept any name.
+    """
+    module = sys.modules.get(namespace.get("__name__"))  # type: ignore[arg-type]
+    if type(module) is not types.ModuleType or vars(module) is not namespace \
+            or "__getattr__" in namespace:
+        return None
+    return module
+
+
+def _hint(module: types.ModuleType) -> str:
+    """A readable name for ``module`` in fused code (fused_loop's names start with _)."""
+    last = module.__name__.rpartition(".")[2]
+    return last if last.isidentifier() and not last.startswith("_") else "module"

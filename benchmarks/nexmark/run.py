@@ -11,7 +11,10 @@ Each query's outputs are compared across contenders before any timing.
 
 Per query and round the contenders run one after the other; medians and
 the paired per-round ratio (bytewax time / streams time: how many times
-faster streams is) are printed.
+faster streams is) are printed. For q0, q1 and q2 a hand-written loop over
+the events, with the functions' expressions written in, runs in the same
+rounds too: what no engine can beat in Python, so "plain loop: bytewax
+Nx its time" is the most any engine can be faster than bytewax there.
 
 Run: ``python benchmarks/nexmark/run.py [--events 1000000] [--rounds 3] [--only q5,q7]``
 """
@@ -123,6 +126,30 @@ def bytewax_run(query: str, events: list[Any]) -> list[Any]:
     return out
 
 
+# -- a hand-written loop, the reference for the stateless queries ------------
+
+def plain_run(query: str, events: list[Any]) -> list[Any]:
+    Bid = q.Bid
+    out: list[Any] = []
+    if query == "q0":
+        for e in events:
+            out.append(e)
+    elif query == "q1":
+        for e in events:
+            if type(e) is Bid:
+                out.append((e.auction, e.bidder, e.price * 0.908, e.dt))
+    elif query == "q2":
+        for e in events:
+            if type(e) is Bid and e.auction % 123 == 0:
+                out.append((e.auction, e.price))
+    else:
+        raise ValueError(query)
+    return out
+
+
+PLAIN = ("q0", "q1", "q2")
+
+
 # -- comparison and timing ---------------------------------------------------
 
 def comparable(query: str, out: list[Any]) -> list[Any]:
@@ -155,11 +182,16 @@ def main() -> None:
     print(f"{'query':6} {'outputs':>9} {'streams ev/s':>13} {'bytewax ev/s':>13} "
           f"{'streams faster':>15}")
     for query in args.only.split(","):
-        ours, theirs, ratios = [], [], []
+        ours, theirs, ratios, plain = [], [], [], []
         n_out = 0
         for r in range(args.rounds):
             t_s, out_s = timed(streams_run, query, events)
             t_b, out_b = timed(bytewax_run, query, events)
+            if query in PLAIN:
+                t_p, out_p = timed(plain_run, query, events)
+                plain.append(t_p)
+                if r == 0 and out_p != out_s:
+                    raise SystemExit(f"{query}: the plain loop's outputs differ")
             if r == 0:
                 a, b = comparable(query, out_s), comparable(query, out_b)
                 if a != b:
@@ -175,6 +207,14 @@ def main() -> None:
               f"{args.events / statistics.median(theirs):>13,.0f} "
               f"{statistics.median(ratios):>14.2f}x", flush=True)
         print(f"{'':6} rounds: " + " ".join(f"{ratio:.2f}x" for ratio in ratios), flush=True)
+        if plain:
+            vs_bytewax = [b / p for b, p in zip(theirs, plain, strict=True)]
+            vs_streams = [s / p for s, p in zip(ours, plain, strict=True)]
+            print(f"{'':6} plain loop {args.events / statistics.median(plain):,.0f} ev/s: "
+                  f"bytewax {statistics.median(vs_bytewax):.2f}x its time (rounds "
+                  + " ".join(f"{v:.2f}" for v in vs_bytewax)
+                  + f"), streams {statistics.median(vs_streams):.2f}x (rounds "
+                  + " ".join(f"{v:.2f}" for v in vs_streams) + ")", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .. import fusion
 from ..clock import run_sync
 from ..core import Stream
-from ..fused_loop import drive
+from ..fused_loop import drive, skip
 from .base import Source
 
 __all__ = ["FromIterable"]
@@ -62,7 +61,7 @@ class FromIterable(Source):
     def _items(self) -> Iterator[Any]:
         it = iter(self.iterable)
         if self._skip:
-            it = itertools.islice(it, self._skip, None)
+            it = skip(it, self._skip)
             self._skip = 0
         return it
 

@@ -22,12 +22,18 @@ from streams.fused_loop import drive, loop_for
 Build = Callable[[Stream[Any], list[Any]], None]
 
 
-def run_both(build: Build, items: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """What a run shows, compiled and as the reference, for ``build`` over ``items``."""
-    return _run(build, items, fused=True), _run(build, items, fused=False)
+def run_both(build: Build, items: list[Any], kind: str = "generator"
+             ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a run shows, compiled and as the reference, for ``build`` over ``items``.
+
+    ``kind``: the source iterates a generator that logs what it reads, or
+    the list or tuple itself (looped over without numbering, see
+    streams.fused_loop).
+    """
+    return _run(build, items, True, kind), _run(build, items, False, kind)
 
 
-def _run(build: Build, items: list[Any], fused: bool) -> dict[str, Any]:
+def _run(build: Build, items: list[Any], fused: bool, kind: str = "generator") -> dict[str, Any]:
     log: list[Any] = []
 
     def reading() -> Iterator[Any]:
@@ -36,7 +42,9 @@ def _run(build: Build, items: list[Any], fused: bool) -> dict[str, Any]:
             yield x
 
     def go() -> dict[str, Any]:
-        source = Stream.from_iterable(_Replayable(reading))
+        iterable = {"generator": lambda: _Replayable(reading), "list": lambda: list(items),
+                    "tuple": lambda: tuple(items)}[kind]()
+        source = Stream.from_iterable(iterable)
         build(source, log)
         error = None
         try:
@@ -72,7 +80,7 @@ def test_the_loop_is_compiled_with_the_chain_written_in() -> None:
     import linecache
 
     text = "".join(linecache.getlines(loop.__code__.co_filename))
-    assert "for _n, x_" in text and "= f_" in text and "append_" in text
+    assert "for _n, x_" in text and "= f_" in text and ".append(" in text
 
 
 def test_user_functions_run_depth_first_in_the_same_order() -> None:
@@ -282,9 +290,11 @@ def _routed(s: Stream[Any], log: list[Any], tag: str) -> Stream[Any]:
     items=st.lists(st.integers(-20, 20), max_size=25),
     stop_at=st.none() | st.integers(-20, 20),
     grow_at=st.none() | st.integers(-20, 20),
+    kind=st.sampled_from(["generator", "list", "tuple"]),
 )
 def test_compiled_loop_equals_reference(branches: list[list[str]], items: list[int],
-                                        stop_at: int | None, grow_at: int | None) -> None:
+                                        stop_at: int | None, grow_at: int | None,
+                                        kind: str) -> None:
     def build(source: Stream[Any], log: list[Any]) -> None:
         for b, branch in enumerate(branches):
             node = source
@@ -300,17 +310,19 @@ def test_compiled_loop_equals_reference(branches: list[list[str]], items: list[i
 
         source.sink(control)
 
-    fused, reference = run_both(build, items)
+    fused, reference = run_both(build, items, kind)
     assert fused == reference
 
 
-def test_a_source_with_nothing_downstream_counts_every_item() -> None:
-    source = Stream.from_iterable(range(5))
+@pytest.mark.parametrize("kind", [iter, list])  # a list: the loop counts nothing
+def test_a_source_with_nothing_downstream_counts_every_item(kind: Any) -> None:
+    source = Stream.from_iterable(kind(range(5)))
     source.start()
     assert source.offset == 5 and source._closed
 
 
-def test_a_source_closed_from_inside_the_graph_fails_as_the_reference() -> None:
+@pytest.mark.parametrize("kind", ["generator", "list"])
+def test_a_source_closed_from_inside_the_graph_fails_as_the_reference(kind: str) -> None:
     def build(source: Stream[Any], log: list[Any]) -> None:
         def close_at_2(x: int) -> None:
             log.append(("out", x))
@@ -319,6 +331,104 @@ def test_a_source_closed_from_inside_the_graph_fails_as_the_reference() -> None:
 
         source.sink(close_at_2)
 
-    fused, reference = run_both(build, list(range(5)))
+    fused, reference = run_both(build, list(range(5)), kind)
     assert fused == reference
     assert fused["offset"] == 3 and "closed" in fused["error"][1]
+
+
+# -- a list or a tuple: looped over without numbering ---------------------------------
+
+def test_a_list_is_looped_over_without_numbering_its_items() -> None:
+    import linecache
+
+    source = Stream.from_iterable([1, 2])
+    source.map(abs).sink_to_list()
+    push = source._pusher()
+    texts = ["".join(linecache.getlines(loop_for(push, positional).__code__.co_filename))
+             for positional in (False, True)]
+    assert "_enumerate(_it, 1)" in texts[0]
+    assert "_enumerate" not in texts[1] and "for x_" in texts[1]
+
+
+@pytest.mark.parametrize("kind", ["list", "tuple"])
+@pytest.mark.parametrize("case", ["stop", "fail", "grow", "pending", "end"])
+def test_offsets_over_a_sequence_are_the_references(kind: str, case: str) -> None:
+    def build(source: Stream[Any], log: list[Any]) -> None:
+        async def later(x: int) -> None:
+            log.append(("later", x))
+
+        def control(x: int) -> None:
+            log.append(("out", x))
+            if case == "stop" and x == 3:
+                source.stop()
+            if case == "grow" and x == 2:
+                source.map(lambda y: -y).sink(lambda y: log.append(("grown", y)))
+
+        node = source.map(lambda x: 12 // (x - 4)) if case == "fail" else source
+        node.sink(control)
+        if case == "pending":
+            source.filter(lambda x: x % 2 == 0).sink(later)
+
+    fused, reference = run_both(build, list(range(7)), kind)
+    assert fused == reference
+    assert fused["offset"] == {"stop": 4, "fail": 4}.get(case, 7)
+
+
+def test_items_appended_to_the_list_during_the_run_are_emitted_and_counted() -> None:
+    items = [1, 2, 3]
+    source = Stream.from_iterable(items)
+    out = source.sink_to_list()
+    source.filter(lambda x: x < 3).sink(lambda x: items.append(x + 10))
+    source.start()
+    assert out == [1, 2, 3, 11, 12] and source.offset == 5
+
+
+def test_a_list_cut_below_the_position_counts_as_read_to_its_end() -> None:
+    # The list iterator forgets its index when it runs out: the source then
+    # stands at the list's end (documented in streams.fused_loop).
+    items = list(range(6))
+    source = Stream.from_iterable(items)
+    out = source.sink_to_list()
+    source.filter(lambda x: x == 3).sink(lambda x: items.__delitem__(slice(1, None)))
+    source.start()
+    assert out == [0, 1, 2, 3] and source.offset == 1
+
+
+@pytest.mark.parametrize("kind", [list, tuple, iter])
+def test_a_restored_source_over_a_sequence_resumes_at_its_offset(kind: Any) -> None:
+    data = [1, 2, 0, 5, 4]
+    source = Stream.from_iterable(kind(data))
+    out = source.map(lambda x: 10 // x).sink_to_list()
+    with pytest.raises(NodeError):
+        source.start()
+    again = Stream.from_iterable(kind(data[2:]) if kind is iter else kind(data))
+    more = again.filter(lambda x: x != 0).map(lambda x: 10 // x).sink_to_list()
+    again.restore({"offset": 2 if kind is not iter else 0})
+    again.start()
+    assert out + more == [10, 5, 2, 2] and again.offset == (5 if kind is not iter else 3)
+
+
+def test_sink_to_list_loses_and_repeats_nothing_when_a_step_fails_mid_run() -> None:
+    def run(fused: bool) -> tuple[list[Any], list[Any], int]:
+        """A run that fails on 6, then its resumption from the snapshot, skipping 6."""
+        # The failing branch first: the element it fails on reaches no other sink.
+        source = Stream.from_iterable(list(range(10)))
+        parts = source.map(lambda x: 60 // (x - 6)).sink_to_list()
+        whole = source.sink_to_list()
+        if fused:
+            with pytest.raises(NodeError, match="ZeroDivisionError"):
+                source.start()
+        else:
+            with fusion.unfused(), pytest.raises(NodeError, match="ZeroDivisionError"):
+                source.start()
+        state = source.snapshot()
+        again = Stream.from_iterable(list(range(10)))
+        again.map(lambda x: 60 // (x - 6)).on_error("skip").sink(parts.append)
+        again.sink(whole.append)
+        again.restore(state)
+        again.start()
+        return whole, parts, again.offset
+
+    fused = run(True)
+    assert fused == run(False)
+    assert fused == (list(range(10)), [-10, -12, -15, -20, -30, -60, 60, 30, 20], 10)

@@ -287,6 +287,69 @@ def test_a_source_file_edited_after_import_is_not_trusted(tmp_path: Any) -> None
     assert out == [2]
 
 
+def test_a_global_is_read_as_an_attribute_of_its_module() -> None:
+    source: Stream[Any] = Stream()
+    source.map(scaled).sink_to_list()
+    text = fused_source(source)
+    assert ".FACTOR" in text and "globals_" not in text
+
+
+def load_module(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, text: str) -> types.ModuleType:
+    """A module imported from ``text``, as ``sys.modules`` knows it."""
+    path = tmp_path / "globals_module.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location("globals_module", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "globals_module", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+MODULE = """\
+K = 1
+
+def plus_k(x):
+    return (x + K, MISSING if x == 0 else x)
+
+def own_dict(x):
+    return (x, __dict__)
+"""
+
+
+@pytest.mark.parametrize("twist", ["getattr", "subclass", "plain"])
+def test_a_module_answering_for_its_names_is_read_through_its_dict(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch, twist: str) -> None:
+    module = load_module(tmp_path, monkeypatch, MODULE)
+    if twist == "getattr":  # it answers for names it does not hold; a function raises
+        module.__getattr__ = lambda name: "from __getattr__"  # type: ignore[method-assign]
+    elif twist == "subclass":
+        class Answering(types.ModuleType):
+            K = property(lambda self: "from a property")
+            MISSING = property(lambda self: "from a property")
+
+        module.__class__ = Answering
+    source: Stream[Any] = Stream()
+    out = source.map(module.plus_k).on_error("route")
+    values = out.sink_to_list()
+    errors = out.errors.map(lambda r: type(r.exception)).sink_to_list()
+    source.emit(1)
+    source.emit(0)
+    assert values == [(2, 1)] and errors == [NameError]
+    assert ("globals_module_" in fused_source(source)) == (twist == "plain")
+
+
+def test_a_name_the_module_type_has_is_read_through_the_dict(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load_module(tmp_path, monkeypatch, MODULE)
+    source: Stream[Any] = Stream()
+    out = source.map(module.own_dict).on_error("route")
+    errors = out.errors.map(lambda r: type(r.exception)).sink_to_list()
+    source.emit(1)
+    assert errors == [NameError]  # not the module's ``__dict__`` attribute
+    assert "['__dict__']" in fused_source(source)
+
+
 def _uses_len(x: Any) -> Any:
     return len(x)
 
