@@ -39,6 +39,7 @@ from streams.operators._late import LateSide
 from streams.spec import build
 
 from .codec import DATA, ERROR, OutputError, carried_error, fail_on_executor
+from .column_values import quoted
 from .join import join_frame
 from .listener import count_input
 from .native import lower_native
@@ -208,7 +209,7 @@ def _passed_through(df: Any, schema: Any) -> Any:
     if list(fields) == schema.names:
         return df
     # As text: a Column built in Python costs several round trips to the JVM.
-    return df.selectExpr(*["`" + f.name.replace("`", "``") + "`" for f in schema.fields])
+    return df.selectExpr(*[quoted(f.name) for f in schema.fields])
 
 
 def _infer(segment: SparkSegment, node: Stream[Any]) -> Any:

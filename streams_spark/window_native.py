@@ -73,7 +73,7 @@ def windowed(spec: NodeSpec) -> bool:
 
 def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeSpec,
                  schema: Any, row: Callable[[], Any], ansi: bool,
-                 outputs: Callable[[Any, Any, bool], list[Any]]) -> Any:
+                 outputs: Callable[[Any, Any, bool], list[str]]) -> Any:
     """The output frame of ``window`` then ``func`` over ``df``'s rows where ``keep`` holds.
 
     ``element`` stands for a row; ``row()`` is its text for messages;
