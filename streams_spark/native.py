@@ -52,6 +52,7 @@ from .column_values import (
 )
 from .tracing import trace
 from .window_native import lower_window, windowed
+from .window_pairs import flattened, lower_pairs
 
 __all__ = ["ALLOWED", "lower_native", "pure"]
 
@@ -222,6 +223,12 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
             frame = lower_window(df, cut_keep, element, specs[cut], specs[cut + 1], schema,
                                  row, ansi, _outputs)
             return df, [], frame
+        except Untraceable:
+            pass
+    if len(specs) == cut + 3 and flattened(specs[cut:]):
+        try:  # a window's pairs of its elements, as a Spark join
+            return df, [], lower_pairs(df, cut_keep, element, specs[cut:], schema, row, ansi,
+                                       _outputs)
         except Untraceable:
             pass
     return (df.where(str(cut_keep)) if cut_keep is not None else df), specs[cut:], None

@@ -28,7 +28,7 @@ Python's routing.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from streams.operators._checks import key_function
 from streams.spec import NodeSpec
@@ -52,7 +52,7 @@ from .tracing import trace
 from .window_aggregates import Aggregates, WindowValue
 from .window_values import trace_window
 
-__all__ = ["lower_window"]
+__all__ = ["Routing", "lower_window", "route", "stamped"]
 
 #: Spark's timestamps: years 1 to 9999, in seconds (Python's floats go further).
 _FIRST, _LAST = -62135596800, 253402300799
@@ -71,22 +71,26 @@ def windowed(spec: NodeSpec) -> bool:
             and (event_time.slide is None or event_time.slide <= event_time.size))
 
 
-def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeSpec,
-                 schema: Any, row: Callable[[], Any], ansi: bool,
-                 outputs: Callable[[Any, Any, bool], list[str]]) -> Any:
-    """The output frame of ``window`` then ``func`` over ``df``'s rows where ``keep`` holds.
+class Routing(NamedTuple):
+    """How a window routes each row: its time and key, and their checks."""
 
-    ``element`` stands for a row; ``row()`` is its text for messages;
-    ``outputs(result, schema, ansi)`` makes the output columns. Raises
-    :class:`Untraceable` when a part has no column form.
-    """
-    from pyspark.sql import functions as F
+    #: ``(condition, error)`` where Python fails to route a row (a time or key it cannot take).
+    guards: list[tuple[Any, Any]]
+    #: Where a time is beyond Spark's timestamps (Python takes it; Spark cannot).
+    beyond: list[tuple[Any, Any]]
+    #: The time, in seconds, as a double (SQL text).
+    seconds: Any
+    #: The key, or None for an unkeyed window.
+    key: Value | None
+    #: The element the window's function sees: the columns the checks prove non-null marked so.
+    element: Any
+    non_null: set[str]
 
+
+def route(window: NodeSpec, element: Any, ansi: bool) -> Routing:
+    """How ``window`` routes ``element`` (a row's stand-in), or :class:`Untraceable`."""
     event_time = window.traits.event_time
     assert event_time is not None
-    if (func.operator != "map" or func.policy != "raise" or func.func is None
-            or func.params.get("args") or func.params.get("kwargs")):
-        raise Untraceable("the window's function is not a plain map")
     row_guards: list[tuple[Any, Any]] = []
     non_null: set[str] = set()
     t = lift(trace(key_function(event_time.time), element, row_guards, ansi=ansi,
@@ -108,12 +112,46 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
                          non_null=non_null))
         if key.kind not in _KEYS:
             raise Untraceable(f"a {key.kind} key (Spark groups it other than a dict does)")
-    aggregates = Aggregates()
-    group_guards: list[tuple[Any, Any]] = []
     if isinstance(element, RowValue):
         # The rows that reach the window passed the checks of its time and key.
         element = RowValue(fields_of(element), non_null)
-    group = WindowValue(element)
+    beyond = Sql(f"NOT coalesce({seconds} BETWEEN {_FIRST} AND {_LAST}, false)")
+    return Routing(row_guards, [(beyond, _BEYOND)], seconds, key, element, non_null)
+
+
+def stamped(seconds: Any) -> str:
+    """The timestamp of ``seconds`` (checked: never NULL, nor beyond), non-nullable for Spark.
+
+    A NULL time is failed by the checks in ``seconds``: so coalesce()'s 1970
+    is never taken, and makes the column non-nullable, for which window()
+    adds no not-null filter. Such a filter would compute the time a second
+    time, and Spark would put its test before the checks, dropping a row
+    with no time unchecked.
+    """
+    return f"coalesce(timestamp_seconds({seconds}), TIMESTAMP '1970-01-01')"
+
+
+def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeSpec,
+                 schema: Any, row: Callable[[], Any], ansi: bool,
+                 outputs: Callable[[Any, Any, bool], list[str]]) -> Any:
+    """The output frame of ``window`` then ``func`` over ``df``'s rows where ``keep`` holds.
+
+    ``element`` stands for a row; ``row()`` is its text for messages;
+    ``outputs(result, schema, ansi)`` makes the output columns. Raises
+    :class:`Untraceable` when a part has no column form.
+    """
+    from pyspark.sql import functions as F
+
+    event_time = window.traits.event_time
+    assert event_time is not None
+    if (func.operator != "map" or func.policy != "raise" or func.func is None
+            or func.params.get("args") or func.params.get("kwargs")):
+        raise Untraceable("the window's function is not a plain map")
+    routing = route(window, element, ansi)
+    key = routing.key
+    aggregates = Aggregates()
+    group_guards: list[tuple[Any, Any]] = []
+    group = WindowValue(routing.element)
     key_value = Value(Sql("`__k`"), key.kind, key.nullable) if key is not None else None
     result = trace_window(func.func, (key_value, group) if key_value is not None else group,
                           group_guards, aggregates, ansi=ansi)
@@ -122,20 +160,13 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
     # element before its window closes), computed in a projection over the
     # rows the filters keep, so the checks run on exactly the rows Python
     # routes. A time beyond Spark's timestamps fails too (Python's floats go
-    # further; Spark would overflow), and a NULL one is failed by the checks
-    # before it: so coalesce()'s 1970 is never taken, and makes the column
-    # non-nullable, for which window() adds no not-null filter. Such a
-    # filter would compute the time a second time, and Spark would put its
-    # test before the checks, dropping a row with no time unchecked.
-    beyond = Sql(f"NOT coalesce({seconds} BETWEEN {_FIRST} AND {_LAST}, false)")
-    time = checked(row_guards, window.name, row,
+    # further; Spark would overflow; see stamped()).
+    time = checked(routing.guards, window.name, row,
                    checked(aggregates.element_guards, func.name, row,
-                           checked([(beyond, _BEYOND)], window.name, row, seconds)))
+                           checked(routing.beyond, window.name, row, routing.seconds)))
     group_key = key.col if key is not None else Sql("NULL")
-    stamp = f"timestamp_seconds({time})"
     kept = df.where(str(keep)) if keep is not None else df
-    rows = (kept.selectExpr("*", f"coalesce({stamp}, TIMESTAMP '1970-01-01') AS `__et`",
-                            f"{group_key} AS `__k`")
+    rows = (kept.selectExpr("*", f"{stamped(time)} AS `__et`", f"{group_key} AS `__k`")
             .withWatermark("__et", interval(event_time.lateness)))
     by_window = spark_window(event_time, "__et").alias("__w")
     if aggregates.counter is None:
