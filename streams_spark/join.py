@@ -50,6 +50,7 @@ from streams.stage import Stage
 from .codec import DATA, ERROR, carried_error, fail_on_executor, pickled_output
 from .listener import count_input, observed, watch_progress
 from .plan import chain_plan
+from .routing import on_spark
 from .stages import COLUMNS, Driver, Rows, chain_task
 
 __all__ = ["SIDE_SCHEMA", "SideRows", "join_frame", "pair_task", "spark_delay", "watch_late"]
@@ -95,7 +96,7 @@ class SideRows:
                 continue
             try:
                 k = self.key(x)
-                t = seconds_of(self.time(x))
+                t = on_spark(seconds_of(self.time(x)))
                 kb = self.keys.get(k)
                 if kb is None:
                     kb = self.keys[k] = pickle.dumps(canonical_key(k), protocol=5)

@@ -51,6 +51,21 @@ class NodeFailure(Exception):
 
     MARK = "streams-spark-node-error:"
 
+
+def failure_text(p: bytes, labels: dict[int, str]) -> str:
+    """A node's pickled failure as a message: readable, then the payload for a driver.
+
+    A Spark-resident segment has no driver to read the payload: the text
+    before it names the node and the element, as in-process.
+    """
+    payload = f"({NodeFailure.MARK}{p.hex()})"
+    try:
+        node_id, x, exc = pickle.loads(p)
+    except Exception:  # a class this worker cannot import: the payload alone
+        return payload
+    label = labels.get(node_id, f"node {node_id}")
+    return f"{label} failed on element {x!r:.120}: {type(exc).__name__}: {exc} {payload}"
+
 #: Keys of a keyed scan are spread over this many groups (each holding the
 #: states of its keys): one group per key would cost PySpark ~2 ms per key
 #: and micro-batch, and one row per key and window on the way to a window.
@@ -71,6 +86,34 @@ def key_bucket(kbytes: bytes, buckets: int = KEY_BUCKETS) -> bytes:
     True
     """
     return b"%d" % (zlib.crc32(kbytes) % buckets)
+
+
+#: Spark's timestamps: years 1 to 9999, in seconds (Python's floats go further).
+FIRST_SECOND, LAST_SECOND = -62135596800, 253402300799
+BEYOND = ("the event time is beyond Spark's timestamps (years 1 to 9999); "
+          "run this window in Python (gather() before it)")
+_INF = float("inf")
+
+
+def on_spark(seconds: float) -> float:
+    """``seconds``, an event time, if Spark's timestamps hold it; else ValueError.
+
+    Spark would fail on such a time with an overflow that names neither the
+    node nor the element. NaN and infinities pass: Spark gives them no
+    window, as before.
+
+    Examples
+    --------
+    >>> on_spark(1.5)
+    1.5
+    >>> on_spark(1e15)
+    Traceback (most recent call last):
+    ...
+    ValueError: the event time is beyond Spark's timestamps (years 1 to 9999); ...
+    """
+    if -_INF < seconds < FIRST_SECOND or LAST_SECOND < seconds < _INF:
+        raise ValueError(BEYOND)
+    return seconds
 
 
 def _route(route: Route | None) -> Callable[[Any], tuple[bytes | None, float | None]]:
@@ -115,14 +158,14 @@ def _route(route: Route | None) -> Callable[[Any], tuple[bytes | None, float | N
                 # One pickle for keys one state in-process (1, 1.0, True):
                 # Spark groups the windows by these bytes.
                 b = known[k] = dumps(canonical_key(k), protocol=5)
-            return b, float(t if isinstance(t, int | float) else t.timestamp())
+            return b, on_spark(float(t if isinstance(t, int | float) else t.timestamp()))
 
         return keyed_when
 
     def when(x: Any) -> tuple[None, float]:
         t = timef(x)
         # Seconds, or a datetime taken as its POSIX timestamp (as in-process).
-        return None, float(t if isinstance(t, int | float) else t.timestamp())
+        return None, on_spark(float(t if isinstance(t, int | float) else t.timestamp()))
 
     return when
 
@@ -165,9 +208,14 @@ class Router:
         The node that produced the values (named when one cannot be pickled).
     """
 
-    def __init__(self, route_to: Route | None, last: NodeSpec | None) -> None:
+    def __init__(self, route_to: Route | None, last: NodeSpec | None,
+                 nodes: list[NodeSpec] | tuple[NodeSpec, ...] = ()) -> None:
         self.route_to = route_to
         self.last = last
+        # Who may fail here: the chain's nodes and the one routed to.
+        self.labels = {n.id: n.name for n in nodes}
+        if route_to is not None and route_to.spec is not None:
+            self.labels[route_to.spec.id] = route_to.spec.name
         self.route = _route(route_to)
         kind = route_to.kind if route_to is not None else None
         self.to_window = kind == "window"
@@ -249,7 +297,7 @@ class Router:
             # first error in element order (an earlier element held in a pack
             # may be one that cannot be pickled).
             self._close_packs()
-            raise NodeFailure(NodeFailure.MARK + bytes(p).hex())
+            raise NodeFailure(failure_text(bytes(p), self.labels))
         self._append(seq, sub, ERROR, p, b"", None)
 
     def passthrough(self, seq: int, sub: int, kind: int, p: bytes) -> None:

@@ -158,7 +158,7 @@ def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool | str,
     last = specs[-1] if specs else None
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        rows = rows_of() if rows_of is not None else Router(route_to, last)
+        rows = rows_of() if rows_of is not None else Router(route_to, last, specs)
         drive = Driver(Stage(plan), rows)
         push = drive.push
         loads = pickle.loads
@@ -252,7 +252,7 @@ def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSp
 
     def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         seqs, subs, kinds, ps = _columns(frames)
-        rows = rows_of() if rows_of is not None else Router(route_to, specs[-1])
+        rows = rows_of() if rows_of is not None else Router(route_to, specs[-1], specs)
         if not key[0]:
             for s, sb, kind, pv in zip(seqs, subs, kinds, ps, strict=True):
                 rows.passthrough(int(s), int(sb), int(kind), pv)
@@ -289,7 +289,7 @@ def sequential_chain(specs: list[NodeSpec], route_to: Route | None = None,
 
     def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         columns = _columns(frames)
-        rows = rows_of() if rows_of is not None else Router(route_to, last)
+        rows = rows_of() if rows_of is not None else Router(route_to, last, specs)
         if key[0] != ONE_GROUP:  # error and control rows pass through
             for s, sb, kind, pv in zip(*columns, strict=True):
                 rows.passthrough(int(s), int(sb), int(kind), pv)

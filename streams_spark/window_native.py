@@ -46,6 +46,7 @@ from .column_values import (
     fields_of,
     lift,
 )
+from .routing import BEYOND, FIRST_SECOND, LAST_SECOND
 from .sql_text import Sql
 from .stream import interval, spark_window
 from .tracing import trace
@@ -54,10 +55,7 @@ from .window_values import trace_window
 
 __all__ = ["Routing", "lower_window", "route", "stamped"]
 
-#: Spark's timestamps: years 1 to 9999, in seconds (Python's floats go further).
-_FIRST, _LAST = -62135596800, 253402300799
-_BEYOND = ("ValueError: the event time is beyond Spark's timestamps (years 1 to 9999); "
-           "run this window in Python (gather() before it)")
+_BEYOND = f"ValueError: {BEYOND}"
 
 #: Key kinds grouped by Spark as a dict groups them in Python (no NaN, no -0.0).
 _KEYS = (INT, STR, BOOL, NONE)
@@ -115,7 +113,7 @@ def route(window: NodeSpec, element: Any, ansi: bool) -> Routing:
     if isinstance(element, RowValue):
         # The rows that reach the window passed the checks of its time and key.
         element = RowValue(fields_of(element), non_null)
-    beyond = Sql(f"NOT coalesce({seconds} BETWEEN {_FIRST} AND {_LAST}, false)")
+    beyond = Sql(f"NOT coalesce({seconds} BETWEEN {FIRST_SECOND} AND {LAST_SECOND}, false)")
     return Routing(row_guards, [(beyond, _BEYOND)], seconds, key, element, non_null)
 
 

@@ -210,6 +210,19 @@ def test_a_time_beyond_sparks_timestamps_fails_saying_so(spark: Any) -> None:
     assert in_process(df.collect(), lambda s: s.timed_window(10, time="x").map(len)) == [1, 1]
 
 
+def test_a_time_beyond_sparks_timestamps_fails_saying_so_in_python_too(spark: Any) -> None:
+    # A window function that runs in Python: the routing names the time, where
+    # Spark's timestamp_seconds() failed with an overflow naming nothing.
+    df = spark.createDataFrame([(2, "a", 5, 1.0, 0), (2, "a", 5, 1e15, 0)], SCHEMA)
+    out = (Stream.from_spark(df).timed_window(10, time="x", key="key")
+           .map(lambda kr: (sorted(r.n for r in kr[1])[0],)).to_dataframe("n long"))
+    assert python_passes(out) > 0
+    with pytest.raises(Exception, match=(r"timed_window\(10.0\) failed on element "
+                                         r".*x=1000000000000000\.0.*"
+                                         r"beyond Spark's timestamps \(years 1 to 9999\)")):
+        out.collect()
+
+
 def test_the_time_is_computed_once_with_no_not_null_filter(spark: Any) -> None:
     df = spark.createDataFrame(ROWS, SCHEMA)
     out = (Stream.from_spark(df).filter(is_bid).timed_window(10, time=seconds).map(len)

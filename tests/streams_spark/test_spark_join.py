@@ -201,6 +201,15 @@ def test_a_failing_key_function_fails_the_job_naming_the_join(spark: Any) -> Non
     assert skipped.map(lambda p: 1).to_dataframe("n long").collect() == []
 
 
+def test_a_time_beyond_sparks_timestamps_fails_the_job_naming_the_join(spark: Any) -> None:
+    # In-process takes any number of seconds; Spark's timestamps end in 9999.
+    df = spark.createDataFrame([("a", 10 ** 15, 0)], SCHEMA)
+    pairs = Stream.from_spark(df).join(Stream.from_spark(df), key="key", within=1, time="t")
+    with pytest.raises(Exception, match=r"join.*failed on element.*ValueError: the event "
+                                        r"time is beyond Spark's timestamps"):
+        pairs.map(lambda p: 1).to_dataframe("n long").collect()
+
+
 def test_rows_behind_the_watermark_are_joined_as_spark_does_and_logged(
         spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     # The second micro-batch brings a left row at 99, behind the watermark of

@@ -143,13 +143,16 @@ def test_rows_for_a_window_are_one_pack_per_spark_window_at_its_latest_time() ->
 
 def test_an_error_before_a_window_fails_with_the_first_error_in_order() -> None:
     last = mapped()
-    router = Router(window(), last)
+    router = Router(window(), last, [last])
     router.add(0, 0, DATA, 0.5)
     unpicklable = type("F", (float,), {"__reduce__": lambda self: 1 / 0})(0.7)
     router.add(1, 0, DATA, unpicklable)
     with pytest.raises(NodeFailure) as info:
         router.add(2, 0, DATA, "not a time")  # the window's own error, later
-    node_id, _, exc = pickle.loads(bytes.fromhex(str(info.value)[len(NodeFailure.MARK):]))
+    # Readable (no driver may read it), then the payload for a driver.
+    text, payload = str(info.value).split(f" ({NodeFailure.MARK}")
+    assert text.startswith("map(f) failed on element 0.7: ") and "map(f) returned" in text
+    node_id, _, exc = pickle.loads(bytes.fromhex(payload.rstrip(")")))
     assert node_id == last.id and "map(f) returned" in str(exc)
 
 
