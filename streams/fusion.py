@@ -100,6 +100,7 @@ def invalidate(node: Stream[Any]) -> None:
         seen.add(id(n))
         if n in compiled:
             compiled.discard(n)
+            n._interrupted = True  # a compiled loop over ``n`` takes the new code
             if not n._closed:
                 owner = getattr(n._push, "__self__", None)
                 if isinstance(owner, Backlog):
