@@ -68,8 +68,10 @@ item; from there the new code runs.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable, Iterator
 from itertools import islice, repeat
+from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from . import fusion
@@ -278,6 +280,24 @@ _FOR = {False: "for _n, {x} in _enumerate(_it, 1):", True: "for {x} in _it:"}
 
 
 def _compile_loop(source: str, name: str, namespace: dict[str, Any], positional: bool) -> Loop:
+    # Its first line names the node; the rest, and the names bound, make the loop.
+    bound = frozenset(n for n in namespace if not n.startswith("_"))
+    text, code = _loop_code(source.partition("\n")[2], name, positional, bound)
+    namespace.update(_enumerate=enumerate, _STOPPED=STOPPED, _EXHAUSTED=EXHAUSTED)
+    exec(_with_filename(code, fusion.remember(text)), namespace)
+    compiled: Loop = namespace.pop("_loop")
+    return compiled
+
+
+@functools.lru_cache(maxsize=64)
+def _loop_code(source: str, name: str, positional: bool,
+               bound: frozenset[str]) -> tuple[str, CodeType]:
+    """The text and code of the loop for push function ``name`` of ``source``.
+
+    Kept for the same fused code (a pipeline built again: each run of a
+    benchmark, a test; a Kafka source's push function after a graph change):
+    writing and compiling a loop costs about 2 ms.
+    """
     module = ast.parse(source)
     push = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == name)
     x = push.args.args[0].arg
@@ -286,7 +306,7 @@ def _compile_loop(source: str, name: str, namespace: dict[str, Any], positional:
         # Written by an operator we cannot see into: call it per item instead.
         body = ast.parse(f"return {name}({x})").body
     loop = ast.parse(_HEAD.format(head=_FOR[positional].format(x=x), x=x,
-                                  defaults=_defaults(body, namespace))).body[0]
+                                  defaults=_defaults(body, bound))).body[0]
     assert isinstance(loop, ast.FunctionDef)
     outer = loop.body[1]
     assert isinstance(outer, ast.Try)
@@ -298,18 +318,20 @@ def _compile_loop(source: str, name: str, namespace: dict[str, Any], positional:
     guard.body[1:] = [new for stmt in body for new in _as_list(returns.visit(stmt))]
     tree = ast.fix_missing_locations(ast.Module(body=[loop], type_ignores=[]))
     text = f"# fused loop of {name}\n{ast.unparse(tree)}\n"
-    filename = fusion.remember(text)
-    namespace.update(_enumerate=enumerate, _STOPPED=STOPPED, _EXHAUSTED=EXHAUSTED)
-    exec(compile(_try_on_first_line(ast.parse(text)), filename, "exec"), namespace)
-    compiled: Loop = namespace.pop("_loop")
-    return compiled
+    return text, compile(_try_on_first_line(ast.parse(text)), "<fused loop>", "exec")
 
 
-def _defaults(body: list[ast.stmt], namespace: dict[str, Any]) -> str:
-    """``, *, a=a, b=b``: the namespace's names ``body`` reads, as keyword defaults."""
+def _with_filename(code: CodeType, filename: str) -> CodeType:
+    """``code`` (and the code objects it holds) compiled under ``filename``, for tracebacks."""
+    consts = tuple(_with_filename(c, filename) if isinstance(c, CodeType) else c
+                   for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+def _defaults(body: list[ast.stmt], bound: frozenset[str]) -> str:
+    """``, *, a=a, b=b``: the names ``body`` reads of those ``bound``, as keyword defaults."""
     names = sorted({n.id for stmt in body for n in ast.walk(stmt)
-                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-                    and n.id in namespace and not n.id.startswith("_")})  # not the loop's own
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in bound})
     return ", *" + "".join(f", {n}={n}" for n in names) if names else ""
 
 

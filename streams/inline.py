@@ -83,7 +83,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SAFE_BUILTINS", "assignment", "enabled", "expression"]
+__all__ = ["SAFE_BUILTINS", "assignment", "boolean", "enabled", "expression"]
 
 #: False calls every user function (``STREAMS_NO_INLINE=1``).
 enabled = os.environ.get("STREAMS_NO_INLINE", "") in ("", "0")
@@ -107,11 +107,16 @@ _FLAGS = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | inspect.CO_GENERATOR | \
 
 
 def assignment(target: str, func: Any, arg: str, call: str,
-               bind: Callable[[Any, str], str], fresh: Callable[[str], str]) -> str | None:
+               bind: Callable[[Any, str], str], fresh: Callable[[str], str],
+               failed: Callable[[str], str] | None = None) -> str | None:
     """Statements setting ``target`` to ``func(arg)`` without calling it, or None.
 
     ``call`` is the expression calling ``func`` (the fallback), ``bind`` as
     for :func:`expression`, ``fresh(hint)`` a new variable name.
+    ``failed(name)``: statements taking the call's ``Exception`` named
+    ``name`` (a node's error policy); given, that exception goes there from
+    this very try statement, so that a step made of this assignment alone
+    needs no try statement of its own (one jump an element fewer).
 
     Examples
     --------
@@ -125,6 +130,21 @@ def assignment(target: str, func: Any, arg: str, call: str,
             if error.__context__ is first:
                 error.__context__ = first.__context__
             raise
+    >>> print(assignment("y", lambda r: -r, "x", "f(x)", None, lambda hint: hint,
+    ...                  lambda e: f"return fail(x, {e})"))
+    try:
+        y = -x
+    except Exception as first:
+        try:
+            y = f(x)
+        except Exception as error:
+            if error.__context__ is first:
+                error.__context__ = first.__context__
+            return fail(x, error)
+        except BaseException as error:
+            if error.__context__ is first:
+                error.__context__ = first.__context__
+            raise
     """
     value = expression(func, arg, bind)
     if value is None:
@@ -133,12 +153,16 @@ def assignment(target: str, func: Any, arg: str, call: str,
     # The call's exception must not look raised while handling the
     # expression's: its context is the one the expression's had, as if the
     # function had been called in the first place.
+    restore = (f"        if {error}.__context__ is {first}:\n"
+               f"            {error}.__context__ = {first}.__context__\n")
+    handled = "" if failed is None else (
+        f"    except Exception as {error}:\n{restore}"
+        + "".join(f"        {line}\n" for line in failed(error).splitlines()))
     return (f"try:\n    {target} = {value}\n"
             f"except Exception as {first}:\n"
             f"    try:\n        {target} = {call}\n"
-            f"    except BaseException as {error}:\n"
-            f"        if {error}.__context__ is {first}:\n"
-            f"            {error}.__context__ = {first}.__context__\n"
+            f"{handled}"
+            f"    except BaseException as {error}:\n{restore}"
             f"        raise")
 
 
@@ -166,6 +190,39 @@ def expression(func: Any, arg: str, bind: Callable[[Any, str], str]) -> str | No
         return None
     # A copy: the parsed file is cached, and the renaming rewrites the tree.
     return ast.unparse(_Rename(func, arg, bind).visit(copy.deepcopy(returned)))
+
+
+def boolean(func: Any) -> bool:
+    """Whether ``func`` is written in place (:func:`expression`) and always gives a bool.
+
+    Its value is then a comparison by ``is``, ``is not``, ``in`` or ``not
+    in``, a ``not``, ``isinstance()`` or ``bool()``, or ``and``/``or`` of
+    these: a filter's truth test of it cannot raise.
+
+    Examples
+    --------
+    >>> boolean(lambda e: type(e) is int), boolean(lambda e: e > 0)
+    (True, False)
+    """
+    if not enabled or not _plain(func):
+        return False
+    returned = _returned(func)
+    return returned is not None and _allowed(returned, func) and _is_bool(returned)
+
+
+_BOOL_COMPARISONS = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
+
+
+def _is_bool(node: ast.expr) -> bool:
+    if isinstance(node, ast.Compare):
+        return all(isinstance(op, _BOOL_COMPARISONS) for op in node.ops)
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.op, ast.Not)
+    if isinstance(node, ast.BoolOp):
+        return all(_is_bool(value) for value in node.values)
+    if isinstance(node, ast.Call):  # _allowed: a builtin's, and not shadowed
+        return isinstance(node.func, ast.Name) and node.func.id in ("bool", "isinstance")
+    return isinstance(node, ast.Constant) and isinstance(node.value, bool)
 
 
 def _plain(func: Any) -> bool:
