@@ -18,7 +18,15 @@ of ``def euro(b): return (b.auction, b.price * 0.908)`` becomes::
 
 Operators ask for it through :meth:`streams.fusion.Fuser.apply`: ``map``,
 ``filter``, ``remove`` and the event-time windows' ``time`` and ``key``
-functions do.
+functions do. A step that is this assignment alone (``map``'s, through
+:meth:`streams.fusion.Fuser.assign`) needs no try statement of its own: the
+fallback call's ``Exception`` goes to the node's error policy from the
+handler above (``except Exception as error_4: ... return fail_5(x_1,
+error_4)``), one jump an element fewer. So does a filter's, when its
+predicate's expression is a bool (:func:`boolean`: a comparison by ``is``
+or ``in``, a ``not``, ``isinstance()``...): the truth test of a bool cannot
+raise, so it follows the try statement instead of sitting in one; any other
+value's truth test (a numpy array's raises) stays under the policy.
 
 A function is inlined only when all of this holds:
 

@@ -330,8 +330,6 @@ class FromKafka(KafkaCommits):
         try:
             while True:
                 push = take_push(self)
-                if push is None:  # stopped
-                    break
                 outcome = loop_for(push)(values, self, push, counts.append)
                 done += counts.pop()
                 if outcome is None:  # the graph changed: new code for the rest
