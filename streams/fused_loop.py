@@ -77,7 +77,7 @@ from typing import TYPE_CHECKING, Any
 from . import fusion
 
 if TYPE_CHECKING:
-    from .core import Stream
+    from .sources.base import Source
 
 __all__ = ["EXHAUSTED", "STOPPED", "drive", "loop_for", "skip", "take_push"]
 
@@ -88,7 +88,7 @@ STOPPED = object()
 Loop = Callable[[Iterator[Any], Any, Callable[[Any], Any], Callable[[int], None]], Any]
 
 
-def drive(source: Stream[Any], items: Iterator[Any], counted: Callable[[int], None]) -> bool:
+def drive(source: Source, items: Iterator[Any], counted: Callable[[int], None]) -> bool:
     """Push every item of ``items`` from ``source`` downstream, in compiled loops.
 
     ``counted(n)`` is told how many items went through (also after a
@@ -125,7 +125,7 @@ def drive(source: Stream[Any], items: Iterator[Any], counted: Callable[[int], No
             run_sync(outcome)  # the item's pending work, before the next item
 
 
-def take_push(source: Stream[Any]) -> Callable[[Any], Any]:
+def take_push(source: Source) -> Callable[[Any], Any]:
     """``source``'s push function for a new loop, its interrupt flag cleared.
 
     Cleared first, then taken: a change of the graph in between leaves a
