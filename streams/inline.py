@@ -138,21 +138,13 @@ def assignment(target: str, func: Any, arg: str, call: str,
             if error.__context__ is first:
                 error.__context__ = first.__context__
             raise
-    >>> print(assignment("y", lambda r: -r, "x", "f(x)", None, lambda hint: hint,
-    ...                  lambda e: f"return fail(x, {e})"))
-    try:
-        y = -x
-    except Exception as first:
-        try:
-            y = f(x)
+    >>> text = assignment("y", lambda r: -r, "x", "f(x)", None, lambda hint: hint,
+    ...                   lambda e: f"return fail(x, {e})")
+    >>> print("\n".join(text.splitlines()[4:8]))  # then the same as above
         except Exception as error:
             if error.__context__ is first:
                 error.__context__ = first.__context__
             return fail(x, error)
-        except BaseException as error:
-            if error.__context__ is first:
-                error.__context__ = first.__context__
-            raise
     """
     value = expression(func, arg, bind)
     if value is None:
