@@ -140,7 +140,7 @@ def assignment(target: str, func: Any, arg: str, call: str,
             raise
     >>> text = assignment("y", lambda r: -r, "x", "f(x)", None, lambda hint: hint,
     ...                   lambda e: f"return fail(x, {e})")
-    >>> print("\n".join(text.splitlines()[4:8]))  # then the same as above
+    >>> print(*text.splitlines()[5:9], sep=chr(10))  # then as above
         except Exception as error:
             if error.__context__ is first:
                 error.__context__ = first.__context__
