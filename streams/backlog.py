@@ -86,6 +86,7 @@ class Backlog:
         self.saved = node._push
         self.tail: asyncio.Future[Any] | None = None
         node._push = self.push
+        node._interrupted = True  # a compiled loop over the node must queue too
 
     @staticmethod
     def of(node: Stream[Any]) -> Backlog | None:

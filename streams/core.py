@@ -82,6 +82,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         "_asynchronous_given",
         "_closed",
         "_errors",
+        "_interrupted",
         "_node_id",
         "_policy",
         "_push",
@@ -151,6 +152,10 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             loop = node_loop(ensure_io_loop)
         self.loop = loop
         self._push: Callable[[Any], Any] = self._compile_and_push
+        # Set when this node stops or its push function is replaced: a
+        # compiled loop running over it tests it before each item
+        # (streams.fused_loop).
+        self._interrupted = False
         self._policy: ErrorPolicy = "raise"
         self._errors: Stream[ErrorRecord] | None = None
         self._closed = False

@@ -100,6 +100,7 @@ def invalidate(node: Stream[Any]) -> None:
         seen.add(id(n))
         if n in compiled:
             compiled.discard(n)
+            n._interrupted = True  # a compiled loop over ``n`` takes the new code
             if not n._closed:
                 owner = getattr(n._push, "__self__", None)
                 if isinstance(owner, Backlog):
@@ -195,9 +196,32 @@ class Fuser:
         function is called on the same element, for its own exception.
         """
         call = self.call(func, arg, args, kwargs, hint)
-        inlined = None if args or kwargs else inline.assignment(
-            target, func, arg, call, self.bind, self.fresh)
+        inlined = self._inlined(target, func, arg, call, args, kwargs)
         return f"{target} = {call}" if inlined is None else inlined
+
+    def assign(self, node: Stream[Any], x: str, target: str, func: Any,
+               args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> None:
+        """Write ``node``'s step setting ``target`` to ``func(x, *args, **kwargs)``.
+
+        As ``step(node, x, apply(target, func, x, args, kwargs))``, in one
+        try statement where the function is written in place: the
+        exception of its fallback call goes to the policy from there.
+        """
+        call = self.call(func, x, args, kwargs)
+        fail = self.bind(node._fail, "fail")
+        inlined = self._inlined(target, func, x, call, args, kwargs,
+                                lambda error: f"return {fail}({x}, {error})")
+        if inlined is None:
+            self.step(node, x, f"{target} = {call}")
+        else:
+            self.line(inlined)
+
+    def _inlined(self, target: str, func: Any, arg: str, call: str, args: tuple[Any, ...],
+                 kwargs: dict[str, Any] | None,
+                 failed: Callable[[str], str] | None = None) -> str | None:
+        if args or kwargs:
+            return None
+        return inline.assignment(target, func, arg, call, self.bind, self.fresh, failed)
 
     def line(self, code: str) -> None:
         """Write one statement (or a few, separated by newlines)."""

@@ -18,7 +18,15 @@ of ``def euro(b): return (b.auction, b.price * 0.908)`` becomes::
 
 Operators ask for it through :meth:`streams.fusion.Fuser.apply`: ``map``,
 ``filter``, ``remove`` and the event-time windows' ``time`` and ``key``
-functions do.
+functions do. A step that is this assignment alone (``map``'s, through
+:meth:`streams.fusion.Fuser.assign`) needs no try statement of its own: the
+fallback call's ``Exception`` goes to the node's error policy from the
+handler above (``except Exception as error_4: ... return fail_5(x_1,
+error_4)``), one jump an element fewer. So does a filter's, when its
+predicate's expression is a bool (:func:`boolean`: a comparison by ``is``
+or ``in``, a ``not``, ``isinstance()``...): the truth test of a bool cannot
+raise, so it follows the try statement instead of sitting in one; any other
+value's truth test (a numpy array's raises) stays under the policy.
 
 A function is inlined only when all of this holds:
 
@@ -83,7 +91,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SAFE_BUILTINS", "assignment", "enabled", "expression"]
+__all__ = ["SAFE_BUILTINS", "assignment", "boolean", "enabled", "expression"]
 
 #: False calls every user function (``STREAMS_NO_INLINE=1``).
 enabled = os.environ.get("STREAMS_NO_INLINE", "") in ("", "0")
@@ -107,11 +115,16 @@ _FLAGS = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | inspect.CO_GENERATOR | \
 
 
 def assignment(target: str, func: Any, arg: str, call: str,
-               bind: Callable[[Any, str], str], fresh: Callable[[str], str]) -> str | None:
+               bind: Callable[[Any, str], str], fresh: Callable[[str], str],
+               failed: Callable[[str], str] | None = None) -> str | None:
     """Statements setting ``target`` to ``func(arg)`` without calling it, or None.
 
     ``call`` is the expression calling ``func`` (the fallback), ``bind`` as
     for :func:`expression`, ``fresh(hint)`` a new variable name.
+    ``failed(name)``: statements taking the call's ``Exception`` named
+    ``name`` (a node's error policy); given, that exception goes there from
+    this very try statement, so that a step made of this assignment alone
+    needs no try statement of its own (one jump an element fewer).
 
     Examples
     --------
@@ -125,6 +138,13 @@ def assignment(target: str, func: Any, arg: str, call: str,
             if error.__context__ is first:
                 error.__context__ = first.__context__
             raise
+    >>> text = assignment("y", lambda r: -r, "x", "f(x)", None, lambda hint: hint,
+    ...                   lambda e: f"return fail(x, {e})")
+    >>> print(*text.splitlines()[5:9], sep=chr(10))  # then as above
+        except Exception as error:
+            if error.__context__ is first:
+                error.__context__ = first.__context__
+            return fail(x, error)
     """
     value = expression(func, arg, bind)
     if value is None:
@@ -133,12 +153,16 @@ def assignment(target: str, func: Any, arg: str, call: str,
     # The call's exception must not look raised while handling the
     # expression's: its context is the one the expression's had, as if the
     # function had been called in the first place.
+    restore = (f"        if {error}.__context__ is {first}:\n"
+               f"            {error}.__context__ = {first}.__context__\n")
+    handled = "" if failed is None else (
+        f"    except Exception as {error}:\n{restore}"
+        + "".join(f"        {line}\n" for line in failed(error).splitlines()))
     return (f"try:\n    {target} = {value}\n"
             f"except Exception as {first}:\n"
             f"    try:\n        {target} = {call}\n"
-            f"    except BaseException as {error}:\n"
-            f"        if {error}.__context__ is {first}:\n"
-            f"            {error}.__context__ = {first}.__context__\n"
+            f"{handled}"
+            f"    except BaseException as {error}:\n{restore}"
             f"        raise")
 
 
@@ -166,6 +190,39 @@ def expression(func: Any, arg: str, bind: Callable[[Any, str], str]) -> str | No
         return None
     # A copy: the parsed file is cached, and the renaming rewrites the tree.
     return ast.unparse(_Rename(func, arg, bind).visit(copy.deepcopy(returned)))
+
+
+def boolean(func: Any) -> bool:
+    """Whether ``func`` is written in place (:func:`expression`) and always gives a bool.
+
+    Its value is then a comparison by ``is``, ``is not``, ``in`` or ``not
+    in``, a ``not``, ``isinstance()`` or ``bool()``, or ``and``/``or`` of
+    these: a filter's truth test of it cannot raise.
+
+    Examples
+    --------
+    >>> boolean(lambda e: type(e) is int), boolean(lambda e: e > 0)
+    (True, False)
+    """
+    if not enabled or not _plain(func):
+        return False
+    returned = _returned(func)
+    return returned is not None and _allowed(returned, func) and _is_bool(returned)
+
+
+_BOOL_COMPARISONS = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
+
+
+def _is_bool(node: ast.expr) -> bool:
+    if isinstance(node, ast.Compare):
+        return all(isinstance(op, _BOOL_COMPARISONS) for op in node.ops)
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.op, ast.Not)
+    if isinstance(node, ast.BoolOp):
+        return all(_is_bool(value) for value in node.values)
+    if isinstance(node, ast.Call):  # _allowed: a builtin's, and not shadowed
+        return isinstance(node.func, ast.Name) and node.func.id in ("bool", "isinstance")
+    return isinstance(node, ast.Constant) and isinstance(node.value, bool)
 
 
 def _plain(func: Any) -> bool:

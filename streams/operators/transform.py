@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from .. import inline
 from ..core import NO_DEFAULT, Stream
 from ..errors import NodeError
 from ..fusion import Fuser
@@ -121,7 +122,10 @@ class Map(_FunctionNode):
 
     def _fuse(self, f: Fuser, x: str) -> str:
         y = f.fresh()
-        f.step(self, x, self._call_code(f, y, x, star="*" if self._star else ""))
+        if self._star:
+            f.step(self, x, self._call_code(f, y, x, star="*"))
+        else:
+            f.assign(self, x, y, self.func, self.args, self.kwargs)
         return y
 
 
@@ -197,7 +201,13 @@ class Filter(_FunctionNode):
             f.step(self, x, f"if {negate}{x}:\n    return None")
             return x
         keep = f.fresh("keep")
-        f.step(self, x, f"{self._call_code(f, keep, x)}\nif {negate}{keep}:\n    return None")
+        if not self.args and not self.kwargs and inline.boolean(self.func):
+            # Written in place and a bool: its truth test cannot raise and
+            # needs no try statement (one jump an element fewer).
+            f.assign(self, x, keep, self.func)
+            f.line(f"if {negate}{keep}:\n    return None")
+        else:
+            f.step(self, x, f"{self._call_code(f, keep, x)}\nif {negate}{keep}:\n    return None")
         return x
 
 

@@ -269,6 +269,7 @@ class Source(Stream[Any]):
         is done at once.
         """
         self.stopped = True
+        self._interrupted = True  # a compiled loop tests this flag alone (streams.fused_loop)
         return None if self._task is None else _RunEnd(self._task)
 
     async def aclose(self) -> None:

@@ -48,7 +48,7 @@ from typing import Any
 
 from ..clock import get_clock
 from ..core import Stream
-from ..fused_loop import EXHAUSTED, STOPPED, loop_for
+from ..fused_loop import EXHAUSTED, STOPPED, loop_for, take_push
 from ..loop_thread import asyncio_loop_running
 from .kafka_commits import KafkaCommits
 from .kafka_config import Partition, _import_kafka, kafka_consumer_config, start_offsets
@@ -329,7 +329,7 @@ class FromKafka(KafkaCommits):
         counts: list[int] = []  # the compiled loop tells how many went through
         try:
             while True:
-                push = self._pusher()
+                push = take_push(self)
                 outcome = loop_for(push)(values, self, push, counts.append)
                 done += counts.pop()
                 if outcome is None:  # the graph changed: new code for the rest

@@ -432,3 +432,4 @@ def test_sink_to_list_loses_and_repeats_nothing_when_a_step_fails_mid_run() -> N
     fused = run(True)
     assert fused == run(False)
     assert fused == (list(range(10)), [-10, -12, -15, -20, -30, -60, 60, 30, 20], 10)
+

@@ -57,6 +57,9 @@ INLINED: dict[str, Callable[[Any], Any]] = {
     "rounding": lambda x: round(x / 3, 2),
     "boolean": lambda x: not x or x < 0,
     "chained": lambda x: 0 < x <= 10 and x != 5,
+    # Always a bool: a filter tests them outside a try statement.
+    "identity": lambda x: type(x[0]) is int,
+    "membership": lambda x: x[0] in (1, 2) or not isinstance(x, str),
 }
 
 ELEMENTS = st.one_of(
@@ -440,3 +443,4 @@ def test_the_switch_turns_inlining_off() -> None:
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                             text=True, check=True)
     assert result.stdout.split() == ["False", "None"]
+
