@@ -130,7 +130,7 @@ class Source(Stream[Any]):
 
     # _checkpointer: the streams.state.Checkpointer told of each finished
     # element (None when the pipeline is not checkpointed).
-    __slots__ = ("_checkpointer", "_task", "started", "stopped")
+    __slots__ = ("_checkpointer", "_stopped", "_task", "started")
     #: Whether the source keeps an offset it can resume from (a checkpoint
     #: of its pipeline is possible); servers and timers cannot.
     _replayable: ClassVar[bool] = False
@@ -161,6 +161,20 @@ class Source(Stream[Any]):
                     "one, build the graph first and then call start()"
                 ) from None
             self.start()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the source is not producing (streamz's flag: code may set it)."""
+        return self._stopped
+
+    @stopped.setter
+    def stopped(self, value: bool) -> None:
+        self._stopped = value
+        if value:
+            # A compiled loop tests this flag alone (streams.fused_loop): a
+            # stop, by stop() or by setting this attribute as streamz code
+            # does, must reach it before the next item.
+            self._interrupted = True
 
     def start(self) -> Any:
         """Start producing; see the class description for what it returns.
@@ -268,8 +282,7 @@ class Source(Stream[Any]):
         (``sink(lambda x: source.stop())``): awaited from the run itself, it
         is done at once.
         """
-        self.stopped = True
-        self._interrupted = True  # a compiled loop tests this flag alone (streams.fused_loop)
+        self.stopped = True  # which a compiled loop sees before its next item
         return None if self._task is None else _RunEnd(self._task)
 
     async def aclose(self) -> None:
