@@ -78,19 +78,8 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     """
 
     __slots__ = (
-        "__weakref__",
-        "_asynchronous_given",
-        "_closed",
-        "_errors",
-        "_interrupted",
-        "_node_id",
-        "_policy",
-        "_push",
-        "_segment",
-        "asynchronous",
-        "downstreams",
-        "loop",
-        "stream_name",
+        "__weakref__", "_asynchronous_given", "_closed", "_errors", "_interrupted", "_node_id",
+        "_policy", "_push", "_segment", "asynchronous", "downstreams", "loop", "stream_name",
         "upstreams",
     )
 

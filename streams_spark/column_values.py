@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["BOOL", "FLOAT", "INT", "MAX_PATHS", "NONE", "OTHER", "STR", "RowValue", "Untraceable",
-           "Value", "checked", "column", "element_repr", "fields_of", "functions", "kind_of",
+           "Value", "column", "fields_of", "functions", "kind_of",
            "lift", "quoted", "truth"]
 
 #: Branches followed per function, at most.
@@ -237,7 +237,7 @@ def _fail(condition: Any, error: Any, value: Any) -> Any:
     The failure is not part of ``value``'s column: a value Python computes
     may be dropped by a later step, or not be written, and Python raises all
     the same. Each step's failures are checked on every row the step sees
-    (see :func:`checked`).
+    (see :func:`streams_spark.checks.checked`).
     """
     F = functions()
     trace = TRACE.get()
@@ -251,47 +251,6 @@ def _fail(condition: Any, error: Any, value: Any) -> Any:
         condition = F.when(on_path, condition).otherwise(False)
     trace.guards.append((condition, error))
     return value
-
-
-def checked(guards: list[tuple[Any, Any]], label: str, row: Callable[[], Any], then: Any
-            ) -> Any:
-    """``then``, or the query fails with the first of ``guards`` that holds.
-
-    ``row()`` gives the failing element's text for the message. One
-    ``raise_error`` names the element for all the guards (the first that
-    holds picks the error): each copy of the element's text adds code to
-    every row's loop that Spark generates, though it runs only on a failure,
-    and a long loop runs slower (the JVM compiles large methods less well).
-
-    Examples
-    --------
-    >>> from streams_spark.sql_text import Sql
-    >>> print(checked([(Sql("a"), "E1"), (Sql("b"), "E2")], "map", lambda: Sql("r"),
-    ...               Sql("x")))  # doctest: +NORMALIZE_WHITESPACE
-    CASE WHEN (a OR b) THEN raise_error(concat(CAST(X'6D6170206661696C6564206F6E20656C656D656E7420'
-    AS STRING), r, CAST(X'3A20' AS STRING), CASE WHEN a THEN CAST(X'4531' AS STRING)
-    ELSE CAST(X'4532' AS STRING) END)) ELSE x END
-    """
-    F = functions()
-    unique: dict[tuple[str, str], tuple[Any, Any]] = {}
-    for condition, error in guards:  # every path meets the failures before its first branch
-        unique.setdefault((str(condition), str(error)), (condition, error))
-    if not unique:
-        return then
-    cases = list(unique.values())
-    errors = [F.lit(e) if isinstance(e, str) else e for _, e in cases]
-    error = errors[0]
-    if len(cases) > 1:
-        # The first guard that holds picks the error (a CASE is false on NULL, as OR is).
-        chosen = F.when(cases[0][0], errors[0])
-        for (condition, _), e in zip(cases[1:-1], errors[1:-1], strict=True):
-            chosen = chosen.when(condition, e)
-        error = chosen.otherwise(errors[-1])
-    failing = cases[0][0]
-    for condition, _ in cases[1:]:
-        failing = failing | condition
-    message = F.concat(F.lit(f"{label} failed on element "), row(), F.lit(": "), error)
-    return F.when(failing, F.raise_error(message)).otherwise(then)
 
 
 def _any_null(*values: Value) -> Any:
@@ -499,15 +458,3 @@ def column(col: Any, field: Any) -> Value:
     # Python holds every integer and float at full width: so must the arithmetic.
     read = col.cast("long") if kind == INT else col.cast("double") if kind == FLOAT else col
     return Value(read, kind, field.nullable, dtype=field.dataType)
-
-
-def element_repr(fields: list[Any]) -> Any:
-    """The element a row stands for, as JSON (nulls included), for an error message.
-
-    One ``to_json``: a repr built of an expression per field (quotes, ``None``,
-    ``True``) made the code Spark generates for the whole filter about 20%
-    slower, though it runs only when the query fails.
-    """
-    F = functions()
-    row = F.struct(*[F.col(quoted(f.name)) for f in fields])
-    return F.to_json(row, F.create_map(F.lit("ignoreNullFields"), F.lit("false")))

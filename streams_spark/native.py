@@ -33,6 +33,7 @@ from typing import Any
 
 from streams.spec import NodeSpec
 
+from .checks import checked, element_repr
 from .column_values import (
     BOOL,
     FLOAT,
@@ -41,9 +42,7 @@ from .column_values import (
     STR,
     RowValue,
     Untraceable,
-    checked,
     column,
-    element_repr,
     functions,
     kind_of,
     lift,

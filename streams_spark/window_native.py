@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 from streams.operators._checks import key_function
 from streams.spec import NodeSpec
 
+from .checks import checked
 from .column_values import (
     BOOL,
     FLOAT,
@@ -42,7 +43,6 @@ from .column_values import (
     RowValue,
     Untraceable,
     Value,
-    checked,
     fields_of,
     lift,
 )

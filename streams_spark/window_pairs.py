@@ -51,7 +51,8 @@ from typing import Any
 
 from streams.spec import NodeSpec
 
-from .column_values import RowValue, Untraceable, Value, checked, fields_of, truth
+from .checks import checked
+from .column_values import RowValue, Untraceable, Value, fields_of, truth
 from .sql_text import Sql
 from .stream import interval
 from .tracing import trace
