@@ -33,8 +33,9 @@ A function is inlined only when all of this holds:
 * it is a plain Python function (a ``def``, optionally with a docstring, or a
   ``lambda``) of exactly one positional parameter, without defaults, called
   with no extra arguments;
-* its source is found (:func:`inspect.findsource`), exactly one ``def`` or
-  ``lambda`` there starts on its first line with its name and parameter,
+* its source is found (:func:`inspect.findsource`; the block starting on
+  its first line, else the whole file), exactly one ``def`` or ``lambda``
+  there starts on its first line with its name and parameter,
   and compiling that one gives the function's own bytecode, names and
   constants (so an edited file, or two lambdas on a line, are not guessed);
 * its expression uses only the parameter, global names, closure variables,
@@ -86,6 +87,7 @@ import functools
 import inspect
 import os
 import sys
+import textwrap
 import types
 import weakref
 from collections.abc import Callable
@@ -255,8 +257,15 @@ def _find_returned(func: types.FunctionType) -> ast.expr | None:
     except (OSError, TypeError):
         return None
     code = func.__code__
-    found = [node for node in _functions(tuple(lines)).get(code.co_firstlineno, ())
-             if _named(node, code) and _same_code(node, func)]
+    first = code.co_firstlineno
+    # The function's own block first: parsing a whole module to find one
+    # function cost ~100 ms on the first emit in a 2,000-line file. A lambda
+    # inside a statement that spans lines is no block of its own; its file is.
+    for where in (_block, _functions):
+        found = [node for node in where(tuple(lines), first)
+                 if _named(node, code) and _same_code(node, func)]
+        if found:
+            break
     if len(found) != 1:
         return None  # none, or two look-alikes on one line: no guessing
     node = found[0]
@@ -274,13 +283,44 @@ def _find_returned(func: types.FunctionType) -> ast.expr | None:
 Function = ast.FunctionDef | ast.Lambda
 
 
+def _block(lines: tuple[str, ...], first: int) -> list[Function]:
+    """The ``def`` and ``lambda`` nodes starting on line ``first``, from that line's block.
+
+    The block is what :func:`inspect.getblock` finds there: a decorated
+    ``def`` and its body, or a lambda's logical line.
+    """
+    try:
+        block = inspect.getblock(list(lines[first - 1:]))
+    except Exception:  # a tokenize error: look in the whole file
+        return []
+    return _parsed_block(tuple(block))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_block(block: tuple[str, ...]) -> list[Function]:
+    try:
+        tree = ast.parse(textwrap.dedent("".join(block)))
+    except (SyntaxError, ValueError):  # a lambda inside a longer statement
+        return []
+    return _by_first_line(tree).get(1, [])
+
+
+def _functions(lines: tuple[str, ...], first: int) -> list[Function]:
+    """The ``def`` and ``lambda`` nodes of a whole file starting on line ``first``."""
+    return _file_functions(lines).get(first, [])
+
+
 @functools.lru_cache(maxsize=32)
-def _functions(lines: tuple[str, ...]) -> dict[int, list[Function]]:
-    """The ``def`` and ``lambda`` nodes of a file, by the line their code object starts on."""
+def _file_functions(lines: tuple[str, ...]) -> dict[int, list[Function]]:
     try:
         tree = ast.parse("".join(lines))
     except (SyntaxError, ValueError):
         return {}
+    return _by_first_line(tree)
+
+
+def _by_first_line(tree: ast.AST) -> dict[int, list[Function]]:
+    """``tree``'s ``def`` and ``lambda`` nodes, by the line their code object starts on."""
     by_line: dict[int, list[Function]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.Lambda):
