@@ -48,7 +48,7 @@ from typing import Any
 
 from ..clock import get_clock
 from ..core import Stream
-from ..fused_loop import EXHAUSTED, STOPPED, loop_for, take_push
+from ..fused_loop import EXHAUSTED, STOPPED, counting, loop_for, take_push
 from ..loop_thread import asyncio_loop_running
 from .kafka_commits import KafkaCommits
 from .kafka_config import Partition, _import_kafka, kafka_consumer_config, start_offsets
@@ -305,8 +305,9 @@ class FromKafka(KafkaCommits):
                     for m in msgs)
         if self.keys:
             return ({"key": m.key(), "value": m.value()} for m in msgs)
-        # Message.value called by map: no Python frame a message.
-        return map(_import_kafka("from_kafka()").Message.value, msgs)
+        # Message.value called by map: no Python frame a message. A list's
+        # iterator: the compiled loop numbers nothing (30 ns a message less).
+        return iter(list(map(_import_kafka("from_kafka()").Message.value, msgs)))
 
     def _emit_batch(self, msgs: list[Any]) -> Any:
         """Push ``msgs``; None, or an awaitable when a step is asynchronous.
@@ -327,10 +328,11 @@ class FromKafka(KafkaCommits):
         much as the push of a short pipeline.
         """
         counts: list[int] = []  # the compiled loop tells how many went through
+        positional, counted = counting(values, counts.append)
         try:
             while True:
                 push = take_push(self)
-                outcome = loop_for(push)(values, self, push, counts.append)
+                outcome = loop_for(push, positional)(values, self, push, counted)
                 done += counts.pop()
                 if outcome is None:  # the graph changed: new code for the rest
                     continue
