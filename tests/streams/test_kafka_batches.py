@@ -145,6 +145,25 @@ def test_a_message_the_producer_refuses_fails_the_node_naming_it(kafka_broker: A
     assert committed(params, src, 1) == [-1001]
 
 
+def test_without_a_group_a_refused_message_fails_the_node_naming_it(kafka_broker: Any) -> None:
+    big = b"x" * 5000
+    values = [b"%d" % i for i in range(5)] + [big] + [b"%d" % i for i in range(6, 10)]
+    src = kafka_broker.create_topic("direct-refused-in")
+    dst = kafka_broker.create_topic("direct-refused-out")
+    kafka_broker.produce(src, values)
+    source = Stream.from_kafka([src], kafka_broker.config(), offset="earliest", batch=100)
+    sink = source.to_kafka(dst, kafka_broker.config(**{"message.max.bytes": 1000}))
+    from confluent_kafka import KafkaException
+
+    with pytest.raises(KafkaException, match=r"to_kafka.*failed on element b'xxx.*too large") as e:
+        source.start()
+    assert e.value.element == big  # type: ignore[attr-defined]
+    sink.flush()
+    # Produced as they came: those before it; the source stopped there.
+    assert kafka_broker.read(dst) == values[:5]
+    assert source.offsets == {(src, 0): 5}
+
+
 def test_a_refused_message_routed_to_the_error_stream_lets_the_batch_commit(
         kafka_broker: Any) -> None:
     big = b"x" * 5000
