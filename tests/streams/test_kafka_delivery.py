@@ -255,6 +255,32 @@ def test_from_kafka_waits_10_ms_to_fetch_again_unless_told(monkeypatch: pytest.M
     assert [c["fetch.queue.backoff.ms"] for c in configs] == [10, 500]
 
 
+@pytest.mark.parametrize("grouped", [False, True])
+def test_read_to_the_end_a_fetch_waits_5_ms_and_all_brokers_connect_unless_told(
+        monkeypatch: pytest.MonkeyPatch, grouped: bool) -> None:
+    import confluent_kafka
+
+    configs: list[dict[str, Any]] = []
+
+    class Refused(Exception):
+        pass
+
+    def consumer(config: dict[str, Any]) -> Any:
+        configs.append(config)
+        raise Refused
+
+    monkeypatch.setattr(confluent_kafka, "Consumer", consumer)
+    group = {"group.id": "g"} if grouped else {}
+    for given in ({}, {"fetch.wait.max.ms": 100, "enable.sparse.connections": True}):
+        source = Stream.from_kafka(["t"], {"bootstrap.servers": "127.0.0.1:9", **group, **given})
+        with pytest.raises(Refused):
+            source.start()  # no loop: reads to the end
+    assert [c["fetch.wait.max.ms"] for c in configs] == [5, 100]
+    # Only without a group are the partitions asked for before reading.
+    assert [c.get("enable.sparse.connections") for c in configs] == (
+        [None, True] if grouped else [False, True])
+
+
 def test_on_a_loop_a_group_member_stops_commits_and_leaves(kafka_broker: Any) -> None:
     import asyncio
 
