@@ -6,20 +6,15 @@ source commits the offsets of what produced them, before a checkpoint, and
 when the stream closes. A message that could not be delivered fails the
 node there, naming it, through the node's error policy.
 
-Under ``from_kafka`` in a consumer group without a loop, where each
-batch's messages are confirmed by their own delivery reports, the messages
-of a batch are held and handed over in one ``produce_batch()`` call at the
-batch's end (and at every barrier, ``flush()`` and close): the batch's
-callback is then passed once a call instead of once a message, which takes
-about a quarter off a produced message's cost. Elsewhere each element is
-produced as it comes (a dict a message for ``produce_batch()`` costs more
-than a ``produce()`` without a callback). Under ``from_kafka`` without a
-loop, in a group or not, the step for a ``bytes`` element is written into
-the source's compiled loop
-(:func:`~streams.sinks.kafka_batches.fuse_held`), no call into the sink a
-message, and the delivery reports are served at each batch's end. A
-message the producer refuses fails the node, naming it, as a failed
-delivery does.
+Under ``from_kafka`` in a consumer group without a loop, a batch's
+messages are held and handed over in one ``produce_batch()`` call at the
+batch's end (and at every barrier, ``flush()`` and close), its callback
+passed once a call instead of once a message; elsewhere each element is
+produced as it comes. Under ``from_kafka`` without a loop the step for a
+``bytes`` element is written into the source's compiled loop
+(:func:`~streams.sinks.kafka_batches.fuse_held`), and delivery reports are
+served at each batch's end. A message the producer refuses fails the node,
+naming it, as a failed delivery does.
 
 With ``transactional=True`` (and a ``transactional.id`` in the producer
 configuration) each barrier commits a Kafka transaction, and the sink takes
@@ -154,9 +149,8 @@ class ToKafka(Stream[Any]):
         self._producer: Any = None
         self._skip: set[int] = set()
         self._errors_seen: list[tuple[Any, BaseException]] = []
-        # Messages produced, but for those of a source's batch produced by
-        # fused code (_produce_now): only failures are reported there, and
-        # _open() counts every earlier message as reported.
+        # Messages produced, but those fused code produces (_produce_now: only
+        # failures reported; _open() counts every earlier message as reported).
         self._sent = 0
         self._done = 0  # delivery reports received
         # Whether the producer reports every delivery, or only failures.
@@ -170,9 +164,8 @@ class ToKafka(Stream[Any]):
         # in order, and handed over in one call (see the module docs).
         self._batch_ends = False
         self._held: list[dict[str, Any]] = []
-        # While a source's batches are pushed without tokens: the producer's
-        # produce(), called by fused code for each bytes element; reports
-        # are served at each batch's end (_send_held).
+        # While a source pushes batches without tokens: the producer's
+        # produce(), which fused code calls for each bytes element.
         self._produce_now: Any = None
         self._in_txn = False
         Stream.__init__(self, upstream, **kwargs)
@@ -363,16 +356,8 @@ class ToKafka(Stream[Any]):
             self._batch_ends = False
 
     def _send_held(self) -> None:
-        """A batch's end: hand the messages held over in one call, or serve the reports of
-        those produced as they came; raise their errors."""
-        if self._produce_now is None:
-            send_held_now(self)
-            return
-        self._producer.poll(0)
-        if self._errors_seen:
-            pending = self._report()
-            if pending is not None:  # pragma: no cover - a routed error on an async stream
-                run_sync(pending)
+        """A batch's end: its messages handed over (or their reports served); raise errors."""
+        send_held_now(self)
 
     def _fusable(self) -> bool:
         return True

@@ -68,10 +68,14 @@ def send_held(sink: ToKafka, report: bool = True) -> Any:
     could not queue (librdkafka stops queueing there), so sending those
     again once there is room keeps the order. Messages refused for good
     fail the node (``report``), else wait in its errors seen for the next
-    barrier.
+    barrier. With nothing held while fused code produces each message
+    (``_produce_now``, a batch's end), their delivery reports are served.
     """
     if not sink._held:
-        return None
+        if sink._produce_now is None:
+            return None
+        sink._producer.poll(0)  # produced as they came: their reports, a batch's end
+        return sink._report() if report and sink._errors_seen else None
     # Emptied in place: fused code appends to this very list (fuse_held).
     held = sink._held[:]
     sink._held.clear()

@@ -234,20 +234,27 @@ def test_on_a_loop_offsets_follow_each_awaited_element(kafka_broker: Any,
     assert source.offsets == {(kafka_topic, 0): 37}
 
 
-def test_from_kafka_waits_10_ms_to_fetch_again_unless_told(monkeypatch: pytest.MonkeyPatch
-                                                           ) -> None:
+class Refused(Exception):
+    """Raised by a consumer that only notes its configuration (see ``consumer_configs``)."""
+
+
+def consumer_configs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The configurations of the consumers created from here on; each raises ``Refused``."""
     import confluent_kafka
 
     configs: list[dict[str, Any]] = []
-
-    class Refused(Exception):
-        pass
 
     def consumer(config: dict[str, Any]) -> Any:
         configs.append(config)
         raise Refused
 
     monkeypatch.setattr(confluent_kafka, "Consumer", consumer)
+    return configs
+
+
+def test_from_kafka_waits_10_ms_to_fetch_again_unless_told(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    configs = consumer_configs(monkeypatch)
     for given in ({}, {"fetch.queue.backoff.ms": 500}):
         source = Stream.from_kafka(["t"], {"bootstrap.servers": "127.0.0.1:9", **given})
         with pytest.raises(Refused):
@@ -258,18 +265,7 @@ def test_from_kafka_waits_10_ms_to_fetch_again_unless_told(monkeypatch: pytest.M
 @pytest.mark.parametrize("grouped", [False, True])
 def test_read_to_the_end_a_fetch_waits_5_ms_and_all_brokers_connect_unless_told(
         monkeypatch: pytest.MonkeyPatch, grouped: bool) -> None:
-    import confluent_kafka
-
-    configs: list[dict[str, Any]] = []
-
-    class Refused(Exception):
-        pass
-
-    def consumer(config: dict[str, Any]) -> Any:
-        configs.append(config)
-        raise Refused
-
-    monkeypatch.setattr(confluent_kafka, "Consumer", consumer)
+    configs = consumer_configs(monkeypatch)
     group = {"group.id": "g"} if grouped else {}
     for given in ({}, {"fetch.wait.max.ms": 100, "enable.sparse.connections": True}):
         source = Stream.from_kafka(["t"], {"bootstrap.servers": "127.0.0.1:9", **group, **given})
