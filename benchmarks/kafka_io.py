@@ -281,7 +281,11 @@ def main() -> None:
                     help="only the from_kafka_batched(dask=True) runs")
     ap.add_argument("--warm", action="store_true",
                     help="with --dask, import the library on the workers before timing")
+    ap.add_argument("--only", default="",
+                    help="comma-separated variants to run (e.g. streams,plain-produce-batch; "
+                         "streams-group is --group's); ratios are printed where both ran")
     args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
     args.dask |= args.dask_only
     n = args.messages
     print(f"load average at start: {load()}; {os.cpu_count()} cores; {n} messages, "
@@ -304,8 +308,11 @@ def main() -> None:
                     "streams": partial(with_streams, broker, t, o3, n),
                 }
                 for name, run in round_.items():
-                    results.setdefault(name, []).append(timed(run))
-                if args.group:
+                    if not only or name in only:
+                        results.setdefault(name, []).append(timed(run))
+                    elif name == "produce-only":
+                        run()  # the input of the others, untimed
+                if args.group and (not only or "streams-group" in only):
                     o4 = broker.create_topic(f"bench-out-{next(_names)}", PARTITIONS)
                     results.setdefault("streams-group", []).append(with_group(broker, t, o4, n))
                 if args.dask:
@@ -327,9 +334,11 @@ def main() -> None:
         ("streams", "plain"), ("streams", "plain-batched"), ("streams", "plain-produce-batch"),
         ("streams", "produce-only"), ("streams", "consume-only")]
     if args.group and not args.dask_only:
-        pairs += [("streams-group", "plain-batched"), ("streams-group", "consume-only"),
-                  ("streams-group", "streams")]
+        pairs += [("streams-group", "plain-batched"), ("streams-group", "plain-produce-batch"),
+                  ("streams-group", "consume-only"), ("streams-group", "streams")]
     for a, b in pairs:
+        if a not in results or b not in results:
+            continue
         print(f"  {a} / {b:19} {ratio(a, b):6.2f}x")
     if args.dask:
         per_round = [b / a for a, b in zip(results["dask-1-worker"], results["dask-2-worker"],

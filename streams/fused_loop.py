@@ -79,7 +79,7 @@ from . import fusion
 if TYPE_CHECKING:
     from .sources.base import Source
 
-__all__ = ["EXHAUSTED", "STOPPED", "drive", "loop_for", "skip", "take_push"]
+__all__ = ["EXHAUSTED", "STOPPED", "counting", "drive", "loop_for", "skip", "take_push"]
 
 #: What a loop (:func:`loop_for`) returns when its items are exhausted, or the source stopped.
 EXHAUSTED = object()
@@ -111,9 +111,7 @@ def drive(source: Source, items: Iterator[Any], counted: Callable[[int], None]) 
     __tracebackhide__ = True  # pytest, IPython: show the user's frames
     from .clock import run_sync
 
-    positional = type(items) in _POSITIONAL and len(items.__reduce__()) == 3
-    if positional:
-        counted = _Moved(items, counted)
+    positional, counted = counting(items, counted)
     while True:
         push = take_push(source)
         outcome = loop_for(push, positional)(items, source, push, counted)
@@ -123,6 +121,26 @@ def drive(source: Source, items: Iterator[Any], counted: Callable[[int], None]) 
             return False
         if outcome is not None:
             run_sync(outcome)  # the item's pending work, before the next item
+
+
+def counting(items: Iterator[Any], counted: Callable[[int], None]
+             ) -> tuple[bool, Callable[[int], None]]:
+    """Whether a loop over ``items`` numbers nothing, and the ``counted`` to give it.
+
+    A list's or a tuple's iterator is looped over without numbering (see
+    the module docstring): its ``counted`` then reads the iterator's
+    position, and still tells ``counted`` how many items went through.
+
+    Examples
+    --------
+    >>> done = []
+    >>> positional, moved = counting(iter([1, 2, 3]), done.append)
+    >>> positional, counting(iter(range(3)), done.append)[0]
+    (True, False)
+    """
+    if type(items) in _POSITIONAL and len(items.__reduce__()) == 3:
+        return True, _Moved(items, counted)
+    return False, counted
 
 
 def take_push(source: Source) -> Callable[[Any], Any]:

@@ -6,16 +6,15 @@ source commits the offsets of what produced them, before a checkpoint, and
 when the stream closes. A message that could not be delivered fails the
 node there, naming it, through the node's error policy.
 
-Under ``from_kafka`` without a loop, the messages of a batch are held and
-handed over in one ``produce_batch()`` call at the batch's end (and at
-every barrier, ``flush()`` and close). In a consumer group, where each
-batch's messages are confirmed by their own delivery reports, the batch's
-callback is then passed once a call instead of once a message, which takes
-about a quarter off a produced message's cost; in any case the step that
-holds a ``bytes`` element is written into the source's compiled loop
-(:func:`~streams.sinks.kafka_batches.fuse_held`), no call a message. A
-message the producer refuses there fails the node, naming it, as a failed
-delivery does. Elsewhere each element is produced as it comes.
+Under ``from_kafka`` in a consumer group without a loop, a batch's
+messages are held and handed over in one ``produce_batch()`` call at the
+batch's end (and at every barrier, ``flush()`` and close), its callback
+passed once a call instead of once a message; elsewhere each element is
+produced as it comes. Under ``from_kafka`` without a loop the step for a
+``bytes`` element is written into the source's compiled loop
+(:func:`~streams.sinks.kafka_batches.fuse_held`), and delivery reports are
+served at each batch's end. A message the producer refuses fails the node,
+naming it, as a failed delivery does.
 
 With ``transactional=True`` (and a ``transactional.id`` in the producer
 configuration) each barrier commits a Kafka transaction, and the sink takes
@@ -104,6 +103,7 @@ class ToKafka(Stream[Any]):
         "_held",
         "_in_txn",
         "_marks_seen",
+        "_produce_now",
         "_producer",
         "_sent",
         "_skip",
@@ -149,7 +149,9 @@ class ToKafka(Stream[Any]):
         self._producer: Any = None
         self._skip: set[int] = set()
         self._errors_seen: list[tuple[Any, BaseException]] = []
-        self._sent = 0  # messages produced
+        # Messages produced, but those fused code produces (_produce_now: only
+        # failures reported; _open() counts every earlier message as reported).
+        self._sent = 0
         self._done = 0  # delivery reports received
         # Whether the producer reports every delivery, or only failures.
         self._all_reports = False
@@ -162,6 +164,9 @@ class ToKafka(Stream[Any]):
         # in order, and handed over in one call (see the module docs).
         self._batch_ends = False
         self._held: list[dict[str, Any]] = []
+        # While a source pushes batches without tokens: the producer's
+        # produce(), which fused code calls for each bytes element.
+        self._produce_now: Any = None
         self._in_txn = False
         Stream.__init__(self, upstream, **kwargs)
 
@@ -185,6 +190,8 @@ class ToKafka(Stream[Any]):
             producer.init_transactions(30)
             self._skip = self._already_written()
         self._producer = producer
+        if self._produce_now is not None:
+            self._produce_now = producer.produce
         return producer
 
     def _already_written(self) -> set[int]:
@@ -330,21 +337,26 @@ class ToKafka(Stream[Any]):
     # -- a source's batches ------------------------------------------------------------
 
     def _hold_batches(self, on: bool) -> None:
-        """Hold messages till a batch's end (``on``); set by ``from_kafka`` without a loop.
+        """A source's batches begin (``on``) or end; set by ``from_kafka`` without a loop.
 
         The source calls :meth:`_send_held` at the end of every batch it
-        pushes; turned off, what is held is sent (its errors left for the
-        next barrier, as a failure may be what turned it off).
+        pushes. With tokens (a consumer group) a batch's messages are held
+        till then, for one ``produce_batch()``; without, fused code produces
+        each as it comes. Turned off, what is held is sent (its errors left
+        for the next barrier, as a failure may be what turned it off).
         """
         if on:
             if self._producer is None or (self.downstreams and not self._all_reports):
-                self._open()  # held messages are handed over without a step that opens it
+                self._open()  # fused code produces without a step that opens it
+            self._batch_ends = self._batch is not None
+            self._produce_now = None if self._batch_ends else self._producer.produce
         else:
+            self._produce_now = None
             send_held_now(self, report=False)
-        self._batch_ends = on
+            self._batch_ends = False
 
     def _send_held(self) -> None:
-        """Hand the messages held over in one call (a batch's end); raise their errors."""
+        """A batch's end: its messages handed over (or their reports served); raise errors."""
         send_held_now(self)
 
     def _fusable(self) -> bool:
@@ -364,6 +376,7 @@ class ToKafka(Stream[Any]):
     def _deferring(self, value: bool) -> None:
         self._defer = value
         if value:
+            self._produce_now = None  # each message names its batch's callback
             if self._batch is None:
                 self._batch = Batch(self)
             if self._producer is not None and not self._all_reports:
@@ -412,6 +425,7 @@ class ToKafka(Stream[Any]):
         else:
             while token.done < token.sent:
                 producer.poll(0.1)
+            self._done += token.done - token.passed  # the successes only the token counted
         if self._errors_seen:
             pending = self._report()
             if pending is not None:  # pragma: no cover - a routed error on an async stream

@@ -1,4 +1,5 @@
-"""to_kafka under from_kafka in a consumer group: each batch's messages in one produce_batch()."""
+"""to_kafka under from_kafka: in a consumer group each batch's messages in one produce_batch(),
+without one each message produced as it comes."""
 
 from __future__ import annotations
 
@@ -50,20 +51,43 @@ class Handed:
         return v
 
 
-@pytest.mark.parametrize("grouped", [True, False])
 def test_a_batchs_messages_are_handed_over_at_its_end_and_none_before(
-        kafka_broker: Any, grouped: bool) -> None:
-    src, dst, params, source = pipeline(kafka_broker, f"held-{grouped}",
+        kafka_broker: Any) -> None:
+    src, dst, params, source = pipeline(kafka_broker, "held",
                                         [b"%02d" % i for i in range(60)], 7)
-    if not grouped:  # no group: nothing committed, the same batches
-        source = Stream.from_kafka([src], kafka_broker.config(), offset="earliest", batch=7)
     note = Handed(source, src)
     note.sink = source.map(note).to_kafka(dst, kafka_broker.config(**{"linger.ms": 20}))
     source.start()
     assert note.handed == note.began
     assert any(h < i for i, h in enumerate(note.handed))  # messages were held
     assert kafka_broker.read(dst) == [b"%02d" % i for i in range(60)]
-    assert committed(params, src, 1) == ([60] if grouped else [-1001])
+    assert committed(params, src, 1) == [60]
+
+
+@pytest.mark.parametrize("element", ["bytes", "keyed", "str"])
+def test_without_a_group_each_message_is_produced_as_it_comes(kafka_broker: Any,
+                                                             element: str) -> None:
+    src = kafka_broker.create_topic(f"direct-{element}-in")
+    dst = kafka_broker.create_topic(f"direct-{element}-out")
+    kafka_broker.produce(src, [b"%02d" % i for i in range(30)])
+    source = Stream.from_kafka([src], kafka_broker.config(), offset="earliest", batch=7)
+    queued: list[int] = []
+    sink: Any = None
+
+    def note(v: bytes) -> bytes:
+        # Nothing leaves the producer's queue before close (linger.ms), which
+        # then holds every message handed over so far.
+        queued.append(len(sink._producer) + len(sink._held))
+        assert not sink._held
+        return v
+
+    noted = source.map(note) if element != "str" else source.map(note).map(bytes.decode)
+    sink = noted.to_kafka(dst, kafka_broker.config(**{"linger.ms": 250_000}),
+                          key=(lambda v: v[1:]) if element == "keyed" else None)
+    source.start()
+    assert queued == list(range(30))
+    assert read_keyed(kafka_broker, dst) == [
+        (b"%d" % (i % 10) if element == "keyed" else None, b"%02d" % i) for i in range(30)]
 
 
 def test_stopped_inside_a_batch_what_was_processed_is_written_and_committed(
@@ -119,6 +143,25 @@ def test_a_message_the_producer_refuses_fails_the_node_naming_it(kafka_broker: A
     # The rest of the batch was written; the batch is not committed.
     assert kafka_broker.read(dst) == [v for v in values if v != big]
     assert committed(params, src, 1) == [-1001]
+
+
+def test_without_a_group_a_refused_message_fails_the_node_naming_it(kafka_broker: Any) -> None:
+    big = b"x" * 5000
+    values = [b"%d" % i for i in range(5)] + [big] + [b"%d" % i for i in range(6, 10)]
+    src = kafka_broker.create_topic("direct-refused-in")
+    dst = kafka_broker.create_topic("direct-refused-out")
+    kafka_broker.produce(src, values)
+    source = Stream.from_kafka([src], kafka_broker.config(), offset="earliest", batch=100)
+    sink = source.to_kafka(dst, kafka_broker.config(**{"message.max.bytes": 1000}))
+    from confluent_kafka import KafkaException
+
+    with pytest.raises(KafkaException, match=r"to_kafka.*failed on element b'xxx.*too large") as e:
+        source.start()
+    assert e.value.element == big  # type: ignore[attr-defined]
+    sink.flush()
+    # Produced as they came: those before it; the source stopped there.
+    assert kafka_broker.read(dst) == values[:5]
+    assert source.offsets == {(src, 0): 5}
 
 
 def test_a_refused_message_routed_to_the_error_stream_lets_the_batch_commit(
@@ -189,10 +232,8 @@ def read_keyed(broker: Any, topic: str) -> list[tuple[bytes | None, bytes]]:
 
 @pytest.mark.parametrize("keyed", [True, False])
 def test_keyed_and_str_elements_are_held_too(kafka_broker: Any, keyed: bool) -> None:
-    src = kafka_broker.create_topic(f"held-keyed-{keyed}-in")
-    dst = kafka_broker.create_topic(f"held-keyed-{keyed}-out")
-    kafka_broker.produce(src, [b"%02d" % i for i in range(30)])
-    source = Stream.from_kafka([src], kafka_broker.config(), offset="earliest", batch=7)
+    src, dst, params, source = pipeline(kafka_broker, f"held-keyed-{keyed}",
+                                        [b"%02d" % i for i in range(30)], 7)
     note = Handed(source, src)
     # A key, or a str to convert: the sink's update, not the fused step.
     noted = source.map(note) if keyed else source.map(note).map(bytes.decode)
@@ -202,3 +243,4 @@ def test_keyed_and_str_elements_are_held_too(kafka_broker: Any, keyed: bool) -> 
     assert note.handed == note.began
     assert read_keyed(kafka_broker, dst) == [
         (b"%d" % (i % 10) if keyed else None, b"%02d" % i) for i in range(30)]
+    assert committed(params, src, 1) == [30]

@@ -234,25 +234,47 @@ def test_on_a_loop_offsets_follow_each_awaited_element(kafka_broker: Any,
     assert source.offsets == {(kafka_topic, 0): 37}
 
 
-def test_from_kafka_waits_10_ms_to_fetch_again_unless_told(monkeypatch: pytest.MonkeyPatch
-                                                           ) -> None:
+class Refused(Exception):
+    """Raised by a consumer that only notes its configuration (see ``consumer_configs``)."""
+
+
+def consumer_configs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The configurations of the consumers created from here on; each raises ``Refused``."""
     import confluent_kafka
 
     configs: list[dict[str, Any]] = []
-
-    class Refused(Exception):
-        pass
 
     def consumer(config: dict[str, Any]) -> Any:
         configs.append(config)
         raise Refused
 
     monkeypatch.setattr(confluent_kafka, "Consumer", consumer)
+    return configs
+
+
+def test_from_kafka_waits_10_ms_to_fetch_again_unless_told(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    configs = consumer_configs(monkeypatch)
     for given in ({}, {"fetch.queue.backoff.ms": 500}):
         source = Stream.from_kafka(["t"], {"bootstrap.servers": "127.0.0.1:9", **given})
         with pytest.raises(Refused):
             source.start()
     assert [c["fetch.queue.backoff.ms"] for c in configs] == [10, 500]
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_read_to_the_end_a_fetch_waits_5_ms_and_all_brokers_connect_unless_told(
+        monkeypatch: pytest.MonkeyPatch, grouped: bool) -> None:
+    configs = consumer_configs(monkeypatch)
+    group = {"group.id": "g"} if grouped else {}
+    for given in ({}, {"fetch.wait.max.ms": 100, "enable.sparse.connections": True}):
+        source = Stream.from_kafka(["t"], {"bootstrap.servers": "127.0.0.1:9", **group, **given})
+        with pytest.raises(Refused):
+            source.start()  # no loop: reads to the end
+    assert [c["fetch.wait.max.ms"] for c in configs] == [5, 100]
+    # Only without a group are the partitions asked for before reading.
+    assert [c.get("enable.sparse.connections") for c in configs] == (
+        [None, True] if grouped else [False, True])
 
 
 def test_on_a_loop_a_group_member_stops_commits_and_leaves(kafka_broker: Any) -> None:
