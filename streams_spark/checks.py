@@ -31,9 +31,8 @@ def checked(guards: list[tuple[Any, Any]], label: str, row: Callable[[], Any], t
     >>> from streams_spark.sql_text import Sql
     >>> print(checked([(Sql("a"), "E1"), (Sql("b"), "E2")], "map", lambda: Sql("r"),
     ...               Sql("x")))  # doctest: +NORMALIZE_WHITESPACE
-    CASE WHEN (a OR b) THEN raise_error(concat(CAST(X'6D6170206661696C6564206F6E20656C656D656E7420'
-    AS STRING), r, CAST(X'3A20' AS STRING), CASE WHEN a THEN CAST(X'4531' AS STRING)
-    ELSE CAST(X'4532' AS STRING) END)) ELSE x END
+    CASE WHEN (a OR b) THEN raise_error(concat('map failed on element ', r,
+    CASE WHEN a THEN ': E1' ELSE ': E2' END)) ELSE x END
     """
     F = functions()
     unique: dict[tuple[str, str], tuple[Any, Any]] = {}
@@ -42,7 +41,10 @@ def checked(guards: list[tuple[Any, Any]], label: str, row: Callable[[], Any], t
     if not unique:
         return then
     cases = list(unique.values())
-    errors = [F.lit(e) if isinstance(e, str) else e for _, e in cases]
+    # A constant error is one literal with its separator: Spark parses,
+    # analyses, optimises and prints each node of the filter on every query.
+    errors = [F.lit(": " + e) if isinstance(e, str) else F.concat(F.lit(": "), e)
+              for _, e in cases]
     error = errors[0]
     if len(cases) > 1:
         # The first guard that holds picks the error (a CASE is false on NULL, as OR is).
@@ -53,7 +55,7 @@ def checked(guards: list[tuple[Any, Any]], label: str, row: Callable[[], Any], t
     failing = cases[0][0]
     for condition, _ in cases[1:]:
         failing = failing | condition
-    message = F.concat(F.lit(f"{label} failed on element "), row(), F.lit(": "), error)
+    message = F.concat(F.lit(f"{label} failed on element "), row(), error)
     return F.when(failing, F.raise_error(message)).otherwise(then)
 
 

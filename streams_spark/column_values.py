@@ -112,12 +112,16 @@ class Value:
     __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, col: Any, kind: str, nullable: bool, dtype: Any = None,
-                 constant: Any = _NO_CONSTANT) -> None:
+                 constant: Any = _NO_CONSTANT, raw: Any = None) -> None:
         self.col = col
         self.kind = kind
         self.nullable = nullable
         self.dtype = dtype  # the input column's type, for a column read as is
+        self.raw = raw  # that column itself, at its own width
         self.constant = constant
+        #: Never null on any row (``nullable`` is false also where a check
+        #: fails the query on a null first): its truth needs no ``coalesce``.
+        self.total = not nullable and constant is not _NO_CONSTANT
         #: Never NaN or infinite (an integer; an integer by an integer).
         self.finite = kind == INT or (type(constant) is float and math.isfinite(constant))
 
@@ -223,9 +227,9 @@ def lift(x: Any) -> Value:
     if type(x) is int:
         if not _LONG[0] <= x <= _LONG[1]:
             raise Untraceable(f"the integer {x} does not fit in 64 bits")
-        return Value(F.lit(x).cast("long"), INT, False, constant=x)
+        return Value(F.lit(x), INT, False, constant=x)  # a BIGINT literal
     if type(x) is float:
-        return Value(F.lit(x).cast("double"), FLOAT, False, constant=x)
+        return Value(F.lit(x), FLOAT, False, constant=x)  # a DOUBLE literal
     if type(x) is str:
         return Value(F.lit(x), STR, False, constant=x)
     raise Untraceable(f"a {type(x).__name__} constant")
@@ -270,9 +274,17 @@ def _any_null(*values: Value) -> Any:
 
 
 def _type_names(template: str, a: Value, b: Value) -> Any:
-    """Python's ``TypeError`` message for ``a`` and ``b``, one of them None."""
+    """Python's ``TypeError`` message for ``a`` and ``b``, one of them None.
+
+    A constant when only one of them may be None: it is, where the message
+    is shown.
+    """
     F = functions()
     names = {INT: "int", FLOAT: "float", BOOL: "bool", STR: "str", NONE: "NoneType"}
+    if not (a.nullable and b.nullable):
+        def known(v: Value) -> str:
+            return "NoneType" if v.nullable else names.get(v.kind, "object")
+        return "TypeError: " + template.replace("{a}", known(a)).replace("{b}", known(b))
 
     def name(v: Value) -> Any:
         known = F.lit(names.get(v.kind, "object"))
@@ -353,11 +365,13 @@ def _compare(op: str, a: Any, b: Any) -> Value:
         col = a.col.eqNullSafe(b.col)  # never null
         if op == "!=":
             col = ~col
+        total = True
     else:
         if not _comparable(a, b) or NONE in (a.kind, b.kind):
             raise Untraceable(f"{op} of {a.kind} and {b.kind}")
         col = {"<": a.col < b.col, "<=": a.col <= b.col, ">": a.col > b.col,
                ">=": a.col >= b.col}[op]
+        total = not (a.nullable or b.nullable)
     floats = [v.col for v in (a, b) if v.kind == FLOAT]
     if floats:
         # Python: NaN equals nothing and orders with nothing (isnan(null) is false).
@@ -369,7 +383,9 @@ def _compare(op: str, a: Any, b: Any) -> Value:
         if nulls is not None:
             col = _fail(nulls, _type_names(
                 f"'{op}' not supported between instances of '{{a}}' and '{{b}}'", a, b), col)
-    return Value(col, BOOL, False)
+    value = Value(col, BOOL, False)
+    value.total = total  # NaN's CASE is never null either
+    return value
 
 
 def truth(x: Any) -> Any:
@@ -383,7 +399,7 @@ def truth(x: Any) -> Any:
     if v.kind == NONE:
         return F.lit(False)
     if v.kind == BOOL:
-        return F.coalesce(v.col, F.lit(False))
+        return v.col if v.total else F.coalesce(v.col, F.lit(False))
     if v.kind in (INT, FLOAT):
         return F.coalesce(v.col != 0, F.lit(False))  # NaN is true, in both
     if v.kind == STR:
@@ -455,6 +471,9 @@ def quoted(name: str) -> str:
 
 def column(col: Any, field: Any) -> Value:
     kind = kind_of(field.dataType)
-    # Python holds every integer and float at full width: so must the arithmetic.
-    read = col.cast("long") if kind == INT else col.cast("double") if kind == FLOAT else col
-    return Value(read, kind, field.nullable, dtype=field.dataType)
+    # Python holds every integer and float at full width: so must the arithmetic
+    # (a long or a double column is that already).
+    name = field.dataType.typeName()
+    read = (col.cast("long") if kind == INT and name != "long"
+            else col.cast("double") if kind == FLOAT and name != "double" else col)
+    return Value(read, kind, field.nullable, dtype=field.dataType, raw=col)

@@ -130,6 +130,8 @@ def _output(x: Any, field: Any, ansi: bool) -> str:
         raise Untraceable(f"a value that may be None for the non-null column {field.name!r}")
     if v.kind == NONE:
         col = v.col.cast(target)
+    elif v.raw is not None and v.dtype == target:
+        col = v.raw  # a column passed through as it is
     elif v.dtype is not None and v.dtype == target:
         # A column passed through: numbers back to their own width.
         col = v.col.cast(target) if v.kind in (INT, FLOAT) else v.col
@@ -142,7 +144,8 @@ def _output(x: Any, field: Any, ansi: bool) -> str:
         raise Untraceable(f"a {v.kind} for the {target.simpleString()} column {field.name!r}")
     # Text, for one selectExpr(): each Column built in Python costs several
     # round trips to the JVM, which a short query notices.
-    return f"{col} AS {quoted(field.name)}"
+    name = quoted(field.name)
+    return name if str(col) == name else f"{col} AS {name}"
 
 
 def _outputs(result: Any, schema: Any, ansi: bool) -> list[str]:

@@ -9,9 +9,9 @@ Examples
 --------
 >>> x = col("`n`")
 >>> str(when(x.isNull(), lit(0)).otherwise(x * lit(2.5)))
-"CASE WHEN (`n` IS NULL) THEN CAST('0' AS BIGINT) ELSE (`n` * CAST('2.5' AS DOUBLE)) END"
->>> str(lit("it's"))
-"CAST(X'69742773' AS STRING)"
+'CASE WHEN (`n` IS NULL) THEN 0L ELSE (`n` * 2.5D) END'
+>>> str(lit("it's")), str(lit("its")), str(lit(-1)), str(lit(-0.0))
+("CAST(X'69742773' AS STRING)", "'its'", "CAST('-1' AS BIGINT)", '(-0.0D)')
 """
 
 from __future__ import annotations
@@ -88,7 +88,13 @@ def _sql(x: Any) -> str:
 
 
 def lit(x: Any) -> Sql:
-    """A constant, exactly (a string of any characters, a float's every digit)."""
+    """A constant, exactly (a string of any characters, a float's every digit).
+
+    As a plain literal where its text means the same whatever the parser's
+    settings (``2L``, ``0.5D``, ``'text'`` without quote or backslash), else
+    as a cast: Spark parses, analyses, optimises and prints every node of a
+    filter on each query, and a check's message holds several constants.
+    """
     if isinstance(x, Sql):
         return x
     if x is None:
@@ -98,12 +104,18 @@ def lit(x: Any) -> Sql:
     if type(x) is int:
         if not _LONG[0] <= x <= _LONG[1]:
             raise ValueError(f"{x} does not fit in 64 bits")
-        return Sql(f"CAST('{x}' AS BIGINT)")
+        # A negative number would be a negation, which -2 ** 63 overflows.
+        return Sql(f"{x}L" if x >= 0 else f"CAST('{x}' AS BIGINT)")
     if type(x) is float:
-        text = ("NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
-                if math.isinf(x) else repr(x))
+        if math.isfinite(x):
+            # repr() is the shortest text that reads back as the same double,
+            # in Python and in Java alike (both round correctly).
+            return Sql(f"{x!r}D" if math.copysign(1.0, x) > 0 else f"(-{-x!r}D)")
+        text = "NaN" if math.isnan(x) else "Infinity" if x > 0 else "-Infinity"
         return Sql(f"CAST('{text}' AS DOUBLE)")
     if type(x) is str:
+        if "'" not in x and "\\" not in x:
+            return Sql(f"'{x}'")  # nothing to escape, in either escaping mode
         return Sql(f"CAST(X'{x.encode().hex().upper()}' AS STRING)")
     raise TypeError(f"no SQL literal for a {type(x).__name__}")
 

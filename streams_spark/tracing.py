@@ -86,6 +86,8 @@ def _choose(condition: Any, yes: Any, no: Any) -> Any:
     if kind == OTHER and not (a.dtype is not None and a.dtype == b.dtype):
         raise Untraceable("branches give columns of other types")
     F = functions()
-    return Value(F.when(condition, a.col).otherwise(b.col), kind, a.nullable or b.nullable,
-                 dtype=a.dtype if a.dtype == b.dtype else None)
+    out = Value(F.when(condition, a.col).otherwise(b.col), kind, a.nullable or b.nullable,
+                dtype=a.dtype if a.dtype == b.dtype else None)
+    out.total = a.total and b.total
+    return out
 

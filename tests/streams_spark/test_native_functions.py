@@ -143,6 +143,38 @@ def test_maps_write_the_columns_python_writes(spark: Any, func: Any, schema: str
           rows=rows)
 
 
+#: Constants whose SQL text must read back as the very same value.
+CONSTANTS = (-0.0, 1 / 3, -2.5, 5e-324, 1.7976931348623157e308, -(2 ** 63), 2 ** 63 - 1,
+             "it's", "a\\b", "é ☃\n", "")
+
+
+def test_constants_reach_spark_exactly(spark: Any) -> None:
+    def func(r: Any) -> Any:
+        return (r.i, -0.0, 1 / 3, -2.5, 5e-324, 1.7976931348623157e308, -(2 ** 63),
+                2 ** 63 - 1, "it's", "a\\b", "é ☃\n", "")
+
+    types = {float: "double", int: "long", str: "string"}
+    names = ", ".join(f"c{n} {types[type(c)]}" for n, c in enumerate(CONSTANTS))
+    got = check(spark, lambda s: s.filter(lambda r: r.i != None).map(func),  # noqa: E711
+                f"i int, {names}")
+    assert all(math.copysign(1, row[1]) == -1 for row in got)  # -0.0 stays negative
+    # A quote and a backslash in a comparison.
+    for text, keep in (("it's", lambda r: r.k == "it's"), ("a\\b", lambda r: r.k == "a\\b")):
+        rows = [(text, *ROWS[0][1:]), ROWS[1]]
+        kept = check(spark, lambda s, keep=keep: s.filter(keep), SCHEMA, rows=rows)
+        assert [row[0] for row in kept] == [text]
+
+
+def test_passed_through_columns_are_not_cast(spark: Any) -> None:
+    df = spark.createDataFrame(ROWS, SCHEMA)
+    out = (Stream.from_spark(df).filter(lambda r: r.i == BID).map(lambda r: (r.n, r.x, r.k))
+           .to_dataframe("n long, x double, k string"))
+    plan = out._jdf.queryExecution().analyzed().toString()
+    project, condition = plan.splitlines()[0], plan.splitlines()[1]
+    assert "cast" not in project.lower(), project  # long, double and string as they are
+    assert "coalesce" not in condition, condition  # == is never null: no coalesce
+
+
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.tuples(
     st.one_of(st.none(), st.text("abé", max_size=2)),
@@ -200,6 +232,32 @@ def test_a_null_in_arithmetic_fails_as_python_raises_naming_node_and_element(
         out.collect()
     with pytest.raises(TypeError, match=r"for \*: 'NoneType' and 'float'"):
         in_process(df.collect(), lambda s: s.map(lambda r: (r.k, r.n * 0.5)))
+
+
+def _times(r: Any) -> Any:
+    return r.n * r.x
+
+
+def _half(r: Any) -> Any:
+    return 0.5 * r.n
+
+
+@pytest.mark.parametrize(("func", "row", "names"), [
+    (_times, ("b", None, 1.0, False, 2), "'NoneType' and 'float'"),
+    (_times, ("b", 3, None, False, 2), "'int' and 'NoneType'"),
+    (_times, ("b", None, None, False, 2), "'NoneType' and 'NoneType'"),
+    (_half, ("b", None, 1.0, False, 2), "'float' and 'NoneType'"),  # one of them may be None
+])
+def test_the_type_error_names_the_operand_that_is_none(spark: Any, func: Any, row: Any,
+                                                       names: str) -> None:
+    df = spark.createDataFrame([("a", 1, 0.5, True, 1), row], SCHEMA)
+    out = Stream.from_spark(df).map(func).to_dataframe("v double")
+    assert python_passes(out) == 0
+    with pytest.raises(Exception, match=r"TypeError: unsupported operand type\(s\) for \*: "
+                                        + names):
+        out.collect()
+    with pytest.raises(TypeError, match=names):
+        in_process(df.collect(), lambda s: s.map(func))
 
 
 def test_ordering_a_null_and_dividing_by_zero_fail_as_in_python(spark: Any) -> None:
