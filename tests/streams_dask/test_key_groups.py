@@ -146,6 +146,40 @@ def test_an_error_before_a_keyed_step_names_its_node_once(
     assert any(n.startswith("run_stage") for n in names) is not in_parts
 
 
+def costly(x: int) -> tuple[int, int]:
+    """A step that costs far more than the keyed step after it."""
+    spin = 0
+    for i in range(20_000):
+        spin ^= i
+    return (x % 7, x + spin - spin)
+
+
+def test_a_costly_step_before_a_keyed_one_runs_once_in_a_task_of_its_own(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Run in each of the two parts, it would cost twice: once measured (here
+    # from the first round taken), it goes to a task whose result both take.
+    monkeypatch.setattr(chain, "PREFIX_JUDGED_AFTER", 0.0)
+    xs = list(range(200))
+
+    def run_on(head: Stream[Any]) -> Stream[Any]:
+        return head.map(costly).scan(lambda total, kx: total + kx[1], start=0, key=0)
+
+    source: Stream[Any] = Stream()
+    out = run_on(source).sink_to_list()
+    for x in xs:
+        source.emit(x)
+    source.close()
+    dask_source: Stream[Any] = Stream()
+    dask_out = run_on(dask_source.scatter(client=client, batch_size=10)).gather().sink_to_list()
+    with get_task_stream(client) as tasks:
+        for x in xs:
+            dask_source.emit(x)
+        dask_source.close()
+    assert dask_out == out
+    names = [str(t["key"]) for t in tasks.data]
+    assert any(n.startswith("run_stage") for n in names)
+
+
 def _pipeline(client: Client, items: list[int], out: Path, ckpt: Path
               ) -> tuple[Stream[Any], Checkpointer]:
     source = Stream.from_iterable(items)
