@@ -304,7 +304,7 @@ def _compile_loop(source: str, name: str, namespace: dict[str, Any], positional:
     bound = frozenset(n for n in namespace if not n.startswith("_"))
     text, code = _loop_code(source.partition("\n")[2], name, positional, bound)
     namespace.update(_enumerate=enumerate, _STOPPED=STOPPED, _EXHAUSTED=EXHAUSTED)
-    exec(_with_filename(code, fusion.remember(text)), namespace)
+    exec(fusion.with_filename(code, fusion.remember(text)), namespace)
     compiled: Loop = namespace.pop("_loop")
     return compiled
 
@@ -339,13 +339,6 @@ def _loop_code(source: str, name: str, positional: bool,
     tree = ast.fix_missing_locations(ast.Module(body=[loop], type_ignores=[]))
     text = f"# fused loop of {name}\n{ast.unparse(tree)}\n"
     return text, compile(_try_on_first_line(ast.parse(text)), "<fused loop>", "exec")
-
-
-def _with_filename(code: CodeType, filename: str) -> CodeType:
-    """``code`` (and the code objects it holds) compiled under ``filename``, for tracebacks."""
-    consts = tuple(_with_filename(c, filename) if isinstance(c, CodeType) else c
-                   for c in code.co_consts)
-    return code.replace(co_filename=filename, co_consts=consts)
 
 
 def _defaults(body: list[ast.stmt], bound: frozenset[str]) -> str:

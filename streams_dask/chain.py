@@ -22,6 +22,13 @@ before sending the next nor unpickles the states.
   rather than cost a task. No merge task: on a worker it waited for a free
   thread, behind the next round's part task, which held back every round's
   results by a part's run time.
+* **A cheap stateless stage before a keyed one runs in each part.** The
+  parts of a round read the whole batch anyway (a keyed window needs every
+  element's time): each runs the stage before over the batch the client
+  pickled, rather than fetch its output from a task of its own (pickled on
+  one worker, unpickled on the others), while that costs little beside the
+  part's own work (:meth:`StateChain.runs_prefix`). A failure of that stage
+  comes back from the part of key group 0 only.
 * **The state travels as bytes.** A part's task returns its state
   pickled: the next round's task unpickles its own copy, so a task never
   changes a result that Dask may still hand to another (a recomputation,
@@ -52,10 +59,11 @@ from distributed import Future
 from distributed.protocol import pickle as dask_pickle
 
 from .key_groups import GroupStates, run_key_groups, states_of, updated
-from .worker import Sealed, run_stage, unsealed
+from .worker import Sealed, run_stage, stage_input, unsealed
 
-__all__ = ["ANCHOR_EVERY", "SMALL_STATES", "Link", "StateChain", "events_of", "merge_links",
-           "run_link"]
+__all__ = ["ANCHOR_EVERY", "PREFIX_JUDGED_AFTER", "PREFIX_SHARE", "SMALL_STATES", "Link",
+           "StateChain", "events_of",
+           "merge_links", "run_link"]
 
 #: Rounds between two anchors (client-held copies of the states).
 ANCHOR_EVERY = 16
@@ -69,9 +77,21 @@ ROUNDS_AHEAD = 3
 
 #: A part whose states pickle to at most this many bytes sends them back
 #: with its events each round: the client fetches its result directly, with
-#: no :func:`events_of` task (a task costs the scheduler, the client and the
-#: worker more than a few kilobytes on the wire). Larger states stay put.
-SMALL_STATES = 64 * 1024
+#: no :func:`events_of` task. A task costs the scheduler, the client and the
+#: worker more than moving a few hundred kilobytes of bytes the client does
+#: not unpickle (Nexmark q5's open windows: ~250 kB a part). Larger states
+#: stay put.
+SMALL_STATES = 1024 * 1024
+
+#: The stateless stage before a keyed one runs inside each part while it
+#: has cost at most this share of a part's own run time (see
+#: :meth:`StateChain.runs_prefix`)...
+PREFIX_SHARE = 0.5
+
+#: ...judged once the parts have run this many seconds: before that, the
+#: first rounds' one-off costs (unpickling the plans, building the stages)
+#: weigh more than the work.
+PREFIX_JUDGED_AFTER = 0.05
 
 _by_tag = itemgetter(0)
 
@@ -83,13 +103,16 @@ class Link(NamedTuple):
     tag, see :func:`~streams_dask.key_groups.run_key_groups`); ``states``: a
     part's states pickled, or for a merge the tuple of every part's (None
     when the states stay on the workers); ``seconds``: the longest part's
-    run time; ``state_bytes``: the size of a part's pickled states.
+    run time; ``state_bytes``: the size of a part's pickled states;
+    ``prefix_seconds``: the stateless stage before it, wherever it ran
+    (included in ``seconds`` when the part ran it).
     """
 
     events: list[Any]
     states: Any
     seconds: float
     state_bytes: int = 0
+    prefix_seconds: float = 0.0
 
 
 def _pickled(states: Any) -> bytes | None:
@@ -106,34 +129,37 @@ def _loaded(states: bytes | None) -> Any:
 
 
 def run_link(plan_bytes: bytes, items: Any, groups: tuple[int, ...] | None,
-             before: Link | Sealed, close: bool) -> Link:
+             before: Link | Sealed, close: bool, prefix: bytes | None = None) -> Link:
     """Run one part of a round; a Dask task function.
 
     ``before`` is the same part's :class:`Link` of the round before (a
     future, resolved by Dask), or the anchor's pickled states in a
     :class:`~streams_dask.worker.Sealed`. ``groups`` are the part's key
-    groups, None for a stage that runs as one.
+    groups, None for a stage that runs as one. ``prefix``: the stateless
+    stage before, which the part runs over a batch it is given as sent
+    (see :func:`~streams_dask.worker.stage_input`).
     """
     started = time.perf_counter()
     states = _loaded(before.states if isinstance(before, Link) else unsealed(before))
+    elements, prefix_seconds = stage_input(items, prefix)
     if groups is None:
-        result = run_stage(plan_bytes, items, states, close)
+        result = run_stage(plan_bytes, elements, states, close)
         after = result.states
     else:
-        result = run_key_groups(plan_bytes, items, groups, states, close)
+        result = run_key_groups(plan_bytes, elements, groups, states, close)
         after = updated(states, result.states)
         # Sorted here, where the parts run at once: the client's merge of
         # sorted parts is then a linear pass.
         result.events.sort(key=_by_tag)
     pickled = _pickled(after)
     return Link(result.events, pickled, time.perf_counter() - started,
-                len(pickled or b""))
+                len(pickled or b""), prefix_seconds)
 
 
 def events_of(link: Link) -> Link:
     """A part's events without its states: what the client fetches of a round
     when the states are not small."""
-    return Link(link.events, None, link.seconds, link.state_bytes)
+    return link._replace(states=None)
 
 
 def merge_links(*links: Link, tagged: bool = True, with_states: bool = False,
@@ -144,8 +170,8 @@ def merge_links(*links: Link, tagged: bool = True, with_states: bool = False,
     (failures carried from an earlier stage are in part 0).
 
     >>> merge_links(Link([(0, "a"), (2, "c")], b"s0", 0.5), Link([(1, "b")], b"s1", 0.25),
-    ...             with_states=True)
-    Link(events=['a', 'b', 'c'], states=(b's0', b's1'), seconds=0.5, state_bytes=0)
+    ...             with_states=True)[:3]
+    (['a', 'b', 'c'], (b's0', b's1'), 0.5)
     """
     events: list[Any] = []
     if with_events:
@@ -179,12 +205,20 @@ class StateChain:
     parts : list of tuple of int, optional
         The key groups of each part (one part per worker thread); None for
         a stage that runs as one task per round.
+    prefix : bytes, optional
+        The pickled plan of the stateless stage before, for the parts to
+        run over the batches themselves (see :meth:`runs_prefix`).
     """
 
     def __init__(self, submit: Callable[..., Future], plan: bytes,
-                 parts: list[tuple[int, ...]] | None) -> None:
+                 parts: list[tuple[int, ...]] | None, prefix: bytes | None = None) -> None:
         self.submit = submit
         self.plan = plan
+        self.prefix = prefix
+        #: Run time of the stateless stage before, and of the longest part
+        #: without it, summed over the rounds taken (see :meth:`runs_prefix`).
+        self.prefix_seconds = 0.0
+        self.part_seconds = 0.0
         self.parts: list[tuple[int, ...] | None] = list(parts) if parts else [None]
         self.keyed = parts is not None
         #: The anchor: each part's states, pickled (None: none yet).
@@ -239,6 +273,21 @@ class StateChain:
         """Whether a round may leave now (else its batches wait, to leave as one)."""
         return not self.stalled and len(self.rounds) < ROUNDS_AHEAD
 
+    def runs_prefix(self) -> bool:
+        """Whether the next round's parts run the stateless stage before them.
+
+        Each part then runs it over the whole batch, the client's bytes:
+        no task of its own, and no transfer of its output (pickled on one
+        worker, unpickled by the parts on the others), for the price of
+        running it once per part. Worth it while it costs a small share of
+        a part's run time (:data:`PREFIX_SHARE`), as a filter before a
+        keyed window does; a costly step (a parser) runs once, in a task
+        of its own, and the parts take its result.
+        """
+        return self.prefix is not None and (
+            self.part_seconds < PREFIX_JUDGED_AFTER
+            or self.prefix_seconds <= PREFIX_SHARE * self.part_seconds)
+
     def holds(self, future: Future) -> bool:
         """Whether ``future`` is a round's result still to be taken."""
         return any(f is future for r in self.rounds for f in r.futures)
@@ -253,7 +302,7 @@ class StateChain:
         before: list[Any] = (self.links if self.links is not None
                              else [Sealed(s) for s in self.anchored])
         links = [self.submit(batch, run_link, self.plan, items, groups, prev, close,
-                             **self._place(i))
+                             self.prefix, **self._place(i))
                  for i, (groups, prev) in enumerate(zip(self.parts, before, strict=True))]
         self.links = links
         self.held.extend(links)
@@ -299,6 +348,9 @@ class StateChain:
         as one :class:`Link` (see :func:`merge_links`) and its number of elements."""
         done = self.rounds.popleft()
         self.state_bytes = [r.state_bytes for r in results]
+        if done.with_events:  # an anchor of no elements returns the last round's again
+            self.prefix_seconds += max(r.prefix_seconds for r in results)
+            self.part_seconds += max(r.seconds - r.prefix_seconds for r in results)
         result = merge_links(*results, tagged=self.keyed, with_states=done.anchoring,
                              with_events=done.with_events)
         if done.anchoring:

@@ -129,7 +129,8 @@ class Runner:
         self.chain: StateChain | None = None
         if plan.second is not None:
             self.chain = StateChain(self._task, plan.second,
-                                    parts(threads or 1) if plan.keyed else None)
+                                    parts(threads or 1) if plan.keyed else None,
+                                    plan.first if plan.keyed else None)
         self.ready: deque[Any] = deque()
         self.submitted = 0  # tasks whose results are measured (one per batch)
         self.accepted = 0
@@ -268,7 +269,8 @@ class Runner:
             return
         self.submitted += 1
         item: Any = batch
-        if self.plan.first is not None and batch:
+        assert self.chain is not None
+        if self.plan.first is not None and batch and not self.chain.runs_prefix():
             item = self._task(batch, run_stage, self.plan.first, Batch(batch))
         self.waiting.append((item, close, len(batch)))
         self._start_second()

@@ -35,6 +35,7 @@ __all__ = [
     "run_after",
     "elements_of",
     "run_stage",
+    "stage_input",
     "unsealed",
     "warm",
 ]
@@ -110,6 +111,40 @@ def elements_of(items: Any) -> list[Any]:
     if isinstance(items, list):
         return items
     return list(items[0])
+
+
+def stage_input(items: Any, prefix: bytes | None = None) -> tuple[list[Any], float]:
+    """The elements a chained stage runs over, and what the stage before it took.
+
+    A batch as the client sent it (a :class:`Batch` or a list) first goes
+    through ``prefix``, the stateless stage before, run here instead of in a
+    task of its own; a previous stage's :class:`StageResult` is taken as it
+    is. The seconds are the stateless stage's run time, wherever it ran.
+    ``items`` may be ``{"parts": [...]}`` of those, in order.
+
+    >>> import cloudpickle
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> op = StageOp(source.filter(bool).describe(), ())
+    >>> plan = StagePlan("prefix-doc", source.describe().id, (op.spec.id,), (op,), op.spec.id)
+    >>> stage_input({"parts": [Batch([0, 1]), [2, 0]]}, cloudpickle.dumps(plan))[0]
+    [1, 2]
+    """
+    if isinstance(items, dict):
+        elements: list[Any] = []
+        seconds = 0.0
+        for part in items["parts"]:
+            more, took = stage_input(part, prefix)
+            elements.extend(more)
+            seconds += took
+        return elements, seconds
+    if isinstance(items, (Batch, list)):
+        batch = items.items if isinstance(items, Batch) else items
+        if prefix is None:
+            return batch, 0.0
+        result = run_stage(prefix, batch)
+        return result.events, result.seconds
+    return list(items[0]), items[2]
 
 
 def unsealed(value: Any) -> Any:

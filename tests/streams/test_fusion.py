@@ -5,6 +5,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -126,6 +127,38 @@ def test_tracebacks_show_the_fused_code() -> None:
         text = "".join(traceback.format_exception(e))
     assert "<streams fused code" in text
     assert "= f_" in text  # the generated line itself, not "Could not get source"
+
+
+def test_code_fused_again_after_a_restore_is_not_compiled_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A keyed stage on a Dask worker restores its node to each key group's
+    # state in turn: the same code each time, compiled once.
+    import builtins
+    import traceback
+
+    from streams import fusion
+
+    source = Stream()
+    total = source.map(lambda x: 1 // x).scan(operator.add, start=0)
+    out = total.sink_to_list()
+    source.emit(1)
+    compiled: list[Any] = []
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        compiled.append(args)
+        return builtins.compile(*args, **kwargs)
+
+    monkeypatch.setattr(fusion, "compile", counting, raising=False)
+    for state in (10, 20):
+        total.restore({"state": state})
+        source.emit(1)
+    assert out == [1, 11, 21]
+    assert not compiled
+    try:  # and its tracebacks still show the line that raised
+        source.emit(0)
+    except ZeroDivisionError as e:
+        text = "".join(traceback.format_exception(e))
+    assert "<streams fused code" in text and "= f_" in text
 
 
 def test_no_fusion_switch_runs_every_node_through_update() -> None:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import streams_dask  # noqa: F401
 from streams import Checkpointer, NodeError, Stream
+from streams_dask import chain
 from streams_dask.key_groups import KEY_GROUPS, GroupStates, group_of
 from streams_dask.segment import plan_stages
 
@@ -88,9 +89,95 @@ def test_each_batch_runs_as_one_task_per_worker_thread(client: Client) -> None:
     names = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in tasks.data]
     group_tasks = [n for n in names if n.startswith("run_link")]
     # Two single-threaded workers: two group tasks per batch (and per close),
-    # and no merge task: the client merges what the group tasks return.
+    # and no merge task: the client merges what the group tasks return. The
+    # map before the scan runs inside each group task: no task of its own.
     assert len(group_tasks) % 2 == 0 and len(group_tasks) >= 6
-    assert not [n for n in names if n.startswith("merge_links")]
+    assert not [n for n in names if n.startswith(("merge_links", "run_stage"))]
+
+
+def tenths(x: int) -> tuple[int, int]:
+    """The step before the keyed one: fails on 0."""
+    return (x % 7, 10 // x)
+
+
+def raised_count(error: BaseException) -> int:
+    """Errors a segment's close raised: this one and the others its note counts."""
+    more = [n for n in getattr(error, "__notes__", ()) if "more error(s)" in n]
+    return 1 + sum(int(n.split()[0]) for n in more)
+
+
+@pytest.mark.parametrize("in_parts", [True, False], ids=["in_each_part", "own_task"])
+@pytest.mark.parametrize("policy", ["raise", "route"])
+def test_an_error_before_a_keyed_step_names_its_node_once(
+        client: Client, monkeypatch: pytest.MonkeyPatch, in_parts: bool, policy: str) -> None:
+    # Each of the two group tasks runs the map over the whole batch, or
+    # (when it costs too much to run twice) one task runs it for both: either
+    # way each failure reaches the client once, from the map.
+    if not in_parts:
+        monkeypatch.setattr(chain.StateChain, "runs_prefix", lambda self: False)
+    xs = [x % 23 for x in range(3, 100)]  # four zeros
+    results = []
+    for on_dask in (False, True):
+        source: Stream[Any] = Stream()
+        head = source.scatter(client=client, batch_size=4) if on_dask else source
+        step = head.map(tenths, stream_name="tenths").on_error(policy)
+        routed = step.errors.sink_to_list()
+        node = step.scan(lambda total, kx: total + kx[1], start=0, key=0)
+        out = (node.gather() if on_dask else node).sink_to_list()
+        raised = []
+        with get_task_stream(client) as tasks:
+            for x in [*xs, None]:
+                try:
+                    source.emit(x) if x is not None else source.close()
+                except NodeError as e:
+                    raised.append((e.node._label(), e.element, raised_count(e)))
+        results.append((out, [(r.node._label(), r.element) for r in routed], raised))
+    label = "map(tenths) 'tenths'"
+    (out, routed, raised), (dask_out, dask_routed, dask_raised) = results
+    assert dask_out == out and dask_routed == routed
+    if policy == "route":
+        assert dask_routed == [(label, 0)] * 4 and not dask_raised
+    else:  # in-process at each emit of 0; on Dask as results come back, and
+        # those left at the end as one, which counts the others in a note
+        assert raised == [(label, 0, 1)] * 4
+        assert {(n, x) for n, x, _ in dask_raised} == {(label, 0)}
+        assert sum(count for *_, count in dask_raised) == 4
+    names = [str(t["key"]) for t in tasks.data]
+    assert any(n.startswith("run_stage") for n in names) is not in_parts
+
+
+def costly(x: int) -> tuple[int, int]:
+    """A step that costs far more than the keyed step after it."""
+    spin = 0
+    for i in range(20_000):
+        spin ^= i
+    return (x % 7, x + spin - spin)
+
+
+def test_a_costly_step_before_a_keyed_one_runs_once_in_a_task_of_its_own(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Run in each of the two parts, it would cost twice: once measured (here
+    # from the first round taken), it goes to a task whose result both take.
+    monkeypatch.setattr(chain, "PREFIX_JUDGED_AFTER", 0.0)
+    xs = list(range(200))
+
+    def run_on(head: Stream[Any]) -> Stream[Any]:
+        return head.map(costly).scan(lambda total, kx: total + kx[1], start=0, key=0)
+
+    source: Stream[Any] = Stream()
+    out = run_on(source).sink_to_list()
+    for x in xs:
+        source.emit(x)
+    source.close()
+    dask_source: Stream[Any] = Stream()
+    dask_out = run_on(dask_source.scatter(client=client, batch_size=10)).gather().sink_to_list()
+    with get_task_stream(client) as tasks:
+        for x in xs:
+            dask_source.emit(x)
+        dask_source.close()
+    assert dask_out == out
+    names = [str(t["key"]) for t in tasks.data]
+    assert any(n.startswith("run_stage") for n in names)
 
 
 def _pipeline(client: Client, items: list[int], out: Path, ckpt: Path
