@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from streams import Stream
+from streams import Stream, inline
 from tests.streams.test_inline import fused_source, inlined
 
 # A lambda whose line is no statement of its own: only the file shows it.
@@ -30,7 +30,12 @@ def load(tmp_path: Any, name: str, text: str) -> types.ModuleType:
 
 
 def parsed_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The length of every text ``ast.parse`` is given from now on."""
+    """The length of every text ``ast.parse`` is given from now on.
+
+    The parsed blocks are forgotten first: another test may have parsed the
+    same lines (``def inc(x): return x + 1`` is common).
+    """
+    inline._parsed_block.cache_clear()
     sizes: list[int] = []
     parse = ast.parse
 
