@@ -94,6 +94,10 @@ def test_rounds_overlap_and_outputs_keep_input_order(
     assert most[0] >= 2  # a round left before the one ahead of it came back
 
 
+async def _loop_turn() -> None:
+    """Nothing: run on the client's loop, it returns after the callbacks queued before it."""
+
+
 def test_anchors_let_the_scheduler_forget_older_rounds(
         client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(chain, "ANCHOR_EVERY", 4)
@@ -105,9 +109,10 @@ def test_anchors_let_the_scheduler_forget_older_rounds(
         left[0] -= 1
         if not left[0]:  # the last element, before the end of stream
             scatter.flush()
-            # The part tasks the client still holds: the scheduler forgets the
-            # others once their releases reach it, which a count of its tasks
-            # read at this moment may precede (a count of 36 to 68 was seen).
+            # The part tasks the client still holds. A released future's count
+            # drops on the client's loop thread (``Future.release`` hands it
+            # ``_dec_ref``), so the count waits for a call queued behind those.
+            client.sync(_loop_turn)
             tasks.append(sum(1 for k, n in client.refcount.items()
                              if n and str(k).startswith("run_link")))
 
