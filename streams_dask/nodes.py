@@ -443,10 +443,13 @@ class Scatter(SegmentEntry, Stream[Any]):
         if runner is not None:
             try:
                 with runner.lock:
+                    # Errors raised downstream in the background (a
+                    # node's "raise" policy) do not stop the drain: the
+                    # results after them are replayed. A task that failed
+                    # there is never replayed: waiting for it would wait
+                    # for ever.
                     errors = runner.background_errors
-                    # A task that failed in the background is never
-                    # replayed: waiting for it would wait for ever.
-                    errors = errors + (runner.drain() if not errors else [])
+                    errors = errors + (runner.drain() if not runner.broken else [])
             finally:
                 runner.release_replayed(everything=True)
                 runner.connection.close()

@@ -147,6 +147,10 @@ class Runner:
         self.as_done = False
         #: Errors met delivering in the background, for the producer's next call.
         self.background_errors: list[BaseException] = []
+        #: One of them is the runner's own (a task failed, a batch could not
+        #: be sent), not raised downstream: the end of stream cannot wait
+        #: for the results it concerns.
+        self.broken = False
 
     # -- submission ---------------------------------------------------------
 
@@ -372,6 +376,9 @@ class Runner:
                 self.pump()
                 self.replay(self.background_errors)
             except Exception as e:
+                # Not raised downstream (replay keeps those, and goes on): a
+                # task failed, or a batch could not be sent.
+                self.broken = True
                 self.background_errors.append(e)
 
     def _tracked(self, future: Future) -> bool:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+import threading
+import time
+import uuid
+from functools import partial
 from operator import add
 from pathlib import Path
 from typing import Any
 
 import pytest
-from distributed import Client
+from distributed import Client, Event
 
 from streams import NodeError, Stream
 from streams_dask import DaskTaskError
@@ -55,6 +59,52 @@ def test_worker_exception_names_the_node_and_the_element(
     assert isinstance(err.error, ZeroDivisionError)
     assert "map(invert) 'invert' failed on element 0: ZeroDivisionError" in str(err)
     assert out == delivered
+
+
+def held_back(event: str, x: int) -> float:
+    """:func:`invert`, once the Dask event ``event-x`` is set (for 0 and 5)."""
+    if x in (0, 5):
+        Event(f"{event}-{x}").wait()
+    return invert(x)
+
+
+def wait_until(done: Any, guard: float = 60.0) -> None:
+    """Poll another thread's progress (not a timing) until ``done()``."""
+    deadline = time.monotonic() + guard
+    while not done():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.005)
+
+
+@pytest.mark.dask
+def test_an_error_raised_between_emits_loses_nothing_after_it(client: Client) -> None:
+    # Batched, results are replayed as their tasks finish, in distributed's
+    # callback thread; a "raise" there waits for the producer's next call,
+    # here the close, which must still replay every result after it.
+    name = f"held-{uuid.uuid4().hex}"
+    source: Stream[Any] = Stream()
+    scatter = source.scatter(client=client, batch_size=4)
+    out = scatter.map(partial(held_back, name), stream_name="invert").gather().sink_to_list()
+    source.emit(0)  # in a task of its own, which waits
+    source.emit(5)  # in the next one, which waits too
+    runner: Any = scatter._runner
+    Event(f"{name}-0", client=client).set()
+    wait_until(lambda: runner.background_errors)  # 0 failed, replayed in the background
+
+    def release() -> None:
+        wait_until(lambda: runner.closed)  # the close waits for 5
+        Event(f"{name}-5", client=client).set()
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
+    try:
+        with pytest.raises(NodeError) as info:
+            source.close()
+    finally:  # a close that did not wait must not leave a worker waiting
+        Event(f"{name}-5", client=client).set()
+        releaser.join()
+    assert info.value.element == 0
+    assert out == [2]
 
 
 @pytest.mark.dask

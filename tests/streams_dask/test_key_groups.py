@@ -119,16 +119,8 @@ def raised_count(error: BaseException) -> int:
     return 1 + sum(int(n.split()[0]) for n in more)
 
 
-# Under "raise", the Dask run intermittently gives fewer outputs than the
-# in-process run (4 to 27 of 93 missing, in about one run in ten under a
-# loaded machine, with the step before in the parts or in its own task);
-# under "route" it has not been seen. Not understood yet: kept visible here.
-_RAISE_LOSES = pytest.mark.xfail(
-    strict=False, reason="under 'raise' a Dask run intermittently loses outputs (see above)")
-
-
 @pytest.mark.parametrize("in_parts", [True, False], ids=["in_each_part", "own_task"])
-@pytest.mark.parametrize("policy", [pytest.param("raise", marks=_RAISE_LOSES), "route"])
+@pytest.mark.parametrize("policy", ["raise", "route"])
 def test_an_error_before_a_keyed_step_names_its_node_once(
         client: Client, monkeypatch: pytest.MonkeyPatch, in_parts: bool, policy: str) -> None:
     # Each of the two group tasks runs the map over the whole batch, or
