@@ -106,8 +106,8 @@ class Runner:
         self.max_in_flight = max_in_flight
         self.element_bound = element_bound
         self.submitted_elements = 0  # in tasks whose results are not taken yet
-        # Positions in the sequence of items (elements and ticks) sent, and
-        # taken back: an element's results are replayed once taken passes it.
+        # Items (elements and ticks) sent and taken back: an element's
+        # results are replayed once taken passes its position.
         self.items_sent = 0
         self.items_taken = 0
         #: (position, metadata) of the elements whose references (streamz's
@@ -147,9 +147,8 @@ class Runner:
         self.as_done = False
         #: Errors met delivering in the background, for the producer's next call.
         self.background_errors: list[BaseException] = []
-        #: One of them is the runner's own (a task failed, a batch could not
-        #: be sent), not raised downstream: the end of stream cannot wait
-        #: for the results it concerns.
+        #: One is the runner's own (a task failed, a batch was not sent), not
+        #: raised downstream: the close cannot wait for what it concerns.
         self.broken = False
 
     # -- submission ---------------------------------------------------------
@@ -342,12 +341,9 @@ class Runner:
         return None if self.chain is None else self.chain.head()
 
     # -- synchronous driving -----------------------------------------------------
-    #
-    # The client fetches results on its loop as tasks finish
-    # (``as_completed(with_results=True)``; for a synchronous client that loop
-    # runs in its own thread), so by the time the head result is needed it is
-    # usually here: the producer never waits for a round trip to a worker
-    # unless the bound is reached.
+    # The client's loop (its own thread, for a synchronous client) fetches
+    # results as tasks finish, so the head result is usually here when needed:
+    # the producer waits for no round trip to a worker unless the bound is reached.
 
     def _track(self, future: Future) -> None:
         self.fetcher.add(future)
@@ -375,9 +371,7 @@ class Runner:
                 self._take_fetched()
                 self.pump()
                 self.replay(self.background_errors)
-            except Exception as e:
-                # Not raised downstream (replay keeps those, and goes on): a
-                # task failed, or a batch could not be sent.
+            except Exception as e:  # not raised downstream (replay keeps those)
                 self.broken = True
                 self.background_errors.append(e)
 
