@@ -42,7 +42,7 @@ class AsyncDriver:
             while runner.head() is not None:
                 await self.await_any()
                 runner.pump()
-                await self.replay()
+                await self.runner.replay.run_async()
                 self.changed.set()
         except BaseException as e:
             self.error = e
@@ -73,8 +73,8 @@ class AsyncDriver:
         runner.submit_close()
         while runner.head() is not None:
             await self.await_one()
-            await self.replay(errors)
-        await self.replay(errors)
+            await self.runner.replay.run_async(errors)
+        await self.runner.replay.run_async(errors)
         return errors
 
     async def await_one(self) -> None:
@@ -92,24 +92,3 @@ class AsyncDriver:
             future, result = await anext(runner.fetcher)
             runner.store(future, result)
         runner.poll()
-
-    async def replay(self, errors: list[BaseException] | None = None) -> None:
-        """Push the collected events downstream, in order, awaiting each.
-
-        An error raised downstream propagates, or with ``errors`` given is
-        appended there and replay goes on (see :meth:`Runner.replay`).
-        """
-        runner = self.runner
-        ready = runner.ready
-        while ready:
-            try:
-                pending = runner.replay_one(ready.popleft())
-                if pending is not None:
-                    await pending
-            except Exception as e:
-                if errors is None:
-                    raise
-                errors.append(e)
-        if runner.refs:
-            runner.release_replayed()
-

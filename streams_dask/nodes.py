@@ -214,7 +214,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         # Ticks of windows that closed before the first element, and elements
         # that arrived while an asynchronous client was being resolved.
         runner.pending.extend(self._early)
-        runner.refs.extend(self._early_refs)  # held already, at these positions
+        runner.refs.adopt(self._early_refs)  # held already, at these positions
         self._early.clear()
         self._early_refs.clear()
         return runner
@@ -278,8 +278,8 @@ class Scatter(SegmentEntry, Stream[Any]):
             return None
         with runner.lock:
             runner.accept(x, metadata)
-            if runner.ready:
-                runner.replay()
+            if runner.replay.ready:
+                runner.replay.run()
             # An error met delivering earlier results in the background is
             # raised here, after ``x`` is safely accepted.
             self._raise_background(runner)
@@ -365,7 +365,7 @@ class Scatter(SegmentEntry, Stream[Any]):
             while runner.head() is not None or runner.pending or runner.anchor():
                 runner.wait_one()
                 runner.pump()
-                runner.replay()
+                runner.replay.run()
         return None
 
     async def _aflush(self) -> None:
@@ -373,7 +373,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         assert driver is not None
         runner = driver.runner
         runner.pump()
-        while (runner.head() is not None or runner.pending or runner.ready
+        while (runner.head() is not None or runner.pending or runner.replay.ready
                or runner.anchor()):
             # The driving task collects results until nothing is in flight;
             # waiting for it (rather than collecting here too) leaves one
@@ -383,7 +383,7 @@ class Scatter(SegmentEntry, Stream[Any]):
             await asyncio.shield(driver.task)
             driver.check()
             runner.pump()
-            await driver.replay()
+            await driver.runner.replay.run_async()
 
     def _barrier(self) -> Any:
         """Before a checkpoint: finish the elements in flight (None, or an awaitable).
@@ -451,7 +451,7 @@ class Scatter(SegmentEntry, Stream[Any]):
                     errors = runner.background_errors
                     errors = errors + (runner.drain() if not runner.broken else [])
             finally:
-                runner.release_replayed(everything=True)
+                runner.refs.release(everything=True)
                 runner.connection.close()
         pending = self._close_exits()
         raise_first(errors, "Dask")
@@ -468,7 +468,7 @@ class Scatter(SegmentEntry, Stream[Any]):
             try:
                 errors = await driver.finish()
             finally:
-                driver.runner.release_replayed(everything=True)
+                driver.runner.refs.release(everything=True)
                 await driver.runner.connection.aclose()
         pending = self._close_exits()
         if pending is not None:

@@ -41,17 +41,17 @@ from typing import Any
 from distributed import Future
 
 from streams.core import Stream
-from streams.metadata import release_refs, retain_refs
-from streams.pending import settle
 from streams.segment import unsendable
 
 from .batch_sizes import BatchSizes
 from .chain import StateChain
 from .client import Connection
 from .fetching import DaskTaskError, Fetcher, checked
+from .held_refs import HeldRefs
 from .key_groups import parts
+from .replay import Replay
 from .segment import Plan
-from .worker import Batch, Failure, StageResult, run_stage, warm
+from .worker import Batch, StageResult, run_stage, warm
 
 __all__ = ["POLL_EVERY", "DaskTaskError", "Runner"]
 
@@ -100,19 +100,11 @@ class Runner:
         self.connection = connection
         self.client = connection.client
         self.plan = plan
-        self.nodes = nodes
-        self.exits = list(exits)
         self.batch_size = batch_size
         self.max_in_flight = max_in_flight
         self.element_bound = element_bound
         self.submitted_elements = 0  # in tasks whose results are not taken yet
-        # Items (elements and ticks) sent and taken back: an element's
-        # results are replayed once taken passes its position.
-        self.items_sent = 0
-        self.items_taken = 0
-        #: (position, metadata) of the elements whose references (streamz's
-        #: ``RefCounter``) are held until their results have been replayed.
-        self.refs: deque[tuple[int, Any]] = deque()
+        self.refs = HeldRefs()
         self.warming: list[Future] = []  # kept until the end, or Dask forgets them
         # Unfinished tasks below which a partial batch leaves at once: one
         # running and one queued per worker thread keep the cluster busy.
@@ -131,7 +123,8 @@ class Runner:
             self.chain = StateChain(self._task, plan.second,
                                     parts(threads or 1) if plan.keyed else None,
                                     plan.first if plan.keyed else None)
-        self.ready: deque[Any] = deque()
+        #: The events of the results taken, to push downstream.
+        self.replay = Replay(nodes, exits, self.refs)
         self.submitted = 0  # tasks whose results are measured (one per batch)
         self.accepted = 0
         # Results are fetched in the background as tasks finish, kept by key.
@@ -147,9 +140,11 @@ class Runner:
         self.as_done = False
         #: Errors met delivering in the background, for the producer's next call.
         self.background_errors: list[BaseException] = []
-        #: One is the runner's own (a task failed, a batch was not sent), not
-        #: raised downstream: the close cannot wait for what it concerns.
+        #: One is the runner's own (a stateful stage's task failed, a batch
+        #: was not sent), not raised downstream: the close cannot wait for it.
         self.broken = False
+        #: A stateful stage's failed task: its chain of states is cut there.
+        self.failed: DaskTaskError | None = None
 
     # -- submission ---------------------------------------------------------
 
@@ -232,7 +227,7 @@ class Runner:
             self.progress.update(1)
         self.sizes.measure(seconds, size)
         self.submitted_elements -= size
-        self.items_taken += size
+        self.refs.taken += size
 
     def warm_workers(self, threads: dict[str, int]) -> None:
         """Have each worker import the engine now (see :func:`~.worker.warm`).
@@ -246,22 +241,12 @@ class Runner:
             self.chain.places = [a for a, n in threads.items() for _ in range(n)]
 
     def hold_refs(self, metadata: Any, index: int = -1) -> None:
-        """Hold ``metadata``'s references for the pending item at ``index``.
-
-        Released once the item's results have been replayed, as streamz
-        holds them while the item's futures are in flight.
-        """
-        retain_refs(metadata)
-        self.refs.append((self.items_sent + (index % len(self.pending)), metadata))
-
-    def release_replayed(self, everything: bool = False) -> None:
-        """Release the references of the elements whose results were replayed."""
-        refs = self.refs
-        while refs and (everything or refs[0][0] < self.items_taken):
-            release_refs(refs.popleft()[1])
+        """Hold ``metadata``'s references for the pending item at ``index``
+        until its results are replayed (see :class:`~.held_refs.HeldRefs`)."""
+        self.refs.hold(metadata, self.refs.sent + (index % len(self.pending)))
 
     def _submit(self, batch: list[Any], close: bool) -> None:
-        self.items_sent += len(batch)
+        self.refs.sent += len(batch)
         self.submitted_elements += len(batch)
         if self.plan.second is None:
             if batch:  # an empty close needs no task: nothing holds state
@@ -324,14 +309,14 @@ class Runner:
     def _take(self, done: list[tuple[Future, int]], results: list[StageResult]) -> None:
         for (_, size), result in zip(done, results, strict=True):
             self._taken(result.seconds, size)
-            self.ready.extend(result.events)
+            self.replay.ready.extend(result.events)
 
     def _take_second(self, results: list[Any]) -> None:
         assert self.chain is not None
         result, size = self.chain.take(results)
         if size:
             self._taken(result.seconds, size)
-        self.ready.extend(result.events)
+        self.replay.ready.extend(result.events)
         self._start_second()
 
     def head(self) -> Future | None:
@@ -370,9 +355,9 @@ class Runner:
                     self._collect(block=True)
                 self._take_fetched()
                 self.pump()
-                self.replay(self.background_errors)
+                self.replay.run(self.background_errors)
             except Exception as e:  # not raised downstream (replay keeps those)
-                self.broken = True
+                self.broken = self.broken or not isinstance(e, DaskTaskError)
                 self.background_errors.append(e)
 
     def _tracked(self, future: Future) -> bool:
@@ -381,12 +366,36 @@ class Runner:
                 or any(f is future for f, _ in self.in_flight))
 
     def store(self, future: Future, result: Any) -> None:
-        """Keep a fetched result by its task's key, or raise what the task met."""
-        self.fetched[future.key] = checked(self.label, future, result)
+        """Keep a fetched result by its task's key, or raise what the task met.
+
+        A failed task of a stateless stage leaves the queue (its error says
+        its batch was not processed): the elements after it go on. A
+        stateful stage cannot go on past one: every later call raises it.
+        """
+        try:
+            self.fetched[future.key] = checked(self.label, future, result)
+        except DaskTaskError as e:
+            item = next((i for i in self.in_flight if i[0] is future), None)
+            if item is None:
+                self.failed = self.failed or e
+                self.broken = True
+            else:
+                self.in_flight.remove(item)
+                self.submitted_elements -= item[1]
+                self.refs.taken += item[1]
+            raise
 
     def _collect(self, block: bool) -> None:
+        if self.failed is not None:
+            raise self.failed
+        failed = None
         for future, result in self.fetcher.next_batch(block=block):
-            self.store(future, result)
+            try:  # every result is kept: one dropped here would never be taken
+                self.store(future, result)
+            except DaskTaskError as e:
+                failed = failed or e
+        if failed is not None:
+            raise failed
 
     def head_ready(self) -> bool:
         """Whether the next result to emit has been fetched."""
@@ -452,42 +461,6 @@ class Runner:
             self._collect(block=True)
         self._take_fetched()
 
-    def replay(self, errors: list[BaseException] | None = None) -> None:
-        """Push collected events downstream, in order (synchronously).
-
-        An error raised downstream (a node's ``"raise"`` policy) propagates
-        at once, the events after it kept for later; with ``errors`` given
-        it is appended there and replay goes on.
-        """
-        ready = self.ready
-        while ready:
-            try:
-                event = ready.popleft()
-                pending = self.replay_one(event)
-                if pending is not None:
-                    # Finished here, or (a loop running in this thread, as in
-                    # Jupyter) queued on that loop in order.
-                    settle(pending, self._node_of(event))
-            except Exception as e:
-                if errors is None:
-                    raise
-                errors.append(e)
-        if self.refs:
-            self.release_replayed()
-
-    def _node_of(self, event: Any) -> Stream[Any]:
-        if type(event) is Failure:
-            return self.nodes[event.node_id]
-        exit_node: Stream[Any] = self.exits[event[0]]
-        return exit_node
-
-    def replay_one(self, event: Any) -> Any:
-        """Push one event downstream: a value to its ``gather()``, a failure to its node."""
-        if type(event) is Failure:
-            return self.nodes[event.node_id]._fail(event.element, event.error)
-        index, value = event
-        return self.exits[index]._emit(value)
-
     def drain(self) -> list[BaseException]:
         """Wait for every task and replay everything (end of stream).
 
@@ -498,6 +471,6 @@ class Runner:
         self.submit_close()
         while self.head() is not None:
             self.wait_one()
-            self.replay(errors)
-        self.replay(errors)
+            self.replay.run(errors)
+        self.replay.run(errors)
         return errors

@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from functools import partial
 from operator import add
 from pathlib import Path
@@ -154,21 +155,42 @@ def test_error_stream_record_names_the_real_node(client: Client) -> None:
     assert record.node is node and record.element == 0
 
 
-@pytest.mark.dask
-def test_a_failing_task_is_reported_naming_the_segment(client: Client, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    # A module only this process can import: its function pickles by
-    # reference here and cannot be unpickled on the workers.
+@pytest.fixture
+def only_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A module only this process can import: its function pickles by
+    reference here and cannot be unpickled on the workers."""
     (tmp_path / "only_here.py").write_text("def double(x):\n    return 2 * x\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    only_here = importlib.import_module("only_here")
     try:
-        source: Stream[Any] = Stream()
-        source.scatter(client=client, stream_name="remote").map(only_here.double)\
-            .gather().sink_to_list()
-        with pytest.raises(DaskTaskError, match=r"scatter.*'remote'.*not processed"):
-            for x in range(3):
-                source.emit(x)
-            source.close()
+        yield importlib.import_module("only_here")
     finally:
         sys.modules.pop("only_here", None)
+
+
+@pytest.mark.dask
+def test_a_failing_task_is_reported_naming_the_segment(client: Client, only_here: Any) -> None:
+    source: Stream[Any] = Stream()
+    source.scatter(client=client, stream_name="remote").map(only_here.double)\
+        .gather().sink_to_list()
+    with pytest.raises(DaskTaskError, match=r"scatter.*'remote'.*not processed"):
+        for x in range(3):
+            source.emit(x)
+        source.close()
+
+
+@pytest.mark.dask
+@pytest.mark.parametrize("stateful", [False, True], ids=["stateless", "stateful"])
+def test_after_a_failed_task_each_emit_reports_one(
+        client: Client, only_here: Any, stateful: bool) -> None:
+    # The elements after a failed task do not wait behind it for ever: a
+    # stateless stage's next tasks run (and fail too, here), a stateful
+    # stage's chain of states is cut, and each later call raises its failure.
+    source: Stream[Any] = Stream()
+    node = source.scatter(client=client, stream_name="remote").map(only_here.double)
+    if stateful:
+        node = node.scan(add, start=0)
+    node.gather().sink_to_list()
+    for x in range(4):
+        with pytest.raises(DaskTaskError, match=r"scatter.*'remote'.*not processed"):
+            source.emit(x)
+    source.close()
