@@ -81,14 +81,20 @@ class AsyncDriver:
         """Wait until the head result is in, then collect what is done."""
         runner = self.runner
         while not runner.head_ready():
-            future, result = await anext(runner.fetcher)
-            runner.store(future, result)
+            await self._fetch()
         runner.poll()
 
     async def await_any(self) -> None:
         """Wait until some task is done, then collect what is done."""
         runner = self.runner
         if not runner.head_ready():
-            future, result = await anext(runner.fetcher)
-            runner.store(future, result)
+            await self._fetch()
         runner.poll()
+
+    async def _fetch(self) -> None:
+        """Wait for the next finished task, and keep its result."""
+        runner = self.runner
+        if runner.failed is not None:  # a stateful stage's chain is cut: nothing comes
+            raise runner.failed
+        future, result = await anext(runner.fetcher)
+        runner.store(future, result)

@@ -450,6 +450,8 @@ class Scatter(SegmentEntry, Stream[Any]):
                     # for ever.
                     errors = runner.background_errors
                     errors = errors + (runner.drain() if not runner.broken else [])
+                    if runner.failed is not None and not errors:
+                        errors = [runner.failed]  # a stateful stage's end was never reached
             finally:
                 runner.refs.release(everything=True)
                 runner.connection.close()

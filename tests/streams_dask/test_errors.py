@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import sys
@@ -9,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import nullcontext
 from functools import partial
 from operator import add
 from pathlib import Path
@@ -84,7 +86,7 @@ def test_an_error_raised_between_emits_loses_nothing_after_it(client: Client) ->
     # here the close, which must still replay every result after it.
     name = f"held-{uuid.uuid4().hex}"
     source: Stream[Any] = Stream()
-    scatter = source.scatter(client=client, batch_size=4)
+    scatter: Any = source.scatter(client=client, batch_size=4)
     out = scatter.map(partial(held_back, name), stream_name="invert").gather().sink_to_list()
     source.emit(0)  # in a task of its own, which waits
     source.emit(5)  # in the next one, which waits too
@@ -180,17 +182,41 @@ def test_a_failing_task_is_reported_naming_the_segment(client: Client, only_here
 
 @pytest.mark.dask
 @pytest.mark.parametrize("stateful", [False, True], ids=["stateless", "stateful"])
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 def test_after_a_failed_task_each_emit_reports_one(
-        client: Client, only_here: Any, stateful: bool) -> None:
+        cluster: Any, client: Client, only_here: Any, stateful: bool,
+        asynchronous: bool) -> None:
     # The elements after a failed task do not wait behind it for ever: a
     # stateless stage's next tasks run (and fail too, here), a stateful
     # stage's chain of states is cut, and each later call raises its failure.
-    source: Stream[Any] = Stream()
-    node = source.scatter(client=client, stream_name="remote").map(only_here.double)
-    if stateful:
-        node = node.scan(add, start=0)
-    node.gather().sink_to_list()
-    for x in range(4):
-        with pytest.raises(DaskTaskError, match=r"scatter.*'remote'.*not processed"):
-            source.emit(x)
-    source.close()
+    def build(source: Stream[Any], on: Client) -> None:
+        node = source.scatter(client=on, stream_name="remote").map(only_here.double)
+        if stateful:
+            node = node.scan(add, start=0)
+        node.gather().sink_to_list()
+
+    failed = r"scatter.*'remote'.*not processed"
+    # A stateful stage never reached its end (its states went with the chain).
+    closing = pytest.raises(DaskTaskError, match=failed) if stateful else nullcontext()
+    if not asynchronous:
+        source: Stream[Any] = Stream()
+        build(source, client)
+        for x in range(4):
+            with pytest.raises(DaskTaskError, match=failed):
+                source.emit(x)
+        with closing:
+            source.close()
+        return
+
+    async def main() -> None:
+        async with Client(cluster.scheduler_address, asynchronous=True,
+                          set_as_default=False) as on:
+            source: Stream[Any] = Stream(asynchronous=True)
+            build(source, on)
+            for x in range(4):
+                with pytest.raises(DaskTaskError, match=failed):
+                    await source.emit(x)
+            with closing:
+                await source.aclose()
+
+    asyncio.run(main())
