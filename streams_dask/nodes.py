@@ -445,9 +445,8 @@ class Scatter(SegmentEntry, Stream[Any]):
                 with runner.lock:
                     # Errors raised downstream in the background (a
                     # node's "raise" policy) do not stop the drain: the
-                    # results after them are replayed. A task that failed
-                    # there is never replayed: waiting for it would wait
-                    # for ever.
+                    # results after them are replayed. A broken runner's
+                    # (see Runner.broken) would wait for ever.
                     errors = runner.background_errors
                     errors = errors + (runner.drain() if not runner.broken else [])
                     if runner.failed is not None and not errors:
