@@ -13,7 +13,7 @@ from typing import Any
 
 from .column_values import functions, quoted
 
-__all__ = ["checked", "element_repr"]
+__all__ = ["checked", "checked_in_order", "element_repr"]
 
 
 def checked(guards: list[tuple[Any, Any]], label: str, row: Callable[[], Any], then: Any
@@ -34,29 +34,63 @@ def checked(guards: list[tuple[Any, Any]], label: str, row: Callable[[], Any], t
     CASE WHEN (a OR b) THEN raise_error(concat('map failed on element ', r,
     CASE WHEN a THEN ': E1' ELSE ': E2' END)) ELSE x END
     """
+    return checked_in_order([(label, guards)], row, then)
+
+
+def checked_in_order(steps: list[tuple[str, list[tuple[Any, Any]]]], row: Callable[[], Any],
+                     then: Any) -> Any:
+    """``then``, or the query fails with the first guard that holds, of the first step.
+
+    ``steps`` are ``(label, guards)`` of the steps that check one element in
+    turn: as :func:`checked` of each, nested, but with one ``raise_error``
+    and one copy of the element's text (each copy costs Spark's analyser
+    and optimiser on every query, and code in every row's loop).
+
+    Examples
+    --------
+    >>> from streams_spark.sql_text import Sql
+    >>> print(checked_in_order([("w", [(Sql("a"), "E1")]), ("map", [(Sql("b"), "E2")])],
+    ...                        lambda: Sql("r"), Sql("x")))  # doctest: +NORMALIZE_WHITESPACE
+    CASE WHEN (a OR b) THEN raise_error(concat(CASE WHEN a THEN 'w failed on element '
+    ELSE 'map failed on element ' END, r, CASE WHEN a THEN ': E1' ELSE ': E2' END))
+    ELSE x END
+    """
     F = functions()
-    unique: dict[tuple[str, str], tuple[Any, Any]] = {}
-    for condition, error in guards:  # every path meets the failures before its first branch
-        unique.setdefault((str(condition), str(error)), (condition, error))
+    unique: dict[tuple[str, str], tuple[str, Any, Any]] = {}
+    for label, guards in steps:  # every path meets the failures before its first branch
+        for condition, error in guards:
+            # A condition met again later is never the first to hold.
+            unique.setdefault((str(condition), str(error)), (label, condition, error))
     if not unique:
         return then
     cases = list(unique.values())
     # A constant error is one literal with its separator: Spark parses,
     # analyses, optimises and prints each node of the filter on every query.
     errors = [F.lit(": " + e) if isinstance(e, str) else F.concat(F.lit(": "), e)
-              for _, e in cases]
-    error = errors[0]
-    if len(cases) > 1:
-        # The first guard that holds picks the error (a CASE is false on NULL, as OR is).
-        chosen = F.when(cases[0][0], errors[0])
-        for (condition, _), e in zip(cases[1:-1], errors[1:-1], strict=True):
-            chosen = chosen.when(condition, e)
-        error = chosen.otherwise(errors[-1])
-    failing = cases[0][0]
-    for condition, _ in cases[1:]:
+              for _, _, e in cases]
+    heads = [F.lit(f"{label} failed on element ") for label, _, _ in cases]
+    failing = cases[0][1]
+    for _, condition, _ in cases[1:]:
         failing = failing | condition
-    message = F.concat(F.lit(f"{label} failed on element "), row(), error)
+    message = F.concat(_first(cases, heads), row(), _first(cases, errors))
     return F.when(failing, F.raise_error(message)).otherwise(then)
+
+
+def _first(cases: list[tuple[str, Any, Any]], values: list[Any]) -> Any:
+    """The value of the first case whose condition holds (the last one's otherwise)."""
+    runs: list[tuple[Any, Any]] = []  # (condition, value): a value's cases in a row, as one
+    for (_, condition, _), v in zip(cases, values, strict=True):
+        if runs and str(runs[-1][1]) == str(v):
+            runs[-1] = (runs[-1][0] | condition, v)
+        else:
+            runs.append((condition, v))
+    if len(runs) == 1:
+        return runs[0][1]
+    # A CASE is false on NULL, as OR is.
+    chosen = functions().when(*runs[0])
+    for condition, v in runs[1:-1]:
+        chosen = chosen.when(condition, v)
+    return chosen.otherwise(runs[-1][1])
 
 
 def element_repr(fields: list[Any]) -> Any:

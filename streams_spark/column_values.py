@@ -124,6 +124,9 @@ class Value:
         self.total = not nullable and constant is not _NO_CONSTANT
         #: Never NaN or infinite (an integer; an integer by an integer).
         self.finite = kind == INT or (type(constant) is float and math.isfinite(constant))
+        #: A bound on its magnitude, where one is known (None: any).
+        self.bound: float | None = abs(constant) if type(constant) is int or (
+            type(constant) is float and self.finite) else None
 
     def __bool__(self) -> bool:
         trace = TRACE.get()
@@ -320,6 +323,7 @@ def _arith(op: str, a: Any, b: Any) -> Value:
                 "unsupported operand type(s) for /: '{a}' and '{b}'", a, b), col)
         quotient = Value(col, FLOAT, False)
         quotient.finite = True
+        quotient.bound = _EXACT / abs(b.constant)  # the dividend is checked within 2 ** 53
         return quotient
     if op in ("%", "//") and not (
             a.kind == INT and type(b.constant) is int and b.constant > 0):

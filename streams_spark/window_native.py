@@ -8,8 +8,8 @@ the query one would write by hand::
 
     df.where(filters)
       .select("*", checked(timestamp_seconds(time)).alias("__et"))
-      .withWatermark("__et", lateness)
-      .groupBy(window("__et", size, slide), key).agg(aggregates)
+      .withWatermark("__et", lateness)                 # a stream's
+      .groupBy(window("__et", size, slide), key).agg(aggregates)   # key: a keyed one's
       .select(f's result)
 
 With a ``collections.Counter`` of the window's values
@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 from streams.operators._checks import key_function
 from streams.spec import NodeSpec
 
-from .checks import checked
+from .checks import checked, checked_in_order
 from .column_values import (
     BOOL,
     FLOAT,
@@ -74,7 +74,8 @@ class Routing(NamedTuple):
 
     #: ``(condition, error)`` where Python fails to route a row (a time or key it cannot take).
     guards: list[tuple[Any, Any]]
-    #: Where a time is beyond Spark's timestamps (Python takes it; Spark cannot).
+    #: Where a time is beyond Spark's timestamps (Python takes it; Spark cannot); none
+    #: where the time is known within them.
     beyond: list[tuple[Any, Any]]
     #: The time, in seconds, as a double (SQL text).
     seconds: Any
@@ -95,7 +96,7 @@ def route(window: NodeSpec, element: Any, ansi: bool) -> Routing:
                    non_null=non_null))
     if t.kind not in (INT, FLOAT):
         raise Untraceable("an event time other than a number")
-    seconds = t.col.cast("double")
+    seconds = t.col if t.kind == FLOAT else t.col.cast("double")  # a float is a double
     if t.nullable:  # in-process, a None time is taken for a datetime
         row_guards.append((t.col.isNull(),
                            "AttributeError: 'NoneType' object has no attribute 'timestamp'"))
@@ -113,8 +114,12 @@ def route(window: NodeSpec, element: Any, ansi: bool) -> Routing:
     if isinstance(element, RowValue):
         # The rows that reach the window passed the checks of its time and key.
         element = RowValue(fields_of(element), non_null)
-    beyond = Sql(f"NOT coalesce({seconds} BETWEEN {FIRST_SECOND} AND {LAST_SECOND}, false)")
-    return Routing(row_guards, [(beyond, _BEYOND)], seconds, key, element, non_null)
+    beyond: list[tuple[Any, Any]] = []
+    if t.bound is None or not FIRST_SECOND <= -t.bound <= t.bound <= LAST_SECOND:
+        # Not where the time is known within them (a long by a large constant).
+        beyond.append((Sql(f"NOT coalesce({seconds} BETWEEN {FIRST_SECOND} AND {LAST_SECOND}, "
+                           "false)"), _BEYOND))
+    return Routing(row_guards, beyond, seconds, key, element, non_null)
 
 
 def stamped(seconds: Any) -> str:
@@ -159,31 +164,38 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
     # rows the filters keep, so the checks run on exactly the rows Python
     # routes. A time beyond Spark's timestamps fails too (Python's floats go
     # further; Spark would overflow; see stamped()).
-    time = checked(routing.guards, window.name, row,
-                   checked(aggregates.element_guards, func.name, row,
-                           checked(routing.beyond, window.name, row, routing.seconds)))
-    group_key = key.col if key is not None else Sql("NULL")
+    time = checked_in_order([(window.name, routing.guards),
+                             (func.name, aggregates.element_guards),
+                             (window.name, routing.beyond)], row, routing.seconds)
+    # An unkeyed window groups by its window alone, as one would write it;
+    # Spark refuses a session window without a key: NULL is that key.
+    keyed = key is not None or event_time.session
+    columns_in = ["*", f"{stamped(time)} AS `__et`"]
+    if keyed:
+        columns_in.append(f"{key.col if key is not None else 'NULL'} AS `__k`")
     kept = df.where(str(keep)) if keep is not None else df
-    rows = (kept.selectExpr("*", f"{stamped(time)} AS `__et`", f"{group_key} AS `__k`")
-            .withWatermark("__et", interval(event_time.lateness)))
+    rows = kept.selectExpr(*columns_in)
+    if kept.isStreaming:  # a static DataFrame's watermark is dropped by Spark's analyser
+        rows = rows.withWatermark("__et", interval(event_time.lateness))
     by_window = spark_window(event_time, "__et").alias("__w")
+    by = [by_window, "__k"] if keyed else [by_window]
     if aggregates.counter is None:
         aggs = [F.expr(sql).alias(name) for sql, name in aggregates.columns()] or [
             F.count(F.lit(1)).alias("__n")]
-        groups = rows.groupBy(by_window, "__k").agg(*aggs)
+        groups = rows.groupBy(*by).agg(*aggs)
     else:
-        groups = _by_entries(rows, by_window, aggregates, event_time.session)
+        groups = _by_entries(rows, by, aggregates, event_time.session)
     if group_guards:
         # A window's failure names the window: its bounds and key.
         window_text = Sql("to_json(named_struct('start', `__w`.`start`, 'end', `__w`.`end`, "
-                          "'key', `__k`))")
+                          f"'key', {'`__k`' if keyed else 'NULL'}))")
         groups = groups.where(F.expr(str(checked(group_guards, func.name,
                                                  lambda: window_text, Sql("true")))))
     return groups.selectExpr(*columns)
 
 
-def _by_entries(rows: Any, by_window: Any, aggregates: Aggregates, session: bool) -> Any:
-    """The groups of ``rows`` by window and key, through the entries of their Counter."""
+def _by_entries(rows: Any, by: list[Any], aggregates: Aggregates, session: bool) -> Any:
+    """The groups of ``rows`` by ``by`` (window, key), through the entries of their Counter."""
     from pyspark.sql import functions as F
 
     if session:
@@ -194,5 +206,5 @@ def _by_entries(rows: Any, by_window: Any, aggregates: Aggregates, session: bool
     counted = aggregates.counter.value.col  # over the rows the filters kept only
     first, second = aggregates.levels()
     return (rows.withColumn("__c", F.expr(str(counted)))
-            .groupBy(by_window, "__k", "__c").agg(*[F.expr(s).alias(n) for s, n in first])
-            .groupBy("__w", "__k").agg(*[F.expr(s).alias(n) for s, n in second]))
+            .groupBy(*by, "__c").agg(*[F.expr(s).alias(n) for s, n in first])
+            .groupBy("__w", *by[1:]).agg(*[F.expr(s).alias(n) for s, n in second]))

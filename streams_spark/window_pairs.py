@@ -51,7 +51,7 @@ from typing import Any
 
 from streams.spec import NodeSpec
 
-from .checks import checked
+from .checks import checked, checked_in_order
 from .column_values import RowValue, Untraceable, Value, fields_of, truth
 from .sql_text import Sql
 from .stream import interval
@@ -265,8 +265,8 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
         # first (Python routes it), then the selection's condition (the
         # function selects from the whole window), in one CASE that Spark
         # neither splits nor pushes into the scan.
-        picked = checked(routing.guards, window.name, row, checked(
-            guards, func.name, row, checked(routing.beyond, window.name, row, chosen)))
+        picked = checked_in_order([(window.name, routing.guards), (func.name, guards),
+                                   (window.name, routing.beyond)], row, chosen)
         if keep is not None:
             picked = Sql(f"CASE WHEN {keep} THEN {picked} ELSE false END")
         sides.append(df.where(str(picked)).selectExpr(

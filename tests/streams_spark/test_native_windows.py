@@ -233,6 +233,45 @@ def test_the_time_is_computed_once_with_no_not_null_filter(spark: Any) -> None:
     assert "isnotnull" not in plan
 
 
+def test_an_unkeyed_window_of_a_table_plans_as_one_would_write_it(spark: Any) -> None:
+    df = spark.createDataFrame(ROWS, SCHEMA)
+    out = (Stream.from_spark(df).filter(is_bid).timed_window(10, time=seconds).map(highest)
+           .to_dataframe("ms long, key string, n long"))
+    analyzed = out._jdf.queryExecution().analyzed().toString()
+    # Grouped by its window alone; no watermark on a table (Spark would drop it).
+    assert "__k" not in analyzed and "EventTimeWatermark" not in analyzed
+    # One raise_error names the element for every check of a row; a long time
+    # divided by a constant is within Spark's timestamps, unchecked.
+    assert analyzed.count("raise_error") == 1 and analyzed.count("to_json") == 1
+
+
+@pytest.mark.parametrize(("divisor", "checked"), [(1_000, True), (1_000_000, False)])
+def test_a_time_known_within_sparks_timestamps_is_not_checked_against_them(
+        spark: Any, divisor: int, checked: bool) -> None:
+    # A long within 2 ** 53 (checked) by 10 ** 6 is within years 1 to 9999; by 10 ** 3 not.
+    df = spark.createDataFrame(ROWS, SCHEMA)
+    build = lambda s: s.timed_window(10, time=lambda r: r.ms / divisor).map(len)
+    out = build(Stream.from_spark(df)).to_dataframe("n long")
+    plan = out._jdf.queryExecution().optimizedPlan().toString()  # messages folded to text
+    assert python_passes(out) == 0 and "integer beyond 2**53" in plan
+    assert ("beyond Spark's timestamps" in plan) == checked
+    assert sorted(r.n for r in out.collect()) == sorted(in_process(df.collect(), build))
+
+
+def test_the_first_step_whose_check_fails_is_named(spark: Any) -> None:
+    # No time (the window's check) and no n (the function's): the window is named.
+    build = lambda s: s.timed_window(10, time=seconds).map(highest)
+    for row, node in [((2, "a", None, 0.0, None), r"timed_window\(10.0\)"),
+                      ((2, "a", None, 0.0, 1_000), r"map\(highest\)")]:
+        df = spark.createDataFrame([ROWS[0], row], SCHEMA)
+        out = build(Stream.from_spark(df)).to_dataframe("ms long, key string, n long")
+        assert python_passes(out) == 0
+        with pytest.raises(Exception, match=node + " failed on element .*TypeError"):
+            out.collect()
+        with pytest.raises(TypeError):
+            in_process(df.collect(), build)
+
+
 def test_rows_a_filter_drops_are_not_checked_as_python_never_routes_them(spark: Any) -> None:
     rows = [(1, "p", None, 0.0, None), *[r for r in ROWS if r[0] == BID]]
     check(spark, lambda s: s.filter(is_bid).timed_window(10, time=seconds).map(highest),
