@@ -30,13 +30,7 @@ from .base import Source
 from .kafka_config import _import_kafka, kafka_consumer_config
 from .kafka_readers import range_reader
 
-__all__ = ["MESSAGES_PER_TASK", "FromKafkaBatched", "from_kafka_batched", "get_message_batch"]
-
-#: About how many messages a Dask task reads with ``dask=True`` (whole
-#: ranges of ``max_batch_size``, at least one a task): a tenth of a second
-#: or so of a worker's time, against about 1-3 ms of Dask's own cost a task,
-#: and short enough that the workers end together.
-MESSAGES_PER_TASK = 20_000
+__all__ = ["FromKafkaBatched", "from_kafka_batched", "get_message_batch"]
 
 
 def _seconds(interval: Any) -> float:
@@ -271,12 +265,8 @@ def from_kafka_batched(topic: str, consumer_params: dict[str, Any], poll_interva
             raise ImportError("from_kafka_batched(dask=True) needs streams_dask: "
                               "pip install 'streams[dask]'") from e
         # Batching asked for: reads of several partitions overlap on the
-        # workers (a plain scatter() would wait for each read in turn). A
-        # batch of offset ranges is already much work: tasks of many of them
-        # (16 before any run time is known) left one worker reading alone
-        # at the end, so a task holds about MESSAGES_PER_TASK messages.
-        node = source.scatter(client=client,
-                              batch_size=max(1, MESSAGES_PER_TASK // max_batch_size))
+        # workers (a plain scatter() would wait for each read in turn).
+        node = source.scatter(client=client, batch_size=1000)
     batches = node.starmap(get_message_batch)
     if start:
         source.start()

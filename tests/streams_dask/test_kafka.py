@@ -44,15 +44,3 @@ def test_batches_are_read_on_the_workers_and_committed_after_gather(
     assert sum(tp.offset for tp in committed) == 40
     assert at_commit and all(planned == delivered for planned, delivered in at_commit)
     assert at_commit[-1] == (40, 40)
-
-
-def test_a_task_reads_about_messages_per_task_in_whole_ranges(client: Any) -> None:
-    # Tasks of many ranges left one worker reading alone at the end of a topic.
-    from streams.sources.kafka_batched import MESSAGES_PER_TASK
-
-    for size, ranges in ((MESSAGES_PER_TASK // 4, 4), (MESSAGES_PER_TASK * 2, 1),
-                         (MESSAGES_PER_TASK, 1), (6, MESSAGES_PER_TASK // 6)):
-        batches = Stream.from_kafka_batched("t", {"bootstrap.servers": "127.0.0.1:1"},
-                                            dask=True, max_batch_size=size, client=client)
-        (scatter,) = batches.upstreams
-        assert scatter.batch_size == ranges
