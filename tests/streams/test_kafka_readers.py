@@ -117,3 +117,59 @@ def test_a_range_ending_in_a_transaction_marker_ends_there(kafka_broker: Any) ->
     reader.join(120)  # a bound for a hang, not a timing
     assert not reader.is_alive(), "the read waits for an offset no message holds"
     assert got == [b"%d" % i for i in range(5)]
+
+
+def test_the_next_range_of_a_partition_reads_on_through_the_same_assigned_consumer(
+        kafka_broker: Any, two_partitions: str) -> None:
+    from confluent_kafka import TopicPartition
+
+    from streams.sources.kafka_batched import get_message_batch
+    from streams.sources.kafka_readers import close_idle_readers, range_reader
+
+    params = kafka_broker.config(**{"group.id": "read-on"})
+    with range_reader(params, two_partitions, 0, 0) as first:
+        pass  # assigned at 0, nothing read: the next range at 0 takes it as it is
+    got = [m for low, high in ((0, 9), (10, 10), (11, 29), (30, PER_PARTITION - 1))
+           for m in get_message_batch(params, two_partitions, 0, False, low, high)]
+    assert got == [b"0:%d" % i for i in range(PER_PARTITION)]
+    with range_reader(params, two_partitions, 0, PER_PARTITION) as last:
+        assert last is first  # still assigned: read on, not reassigned
+        assert last.consumer.assignment() == [TopicPartition(two_partitions, 0)]
+    assert close_idle_readers() == 1
+
+
+def test_past_the_kept_limit_a_partitions_consumer_is_reassigned_not_added(
+        kafka_broker: Any, two_partitions: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streams.sources import kafka_readers
+    from streams.sources.kafka_batched import get_message_batch
+
+    monkeypatch.setattr(kafka_readers, "MAX_KEPT", 1)
+    params = kafka_broker.config(**{"group.id": "one-kept"})
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+    for low in range(0, PER_PARTITION, 10):
+        for p in (0, 1):
+            got[p] += get_message_batch(params, two_partitions, p, False, low, low + 9)
+    assert got == {p: [b"%d:%d" % (p, i) for i in range(PER_PARTITION)] for p in (0, 1)}
+    assert kafka_readers.close_idle_readers() == 1
+
+
+def test_ranges_across_transaction_markers_read_each_message_once(kafka_broker: Any) -> None:
+    # Offsets 0-4 and 6-10 hold messages, 5 and 11 commit markers: a read
+    # that ends on a marker may take the next range's first message from
+    # its consumer; that one must be the next range's, not lost.
+    from confluent_kafka import Producer
+
+    from streams.sources.kafka_batched import get_message_batch
+
+    topic = kafka_broker.create_topic("txn-ranges", partitions=1)
+    producer = Producer(kafka_broker.config(**{"transactional.id": "txn-ranges"}))
+    producer.init_transactions(30)
+    for t in range(2):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, b"%d" % (5 * t + i), partition=0)
+        producer.commit_transaction(30)
+    params = kafka_broker.config(**{"group.id": "txn-ranges"})
+    for cuts in (((0, 5), (6, 11)), ((0, 2), (3, 7), (8, 11)), ((0, 4), (5, 5), (6, 11))):
+        got = [get_message_batch(params, topic, 0, False, low, high) for low, high in cuts]
+        assert [m for batch in got for m in batch] == [b"%d" % i for i in range(10)], cuts
