@@ -56,7 +56,8 @@ def get_message_batch(kafka_params: dict[str, Any], topic: str, partition: int, 
 
     Values (``bytes``), or ``{"key": ..., "value": ...}`` dicts with ``keys``.
     Waits for the range to be readable, at most ``timeout`` seconds if given.
-    The consumer is kept for the process's next read (see
+    The consumer is kept assigned for the process's next read, which goes on
+    from ``high + 1`` without restarting its fetching (see
     :mod:`~streams.sources.kafka_readers`).
     """
     ck = _import_kafka("from_kafka_batched()")
@@ -64,24 +65,33 @@ def get_message_batch(kafka_params: dict[str, Any], topic: str, partition: int, 
     clock = get_clock()
     deadline = None if timeout is None else clock.now() + timeout
     at = [ck.TopicPartition(topic, partition)]
-    with range_reader(kafka_params) as consumer:
-        consumer.assign([ck.TopicPartition(topic, partition, low)])
-        while deadline is None or clock.now() < deadline:
-            for msg in consumer.consume(min(high - low + 1, 10_000), timeout=1.0):
+    with range_reader(kafka_params, topic, partition, low) as reader:
+        consumer = reader.consumer
+        expected = low  # the offset of the next message of the range
+        held, reader.held = reader.held, []
+        while expected <= high and (deadline is None or clock.now() < deadline):
+            # Never more than the range's remaining offsets: what the consumer
+            # delivers past ``high`` is the next range's, read from here too.
+            msgs = held or consumer.consume(min(high - expected + 1, 10_000), timeout=1.0)
+            held = []
+            for i, msg in enumerate(msgs):
                 if msg.error() is not None:
                     raise ck.KafkaException(msg.error())
-                if msg.partition() != partition:
-                    continue  # of a kept consumer's last read: librdkafka drops those
                 off = msg.offset()
-                if low <= off <= high:
-                    out.append({"key": msg.key(), "value": msg.value()} if keys else msg.value())
-                if off >= high:
-                    return out
+                if msg.partition() != partition or off < expected:
+                    continue  # of an assignment before this one: librdkafka drops those
+                if off > high:  # after offsets no message holds: the next range's
+                    reader.held = msgs[i:]
+                    expected = high + 1
+                    break
+                out.append({"key": msg.key(), "value": msg.value()} if keys else msg.value())
+                expected = off + 1
             # The range may end in offsets no message holds (a transaction's
             # commit marker, an aborted transaction's messages): the
             # consumer's position passes them.
-            if consumer.position(at)[0].offset > high:
-                return out
+            if expected <= high and consumer.position(at)[0].offset > high:
+                expected = high + 1
+        reader.next = expected
     return out
 
 
