@@ -232,16 +232,16 @@ class ToKafka(Stream[Any]):
             else:
                 producer.produce(self.topic, x, on_delivery=batch.delivered)
                 batch.sent += 1
-        except BufferError:
-            return self._produce_when_room(x, x, None, None)
         except Exception as e:
-            return self._fail(x, e)
-        self._sent += 1
-        if self._sent % POLL_EVERY == 0:
-            producer.poll(0)
-            if self._errors_seen:
-                return self._report()
-        return None
+            refused = e
+        else:
+            self._sent += 1
+            if self._sent % POLL_EVERY == 0:
+                producer.poll(0)
+                if self._errors_seen:
+                    return self._report()
+            return None
+        return self._refused(x, refused, x, None, None)
 
     def _write(self, producer: Any, x: Any) -> Any:
         """:meth:`update` for a key, a transaction or a value to convert."""
@@ -268,16 +268,30 @@ class ToKafka(Stream[Any]):
             return send_held(self) if len(held) >= POLL_EVERY else None
         try:
             self._produce(producer, value, key, headers)
-        except BufferError:
-            return self._produce_when_room(x, value, key, headers)
         except Exception as e:
-            return self._fail(x, e)
-        self._sent += 1
-        if self._sent % POLL_EVERY == 0:
-            producer.poll(0)
-            if self._errors_seen:
-                return self._report()
-        return None
+            refused = e
+        else:
+            self._sent += 1
+            if self._sent % POLL_EVERY == 0:
+                producer.poll(0)
+                if self._errors_seen:
+                    return self._report()
+            return None
+        return self._refused(x, refused, value, key, headers)
+
+    def _refused(self, x: Any, error: Exception, value: Any, key: Any, headers: Any) -> Any:
+        """After ``produce()`` raised ``error`` for ``x``: wait for room, or fail the node.
+
+        Called after the ``except`` block, never in it: a ``produce()`` that
+        raises while another exception is being handled keeps a reference to
+        that exception in confluent-kafka 2.16 (its issue 1266), and with it
+        the exception's frames, this node and its producer, for good. Here
+        the next ``produce()`` (waiting for room), or the error policy's
+        (an error stream into a ``to_kafka``), would be such a call.
+        """
+        if isinstance(error, BufferError):
+            return self._produce_when_room(x, value, key, headers)
+        return self._fail(x, error)
 
     def _produce(self, producer: Any, value: Any, key: Any, headers: Any) -> None:
         # headers=None or an on_delivery cost almost as much as the produce:

@@ -171,8 +171,11 @@ def fuse_held(sink: ToKafka, f: Fuser, x: str) -> None:
            f"        try:\n"
            f"            {produce}({topic}, {x})\n"
            f"        except Exception:\n"
-           f"            return {update}({x})\n"
-           f"        return None\n"
+           f"            pass\n"
+           f"        else:\n"
+           f"            return None\n"
+           # Out of the handler: update() produces again (see ToKafka._refused).
+           f"        return {update}({x})\n"
            f"    if {node}._batch_ends:\n"
            f"        {held}.append({{'value': {x}}})\n"
            f"        if len({held}) >= {POLL_EVERY}:\n"

@@ -244,3 +244,31 @@ def test_keyed_and_str_elements_are_held_too(kafka_broker: Any, keyed: bool) -> 
     assert read_keyed(kafka_broker, dst) == [
         (b"%d" % (i % 10) if keyed else None, b"%02d" % i) for i in range(30)]
     assert committed(params, src, 1) == [30]
+
+
+def test_a_refused_message_leaves_no_node_or_producer_behind(kafka_broker: Any) -> None:
+    # confluent-kafka's produce() raising while another exception is handled
+    # keeps that exception (its issue 1266), whose frames hold the graph: the
+    # sink's retry must not run inside the handler of the first refusal.
+    import gc
+    import weakref
+
+    from confluent_kafka import KafkaException
+
+    src = kafka_broker.create_topic("refused-collected-in")
+    dst = kafka_broker.create_topic("refused-collected-out")
+    kafka_broker.produce(src, [b"a", b"x" * 5000, b"c"])
+    source = Stream.from_kafka([src], kafka_broker.config(), offset="earliest", batch=100)
+    sink = source.to_kafka(dst, kafka_broker.config(**{"message.max.bytes": 1000}))
+    try:
+        source.start()
+    except KafkaException as e:
+        assert e.element == b"x" * 5000  # type: ignore[attr-defined]
+    else:
+        raise AssertionError("the refused message did not fail the node")
+    sink.flush()
+    probe = weakref.ref(sink)
+    del source, sink
+    gc.collect()
+    assert probe() is None
+
