@@ -32,12 +32,12 @@ a new ``transactional.id``.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from ..clock import get_clock, run_sync
 from ..core import Stream
 from ..fusion import Fuser
+from ..loop_thread import asyncio_loop_running
 from .kafka_batches import POLL_EVERY, Batch, fuse_held, send_held, send_held_now
 from .kafka_recovery import SEQ, WRITER, already_written
 
@@ -312,22 +312,21 @@ class ToKafka(Stream[Any]):
     def _produce_when_room(self, x: Any, value: Any, key: Any, headers: Any) -> Any:
         """The producer's queue is full: wait for room (backpressure), then produce."""
         producer = self._producer
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            while True:
-                # Sends at once what lingers (a full queue has no use for
-                # linger.ms) and serves reports; returns once all is delivered
-                # or soon: with only failures reported, poll() would wait its
-                # whole timeout however much room was made.
-                producer.flush(0.005)
-                try:
-                    self._produce(producer, value, key, headers)
-                    self._sent += 1
-                    return None
-                except BufferError:
-                    continue
-        return self._produce_async(value, key, headers)
+        # Never a produce() or flush() inside an except block (see _refused).
+        if asyncio_loop_running():
+            return self._produce_async(value, key, headers)
+        while True:
+            # Sends at once what lingers (a full queue has no use for
+            # linger.ms) and serves reports; returns once all is delivered
+            # or soon: with only failures reported, poll() would wait its
+            # whole timeout however much room was made.
+            producer.flush(0.005)
+            try:
+                self._produce(producer, value, key, headers)
+            except BufferError:
+                continue
+            self._sent += 1
+            return None
 
     async def _produce_async(self, value: Any, key: Any, headers: Any) -> None:
         producer = self._producer
@@ -455,14 +454,12 @@ class ToKafka(Stream[Any]):
                 self.marks = {}
             return None
         sent = send_held(self)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            if sent is not None:
-                run_sync(sent)
-            producer.flush()
-            return self._settled()
-        return self._barrier_async(sent)
+        if asyncio_loop_running():
+            return self._barrier_async(sent)
+        if sent is not None:
+            run_sync(sent)
+        producer.flush()  # serves delivery reports: runs the nodes downstream
+        return self._settled()
 
     async def _barrier_async(self, sent: Any = None) -> None:
         if sent is not None:

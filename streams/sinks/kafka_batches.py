@@ -17,10 +17,10 @@ produced as it comes. Either step is written into fused code
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ..clock import get_clock, run_sync
+from ..loop_thread import asyncio_loop_running
 
 if TYPE_CHECKING:
     from ..fusion import Fuser
@@ -83,12 +83,11 @@ def send_held(sink: ToKafka, report: bool = True) -> Any:
         held = _produce_batch(sink, held)
         if not held:
             break
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            sink._producer.flush(0.005)  # sends what lingers, serves reports: room
-            continue
-        return _send_held_async(sink, held, report)
+        # Not in an except block: flush() serves reports, which run nodes
+        # downstream, and may raise (see ToKafka._refused).
+        if asyncio_loop_running():
+            return _send_held_async(sink, held, report)
+        sink._producer.flush(0.005)  # sends what lingers, serves reports: room
     sink._producer.poll(0)
     return sink._report() if report and sink._errors_seen else None
 
