@@ -39,6 +39,7 @@ from ..core import Stream
 from ..fusion import Fuser
 from ..loop_thread import asyncio_loop_running
 from .kafka_batches import POLL_EVERY, Batch, fuse_held, send_held, send_held_now
+from .kafka_producer import kafka_producer
 from .kafka_recovery import SEQ, WRITER, already_written
 
 __all__ = ["ToKafka"]
@@ -105,6 +106,7 @@ class ToKafka(Stream[Any]):
         "_marks_seen",
         "_produce_now",
         "_producer",
+        "_raised",
         "_sent",
         "_skip",
         "key",
@@ -149,6 +151,8 @@ class ToKafka(Stream[Any]):
         self._producer: Any = None
         self._skip: set[int] = set()
         self._errors_seen: list[tuple[Any, BaseException]] = []
+        #: Raised downstream of a delivery: for the producer to raise (kafka_producer).
+        self._raised: list[Exception] = []
         # Messages produced, but those fused code produces (_produce_now: only
         # failures reported; _open() counts every earlier message as reported).
         self._sent = 0
@@ -173,8 +177,6 @@ class ToKafka(Stream[Any]):
     # -- the producer ------------------------------------------------------------
 
     def _open(self) -> Any:
-        import confluent_kafka as ck
-
         if self._producer is not None:  # reports of successes are now needed
             self._producer.flush()
             self._done = self._sent  # the successes it did not report
@@ -183,8 +185,9 @@ class ToKafka(Stream[Any]):
         # successes (about as costly again) only when something reads them:
         # the marks of a transaction, downstream nodes, a source's tokens.
         self._all_reports = self.transactional or bool(self.downstreams) or self._defer
-        producer = ck.Producer({**self.producer_config, "on_delivery": self._delivered,
-                                "delivery.report.only.error": not self._all_reports})
+        producer = kafka_producer({**self.producer_config, "on_delivery": self._delivered,
+                                   "delivery.report.only.error": not self._all_reports},
+                                  self._raised)
         if self.transactional:
             # Fences an earlier producer with this id and aborts its open transaction.
             producer.init_transactions(30)
@@ -208,9 +211,12 @@ class ToKafka(Stream[Any]):
             if off > self._marks_seen.get(part, -1):
                 self._marks_seen[part] = off
         if self.downstreams:
-            pending = self._push(msg.value())
-            if pending is not None:
-                run_sync(pending)
+            try:
+                pending = self._push(msg.value())
+                if pending is not None:
+                    run_sync(pending)
+            except Exception as e:  # not through confluent-kafka: see kafka_producer
+                self._raised.append(e)
 
     # -- writing -------------------------------------------------------------------
 
@@ -282,12 +288,10 @@ class ToKafka(Stream[Any]):
     def _refused(self, x: Any, error: Exception, value: Any, key: Any, headers: Any) -> Any:
         """After ``produce()`` raised ``error`` for ``x``: wait for room, or fail the node.
 
-        Called after the ``except`` block, never in it: a ``produce()`` that
-        raises while another exception is being handled keeps a reference to
-        that exception in confluent-kafka 2.16 (its issue 1266), and with it
-        the exception's frames, this node and its producer, for good. Here
-        the next ``produce()`` (waiting for room), or the error policy's
-        (an error stream into a ``to_kafka``), would be such a call.
+        Called after the ``except`` block, never in it: confluent-kafka 2.16
+        keeps the exception being handled when ``produce()`` raises (its
+        issue 1266), with its frames and the graph; the next ``produce()``
+        (waiting for room), or an error stream's, would do so here.
         """
         if isinstance(error, BufferError):
             return self._produce_when_room(x, value, key, headers)

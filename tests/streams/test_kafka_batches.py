@@ -272,3 +272,26 @@ def test_a_refused_message_leaves_no_node_or_producer_behind(kafka_broker: Any) 
     gc.collect()
     assert probe() is None
 
+
+
+def test_an_error_downstream_of_a_delivery_is_raised_and_leaves_nothing_behind(
+        kafka_broker: Any) -> None:
+    # An exception leaving a delivery callback through confluent-kafka's
+    # flush() is kept by it: the sink raises it from Python instead.
+    import gc
+    import weakref
+
+    dst = kafka_broker.create_topic("delivered-fails-out")
+    source: Stream[bytes] = Stream()
+    sink = source.to_kafka(dst, kafka_broker.config())
+    seen = sink.map(lambda v: 1 // (v != b"b")).sink_to_list()  # fails on b"b"
+    for v in (b"a", b"b", b"c"):
+        source.emit(v)
+    with pytest.raises(ZeroDivisionError, match=r"map\(<lambda>\) failed on element b'b'"):
+        source.close()
+    assert kafka_broker.read(dst) == [b"a", b"b", b"c"]
+    assert seen == [1, 1]  # the other reports of the flush were served
+    probe = weakref.ref(sink)
+    del source, sink
+    gc.collect()
+    assert probe() is None
