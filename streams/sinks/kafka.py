@@ -241,12 +241,7 @@ class ToKafka(Stream[Any]):
         except Exception as e:
             refused = e
         else:
-            self._sent += 1
-            if self._sent % POLL_EVERY == 0:
-                producer.poll(0)
-                if self._errors_seen:
-                    return self._report()
-            return None
+            return self._queued(producer)
         return self._refused(x, refused, x, None, None)
 
     def _write(self, producer: Any, x: Any) -> Any:
@@ -277,13 +272,17 @@ class ToKafka(Stream[Any]):
         except Exception as e:
             refused = e
         else:
-            self._sent += 1
-            if self._sent % POLL_EVERY == 0:
-                producer.poll(0)
-                if self._errors_seen:
-                    return self._report()
-            return None
+            return self._queued(producer)
         return self._refused(x, refused, value, key, headers)
+
+    def _queued(self, producer: Any) -> Any:
+        """A message is queued: every :data:`POLL_EVERY`, serve reports; fail on their errors."""
+        self._sent += 1
+        if self._sent % POLL_EVERY == 0:
+            producer.poll(0)
+            if self._errors_seen:
+                return self._report()
+        return None
 
     def _refused(self, x: Any, error: Exception, value: Any, key: Any, headers: Any) -> Any:
         """After ``produce()`` raised ``error`` for ``x``: wait for room, or fail the node.
