@@ -33,7 +33,6 @@ when it reaches the head.
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -46,6 +45,7 @@ from streams.segment import unsendable
 from .batch_sizes import BatchSizes
 from .chain import StateChain
 from .client import Connection
+from .delivery_lock import DeliveryLock
 from .fetching import DaskTaskError, Fetcher, checked
 from .held_refs import HeldRefs
 from .key_groups import parts
@@ -134,9 +134,9 @@ class Runner:
         self.sizes = BatchSizes(batch_size, element_bound)
         #: A progress bar (``update(1)`` per task whose result came back), or None.
         self.progress: Any = None
-        #: Held by whoever drives a synchronous runner: the producer, or the
-        #: thread delivering results as tasks finish (see :meth:`deliver_as_done`).
-        self.lock = threading.RLock()
+        #: Held by whoever drives a synchronous runner: the producer, or
+        #: distributed's callback thread (see :meth:`deliver_as_done`).
+        self.lock = DeliveryLock(self._arm, self._settle)
         self.as_done = False
         #: Errors met delivering in the background, for the producer's next call.
         self.background_errors: list[BaseException] = []
@@ -333,7 +333,7 @@ class Runner:
     def _track(self, future: Future) -> None:
         self.fetcher.add(future)
         if self.as_done:
-            future.add_done_callback(self._done)
+            self._arm(future)
 
     def deliver_as_done(self) -> None:
         """Replay results as their tasks finish, even while the producer is idle.
@@ -341,24 +341,51 @@ class Runner:
         For a synchronous producer whose ``emit`` returns before its results
         are back (``buffer(n)``, batching asked for): as in streamz, results
         then reach ``gather()`` as tasks finish, from distributed's callback
-        thread, under :attr:`lock` (so in order, one thread at a time).
+        thread, under :attr:`lock` (so in order, one thread at a time), or
+        from whoever held the lock when they finished.
         """
         self.as_done = True
 
+    def _arm(self, future: Future) -> None:
+        future.add_done_callback(self._done)
+
     def _done(self, future: Future) -> None:
         # distributed's callback thread: the task is done, its result is
-        # being fetched (by the fetcher, on the client's loop).
-        with self.lock:
-            try:
-                while (not self.closed and self._tracked(future)
-                       and future.key not in self.fetched):
-                    self._collect(block=True)
-                self._take_fetched()
-                self.pump()
-                self.replay.run(self.background_errors)
-            except Exception as e:  # not raised downstream (replay keeps those)
-                self.broken = self.broken or not isinstance(e, DaskTaskError)
-                self.background_errors.append(e)
+        # being fetched (by the fetcher, on the client's loop). That thread
+        # never waits for the lock (see DeliveryLock): a held lock leaves
+        # ``future`` to the holder.
+        if not self.lock.try_acquire(future):
+            return
+        try:
+            while (not self.closed and self._tracked(future)
+                   and future.key not in self.fetched):
+                self._collect(block=True)
+            self._deliver()
+        except Exception as e:
+            self._background(e)
+        finally:
+            self.lock.release()
+
+    def _settle(self, missed: list[Future]) -> list[Future]:
+        # Callbacks that found the lock held (see DeliveryLock): deliver what
+        # is fetched; the futures whose results are on their way call back.
+        if self.closed or self.failed is not None:  # the producer's call raises it
+            return []
+        try:
+            self._collect(block=False)
+            self._deliver()
+        except Exception as e:
+            self._background(e)
+        return [f for f in missed if self._tracked(f) and f.key not in self.fetched]
+
+    def _deliver(self) -> None:
+        self._take_fetched()
+        self.pump()
+        self.replay.run(self.background_errors)
+
+    def _background(self, e: Exception) -> None:  # for the producer's next call
+        self.broken = self.broken or not isinstance(e, DaskTaskError)
+        self.background_errors.append(e)
 
     def _tracked(self, future: Future) -> bool:
         """Whether ``future``'s result is still to be taken."""

@@ -156,3 +156,41 @@ def test_zip_of_two_segments_pairs_their_results_in_order(client: Client) -> Non
     a.close()
     b.close()
     assert out == [(x + 1, str(x)) for x in range(10)]
+
+
+@pytest.mark.dask
+def test_results_finishing_while_the_producer_holds_the_lock_keep_no_callback_waiting(
+        client: Client) -> None:
+    # distributed runs every done callback of the process on one thread, and
+    # keeps each future until its callback has run. A delivery waiting there
+    # for the producer's lock would hold up every callback behind it (and
+    # keep their futures, and the results the scheduler keeps for them): it
+    # is left to the producer instead, who delivers once it lets go.
+    event = Event(f"release-{uuid.uuid4().hex}", client=client)
+    done = threading.Event()
+    seen: list[int] = []
+
+    def collect(x: int) -> None:
+        seen.append(x)
+        if len(seen) == 10:
+            done.set()
+
+    source: Stream[Any] = Stream()
+    scatter = source.scatter(client=client, batch_size=2, max_in_flight=10)  # never full
+    scatter.map(held, event.name).gather().sink(collect)
+    for x in range(10):
+        source.emit(x)
+    runner = scatter._runner
+    assert runner is not None and runner.in_flight and seen == []
+    later = threading.Event()
+    with runner.lock:  # as a producer in the middle of an emit
+        event.set()
+        client.gather([f for f, _ in runner.in_flight])  # their callbacks are queued
+        sentinel = client.submit(inc, 0, pure=False)
+        sentinel.add_done_callback(lambda _: later.set())
+        assert later.wait(timeout=60), "distributed's callback thread waits for the lock"
+    # No close(), no further emit: the producer's release delivers them.
+    assert done.wait(timeout=60)
+    assert seen == list(range(1, 11))
+    source.close()
+    assert seen == list(range(1, 11))

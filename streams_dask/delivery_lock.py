@@ -1,0 +1,118 @@
+# mypy: disallow-untyped-calls=False
+# (distributed's API is not typed; its calls are checked by the tests.)
+"""The lock of a synchronous runner, which distributed's callback thread never waits for.
+
+A synchronous runner that delivers results as tasks finish (see
+:meth:`~streams_dask.runner.Runner.deliver_as_done`) does so from a done
+callback of each task's future. distributed runs those callbacks one after
+the other, on one thread for the whole process, and keeps each future
+until its callback has run. A callback that waited for the producer's
+lock would hold up every callback behind it (other streams' too), and keep
+their futures alive, and with them the results the scheduler keeps for
+them: a producer that emits without pause seldom lets go of the lock, so
+that queue, and the workers' memory, grew for as long as it emitted.
+
+So a callback only *tries* the lock. One that finds it held leaves its
+future here, and returns (distributed then drops the future). Whoever
+lets go of the lock last settles what was left: it delivers the results
+already fetched, and arms a new callback for each future whose result is
+still on its way. No finished task is left undelivered, and no thread
+waits on distributed's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from types import TracebackType
+
+from distributed import Future
+
+__all__ = ["DeliveryLock"]
+
+
+class DeliveryLock:
+    """A reentrant lock whose last release hands back the deliveries missed meanwhile.
+
+    Parameters
+    ----------
+    arm : callable
+        ``arm(future)``: arms ``future``'s done callback again.
+    settle : callable
+        ``settle(futures)``, called with the lock held by its last release
+        when callbacks found it held: delivers what can be, and returns the
+        futures whose callbacks must run again (results still on their way).
+
+    Examples
+    --------
+    >>> import threading
+    >>> armed = []
+    >>> lock = DeliveryLock(armed.append, lambda left: [f for f in left if f != "fetched"])
+    >>> def callbacks():  # distributed's thread, while the producer holds the lock
+    ...     print(lock.try_acquire("running"), lock.try_acquire("fetched"))
+    >>> with lock:
+    ...     thread = threading.Thread(target=callbacks)
+    ...     thread.start()
+    ...     thread.join()
+    False False
+    >>> armed  # once the producer let go: the result still on its way calls back
+    ['running']
+    """
+
+    __slots__ = ("_arm", "_depth", "_lock", "_missed", "_missed_lock", "_settle")
+
+    def __init__(self, arm: Callable[[Future], None],
+                 settle: Callable[[list[Future]], list[Future]]) -> None:
+        self._lock = threading.RLock()
+        self._depth = 0  # changed by the holder only
+        self._missed: list[Future] = []
+        self._missed_lock = threading.Lock()
+        self._arm = arm
+        self._settle = settle
+
+    def __enter__(self) -> DeliveryLock:
+        self._lock.acquire()
+        self._depth += 1
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.release()
+
+    def try_acquire(self, future: Future) -> bool:
+        """Take the lock for ``future``'s callback, if it is free.
+
+        If not, ``future`` is left to whoever holds it, who arms its callback
+        again on letting go. Left *before* trying: a holder looks for what
+        was left after it lets go, so nothing slips between the two.
+        """
+        with self._missed_lock:
+            self._missed.append(future)
+        if not self._lock.acquire(blocking=False):
+            return False
+        self._depth += 1
+        return True
+
+    def release(self) -> None:
+        """Let go of the lock; the last release settles the callbacks missed meanwhile."""
+        if self._depth > 1:
+            self._depth -= 1
+            self._lock.release()
+            return
+        while True:
+            missed: list[Future] = []
+            if self._missed:  # read without the lock: a later append is seen below
+                with self._missed_lock:
+                    missed, self._missed = self._missed, []
+            try:
+                again = self._settle(missed) if missed else []
+            finally:
+                self._depth = 0
+                self._lock.release()
+            for future in again:
+                self._arm(future)
+            # A callback that found the lock held before this release left
+            # its future before trying: it is seen here, or by the next holder.
+            if not self._missed or not self._lock.acquire(blocking=False):
+                return
+            self._depth = 1
