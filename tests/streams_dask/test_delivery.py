@@ -31,6 +31,20 @@ def held(x: int, name: str) -> int:
     return x + 1
 
 
+class Arrivals:
+    """A sink's function: the values seen, and an event set once ``n`` arrived."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.seen: list[int] = []
+        self.all_in = threading.Event()
+
+    def __call__(self, x: int) -> None:
+        self.seen.append(x)
+        if len(self.seen) == self.n:
+            self.all_in.set()
+
+
 @pytest.mark.dask
 def test_plain_scatter_delivers_each_result_before_emit_returns(client: Client) -> None:
     source: Stream[Any] = Stream()
@@ -93,25 +107,18 @@ def test_buffer_bounds_the_elements_held(client: Client, n: int) -> None:
 
 @pytest.mark.dask
 def test_buffered_results_arrive_while_the_producer_is_idle(client: Client) -> None:
-    done = threading.Event()
-    seen: list[int] = []
-
-    def collect(x: int) -> None:
-        seen.append(x)
-        if len(seen) == 10:
-            done.set()
-
+    collect = Arrivals(10)
     source: Stream[Any] = Stream()
     scatter = source.scatter(client=client)
     scatter.map(inc).buffer(4).gather().sink(collect)
     for x in range(10):
         source.emit(x)
     # No close(), no further emit: results come as their tasks finish.
-    assert done.wait(timeout=60)
-    assert seen == list(range(1, 11))
+    assert collect.all_in.wait(timeout=60)
+    assert collect.seen == list(range(1, 11))
     assert scatter.in_flight == 0
     source.close()
-    assert seen == list(range(1, 11))
+    assert collect.seen == list(range(1, 11))
 
 
 @pytest.mark.dask
@@ -167,21 +174,14 @@ def test_results_finishing_while_the_producer_holds_the_lock_keep_no_callback_wa
     # keep their futures, and the results the scheduler keeps for them): it
     # is left to the producer instead, who delivers once it lets go.
     event = Event(f"release-{uuid.uuid4().hex}", client=client)
-    done = threading.Event()
-    seen: list[int] = []
-
-    def collect(x: int) -> None:
-        seen.append(x)
-        if len(seen) == 10:
-            done.set()
-
+    collect = Arrivals(10)
     source: Stream[Any] = Stream()
     scatter = source.scatter(client=client, batch_size=2, max_in_flight=10)  # never full
     scatter.map(held, event.name).gather().sink(collect)
     for x in range(10):
         source.emit(x)
     runner = scatter._runner
-    assert runner is not None and runner.in_flight and seen == []
+    assert runner is not None and runner.in_flight and collect.seen == []
     later = threading.Event()
     with runner.lock:  # as a producer in the middle of an emit
         event.set()
@@ -190,7 +190,7 @@ def test_results_finishing_while_the_producer_holds_the_lock_keep_no_callback_wa
         sentinel.add_done_callback(lambda _: later.set())
         assert later.wait(timeout=60), "distributed's callback thread waits for the lock"
     # No close(), no further emit: the producer's release delivers them.
-    assert done.wait(timeout=60)
-    assert seen == list(range(1, 11))
+    assert collect.all_in.wait(timeout=60)
+    assert collect.seen == list(range(1, 11))
     source.close()
-    assert seen == list(range(1, 11))
+    assert collect.seen == list(range(1, 11))
