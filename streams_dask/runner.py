@@ -354,38 +354,35 @@ class Runner:
         # being fetched (by the fetcher, on the client's loop). That thread
         # never waits for the lock (see DeliveryLock): a held lock leaves
         # ``future`` to the holder.
-        if not self.lock.try_acquire(future):
-            return
-        try:
-            while (not self.closed and self._tracked(future)
-                   and future.key not in self.fetched):
-                self._collect(block=True)
-            self._deliver()
-        except Exception as e:
-            self._background(e)
-        finally:
-            self.lock.release()
+        if self.lock.try_acquire(future):
+            try:
+                self._deliver(future)
+            finally:
+                self.lock.release()
 
     def _settle(self, missed: list[Future]) -> list[Future]:
         # Callbacks that found the lock held (see DeliveryLock): deliver what
         # is fetched; the futures whose results are on their way call back.
         if self.closed or self.failed is not None:  # the producer's call raises it
             return []
-        try:
-            self._collect(block=False)
-            self._deliver()
-        except Exception as e:
-            self._background(e)
+        self._deliver()
         return [f for f in missed if self._tracked(f) and f.key not in self.fetched]
 
-    def _deliver(self) -> None:
-        self._take_fetched()
-        self.pump()
-        self.replay.run(self.background_errors)
-
-    def _background(self, e: Exception) -> None:  # for the producer's next call
-        self.broken = self.broken or not isinstance(e, DaskTaskError)
-        self.background_errors.append(e)
+    def _deliver(self, future: Future | None = None) -> None:
+        # Under the lock: once ``future``'s result is in (if still to be
+        # taken), replay what is fetched. Errors wait for the producer's call.
+        try:
+            if future is None:
+                self._collect(block=False)
+            while (future is not None and not self.closed and self._tracked(future)
+                   and future.key not in self.fetched):
+                self._collect(block=True)
+            self._take_fetched()
+            self.pump()
+            self.replay.run(self.background_errors)
+        except Exception as e:
+            self.broken = self.broken or not isinstance(e, DaskTaskError)
+            self.background_errors.append(e)
 
     def _tracked(self, future: Future) -> bool:
         """Whether ``future``'s result is still to be taken."""
