@@ -91,6 +91,8 @@ class DeliveryLock:
         if not self._lock.acquire(blocking=False):
             return False
         self._depth += 1
+        with self._missed_lock:  # the caller delivers it now: not again on release
+            self._missed.remove(future)
         return True
 
     def release(self) -> None:

@@ -369,18 +369,18 @@ class Runner:
         return [f for f in missed if self._tracked(f) and f.key not in self.fetched]
 
     def _deliver(self, future: Future | None = None) -> None:
-        # Under the lock: once ``future``'s result is in (if still to be
-        # taken), replay what is fetched. Errors wait for the producer's call.
+        # Under the lock: wait for ``future``'s result if still to take; replay what is fetched.
         try:
             if future is None:
                 self._collect(block=False)
-            while (future is not None and not self.closed and self._tracked(future)
-                   and future.key not in self.fetched):
-                self._collect(block=True)
+            else:
+                while (not self.closed and self._tracked(future)
+                       and future.key not in self.fetched):
+                    self._collect(block=True)
             self._take_fetched()
             self.pump()
             self.replay.run(self.background_errors)
-        except Exception as e:
+        except Exception as e:  # for the producer's next call
             self.broken = self.broken or not isinstance(e, DaskTaskError)
             self.background_errors.append(e)
 
