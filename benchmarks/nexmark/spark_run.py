@@ -191,6 +191,30 @@ def loadavg() -> str:
         return " ".join(f.read().split()[:3])
 
 
+def _rounds(values: list[float]) -> str:
+    return ", ".join(f"{x:.2f}" for x in values)
+
+
+def report(query: str, n_out: int, events: int, builds: list[list[float]],
+           runs: list[list[float]]) -> None:
+    """Print a query's rates and paired ratios (a side not run has empty lists)."""
+    totals = [[b + t for b, t in zip(bs, ts, strict=True)] for bs, ts in zip(builds, runs, strict=True)]
+    ours = totals[0]
+    rate = [f"{events / statistics.median(t):,.0f}" if t else "-" for t in totals]
+    # Their time over streams' time: streams' rate over theirs.
+    vs = [[t / o for o, t in zip(ours, side, strict=True)] if side else [] for side in totals]
+    median = [f"{statistics.median(v):.2f}x" if v else "-" for v in vs]
+    print(f"{query:6} {n_out:>9,} {rate[0]:>13} {rate[1]:>13} {rate[2]:>13} "
+          f"{median[1]:>11} {median[2]:>11}  {_rounds(vs[1])}; {_rounds(vs[2])}", flush=True)
+    run_ratio = [t / o for t, o in zip(runs[2], runs[0], strict=True)]
+    print(f"{'':6} built in {statistics.median(builds[0]) * 1e3:.0f} ms (PySpark "
+          f"{statistics.median(builds[2]) * 1e3:.0f} ms), run in "
+          f"{statistics.median(runs[0]) * 1e3:.0f} ms (PySpark "
+          f"{statistics.median(runs[2]) * 1e3:.0f} ms): the run alone "
+          f"{statistics.median(run_ratio):.2f}x PySpark's rate (rounds {_rounds(run_ratio)})",
+          flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -198,6 +222,9 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(QUERIES))
     parser.add_argument("--files", type=int, default=4, help="Parquet files of the input")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--no-same-functions", action="store_true",
+                        help="time streams and PySpark only (the same-functions side's "
+                             "Python workers then do not run between them)")
     args = parser.parse_args()
     print(f"load average at start: {loadavg()}")
     events = generate(args.events)
@@ -228,29 +255,15 @@ def main() -> None:
             n_out = sq.pyspark_query(query, df).count()
             builds: list[list[float]] = [[], [], []]
             runs: list[list[float]] = [[], [], []]
-            for build in SIDES:  # untimed: the JVM compiles each plan's code once
-                write_noop(build(query, df))
+            sides = [0, 2] if args.no_same_functions else [0, 1, 2]
+            for i in sides:  # untimed: the JVM compiles each plan's code once
+                write_noop(SIDES[i](query, df))
             for r in range(args.rounds):
-                for i in (list(range(3))[r % 3:] + list(range(3))[:r % 3]):
+                for i in sides[r % len(sides):] + sides[:r % len(sides)]:
                     b, t = timed_parts(SIDES[i], query, df)
                     builds[i].append(b)
                     runs[i].append(t)
-            ours, same, theirs = ([b + t for b, t in zip(builds[i], runs[i], strict=True)]
-                                  for i in range(3))
-            vs_same = [s / o for s, o in zip(same, ours, strict=True)]
-            vs_native = [t / o for t, o in zip(theirs, ours, strict=True)]
-            rate = [args.events / statistics.median(t) for t in (ours, same, theirs)]
-            print(f"{query:6} {n_out:>9,} {rate[0]:>13,.0f} {rate[1]:>13,.0f} {rate[2]:>13,.0f} "
-                  f"{statistics.median(vs_same):>10.2f}x {statistics.median(vs_native):>10.2f}x  "
-                  f"{', '.join(f'{x:.2f}' for x in vs_same)}; "
-                  f"{', '.join(f'{x:.2f}' for x in vs_native)}", flush=True)
-            run_ratio = [t / o for t, o in zip(runs[2], runs[0], strict=True)]
-            print(f"{'':6} built in {statistics.median(builds[0]) * 1e3:.0f} ms (PySpark "
-                  f"{statistics.median(builds[2]) * 1e3:.0f} ms), run in "
-                  f"{statistics.median(runs[0]) * 1e3:.0f} ms (PySpark "
-                  f"{statistics.median(runs[2]) * 1e3:.0f} ms): the run alone "
-                  f"{statistics.median(run_ratio):.2f}x PySpark's rate (rounds "
-                  f"{', '.join(f'{x:.2f}' for x in run_ratio)})", flush=True)
+            report(query, n_out, args.events, builds, runs)
         if "q8" in args.only.split(","):
             print(f"q8 as a join of two from_spark() inputs: {join_refusal(spark, small)}")
     finally:
