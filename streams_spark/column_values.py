@@ -177,8 +177,7 @@ class Value:
         return _arith("//", other, self)
 
     def __neg__(self) -> Value:
-        return _arith("-", 0 if self.kind == INT else 0.0, self) if self.kind in (
-            INT, FLOAT) else _refuse("unary -")
+        return _negative(self) if self.kind in (INT, FLOAT) else _refuse("unary -")
 
     def __eq__(self, other: Any) -> Value:  # type: ignore[override]
         return _compare("==", self, other)
@@ -349,6 +348,23 @@ def _arith(op: str, a: Any, b: Any) -> Value:
         col = _fail(nulls, _type_names(
             f"unsupported operand type(s) for {op}: '{{a}}' and '{{b}}'", a, b), col)
     return Value(col, FLOAT if floating else INT, False)
+
+
+def _negative(a: Value) -> Value:
+    """``-a``: Spark's unary minus, which keeps a zero's sign as Python does.
+
+    ``0.0 - a`` would not: it gives ``0.0`` where ``-a`` is ``-0.0``.
+    """
+    if a.kind == INT and not TRACE.get().ansi:
+        raise Untraceable("integer arithmetic with spark.sql.ansi.enabled off (it would wrap)")
+    F = functions()
+    col = F.Sql(f"(- {a.col})")  # an integer's overflow (-2 ** 63) fails, under ANSI mode
+    nulls = _any_null(a)
+    if nulls is not None:
+        col = _fail(nulls, "TypeError: bad operand type for unary -: 'NoneType'", col)
+    out = Value(col, a.kind, False)
+    out.finite, out.bound = a.finite, a.bound
+    return out
 
 
 def _comparable(a: Value, b: Value) -> bool:

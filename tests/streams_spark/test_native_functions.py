@@ -40,9 +40,12 @@ def in_process(rows: list[Any], build: Any) -> list[Any]:
 
 
 def same(a: Any, b: Any) -> bool:
-    """Equal values, NaN equal to NaN."""
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
+    """Equal values, NaN equal to NaN, a zero only to a zero of its sign (as ``repr`` tells)."""
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        if a == b == 0.0:
+            return math.copysign(1.0, a) == math.copysign(1.0, b)
     return bool(a == b and type(a) is type(b))
 
 
@@ -257,6 +260,22 @@ def test_the_type_error_names_the_operand_that_is_none(spark: Any, func: Any, ro
                                         + names):
         out.collect()
     with pytest.raises(TypeError, match=names):
+        in_process(df.collect(), lambda s: s.map(func))
+
+
+@pytest.mark.parametrize(("func", "schema"), [
+    (lambda r: -r.n, "v long"),
+    (lambda r: -r.x, "v double"),
+])
+def test_negating_a_null_fails_with_pythons_message(spark: Any, func: Any, schema: str
+                                                    ) -> None:
+    df = spark.createDataFrame([("a", 1, 0.5, True, 1), ("b", None, None, False, 2)], SCHEMA)
+    out = Stream.from_spark(df).map(func).to_dataframe(schema)
+    assert python_passes(out) == 0
+    message = "TypeError: bad operand type for unary -: 'NoneType'"
+    with pytest.raises(Exception, match=r'failed on element \{"k":"b".*\}: ' + message):
+        out.collect()
+    with pytest.raises(TypeError, match=message.removeprefix("TypeError: ")):
         in_process(df.collect(), lambda s: s.map(func))
 
 
