@@ -161,20 +161,30 @@ class _ArgMin:
                      none_compared(op, first.kind))
         return _Chosen(argmin)
 
-    def _keyed(self) -> dict[str, str]:
-        """The key items' texts, and their names in the struct."""
-        return {str(p.col): f"k{i}" for i, p in enumerate(self.keys)}
+    def _in_keys(self, v: Value) -> str | None:
+        """``v`` read from the struct's key items, where one holds it (None: none does).
+
+        A key item is not stored twice, nor the value a key item negates
+        (``min(rows, key=lambda r: (-r.price, r.dt)).price``): a unary minus
+        undoes itself exactly, for integers and doubles alike.
+        """
+        for i, p in enumerate(self.keys):
+            if str(p.col) == str(v.col):
+                return f"`{self.name}`.`k{i}`"
+            if str(p.col) == f"(- {v.col})":
+                return f"(- `{self.name}`.`k{i}`)"
+        return None
 
     def field(self, name: str, v: Value) -> Value:
         self.fields.setdefault(name, v)
-        item = self._keyed().get(str(v.col), f"f_{name}")  # a key item is not stored twice
-        return Value(Sql(f"`{self.name}`.`{item}`"), v.kind, v.nullable, dtype=v.dtype)
+        read = self._in_keys(v) or f"`{self.name}`.`f_{name}`"
+        return Value(Sql(read), v.kind, v.nullable, dtype=v.dtype)
 
     def sql(self) -> str:
         """``min(named_struct(key items, fields))``: Spark orders structs item by item."""
         parts = [f"'k{i}', {p.col}" for i, p in enumerate(self.keys)]
         parts += [f"'f_{n}', {v.col}" for n, v in self.fields.items()
-                  if str(v.col) not in self._keyed()]
+                  if self._in_keys(v) is None]
         return f"{self.op}(named_struct({', '.join(parts)}))"
 
 
