@@ -25,8 +25,8 @@ building until the write ends. The two parts are also printed apart, for
 streams and PySpark: the build (the side's Python code, and Spark's
 analysis of each DataFrame as it is made) and the run (the write: Spark's
 optimiser, planner, generated code and the job). A query is built once and
-runs on all its data, so the build weighs in proportion to a run's length:
-with 1,000,000 events it is a tenth of a run or more.
+runs on all its data, so the build weighs against a run's length: with
+1,000,000 events it was 2-25% of a query's time (2026-11-25).
 
 The input is a static DataFrame (a backfill), on both sides: each query is
 then one batch job over the same files, so the time is the engines' work. A
@@ -198,7 +198,8 @@ def _rounds(values: list[float]) -> str:
 def report(query: str, n_out: int, events: int, builds: list[list[float]],
            runs: list[list[float]]) -> None:
     """Print a query's rates and paired ratios (a side not run has empty lists)."""
-    totals = [[b + t for b, t in zip(bs, ts, strict=True)] for bs, ts in zip(builds, runs, strict=True)]
+    totals = [[b + t for b, t in zip(bs, ts, strict=True)]
+              for bs, ts in zip(builds, runs, strict=True)]
     ours = totals[0]
     rate = [f"{events / statistics.median(t):,.0f}" if t else "-" for t in totals]
     # Their time over streams' time: streams' rate over theirs.
