@@ -127,6 +127,8 @@ class Value:
         #: A bound on its magnitude, where one is known (None: any).
         self.bound: float | None = abs(constant) if type(constant) is int or (
             type(constant) is float and self.finite) else None
+        #: The value this one is the unary minus of (see :func:`_negative`).
+        self.negates: Value | None = None
 
     def __bool__(self) -> bool:
         trace = TRACE.get()
@@ -328,7 +330,7 @@ def _arith(op: str, a: Any, b: Any) -> Value:
             a.kind == INT and type(b.constant) is int and b.constant > 0):
         raise Untraceable(f"{op} other than of an integer by a positive integer constant")
     if not floating and not TRACE.get().ansi:
-        raise Untraceable("integer arithmetic with spark.sql.ansi.enabled off (it would wrap)")
+        raise Untraceable(_WRAPS)
     x = a.col.cast("double") if floating and a.kind == INT else a.col
     y = b.col.cast("double") if floating and b.kind == INT else b.col
     if op == "+":
@@ -350,20 +352,20 @@ def _arith(op: str, a: Any, b: Any) -> Value:
     return Value(col, FLOAT if floating else INT, False)
 
 
-def _negative(a: Value) -> Value:
-    """``-a``: Spark's unary minus, which keeps a zero's sign as Python does.
+_WRAPS = "integer arithmetic with spark.sql.ansi.enabled off (it would wrap)"
 
-    ``0.0 - a`` would not: it gives ``0.0`` where ``-a`` is ``-0.0``.
-    """
+
+def _negative(a: Value) -> Value:
+    """``-a``: Spark's unary minus keeps a zero's sign, as Python does (``0.0 - a`` does not)."""
     if a.kind == INT and not TRACE.get().ansi:
-        raise Untraceable("integer arithmetic with spark.sql.ansi.enabled off (it would wrap)")
+        raise Untraceable(_WRAPS)
     F = functions()
     col = F.Sql(f"(- {a.col})")  # an integer's overflow (-2 ** 63) fails, under ANSI mode
     nulls = _any_null(a)
     if nulls is not None:
         col = _fail(nulls, "TypeError: bad operand type for unary -: 'NoneType'", col)
     out = Value(col, a.kind, False)
-    out.finite, out.bound = a.finite, a.bound
+    out.finite, out.bound, out.negates = a.finite, a.bound, a
     return out
 
 

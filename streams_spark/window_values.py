@@ -171,7 +171,7 @@ class _ArgMin:
         for i, p in enumerate(self.keys):
             if str(p.col) == str(v.col):
                 return f"`{self.name}`.`k{i}`"
-            if str(p.col) == f"(- {v.col})":
+            if p.negates is not None and str(p.negates.col) == str(v.col):
                 return f"(- `{self.name}`.`k{i}`)"
         return None
 
