@@ -25,8 +25,10 @@ handler above (``except Exception as error_4: ... return fail_5(x_1,
 error_4)``), one jump an element fewer. So does a filter's, when its
 predicate's expression is a bool (:func:`boolean`: a comparison by ``is``
 or ``in``, a ``not``, ``isinstance()``...): the truth test of a bool cannot
-raise, so it follows the try statement instead of sitting in one; any other
-value's truth test (a numpy array's raises) stays under the policy.
+raise, so the expression is tested where it is computed, ``if not (type(x_1)
+is Bid): return None`` (:func:`passes`; a variable between cost 3-4% of
+``filter(is_bid).map(euro)`` into a list); any other value's truth test (a
+numpy array's raises) stays under the policy.
 
 A function is inlined only when all of this holds:
 
@@ -93,7 +95,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SAFE_BUILTINS", "assignment", "boolean", "enabled", "expression"]
+__all__ = ["SAFE_BUILTINS", "assignment", "boolean", "enabled", "expression", "passes"]
 
 #: False calls every user function (``STREAMS_NO_INLINE=1``).
 enabled = os.environ.get("STREAMS_NO_INLINE", "") in ("", "0")
@@ -151,6 +153,47 @@ def assignment(target: str, func: Any, arg: str, call: str,
     value = expression(func, arg, bind)
     if value is None:
         return None
+    return _with_fallback(f"{target} = {value}", f"{target} = {call}", "", fresh, failed)
+
+
+def passes(keep: str, truth: str, func: Any, arg: str, call: str,
+         bind: Callable[[Any, str], str], fresh: Callable[[str], str],
+         failed: Callable[[str], str]) -> str | None:
+    """Statements returning None unless ``func(arg)`` is ``truth``-y, or None.
+
+    For a filter's predicate that :func:`boolean` holds for (its truth test
+    cannot raise): its expression is tested where it is computed, with no
+    variable between (a store and a load an element fewer); the fallback
+    call's result, named ``keep``, is tested after that call. ``truth`` is
+    ``"not "`` to keep the elements the predicate is true for (``filter``),
+    ``""`` for the others (``remove``). The other arguments are as for
+    :func:`assignment`.
+
+    Examples
+    --------
+    >>> lines = passes("k", "not ", lambda e: type(e) is int, "x", "f(x)", lambda o, h: h,
+    ...                lambda hint: hint, lambda e: f"return fail(x, {e})").splitlines()
+    >>> print(*lines[:5], "    ...", *lines[-2:], sep=chr(10))  # the fallback as above
+    try:
+        if not (type(x) is int):
+            return None
+    except Exception as first:
+        try:
+        ...
+        if not k:
+            return None
+    """
+    value = expression(func, arg, bind)
+    if value is None:
+        return None
+    ending = f"if {truth}{{}}:\n    return None"
+    return _with_fallback(ending.format(f"({value})"), f"{keep} = {call}",
+                          ending.format(keep), fresh, failed)
+
+
+def _with_fallback(computed: str, called: str, after: str, fresh: Callable[[str], str],
+                   failed: Callable[[str], str] | None) -> str:
+    """``computed`` in a try statement; where it raises, ``called``, then ``after``."""
     first, error = fresh("first"), fresh("error")
     # The call's exception must not look raised while handling the
     # expression's: its context is the one the expression's had, as if the
@@ -160,12 +203,13 @@ def assignment(target: str, func: Any, arg: str, call: str,
     handled = "" if failed is None else (
         f"    except Exception as {error}:\n{restore}"
         + "".join(f"        {line}\n" for line in failed(error).splitlines()))
-    return (f"try:\n    {target} = {value}\n"
-            f"except Exception as {first}:\n"
-            f"    try:\n        {target} = {call}\n"
+    return ("try:\n" + "".join(f"    {line}\n" for line in computed.splitlines())
+            + f"except Exception as {first}:\n"
+            f"    try:\n        {called}\n"
             f"{handled}"
             f"    except BaseException as {error}:\n{restore}"
-            f"        raise")
+            f"        raise"
+            + "".join(f"\n    {line}" for line in after.splitlines()))
 
 
 def expression(func: Any, arg: str, bind: Callable[[Any, str], str]) -> str | None:

@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from .. import inline
 from ..core import NO_DEFAULT, Stream
 from ..errors import NodeError
 from ..fusion import Fuser
@@ -200,13 +199,10 @@ class Filter(_FunctionNode):
         if self.func is None:
             f.step(self, x, f"if {negate}{x}:\n    return None")
             return x
-        keep = f.fresh("keep")
-        if not self.args and not self.kwargs and inline.boolean(self.func):
-            # Written in place and a bool: its truth test cannot raise and
-            # needs no try statement (one jump an element fewer).
-            f.assign(self, x, keep, self.func)
-            f.line(f"if {negate}{keep}:\n    return None")
-        else:
+        # A bool written in place is tested where it is computed: its truth
+        # test cannot raise and needs no try statement of its own.
+        if self.args or self.kwargs or not f.keep_if(self, x, negate, self.func):
+            keep = f.fresh("keep")
             f.step(self, x, f"{self._call_code(f, keep, x)}\nif {negate}{keep}:\n    return None")
         return x
 

@@ -1,5 +1,5 @@
 """Steps written in place (streams.inline) in one try statement: a filter whose
-predicate is a bool tests it outside one, a map hands its fallback call's
+predicate is a bool tests it in that statement, a map hands its fallback call's
 exception to its policy from it. Errors and values stay the called function's.
 """
 
@@ -86,6 +86,9 @@ class Flaky:
 @pytest.mark.parametrize("operator, func, expected", [
     ("map", lambda f: f.value + 1, [3]),
     ("filter", lambda f: f.value is not None, ["kept"]),
+    ("filter", lambda f: f.value is None, []),
+    ("remove", lambda f: f.value is None, ["kept"]),
+    ("remove", lambda f: f.value is not None, []),
 ])
 def test_when_the_expression_fails_and_the_call_does_not_the_calls_value_goes_on(
         operator: str, func: Any, expected: list[Any]) -> None:
