@@ -218,19 +218,19 @@ class Fuser:
         else:
             self.line(inlined)
 
-    def keep_if(self, node: Stream[Any], x: str, truth: str, func: Any) -> bool:
+    def keep_if(self, node: Stream[Any], x: str, negate: str, func: Any) -> bool:
         """Write ``node``'s test of ``func(x)``, a bool written in place, if it is one.
 
-        The step returns None unless the value's truth is ``truth`` (``"not
-        "``: true; ``""``: false), with no variable between the expression
-        and its test (see :func:`streams.inline.passes`); the fallback
-        call's exception goes to ``node``'s policy. False, writing nothing,
-        for any other function.
+        The step returns None where the element is dropped (``negate``
+        ``"not "``: where the value is false; ``""``: where it is true), with
+        no variable between the expression and its test (see
+        :func:`streams.inline.passes`); the fallback call's exception goes to
+        ``node``'s policy. False, writing nothing, for any other function.
         """
         if not inline.boolean(func):
             return False
         fail = self.bind(node._fail, "fail")
-        text = inline.passes(self.fresh("keep"), truth, func, x, self.call(func, x),
+        text = inline.passes(self.fresh("keep"), negate, func, x, self.call(func, x),
                              self.bind, self.fresh, lambda error: f"return {fail}({x}, {error})")
         assert text is not None  # boolean(func): its expression is written in place
         self.line(text)

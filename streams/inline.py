@@ -156,17 +156,17 @@ def assignment(target: str, func: Any, arg: str, call: str,
     return _with_fallback(f"{target} = {value}", f"{target} = {call}", "", fresh, failed)
 
 
-def passes(keep: str, truth: str, func: Any, arg: str, call: str,
-         bind: Callable[[Any, str], str], fresh: Callable[[str], str],
-         failed: Callable[[str], str]) -> str | None:
-    """Statements returning None unless ``func(arg)`` is ``truth``-y, or None.
+def passes(keep: str, negate: str, func: Any, arg: str, call: str,
+           bind: Callable[[Any, str], str], fresh: Callable[[str], str],
+           failed: Callable[[str], str]) -> str | None:
+    """Statements returning None where ``func(arg)`` drops the element, or None.
 
     For a filter's predicate that :func:`boolean` holds for (its truth test
     cannot raise): its expression is tested where it is computed, with no
     variable between (a store and a load an element fewer); the fallback
-    call's result, named ``keep``, is tested after that call. ``truth`` is
+    call's result, named ``keep``, is tested after that call. ``negate`` is
     ``"not "`` to keep the elements the predicate is true for (``filter``),
-    ``""`` for the others (``remove``). The other arguments are as for
+    ``""`` to drop them (``remove``). The other arguments are as for
     :func:`assignment`.
 
     Examples
@@ -186,7 +186,7 @@ def passes(keep: str, truth: str, func: Any, arg: str, call: str,
     value = expression(func, arg, bind)
     if value is None:
         return None
-    ending = f"if {truth}{{}}:\n    return None"
+    ending = f"if {negate}{{}}:\n    return None"
     return _with_fallback(ending.format(f"({value})"), f"{keep} = {call}",
                           ending.format(keep), fresh, failed)
 
