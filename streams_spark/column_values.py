@@ -14,8 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["BOOL", "FLOAT", "INT", "MAX_PATHS", "NONE", "OTHER", "STR", "RowValue", "Untraceable",
-           "Value", "column", "fields_of", "functions", "kind_of",
-           "lift", "quoted", "truth"]
+           "Value", "column", "fields_of", "functions", "kind_of", "lift", "quoted", "truth"]
 
 #: Branches followed per function, at most.
 MAX_PATHS = 32
