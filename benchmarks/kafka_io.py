@@ -21,6 +21,10 @@ group to join, for every variant alike) and writing to its own output topic:
 * ``plain-produce-batch``: ``consume(1000)``, then the mapped values in one
   ``produce_batch()`` call a batch;
 * ``streams``: ``Stream.from_kafka(...).map(f).to_kafka(...)``;
+* ``produce-batch-only``: the fewest calls a relay's writing costs: values
+  made before timing, written in ``produce_batch()`` calls of 1,000, with
+  delivery reports only for failures (as ``to_kafka`` asks when nothing reads
+  them);
 * ``streams-group`` (with ``--group``): the same in a consumer group, each
   batch's offsets committed once the broker acknowledged its output (at
   least once), timed from the first message: joining a group takes this
@@ -46,6 +50,18 @@ timing), and a topic of one-record batches is served many times slower.
 It prints per-variant medians of messages/s and medians of per-round ratios
 (paired, so a noisy machine affects both sides of a ratio alike), and the
 load average at the start and the end.
+
+With ``--cpu`` (Linux: it reads ``/proc``) it also prints where each
+variant's CPU went, in microseconds a message: this process's Python thread
+(the one that calls the client and runs the pipeline: a relay cannot go
+faster than one message per that many microseconds), the client's own
+threads (librdkafka's), the broker process, and the machine's busy cores
+during the run. From the Python thread's cost of ``consume-only`` and
+``produce-batch-only`` it prints the client's floor: the fastest a relay on
+one Python thread can go with these calls, doing nothing else, and that
+rate over the plain loop's. With ``--dask`` it prints the machine's busy
+cores during each Dask run: a run that keeps ``b`` of ``c`` cores busy can
+go at most ``c / b`` times as fast with more workers on the same machine.
 """
 
 from __future__ import annotations
@@ -151,6 +167,59 @@ def consume_only(broker: KafkaBroker, topic: str, n: int, tuned: bool = True) ->
     return got
 
 
+def produce_batch_only(broker: KafkaBroker, out: str, values: list[bytes]) -> Callable[[], int]:
+    """A run writing ``values`` in ``produce_batch()`` calls of 1,000 (made before it is timed)."""
+    def run() -> int:
+        p = Producer(broker.config(**{"linger.ms": 5, "delivery.report.only.error": True}))
+        for i in range(0, len(values), 1000):
+            msgs = [{"value": v} for v in values[i:i + 1000]]
+            while msgs:
+                queued = p.produce_batch(out, msgs)
+                if queued == len(msgs):
+                    break
+                first = next(i for i, m in enumerate(msgs) if "_error" in m)
+                msgs = [{"value": m["value"]} for m in msgs[first:]]
+                p.poll(0.01)
+            p.poll(0)
+        p.flush(120)
+        return len(values)
+    return run
+
+
+def machine_seconds() -> float:
+    """The CPU seconds all cores have been busy since boot (Linux)."""
+    with open("/proc/stat") as f:
+        user, nice, system, _idle, _iowait, irq, softirq = map(int, f.readline().split()[1:8])
+    # Not steal (a shared VM's core running another guest), nor guest (within user).
+    return (user + nice + system + irq + softirq) / CpuUse.TICKS
+
+
+class CpuUse:
+    """CPU seconds of this process's calling thread, its other threads, the broker, the machine."""
+
+    TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def __init__(self, broker_pid: int) -> None:
+        self.broker_pid = broker_pid
+
+    def _broker(self) -> float:
+        with open(f"/proc/{self.broker_pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / self.TICKS  # utime + stime
+
+    def read(self) -> tuple[float, float, float, float]:
+        # process_time() counts the client's threads that have ended, too.
+        return (time.thread_time(), time.process_time(), self._broker(), machine_seconds())
+
+    @staticmethod
+    def per_message(before: tuple[float, ...], after: tuple[float, ...], n: int,
+                    seconds: float) -> tuple[float, float, float, float]:
+        """(Python thread, client threads, broker) in us a message, and the busy cores."""
+        thread, process, broker, machine = (b - a for a, b in zip(before, after, strict=True))
+        return (thread / n * 1e6, (process - thread) / n * 1e6, broker / n * 1e6,
+                machine / seconds)
+
+
 def plain(broker: KafkaBroker, topic: str, out: str, n: int, batched: bool) -> int:
     c = consumer(broker, topic)
     p = Producer(broker.config(**{"linger.ms": 5}))
@@ -225,7 +294,8 @@ def with_group(broker: KafkaBroker, topic: str, out: str, n: int) -> float:
     return rate
 
 
-def with_dask(broker: KafkaBroker, topic: str, n: int, workers: int, warm: bool) -> float:
+def with_dask(broker: KafkaBroker, topic: str, n: int, workers: int, warm: bool,
+              busy: list[float] | None = None) -> float:
     from importlib import import_module
 
     from distributed import Client, LocalCluster
@@ -245,26 +315,52 @@ def with_dask(broker: KafkaBroker, topic: str, n: int, workers: int, warm: bool)
         batches = Stream.from_kafka_batched(topic, params,
                                             dask=True, client=client, max_batch_size=5000)
         batches.map(lambda b: [transform(v) for v in b]).gather().sink(count)
+        used = machine_seconds() if busy is not None else 0.0
         t0 = time.perf_counter()
         batches.start()
-        rate = got / (time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        if busy is not None:
+            busy.append((machine_seconds() - used) / seconds)
         assert got == n, (got, n)
-        return rate
+        return got / seconds
 
 
 def dask_round(broker: KafkaBroker, n: int, results: dict[str, list[float]],
-               warm: bool) -> None:
+               warm: bool, busy: dict[str, list[float]] | None = None) -> None:
     t = broker.create_topic(f"bench-in-{next(_names)}", PARTITIONS)
     fill_for_watermarks(broker, t, n)
     for workers in (1, 2):
-        results.setdefault(f"dask-{workers}-worker", []).append(
-            with_dask(broker, t, n, workers, warm))
+        name = f"dask-{workers}-worker"
+        results.setdefault(name, []).append(with_dask(
+            broker, t, n, workers, warm, None if busy is None else busy.setdefault(name, [])))
 
 
-def timed(run: Callable[[], int]) -> float:
+def timed(run: Callable[[], int], cpu: CpuUse | None = None,
+          used: list[tuple[float, float, float, float]] | None = None) -> float:
+    before = cpu.read() if cpu is not None else ()
     t0 = time.perf_counter()
     n = run()
-    return n / (time.perf_counter() - t0)
+    seconds = time.perf_counter() - t0
+    if cpu is not None and used is not None:
+        used.append(cpu.per_message(before, cpu.read(), n, seconds))
+    return n / seconds
+
+
+def print_cpu(cpu_used: dict[str, list[tuple[float, float, float, float]]],
+              results: dict[str, list[float]]) -> None:
+    print("\nmedian CPU a message (us): Python thread, client threads, broker; busy cores")
+    med: dict[str, list[float]] = {}
+    for name, rows in cpu_used.items():
+        med[name] = [statistics.median(r[i] for r in rows) for i in range(4)]
+        print(f"  {name:19} {med[name][0]:8.3f} {med[name][1]:8.3f} {med[name][2]:8.3f} "
+              f"{med[name][3]:8.2f}")
+    if {"consume-only", "produce-batch-only"} <= med.keys():
+        floor = med["consume-only"][0] + med["produce-batch-only"][0]
+        line = (f"\nclient floor on one Python thread: {floor:.3f} us a message "
+                f"(consume-only + produce-batch-only), at most {1e6 / floor:,.0f} msg/s")
+        if "plain" in results:
+            line += f", {1e6 / floor / statistics.median(results['plain']):.2f}x the plain loop"
+        print(line)
 
 
 def load() -> str:
@@ -281,6 +377,9 @@ def main() -> None:
                     help="only the from_kafka_batched(dask=True) runs")
     ap.add_argument("--warm", action="store_true",
                     help="with --dask, import the library on the workers before timing")
+    ap.add_argument("--cpu", action="store_true",
+                    help="also print each variant's CPU a message and the client's floor "
+                         "(Linux)")
     ap.add_argument("--only", default="",
                     help="comma-separated variants to run (e.g. streams,plain-produce-batch; "
                          "streams-group is --group's); ratios are printed where both ran")
@@ -292,12 +391,16 @@ def main() -> None:
           f"{PARTITIONS} partitions, {args.rounds} rounds")
     with tempfile.TemporaryDirectory() as tmp:
         broker = KafkaBroker(Path(tmp) / "broker.log")
+        cpu = CpuUse(broker.process.pid) if args.cpu else None
+        cpu_used: dict[str, list[tuple[float, float, float, float]]] = {}
+        busy: dict[str, list[float]] | None = {} if args.cpu else None
+        values = [transform(b"message number %08d" % i) for i in range(n)]
         try:
             results: dict[str, list[float]] = {}
             for _ in range(args.rounds if not args.dask_only else 0):
                 t = broker.create_topic(f"bench-in-{next(_names)}", PARTITIONS)
-                o1, o2, o3, o5 = (broker.create_topic(f"bench-out-{next(_names)}", PARTITIONS)
-                                  for _ in range(4))
+                o1, o2, o3, o5, o6 = (broker.create_topic(f"bench-out-{next(_names)}",
+                                                          PARTITIONS) for _ in range(5))
                 round_: dict[str, Callable[[], int]] = {
                     "produce-only": partial(fill, broker, t, n),
                     "consume-only": partial(consume_only, broker, t, n),
@@ -306,19 +409,21 @@ def main() -> None:
                     "plain-batched": partial(plain, broker, t, o2, n, True),
                     "plain-produce-batch": partial(plain_produce_batch, broker, t, o5, n),
                     "streams": partial(with_streams, broker, t, o3, n),
+                    "produce-batch-only": produce_batch_only(broker, o6, values),
                 }
                 for name, run in round_.items():
                     if not only or name in only:
-                        results.setdefault(name, []).append(timed(run))
+                        results.setdefault(name, []).append(
+                            timed(run, cpu, cpu_used.setdefault(name, [])))
                     elif name == "produce-only":
                         run()  # the input of the others, untimed
                 if args.group and (not only or "streams-group" in only):
                     o4 = broker.create_topic(f"bench-out-{next(_names)}", PARTITIONS)
                     results.setdefault("streams-group", []).append(with_group(broker, t, o4, n))
                 if args.dask:
-                    dask_round(broker, n, results, args.warm)
+                    dask_round(broker, n, results, args.warm, busy)
             for _ in range(args.rounds if args.dask_only else 0):
-                dask_round(broker, n, results, args.warm)
+                dask_round(broker, n, results, args.warm, busy)
         finally:
             broker.stop()
     print("\nmedian messages/s")
@@ -329,6 +434,8 @@ def main() -> None:
     def ratio(a: str, b: str) -> float:
         return statistics.median(x / y for x, y in zip(results[a], results[b], strict=True))
 
+    if cpu_used:
+        print_cpu(cpu_used, results)
     print("\nmedian paired ratios (throughput)")
     pairs = [] if args.dask_only else [
         ("streams", "plain"), ("streams", "plain-batched"), ("streams", "plain-produce-batch"),
@@ -345,6 +452,11 @@ def main() -> None:
                                           strict=True)]
         print(f"  dask 2 workers / 1 worker {ratio('dask-2-worker', 'dask-1-worker'):6.2f}x   "
               f"({', '.join(f'{r:.2f}' for r in per_round)})")
+        if busy:
+            # On c cores, a run keeping b of them busy can go at most c / b times as fast.
+            print("  machine busy cores, median (rounds): " + "; ".join(
+                f"{name} {statistics.median(b):.2f} ({', '.join(f'{x:.2f}' for x in b)})"
+                for name, b in busy.items()))
     print(f"\nload average at end: {load()}")
 
 
