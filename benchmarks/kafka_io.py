@@ -167,19 +167,24 @@ def consume_only(broker: KafkaBroker, topic: str, n: int, tuned: bool = True) ->
     return got
 
 
+def produce_in_order(p: Producer, out: str, msgs: list[dict[str, Any]]) -> None:
+    """``msgs`` written with ``produce_batch()``; those refused for want of room again, in order."""
+    while msgs:
+        queued = p.produce_batch(out, msgs)
+        if queued == len(msgs):
+            return
+        # Refused for want of room: from the first refused on, in order.
+        first = next(i for i, m in enumerate(msgs) if "_error" in m)
+        msgs = [{"value": m["value"]} for m in msgs[first:]]
+        p.poll(0.01)
+
+
 def produce_batch_only(broker: KafkaBroker, out: str, values: list[bytes]) -> Callable[[], int]:
     """A run writing ``values`` in ``produce_batch()`` calls of 1,000 (made before it is timed)."""
     def run() -> int:
         p = Producer(broker.config(**{"linger.ms": 5, "delivery.report.only.error": True}))
-        for i in range(0, len(values), 1000):
-            msgs = [{"value": v} for v in values[i:i + 1000]]
-            while msgs:
-                queued = p.produce_batch(out, msgs)
-                if queued == len(msgs):
-                    break
-                first = next(i for i, m in enumerate(msgs) if "_error" in m)
-                msgs = [{"value": m["value"]} for m in msgs[first:]]
-                p.poll(0.01)
+        for start in range(0, len(values), 1000):
+            produce_in_order(p, out, [{"value": v} for v in values[start:start + 1000]])
             p.poll(0)
         p.flush(120)
         return len(values)
@@ -254,14 +259,7 @@ def plain_produce_batch(broker: KafkaBroker, topic: str, out: str, n: int) -> in
                 for m in c.consume(1000, timeout=0) or c.consume(1, timeout=1.0)
                 if m.error() is None]
         got += len(msgs)
-        while msgs:
-            queued = p.produce_batch(out, msgs)
-            if queued == len(msgs):
-                break
-            # Refused for want of room: from the first refused on, in order.
-            first = next(i for i, m in enumerate(msgs) if "_error" in m)
-            msgs = [{"value": m["value"]} for m in msgs[first:]]
-            p.poll(0.01)
+        produce_in_order(p, out, msgs)
         p.poll(0)
     p.flush(120)
     c.close()
