@@ -411,8 +411,8 @@ def main() -> None:
                 }
                 for name, run in round_.items():
                     if not only or name in only:
-                        results.setdefault(name, []).append(
-                            timed(run, cpu, cpu_used.setdefault(name, [])))
+                        used = cpu_used.setdefault(name, []) if cpu is not None else None
+                        results.setdefault(name, []).append(timed(run, cpu, used))
                     elif name == "produce-only":
                         run()  # the input of the others, untimed
                 if args.group and (not only or "streams-group" in only):
