@@ -20,6 +20,8 @@ in flight have come back), for exactly-once restarts.
 
 from __future__ import annotations
 
+import operator
+from itertools import islice
 from typing import Any
 
 from ..clock import get_clock, run_sync
@@ -74,6 +76,11 @@ def get_message_batch(kafka_params: dict[str, Any], topic: str, partition: int, 
             # delivers past ``high`` is the next range's, read from here too.
             msgs = held or consumer.consume(min(high - expected + 1, 10_000), timeout=1.0)
             held = []
+            if not keys and _all_of_range(ck.Message, msgs, partition, expected, high):
+                # The common case, tested and taken a batch at a time.
+                out.extend(map(ck.Message.value, msgs))
+                expected = msgs[-1].offset() + 1
+                msgs = []
             for i, msg in enumerate(msgs):
                 if msg.error() is not None:
                     raise ck.KafkaException(msg.error())
@@ -93,6 +100,22 @@ def get_message_batch(kafka_params: dict[str, Any], topic: str, partition: int, 
                 expected = high + 1
         reader.next = expected
     return out
+
+
+def _all_of_range(message: Any, msgs: list[Any], partition: int, low: int, high: int) -> bool:
+    """Whether ``msgs`` are all messages of ``partition`` in order, from ``low`` to ``high``.
+
+    No error among them, one partition, offsets strictly ascending from ``low``
+    or later to ``high`` or earlier: what :func:`get_message_batch`'s loop would
+    take whole. Tested with one C-level pass of each method over the batch
+    (``map(message.offset, msgs)``...), a fraction of that loop's cost.
+    """
+    if not msgs or next(filter(None, map(message.error, msgs)), None) is not None:
+        return False  # (an error is a KafkaError: always true)
+    offsets = list(map(message.offset, msgs))
+    return (low <= offsets[0] and offsets[-1] <= high
+            and all(map(operator.lt, offsets, islice(offsets, 1, None)))
+            and set(map(message.partition, msgs)) == {partition})
 
 
 class FromKafkaBatched(Source):
