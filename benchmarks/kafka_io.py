@@ -86,6 +86,8 @@ from streams import Stream
 from tests.kafka_broker import KafkaBroker
 
 PARTITIONS = 2
+#: Clock ticks a second of /proc's CPU times.
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 #: Applied to every consumer alike (see the module docs).
 CONSUMER_SETTINGS = {"fetch.queue.backoff.ms": 10}
 _names = itertools.count()
@@ -196,13 +198,11 @@ def machine_seconds() -> float:
     with open("/proc/stat") as f:
         user, nice, system, _idle, _iowait, irq, softirq = map(int, f.readline().split()[1:8])
     # Not steal (a shared VM's core running another guest), nor guest (within user).
-    return (user + nice + system + irq + softirq) / CpuUse.TICKS
+    return (user + nice + system + irq + softirq) / TICKS
 
 
 class CpuUse:
     """CPU seconds of this process's calling thread, its other threads, the broker, the machine."""
-
-    TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
     def __init__(self, broker_pid: int) -> None:
         self.broker_pid = broker_pid
@@ -210,7 +210,7 @@ class CpuUse:
     def _broker(self) -> float:
         with open(f"/proc/{self.broker_pid}/stat") as f:
             fields = f.read().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / self.TICKS  # utime + stime
+        return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
     def read(self) -> tuple[float, float, float, float]:
         # process_time() counts the client's threads that have ended, too.

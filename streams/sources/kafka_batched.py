@@ -80,7 +80,7 @@ def get_message_batch(kafka_params: dict[str, Any], topic: str, partition: int, 
                 # The common case, tested and taken a batch at a time.
                 out.extend(map(ck.Message.value, msgs))
                 expected = msgs[-1].offset() + 1
-                msgs = []
+                msgs = []  # nothing left for the loop below
             for i, msg in enumerate(msgs):
                 if msg.error() is not None:
                     raise ck.KafkaException(msg.error())
