@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable
-from functools import partial
+from functools import lru_cache, partial
 from operator import itemgetter
 from typing import Any
 
@@ -53,6 +53,29 @@ __all__ = ["to_dataframe"]
 
 #: Rows of a static DataFrame run in-process to infer the output schema.
 INFER_ROWS = 100
+
+
+@lru_cache(maxsize=128)
+def _schema_json(ddl: str, timestamp_type: str | None) -> str:
+    from pyspark.sql.types import _parse_datatype_string
+
+    return _parse_datatype_string(ddl).json()  # type: ignore[no-any-return]
+
+
+def _parsed_schema(ddl: str, session: Any) -> Any:
+    """``ddl`` as a new ``StructType`` (or other type), parsed by Spark once per text.
+
+    Spark's parser takes two round trips to the JVM and 5-10 ms: a query
+    built anew for each run (a notebook cell, a batch job's loop) paid it
+    each time. Only ``TIMESTAMP`` depends on the session (its
+    ``spark.sql.timestampType``), so that setting is part of the key. Each
+    call gets its own object: a ``StructType`` is mutable (``add()``).
+    """
+    from pyspark.sql.types import _parse_datatype_json_string
+
+    timestamp_type = (session.conf.get("spark.sql.timestampType", None)
+                      if "timestamp" in ddl.lower() else None)
+    return _parse_datatype_json_string(_schema_json(ddl, timestamp_type))
 
 
 def _fields(value: Any, names: list[str]) -> list[Any]:
@@ -305,10 +328,10 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     ship_library(paths[0][0].df.sparkSession)  # before the user's sink starts the query
     if schema is None:
         schema = _infer(segment, self)
-    from pyspark.sql.types import StructType, _parse_datatype_string
+    from pyspark.sql.types import StructType
 
     if isinstance(schema, str):
-        schema = _parse_datatype_string(schema)
+        schema = _parsed_schema(schema, paths[0][0].df.sparkSession)
     if not isinstance(schema, StructType):
         raise TypeError(f"to_dataframe(): schema must be a DDL string or a StructType, "
                         f"got {schema!r:.80}")

@@ -306,3 +306,27 @@ def test_a_keyed_query_restarted_with_other_shuffle_partitions_resumes_its_state
     expected = in_process(as_rows(spark, data).collect(), keyed_total)
     assert sorted(tuple(r) for r in written) == sorted(
         (d["key"], d["total"]) for d in expected)
+
+
+def test_a_schema_text_is_parsed_once_and_follows_the_session_timestamp_type(
+        spark: Any) -> None:
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    from streams_spark.dataframe import _parsed_schema, _schema_json
+
+    first = _parsed_schema("n long, at timestamp", spark)
+    first.add("extra", "string")  # a StructType is mutable: the next caller's is its own
+    hits = _schema_json.cache_info().hits
+    again = _parsed_schema("n long, at timestamp", spark)
+    assert _schema_json.cache_info().hits == hits + 1
+    assert again.names == ["n", "at"] and isinstance(again["at"].dataType, TimestampType)
+    spark.conf.set("spark.sql.timestampType", "TIMESTAMP_NTZ")
+    try:
+        ntz = _parsed_schema("n long, at timestamp", spark)
+        assert isinstance(ntz["at"].dataType, TimestampNTZType)
+        df = spark.createDataFrame([(1,)], "n long")
+        out = Stream.from_spark(df).map(lambda r: (r.n, datetime(2026, 1, 1))).to_dataframe(
+            "n long, at timestamp")
+        assert isinstance(out.schema["at"].dataType, TimestampNTZType)
+    finally:
+        spark.conf.unset("spark.sql.timestampType")
