@@ -8,12 +8,13 @@ naming the step and the element (:func:`element_repr`), as in-process.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .column_values import functions, quoted
+from .column_values import RowValue, functions, quoted, reads_of
 
-__all__ = ["checked", "checked_in_order", "element_repr"]
+__all__ = ["ElementText", "checked", "checked_in_order", "element_repr"]
 
 
 def checked(guards: list[tuple[Any, Any]], label: str, row: Callable[[], Any], then: Any
@@ -103,3 +104,45 @@ def element_repr(fields: list[Any]) -> Any:
     F = functions()
     row = F.struct(*[F.col(quoted(f.name)) for f in fields])
     return F.to_json(row, F.create_map(F.lit("ignoreNullFields"), F.lit("false")))
+
+
+class ElementText:
+    """The failing element's text in the checks of a lowered segment: the fields its functions read.
+
+    The text is one column of every check's message, so Spark reads each
+    column it names on every row the check sees, before the row's filter:
+    naming the whole row read every column of a wide table where the
+    functions read two. It names the fields read by any function traced over
+    the element, which is only known once all are: until then a check holds
+    a placeholder (``text()``), and :meth:`resolve` puts the text in each
+    expression as it goes to Spark. A one-column input is named by its column.
+
+    Examples
+    --------
+    >>> from pyspark.sql.types import LongType, StructField
+    >>> fields = [StructField(name, LongType()) for name in "abc"]
+    >>> row = RowValue(fields)
+    >>> text = ElementText(row, fields)
+    >>> expr = f"concat('failed on ', {text()})"
+    >>> _ = row.c, row.a  # a function reads c, then a
+    >>> print(text.resolve(expr))  # doctest: +NORMALIZE_WHITESPACE
+    concat('failed on ', to_json(struct(`a`, `c`), map('ignoreNullFields', 'false')))
+    """
+
+    def __init__(self, element: Any, fields: list[Any]) -> None:
+        self._element = element  # a RowValue, or a one-column input's value
+        self._fields = fields  # the input's
+        self._placeholder = f"__element_{uuid.uuid4().hex}__"
+
+    def __call__(self) -> Any:
+        """The text's placeholder, for a check's message."""
+        return functions().Sql(self._placeholder)
+
+    def resolve(self, sql: Any) -> str:
+        """``sql`` (an expression's text) with the element's text in place of the placeholder."""
+        text = str(sql)
+        if self._placeholder not in text:
+            return text
+        read = sorted(reads_of(self._element)) if isinstance(self._element, RowValue) else []
+        shown = element_repr([self._fields[i] for i in read] or self._fields)
+        return text.replace(self._placeholder, str(shown))

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["BOOL", "FLOAT", "INT", "MAX_PATHS", "NONE", "OTHER", "STR", "RowValue", "Untraceable",
-           "Value", "column", "fields_of", "functions", "kind_of", "lift", "quoted", "truth"]
+           "Value", "column", "fields_of", "functions", "kind_of", "lift", "quoted",
+           "reads_of", "truth"]
 
 #: Branches followed per function, at most.
 MAX_PATHS = 32
@@ -436,12 +437,14 @@ class RowValue:
     """
 
     def __init__(self, fields: list[Any], non_null: set[str] | frozenset[str] = frozenset(),
-                 prefix: str = "") -> None:
+                 prefix: str = "", read: set[int] | None = None) -> None:
         self.__non_null = non_null  # columns a check before this step proved never None
         self.__prefix = prefix
         self.__fields = fields
         self.__names = [f.name for f in fields]
         self.__values: dict[int, Value] = {}  # built when read: each costs Spark calls
+        #: The positions of the fields read, shared with the copies made for this element.
+        self.__read = set() if read is None else read
 
     def __value(self, i: int) -> Value:
         v = self.__values.get(i)
@@ -454,6 +457,7 @@ class RowValue:
             if non_null:
                 v.nullable = False
             self.__values[i] = v
+            self.__read.add(i)
         return v
 
     def __getattr__(self, name: str) -> Value:
@@ -484,6 +488,12 @@ def fields_of(row: RowValue) -> list[Any]:
     """The input fields ``row`` stands for (not an attribute: that would hide a column)."""
     fields: list[Any] = vars(row)["_RowValue__fields"]
     return fields
+
+
+def reads_of(row: RowValue) -> set[int]:
+    """Where the fields read from ``row`` so far are: a set its copies share (``read=``)."""
+    read: set[int] = vars(row)["_RowValue__read"]
+    return read
 
 
 def quoted(name: str) -> str:

@@ -27,13 +27,12 @@ a skipped or routed failure needs the Python element.
 from __future__ import annotations
 
 import dis
-import functools
 import types
 from typing import Any
 
 from streams.spec import NodeSpec
 
-from .checks import checked, element_repr
+from .checks import ElementText, checked
 from .column_values import (
     BOOL,
     FLOAT,
@@ -185,7 +184,7 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
     fields = df.schema.fields
     element: Any = RowValue(fields) if len(fields) != 1 else column(
         F.col(quoted(fields[0].name)), fields[0])
-    row = functools.cache(lambda: element_repr(fields))  # only for a step that may fail
+    row = ElementText(element, fields)  # named by the fields the functions read
     keep: Any = None  # the filters' condition so far
     cut, cut_keep = 0, None  # the steps lowered while the element is still the input row
     current = element
@@ -218,7 +217,7 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
             except Untraceable:
                 columns = None
             if columns is not None:
-                out = df.where(str(keep)) if keep is not None else df
+                out = df.where(row.resolve(keep)) if keep is not None else df
                 return out, [], out.selectExpr(*columns)
     if len(specs) == cut + 2 and windowed(specs[cut]):
         try:  # a window and its function, as Spark aggregates
@@ -233,4 +232,4 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
                                        _outputs)
         except Untraceable:
             pass
-    return (df.where(str(cut_keep)) if cut_keep is not None else df), specs[cut:], None
+    return (df.where(row.resolve(cut_keep)) if cut_keep is not None else df), specs[cut:], None

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 from streams.operators._checks import key_function
 from streams.spec import NodeSpec
 
-from .checks import checked, checked_in_order
+from .checks import ElementText, checked, checked_in_order
 from .column_values import (
     BOOL,
     FLOAT,
@@ -45,6 +45,7 @@ from .column_values import (
     Value,
     fields_of,
     lift,
+    reads_of,
 )
 from .routing import BEYOND, FIRST_SECOND, LAST_SECOND
 from .sql_text import Sql
@@ -113,7 +114,7 @@ def route(window: NodeSpec, element: Any, ansi: bool) -> Routing:
             raise Untraceable(f"a {key.kind} key (Spark groups it other than a dict does)")
     if isinstance(element, RowValue):
         # The rows that reach the window passed the checks of its time and key.
-        element = RowValue(fields_of(element), non_null)
+        element = RowValue(fields_of(element), non_null, read=reads_of(element))
     beyond: list[tuple[Any, Any]] = []
     if t.bound is None or not FIRST_SECOND <= -t.bound <= t.bound <= LAST_SECOND:
         # Not where the time is known within them (a long by a large constant).
@@ -135,11 +136,12 @@ def stamped(seconds: Any) -> str:
 
 
 def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeSpec,
-                 schema: Any, row: Callable[[], Any], ansi: bool,
+                 schema: Any, row: ElementText, ansi: bool,
                  outputs: Callable[[Any, Any, bool], list[str]]) -> Any:
     """The output frame of ``window`` then ``func`` over ``df``'s rows where ``keep`` holds.
 
-    ``element`` stands for a row; ``row()`` is its text for messages;
+    ``element`` stands for a row; ``row()`` is its text for messages (put in
+    place by ``row.resolve()`` once every function is traced);
     ``outputs(result, schema, ansi)`` makes the output columns. Raises
     :class:`Untraceable` when a part has no column form.
     """
@@ -173,8 +175,8 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
     columns_in = ["*", f"{stamped(time)} AS `__et`"]
     if keyed:
         columns_in.append(f"{key.col if key is not None else 'NULL'} AS `__k`")
-    kept = df.where(str(keep)) if keep is not None else df
-    rows = kept.selectExpr(*columns_in)
+    kept = df.where(row.resolve(keep)) if keep is not None else df
+    rows = kept.selectExpr(*map(row.resolve, columns_in))
     if kept.isStreaming:  # a static DataFrame's watermark is dropped by Spark's analyser
         rows = rows.withWatermark("__et", interval(event_time.lateness))
     by_window = spark_window(event_time, "__et").alias("__w")

@@ -51,7 +51,7 @@ from typing import Any
 
 from streams.spec import NodeSpec
 
-from .checks import checked, checked_in_order
+from .checks import ElementText, checked, checked_in_order
 from .column_values import RowValue, Untraceable, Value, fields_of, truth
 from .sql_text import Sql
 from .stream import interval
@@ -222,12 +222,13 @@ def flattened(specs: list[NodeSpec]) -> bool:
 
 
 def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema: Any,
-                row: Callable[[], Any], ansi: bool,
+                row: ElementText, ansi: bool,
                 outputs: Callable[[Any, Any, bool], list[str]]) -> Any:
     """The output frame of ``specs`` (see :func:`flattened`) over ``df``.
 
     ``keep`` is the condition of the filters before the window; ``element``
-    stands for a row; ``row()`` is its text for messages; ``outputs(result,
+    stands for a row; ``row()`` is its text for messages (put in place by
+    ``row.resolve()`` once both sides' conditions are traced); ``outputs(result,
     schema, ansi)`` makes the output columns. Raises :class:`Untraceable`
     when a part has no column form.
     """
@@ -253,8 +254,8 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
     size = interval(event_time.size)
     spec = f"'{size}'" + (f", '{interval(event_time.slide)}'" if event_time.slide else "")
     key_sql = routing.key.col if routing.key is not None else Sql("NULL")
-    sides, proven = [], []
-    for side, (_, over) in zip(("__l", "__r"), p.loops, strict=True):
+    picks, proven = [], []
+    for _, over in p.loops:
         name, cond = p.selections[over]
         guards: list[tuple[Any, Any]] = []
         non_null = set(routing.non_null)  # and what the condition's checks prove
@@ -269,10 +270,13 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
                                    (window.name, routing.beyond)], row, chosen)
         if keep is not None:
             picked = Sql(f"CASE WHEN {keep} THEN {picked} ELSE false END")
-        sides.append(df.where(str(picked)).selectExpr(
+        picks.append(picked)
+        proven.append(non_null)
+    sides = []
+    for side, picked in zip(("__l", "__r"), picks, strict=True):
+        sides.append(df.where(row.resolve(picked)).selectExpr(
             "*", f"window({stamped(routing.seconds)}, {spec}) AS `__w`", f"{key_sql} AS `__k`"
         ).alias(side))
-        proven.append(non_null)
     pairs = sides[0].join(sides[1], F.expr(
         "`__l`.`__w` = `__r`.`__w` AND `__l`.`__k` <=> `__r`.`__k`"))
     fields = fields_of(element)
