@@ -5,7 +5,8 @@ keyed tumbling, q11 keyed sessions) over the same seeded events, on one
 local SparkSession (``local[2]``) in this process. The events are written
 once as Parquet (``--files`` files); per query and round:
 
-* streams: ``Stream.from_spark(spark.read.parquet(dir))``, the query's graph
+* streams: ``Stream.from_spark(spark.read.parquet(dir))`` (with ``--project``,
+  ``.select()`` of the query's columns first), the query's graph
   (``spark_queries.streams_query``: the functions of ``queries.py``, taking
   rows), ``.to_dataframe(schema)``;
 * PySpark: the query written with the DataFrame API (native expressions for
@@ -53,6 +54,7 @@ Run: ``python benchmarks/nexmark/spark_run.py [--events 1000000] [--rounds 3] [-
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import os
 import shutil
@@ -223,10 +225,15 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(QUERIES))
     parser.add_argument("--files", type=int, default=4, help="Parquet files of the input")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--project", action="store_true",
+                        help="the streams pipeline reads a projection on the query's columns "
+                             "(as before 2026-11-28), not the table as it is")
     parser.add_argument("--no-same-functions", action="store_true",
                         help="time streams and PySpark only (the same-functions side's "
                              "Python workers then do not run between them)")
     args = parser.parse_args()
+    builders = SIDES if not args.project else (
+        functools.partial(sq.streams_query, project=True), *SIDES[1:])
     print(f"load average at start: {loadavg()}")
     events = generate(args.events)
     check_events = events[:CHECK_EVENTS]
@@ -258,10 +265,10 @@ def main() -> None:
             runs: list[list[float]] = [[], [], []]
             sides = [0, 2] if args.no_same_functions else [0, 1, 2]
             for i in sides:  # untimed: the JVM compiles each plan's code once
-                write_noop(SIDES[i](query, df))
+                write_noop(builders[i](query, df))
             for r in range(args.rounds):
                 for i in sides[r % len(sides):] + sides[:r % len(sides)]:
-                    b, t = timed_parts(SIDES[i], query, df)
+                    b, t = timed_parts(builders[i], query, df)
                     builds[i].append(b)
                     runs[i].append(t)
             report(query, n_out, args.events, builds, runs)
