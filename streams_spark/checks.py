@@ -12,7 +12,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .column_values import RowValue, functions, quoted, reads_of
+from .column_values import functions
+from .row_values import RowValue, quoted, reads_of
 
 __all__ = ["ElementText", "checked", "checked_in_order", "element_repr"]
 

@@ -39,11 +39,11 @@ from streams.operators._late import LateSide
 from streams.spec import build
 
 from .codec import DATA, ERROR, OutputError, carried_error, fail_on_executor
-from .column_values import quoted
 from .join import join_frame
 from .listener import count_input
 from .native import lower_native
 from .plan import lower
+from .row_values import quoted
 from .segment import SparkSegment
 from .shipping import ship_library
 from .stages import COLUMNS

@@ -39,15 +39,13 @@ from .column_values import (
     INT,
     NONE,
     STR,
-    RowValue,
     Untraceable,
-    column,
     functions,
     kind_of,
     lift,
-    quoted,
     truth,
 )
+from .row_values import RowValue, column, quoted
 from .tracing import trace
 from .window_native import lower_window, windowed
 from .window_pairs import flattened, lower_pairs

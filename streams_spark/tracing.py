@@ -15,13 +15,13 @@ from .column_values import (
     OTHER,
     TRACE,
     Branch,
-    RowValue,
     Trace,
     Untraceable,
     Value,
     functions,
     lift,
 )
+from .row_values import RowValue
 
 __all__ = ["trace"]
 

@@ -24,15 +24,8 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .column_values import (
-    BOOL,
-    INT,
-    STR,
-    TRACE,
-    RowValue,
-    Untraceable,
-    Value,
-)
+from .column_values import BOOL, INT, STR, TRACE, Untraceable, Value
+from .row_values import RowValue
 from .sql_text import Sql
 
 __all__ = ["Aggregates", "Counted", "WindowContext", "OnePass", "WindowValue", "aggregate_count",

@@ -34,20 +34,9 @@ from streams.operators._checks import key_function
 from streams.spec import NodeSpec
 
 from .checks import ElementText, checked, checked_in_order
-from .column_values import (
-    BOOL,
-    FLOAT,
-    INT,
-    NONE,
-    STR,
-    RowValue,
-    Untraceable,
-    Value,
-    fields_of,
-    lift,
-    reads_of,
-)
+from .column_values import BOOL, FLOAT, INT, NONE, STR, Untraceable, Value, lift
 from .routing import BEYOND, FIRST_SECOND, LAST_SECOND
+from .row_values import RowValue, fields_of, reads_of
 from .sql_text import Sql
 from .stream import interval, spark_window
 from .tracing import trace

@@ -52,7 +52,8 @@ from typing import Any
 from streams.spec import NodeSpec
 
 from .checks import ElementText, checked, checked_in_order
-from .column_values import RowValue, Untraceable, Value, fields_of, truth
+from .column_values import Untraceable, Value, truth
+from .row_values import RowValue, fields_of
 from .sql_text import Sql
 from .stream import interval
 from .tracing import trace

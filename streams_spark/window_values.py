@@ -41,7 +41,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .column_values import INT, RowValue, Untraceable, Value
+from .column_values import INT, Untraceable, Value
+from .row_values import RowValue
 from .sql_text import Sql
 from .tracing import trace
 from .window_aggregates import (
