@@ -118,12 +118,19 @@ class Counts(Counted):
         pick = aggregates.add(f"{op}(named_struct('n', {count}, 'k', `__c`))", of_counts=True)
         if self.key.nullable:
             # Python compares the candidates: a None among two or more fails.
-            best = aggregates.add(f"{top}(`__n`)", of_counts=True)
-            of_none = aggregates.add("max(CASE WHEN `__c` IS NULL THEN `__n` END)", True)
-            of_others = aggregates.add(f"{top}(CASE WHEN `__c` IS NOT NULL THEN `__n` END)",
-                                       True)
-            fails_if(f"({of_none} <=> {best} AND {of_others} <=> {best})",
-                     none_compared(op, self.key.kind))
+            # Spark orders a null before any value, so among tied counts
+            # min() picks the None and max() a value: one more aggregate, of
+            # the other kind of key, tells whether the two tie.
+            best = f"{pick}.`n`" if op == top else f"(- {pick}.`n`)"
+            if op == "min":
+                others = aggregates.add(
+                    f"{top}(CASE WHEN `__c` IS NOT NULL THEN `__n` END)", of_counts=True)
+                tie = f"({pick}.`k` IS NULL AND {others} <=> {best})"
+            else:  # the None is one entry: its count
+                of_none = aggregates.add("max(CASE WHEN `__c` IS NULL THEN `__n` END)",
+                                         of_counts=True)
+                tie = f"({pick}.`k` IS NOT NULL AND {of_none} <=> {best})"
+            fails_if(tie, none_compared(op, self.key.kind))
         return Value(Sql(f"{pick}.`k`"), self.key.kind, self.key.nullable)
 
     def __iter__(self) -> Any:
