@@ -115,7 +115,10 @@ def label(node: Stream[Any]) -> str:
     elif node._params:
         first = getattr(node, node._params[0], None)
         if first is not None and not callable(first) and first != ():
-            text = f"{text}({short_repr(first)})"
+            # A string is a path, topic or URL: shown whole, since cutting out
+            # its middle hides which file or topic an error is about.
+            shown = repr(first) if isinstance(first, str) else short_repr(first)
+            text = f"{text}({shown})"
     if node.stream_name:
         text = f"{text} {node.stream_name!r}"
     return text

@@ -148,7 +148,8 @@ def test_stop_of_a_process_source_is_awaitable_like_any_source() -> None:
 
 
 def test_a_missing_file_at_start_names_the_source_and_keeps_its_type(tmp_path: Path) -> None:
-    path = str(tmp_path / "missing.txt")
+    # Longer than a shortened repr's 80 characters: the path is named whole.
+    path = str(tmp_path / ("a-directory-that-is-not-there-" * 3) / "missing.txt")
     source = Stream.from_textfile(path)
     source.sink_to_list()
     with pytest.raises(FileNotFoundError) as info:
