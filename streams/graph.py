@@ -7,6 +7,7 @@ description each node gives of itself (defined in :mod:`streams.spec`).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -115,9 +116,10 @@ def label(node: Stream[Any]) -> str:
     elif node._params:
         first = getattr(node, node._params[0], None)
         if first is not None and not callable(first) and first != ():
-            # A string is a path, topic or URL: shown whole, since cutting out
-            # its middle hides which file or topic an error is about.
-            shown = repr(first) if isinstance(first, str) else short_repr(first)
+            # A path (a string or a Path), topic or URL is shown whole, since
+            # cutting out its middle hides which file or topic an error is about.
+            whole = isinstance(first, (str, os.PathLike))
+            shown = repr(first) if whole else short_repr(first)
             text = f"{text}({shown})"
     if node.stream_name:
         text = f"{text} {node.stream_name!r}"

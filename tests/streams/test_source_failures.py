@@ -159,6 +159,15 @@ def test_a_missing_file_at_start_names_the_source_and_keeps_its_type(tmp_path: P
     assert isinstance(info.value.__cause__, FileNotFoundError)
 
 
+def test_a_long_path_given_as_a_path_is_named_whole(tmp_path: Path) -> None:
+    path = tmp_path / ("a-directory-that-is-not-there-" * 3) / "missing.txt"
+    source = Stream.from_textfile(path)
+    source.sink_to_list()
+    with pytest.raises(FileNotFoundError, match=r"^from_textfile\(") as info:
+        source.start()
+    assert str(info.value).startswith(f"from_textfile({path!r}) failed")
+
+
 def test_a_missing_program_names_the_source(tmp_path: Path) -> None:
     program = str(tmp_path / "no-such-program")
     source = Stream.from_process([program])
