@@ -29,8 +29,8 @@ from .row_values import RowValue
 from .sql_text import Sql
 
 __all__ = ["Aggregates", "Counted", "WindowContext", "OnePass", "WindowValue", "aggregate_count",
-           "current", "each", "extreme_of", "fails_if", "none_compared", "ordered", "sum_of",
-           "values_of", "window_trace"]
+           "combined", "current", "each", "extreme_of", "fails_if", "none_compared", "ordered",
+           "sum_of", "values_of", "window_trace"]
 
 #: The kinds whose order is the same in Python and in Spark.
 _ORDERED = (INT, STR, BOOL)
@@ -102,10 +102,23 @@ class Aggregates:
             if sql == "count(1)":  # the elements: the sum of the entries' counts
                 second.append(("sum(`__n`)", name))
                 continue
-            function = sql[:sql.index("(")]  # count, min, max or sum, as written here
             first.append((sql, name))
-            second.append((f"{'sum' if function == 'count' else function}(`{name}`)", name))
+            second.append((combined(sql, name), name))
         return first, second + list(self.of_counts.items())
+
+
+def combined(sql: str, name: str) -> str:
+    """How the parts (named ``name``) of the aggregate ``sql`` combine: a count's by ``sum``.
+
+    Examples
+    --------
+    >>> combined("count(`x`)", "__a1"), combined("min(named_struct('k0', `x`))", "__a2")
+    ('sum(`__a1`)', 'min(`__a2`)')
+    """
+    function = sql[:sql.index("(")]  # count, min, max or sum, as the aggregates write it
+    if function not in ("count", "min", "max", "sum"):
+        raise ValueError(f"an aggregate without parts: {sql}")
+    return f"{'sum' if function == 'count' else function}(`{name}`)"
 
 
 class WindowContext:

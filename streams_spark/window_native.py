@@ -15,7 +15,9 @@ the query one would write by hand::
 With a ``collections.Counter`` of the window's values
 (:mod:`streams_spark.window_counts`), the rows are grouped by window, key
 and value first, then by window and key (a static DataFrame's; a stream's
-window runs in Python).
+window runs in Python). A static DataFrame's sliding windows are grouped
+by pane first (:mod:`streams_spark.window_panes`): each row is aggregated
+once, not once per window it is in.
 
 No row crosses to Python. Each element's checks (a ``None`` where Python
 would raise) run on the rows, before they are grouped; each window's (a
@@ -31,7 +33,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from streams.operators._checks import key_function
-from streams.spec import NodeSpec
+from streams.spec import EventTime, NodeSpec
 
 from .checks import ElementText, checked, checked_in_order
 from .column_values import BOOL, FLOAT, INT, NONE, STR, Untraceable, Value, lift
@@ -41,6 +43,7 @@ from .sql_text import Sql
 from .stream import interval, spark_window
 from .tracing import trace
 from .window_aggregates import Aggregates, WindowValue
+from .window_panes import by_panes, paned, with_window
 from .window_values import trace_window
 
 __all__ = ["Routing", "lower_window", "route", "stamped"]
@@ -171,11 +174,12 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
     by_window = spark_window(event_time, "__et").alias("__w")
     by = [by_window, "__k"] if keyed else [by_window]
     if aggregates.counter is None:
-        aggs = [F.expr(sql).alias(name) for sql, name in aggregates.columns()] or [
-            F.count(F.lit(1)).alias("__n")]
-        groups = rows.groupBy(*by).agg(*aggs)
+        parts = aggregates.columns() or [("count(1)", "__n")]
+        groups = (with_window(by_panes(rows, event_time, by[1:], parts), event_time)
+                  if paned(event_time, rows.isStreaming)
+                  else rows.groupBy(*by).agg(*[F.expr(s).alias(n) for s, n in parts]))
     else:
-        groups = _by_entries(rows, by, aggregates, event_time.session)
+        groups = _by_entries(rows, by, aggregates, event_time)
     if group_guards:
         # A window's failure names the window: its bounds and key.
         window_text = Sql("to_json(named_struct('start', `__w`.`start`, 'end', `__w`.`end`, "
@@ -185,17 +189,22 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
     return groups.selectExpr(*columns)
 
 
-def _by_entries(rows: Any, by: list[Any], aggregates: Aggregates, session: bool) -> Any:
+def _by_entries(rows: Any, by: list[Any], aggregates: Aggregates, event_time: EventTime
+                ) -> Any:
     """The groups of ``rows`` by ``by`` (window, key), through the entries of their Counter."""
     from pyspark.sql import functions as F
 
-    if session:
+    if event_time.session:
         raise Untraceable("a Counter over session windows (Spark would form them per value)")
     if rows.isStreaming:
         raise Untraceable("a Counter over a stream's windows (two aggregations under a "
                           "watermark)")
     counted = aggregates.counter.value.col  # over the rows the filters kept only
     first, second = aggregates.levels()
-    return (rows.withColumn("__c", F.expr(str(counted)))
-            .groupBy(*by, "__c").agg(*[F.expr(s).alias(n) for s, n in first])
-            .groupBy("__w", *by[1:]).agg(*[F.expr(s).alias(n) for s, n in second]))
+    rows = rows.withColumn("__c", F.expr(str(counted)))
+    if not paned(event_time, rows.isStreaming):
+        return (rows.groupBy(*by, "__c").agg(*[F.expr(s).alias(n) for s, n in first])
+                .groupBy("__w", *by[1:]).agg(*[F.expr(s).alias(n) for s, n in second]))
+    entries = by_panes(rows, event_time, [*by[1:], "__c"], first)
+    return with_window(entries.groupBy("__s", *by[1:]).agg(
+        *[F.expr(s).alias(n) for s, n in second]), event_time)
