@@ -15,9 +15,8 @@ the query one would write by hand::
 With a ``collections.Counter`` of the window's values
 (:mod:`streams_spark.window_counts`), the rows are grouped by window, key
 and value first, then by window and key (a static DataFrame's; a stream's
-window runs in Python). A static DataFrame's sliding windows are grouped
-by pane first (:mod:`streams_spark.window_panes`): each row is aggregated
-once, not once per window it is in.
+window runs in Python). A static DataFrame's windows are grouped by their
+start, sliding ones by pane first (:mod:`streams_spark.window_starts`).
 
 No row crosses to Python. Each element's checks (a ``None`` where Python
 would raise) run on the rows, before they are grouped; each window's (a
@@ -43,7 +42,7 @@ from .sql_text import Sql
 from .stream import interval, spark_window
 from .tracing import trace
 from .window_aggregates import Aggregates, WindowValue
-from .window_panes import by_panes, paned, with_window
+from .window_starts import bounds_of, by_start, grouped
 from .window_values import trace_window
 
 __all__ = ["Routing", "lower_window", "route", "stamped"]
@@ -167,31 +166,35 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
     columns_in = ["*", f"{stamped(time)} AS `__et`"]
     if keyed:
         columns_in.append(f"{key.col if key is not None else 'NULL'} AS `__k`")
+    if aggregates.counter is not None:  # over the rows the filters kept only
+        columns_in.append(f"{aggregates.counter.value.col} AS `__c`")
     kept = df.where(row.resolve(keep)) if keep is not None else df
     rows = kept.selectExpr(*map(row.resolve, columns_in))
     if kept.isStreaming:  # a static DataFrame's watermark is dropped by Spark's analyser
         rows = rows.withWatermark("__et", interval(event_time.lateness))
-    by_window = spark_window(event_time, "__et").alias("__w")
-    by = [by_window, "__k"] if keyed else [by_window]
-    if aggregates.counter is None:
-        parts = aggregates.columns() or [("count(1)", "__n")]
-        groups = (with_window(by_panes(rows, event_time, by[1:], parts), event_time)
-                  if paned(event_time, rows.isStreaming)
-                  else rows.groupBy(*by).agg(*[F.expr(s).alias(n) for s, n in parts]))
-    else:
-        groups = _by_entries(rows, by, aggregates, event_time)
+    keys = ["__k"] if keyed else []
+    parts = aggregates.columns() or [("count(1)", "__n")]
+    if aggregates.counter is not None:
+        groups = _by_entries(rows, keys, aggregates, event_time)
+    elif by_start(event_time, rows.isStreaming):
+        groups = grouped(rows, event_time, keys, parts)
+    else:  # a stream's or sessions: by Spark's window, which a watermark closes
+        groups = rows.groupBy(spark_window(event_time, "__et").alias("__w"), *keys).agg(
+            *[F.expr(s).alias(n) for s, n in parts])
     if group_guards:
         # A window's failure names the window: its bounds and key.
-        window_text = Sql("to_json(named_struct('start', `__w`.`start`, 'end', `__w`.`end`, "
-                          f"'key', {'`__k`' if keyed else 'NULL'}))")
+        bounds = (bounds_of("`__s`", event_time.size) if by_start(event_time, rows.isStreaming)
+                  else "'start', `__w`.`start`, 'end', `__w`.`end`")
+        window_text = Sql(f"to_json(named_struct({bounds}, 'key', "
+                          f"{'`__k`' if keyed else 'NULL'}))")
         groups = groups.where(F.expr(str(checked(group_guards, func.name,
                                                  lambda: window_text, Sql("true")))))
     return groups.selectExpr(*columns)
 
 
-def _by_entries(rows: Any, by: list[Any], aggregates: Aggregates, event_time: EventTime
+def _by_entries(rows: Any, keys: list[str], aggregates: Aggregates, event_time: EventTime
                 ) -> Any:
-    """The groups of ``rows`` by ``by`` (window, key), through the entries of their Counter."""
+    """The groups of ``rows`` by window and ``keys``, through the entries of their Counter."""
     from pyspark.sql import functions as F
 
     if event_time.session:
@@ -199,12 +202,6 @@ def _by_entries(rows: Any, by: list[Any], aggregates: Aggregates, event_time: Ev
     if rows.isStreaming:
         raise Untraceable("a Counter over a stream's windows (two aggregations under a "
                           "watermark)")
-    counted = aggregates.counter.value.col  # over the rows the filters kept only
     first, second = aggregates.levels()
-    rows = rows.withColumn("__c", F.expr(str(counted)))
-    if not paned(event_time, rows.isStreaming):
-        return (rows.groupBy(*by, "__c").agg(*[F.expr(s).alias(n) for s, n in first])
-                .groupBy("__w", *by[1:]).agg(*[F.expr(s).alias(n) for s, n in second]))
-    entries = by_panes(rows, event_time, [*by[1:], "__c"], first)
-    return with_window(entries.groupBy("__s", *by[1:]).agg(
-        *[F.expr(s).alias(n) for s, n in second]), event_time)
+    entries = grouped(rows, event_time, [*keys, "__c"], first)  # rows count __c
+    return entries.groupBy("__s", *keys).agg(*[F.expr(s).alias(n) for s, n in second])

@@ -58,6 +58,7 @@ from .sql_text import Sql
 from .stream import interval
 from .tracing import trace
 from .window_native import route, stamped, windowed
+from .window_starts import bounds_of, micros, start_of
 from .window_values import sandboxed
 
 __all__ = ["Pairing", "flattened", "lower_pairs", "pairing"]
@@ -252,8 +253,14 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
     element = routing.element
     if not isinstance(element, RowValue):
         raise Untraceable("pairs of a one-column input's values")
-    size = interval(event_time.size)
-    spec = f"'{size}'" + (f", '{interval(event_time.slide)}'" if event_time.slide else "")
+    stamp = stamped(routing.seconds)
+    tumbling = event_time.slide is None or event_time.slide >= event_time.size
+    if tumbling:  # by its start, a long (see streams_spark.window_starts)
+        windowed_as = f"{start_of(stamp, micros(event_time.size))} AS `__s`"
+    else:
+        windowed_as = (f"window({stamp}, '{interval(event_time.size)}', "
+                       f"'{interval(event_time.slide)}') AS `__w`")
+    by = "__s" if tumbling else "__w"
     key_sql = routing.key.col if routing.key is not None else Sql("NULL")
     picks, proven = [], []
     for _, over in p.loops:
@@ -276,10 +283,9 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
     sides = []
     for side, picked in zip(("__l", "__r"), picks, strict=True):
         sides.append(df.where(row.resolve(picked)).selectExpr(
-            "*", f"window({stamped(routing.seconds)}, {spec}) AS `__w`", f"{key_sql} AS `__k`"
-        ).alias(side))
+            "*", windowed_as, f"{key_sql} AS `__k`").alias(side))
     pairs = sides[0].join(sides[1], F.expr(
-        "`__l`.`__w` = `__r`.`__w` AND `__l`.`__k` <=> `__r`.`__k`"))
+        f"`__l`.`{by}` = `__r`.`{by}` AND `__l`.`__k` <=> `__r`.`__k`"))
     fields = fields_of(element)
     names = {p.loops[0][0]: 0, p.loops[1][0]: 1}
     stand_ins: list[Any] = [RowValue(fields, proven[0], prefix="`__l`."),
@@ -294,7 +300,8 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
     columns = outputs(result, schema, ansi)
     if guards:
         # Python's function fails on its window: the message names it.
-        window_text = Sql("to_json(named_struct('start', `__l`.`__w`.`start`, 'end', "
-                          "`__l`.`__w`.`end`, 'key', `__l`.`__k`))")
+        bounds = ("'start', `__l`.`__w`.`start`, 'end', `__l`.`__w`.`end`" if by == "__w"
+                  else bounds_of("`__l`.`__s`", event_time.size))
+        window_text = Sql(f"to_json(named_struct({bounds}, 'key', `__l`.`__k`))")
         pairs = pairs.where(str(checked(guards, func.name, lambda: window_text, Sql("true"))))
     return pairs.selectExpr(*columns)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+import json
+import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +59,13 @@ def keyed_pairs(key_rows: tuple[Any, list[Any]]) -> list[tuple[Any, ...]]:
 def every_pair(rows: list[Any]) -> list[tuple[Any, ...]]:
     persons = [r for r in rows if r.kind == PERSON and r.id != 2]
     return [(p.name, e.kind, e.dt) for p in persons for e in rows]
+
+
+def next_ids(key_rows: tuple[Any, list[Any]]) -> list[tuple[Any, ...]]:
+    _, rows = key_rows
+    persons = [r for r in rows if r.kind == PERSON]
+    auctions = [r for r in rows if r.kind == AUCTION]
+    return [(p.id, p.name, a.id + 1) for p in persons for a in auctions]
 
 
 #: ``check(spark, build, schema[, rows=, native=])``: ``build``'s output on Spark
@@ -135,6 +145,32 @@ def test_a_row_in_neither_selection_is_still_checked(spark: Any) -> None:
     with pytest.raises(Exception, match=r'failed on element \{"kind":2,"id":9,.*"dt":null\}: '
                                         r"TypeError: unsupported operand type\(s\) for /"):
         out.collect()
+    with pytest.raises(TypeError, match="unsupported operand"):
+        in_process(df.collect(), build)
+
+
+@pytest.mark.parametrize(("slide", "starts"), [(None, {10}), (5, {5, 10})])
+def test_a_pair_that_fails_names_its_window_and_key(spark: Any, slide: float | None,
+                                                    starts: set[int]) -> None:
+    # Person 1 and an auction of theirs without id, both in [10 s, 20 s)
+    # (and [5 s, 15 s) when sliding): None + 1 fails on that window's pair.
+    rows = [(PERSON, 1, "a", None, 11_000), (AUCTION, None, None, 1, 12_500)]
+    df = spark.createDataFrame(rows, SCHEMA)
+
+    def build(s: Stream[Any]) -> Stream[Any]:
+        return s.timed_window(10, slide=slide, time=seconds, key=owner).map(next_ids).flatten()
+
+    out = build(Stream.from_spark(df)).to_dataframe(OUT)
+    assert python_passes(out) == 0
+    with pytest.raises(Exception, match=r"map\(next_ids\) failed on element \{.*\}: TypeError: "
+                       r"unsupported operand type\(s\) for \+: 'NoneType' and 'int'") as failed:
+        out.collect()
+    named = re.search(r"failed on element (\{.*?\}):", str(failed.value))
+    assert named is not None
+    window = json.loads(named.group(1))
+    start = datetime.fromisoformat(window["start"]).timestamp()
+    assert window["key"] == 1 and start in starts
+    assert datetime.fromisoformat(window["end"]).timestamp() == start + 10
     with pytest.raises(TypeError, match="unsupported operand"):
         in_process(df.collect(), build)
 
