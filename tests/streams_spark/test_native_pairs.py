@@ -123,14 +123,19 @@ def test_the_benchmark_s_q8_joins_in_the_jvm(spark: Any) -> None:
 
 @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.tuples(
-    st.sampled_from([PERSON, AUCTION, BID]), st.sampled_from([None, 1, 2, 3]),
-    st.sampled_from([None, "p", "q"]), st.sampled_from([None, 1, 2]), st.integers(0, 30_000)),
-    max_size=25), st.sampled_from([None, 3, 10]))
-@example([(PERSON, None, None, None, 0), (AUCTION, 1, None, None, 5)], None)
-def test_any_rows_pair_as_python_pairs_them(spark: Any, rows: list[Any],
-                                            slide: int | None) -> None:
+    st.sampled_from([PERSON, AUCTION, BID]), st.sampled_from([None, 0, 1, 2, 3]),
+    st.sampled_from([None, "", "p", "q"]), st.sampled_from([None, 0, 1, 2]),
+    st.integers(0, 30_000)),
+    max_size=25), st.sampled_from([None, 3, 10]), st.sampled_from(["owner", "name"]))
+@example([(PERSON, None, None, None, 0), (AUCTION, 1, None, None, 5)], None, "owner")
+@example([(PERSON, 1, None, None, 0), (AUCTION, 2, "", None, 5)], None, "name")
+@example([(PERSON, None, "a", None, 0), (AUCTION, 2, None, 0, 5)], None, "owner")
+def test_any_rows_pair_as_python_pairs_them(spark: Any, rows: list[Any], slide: int | None,
+                                            key: str) -> None:
+    # A long key or a string one, None among them: a None key is one key.
     rows = sorted(rows, key=lambda r: r[4]) or ROWS[:1]  # in time order: none late
-    check_windows(spark, q8(slide), OUT, rows=rows, columns=SCHEMA)
+    check_windows(spark, q8(slide, key=owner if key == "owner" else "name"), OUT, rows=rows,
+                  columns=SCHEMA)
 
 
 # -- every row routed is checked ---------------------------------------------------------------
