@@ -254,13 +254,12 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
     if not isinstance(element, RowValue):
         raise Untraceable("pairs of a one-column input's values")
     stamp = stamped(routing.seconds)
-    tumbling = event_time.slide is None or event_time.slide >= event_time.size
-    if tumbling:  # by its start, a long (see streams_spark.window_starts)
-        windowed_as = f"{start_of(stamp, micros(event_time.size))} AS `__s`"
+    slide = event_time.slide  # a tumbling window's is its size
+    if slide is None or slide >= event_time.size:  # by its start, a long (window_starts)
+        by, windowed_as = "__s", f"{start_of(stamp, micros(event_time.size))} AS `__s`"
     else:
-        windowed_as = (f"window({stamp}, '{interval(event_time.size)}', "
-                       f"'{interval(event_time.slide)}') AS `__w`")
-    by = "__s" if tumbling else "__w"
+        by, windowed_as = "__w", (f"window({stamp}, '{interval(event_time.size)}', "
+                                  f"'{interval(slide)}') AS `__w`")
     key_sql = routing.key.col if routing.key is not None else Sql("NULL")
     picks, proven = [], []
     for _, over in p.loops:
