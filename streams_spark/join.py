@@ -52,6 +52,7 @@ from .listener import count_input, observed, watch_progress
 from .plan import chain_plan
 from .routing import on_spark
 from .stages import COLUMNS, Driver, Rows, chain_task
+from .stream import micros
 
 __all__ = ["SIDE_SCHEMA", "SideRows", "join_frame", "pair_task", "spark_delay", "watch_late"]
 
@@ -144,7 +145,7 @@ def pair_task(specs: list[NodeSpec], rows_of: Rows
 
 
 def _micros(seconds: float) -> str:
-    return f"INTERVAL {round(seconds * 1_000_000)} MICROSECONDS"
+    return f"INTERVAL {micros(seconds)} MICROSECONDS"
 
 
 def spark_delay(lateness: float) -> str:

@@ -66,9 +66,14 @@ def _spark_schema(schema: pa.Schema) -> Any:
     return from_arrow_schema(schema)
 
 
+def micros(seconds: float) -> int:
+    """``seconds`` in whole microseconds, as Spark takes a duration."""
+    return round(seconds * 1_000_000)
+
+
 def interval(x: float) -> str:
     """``x`` seconds as Spark reads a duration (whole microseconds)."""
-    return f"{round(x * 1_000_000)} microseconds"
+    return f"{micros(x)} microseconds"
 
 
 def build_query_frame(df: Any, plan: Plan, first: bool | str = True,

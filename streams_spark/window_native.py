@@ -174,16 +174,17 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
         rows = rows.withWatermark("__et", interval(event_time.lateness))
     keys = ["__k"] if keyed else []
     parts = aggregates.columns() or [("count(1)", "__n")]
+    starts = by_start(event_time, rows.isStreaming)
     if aggregates.counter is not None:
         groups = _by_entries(rows, keys, aggregates, event_time)
-    elif by_start(event_time, rows.isStreaming):
+    elif starts:
         groups = grouped(rows, event_time, keys, parts)
     else:  # a stream's or sessions: by Spark's window, which a watermark closes
         groups = rows.groupBy(spark_window(event_time, "__et").alias("__w"), *keys).agg(
             *[F.expr(s).alias(n) for s, n in parts])
     if group_guards:
         # A window's failure names the window: its bounds and key.
-        bounds = (bounds_of("`__s`", event_time.size) if by_start(event_time, rows.isStreaming)
+        bounds = (bounds_of("`__s`", event_time.size) if starts
                   else "'start', `__w`.`start`, 'end', `__w`.`end`")
         window_text = Sql(f"to_json(named_struct({bounds}, 'key', "
                           f"{'`__k`' if keyed else 'NULL'}))")

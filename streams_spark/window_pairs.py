@@ -55,10 +55,10 @@ from .checks import ElementText, checked, checked_in_order
 from .column_values import Untraceable, Value, truth
 from .row_values import RowValue, fields_of
 from .sql_text import Sql
-from .stream import interval
+from .stream import interval, micros
 from .tracing import trace
 from .window_native import route, stamped, windowed
-from .window_starts import bounds_of, micros, start_of
+from .window_starts import bounds_of, start_of
 from .window_values import sandboxed
 
 __all__ = ["Pairing", "flattened", "lower_pairs", "pairing"]

@@ -37,9 +37,10 @@ from typing import Any
 
 from streams.spec import EventTime
 
+from .stream import micros
 from .window_aggregates import combined
 
-__all__ = ["bounds_of", "by_start", "grouped", "micros", "start_of"]
+__all__ = ["bounds_of", "by_start", "grouped", "start_of"]
 
 
 def by_start(event_time: EventTime, streaming: bool) -> bool:
@@ -109,8 +110,3 @@ def bounds_of(start: str, size: float) -> str:
     "'start', timestamp_micros(`__s`), 'end', timestamp_micros(`__s` + 500000)"
     """
     return f"'start', timestamp_micros({start}), 'end', timestamp_micros({start} + {micros(size)})"
-
-
-def micros(seconds: float) -> int:
-    """``seconds`` in whole microseconds, as :func:`streams_spark.stream.interval` gives Spark."""
-    return round(seconds * 1_000_000)
