@@ -45,7 +45,8 @@ def spark() -> Iterator[Any]:
     """The shared local SparkSession (UI off, Arrow on, 2 shuffle partitions).
 
     Starting the JVM costs seconds (more on a loaded 2-core machine), so one
-    session serves the whole run: the one ``to_spark()`` uses when given none.
+    session serves the whole run of a test process (each pytest-xdist worker
+    has its own): the one ``to_spark()`` uses when given none.
     """
     # PySpark imports IPython when it first names a call site for its errors,
     # and IPython's jedi raises the recursion limit: import it now, not under
