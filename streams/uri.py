@@ -293,8 +293,9 @@ def _register() -> None:
         "'text'\n")
     from_uri_method.__name__ = "from_uri"
     to_uri_method.__name__ = "to_uri"
-    Stream.from_uri = staticmethod(from_uri_method)  # type: ignore[attr-defined]
-    Stream.to_uri = to_uri_method  # type: ignore[attr-defined]
+    # Declared in streams/_api.py, for type checkers.
+    setattr(Stream, "from_uri", staticmethod(from_uri_method))  # noqa: B010
+    setattr(Stream, "to_uri", to_uri_method)  # noqa: B010
 
 
 _register()

@@ -306,4 +306,5 @@ def from_kafka_batched(topic: str, consumer_params: dict[str, Any], poll_interva
     return batches
 
 
-Stream.from_kafka_batched = staticmethod(from_kafka_batched)  # type: ignore[attr-defined]
+setattr(Stream, "from_kafka_batched",  # noqa: B010 - declared in streams/_api.py
+        staticmethod(from_kafka_batched))

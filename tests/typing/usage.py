@@ -32,3 +32,12 @@ def typed_joins() -> None:
     wrong: Stream[tuple[str, str]] = pairs  # type: ignore[assignment]
     views.join(clicks, key=0, within=[1], time=1)  # type: ignore[arg-type]
     del wrong, looked_up
+
+
+def typed_sources() -> None:
+    lines: Stream[object] = Stream.from_uri("file:///tmp/data.txt")
+    lines.to_uri("stdio://?format=text")
+    batches = Stream.from_kafka_batched("events", {"bootstrap.servers": "h:9092"},
+                                        npartitions=2)
+    batches.to_uri(42)  # type: ignore[arg-type]
+    Stream.from_uri("file:///tmp/data.txt", "text")  # type: ignore[call-arg]
