@@ -36,6 +36,22 @@ def clock() -> Iterator[VirtualClock]:
 # Benchmarks keep the JVM's defaults; a user's own setting wins here.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
+# A LocalCluster's scheduler runs in the test process, on a thread of its own,
+# and draws from the ``random`` module (which worker to gather a result from;
+# dask's sizeof samples a list). Hypothesis, drawing examples meanwhile on the
+# main thread, sees the global random state change and warns that a strategy
+# used ``random``. On a test with a Dask cluster that warning is about Dask's
+# thread; elsewhere it stays.
+_DASK_RANDOM = ("ignore:Do not use the `random` module inside strategies"
+                ":hypothesis.errors.HypothesisDeprecationWarning")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("dask") is not None:
+            item.add_marker(pytest.mark.filterwarnings(_DASK_RANDOM))
+
+
 # Test directories whose tests run functions on Spark.
 SPARK_TEST_DIRS = ("streams_spark", "equivalence")
 
