@@ -14,6 +14,22 @@ if TYPE_CHECKING:
     from .core import Stream
     from .errors import ErrorRecord  # noqa: F401
     from .jupyter.plot import LivePlot
+    from .sinks.durable import SinkToDurableTextfile
+    from .sinks.kafka import ToKafka
+    from .sinks.redis import SinkToRedis
+    from .sources.filenames import Filenames
+    from .sources.http import FromHttpServer
+    from .sources.iterable import FromIterable
+    from .sources.kafka import FromKafka
+    from .sources.kafka_batched import FromKafkaBatched
+    from .sources.mqtt import FromMqtt
+    from .sources.periodic import FromPeriodic
+    from .sources.process import FromProcess
+    from .sources.redis import FromRedis
+    from .sources.stdio import FromStdin
+    from .sources.tcp import FromTcp
+    from .sources.textfile import FromTextfile
+    from .sources.websocket import FromWebsocket
 
 __all__ = ["OperatorAPI"]
 
@@ -109,21 +125,22 @@ class OperatorAPI(Generic[T]):
                           approximate: bool = True, url: str = "redis://localhost:6379/0",
                           client: Any = None, batch: int = 1000, field: str = "data",
                           method: str = "script", seq_key: str | None = None,
-                          **kwargs: Any) -> Stream[T]: ...
+                          **kwargs: Any) -> SinkToRedis: ...
         def sink_to_stdout(self, format: str = "json", file: Any = None, flush: bool = False,
                            **kwargs: Any) -> Stream[T]: ...
         def sink_to_durable_textfile(self, file: Any, end: str = "\n", encoding: str = "utf-8",
-                                     fsync: bool = True, **kwargs: Any) -> Stream[T]: ...
+                                     fsync: bool = True,
+                                     **kwargs: Any) -> SinkToDurableTextfile: ...
 
         @staticmethod
         def from_redis(stream: str, group: str | None = None, consumer: str | None = None,
                        start: Any = "0", url: str = "redis://localhost:6379/0",
                        client: Any = None, count: int = 1000, block: float = 1.0,
                        claim_idle: float | None = None, with_id: bool = False,
-                       decode: bool = True, **kwargs: Any) -> Stream[Any]: ...
+                       decode: bool = True, **kwargs: Any) -> FromRedis: ...
         @staticmethod
         def from_stdin(format: str = "json", file: Any = None, encoding: str = "utf-8",
-                       start: bool = False, **kwargs: Any) -> Stream[Any]: ...
+                       start: bool = False, **kwargs: Any) -> FromStdin: ...
 
         def to_spark(self, session: Any = None, batch_size: int = 10_000,
                      interval: float | None = None, checkpoint: str | None = None,
@@ -138,17 +155,17 @@ class OperatorAPI(Generic[T]):
         def from_kafka(topics: Any, consumer_params: dict[str, Any], poll_interval: float = 0.1,
                        start: bool = False, offset: Any = None, batch: int = 1000,
                        keys: bool = False, with_meta: bool = False,
-                       **kwargs: Any) -> Stream[Any]: ...
+                       **kwargs: Any) -> FromKafka: ...
         @staticmethod
         def from_kafka_batched(topic: str, consumer_params: dict[str, Any],
                                poll_interval: Any = "1s", npartitions: int | None = None,
                                refresh_partitions: bool = False, start: bool = False,
                                dask: bool = False, max_batch_size: int = 10000,
                                keys: bool = False, client: Any = None,
-                               **kwargs: Any) -> Stream[Any]: ...
+                               **kwargs: Any) -> FromKafkaBatched: ...
         def to_kafka(self, topic: str, producer_config: dict[str, Any],
                      transactional: bool = False, key: Any = None,
-                     **kwargs: Any) -> Stream[Any]: ...
+                     **kwargs: Any) -> ToKafka: ...
         def to_mqtt(self, host: str, port: int, topic: str, keepalive: int = 60,
                     client_kwargs: dict[str, Any] | None = None, qos: int = 0,
                     retain: bool = False, user: str | None = None, pw: str | None = None,
@@ -160,41 +177,41 @@ class OperatorAPI(Generic[T]):
         def to_uri(self, uri: str, **options: Any) -> Stream[Any]: ...
         @staticmethod
         def from_iterable(iterable: Iterable[U], start: bool = False,
-                          **kwargs: Any) -> Stream[U]: ...
+                          **kwargs: Any) -> FromIterable[U]: ...
         @staticmethod
         def filenames(path: str, poll_interval: float | str = 0.1, start: bool = False,
-                      **kwargs: Any) -> Stream[str]: ...
+                      **kwargs: Any) -> Filenames: ...
         @staticmethod
         def from_textfile(f: Any, poll_interval: float = 0.1, delimiter: str = "\n",
                           start: bool = False, from_end: bool = False, encoding: str = "utf-8",
-                          follow: bool | None = None, **kwargs: Any) -> Stream[str]: ...
+                          follow: bool | None = None, **kwargs: Any) -> FromTextfile: ...
         # issue 3: async sources (streams.sources.periodic, tcp, http, process)
         @staticmethod
         def from_periodic(callback: Callable[[], Any], poll_interval: float | str = 0.1,
-                          start: bool = False, **kwargs: Any) -> Stream[Any]: ...
+                          start: bool = False, **kwargs: Any) -> FromPeriodic: ...
         @staticmethod
         def from_tcp(port: int, delimiter: bytes = b"\n", address: str = "127.0.0.1",
                      server_kwargs: dict[str, Any] | None = None, start: bool = False,
                      max_message: int = 1_048_576, idle_timeout: float | None = 300.0,
-                     max_connections: int = 256, **kwargs: Any) -> Stream[bytes]: ...
+                     max_connections: int = 256, **kwargs: Any) -> FromTcp: ...
         @staticmethod
         def from_http_server(port: int, path: str = "/.*", address: str = "127.0.0.1",
                              server_kwargs: dict[str, Any] | None = None, start: bool = False,
                              max_body: int = 8_388_608, idle_timeout: float = 60.0,
                              max_connections: int = 256, max_in_flight: int = 64,
-                             **kwargs: Any) -> Stream[bytes]: ...
+                             **kwargs: Any) -> FromHttpServer: ...
         # streamz's MQTT and websocket connectors (streams.sources.mqtt, websocket)
         @staticmethod
         def from_mqtt(host: str, port: int, topic: str, keepalive: int = 60,
                       client_kwargs: dict[str, Any] | None = None, user: str | None = None,
                       pw: str | None = None, qos: int = 0, max_queue: int = 1000,
                       connect_timeout: float = 10.0, start: bool = False,
-                      **kwargs: Any) -> Stream[Any]: ...
+                      **kwargs: Any) -> FromMqtt: ...
         @staticmethod
         def from_websocket(host: str, port: int, serve_kwargs: dict[str, Any] | None = None,
                            max_connections: int = 256, start: bool = False,
-                           **kwargs: Any) -> Stream[Any]: ...
+                           **kwargs: Any) -> FromWebsocket: ...
         @staticmethod
         def from_process(cmd: list[str] | str, open_kwargs: dict[str, Any] | None = None,
                          with_stderr: bool = False, with_end: bool = True, start: bool = False,
-                         **kwargs: Any) -> Stream[bytes]: ...
+                         **kwargs: Any) -> FromProcess: ...

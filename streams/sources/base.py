@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from ..clock import LoopClock, run_sync
 from ..core import Stream
@@ -13,6 +13,11 @@ from ..cycles import recursion_error
 from ..errors import NodeError, SourceError
 
 __all__ = ["Source", "SourceRun", "listen", "require_loop", "serve_here", "stop_serving"]
+
+#: What a source emits: each source names it (``Source[bytes]``...), so
+#: that ``Stream.from_tcp(...)`` is a ``Stream[bytes]`` with the source's
+#: own attributes.
+T = TypeVar("T")
 
 logger = logging.getLogger("streams")
 
@@ -110,7 +115,7 @@ class _RunEnd:
         """Display nothing (a cell ending in ``source.stop()``)."""
 
 
-class Source(Stream[Any]):
+class Source(Stream[T]):
     """A node that produces elements itself once started.
 
     With no running loop, ``start()`` produces everything synchronously and

@@ -15,7 +15,7 @@ __all__ = ["Filenames"]
 
 
 @Stream.register_api(staticmethod)
-class Filenames(Source):
+class Filenames(Source[str]):
     """Emit the name of each new file matching ``path``, polling every ``poll_interval``.
 
     Parameters

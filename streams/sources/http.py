@@ -13,7 +13,7 @@ __all__ = ["FromHttpServer"]
 
 
 @Stream.register_api(staticmethod)
-class FromHttpServer(Source):
+class FromHttpServer(Source[bytes]):
     """Serve HTTP and emit the body (bytes) of every POST to ``path``.
 
     The response is sent only after downstream has finished with the body,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import fusion
 from ..clock import run_sync
@@ -14,12 +14,14 @@ from .base import Source
 
 __all__ = ["FromIterable"]
 
+T = TypeVar("T")
+
 #: Elements emitted between two yields to the loop when no step awaited.
 _YIELD_EVERY = 1000
 
 
 @Stream.register_api(staticmethod)
-class FromIterable(Source):
+class FromIterable(Source[T]):
     """Emit every item of an iterable, then close the stream.
 
     Parameters
@@ -45,7 +47,7 @@ class FromIterable(Source):
     _params = ("iterable",)
     _state = ("offset",)
 
-    def __init__(self, iterable: Iterable[Any], start: bool = False, **kwargs: Any) -> None:
+    def __init__(self, iterable: Iterable[T], start: bool = False, **kwargs: Any) -> None:
         if not isinstance(iterable, Iterable):
             raise TypeError(f"from_iterable() takes an iterable, got {type(iterable).__name__}")
         self.iterable = iterable

@@ -118,7 +118,7 @@ def _all_of_range(message: Any, msgs: list[Any], partition: int, low: int, high:
             and set(map(message.partition, msgs)) == {partition})
 
 
-class FromKafkaBatched(Source):
+class FromKafkaBatched(Source[Any]):
     """Plan per-partition batches of a Kafka topic; see :func:`from_kafka_batched`.
 
     Examples

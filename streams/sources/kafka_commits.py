@@ -33,7 +33,7 @@ __all__ = ["KafkaCommits"]
 _PENDING_BATCHES = 16
 
 
-class KafkaCommits(Source):
+class KafkaCommits(Source[Any]):
     """A Kafka source's commits to its consumer group (see the module docs)."""
 
     __slots__ = ("_barriers", "_consumer", "_covered", "_deferred", "_failed", "_holders",

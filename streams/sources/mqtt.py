@@ -59,7 +59,7 @@ def mqtt_client(operator: str, user: str | None, pw: str | None) -> Any:
 
 
 @Stream.register_api(staticmethod)
-class FromMqtt(Source):
+class FromMqtt(Source[Any]):
     """Subscribe to an MQTT topic and emit every message received.
 
     The elements are ``paho.mqtt.client.MQTTMessage`` objects (attributes

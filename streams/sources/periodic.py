@@ -16,7 +16,7 @@ __all__ = ["FromPeriodic"]
 
 
 @Stream.register_api(staticmethod)
-class FromPeriodic(Source):
+class FromPeriodic(Source[Any]):
     """Emit ``callback()`` every ``poll_interval`` seconds, on the running loop.
 
     The next call waits until downstream has finished with the previous

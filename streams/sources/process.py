@@ -20,7 +20,7 @@ _LINE_LIMIT = 2**20
 
 
 @Stream.register_api(staticmethod)
-class FromProcess(Source):
+class FromProcess(Source[bytes]):
     """Emit each line (bytes, newline included) a subprocess writes to stdout.
 
     A line is read only after downstream has finished with the previous one,

@@ -24,7 +24,7 @@ from .base import Source
 __all__ = ["RedisAcks"]
 
 
-class RedisAcks(Source):
+class RedisAcks(Source[Any]):
     """A Redis stream source's offset and acknowledgements (see the module docs)."""
 
     __slots__ = ("_acks", "_barriers", "_covered", "_deferred", "_floor", "_unconfirmed",

@@ -38,7 +38,7 @@ def _parser(fmt: str, encoding: str) -> Callable[[bytes], Any]:
 
 
 @Stream.register_api(staticmethod)
-class FromStdin(Source):
+class FromStdin(Source[Any]):
     """Emit each line of standard input, parsed, then close at end of input.
 
     Parameters

@@ -32,7 +32,7 @@ def check_port(operator: str, port: Any) -> int:
 
 
 @Stream.register_api(staticmethod)
-class FromTcp(Source):
+class FromTcp(Source[bytes]):
     """Listen on a TCP port and emit each delimited message (bytes, delimiter included).
 
     Each connection is read one message at a time, and the next is read

@@ -17,7 +17,7 @@ _CHUNK = 1 << 16
 
 
 @Stream.register_api(staticmethod)
-class FromTextfile(Source):
+class FromTextfile(Source[str]):
     """Emit the lines of a text file, delimiter included (as streamz does).
 
     The file is read incrementally: memory stays bounded (a chunk and the

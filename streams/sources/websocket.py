@@ -34,7 +34,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 @Stream.register_api(staticmethod)
-class FromWebsocket(Source):
+class FromWebsocket(Source[Any]):
     """Serve websockets on ``host:port`` and emit every message received (str or bytes).
 
     Each connection's next message is read only after downstream has

@@ -41,3 +41,21 @@ def typed_sources() -> None:
                                         npartitions=2)
     batches.to_uri(42)  # type: ignore[arg-type]
     Stream.from_uri("file:///tmp/data.txt", "text")  # type: ignore[call-arg]
+
+
+def typed_source_attributes() -> None:
+    """A source is its own class: its documented attributes type-check."""
+    kafka = Stream.from_kafka(["events"], {"bootstrap.servers": "h:9092"})
+    offsets: dict[tuple[str, int], int] = kafka.offsets
+    written: int = kafka.map(len).to_kafka("out", {"bootstrap.servers": "h:9092"}).written
+    process = Stream.from_process(["ls"])
+    code: int | None = process.returncode
+    # ...and keeps what it emits: lines of text, bytes of a process.
+    lines: Stream[str] = Stream.from_textfile("data.txt")
+    numbers: Stream[int] = Stream.from_iterable([1, 2, 3])
+    chunks: Stream[str] = process  # type: ignore[assignment]
+    not_text: Stream[int] = Stream.from_textfile("data.txt")  # type: ignore[assignment]
+    redis = Stream.from_redis("events")
+    last: str | bytes | None = redis.offset
+    kafka.no_such_attribute  # type: ignore[attr-defined]
+    del offsets, written, code, lines, numbers, chunks, not_text, last
