@@ -26,6 +26,7 @@ from .graph import GraphSpec, NodeSpec, describe, visualize, walk
 from .metadata import RefCounter  # issue 15: streamz's metadata reference counts
 from .networkx_graph import create_graph
 from .operators.joins import Tombstone  # deletes a key from a lookup() table
+from .operators.window_bounds import Window  # an event-time window with its bounds
 from .plugins import load_plugins
 from .sinks.basic import Sink, SinkToList, SinkToTextfile
 from .sinks.durable import SinkToDurableTextfile  # issue 6: exactly-once file output
@@ -121,6 +122,7 @@ __all__ = [
     "ToWebsocket",
     "Tombstone",
     "VirtualClock",
+    "Window",
     "checkpoint",
     "create_graph",
     "describe",

@@ -43,12 +43,16 @@ class EventTime:
     key : callable, key or None
         One set of windows per ``key(x)`` (or ``x[key]``), each emitted as
         ``(key, elements)``; the watermark is shared by all keys.
+    bounds : bool
+        Each window is emitted as a :class:`~streams.Window` ``(start, end,
+        elements)``, its bounds to the microsecond (see
+        :mod:`streams.operators.window_bounds`).
 
     Examples
     --------
     >>> from streams import Stream
     >>> Stream().timed_window(10, slide=5, time=0, key=1).describe().traits.event_time
-    EventTime(time=0, size=10.0, lateness=0.0, slide=5.0, session=False, key=1)
+    EventTime(time=0, size=10.0, lateness=0.0, slide=5.0, session=False, key=1, bounds=False)
     """
 
     time: Any
@@ -57,6 +61,7 @@ class EventTime:
     slide: float | None = None
     session: bool = False
     key: Any = None
+    bounds: bool = False
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ import pyarrow as pa
 from streams.core import Stream
 from streams.operators._checks import canonical_key, key_function
 from streams.operators.joins import seconds_of
+from streams.operators.window_bounds import micros
 from streams.spec import JoinTime, NodeSpec
 from streams.stage import Stage
 
@@ -52,7 +53,6 @@ from .listener import count_input, observed, watch_progress
 from .plan import chain_plan
 from .routing import on_spark
 from .stages import COLUMNS, Driver, Rows, chain_task
-from .stream import micros
 
 __all__ = ["SIDE_SCHEMA", "SideRows", "join_frame", "pair_task", "spark_delay", "watch_late"]
 

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from streams.operators.window_bounds import Window
 from streams.spec import NodeSpec
 from streams.stage import Stage
 
@@ -334,12 +335,18 @@ def _ordered_windows(batch: pa.RecordBatch | pa.Table) -> list[tuple[int, int, A
 
     Windows closing together are emitted as in-process: by end, then in the
     order they were opened (their first element's ``seq``). A keyed window
-    is ``(key, elements)``.
+    is ``(key, elements)``; with a ``bounds`` column, the elements are a
+    :class:`~streams.Window` with the bounds Spark gave the window.
     """
     names = batch.schema.names
     ends = batch.column(names.index("end")).to_pylist()
     keys = batch.column(names.index("k")).to_pylist()
-    windows, firsts = windows_and_firsts(batch.column(names.index("items")))
+    lists, firsts = windows_and_firsts(batch.column(names.index("items")))
+    windows: list[Any] = lists
+    if "bounds" in names:
+        starts = batch.column(names.index("start")).to_pylist()
+        windows = [Window(start / 1e6, end / 1e6, values) if values else values
+                   for start, end, values in zip(starts, ends, lists, strict=True)]
     loads = pickle.loads
     return [(end, first, values if k is None else (loads(k), values))
             for end, k, values, first in zip(ends, keys, windows, firsts, strict=True)

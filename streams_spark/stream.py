@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from streams.operators.window_bounds import micros
 from streams.spec import EventTime
 
 from .batch import encode_chunks
@@ -64,11 +65,6 @@ def _spark_schema(schema: pa.Schema) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema)
-
-
-def micros(seconds: float) -> int:
-    """``seconds`` in whole microseconds, as Spark takes a duration."""
-    return round(seconds * 1_000_000)
 
 
 def interval(x: float) -> str:
@@ -167,17 +163,23 @@ def _windows(df: Any, event_time: EventTime) -> Any:
     """Spark's windows of ``event_time`` over the rows of ``df`` (watermarked ``et``).
 
     One row per window and key: ``start`` and ``end`` (microseconds), ``k``
-    (the pickled key; null without a key) and ``items``, the window's rows.
+    (the pickled key; null without a key) and ``items``, the window's rows;
+    with ``bounds``, a ``bounds`` column too, which tells
+    :func:`~streams_spark.stages.collected_rows` and the stage after the
+    window to emit each window with its bounds.
     """
     from pyspark.sql import functions as F
 
     window = spark_window(event_time, "et")
     # By key always: null without one (Spark refuses a session window
     # without a grouping key; the end-of-stream row's b"" is a group apart).
+    columns = [F.unix_micros(F.col("w.start")).alias("start"),
+               F.unix_micros(F.col("w.end")).alias("end"), "k", "items"]
+    if event_time.bounds:
+        columns.append(F.lit(True).alias("bounds"))
     return (df.groupBy(window.alias("w"), "k")
             .agg(F.collect_list(F.struct("seq", "sub", "kind", "p")).alias("items"))
-            .select(F.unix_micros(F.col("w.start")).alias("start"),
-                    F.unix_micros(F.col("w.end")).alias("end"), "k", "items"))
+            .select(*columns))
 
 
 class _NoState:

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from streams.operators._checks import key_function
+from streams.operators.window_bounds import Window, micros
 from streams.spec import EventTime, NodeSpec
 
 from .checks import ElementText, checked, checked_in_order
@@ -147,7 +148,10 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
     key = routing.key
     aggregates = Aggregates()
     group_guards: list[tuple[Any, Any]] = []
-    group = WindowValue(routing.element)
+    starts = by_start(event_time, df.isStreaming)
+    group: Any = WindowValue(routing.element)
+    if event_time.bounds:
+        group = _bounded(group, event_time, starts)
     key_value = Value(Sql("`__k`"), key.kind, key.nullable) if key is not None else None
     result = trace_window(func.func, (key_value, group) if key_value is not None else group,
                           group_guards, aggregates, ansi=ansi)
@@ -174,7 +178,6 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
         rows = rows.withWatermark("__et", interval(event_time.lateness))
     keys = ["__k"] if keyed else []
     parts = aggregates.columns() or [("count(1)", "__n")]
-    starts = by_start(event_time, rows.isStreaming)
     if aggregates.counter is not None:
         groups = _by_entries(rows, keys, aggregates, event_time)
     elif starts:
@@ -191,6 +194,25 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
         groups = groups.where(F.expr(str(checked(group_guards, func.name,
                                                  lambda: window_text, Sql("true")))))
     return groups.selectExpr(*columns)
+
+
+def _bounded(group: WindowValue, event_time: EventTime, starts: bool) -> Window[Any]:
+    """The :class:`~streams.Window` a function of windows with their bounds is traced on.
+
+    Its bounds are the group's own columns, in seconds: the start Spark
+    grouped the window by (``starts``: ``__s``, in microseconds), or
+    ``window()``'s and ``session_window()``'s struct, whose microseconds
+    are the bounds in-process windows emit (see
+    :mod:`streams.operators.window_bounds`). A long divided by a double is
+    Python's ``int / float``, one rounding.
+    """
+    if starts:
+        start, end = "`__s`", f"(`__s` + {micros(event_time.size)})"
+    else:
+        start, end = "unix_micros(`__w`.`start`)", "unix_micros(`__w`.`end`)"
+    # A Window of stand-ins (columns, the elements), as the function reads one.
+    return Window._make([Value(Sql(f"({start} / 1E6)"), FLOAT, False),
+                         Value(Sql(f"({end} / 1E6)"), FLOAT, False), group])
 
 
 def _by_entries(rows: Any, keys: list[str], aggregates: Aggregates, event_time: EventTime

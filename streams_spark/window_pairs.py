@@ -49,13 +49,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from streams.operators.window_bounds import micros
 from streams.spec import NodeSpec
 
 from .checks import ElementText, checked, checked_in_order
 from .column_values import Untraceable, Value, truth
 from .row_values import RowValue, fields_of
 from .sql_text import Sql
-from .stream import interval, micros
+from .stream import interval
 from .tracing import trace
 from .window_native import route, stamped, windowed
 from .window_starts import bounds_of, start_of
@@ -242,6 +243,8 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
     if event_time.session:
         raise Untraceable("pairs of a session window (Spark would form sessions per "
                           "selection)")
+    if event_time.bounds:
+        raise Untraceable("pairs of a window with its bounds")
     p = pairing(func.func)
     has_key = event_time.key is not None
     if (p.key is not None) != has_key:

@@ -35,9 +35,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from streams.operators.window_bounds import micros
 from streams.spec import EventTime
 
-from .stream import micros
 from .window_aggregates import combined
 
 __all__ = ["bounds_of", "by_start", "grouped", "start_of"]

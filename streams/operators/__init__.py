@@ -2,11 +2,12 @@
 
 from .aggregate import Accumulate, Collect, Frequencies, Slice, Unique
 from .combine import CombineLatest, Union, Zip, ZipLatest
-from .event_windows import SessionWindow, SlidingTimedWindow
+from .event_windows import SlidingTimedWindow
 from .flow import Buffer, Latest, MapAsync
 from .gather import Gather
 from .joins import IntervalJoin, LookupJoin
 from .pacing import Delay, RateLimit
+from .session_windows import SessionWindow
 from .stateful import StatefulMap
 from .timed import TimedWindow, TimedWindowUnique
 from .transform import Filter, Flatten, Map, Pluck, Remove, Starmap

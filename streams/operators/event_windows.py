@@ -1,8 +1,9 @@
-"""Event-time windows beyond the tumbling one: sliding, keyed, and session windows.
+"""Event-time windows beyond the tumbling one: sliding and keyed, and what sessions share.
 
-``timed_window(size, slide=, time=, lateness=, key=)`` and
-``session_window(gap, time=, lateness=, key=)`` cut the stream by the
-elements' own timestamps. As for the tumbling ``timed_window(..., time=)``:
+``timed_window(size, slide=, time=, lateness=, key=, bounds=)`` here and
+``session_window(gap, time=, lateness=, key=, bounds=)`` (in
+:mod:`streams.operators.session_windows`) cut the stream by the elements'
+own timestamps. As for the tumbling ``timed_window(..., time=)``:
 
 * the **watermark** is the largest timestamp seen so far minus ``lateness``,
   one for the whole node (all keys);
@@ -14,6 +15,8 @@ elements' own timestamps. As for the tumbling ``timed_window(..., time=)``:
 * a window holds its elements in arrival order; only windows that received
   elements are emitted; without ``key`` a window is emitted as a list, with
   ``key`` as ``(key, list)`` (as a keyed ``scan`` emits ``(key, state)``);
+  with ``bounds=True`` a :class:`~streams.Window` ``(start, end, elements)``
+  takes the list's place (see :mod:`streams.operators.window_bounds`);
 * an element is **late** when the window it would join was already emitted:
   it goes to :attr:`~streams.operators._late.LateSide.late` if something is
   connected there, else to the error policy as a ``LateElementError``.
@@ -35,7 +38,6 @@ the methods under "run by key group" below are what it needs (see
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Callable
 from dataclasses import replace
@@ -48,18 +50,22 @@ from ..spec import EventTime, Traits
 from ._checks import key_function
 from ._late import LateElementError, LateSide, event_seconds
 from .timed import _window_index, check_interval
+from .window_bounds import Window, check_bounds, sliding_bounds
 
-__all__ = ["SessionWindow", "SlidingTimedWindow"]
+__all__ = ["Closed", "SlidingTimedWindow"]
+
+#: A closed window: ``(end, opened, key, elements, bounds)`` (see ``_take_closed``).
+Closed = tuple[float, int, Any, list[Any], "tuple[float, float] | None"]
 
 
 class _EventWindows(LateSide):
     """What sliding and session windows share: event time, keys, watermark, emission."""
 
-    __slots__ = ("_key", "_max_time", "_time", "key", "lateness", "time")
+    __slots__ = ("_key", "_max_time", "_time", "bounds", "key", "lateness", "time")
     _local_only = None
     _graphviz_shape = "octagon"
 
-    def _setup(self, op: str, time: Any, lateness: Any, key: Any) -> None:
+    def _setup(self, op: str, time: Any, lateness: Any, key: Any, bounds: Any) -> None:
         if time is None:
             raise ValueError(f"{op}(): time= is required: these windows follow the elements' "
                              "event time; give time=lambda x: ... (seconds or a datetime)")
@@ -68,6 +74,7 @@ class _EventWindows(LateSide):
         self.lateness = check_interval(op, lateness, "lateness", zero=True)
         self.key = key
         self._key = None if key is None else key_function(key)
+        self.bounds = check_bounds(op, bounds)
         self._max_time = -math.inf
 
     def _event_time(self) -> EventTime:
@@ -132,21 +139,28 @@ class _EventWindows(LateSide):
         """Put ``x`` in its windows, or say why it is late."""
         raise NotImplementedError
 
-    def _take_closed(self, watermark: float) -> list[tuple[float, int, Any, list[Any]]]:
+    def _take_closed(self, watermark: float) -> list[Closed]:
         """Take the windows the watermark closed, by end then opening.
 
-        Each as ``(end, opened, key, elements)``; ``opened`` orders windows of
-        one end as they were opened, across keys, once :meth:`_arrive_as`
-        numbers the elements (else it may be 0).
+        Each as ``(end, opened, key, elements, bounds)``; ``opened`` orders
+        windows of one end as they were opened, across keys, once
+        :meth:`_arrive_as` numbers the elements (else it may be 0);
+        ``bounds`` is the window's ``(start, end)`` as emitted, or None
+        without ``bounds=True``.
         """
         raise NotImplementedError
+
+    def _output(self, closed: Closed) -> Any:
+        """What a closed window is emitted as: its list or Window, keyed or not."""
+        _, _, k, w, bounds = closed
+        window = w if bounds is None else Window(bounds[0], bounds[1], w)
+        return window if self._key is None else (k, window)
 
     def _emit_closed(self, watermark: float) -> Any:
         closed = self._take_closed(watermark)
         if not closed:
             return None
-        keyed = self._key is not None
-        return gather_pending([self._emit((k, w) if keyed else w) for _, _, k, w in closed])
+        return gather_pending([self._emit(self._output(c)) for c in closed])
 
     def _flush(self) -> Any:
         return self._emit_closed(math.inf)
@@ -175,9 +189,7 @@ class _EventWindows(LateSide):
         element orders them as one node closing all keys would.
         """
         self._max_time = max_time
-        closed = self._take_closed(max_time - self.lateness)
-        keyed = self._key is not None
-        return [((end, opened), (k, w) if keyed else w) for end, opened, k, w in closed]
+        return [(c[:2], self._output(c)) for c in self._take_closed(max_time - self.lateness)]
 
 
 class SlidingTimedWindow(_EventWindows):
@@ -206,6 +218,10 @@ class SlidingTimedWindow(_EventWindows):
     key : callable or hashable, optional
         One set of windows per ``key(x)`` (or ``x[key]``); windows are
         emitted as ``(key, elements)``.
+    bounds : bool
+        Emit each window as a :class:`~streams.Window` ``(start, end,
+        elements)``, its bounds in seconds to the microsecond (see
+        :mod:`streams.operators.window_bounds`).
 
     Examples
     --------
@@ -234,6 +250,17 @@ class SlidingTimedWindow(_EventWindows):
     [('a', [('a', 1)]), ('b', [('b', 2)]), ('a', [('a', 11)])]
     >>> late
     [('b', 3)]
+
+    With their bounds, each window labelled by its start:
+
+    >>> source = Stream()
+    >>> counts = source.timed_window(10, slide=5, time=lambda x: x, bounds=True).map(
+    ...     lambda w: (w.start, len(w.elements))).sink_to_list()
+    >>> for t in [1, 6, 12]:
+    ...     source.emit(t)
+    >>> source.close()
+    >>> counts
+    [(-5.0, 1), (0.0, 2), (5.0, 2), (10.0, 1)]
     """
 
     # _lo, _hi, _appends: the times whose windows are those the previous
@@ -244,12 +271,12 @@ class SlidingTimedWindow(_EventWindows):
     __slots__ = ("_appends", "_arrival", "_due", "_hi", "_lo", "_opened", "_windows",
                  "interval", "slide")
     _operator = "timed_window"
-    _params = ("interval", "time", "lateness", "slide", "key")
+    _params = ("interval", "time", "lateness", "slide", "key", "bounds")
     _state = ("_windows", "_max_time", "_opened")
 
     def __init__(self, upstream: Stream[Any], interval: float | str, time: Any = None,
                  lateness: float | str = 0.0, slide: float | str | None = None, key: Any = None,
-                 **kwargs: Any) -> None:
+                 bounds: bool = False, **kwargs: Any) -> None:
         op = "timed_window"
         self.interval = check_interval(op, interval)
         self.slide = self.interval if slide is None else check_interval(op, slide, "slide")
@@ -257,7 +284,7 @@ class SlidingTimedWindow(_EventWindows):
             raise ValueError(f"{op}(): slide={slide!r} is longer than the window "
                              f"({interval!r}): elements between windows would be in none; "
                              "give slide <= interval")
-        self._setup(op, time, lateness, key)
+        self._setup(op, time, lateness, key, bounds)
         # window index -> key -> elements; insertion order breaks ties in time.
         # By index first: the indices open at once are few ((size + lateness)
         # / slide), whatever the number of keys, so closing scans only them.
@@ -270,7 +297,7 @@ class SlidingTimedWindow(_EventWindows):
 
     def _event_time(self) -> EventTime:
         return EventTime(self.time, self.interval, self.lateness, slide=self.slide,
-                         key=self.key)
+                         key=self.key, bounds=self.bounds)
 
     def restore(self, state: dict[str, Any]) -> None:
         super().restore({"_opened": None, **state})  # checkpoints before _opened
@@ -346,153 +373,15 @@ class SlidingTimedWindow(_EventWindows):
             self._appends = tuple(windows[i][None].append for i in range(first, last + 1))
         return None
 
-    def _take_closed(self, watermark: float) -> list[tuple[float, int, Any, list[Any]]]:
+    def _take_closed(self, watermark: float) -> list[Closed]:
         if watermark < self._due:
             return []
         self._forget_slice()  # its windows may close now
         size, slide, opened = self.interval, self.slide, self._opened
         ready = sorted(i for i in self._windows if i * slide + size <= watermark)
         # Keys of one window in the order their windows opened.
-        closed = [(i * slide + size, 0 if opened is None else opened.pop((i, k), 0), k, w)
+        closed = [(i * slide + size, 0 if opened is None else opened.pop((i, k), 0), k, w,
+                   sliding_bounds(i, slide, size) if self.bounds else None)
                   for i in ready for k, w in self._windows.pop(i).items()]
         self._due = min(self._windows, default=math.inf) * slide + size
         return closed
-
-
-@Stream.register_api()
-class SessionWindow(_EventWindows):
-    """Group elements into sessions separated by ``gap`` seconds of event time.
-
-    Two elements are in one session when their timestamps are at most
-    ``gap`` apart, directly or through other elements of the session (an
-    element bridging two sessions merges them); elements exactly ``gap``
-    apart are in one session, as in Spark's ``session_window()``, Flink and
-    bytewax. A session is emitted when
-    the watermark (largest timestamp seen minus ``lateness``) reaches its
-    last timestamp plus ``gap``, and at ``close()``. An element that joins
-    no open session and whose own session would already be closed is late
-    (see :attr:`late`).
-
-    Parameters
-    ----------
-    gap : float or str
-        The inactivity, in seconds, that ends a session.
-    time : callable or key
-        ``time(x)`` (or ``x[time]``) is ``x``'s timestamp in seconds, or a
-        ``datetime``.
-    lateness : float or str
-        How far behind the largest timestamp seen an element may be and
-        still be counted.
-    key : callable or hashable, optional
-        Sessions per ``key(x)`` (or ``x[key]``), emitted as ``(key, elements)``.
-
-    Examples
-    --------
-    >>> from streams import Stream
-    >>> source = Stream()
-    >>> L = source.session_window(5, time=lambda x: x).sink_to_list()
-    >>> for t in [1, 3, 7, 20, 30]:
-    ...     source.emit(t)
-    >>> L
-    [[1, 3, 7], [20]]
-    >>> source.close()
-    >>> L
-    [[1, 3, 7], [20], [30]]
-
-    Per user, accepting elements up to 10 seconds late (``("a", 8)`` joins
-    the session of ``("a", 12)``):
-
-    >>> source = Stream()
-    >>> L = source.session_window(5, time=1, lateness=10, key=0).sink_to_list()
-    >>> for x in [("a", 0), ("b", 1), ("a", 12), ("a", 8), ("b", 30)]:
-    ...     source.emit(x)
-    >>> L
-    [('a', [('a', 0)]), ('b', [('b', 1)]), ('a', [('a', 12), ('a', 8)])]
-    >>> source.close()
-    >>> L[-1]
-    ('b', [('b', 30)])
-    """
-
-    __slots__ = ("_closing", "_seq", "_sessions", "gap")
-    _operator = "session_window"
-    _params = ("gap", "time", "lateness", "key")
-    _state = ("_sessions", "_max_time", "_seq")
-
-    def __init__(self, upstream: Stream[Any], gap: float | str, time: Any = None,
-                 lateness: float | str = 0.0, key: Any = None, **kwargs: Any) -> None:
-        self.gap = check_interval("session_window", gap, "gap")
-        self._setup("session_window", time, lateness, key)
-        # key -> open sessions, each [start, end, [(arrival, element)...], created].
-        self._sessions: dict[Any, list[list[Any]]] = {}
-        self._seq = 0  # arrivals, to keep a merged session in arrival order
-        # (time a session of the key may close, arrival, key): when the
-        # watermark passes it, the key's sessions are looked at, and only
-        # then, so closing costs nothing per key that stays open. Entries of
-        # sessions extended since are stale; they are skipped when popped.
-        self._closing: list[tuple[float, int, Any]] = []
-        Stream.__init__(self, upstream, **kwargs)
-
-    def _event_time(self) -> EventTime:
-        return EventTime(self.time, self.gap, self.lateness, session=True, key=self.key)
-
-    def restore(self, state: dict[str, Any]) -> None:
-        super().restore(state)
-        self._closing = [(s[1] + self.gap, s[3], k)
-                         for k, sessions in self._sessions.items() for s in sessions]
-        heapq.heapify(self._closing)
-
-    def _arrive_as(self, seq: int, max_time: float) -> None:
-        super()._arrive_as(seq, max_time)
-        self._seq = seq  # sessions are ordered by their elements' numbers: any rising ones do
-
-    def _next_close(self) -> float:
-        return self._closing[0][0] if self._closing else math.inf
-
-    def _place(self, x: Any, t: float, k: Any, watermark: float) -> str | None:
-        gap = self.gap
-        sessions = self._sessions.get(k, [])
-        touching = [s for s in sessions if s[0] - gap <= t <= s[1] + gap]
-        if not touching and t + gap <= watermark:
-            return f"starts a session that ends at {t + gap!r}, already closed"
-        seq = self._seq
-        self._seq += 1
-        if not touching:
-            self._sessions.setdefault(k, []).append([t, t, [(seq, x)], seq])
-            heapq.heappush(self._closing, (t + gap, seq, k))
-            return None
-        if len(touching) == 1:  # the usual case: the element extends one session
-            session = touching[0]
-            session[2].append((seq, x))  # the latest arrival: order is kept
-            if t < session[0]:
-                session[0] = t
-            elif t > session[1]:
-                session[1] = t
-                heapq.heappush(self._closing, (t + gap, seq, k))
-            return None
-        merged = [min(t, *(s[0] for s in touching)), max(t, *(s[1] for s in touching)),
-                  [*heapq.merge(*(s[2] for s in touching)), (seq, x)],
-                  min(s[3] for s in touching)]
-        self._sessions[k] = [s for s in sessions if all(s is not u for u in touching)] + [merged]
-        heapq.heappush(self._closing, (merged[1] + gap, seq, k))
-        return None
-
-    def _take_closed(self, watermark: float) -> list[tuple[float, int, Any, list[Any]]]:
-        ready: list[tuple[float, int, Any, list[Any]]] = []
-        closing, gap = self._closing, self.gap
-        while closing and closing[0][0] <= watermark:
-            k = heapq.heappop(closing)[2]
-            sessions = self._sessions.get(k)
-            if not sessions:
-                continue  # an entry of sessions already emitted
-            keep = []
-            for s in sessions:
-                if s[1] + gap <= watermark:
-                    ready.append((s[1] + gap, s[3], k, [x for _, x in s[2]]))
-                else:
-                    keep.append(s)
-            if keep:
-                self._sessions[k] = keep
-            else:
-                del self._sessions[k]
-        ready.sort(key=lambda r: (r[0], r[1]))
-        return ready

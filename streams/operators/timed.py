@@ -130,6 +130,10 @@ class TimedWindow(LateSide):
     key : callable or hashable, optional
         One set of windows per ``key(x)`` (or ``x[key]``); each window is
         emitted as ``(key, elements)``.
+    bounds : bool
+        Event-time mode: emit each window as a :class:`~streams.Window`
+        ``(start, end, elements)`` (see
+        :class:`~streams.operators.event_windows.SlidingTimedWindow`).
 
     Examples
     --------
@@ -180,8 +184,11 @@ class TimedWindow(LateSide):
 
     def __new__(cls, upstream: Stream[Any], interval: float | str, time: Any = None,
                 lateness: float | str = 0.0, slide: float | str | None = None, key: Any = None,
-                **kwargs: Any) -> Any:
-        if cls is TimedWindow and (slide is not None or key is not None):
+                bounds: bool = False, **kwargs: Any) -> Any:
+        if bounds and time is None:
+            raise ValueError(f"{cls._operator}(): bounds=True needs time=: a window's bounds "
+                             "are event times (the windows of the clock have none to emit)")
+        if cls is TimedWindow and (slide is not None or key is not None or bounds):
             # Sliding or keyed windows are their own classes (a node built here
             # is not a TimedWindow, so its __init__ does not run again).
             if time is None:
@@ -192,13 +199,13 @@ class TimedWindow(LateSide):
             from .event_windows import SlidingTimedWindow
 
             return SlidingTimedWindow(upstream, interval, time=time, lateness=lateness,
-                                      slide=slide, key=key, **kwargs)
+                                      slide=slide, key=key, bounds=bounds, **kwargs)
         return super().__new__(cls)
 
     def __init__(self, upstream: Stream[Any], interval: float | str, time: Any = None,
                  lateness: float | str = 0.0, slide: float | str | None = None, key: Any = None,
-                 **kwargs: Any) -> None:
-        # slide= and key= are in the signature for readers and tools only:
+                 bounds: bool = False, **kwargs: Any) -> None:
+        # slide=, key= and bounds= are in the signature for readers and tools only:
         # __new__ sends a call that gives them to SlidingTimedWindow.
         self.interval = check_interval(self._operator, interval)
         self.lateness = check_interval(self._operator, lateness, "lateness", zero=True)

@@ -169,6 +169,19 @@ CASES: dict[str, Case] = {
                                    inputs=times, slow_on_spark=True),
     "session_keyed_spark_window": linear(lambda h: h.map(lambda x: (x % 2, x)).session_window(
         3, time=1, key=0), inputs=times, slow_on_spark=True),
+    # Windows with their bounds, in seconds to the microsecond on every engine
+    # (times in thirds of a second have none of their own).
+    "bounds_sliding_spark_window": linear(lambda h: h.timed_window(
+        1.5, slide=0.5, time=lambda x: x / 4, bounds=True), inputs=times, slow_on_spark=True),
+    "bounds_session_keyed_spark_window": linear(lambda h: h.map(lambda x: (x % 2, x / 3))
+                                                .session_window(1, time=1, key=0, bounds=True)
+                                                .map(lambda kw: (kw[0], kw[1].start, kw[1].end,
+                                                                 len(kw[1].elements))),
+                                                inputs=times, slow_on_spark=True),
+    "bounds_session_keyed": _with_late(lambda h: h.map(lambda x: (x % 2, x / 3)).session_window(
+        1, time=1, lateness=3, key=0, bounds=True)),
+    "bounds_sliding_keyed": _with_late(lambda h: h.map(lambda x: (x % 3, x / 4)).timed_window(
+        1.5, slide=0.75, time=1, lateness=2, key=0, bounds=True)),
     # Ticks on a moving clock: tests/streams_dask/test_time.py and
     # tests/streams_spark/test_spark_timed_window.py.
     "clock_sliding_window": _on_a_still_clock(lambda h: h.timed_window(6, slide=2)),

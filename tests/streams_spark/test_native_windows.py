@@ -106,6 +106,38 @@ def test_windows_aggregate_as_python_computes_them(spark: Any, build: Any, schem
     assert check(spark, build, schema, rows=rows)
 
 
+def bounded(w: Any) -> tuple[float, float, int]:
+    return (w.start, w.end, len(w.elements))
+
+
+@pytest.mark.parametrize(("build", "schema"), [
+    (lambda s: s.timed_window(10, time=seconds, bounds=True).map(bounded),
+     "start double, end double, count long"),
+    (lambda s: s.timed_window(10, slide=5, time=seconds, bounds=True).map(bounded),
+     "start double, end double, count long"),
+    # 6 * 0.7 is 4.199999999999999 as floats: the bounds are microseconds, 4.2.
+    (lambda s: s.timed_window(0.7, time=seconds, key="key", bounds=True).map(
+        lambda kw: (kw[0], *bounded(kw[1]))), "key string, start double, end double, n long"),
+    (lambda s: s.session_window(4, time=seconds, key=lambda r: r.key, bounds=True).map(
+        lambda kw: (kw[0], kw[1].start, kw[1].end, max(r.n for r in kw[1].elements))),
+     "key string, start double, end double, top long"),
+    # Times with no exact microsecond: a session starts at its first one's, truncated.
+    (lambda s: s.session_window(0.5, time=lambda r: r.ms / 3000, key="kind", bounds=True).map(
+        lambda kw: (kw[0], *bounded(kw[1]))), "kind int, start double, end double, n long"),
+])
+def test_a_windows_bounds_are_columns_of_the_aggregate(spark: Any, build: Any, schema: str
+                                                       ) -> None:
+    got = check(spark, build, schema)
+    assert got, "no window"
+
+
+def test_a_function_of_a_windows_bounds_beyond_aggregates_runs_in_python(spark: Any) -> None:
+    check(spark, lambda s: s.session_window(0.5, time=lambda r: r.ms / 3000, key="kind",
+                                            bounds=True).map(
+        lambda kw: (kw[0], kw[1].start, kw[1].end, sorted(r.n for r in kw[1].elements)[0])),
+        "kind int, start double, end double, least long", native=False)
+
+
 def test_a_time_column_checked_before_the_window_may_be_a_key_item(spark: Any) -> None:
     # ms is nullable, but a row reaching the window passed seconds(), which
     # fails on a None: so rank()'s second item is never None there.

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams import NodeError, Stream
-from streams.operators.event_windows import SessionWindow, SlidingTimedWindow
+from streams.operators.event_windows import SlidingTimedWindow
+from streams.operators.session_windows import SessionWindow
 from streams.operators.timed import LateElementError, TimedWindow
 from streams.spec import EventTime, build
 

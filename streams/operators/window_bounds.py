@@ -1,0 +1,98 @@
+"""The bounds of an event-time window, emitted with it: ``bounds=True``.
+
+``timed_window(..., time=, bounds=True)`` and ``session_window(...,
+bounds=True)`` emit each window as a :class:`Window`, ``(start, end,
+elements)``, instead of the list of its elements (keyed: ``(key,
+Window)``), as Flink's window functions read their window and Spark's
+``window()`` is a column. A function of the window can then label its
+result with the window's time, as Nexmark's q11 labels a session by its
+start.
+
+The bounds are in seconds (POSIX seconds when the times are datetimes), to
+the microsecond, as Spark keeps timestamps, so that every engine gives the
+same bounds:
+
+* a tumbling or sliding window ``i`` is ``[i * slide, i * slide + size)``,
+  each in whole microseconds (a ``slide`` of 0.1 s gives 0.3, not
+  0.30000000000000004);
+* a session starts at its first element's time, truncated to the
+  microsecond as Spark's ``timestamp_seconds()`` truncates it, and ends one
+  gap after its last element's, as Spark's ``session_window()`` ends it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Generic, NamedTuple, TypeVar
+
+__all__ = ["Window", "check_bounds", "micros", "session_bounds", "sliding_bounds"]
+
+T = TypeVar("T")
+
+#: Microseconds in a second.
+_MICROS = 1_000_000
+
+
+class Window(NamedTuple, Generic[T]):
+    """An event-time window and its bounds, in seconds: ``[start, end)``.
+
+    What ``timed_window(..., time=, bounds=True)`` and
+    ``session_window(..., bounds=True)`` emit in place of a list of
+    elements (keyed, as ``(key, Window)``).
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> L = source.timed_window(10, time=lambda x: x, bounds=True).sink_to_list()
+    >>> for t in [1, 4, 12]:
+    ...     source.emit(t)
+    >>> L
+    [Window(start=0.0, end=10.0, elements=[1, 4])]
+    >>> window = L[0]
+    >>> window.start, len(window.elements)
+    (0.0, 2)
+    """
+
+    start: float
+    end: float
+    elements: list[T]
+
+
+def micros(seconds: float) -> int:
+    """``seconds`` in whole microseconds, as Spark takes a duration.
+
+    >>> micros(0.1), micros(10.0005)
+    (100000, 10000500)
+    """
+    return round(seconds * _MICROS)
+
+
+def check_bounds(op: str, bounds: Any) -> bool:
+    """``bounds=`` of ``op``, checked: a bool."""
+    if not isinstance(bounds, bool):
+        raise TypeError(f"{op}(): bounds= must be True or False (emit each window as "
+                        f"Window(start, end, elements), or as its list), got {bounds!r}")
+    return bounds
+
+
+def sliding_bounds(i: int, slide: float, size: float) -> tuple[float, float]:
+    """The bounds of window ``i`` of windows every ``slide`` seconds, ``size`` long.
+
+    >>> sliding_bounds(3, 0.1, 0.2)
+    (0.3, 0.5)
+    """
+    start = i * micros(slide)
+    return start / _MICROS, (start + micros(size)) / _MICROS
+
+
+def session_bounds(first: float, last: float, gap: float) -> tuple[float, float]:
+    """The bounds of a session whose times are ``first`` to ``last``, closed by ``gap``.
+
+    >>> session_bounds(1.0000004, 3.5, 2.0)
+    (1.0, 5.5)
+    """
+    if not (math.isfinite(first) and math.isfinite(last)):
+        return first, last + gap  # no microsecond to take (Spark refuses such times)
+    return (int(first * _MICROS) / _MICROS,
+            (int(last * _MICROS) + micros(gap)) / _MICROS)
