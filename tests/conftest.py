@@ -11,6 +11,7 @@ import pytest
 from hypothesis import settings
 
 from streams import VirtualClock, use_clock
+from tests.dask_threads import dask_threads, open_now
 
 pytest_plugins = ["tests.kafka_broker", "tests.mqtt_broker"]  # the broker fixtures
 
@@ -36,20 +37,18 @@ def clock() -> Iterator[VirtualClock]:
 # Benchmarks keep the JVM's defaults; a user's own setting wins here.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
-# A LocalCluster's scheduler runs in the test process, on a thread of its own,
-# and draws from the ``random`` module (which worker to gather a result from;
-# dask's sizeof samples a list). Hypothesis, drawing examples meanwhile on the
-# main thread, sees the global random state change and warns that a strategy
-# used ``random``. On a test with a Dask cluster that warning is about Dask's
-# thread; elsewhere it stays.
+# Hypothesis's warning about the random module while Dask's threads draw
+# from it (see tests/dask_threads.py).
 _DASK_RANDOM = ("ignore:Do not use the `random` module inside strategies"
                 ":hypothesis.errors.HypothesisDeprecationWarning")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("dask") is not None:
-            item.add_marker(pytest.mark.filterwarnings(_DASK_RANDOM))
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    # Before pytest's warnings plugin reads the test's filterwarnings marks.
+    if open_now() or item.get_closest_marker("dask") is not None:
+        item.add_marker(pytest.mark.filterwarnings(_DASK_RANDOM))
+    yield
 
 
 # Test directories whose tests run functions on Spark.
@@ -82,8 +81,8 @@ def cluster() -> Iterator[Any]:
     """
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      host="127.0.0.1", dashboard_address=":0") as c:
+    with dask_threads(), LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                      host="127.0.0.1", dashboard_address=":0") as c:
         yield c
 
 
@@ -92,7 +91,7 @@ def client(cluster: Any) -> Iterator[Any]:
     """A client of :func:`cluster`, not installed as the default client."""
     from distributed import Client
 
-    with Client(cluster, set_as_default=False) as c:
+    with dask_threads(), Client(cluster, set_as_default=False) as c:
         yield c
 
 

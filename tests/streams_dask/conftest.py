@@ -18,6 +18,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 import streams_dask  # noqa: F401 - registers scatter() and to_dask()
+from tests.dask_threads import dask_threads
 
 
 @pytest.fixture(autouse=True)
@@ -32,8 +33,8 @@ def _functions_by_value(request: pytest.FixtureRequest) -> None:
 @pytest.fixture(scope="module")
 def one_worker() -> Iterator[Client]:
     """A cluster of one worker: a checkpoint taken on the two of ``client`` restores here."""
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=":0") as cluster, \
+    with dask_threads(), LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                      host="127.0.0.1", dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as c:
         yield c
 
