@@ -28,6 +28,7 @@ from typing import Any
 
 from streams.operators._checks import key_function
 from streams.operators.timed import LateElementError
+from streams.operators.window_bounds import event_micros
 from streams.stage import Failure, Stage
 
 from .codec import ERROR, carried_error
@@ -163,7 +164,7 @@ class LateElements:
                 key = None if self.key is None else self.key(x)
             except Exception:
                 continue
-            micros = int(t * 1_000_000)
+            micros = event_micros(t)  # as Spark stamps it (see timestamp_of())
             if self.session:  # a session: each element is a row of its own
                 out.append((x, t, i, [(micros, micros + self.size)]))
                 continue

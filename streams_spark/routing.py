@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from streams.operators._checks import canonical_key, key_function
+from streams.operators.window_bounds import event_micros
 from streams.spec import EventTime, NodeSpec
 
 from .codec import DATA, ERROR, FLUSH, PACK, carried_error, pickled_output
@@ -260,10 +261,10 @@ class Router:
                 group = self.buckets[k] = key_bucket(k, self.route_to.buckets)
         elif self.to_window:
             assert t is not None
-            # The windows Spark will put the element in: timestamp_seconds()
-            # truncates to microseconds, window() floors them by the slide.
+            # The windows Spark will put the element in: the time's nearest
+            # microsecond (timestamp_of()), floored by the slide in window().
             # Before 1970 Spark's window start is not a floor: no packing.
-            micros = int(t * 1_000_000) if 0.0 <= t < FAR_FUTURE else -1
+            micros = event_micros(t) if 0.0 <= t < FAR_FUTURE else -1
             if micros < 0 or self.window_group is None:
                 self._pack_one(seq, sub, value, k, t)
                 return

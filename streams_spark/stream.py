@@ -53,7 +53,7 @@ from .stages import (
 )
 from .storage import location, scratch_location
 
-__all__ = ["StreamRunner", "build_query_frame", "interval", "spark_window"]
+__all__ = ["StreamRunner", "build_query_frame", "interval", "spark_window", "timestamp_of"]
 
 #: The kinds of rows that reach ``gather()`` (or a node's error policy).
 DELIVERED = (DATA, WINDOW, WINDOW_ITEMS, ERROR)
@@ -65,6 +65,20 @@ def _spark_schema(schema: pa.Schema) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema)
+
+
+def timestamp_of(seconds: Any) -> str:
+    """SQL of the timestamp of ``seconds`` (a double): its nearest microsecond.
+
+    As :func:`streams.operators.window_bounds.event_micros` takes it in
+    Python, so windows and their bounds are the same on both sides. Spark's
+    own ``timestamp_seconds()`` truncates, which puts a time written as
+    ``micros / 1e6`` a microsecond early one time in fifty.
+
+    >>> timestamp_of("`t`")
+    'timestamp_micros(CAST(rint(`t` * 1E6) AS BIGINT))'
+    """
+    return f"timestamp_micros(CAST(rint({seconds} * 1E6) AS BIGINT))"
 
 
 def interval(x: float) -> str:
@@ -128,7 +142,7 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
             # The end-of-stream row is aggregated too, into a far-future window
             # that never closes: a filter here would be pushed below the
             # watermark, which would then never see the row.
-            df = _windows(df.withColumn("et", F.timestamp_seconds("t"))
+            df = _windows(df.withColumn("et", F.expr(timestamp_of("`t`")))
                           .withWatermark("et", interval(event_time.lateness)), event_time)
             if nxt is None and output is None:
                 return df  # windows are put in order on the driver: collected_rows()

@@ -7,7 +7,7 @@ and ``f`` to aggregates (:mod:`streams_spark.window_values`), the segment is
 the query one would write by hand::
 
     df.where(filters)
-      .select("*", checked(timestamp_seconds(time)).alias("__et"))
+      .select("*", timestamp_of(checked(time)).alias("__et"))
       .withWatermark("__et", lateness)                 # a stream's
       .groupBy(window("__et", size, slide), key).agg(aggregates)   # key: a keyed one's
       .select(f's result)
@@ -21,9 +21,9 @@ start, sliding ones by pane first (:mod:`streams_spark.window_starts`).
 No row crosses to Python. Each element's checks (a ``None`` where Python
 would raise) run on the rows, before they are grouped; each window's (a
 ``min`` meeting a ``None``) on the groups. Windows are cut from the event
-time exactly as the Python routing cuts them (``timestamp_seconds`` of the
-time as a double), so the results are those of the windows Spark forms from
-Python's routing.
+time exactly as the Python routing cuts them (the nearest microsecond of the
+time as a double, :func:`~streams_spark.stream.timestamp_of`), so the results
+are those of the windows Spark forms from Python's routing.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from .column_values import BOOL, FLOAT, INT, NONE, STR, Untraceable, Value, lift
 from .routing import BEYOND, FIRST_SECOND, LAST_SECOND
 from .row_values import RowValue, fields_of, reads_of
 from .sql_text import Sql
-from .stream import interval, spark_window
+from .stream import interval, spark_window, timestamp_of
 from .tracing import trace
 from .window_aggregates import Aggregates, WindowValue
 from .window_starts import bounds_of, by_start, grouped
@@ -124,7 +124,7 @@ def stamped(seconds: Any) -> str:
     time, and Spark would put its test before the checks, dropping a row
     with no time unchecked.
     """
-    return f"coalesce(timestamp_seconds({seconds}), TIMESTAMP '1970-01-01')"
+    return f"coalesce({timestamp_of(seconds)}, TIMESTAMP '1970-01-01')"
 
 
 def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeSpec,

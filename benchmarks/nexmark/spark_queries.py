@@ -16,10 +16,12 @@ the same integers; the hand-written query makes its windows' timestamps
 with ``timestamp_micros``, the streams pipeline's time function returns
 seconds.
 
-Windows give no bounds in streams (a window is the list of its elements),
-so each windowed output carries a label both sides can compute from the
-window's elements: q5 the time of its first bid, q7 the time of the winning
-bid, q11 the session's start (its first bid, as Spark's ``session_window``).
+Each windowed output carries a label: q5 the time of its window's first
+bid, q7 the time of the winning bid (both computed from the window's
+elements on both sides), q11 the session's start, in seconds, which the
+streams function reads from its session (``session_window(...,
+bounds=True)``) as the hand-written query reads ``session_window()``'s
+``start``.
 Elements of a window reach the function in no defined order on Spark (a
 DataFrame has none), so the functions here do not depend on it: q7 takes
 the earliest of the highest bids, which is what ``queries.highest_bid``
@@ -75,7 +77,7 @@ OUTPUT: dict[str, str] = {
     "q5": "first long, auction long, bids long",
     "q7": "dt long, auction long, price long",
     "q8": "id long, name string, auction long",
-    "q11": "start long, bidder long, bids long",
+    "q11": "start double, bidder long, bids long",
 }
 
 
@@ -157,9 +159,10 @@ def new_users(key_rows: tuple[Any, list[Any]]) -> list[tuple[int, str, int]]:
     return [(p.id, p.name, a.id) for p in persons for a in auctions]
 
 
-def session_count(key_bids: tuple[Any, list[Any]]) -> tuple[Any, Any, int]:
-    """q11: a bidder's session: its start (first bid), the bidder, its bids."""
-    return (min(b.dt for b in key_bids[1]), *q.session_count(key_bids))
+def session_count(key_session: tuple[Any, Any]) -> tuple[float, Any, int]:
+    """q11: a bidder's session, with its bounds: its start (seconds), the bidder, its bids."""
+    bidder, session = key_session
+    return (session.start, *q.session_count((bidder, session.elements)))
 
 
 # -- the two sides -------------------------------------------------------------------
@@ -195,7 +198,7 @@ def streams_query(query: str, df: Any, project: bool = False) -> Any:
                 .map(new_users).flatten())
     elif query == "q11":
         node = (source.filter(is_bid)
-                .session_window(q.SESSION_GAP, time=event_time, key=q.bidder)
+                .session_window(q.SESSION_GAP, time=event_time, key=q.bidder, bounds=True)
                 .map(session_count))
     else:
         raise ValueError(query)
@@ -247,7 +250,7 @@ def pyspark_query(query: str, df: Any) -> Any:
     if query == "q11":
         sessions = bids.groupBy(F.session_window("et", _micros(q.SESSION_GAP)).alias("s"),
                                 "bidder").agg(F.count("*").alias("bids"))
-        return sessions.select(F.unix_micros("s.start").alias("start"), "bidder", "bids")
+        return sessions.select((F.unix_micros("s.start") / 1e6).alias("start"), "bidder", "bids")
     raise ValueError(query)
 
 
@@ -305,17 +308,28 @@ def _routed(keep: Callable[[Any], bool], key: Callable[[Any], Any] | None,
         yield out
 
 
-def _per_window(func: Callable[[Any], Any], keyed: bool, flat: bool, names: tuple[str, ...],
-                schema: pa.Schema, batches: Batches) -> Batches:
-    """``func`` on each window (its rows, or ``(key, rows)``), its outputs as rows."""
+def _per_window(func: Callable[[Any], Any], keyed: bool, flat: bool, bounds: bool,
+                names: tuple[str, ...], schema: pa.Schema, batches: Batches) -> Batches:
+    """``func`` on each window (its rows, or ``(key, rows)``), its outputs as rows.
+
+    With ``bounds``, a window is a ``Window(start, end, rows)`` (seconds), as
+    streams' ``bounds=True`` makes it.
+    """
+    from streams import Window
+
     for batch in batches:
         items = batch.column(batch.schema.get_field_index("items"))
         offsets = items.offsets.to_pylist()
         rows = _rows(items.values.flatten(), names)
         keys = batch.column(batch.schema.get_field_index("k")).to_pylist() if keyed else None
+        if bounds:
+            starts = batch.column(batch.schema.get_field_index("start")).to_pylist()
+            ends = batch.column(batch.schema.get_field_index("end")).to_pylist()
         out: list[Any] = []
         for i in range(len(items)):
-            window = rows[offsets[i]:offsets[i + 1]]
+            window: Any = rows[offsets[i]:offsets[i + 1]]
+            if bounds:
+                window = Window(starts[i] / 1e6, ends[i] / 1e6, window)
             value = func((keys[i], window) if keys is not None else window)
             if flat:
                 out.extend(value)
@@ -351,7 +365,9 @@ def same_functions_query(query: str, df: Any) -> Any:
     if key is not None:
         routed_type = routed_type.add("k", "long")
     routed = df.mapInArrow(functools.partial(_routed, keep, key), routed_type)
-    et = F.timestamp_seconds("t")
+    # The time's nearest microsecond, as streams takes it (timestamp_seconds()
+    # truncates: 1000001 / 1e6 would be 1000000 us).
+    et = F.expr("timestamp_micros(CAST(rint(t * 1E6) AS BIGINT))")
     if query == "q5":
         window = F.window(et, _micros(q.WINDOW), _micros(q.SLIDE))
     elif query == "q11":
@@ -360,5 +376,10 @@ def same_functions_query(query: str, df: Any) -> Any:
         window = F.window(et, _micros(q.WINDOW))
     by = [window.alias("w"), "k"] if key is not None else [window.alias("w")]
     windows = routed.groupBy(*by).agg(F.collect_list(F.struct(*names)).alias("items"))
+    bounds = query == "q11"  # its function reads its session's bounds
+    if bounds:
+        windows = windows.select(F.unix_micros("w.start").alias("start"),
+                                 F.unix_micros("w.end").alias("end"), "k", "items")
     return windows.mapInArrow(
-        functools.partial(_per_window, func, key is not None, flat, names, schema), out_type)
+        functools.partial(_per_window, func, key is not None, flat, bounds, names, schema),
+        out_type)

@@ -15,9 +15,13 @@ same bounds:
 * a tumbling or sliding window ``i`` is ``[i * slide, i * slide + size)``,
   each in whole microseconds (a ``slide`` of 0.1 s gives 0.3, not
   0.30000000000000004);
-* a session starts at its first element's time, truncated to the
-  microsecond as Spark's ``timestamp_seconds()`` truncates it, and ends one
-  gap after its last element's, as Spark's ``session_window()`` ends it.
+* a session starts at its first element's time and ends one gap after its
+  last element's, as Spark's ``session_window()`` ends it.
+
+An event time is taken to its nearest microsecond (:func:`event_micros`),
+on Spark too, where it is not ``timestamp_seconds()``, which truncates: a
+time of ``1_000_001 / 1e6`` seconds is 1,000,000.9999999999 microseconds as
+floats, and its microsecond is 1,000,001, not 1,000,000.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from __future__ import annotations
 import math
 from typing import Any, Generic, NamedTuple, TypeVar
 
-__all__ = ["Window", "check_bounds", "micros", "session_bounds", "sliding_bounds"]
+__all__ = ["Window", "check_bounds", "event_micros", "micros", "session_bounds",
+           "sliding_bounds"]
 
 T = TypeVar("T")
 
@@ -68,6 +73,19 @@ def micros(seconds: float) -> int:
     return round(seconds * _MICROS)
 
 
+def event_micros(t: float) -> int:
+    """The microsecond of the event time ``t`` (seconds): the nearest one.
+
+    Python's ``round`` and Spark's ``rint`` both round half to even, so
+    Spark cuts windows on the same microsecond (see
+    :func:`streams_spark.stream.timestamp_of`).
+
+    >>> event_micros(1_000_001 / 1e6), int(1_000_001 / 1e6 * 1e6)
+    (1000001, 1000000)
+    """
+    return round(t * _MICROS)
+
+
 def check_bounds(op: str, bounds: Any) -> bool:
     """``bounds=`` of ``op``, checked: a bool."""
     if not isinstance(bounds, bool):
@@ -94,5 +112,4 @@ def session_bounds(first: float, last: float, gap: float) -> tuple[float, float]
     """
     if not (math.isfinite(first) and math.isfinite(last)):
         return first, last + gap  # no microsecond to take (Spark refuses such times)
-    return (int(first * _MICROS) / _MICROS,
-            (int(last * _MICROS) + micros(gap)) / _MICROS)
+    return event_micros(first) / _MICROS, (event_micros(last) + micros(gap)) / _MICROS

@@ -121,7 +121,11 @@ def bounded(w: Any) -> tuple[float, float, int]:
     (lambda s: s.session_window(4, time=seconds, key=lambda r: r.key, bounds=True).map(
         lambda kw: (kw[0], kw[1].start, kw[1].end, max(r.n for r in kw[1].elements))),
      "key string, start double, end double, top long"),
-    # Times with no exact microsecond: a session starts at its first one's, truncated.
+    # Microseconds as seconds: 1000001 / 1e6 is 1000000.9999999999 us, taken as 1000001.
+    (lambda s: s.session_window(4, time=lambda r: (r.ms * 1000 + 1) / 1e6, key="key",
+                                bounds=True).map(lambda kw: (kw[0], *bounded(kw[1]))),
+     "key string, start double, end double, n long"),
+    # Times with no exact microsecond: a session starts at its first one's nearest.
     (lambda s: s.session_window(0.5, time=lambda r: r.ms / 3000, key="kind", bounds=True).map(
         lambda kw: (kw[0], *bounded(kw[1]))), "kind int, start double, end double, n long"),
 ])
@@ -261,7 +265,7 @@ def test_the_time_is_computed_once_with_no_not_null_filter(spark: Any) -> None:
            .to_dataframe("n long"))
     plan = out._jdf.queryExecution().optimizedPlan().toString()
     # The filters' condition alone filters; the checked time is projected once.
-    assert plan.count("timestamp_seconds") == 1
+    assert plan.count("rint(") == 1
     assert "isnotnull" not in plan
 
 

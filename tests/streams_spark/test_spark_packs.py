@@ -128,14 +128,15 @@ def window(interval: float = 1.0) -> Route:
 
 def test_rows_for_a_window_are_one_pack_per_spark_window_at_its_latest_time() -> None:
     router = Router(window(), None)
-    # Spark truncates seconds to microseconds, then floors by the width.
-    times = [0.2, 0.9999999, 0.5, 1.0, 2.5, 1.9999994, -0.5]
+    # Spark takes a time's nearest microsecond, then floors by the width:
+    # 0.9999996 is 1 s, 0.9999994 not.
+    times = [0.2, 0.9999994, 0.5, 1.0, 2.5, 0.9999996, 1.9999994, -0.5]
     for i, t in enumerate(times):
         router.add(i, 0, DATA, t)
     rows = rows_of(router)
     packs = {r["t"]: opened([r["seq"]], [0], [PACK], [r["p"]])[3]
              for r in rows if r["kind"] == PACK}
-    assert packs == {0.9999999: [0.2, 0.9999999, 0.5], 1.9999994: [1.0, 1.9999994],
+    assert packs == {0.9999994: [0.2, 0.9999994, 0.5], 1.9999994: [1.0, 0.9999996, 1.9999994],
                      2.5: [2.5]}
     # Before 1970 Spark's window start is no floor: such elements go alone.
     assert [(r["kind"], r["t"]) for r in rows if r["kind"] != PACK] == [(DATA, -0.5)]

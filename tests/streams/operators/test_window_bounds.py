@@ -80,10 +80,11 @@ def test_bounds_are_whole_microseconds_as_on_spark() -> None:
     # 3 * 0.1 is 0.30000000000000004 as floats; Spark's window starts at 300000 us.
     out = run(lambda s: s.timed_window(0.1, time=lambda x: x, bounds=True), [0.31, 0.45])
     assert [(w.start, w.end) for w in out] == [(0.3, 0.4), (0.4, 0.5)]
-    # A session starts at its first time truncated to the microsecond, as
-    # Spark's timestamp_seconds() truncates it, and ends a gap after its last.
-    out = run(lambda s: s.session_window(0.25, time=lambda x: x, bounds=True), [1 / 3, 0.5])
-    assert [(w.start, w.end) for w in out] == [(0.333333, 0.75)]
+    # A session starts at its first time's nearest microsecond, and ends a
+    # gap after its last: 1000001 / 1e6 * 1e6 is 1000000.9999999999.
+    out = run(lambda s: s.session_window(0.25, time=lambda x: x, bounds=True),
+              [1 / 3, 0.5, 1_000_001 / 1e6, 1.1])
+    assert [(w.start, w.end) for w in out] == [(0.333333, 0.75), (1.000001, 1.35)]
 
 
 def test_datetime_times_give_bounds_in_posix_seconds() -> None:
