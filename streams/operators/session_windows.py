@@ -1,4 +1,4 @@
-"""Session windows on event time: ``session_window(gap, time=, lateness=, key=)``.
+"""Session windows on event time: ``session_window(gap, time=, lateness=, key=, bounds=)``.
 
 A session is a run of elements whose timestamps are at most ``gap`` apart;
 it closes on the watermark, as the other event-time windows do (see
@@ -51,7 +51,7 @@ class SessionWindow(_EventWindows):
     bounds : bool
         Emit each session as a :class:`~streams.Window` ``(start, end,
         elements)``: from its first element's time to one gap after its
-        last one's, to the microsecond (see
+        last one's, to the nearest microsecond (see
         :mod:`streams.operators.window_bounds`).
 
     Examples
