@@ -293,7 +293,10 @@ def test_an_unhashable_key_is_this_nodes_error() -> None:
 @pytest.mark.parametrize("make", [
     lambda s: s.timed_window(6, slide=2, time=1, lateness=3, key=0),
     lambda s: s.session_window(4, time=1, lateness=3, key=0),
-], ids=["sliding", "session"])
+    # As an engine rebuilds a node: its description keeps bounds=True.
+    lambda s: s.timed_window(6, slide=2, time=1, lateness=3, key=0, bounds=True),
+    lambda s: s.session_window(4, time=1, lateness=3, key=0, bounds=True),
+], ids=["sliding", "session", "sliding_bounds", "session_bounds"])
 @settings(max_examples=60, deadline=None)
 @given(xs=events, cut=st.integers(0, 30))
 def test_a_snapshot_restored_into_a_rebuilt_node_continues_the_same(

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from streams import Stream, Window
 from streams.operators.event_windows import SlidingTimedWindow
-from streams.spec import build
 
 # Elements are (key, time, id): ids tell equal timestamps apart.
 Element = tuple[str, int, int]
@@ -118,29 +117,3 @@ def test_bounds_of_windows_on_the_clock_are_refused_when_the_graph_is_built(make
 def test_bounds_must_be_a_bool(make: Any) -> None:
     with pytest.raises(TypeError, match=r"bounds= must be True or False"):
         make(Stream())
-
-
-@pytest.mark.parametrize("make", [
-    lambda s: s.timed_window(6, slide=2, time=1, lateness=3, key=0, bounds=True),
-    lambda s: s.session_window(4, time=1, lateness=3, key=0, bounds=True),
-], ids=["sliding", "session"])
-@settings(max_examples=40, deadline=None)
-@given(xs=events, cut=st.integers(0, 30))
-def test_a_node_rebuilt_from_its_description_and_snapshot_keeps_its_bounds(
-        make: Any, xs: list[Element], cut: int) -> None:
-    # As an engine rebuilds it: from describe(), then restore().
-    expected = run(make, xs)
-    source = Stream()
-    first = make(source)
-    out, late = first.sink_to_list(), first.late.sink_to_list()
-    for x in xs[:cut]:
-        source.emit(x)
-    again_source = Stream()
-    again = build(first.describe(), [again_source])
-    again.restore(first.snapshot())
-    again.sink(out.append)
-    again.late.sink(late.append)
-    for x in xs[cut:]:
-        again_source.emit(x)
-    again_source.close()
-    assert (out if not late else [*out, "late", *late]) == expected
