@@ -28,7 +28,7 @@ from typing import Any
 
 from streams.operators._checks import key_function
 from streams.operators.timed import LateElementError
-from streams.operators.window_bounds import event_micros
+from streams.operators.window_bounds import event_micros, micros
 from streams.stage import Failure, Stage
 
 from .codec import ERROR, carried_error
@@ -68,9 +68,8 @@ class LateElements:
         event_time = window.spec.traits.event_time
         assert event_time is not None
         self.event_time = event_time
-        self.size = round(event_time.size * 1_000_000)
-        self.slide = (round(event_time.slide * 1_000_000) if event_time.slide is not None
-                      else self.size)
+        self.size = micros(event_time.size)
+        self.slide = micros(event_time.slide) if event_time.slide is not None else self.size
         self.session = event_time.session
         self.lateness = event_time.lateness
         self.time = key_function(event_time.time)
@@ -164,12 +163,12 @@ class LateElements:
                 key = None if self.key is None else self.key(x)
             except Exception:
                 continue
-            micros = event_micros(t)  # as Spark stamps it (see timestamp_of())
+            us = event_micros(t)  # as Spark stamps it (see timestamp_of())
             if self.session:  # a session: each element is a row of its own
-                out.append((x, t, i, [(micros, micros + self.size)]))
+                out.append((x, t, i, [(us, us + self.size)]))
                 continue
-            last = micros // self.slide
-            first = (micros - self.size) // self.slide + 1
+            last = us // self.slide
+            first = (us - self.size) // self.slide + 1
             windows = [(j * self.slide, j * self.slide + self.size)
                        for j in range(first, last + 1)]
             out.append((x, t, repr(key), windows))

@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from streams.operators._checks import canonical_key, key_function
-from streams.operators.window_bounds import event_micros
+from streams.operators.window_bounds import event_micros, micros
 from streams.spec import EventTime, NodeSpec
 
 from .codec import DATA, ERROR, FLUSH, PACK, carried_error, pickled_output
@@ -186,12 +186,12 @@ def window_group(event_time: EventTime) -> Callable[[int], Any] | None:
     """
     if event_time.session:
         return None
-    size = round(event_time.size * 1_000_000)
+    size = micros(event_time.size)
     if event_time.slide is None:
-        return lambda micros: micros // size
-    slide = round(event_time.slide * 1_000_000)
+        return lambda us: us // size
+    slide = micros(event_time.slide)
     # Spark's windows of time m start at j * slide for j in (first, last].
-    return lambda micros: (micros // slide, (micros - size) // slide)
+    return lambda us: (us // slide, (us - size) // slide)
 
 
 class Router:
@@ -264,11 +264,11 @@ class Router:
             # The windows Spark will put the element in: the time's nearest
             # microsecond (timestamp_of()), floored by the slide in window().
             # Before 1970 Spark's window start is not a floor: no packing.
-            micros = event_micros(t) if 0.0 <= t < FAR_FUTURE else -1
-            if micros < 0 or self.window_group is None:
+            us = event_micros(t) if 0.0 <= t < FAR_FUTURE else -1
+            if us < 0 or self.window_group is None:
                 self._pack_one(seq, sub, value, k, t)
                 return
-            group = (self.window_group(micros), k)
+            group = (self.window_group(us), k)
         pack = self.packs.get(group)
         if pack is None:
             self.packs[group] = [[seq], [sub], [value], group if self.keyed else k, t]

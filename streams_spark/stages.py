@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from streams.operators.window_bounds import Window
+from streams.operators.window_bounds import Window, seconds
 from streams.spec import NodeSpec
 from streams.stage import Stage
 
@@ -345,7 +345,7 @@ def _ordered_windows(batch: pa.RecordBatch | pa.Table) -> list[tuple[int, int, A
     windows: list[Any] = lists
     if "bounds" in names:
         starts = batch.column(names.index("start")).to_pylist()
-        windows = [Window(start / 1e6, end / 1e6, values) if values else values
+        windows = [Window(seconds(start), seconds(end), values) if values else values
                    for start, end, values in zip(starts, ends, lists, strict=True)]
     loads = pickle.loads
     return [(end, first, values if k is None else (loads(k), values))

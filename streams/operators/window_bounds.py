@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from typing import Any, Generic, NamedTuple, TypeVar
 
-__all__ = ["Window", "check_bounds", "event_micros", "micros", "session_bounds",
+__all__ = ["Window", "check_bounds", "event_micros", "micros", "seconds", "session_bounds",
            "sliding_bounds"]
 
 T = TypeVar("T")
@@ -86,6 +86,15 @@ def event_micros(t: float) -> int:
     return round(t * _MICROS)
 
 
+def seconds(us: int) -> float:
+    """Whole microseconds as the seconds a bound is: one division, as Spark's ``us / 1E6``.
+
+    >>> seconds(300_000)
+    0.3
+    """
+    return us / _MICROS
+
+
 def check_bounds(op: str, bounds: Any) -> bool:
     """``bounds=`` of ``op``, checked: a bool."""
     if not isinstance(bounds, bool):
@@ -101,7 +110,7 @@ def sliding_bounds(i: int, slide: float, size: float) -> tuple[float, float]:
     (0.3, 0.5)
     """
     start = i * micros(slide)
-    return start / _MICROS, (start + micros(size)) / _MICROS
+    return seconds(start), seconds(start + micros(size))
 
 
 def session_bounds(first: float, last: float, gap: float) -> tuple[float, float]:
@@ -112,4 +121,4 @@ def session_bounds(first: float, last: float, gap: float) -> tuple[float, float]
     """
     if not (math.isfinite(first) and math.isfinite(last)):
         return first, last + gap  # no microsecond to take (Spark refuses such times)
-    return event_micros(first) / _MICROS, (event_micros(last) + micros(gap)) / _MICROS
+    return seconds(event_micros(first)), seconds(event_micros(last) + micros(gap))
