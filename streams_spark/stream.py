@@ -53,7 +53,8 @@ from .stages import (
 )
 from .storage import location, scratch_location
 
-__all__ = ["StreamRunner", "build_query_frame", "interval", "spark_window", "timestamp_of"]
+__all__ = ["StreamRunner", "build_query_frame", "interval", "micros_of", "spark_window",
+           "timestamp_of"]
 
 #: The kinds of rows that reach ``gather()`` (or a node's error policy).
 DELIVERED = (DATA, WINDOW, WINDOW_ITEMS, ERROR)
@@ -78,7 +79,16 @@ def timestamp_of(seconds: Any) -> str:
     >>> timestamp_of("`t`")
     'timestamp_micros(CAST(rint(`t` * 1E6) AS BIGINT))'
     """
-    return f"timestamp_micros(CAST(rint({seconds} * 1E6) AS BIGINT))"
+    return f"timestamp_micros({micros_of(seconds)})"
+
+
+def micros_of(seconds: Any) -> str:
+    """SQL of the nearest microsecond of ``seconds`` (a double), a long: :func:`timestamp_of`'s.
+
+    >>> micros_of("`t`")
+    'CAST(rint(`t` * 1E6) AS BIGINT)'
+    """
+    return f"CAST(rint({seconds} * 1E6) AS BIGINT)"
 
 
 def interval(x: float) -> str:

@@ -57,17 +57,17 @@ def by_start(event_time: EventTime, streaming: bool) -> bool:
     return not streaming and not event_time.session
 
 
-def start_of(timestamp: str, width: int) -> str:
-    """The start (microseconds) of the stretch of ``width`` microseconds holding ``timestamp``.
+def start_of(us: str, width: int) -> str:
+    """The start of the stretch of ``width`` microseconds holding ``us`` (microseconds).
 
     As ``window()`` computes a tumbling window's start, before the epoch too.
 
     Examples
     --------
-    >>> start_of("`__et`", 10)
+    >>> start_of("unix_micros(`__et`)", 10)
     '(unix_micros(`__et`) - pmod(unix_micros(`__et`), 10))'
     """
-    return f"(unix_micros({timestamp}) - pmod(unix_micros({timestamp}), {width}))"
+    return f"({us} - pmod({us}, {width}))"
 
 
 def grouped(rows: Any, event_time: EventTime, keys: list[str],
@@ -84,10 +84,10 @@ def grouped(rows: Any, event_time: EventTime, keys: list[str],
     size = micros(event_time.size)
     slide = size if event_time.slide is None else micros(event_time.slide)
     aggregates = [F.expr(sql).alias(name) for sql, name in parts]
+    us = "unix_micros(`__et`)"
     if slide >= size:  # tumbling
-        return rows.groupBy(F.expr(start_of("`__et`", size)).alias("__s"), *keys).agg(
-            *aggregates)
-    panes = rows.groupBy(F.expr(start_of("`__et`", math.gcd(size, slide))).alias("__p"),
+        return rows.groupBy(F.expr(start_of(us, size)).alias("__s"), *keys).agg(*aggregates)
+    panes = rows.groupBy(F.expr(start_of(us, math.gcd(size, slide))).alias("__p"),
                          *keys).agg(*aggregates)
     # The windows holding a pane start at multiples of slide, the last at or
     # before the pane's start, the first after its start less size.
