@@ -93,7 +93,8 @@ CONSUMER_SETTINGS = {"fetch.queue.backoff.ms": 10}
 _names = itertools.count()
 
 
-def transform(value: bytes) -> bytes:
+def transform(value: bytes | None) -> bytes:
+    assert value is not None, "every message the benchmark writes has a value"
     return value.upper()
 
 

@@ -72,7 +72,8 @@ class KafkaBroker:
 
     def create_topic(self, name: str, partitions: int = 1) -> str:
         """Create ``name`` with ``partitions`` partitions; return the name."""
-        from confluent_kafka.admin import AdminClient, NewTopic
+        # The documented import; confluent_kafka.admin does not list NewTopic as an export.
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         futures = admin.create_topics([NewTopic(name, num_partitions=partitions,
@@ -115,12 +116,16 @@ class KafkaBroker:
                 if not left:
                     break
                 for m in c.consume(1000, timeout=1.0):
-                    if m.error() is None:
-                        out[m.partition()].append(m.value())
-                    elif m.error().code() == KafkaError._PARTITION_EOF:
-                        left.discard(m.partition())
+                    error, partition, value = m.error(), m.partition(), m.value()
+                    assert partition is not None  # a consumed message has its partition
+                    if error is None:
+                        # The tests write no message without a value (a tombstone).
+                        assert value is not None, f"a message without a value in {topic}"
+                        out[partition].append(value)
+                    elif error.code() == KafkaError._PARTITION_EOF:
+                        left.discard(partition)
                     else:
-                        raise RuntimeError(str(m.error()))
+                        raise RuntimeError(str(error))
             return [v for p in parts for v in out[p]]
         finally:
             c.close()
