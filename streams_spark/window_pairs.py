@@ -262,8 +262,7 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
         # The checks on the filter below fail a row with no time, so the
         # coalesce() never takes its 0; it makes the key non-nullable, for
         # which the join adds no not-null filter: that filter computed the
-        # start a second time (q8 ran in 0.95x PySpark's rate with it, 1.05x
-        # without; medians of 21 rounds, 2026-11-29).
+        # start a second time, on every row the scan read.
         us = micros_of(routing.seconds)
         by, windowed_as = "__s", (f"coalesce({start_of(us, micros(event_time.size))}, 0) "
                                   "AS `__s`")
