@@ -244,13 +244,20 @@ def row_class(names: tuple[str, ...]) -> type:
     attrs: dict[str, Any] = {"__fields__": list(names), "__reduce__": __reduce__,
                              "_row_names": names}
     # namedtuple's field readers read a tuple's slot in C; an itemgetter
-    # would go through Row.__getitem__, a Python method.
-    slots = vars(namedtuple("_slots", [f"f{i}" for i in range(len(names))]))
+    # would go through Row.__getitem__, a Python method. The class is held
+    # while they are read: a garbage collection of it clears its __dict__,
+    # which a vars() view alone does not keep it from.
+    readers = _slot_readers(len(names))
     for i, name in enumerate(names):
         # A name tuple or Row already answers (count, index, asDict) stays theirs.
         if name.isidentifier() and not hasattr(Row, name):
-            attrs[name] = slots[f"f{i}"]
+            attrs[name] = readers.__dict__[f"f{i}"]
     return type("Row", (Row,), attrs)
+
+
+def _slot_readers(n: int) -> type:
+    """A namedtuple class of ``n`` fields ``f0``, ``f1``...: its readers of a tuple's slots."""
+    return namedtuple("_slots", [f"f{i}" for i in range(n)])
 
 
 class _RowBlock:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import gc
 import pickle
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from streams import Stream
 from streams_spark.batch import _task, encode_chunks
-from streams_spark.codec import is_error, pack, unpack, value_of
+from streams_spark.codec import is_error, pack, row_class, unpack, value_of
 from streams_spark.stages import collected_rows
 
 scalars = st.one_of(st.integers(), st.floats(allow_nan=False), st.text(), st.booleans(),
@@ -88,3 +90,21 @@ def test_windows_assembled_on_the_driver_come_by_end_then_opening_then_element()
     })
     windows = [value_of(kind, p) for kind, p in collected_rows(table)]
     assert windows == [["a", "b"], ("y", ["d", "e"]), ("x", ["f"]), ["c"]]
+
+
+def test_a_row_class_is_built_whole_when_the_collector_runs_meanwhile(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # row_class() once read its field readers through a vars() view of a
+    # class nothing else held: a garbage collection while it read them
+    # cleared the class's dict, and it failed with KeyError: 'f0' (a CI run
+    # of 2026-11-29). Here a full collection runs at each field it reads.
+    from streams_spark import codec
+
+    def collecting_hasattr(obj: Any, name: str) -> bool:
+        gc.collect()
+        return hasattr(obj, name)
+
+    monkeypatch.setattr(codec, "hasattr", collecting_hasattr, raising=False)
+    cls = row_class.__wrapped__(("key", "value"))  # not the cached class
+    row = tuple.__new__(cls, ("a", 1))
+    assert (row.key, row.value, row["key"]) == ("a", 1, "a")
