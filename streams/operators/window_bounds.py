@@ -83,7 +83,7 @@ def event_micros(t: float) -> int:
     >>> event_micros(1_000_001 / 1e6), int(1_000_001 / 1e6 * 1e6)
     (1000001, 1000000)
     """
-    return round(t * _MICROS)
+    return micros(t)  # a time's microsecond is taken as a duration's
 
 
 def seconds(us: int) -> float:
