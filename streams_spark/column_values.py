@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["BOOL", "FLOAT", "INT", "MAX_PATHS", "NONE", "OTHER", "STR", "Untraceable", "Value",
-           "functions", "kind_of", "lift", "truth"]
+           "functions", "has_constant", "kind_of", "lift", "truth"]
 
 #: Branches followed per function, at most.
 MAX_PATHS = 32
@@ -42,6 +42,9 @@ class Trace:
         self.taken = 0
         self.ansi = ansi
         self.path: list[Any] = []  # the conditions of the branches taken so far
+        #: The branches taken so far: (the value branched on, the way taken,
+        #: how many guards were recorded before it), for streams_spark.pushdown.
+        self.branches: list[tuple[Value, bool, int]] = []
         self.guards = guards  # (condition, error): where Python would raise
         #: While a window's element is traced (streams_spark.window_values):
         #: where its guards go; a branch on it cannot be followed.
@@ -128,6 +131,13 @@ class Value:
             type(constant) is float and self.finite) else None
         #: The value this one is the unary minus of (see :func:`_negative`).
         self.negates: Value | None = None
+        #: A test of an input column against a constant (or a boolean input
+        #: column): its column never fails, and Spark can push it into its source.
+        self.pushable = False
+        #: A pushable ordering of a column that may be None: the guards it
+        #: recorded (their positions in the trace's list, first and past the
+        #: last) and where they hold (the column is None), as a pushable test.
+        self.fails_where: tuple[int, int, Any] | None = None
 
     def __bool__(self) -> bool:
         trace = TRACE.get()
@@ -138,6 +148,7 @@ class Value:
             trace.taken += 1
             holds = truth(self)
             trace.path.append(holds if decision else ~holds)
+            trace.branches.append((self, decision, len(trace.guards)))
             return decision
         raise Branch(truth(self))
 
@@ -216,6 +227,11 @@ for _name in ("__pow__", "__rpow__", "__and__", "__rand__",
               "__getitem__", "__len__", "__contains__", "__iter__", "__index__", "__int__",
               "__float__", "__round__", "__divmod__", "__rdivmod__"):
     setattr(Value, _name, _refusing(_name))
+
+
+def has_constant(v: Value) -> bool:
+    """Whether ``v`` is a constant known while tracing (its ``constant``)."""
+    return v.constant is not _NO_CONSTANT
 
 
 def lift(x: Any) -> Value:
@@ -399,13 +415,20 @@ def _compare(op: str, a: Any, b: Any) -> Value:
         nan = F.isnan(floats[0]) if len(floats) == 1 else F.isnan(floats[0]) | F.isnan(
             floats[1])
         col = F.when(nan, F.lit(op == "!=")).otherwise(col)
+    failing = None
     if op not in ("==", "!="):
         nulls = _any_null(a, b)
         if nulls is not None:
+            first = len(TRACE.get().guards)
             col = _fail(nulls, _type_names(
                 f"'{op}' not supported between instances of '{{a}}' and '{{b}}'", a, b), col)
+            failing = (first, len(TRACE.get().guards), nulls)
     value = Value(col, BOOL, False)
     value.total = total  # NaN's CASE is never null either
+    value.pushable = not floats and any(
+        x.raw is not None and y.constant is not _NO_CONSTANT for x, y in ((a, b), (b, a)))
+    if value.pushable:
+        value.fails_where = failing
     return value
 
 

@@ -22,6 +22,10 @@ A function qualifies only when it provably has no effect but its result:
 Anything else raises :class:`Untraceable` and the step runs in Python, as
 before. Only steps with the default error policy (``raise``) are lowered:
 a skipped or routed failure needs the Python element.
+
+The leading filters' tests of columns against constants also go to Spark
+as a filter of their own, which it pushes into the source
+(:mod:`streams_spark.pushdown`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from .column_values import (
     lift,
     truth,
 )
+from .pushdown import Leaf, implied
 from .row_values import RowValue, column, quoted
 from .tracing import trace
 from .window_native import lower_window, windowed
@@ -184,14 +189,26 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
         F.col(quoted(fields[0].name)), fields[0])
     row = ElementText(element, fields)  # named by the fields the functions read
     keep: Any = None  # the filters' condition so far
+    # What the rows kept or failed so far all satisfy, for Spark to push into
+    # its source (streams_spark.pushdown): known up to the first step with a
+    # check, whose failing rows a later step's tests need not hold for.
+    narrowing: list[str] = []
+    narrows = True
     cut, cut_keep = 0, None  # the steps lowered while the element is still the input row
+    cut_narrowing: list[str] = []
     current = element
     for i, spec in enumerate(specs):
         if not _traceable(spec) or spec.func is None:
             break
         guards: list[tuple[Any, Any]] = []
+        leaves: list[Leaf] | None = [] if narrows and spec.operator != "map" else None
         try:
-            result = trace(spec.func, current, guards, ansi=ansi)
+            result = trace(spec.func, current, guards, ansi=ansi, leaves=leaves)
+            if leaves is not None:
+                condition = implied(leaves, keep_when=spec.operator == "filter")
+                if condition is not None:
+                    narrowing.append(str(condition))
+            narrows = narrows and not guards
             if spec.operator == "map":
                 current = result
                 passes = F.lit(True) if guards else None
@@ -207,7 +224,7 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
         except Untraceable:
             break
         if current is element:
-            cut, cut_keep = i + 1, keep
+            cut, cut_keep, cut_narrowing = i + 1, keep, list(narrowing)
     else:
         if current is not element:
             try:
@@ -215,19 +232,31 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
             except Untraceable:
                 columns = None
             if columns is not None:
-                out = df.where(row.resolve(keep)) if keep is not None else df
+                out = _narrowed(df, narrowing)
+                out = out.where(row.resolve(keep)) if keep is not None else out
                 return out, [], out.selectExpr(*columns)
+    narrowed = _narrowed(df, cut_narrowing)
     if len(specs) == cut + 2 and windowed(specs[cut]):
         try:  # a window and its function, as Spark aggregates
-            frame = lower_window(df, cut_keep, element, specs[cut], specs[cut + 1], schema,
-                                 row, ansi, _outputs)
+            frame = lower_window(narrowed, cut_keep, element, specs[cut], specs[cut + 1],
+                                 schema, row, ansi, _outputs)
             return df, [], frame
         except Untraceable:
             pass
     if len(specs) == cut + 3 and flattened(specs[cut:]):
         try:  # a window's pairs of its elements, as a Spark join
-            return df, [], lower_pairs(df, cut_keep, element, specs[cut:], schema, row, ansi,
-                                       _outputs)
+            return df, [], lower_pairs(narrowed, cut_keep, element, specs[cut:], schema, row,
+                                       ansi, _outputs)
         except Untraceable:
             pass
-    return (df.where(row.resolve(cut_keep)) if cut_keep is not None else df), specs[cut:], None
+    return ((narrowed.where(row.resolve(cut_keep)) if cut_keep is not None else narrowed),
+            specs[cut:], None)
+
+
+def _narrowed(df: Any, narrowing: list[str]) -> Any:
+    """``df`` where the conditions of :mod:`streams_spark.pushdown` hold, for Spark to push down.
+
+    A filter of its own, before the checking one: Spark combines the two,
+    this one first, and pushes its tests into the scan.
+    """
+    return df.where(" AND ".join(narrowing)) if narrowing else df

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .column_values import FLOAT, INT, Untraceable, Value, functions, kind_of
+from .column_values import BOOL, FLOAT, INT, Untraceable, Value, functions, kind_of
 
 __all__ = ["RowValue", "column", "fields_of", "quoted", "reads_of"]
 
@@ -93,4 +93,6 @@ def column(col: Any, field: Any) -> Value:
     name = field.dataType.typeName()
     read = (col.cast("long") if kind == INT and name != "long"
             else col.cast("double") if kind == FLOAT and name != "double" else col)
-    return Value(read, kind, field.nullable, dtype=field.dataType, raw=col)
+    value = Value(read, kind, field.nullable, dtype=field.dataType, raw=col)
+    value.pushable = kind == BOOL
+    return value

@@ -21,17 +21,20 @@ from .column_values import (
     functions,
     lift,
 )
+from .pushdown import Leaf
 from .row_values import RowValue
 
 __all__ = ["trace"]
 
 
 def trace(func: Callable[[Any], Any], element: Any, guards: list[tuple[Any, Any]], *,
-          ansi: bool = True, non_null: set[str] | None = None) -> Any:
+          ansi: bool = True, non_null: set[str] | None = None,
+          leaves: list[Leaf] | None = None) -> Any:
     """What ``func(element)`` gives, as values and constants, following every branch.
 
     ``guards`` receives ``(condition, error)`` where Python would raise;
-    ``non_null`` the input columns those guards prove are never None.
+    ``non_null`` the input columns those guards prove are never None;
+    ``leaves`` each path followed to its end (:class:`~streams_spark.pushdown.Leaf`).
     Raises :class:`Untraceable` when some operation has no exact column form,
     when ``func`` raises, or past :data:`MAX_PATHS` paths.
     """
@@ -39,6 +42,7 @@ def trace(func: Callable[[Any], Any], element: Any, guards: list[tuple[Any, Any]
 
     def run(decisions: list[bool]) -> Any:
         nonlocal paths
+        first_guard = len(guards)
         run_trace = Trace(decisions, ansi, guards)
         run_trace.non_null = non_null
         token = TRACE.set(run_trace)
@@ -59,6 +63,8 @@ def trace(func: Callable[[Any], Any], element: Any, guards: list[tuple[Any, Any]
         paths += 1
         if paths > MAX_PATHS:
             raise Untraceable("too many branches")
+        if leaves is not None:
+            leaves.append(Leaf(run_trace.branches, result, first_guard, len(guards)))
         return result
 
     return run([])

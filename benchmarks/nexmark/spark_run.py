@@ -22,7 +22,10 @@ once as Parquet (``--files`` files); per query and round:
   also holds what Python functions cost against JVM expressions;
 
 each written with ``write.format("noop")`` and timed from the start of its
-building until the write ends. The two parts are also printed apart, for
+building until the write ends. Its CPU time is taken over the same span:
+the user and system seconds of this process and of all its children (the
+JVM, and any Python workers it starts), which the other tenants of a shared
+machine disturb less than they do the elapsed time. The two parts are also printed apart, for
 streams and PySpark: the build (the side's Python code, and Spark's
 analysis of each DataFrame as it is made) and the run (the write: Spark's
 optimiser, planner, generated code and the job). A query is built once and
@@ -64,6 +67,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import psutil
 import pyarrow.parquet as pq
 import spark_queries as sq
 from events import generate
@@ -75,13 +79,28 @@ CHECK_EVENTS = 20_000
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def write_events(events: list[Any], directory: str, files: int) -> None:
-    """``events`` as ``files`` Parquet files of :data:`spark_queries.EVENT_SCHEMA`."""
+#: Rows per Parquet row group of the ``by-kind`` layout.
+ROW_GROUP = 65_536
+
+
+def write_events(events: list[Any], directory: str, files: int,
+                 layout: str = "interleaved") -> None:
+    """``events`` as ``files`` Parquet files of :data:`spark_queries.EVENT_SCHEMA`.
+
+    ``interleaved``: in time order, as generated (a row group holds every
+    kind); ``by-kind``: sorted by kind (persons, auctions, bids, each in time
+    order) in row groups of :data:`ROW_GROUP` rows, as a table clustered by
+    kind is, whose row groups' statistics let a reader skip the kinds a
+    query does not read.
+    """
     table = sq.event_table(events)
+    if layout == "by-kind":
+        table = table.sort_by("kind")  # Arrow's sort is stable: time order within a kind
     per = -(-table.num_rows // files)
     for f in range(files):
         pq.write_table(table.slice(f * per, per),
-                       os.path.join(directory, f"part-{f:03d}.parquet"))
+                       os.path.join(directory, f"part-{f:03d}.parquet"),
+                       row_group_size=ROW_GROUP if layout == "by-kind" else None)
 
 
 def session(master: str) -> Any:
@@ -108,19 +127,40 @@ SIDES: tuple[Callable[[str, Any], Any], ...] = (
     sq.streams_query, sq.same_functions_query, sq.pyspark_query)
 
 
-def timed_parts(build: Callable[[str, Any], Any], query: str, df: Any) -> tuple[float, float]:
-    """Seconds to build ``query``'s DataFrame, and to run it to the noop sink.
+def cpu_seconds() -> float:
+    """User and system CPU seconds of this process and its live children.
+
+    The children are the JVM and the Python workers it forks; a child that
+    exited is not counted, but PySpark's workers are kept for reuse.
+    """
+    total = 0.0
+    me = psutil.Process()
+    for p in (me, *me.children(recursive=True)):
+        try:
+            t = p.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += t.user + t.system
+    return total
+
+
+def timed_parts(build: Callable[[str, Any], Any], query: str,
+                df: Any) -> tuple[float, float, float]:
+    """Seconds to build ``query``'s DataFrame, to run it to the noop sink, and CPU seconds.
 
     Building is the side's Python code and Spark's analysis of each step (a
     DataFrame is analysed as it is made); running is the write: Spark's
-    optimiser, planner, code generation and the job itself.
+    optimiser, planner, code generation and the job itself. The CPU seconds
+    are :func:`cpu_seconds` over both.
     """
     gc.collect()
+    c0 = cpu_seconds()
     t0 = time.perf_counter()
     frame = build(query, df)
     t1 = time.perf_counter()
     write_noop(frame)
-    return t1 - t0, time.perf_counter() - t1
+    t2 = time.perf_counter()
+    return t1 - t0, t2 - t1, cpu_seconds() - c0
 
 
 # -- checking ---------------------------------------------------------------------
@@ -198,7 +238,7 @@ def _rounds(values: list[float]) -> str:
 
 
 def report(query: str, n_out: int, events: int, builds: list[list[float]],
-           runs: list[list[float]]) -> None:
+           runs: list[list[float]], cpus: list[list[float]]) -> None:
     """Print a query's rates and paired ratios (a side not run has empty lists)."""
     totals = [[b + t for b, t in zip(bs, ts, strict=True)]
               for bs, ts in zip(builds, runs, strict=True)]
@@ -216,6 +256,10 @@ def report(query: str, n_out: int, events: int, builds: list[list[float]],
           f"{statistics.median(runs[2]) * 1e3:.0f} ms): the run alone "
           f"{statistics.median(run_ratio):.2f}x PySpark's rate (rounds {_rounds(run_ratio)})",
           flush=True)
+    cpu_ratio = [t / o for t, o in zip(cpus[2], cpus[0], strict=True)]
+    print(f"{'':6} CPU {statistics.median(cpus[0]) * 1e3:.0f} ms (PySpark "
+          f"{statistics.median(cpus[2]) * 1e3:.0f} ms): PySpark's CPU over streams' "
+          f"{statistics.median(cpu_ratio):.2f}x (rounds {_rounds(cpu_ratio)})", flush=True)
 
 
 def main() -> None:
@@ -225,6 +269,9 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(QUERIES))
     parser.add_argument("--files", type=int, default=4, help="Parquet files of the input")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--layout", choices=("interleaved", "by-kind"), default="interleaved",
+                        help="the events in time order, or clustered by kind (see "
+                             "write_events)")
     parser.add_argument("--project", action="store_true",
                         help="the streams pipeline reads a projection on the query's columns "
                              "(as before 2026-11-28), not the table as it is")
@@ -243,13 +290,14 @@ def main() -> None:
     os.makedirs(data)
     os.makedirs(small)
     try:
-        write_events(events, data, args.files)
-        write_events(check_events, small, args.files)
+        write_events(events, data, args.files, args.layout)
+        write_events(check_events, small, args.files, args.layout)
         n_bids = sum(type(e).__name__ == "Bid" for e in events)
         del events
         spark = session(args.master)
         df = spark.read.schema(sq.EVENT_SCHEMA).parquet(data)
-        print(f"{args.events:,} events ({n_bids:,} bids) in {args.files} Parquet files, "
+        print(f"{args.events:,} events ({n_bids:,} bids) in {args.files} Parquet files "
+              f"({args.layout}), "
               f"{args.rounds} rounds, Spark {spark.version} {args.master}, sink noop; "
               f"outputs checked equal over the first {len(check_events):,} events")
         print(f"{'query':6} {'outputs':>9} {'streams ev/s':>13} {'same-fn ev/s':>13} "
@@ -263,15 +311,17 @@ def main() -> None:
             n_out = sq.pyspark_query(query, df).count()
             builds: list[list[float]] = [[], [], []]
             runs: list[list[float]] = [[], [], []]
+            cpus: list[list[float]] = [[], [], []]
             sides = [0, 2] if args.no_same_functions else [0, 1, 2]
             for i in sides:  # untimed: the JVM compiles each plan's code once
                 write_noop(builders[i](query, df))
             for r in range(args.rounds):
                 for i in sides[r % len(sides):] + sides[:r % len(sides)]:
-                    b, t = timed_parts(builders[i], query, df)
+                    b, t, c = timed_parts(builders[i], query, df)
                     builds[i].append(b)
                     runs[i].append(t)
-            report(query, n_out, args.events, builds, runs)
+                    cpus[i].append(c)
+            report(query, n_out, args.events, builds, runs, cpus)
         if "q8" in args.only.split(","):
             print(f"q8 as a join of two from_spark() inputs: {join_refusal(spark, small)}")
     finally:

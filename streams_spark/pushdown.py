@@ -1,0 +1,149 @@
+"""What a lowered filter implies of its rows, in a form Spark pushes into its source.
+
+A filter lowered to Spark (:mod:`streams_spark.native`) is one ``CASE``
+that checks each row as Python would, failing the query where Python
+raises (:mod:`streams_spark.checks`). Spark pushes no part of such a
+``CASE`` into the scan: a hand-written ``where(kind = 2)`` skips the
+Parquet row groups, and the partitions, whose statistics rule it out, but
+the lowered filter read every row. So the lowering adds, before the
+``CASE``, a condition that every row the filter keeps or fails on
+satisfies: the tests of input columns against constants that lead to
+them. Spark pushes that down; the ``CASE`` still decides, so the results
+and the failures are Python's.
+
+A row that fails a check must still reach it: a test taken after a check
+on the path is left out (a row failing that check never made the test),
+as is the result's own test where the path has a check; except where the
+check is the test's own, the first on the path, of its column being None
+(``r.price > 10`` fails on a None price): the test then lets those rows
+through too (``price IS NULL OR price > 10``).
+
+Examples
+--------
+>>> from pyspark.sql.types import LongType, StructField
+>>> from streams_spark.row_values import RowValue
+>>> from streams_spark.tracing import trace
+>>> row = RowValue([StructField("kind", LongType()), StructField("auction", LongType())])
+>>> leaves: list[Leaf] = []
+>>> _ = trace(lambda r: r.kind == 2 and r.auction % 123 == 0, row, [], leaves=leaves)
+>>> print(implied(leaves))
+(`kind` <=> 2L)
+
+An ordering fails on a None, and so lets it through:
+
+>>> leaves = []
+>>> _ = trace(lambda r: r.auction > 10, row, [], leaves=leaves)
+>>> print(implied(leaves))
+((`auction` IS NULL) OR (`auction` > 10L))
+
+A row whose ``auction`` is None fails before the test of its kind, whatever
+its kind: nothing can be pushed.
+
+>>> leaves = []
+>>> _ = trace(lambda r: (r.auction + 1, r.kind == 2)[1], row, [], leaves=leaves)
+>>> print(implied(leaves))
+None
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .column_values import Value, functions, has_constant, truth
+
+__all__ = ["Leaf", "implied"]
+
+#: Paths an implied condition joins with OR, at most: beyond, Spark's
+#: optimiser spends more on it than a scan gains.
+MAX_ALTERNATIVES = 8
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One path of a traced function, followed to its end."""
+
+    #: The branches taken: the value branched on, the way taken, and how many
+    #: guards the trace held before it.
+    branches: list[tuple[Value, bool, int]]
+    #: What the function returned on this path.
+    result: Any
+    #: How many guards the trace held when this path began, and when it ended.
+    first_guard: int
+    last_guard: int
+
+
+def implied(leaves: list[Leaf], keep_when: bool = True) -> Any | None:
+    """A condition true of every row the paths keep or fail on; None if there is none.
+
+    A row is kept where the result's truth is ``keep_when`` (a ``filter``;
+    ``remove`` keeps where it is false). The condition never fails itself:
+    only pushable tests (:attr:`Value.pushable`), with AND and OR.
+    """
+    F = functions()
+    alternatives: list[str] = []
+    for leaf in leaves:
+        first = leaf.first_guard
+        atoms: list[str] = []
+        for value, decision, guards_before in leaf.branches:
+            if guards_before == first:  # no row has failed on this path yet
+                if value.pushable:
+                    atoms.append(_way(value, decision))
+                continue
+            # A row failing a guard before this branch did not come this way:
+            # only the branch's own test, with its own failures, holds for it.
+            failing = _own(value, first, guards_before)
+            if failing is not None:
+                atoms.append(f"({failing} OR {_way(value, decision, raw=True)})")
+            break
+        else:
+            kept = _truth_on(leaf)
+            if kept is not None and kept != keep_when and leaf.last_guard == first:
+                continue  # no row is kept here, and none fails
+            result = leaf.result
+            if kept is None and isinstance(result, Value) and result.pushable:
+                if leaf.last_guard == first:
+                    atoms.append(_way(result, keep_when))
+                elif (failing := _own(result, first, leaf.last_guard)) is not None:
+                    atoms.append(f"({failing} OR {_way(result, keep_when, raw=True)})")
+        texts = list(dict.fromkeys(atoms))
+        if not texts:
+            return None  # any row may be kept or fail here
+        alternatives.append(" AND ".join(texts) if len(texts) == 1 else
+                            "(" + " AND ".join(texts) + ")")
+    alternatives = list(dict.fromkeys(alternatives))
+    if len(alternatives) > MAX_ALTERNATIVES:
+        return None
+    if not alternatives:
+        return F.lit(False)  # no row is kept, none fails
+    return F.Sql(alternatives[0] if len(alternatives) == 1 else
+                 "(" + " OR ".join(alternatives) + ")")
+
+
+def _way(value: Value, decision: bool, raw: bool = False) -> str:
+    """The test of ``value`` being ``decision``; ``raw``: its column as is, NULL where None."""
+    test = value.col if raw else truth(value)
+    return str(test if decision else ~test)
+
+
+def _own(value: Value, first: int, last: int) -> Any | None:
+    """Where ``value``'s own guards hold, if they are exactly the guards ``first:last``."""
+    own = value.fails_where
+    if own is None or own[0] != first or own[1] != last:
+        return None
+    return own[2]
+
+
+def _truth_on(leaf: Leaf) -> bool | None:
+    """Whether the result is true on this path, where that is known."""
+    result = leaf.result
+    for value, decision, _ in leaf.branches:
+        if result is value:  # ``a and b``, ``a or b``: the operand branched on
+            return decision
+    if isinstance(result, tuple | list | dict):
+        return len(result) > 0
+    if isinstance(result, Value):
+        return bool(result.constant) if has_constant(result) else None
+    if result is None or isinstance(result, bool | int | float | str):
+        return bool(result)
+    return None

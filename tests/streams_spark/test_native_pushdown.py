@@ -1,0 +1,165 @@
+"""A lowered filter's tests of columns reach Spark's source: it skips what they rule out.
+
+The input is Parquet sorted by ``kind`` in row groups of one kind each, so
+Spark reads only the row groups whose statistics a pushed-down filter
+keeps; the scan's output rows count what it read.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
+from streams import Stream
+from tests.streams_spark.spark_plans import in_process, python_passes
+
+pytestmark = pytest.mark.spark
+
+PER_KIND = 50
+SCHEMA = "kind long, price long"
+
+
+def write_sorted(rows: list[tuple[Any, Any]], directory: Path, per_group: int) -> str:
+    """``rows`` as one Parquet file, sorted by kind (None first), ``per_group`` rows a group."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = sorted(rows, key=lambda r: (r[0] is not None, r[0] or 0))
+    table = pa.table({"kind": pa.array([r[0] for r in rows], pa.int64()),
+                      "price": pa.array([r[1] for r in rows], pa.int64())})
+    pq.write_table(table, directory / "part.parquet", row_group_size=per_group)
+    return str(directory)
+
+
+def scanned(frame: Any) -> int:
+    """How many rows the (one) file scan of ``frame``'s last run gave."""
+    plan = frame._jdf.queryExecution().executedPlan()
+    if "Adaptive" in plan.getClass().getSimpleName():
+        plan = plan.executedPlan()
+    leaves = plan.collectLeaves()
+    counts = [leaves.apply(i).metrics().apply("numOutputRows").value()
+              for i in range(leaves.size())
+              if leaves.apply(i).getClass().getSimpleName() == "FileSourceScanExec"]
+    assert len(counts) == 1, counts
+    return int(counts[0])
+
+
+@pytest.fixture
+def by_kind(spark: Any, tmp_path: Path) -> Any:
+    """Kinds 0, 1 and 2 with prices 0..149, a row group each."""
+    rows = [(i // PER_KIND, i) for i in range(3 * PER_KIND)]
+    return spark.read.parquet(write_sorted(rows, tmp_path / "events", PER_KIND))
+
+
+@pytest.mark.parametrize(("build", "groups"), [
+    (lambda s: s.filter(lambda r: r.kind == 2).map(lambda r: r.price * 2), 1),
+    (lambda s: s.remove(lambda r: r.kind != 2).map(lambda r: r.price * 2), 1),
+    (lambda s: s.filter(lambda r: r.kind == 0 or r.kind == 1).map(lambda r: r.price), 2),
+    # The test before the check of price (None in arithmetic) is pushed.
+    (lambda s: s.filter(lambda r: r.kind == 1 and r.price % 3 == 0).map(lambda r: r.price), 1),
+    # An ordering fails on a None kind: those rows are read too (none here).
+    (lambda s: s.filter(lambda r: r.kind >= 2).map(lambda r: r.price), 1),
+    (lambda s: s.filter(lambda r: r.kind == 1).filter(lambda r: r.price % 2 == 0)
+     .map(lambda r: r.price), 1),
+    # A None kind fails the first filter before the second tests it: only
+    # the first filter's test is pushed.
+    (lambda s: s.filter(lambda r: r.kind >= 1).filter(lambda r: r.kind != 2)
+     .map(lambda r: r.price), 2),
+])
+def test_a_filter_s_tests_of_columns_skip_the_row_groups_they_rule_out(
+        by_kind: Any, build: Any, groups: int) -> None:
+    out = build(Stream.from_spark(by_kind)).to_dataframe("v long")
+    assert python_passes(out) == 0
+    got = sorted(r[0] for r in out.collect())
+    assert got == sorted(in_process(by_kind.collect(), build))
+    assert scanned(out) == groups * PER_KIND
+
+
+def test_a_filter_without_such_a_test_reads_every_row(by_kind: Any) -> None:
+    out = (Stream.from_spark(by_kind).filter(lambda r: r.price % 2 == 0)
+           .map(lambda r: r.kind).to_dataframe("v long"))
+    assert len(out.collect()) == 3 * PER_KIND // 2
+    assert scanned(out) == 3 * PER_KIND
+
+
+def test_partitions_a_filter_rules_out_are_not_listed(spark: Any, tmp_path: Path) -> None:
+    rows = [(i % 3, i) for i in range(30)]
+    spark.createDataFrame(rows, SCHEMA).write.partitionBy("kind").parquet(str(tmp_path / "p"))
+    df = spark.read.parquet(str(tmp_path / "p"))
+    out = (Stream.from_spark(df).filter(lambda r: r.kind == 1).map(lambda r: r.price)
+           .to_dataframe("v long"))
+    assert sorted(r[0] for r in out.collect()) == [p for k, p in rows if k == 1]
+    plan = str(out._jdf.queryExecution().executedPlan())
+    assert "PartitionFilters: [isnotnull(kind" in plan or "PartitionFilters: [(kind" in plan, plan
+
+
+# -- a row Python fails on still fails ---------------------------------------------------
+
+def _fails_alike(df: Any, build: Any) -> None:
+    with pytest.raises(TypeError) as raised:
+        in_process(df.collect(), build)
+    out = build(Stream.from_spark(df)).to_dataframe("v long")
+    assert python_passes(out) == 0
+    # The same step fails, with Python's error (the element is shown as JSON).
+    step, error = str(raised.value).split(" failed on element ")[0], str(raised.value).split(
+        ": ", 1)[1]
+    with pytest.raises(Exception, match=re.escape(step) + ".*" + re.escape(error)):
+        out.collect()
+
+
+@pytest.mark.parametrize("build", [
+    # price + 1 fails on a None before the kind is tested: in every kind's rows.
+    lambda s: s.filter(lambda r: (r.price + 1, r.kind == 2)[1]).map(lambda r: r.price),
+    lambda s: s.filter(lambda r: r.price + 1 > 0).filter(lambda r: r.kind == 2)
+    .map(lambda r: r.price),
+    lambda s: s.map(lambda r: (r.price + 1, r.kind)).filter(lambda t: t[1] == 2)
+    .map(lambda t: t[0]),
+    # A None price fails the ordering before the kind is tested.
+    lambda s: s.filter(lambda r: r.price > 3 and r.kind == 2).map(lambda r: r.price),
+])
+def test_a_row_failing_before_the_test_of_its_kind_still_fails(
+        spark: Any, tmp_path: Path, build: Any) -> None:
+    rows = [(0, None)] + [(k, p) for k in (0, 1, 2) for p in range(PER_KIND)]
+    df = spark.read.parquet(write_sorted(rows, tmp_path / "events", PER_KIND))
+    _fails_alike(df, build)
+
+
+_PIPELINES = [
+    lambda s: s.filter(lambda r: r.kind == 1 and r.price > 10).map(lambda r: r.price),
+    lambda s: s.filter(lambda r: r.kind == 2 or r.price < 5).map(lambda r: r.price),
+    lambda s: s.filter(lambda r: r.kind != None and r.kind < 2)  # noqa: E711
+    .map(lambda r: r.price * 2),
+    lambda s: s.filter(lambda r: (r.price - 1, r.kind == 0)[1]).map(lambda r: r.kind),
+    lambda s: s.filter(lambda r: r.kind == 0).filter(lambda r: r.price + 1 > 3)
+    .map(lambda r: r.kind),
+    lambda s: s.filter(lambda r: r.kind > 1 and r.price == 3).map(lambda r: r.kind),
+    lambda s: s.filter(lambda r: r.price < 0 or r.kind == 1).map(lambda r: r.kind),
+]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rows=st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 3)),
+                               st.one_of(st.none(), st.integers(-20, 20))),
+                     min_size=1, max_size=25),
+       which=st.integers(0, len(_PIPELINES) - 1))
+def test_rows_or_the_failure_are_python_s_over_skipped_row_groups(
+        spark: Any, tmp_path_factory: Any, rows: list[tuple[Any, Any]], which: int) -> None:
+    build = _PIPELINES[which]
+    df = spark.read.parquet(write_sorted(rows, tmp_path_factory.mktemp("rows"), 2))
+    try:
+        expected: Any = sorted(in_process(df.collect(), build))
+    except TypeError:
+        expected = None
+    out = build(Stream.from_spark(df)).to_dataframe("v long")
+    assert python_passes(out) == 0
+    if expected is None:
+        with pytest.raises(Exception, match="TypeError"):
+            out.collect()
+    else:
+        assert sorted(r[0] for r in out.collect()) == expected
