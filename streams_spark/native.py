@@ -24,8 +24,8 @@ before. Only steps with the default error policy (``raise``) are lowered:
 a skipped or routed failure needs the Python element.
 
 The leading filters' tests of columns against constants also go to Spark
-as a filter of their own, which it pushes into the source
-(:mod:`streams_spark.pushdown`).
+as a filter of their own, after the checking one, which Spark pushes into
+the source (:mod:`streams_spark.pushdown`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from .column_values import (
     lift,
     truth,
 )
-from .pushdown import Leaf, implied
+from .pushdown import Leaf, implied, narrowed
 from .row_values import RowValue, column, quoted
 from .tracing import trace
 from .window_native import lower_window, windowed
@@ -232,31 +232,21 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
             except Untraceable:
                 columns = None
             if columns is not None:
-                out = _narrowed(df, narrowing)
-                out = out.where(row.resolve(keep)) if keep is not None else out
+                out = narrowed(df.where(row.resolve(keep)) if keep is not None else df,
+                               narrowing)
                 return out, [], out.selectExpr(*columns)
-    narrowed = _narrowed(df, cut_narrowing)
     if len(specs) == cut + 2 and windowed(specs[cut]):
         try:  # a window and its function, as Spark aggregates
-            frame = lower_window(narrowed, cut_keep, element, specs[cut], specs[cut + 1],
-                                 schema, row, ansi, _outputs)
+            frame = lower_window(df, cut_keep, element, specs[cut], specs[cut + 1], schema,
+                                 row, ansi, _outputs, narrowing=cut_narrowing)
             return df, [], frame
         except Untraceable:
             pass
     if len(specs) == cut + 3 and flattened(specs[cut:]):
         try:  # a window's pairs of its elements, as a Spark join
-            return df, [], lower_pairs(narrowed, cut_keep, element, specs[cut:], schema, row,
-                                       ansi, _outputs)
+            return df, [], lower_pairs(df, cut_keep, element, specs[cut:], schema, row, ansi,
+                                       _outputs, narrowing=cut_narrowing)
         except Untraceable:
             pass
-    return ((narrowed.where(row.resolve(cut_keep)) if cut_keep is not None else narrowed),
-            specs[cut:], None)
-
-
-def _narrowed(df: Any, narrowing: list[str]) -> Any:
-    """``df`` where the conditions of :mod:`streams_spark.pushdown` hold, for Spark to push down.
-
-    A filter of its own, before the checking one: Spark combines the two,
-    this one first, and pushes its tests into the scan.
-    """
-    return df.where(" AND ".join(narrowing)) if narrowing else df
+    return (narrowed(df.where(row.resolve(cut_keep)) if cut_keep is not None else df,
+                     cut_narrowing), specs[cut:], None)

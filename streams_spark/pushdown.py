@@ -47,12 +47,13 @@ None
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .column_values import Value, functions, has_constant, truth
 
-__all__ = ["Leaf", "implied"]
+__all__ = ["Leaf", "implied", "narrowed"]
 
 #: Paths an implied condition joins with OR, at most: beyond, Spark's
 #: optimiser spends more on it than a scan gains.
@@ -118,6 +119,18 @@ def implied(leaves: list[Leaf], keep_when: bool = True) -> Any | None:
         return F.lit(False)  # no row is kept, none fails
     return F.Sql(alternatives[0] if len(alternatives) == 1 else
                  "(" + " OR ".join(alternatives) + ")")
+
+
+def narrowed(df: Any, conditions: Sequence[str]) -> Any:
+    """``df`` (the rows a checking filter keeps) where ``conditions`` hold too.
+
+    Spark combines the two filters and pushes the tests of ``conditions``
+    into the source; in the code it generates, a test the checking filter
+    makes as well (``kind <=> 2``) is computed once for both. Whichever
+    order Spark evaluates them in, the result is the same: the conditions
+    never fail, and the checking filter needs nothing before it.
+    """
+    return df.where(" AND ".join(conditions)) if conditions else df
 
 
 def _way(value: Value, decision: bool, raw: bool = False) -> str:

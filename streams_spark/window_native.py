@@ -28,7 +28,7 @@ are those of the windows Spark forms from Python's routing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from streams.operators._checks import key_function
@@ -37,6 +37,7 @@ from streams.spec import EventTime, NodeSpec
 
 from .checks import ElementText, checked, checked_in_order
 from .column_values import BOOL, FLOAT, INT, NONE, STR, Untraceable, Value, lift
+from .pushdown import narrowed
 from .routing import BEYOND, FIRST_SECOND, LAST_SECOND
 from .row_values import RowValue, fields_of, reads_of
 from .sql_text import Sql
@@ -129,7 +130,8 @@ def stamped(seconds: Any) -> str:
 
 def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeSpec,
                  schema: Any, row: ElementText, ansi: bool,
-                 outputs: Callable[[Any, Any, bool], list[str]]) -> Any:
+                 outputs: Callable[[Any, Any, bool], list[str]], *,
+                 narrowing: Sequence[str] = ()) -> Any:
     """The output frame of ``window`` then ``func`` over ``df``'s rows where ``keep`` holds.
 
     ``element`` stands for a row; ``row()`` is its text for messages (put in
@@ -172,7 +174,7 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
         columns_in.append(f"{key.col if key is not None else 'NULL'} AS `__k`")
     if aggregates.counter is not None:  # over the rows the filters kept only
         columns_in.append(f"{aggregates.counter.value.col} AS `__c`")
-    kept = df.where(row.resolve(keep)) if keep is not None else df
+    kept = narrowed(df.where(row.resolve(keep)) if keep is not None else df, narrowing)
     rows = kept.selectExpr(*map(row.resolve, columns_in))
     if kept.isStreaming:  # a static DataFrame's watermark is dropped by Spark's analyser
         rows = rows.withWatermark("__et", interval(event_time.lateness))

@@ -45,7 +45,7 @@ import functools
 import inspect
 import textwrap
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,7 @@ from streams.spec import NodeSpec
 
 from .checks import ElementText, checked, checked_in_order
 from .column_values import Untraceable, Value, truth
+from .pushdown import narrowed
 from .row_values import RowValue, fields_of
 from .sql_text import Sql
 from .stream import interval, micros_of
@@ -226,7 +227,8 @@ def flattened(specs: list[NodeSpec]) -> bool:
 
 def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema: Any,
                 row: ElementText, ansi: bool,
-                outputs: Callable[[Any, Any, bool], list[str]]) -> Any:
+                outputs: Callable[[Any, Any, bool], list[str]], *,
+                narrowing: Sequence[str] = ()) -> Any:
     """The output frame of ``specs`` (see :func:`flattened`) over ``df``.
 
     ``keep`` is the condition of the filters before the window; ``element``
@@ -290,7 +292,7 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
         proven.append(non_null)
     sides = []
     for side, picked in zip(("__l", "__r"), picks, strict=True):
-        sides.append(df.where(row.resolve(picked)).selectExpr(
+        sides.append(narrowed(df.where(row.resolve(picked)), narrowing).selectExpr(
             "*", windowed_as, f"{key_sql} AS `__k`").alias(side))
     pairs = sides[0].join(sides[1], F.expr(
         f"`__l`.`{by}` = `__r`.`{by}` AND `__l`.`__k` <=> `__r`.`__k`"))
