@@ -128,10 +128,11 @@ SIDES: tuple[Callable[[str, Any], Any], ...] = (
 
 
 def cpu_seconds() -> float:
-    """User and system CPU seconds of this process and its live children.
+    """User and system CPU seconds of this process and its children, live or ended.
 
-    The children are the JVM and the Python workers it forks; a child that
-    exited is not counted, but PySpark's workers are kept for reuse.
+    The children are the JVM and the Python workers it forks. A child that
+    ended and was waited for is counted in its parent's children's times,
+    so the sum does not drop when one ends.
     """
     total = 0.0
     me = psutil.Process()
@@ -140,7 +141,7 @@ def cpu_seconds() -> float:
             t = p.cpu_times()
         except psutil.NoSuchProcess:
             continue
-        total += t.user + t.system
+        total += t.user + t.system + t.children_user + t.children_system
     return total
 
 
