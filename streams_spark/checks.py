@@ -9,13 +9,14 @@ naming the step and the element (:func:`element_repr`), as in-process.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .column_values import functions
 from .row_values import RowValue, quoted, reads_of
 
-__all__ = ["ElementText", "checked", "checked_in_order", "element_repr"]
+__all__ = ["ElementText", "checked", "checked_in_order", "checking", "element_repr",
+           "kept_rows"]
 
 
 def checked(guards: list[tuple[Any, Any]], label: str, row: Callable[[], Any], then: Any
@@ -76,6 +77,33 @@ def checked_in_order(steps: list[tuple[str, list[tuple[Any, Any]]]], row: Callab
         failing = failing | condition
     message = F.concat(_first(cases, heads), row(), _first(cases, errors))
     return F.when(failing, F.raise_error(message)).otherwise(then)
+
+
+def checking(df: Any, condition: Any) -> Any:
+    """``df.where(condition)`` for a condition that checks, as a filter Spark keeps apart.
+
+    Spark takes a filter to be free of failures: it merges a filter above
+    into one below (a user's ``where(kind = 2)`` on the output, pushed down
+    to the scan), puts ``kind``'s constant into the other's tests, and may
+    evaluate them in any order. A check rewritten so, ``CASE WHEN auction IS
+    NULL THEN raise_error(...)``, then failed on a person's row, which Python
+    never tests. Spark merges a filter into another only if the one below is
+    deterministic: this one is made not to be, by a test that never holds
+    (``spark_partition_id() < 0``), at the cost of one comparison a row.
+    """
+    return df.where(f"CASE WHEN spark_partition_id() < 0 THEN false ELSE {condition} END")
+
+
+def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str]) -> Any:
+    """The rows of ``df`` where the tests ``narrowing`` and then the checking ``keep`` hold.
+
+    The tests (:mod:`streams_spark.pushdown`) are a filter of their own, below
+    the checking one, which Spark pushes into the source.
+    """
+    from .pushdown import narrowed
+
+    out = narrowed(df, narrowing)
+    return checking(out, keep) if keep is not None else out
 
 
 def _first(cases: list[tuple[str, Any, Any]], values: list[Any]) -> Any:

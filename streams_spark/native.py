@@ -24,7 +24,7 @@ before. Only steps with the default error policy (``raise``) are lowered:
 a skipped or routed failure needs the Python element.
 
 The leading filters' tests of columns against constants also go to Spark
-as a filter of their own, after the checking one, which Spark pushes into
+as a filter of their own, below the checking one, which Spark pushes into
 the source (:mod:`streams_spark.pushdown`).
 """
 
@@ -36,7 +36,7 @@ from typing import Any
 
 from streams.spec import NodeSpec
 
-from .checks import ElementText, checked
+from .checks import ElementText, checked, kept_rows
 from .column_values import (
     BOOL,
     FLOAT,
@@ -49,7 +49,7 @@ from .column_values import (
     lift,
     truth,
 )
-from .pushdown import Leaf, implied, narrowed
+from .pushdown import Leaf, implied
 from .row_values import RowValue, column, quoted
 from .tracing import trace
 from .window_native import lower_window, windowed
@@ -232,8 +232,8 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
             except Untraceable:
                 columns = None
             if columns is not None:
-                out = narrowed(df.where(row.resolve(keep)) if keep is not None else df,
-                               narrowing)
+                out = kept_rows(df, row.resolve(keep) if keep is not None else None,
+                                narrowing)
                 return out, [], out.selectExpr(*columns)
     if len(specs) == cut + 2 and windowed(specs[cut]):
         try:  # a window and its function, as Spark aggregates
@@ -248,5 +248,5 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
                                        _outputs, narrowing=cut_narrowing)
         except Untraceable:
             pass
-    return (narrowed(df.where(row.resolve(cut_keep)) if cut_keep is not None else df,
-                     cut_narrowing), specs[cut:], None)
+    return (kept_rows(df, row.resolve(cut_keep) if cut_keep is not None else None,
+                      cut_narrowing), specs[cut:], None)

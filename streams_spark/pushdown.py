@@ -122,13 +122,11 @@ def implied(leaves: list[Leaf], keep_when: bool = True) -> Any | None:
 
 
 def narrowed(df: Any, conditions: Sequence[str]) -> Any:
-    """``df`` (the rows a checking filter keeps) where ``conditions`` hold too.
+    """``df`` where ``conditions`` hold: a filter Spark pushes into the source.
 
-    Spark combines the two filters and pushes the tests of ``conditions``
-    into the source; in the code it generates, a test the checking filter
-    makes as well (``kind <=> 2``) is computed once for both. Whichever
-    order Spark evaluates them in, the result is the same: the conditions
-    never fail, and the checking filter needs nothing before it.
+    It goes below the checking filter (:func:`streams_spark.checks.kept_rows`),
+    which Spark keeps apart: the checks then see only the rows these tests
+    keep, and Spark cannot rewrite a check with their constants.
     """
     return df.where(" AND ".join(conditions)) if conditions else df
 

@@ -35,9 +35,8 @@ from streams.operators._checks import key_function
 from streams.operators.window_bounds import Window, micros
 from streams.spec import EventTime, NodeSpec
 
-from .checks import ElementText, checked, checked_in_order
+from .checks import ElementText, checked, checked_in_order, checking, kept_rows
 from .column_values import BOOL, FLOAT, INT, NONE, STR, Untraceable, Value, lift
-from .pushdown import narrowed
 from .routing import BEYOND, FIRST_SECOND, LAST_SECOND
 from .row_values import RowValue, fields_of, reads_of
 from .sql_text import Sql
@@ -174,7 +173,7 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
         columns_in.append(f"{key.col if key is not None else 'NULL'} AS `__k`")
     if aggregates.counter is not None:  # over the rows the filters kept only
         columns_in.append(f"{aggregates.counter.value.col} AS `__c`")
-    kept = narrowed(df.where(row.resolve(keep)) if keep is not None else df, narrowing)
+    kept = kept_rows(df, row.resolve(keep) if keep is not None else None, narrowing)
     rows = kept.selectExpr(*map(row.resolve, columns_in))
     if kept.isStreaming:  # a static DataFrame's watermark is dropped by Spark's analyser
         rows = rows.withWatermark("__et", interval(event_time.lateness))
@@ -193,8 +192,8 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
                   else "'start', `__w`.`start`, 'end', `__w`.`end`")
         window_text = Sql(f"to_json(named_struct({bounds}, 'key', "
                           f"{'`__k`' if keyed else 'NULL'}))")
-        groups = groups.where(F.expr(str(checked(group_guards, func.name,
-                                                 lambda: window_text, Sql("true")))))
+        groups = checking(groups, checked(group_guards, func.name, lambda: window_text,
+                                          Sql("true")))
     return groups.selectExpr(*columns)
 
 

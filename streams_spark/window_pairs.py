@@ -52,9 +52,8 @@ from typing import Any
 from streams.operators.window_bounds import micros
 from streams.spec import NodeSpec
 
-from .checks import ElementText, checked, checked_in_order
+from .checks import ElementText, checked, checked_in_order, checking, kept_rows
 from .column_values import Untraceable, Value, truth
-from .pushdown import narrowed
 from .row_values import RowValue, fields_of
 from .sql_text import Sql
 from .stream import interval, micros_of
@@ -292,7 +291,7 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
         proven.append(non_null)
     sides = []
     for side, picked in zip(("__l", "__r"), picks, strict=True):
-        sides.append(narrowed(df.where(row.resolve(picked)), narrowing).selectExpr(
+        sides.append(kept_rows(df, row.resolve(picked), narrowing).selectExpr(
             "*", windowed_as, f"{key_sql} AS `__k`").alias(side))
     pairs = sides[0].join(sides[1], F.expr(
         f"`__l`.`{by}` = `__r`.`{by}` AND `__l`.`__k` <=> `__r`.`__k`"))
@@ -313,5 +312,5 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
         bounds = ("'start', `__l`.`__w`.`start`, 'end', `__l`.`__w`.`end`" if by == "__w"
                   else bounds_of("`__l`.`__s`", event_time.size))
         window_text = Sql(f"to_json(named_struct({bounds}, 'key', `__l`.`__k`))")
-        pairs = pairs.where(str(checked(guards, func.name, lambda: window_text, Sql("true"))))
+        pairs = checking(pairs, checked(guards, func.name, lambda: window_text, Sql("true")))
     return pairs.selectExpr(*columns)

@@ -163,3 +163,28 @@ def test_rows_or_the_failure_are_python_s_over_skipped_row_groups(
             out.collect()
     else:
         assert sorted(r[0] for r in out.collect()) == expected
+
+
+# -- a filter the user adds to the output -------------------------------------------------
+
+@pytest.mark.parametrize("where", ["kind = 2", "kind <=> 2", "kind = 2 AND auction > 0"])
+def test_a_filter_on_the_output_leaves_the_checks_python_s(spark: Any, where: str) -> None:
+    # Spark would put the output filter's constant (kind 2) into the checks and
+    # test a person's missing auction, which Python never does.
+    df = spark.createDataFrame([(0, None, 5), (2, 246, 7), (2, 7, 8)],
+                               "kind int, auction long, price long")
+    out = (Stream.from_spark(df).filter(lambda r: r.kind == 2 and r.auction % 123 == 0)
+           .map(lambda r: (r.kind, r.auction)).to_dataframe("kind long, auction long"))
+    assert python_passes(out) == 0
+    assert [tuple(r) for r in out.where(where).collect()] == [(2, 246)]
+
+
+def test_a_filter_on_a_window_s_output_leaves_its_checks_python_s(spark: Any) -> None:
+    df = spark.createDataFrame([(0, None, 1_000), (2, 5, 2_000), (2, 9, 3_000)],
+                               "kind int, price long, dt long")
+    out = (Stream.from_spark(df).filter(lambda r: r.kind == 2)
+           .timed_window(10, time=lambda r: r.dt / 1000, key=lambda r: r.kind)
+           .map(lambda kw: (kw[0], max(r.price for r in kw[1])))
+           .to_dataframe("kind long, top long"))
+    assert python_passes(out) == 0
+    assert [tuple(r) for r in out.where("kind = 2").collect()] == [(2, 9)]
