@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .column_values import functions
+from .pushdown import narrowed
 from .row_values import RowValue, quoted, reads_of
 
 __all__ = ["ElementText", "checked", "checked_in_order", "checking", "element_repr",
@@ -100,8 +101,6 @@ def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str]) -> Any:
     The tests (:mod:`streams_spark.pushdown`) are a filter of their own, below
     the checking one, which Spark pushes into the source.
     """
-    from .pushdown import narrowed
-
     out = narrowed(df, narrowing)
     return checking(out, keep) if keep is not None else out
 
