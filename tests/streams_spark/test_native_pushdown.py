@@ -188,3 +188,17 @@ def test_a_filter_on_a_window_s_output_leaves_its_checks_python_s(spark: Any) ->
            .to_dataframe("kind long, top long"))
     assert python_passes(out) == 0
     assert [tuple(r) for r in out.where("kind = 2").collect()] == [(2, 9)]
+
+
+def test_only_a_filter_holding_checks_is_kept_apart(spark: Any) -> None:
+    df = spark.createDataFrame([(0, None, 5), (2, 246, 7)], "kind int, auction long, price long")
+
+    def plan(build: Any) -> str:
+        out = build(Stream.from_spark(df)).to_dataframe("v long")
+        return str(out._jdf.queryExecution().optimizedPlan().toString())
+
+    # No check: one filter, merged with the pushed test.
+    plain = plan(lambda s: s.filter(lambda r: r.kind == 2).map(lambda r: r.price))
+    assert "SPARK_PARTITION_ID" not in plain.upper() and plain.count("Filter ") == 1
+    checked = plan(lambda s: s.filter(lambda r: r.kind == 2).map(lambda r: r.auction * 2))
+    assert "SPARK_PARTITION_ID" in checked.upper() and checked.count("Filter ") == 2
