@@ -16,7 +16,9 @@ With a ``collections.Counter`` of the window's values
 (:mod:`streams_spark.window_counts`), the rows are grouped by window, key
 and value first, then by window and key (a static DataFrame's; a stream's
 window runs in Python). A static DataFrame's windows are grouped by their
-start, sliding ones by pane first (:mod:`streams_spark.window_starts`).
+start, sliding ones by pane first (:mod:`streams_spark.window_starts`), its
+sessions by a running count over each key's rows in time order
+(:mod:`streams_spark.window_sessions`).
 
 No row crosses to Python. Each element's checks (a ``None`` where Python
 would raise) run on the rows, before they are grouped; each window's (a
@@ -43,6 +45,7 @@ from .sql_text import Sql
 from .stream import interval, spark_window, timestamp_of
 from .tracing import trace
 from .window_aggregates import Aggregates, WindowValue
+from .window_sessions import sessions
 from .window_starts import bounds_of, by_start, grouped
 from .window_values import trace_window
 
@@ -183,7 +186,9 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
         groups = _by_entries(rows, keys, aggregates, event_time)
     elif starts:
         groups = grouped(rows, event_time, keys, parts)
-    else:  # a stream's or sessions: by Spark's window, which a watermark closes
+    elif event_time.session and not rows.isStreaming:
+        groups = sessions(rows, event_time, keys, parts)
+    else:  # a stream's: by Spark's window, which a watermark closes
         groups = rows.groupBy(spark_window(event_time, "__et").alias("__w"), *keys).agg(
             *[F.expr(s).alias(n) for s, n in parts])
     if group_guards:

@@ -1,0 +1,93 @@
+"""Session windows of a table cut from each key's rows in time order, with Python's sessions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
+from streams import Stream
+from tests.streams_spark.spark_plans import check_or_fail_alike, python_passes
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "kind int, key string, n long, ms long"
+
+
+def seconds(r: Any) -> float:
+    return r.ms / 1000
+
+
+def keyed(kw: tuple[Any, Any]) -> tuple[Any, ...]:
+    key, w = kw
+    return (key, w.start, w.end, len(w.elements), min(r.n for r in w.elements),
+            max(r.n for r in w.elements))
+
+
+def unkeyed(w: Any) -> tuple[Any, ...]:
+    return (w.start, w.end, len(w.elements), sum(r.n for r in w.elements))
+
+
+#: Times on a 500 ms grid against gaps of 1.5 s and 1 s: rows exactly a gap
+#: apart (one session), a grid step more (two), and rows at one time.
+ROWS = st.lists(st.tuples(
+    st.sampled_from([1, 2]), st.sampled_from(["a", "b", None]),
+    st.one_of(st.none(), st.integers(-50, 50)),
+    st.integers(0, 40).map(lambda i: i * 500)), min_size=1, max_size=30)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(ROWS, st.sampled_from([1.5, 1.0]))
+def test_any_rows_give_python_sessions_or_python_failures(spark: Any, rows: list[Any],
+                                                          gap: float) -> None:
+    rows = sorted(rows, key=lambda r: r[3])  # in time order: in-process, none is late
+
+    def build(s: Stream[Any]) -> Stream[Any]:
+        return (s.filter(lambda r: r.kind == 2)
+                .session_window(gap, time=seconds, key="key", bounds=True).map(keyed))
+
+    check_or_fail_alike(spark, build, "key string, start double, end double, count long, "
+                        "low long, high long", rows=rows, columns=SCHEMA)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(ROWS)
+def test_unkeyed_sessions_are_python_s(spark: Any, rows: list[Any]) -> None:
+    rows = sorted(((k, key, n or 0, ms) for k, key, n, ms in rows), key=lambda r: r[3])
+    check_or_fail_alike(
+        spark, lambda s: s.session_window(1.5, time=seconds, bounds=True).map(unkeyed),
+        "start double, end double, count long, total long", rows=rows, columns=SCHEMA)
+
+
+def _grouped_by_session_window(frame: Any) -> bool:
+    """Whether ``frame`` groups by Spark's ``session_window()`` (not the checks' message)."""
+    return "AS session_window#" in frame._jdf.queryExecution().analyzed().toString()
+
+
+def test_a_tables_sessions_are_numbered_by_key_in_time_order(spark: Any) -> None:
+    df = spark.createDataFrame([(2, "a", 1, 0), (2, "a", 2, 1500), (2, "a", 3, 3001)], SCHEMA)
+    out = (Stream.from_spark(df).session_window(1.5, time=seconds, key="key", bounds=True)
+           .map(keyed).to_dataframe("key string, start double, end double, count long, "
+                                    "low long, high long"))
+    assert python_passes(out) == 0
+    assert not _grouped_by_session_window(out)
+    assert "Window [lag(" in out._jdf.queryExecution().executedPlan().toString()
+    # 0 and 1.5 are a gap apart (one session); 3.001 is more than a gap after 1.5.
+    assert sorted(tuple(r) for r in out.collect()) == [
+        ("a", 0.0, 3.0, 2, 1, 2), ("a", 3.001, 4.501, 1, 3, 3)]
+
+
+def test_a_streams_sessions_keep_session_window(spark: Any, tmp_path: Path) -> None:
+    # Spark runs no window function over a stream; its watermark closes sessions.
+    spark.createDataFrame([(2, "a", 1, 0)], SCHEMA).write.parquet(str(tmp_path / "in"))
+    df = spark.readStream.schema(SCHEMA).parquet(str(tmp_path / "in"))
+    out = (Stream.from_spark(df).session_window(1.5, time=seconds, key="key", bounds=True)
+           .map(keyed).to_dataframe("key string, start double, end double, count long, "
+                                    "low long, high long"))
+    assert out.isStreaming and python_passes(out) == 0
+    assert _grouped_by_session_window(out)
+    assert "lag(" not in out._jdf.queryExecution().analyzed().toString()
