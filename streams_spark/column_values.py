@@ -51,6 +51,10 @@ class Trace:
         self.element_guards_to: list[tuple[Any, Any]] | None = None
         #: Input columns (their text) that the guards so far prove never None.
         self.non_null: set[str] | None = None
+        #: Tests (the text of their truth) that every row reaching the function
+        #: has passed (True) or failed (False): a filter below holds them
+        #: (streams_spark.pushdown.certain). A branch on one is not followed.
+        self.known: dict[str, bool] = {}
 
 
 TRACE: contextvars.ContextVar[Trace] = contextvars.ContextVar("streams_spark_trace")
@@ -143,14 +147,18 @@ class Value:
         trace = TRACE.get()
         if trace.element_guards_to is not None:
             raise Untraceable("a branch on each element of a window")
+        holds = truth(self)
+        if trace.known:
+            known = trace.known.get(str(holds))
+            if known is not None:
+                return known
         if trace.taken < len(trace.decisions):
             decision = trace.decisions[trace.taken]
             trace.taken += 1
-            holds = truth(self)
             trace.path.append(holds if decision else ~holds)
             trace.branches.append((self, decision, len(trace.guards)))
             return decision
-        raise Branch(truth(self))
+        raise Branch(holds)
 
     def __add__(self, other: Any) -> Value:
         return _arith("+", self, other)

@@ -18,6 +18,12 @@ check is the test's own, the first on the path, of its column being None
 (``r.price > 10`` fails on a None price): the test then lets those rows
 through too (``price IS NULL OR price > 10``).
 
+The tests made on every path (:func:`certain`) hold for every row the
+``CASE`` sees: it is traced again with them known, and does not make them
+a second time (Nexmark's q1, hand-written with and without its ``CASE``
+testing ``kind <=> 2`` again: 1.037x and 1.073x PySpark's rate, 31 paired
+rounds, 2026-11-29).
+
 Examples
 --------
 >>> from pyspark.sql.types import LongType, StructField
@@ -53,7 +59,7 @@ from typing import Any
 
 from .column_values import Value, functions, has_constant, truth
 
-__all__ = ["Leaf", "implied", "narrowed"]
+__all__ = ["Leaf", "certain", "implied", "narrowed"]
 
 #: Paths an implied condition joins with OR, at most: beyond, Spark's
 #: optimiser spends more on it than a scan gains.
@@ -82,20 +88,69 @@ def implied(leaves: list[Leaf], keep_when: bool = True) -> Any | None:
     only pushable tests (:attr:`Value.pushable`), with AND and OR.
     """
     F = functions()
-    alternatives: list[str] = []
+    alternatives = _alternatives(leaves, keep_when)
+    if alternatives is None:
+        return None
+    if not alternatives:
+        return F.lit(False)  # no row is kept, none fails
+    texts = list(dict.fromkeys(
+        atoms[0][0] if len(atoms) == 1 else "(" + " AND ".join(a for a, _ in atoms) + ")"
+        for atoms in alternatives))
+    return F.Sql(texts[0] if len(texts) == 1 else "(" + " OR ".join(texts) + ")")
+
+
+def certain(leaves: list[Leaf], keep_when: bool = True) -> dict[str, bool]:
+    """The tests :func:`implied` holds on every path: their truth's text, and the way taken.
+
+    A filter of :func:`implied`'s condition below the function's check
+    makes them known there: the check need not test them again
+    (:class:`~streams_spark.column_values.Trace`'s ``known``).
+
+    Examples
+    --------
+    >>> from pyspark.sql.types import LongType, StructField
+    >>> from streams_spark.row_values import RowValue
+    >>> from streams_spark.tracing import trace
+    >>> row = RowValue([StructField("kind", LongType()), StructField("auction", LongType())])
+    >>> leaves: list[Leaf] = []
+    >>> _ = trace(lambda r: r.kind == 2 and r.auction % 123 == 0, row, [], leaves=leaves)
+    >>> certain(leaves)
+    {'(`kind` <=> 2L)': True}
+    >>> leaves = []
+    >>> _ = trace(lambda r: r.kind == 0 or r.kind == 1, row, [], leaves=leaves)
+    >>> certain(leaves)  # either holds, neither on every path
+    {}
+    """
+    alternatives = _alternatives(leaves, keep_when)
+    if not alternatives:
+        return {}
+    common = {test for _, test in alternatives[0] if test is not None}
+    for atoms in alternatives[1:]:
+        common &= {test for _, test in atoms if test is not None}
+    return dict(common)
+
+
+#: An atom of a path's condition: its text, and the test it is (the text of a
+#: value's truth, and the way taken) or None where it lets a check's failures through.
+_Atom = tuple[str, tuple[str, bool] | None]
+
+
+def _alternatives(leaves: list[Leaf], keep_when: bool) -> list[list[_Atom]] | None:
+    """Each path's atoms (ANDed; the paths ORed), or None where a path allows any row."""
+    alternatives: list[list[_Atom]] = []
     for leaf in leaves:
         first = leaf.first_guard
-        atoms: list[str] = []
+        atoms: list[_Atom] = []
         for value, decision, guards_before in leaf.branches:
             if guards_before == first:  # no row has failed on this path yet
                 if value.pushable:
-                    atoms.append(_way(value, decision))
+                    atoms.append(_test(value, decision))
                 continue
             # A row failing a guard before this branch did not come this way:
             # only the branch's own test, with its own failures, holds for it.
             failing = _own(value, first, guards_before)
             if failing is not None:
-                atoms.append(f"({failing} OR {_way(value, decision, raw=True)})")
+                atoms.append((f"({failing} OR {_way(value, decision, raw=True)})", None))
             break
         else:
             kept = _truth_on(leaf)
@@ -104,21 +159,22 @@ def implied(leaves: list[Leaf], keep_when: bool = True) -> Any | None:
             result = leaf.result
             if kept is None and isinstance(result, Value) and result.pushable:
                 if leaf.last_guard == first:
-                    atoms.append(_way(result, keep_when))
+                    atoms.append(_test(result, keep_when))
                 elif (failing := _own(result, first, leaf.last_guard)) is not None:
-                    atoms.append(f"({failing} OR {_way(result, keep_when, raw=True)})")
-        texts = list(dict.fromkeys(atoms))
-        if not texts:
+                    atoms.append((f"({failing} OR {_way(result, keep_when, raw=True)})",
+                                  None))
+        atoms = list(dict.fromkeys(atoms))
+        if not atoms:
             return None  # any row may be kept or fail here
-        alternatives.append(" AND ".join(texts) if len(texts) == 1 else
-                            "(" + " AND ".join(texts) + ")")
-    alternatives = list(dict.fromkeys(alternatives))
+        if atoms not in alternatives:
+            alternatives.append(atoms)
     if len(alternatives) > MAX_ALTERNATIVES:
         return None
-    if not alternatives:
-        return F.lit(False)  # no row is kept, none fails
-    return F.Sql(alternatives[0] if len(alternatives) == 1 else
-                 "(" + " OR ".join(alternatives) + ")")
+    return alternatives
+
+
+def _test(value: Value, decision: bool) -> _Atom:
+    return _way(value, decision), (str(truth(value)), decision)
 
 
 def narrowed(df: Any, conditions: Sequence[str]) -> Any:

@@ -29,12 +29,14 @@ __all__ = ["trace"]
 
 def trace(func: Callable[[Any], Any], element: Any, guards: list[tuple[Any, Any]], *,
           ansi: bool = True, non_null: set[str] | None = None,
-          leaves: list[Leaf] | None = None) -> Any:
+          leaves: list[Leaf] | None = None, known: dict[str, bool] | None = None) -> Any:
     """What ``func(element)`` gives, as values and constants, following every branch.
 
     ``guards`` receives ``(condition, error)`` where Python would raise;
     ``non_null`` the input columns those guards prove are never None;
-    ``leaves`` each path followed to its end (:class:`~streams_spark.pushdown.Leaf`).
+    ``leaves`` each path followed to its end (:class:`~streams_spark.pushdown.Leaf`);
+    ``known`` the tests (the text of their truth) every row has passed (True)
+    or failed (False), whose branches are taken that way only.
     Raises :class:`Untraceable` when some operation has no exact column form,
     when ``func`` raises, or past :data:`MAX_PATHS` paths.
     """
@@ -45,6 +47,8 @@ def trace(func: Callable[[Any], Any], element: Any, guards: list[tuple[Any, Any]
         first_guard = len(guards)
         run_trace = Trace(decisions, ansi, guards)
         run_trace.non_null = non_null
+        if known:
+            run_trace.known = known
         token = TRACE.set(run_trace)
         try:
             result = func(element)

@@ -140,10 +140,20 @@ _PIPELINES = [
     .map(lambda r: r.kind),
     lambda s: s.filter(lambda r: r.kind > 1 and r.price == 3).map(lambda r: r.kind),
     lambda s: s.filter(lambda r: r.price < 0 or r.kind == 1).map(lambda r: r.kind),
+    # Tests the scan makes, met again after it (streams_spark.pushdown.certain).
+    lambda s: s.filter(lambda r: r.kind == 2).filter(lambda r: r.kind == 2 and r.price > 0)
+    .map(lambda r: r.price),
+    lambda s: s.filter(lambda r: r.kind == 1).map(lambda r: (r.kind, r.price))
+    .filter(lambda t: t[0] == 1 and t[1] + 1 > 0).map(lambda t: t[1]),
+    lambda s: s.remove(lambda r: r.kind == 0).map(lambda r: r.price + 1 if r.kind == 0
+                                                  else 7),
+    # Either kind, so neither is known: the map still branches on it.
+    lambda s: s.filter(lambda r: r.kind == 0 or r.kind == 1).map(
+        lambda r: r.price + 1 if r.kind == 0 else r.kind),
 ]
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows=st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 3)),
                                st.one_of(st.none(), st.integers(-20, 20))),
                      min_size=1, max_size=25),
@@ -202,3 +212,18 @@ def test_only_a_filter_holding_checks_is_kept_apart(spark: Any) -> None:
     assert "SPARK_PARTITION_ID" not in plain.upper() and plain.count("Filter ") == 1
     checked = plan(lambda s: s.filter(lambda r: r.kind == 2).map(lambda r: r.auction * 2))
     assert "SPARK_PARTITION_ID" in checked.upper() and checked.count("Filter ") == 2
+
+
+def test_the_checks_do_not_test_again_what_the_scan_s_filter_tests(spark: Any) -> None:
+    df = spark.createDataFrame([(0, None, 5), (2, 246, 7)], "kind int, auction long, price long")
+    out = (Stream.from_spark(df).filter(lambda r: r.kind == 2 and r.auction % 123 == 0)
+           .map(lambda r: r.price * 2).to_dataframe("v long"))
+    plan = str(out._jdf.queryExecution().optimizedPlan().toString())
+    # kind <=> 2 in the pushed filter only; the checks test the auction.
+    assert plan.count("<=> 2)") == 1 and "isnull(auction" in plan
+    assert [r.v for r in out.collect()] == [14]
+    # A filter that keeps every row its pushed test keeps leaves no filter of its own.
+    out = (Stream.from_spark(df).filter(lambda r: r.kind == 2).map(lambda r: r.price)
+           .to_dataframe("v long"))
+    plan = str(out._jdf.queryExecution().optimizedPlan().toString())
+    assert plan.count("Filter ") == 1 and plan.count("<=> 2)") == 1
