@@ -49,6 +49,17 @@ its kind: nothing can be pushed.
 >>> _ = trace(lambda r: (r.auction + 1, r.kind == 2)[1], row, [], leaves=leaves)
 >>> print(implied(leaves))
 None
+
+The tests made on every path, which the checks take as done:
+
+>>> leaves = []
+>>> _ = trace(lambda r: r.kind == 2 and r.auction % 123 == 0, row, [], leaves=leaves)
+>>> certain(leaves)
+{'(`kind` <=> 2L)': True}
+>>> leaves = []
+>>> _ = trace(lambda r: r.kind == 0 or r.kind == 1, row, [], leaves=leaves)
+>>> certain(leaves)  # either holds, neither on every path
+{}
 """
 
 from __future__ import annotations
@@ -105,21 +116,7 @@ def certain(leaves: list[Leaf], keep_when: bool = True) -> dict[str, bool]:
     A filter of :func:`implied`'s condition below the function's check
     makes them known there: the check need not test them again
     (:class:`~streams_spark.column_values.Trace`'s ``known``).
-
-    Examples
-    --------
-    >>> from pyspark.sql.types import LongType, StructField
-    >>> from streams_spark.row_values import RowValue
-    >>> from streams_spark.tracing import trace
-    >>> row = RowValue([StructField("kind", LongType()), StructField("auction", LongType())])
-    >>> leaves: list[Leaf] = []
-    >>> _ = trace(lambda r: r.kind == 2 and r.auction % 123 == 0, row, [], leaves=leaves)
-    >>> certain(leaves)
-    {'(`kind` <=> 2L)': True}
-    >>> leaves = []
-    >>> _ = trace(lambda r: r.kind == 0 or r.kind == 1, row, [], leaves=leaves)
-    >>> certain(leaves)  # either holds, neither on every path
-    {}
+    (See the module's examples.)
     """
     alternatives = _alternatives(leaves, keep_when)
     if not alternatives:
