@@ -17,7 +17,7 @@ With a ``collections.Counter`` of the window's values
 and value first, then by window and key (a static DataFrame's; a stream's
 window runs in Python). A static DataFrame's windows are grouped by their
 start, sliding ones by pane first (:mod:`streams_spark.window_starts`), its
-sessions by a running count over each key's rows in time order
+keyed sessions by a running count over each key's rows in time order
 (:mod:`streams_spark.window_sessions`).
 
 No row crosses to Python. Each element's checks (a ``None`` where Python
@@ -186,9 +186,10 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
         groups = _by_entries(rows, keys, aggregates, event_time)
     elif starts:
         groups = grouped(rows, event_time, keys, parts)
-    elif event_time.session and not rows.isStreaming:
+    elif event_time.session and not rows.isStreaming and key is not None:
+        # A keyed table's sessions: cut by key in time order (window_sessions).
         groups = sessions(rows, event_time, keys, parts)
-    else:  # a stream's: by Spark's window, which a watermark closes
+    else:  # a stream's, or unkeyed sessions: by Spark's window
         groups = rows.groupBy(spark_window(event_time, "__et").alias("__w"), *keys).agg(
             *[F.expr(s).alias(n) for s, n in parts])
     if group_guards:

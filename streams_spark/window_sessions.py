@@ -1,4 +1,4 @@
-"""A static DataFrame's session windows, cut from each key's rows in time order.
+"""A static DataFrame's keyed session windows, cut from each key's rows in time order.
 
 Spark's ``session_window(t, gap)`` gives each row a session of its own,
 ``[t, t + gap)``, aggregates the rows by that struct and key before the
@@ -22,7 +22,11 @@ apart), hand-written both ways: 1.15x the rate of ``session_window()``
 (medians of 11 paired rounds over 1,000,000 events, 2026-11-29).
 
 A stream's sessions keep ``session_window()``: its watermark closes them,
-and Spark runs no window function over a stream.
+and Spark runs no window function over a stream. So do unkeyed sessions:
+all their rows are one key, which a window function holds at once where
+``session_window()`` streams it after its sort (one session of 920,000 bids
+cut this way: 0.93x the rate of ``session_window()``; 0.95x for ~300,000
+sessions, 11 paired rounds each, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Session windows of a table cut from each key's rows in time order, with Python's sessions."""
+"""Keyed session windows of a table cut from each key's rows in time order, as Python's."""
 
 from __future__ import annotations
 
@@ -79,6 +79,15 @@ def test_a_tables_sessions_are_numbered_by_key_in_time_order(spark: Any) -> None
     # 0 and 1.5 are a gap apart (one session); 3.001 is more than a gap after 1.5.
     assert sorted(tuple(r) for r in out.collect()) == [
         ("a", 0.0, 3.0, 2, 1, 2), ("a", 3.001, 4.501, 1, 3, 3)]
+
+
+def test_unkeyed_sessions_keep_session_window(spark: Any) -> None:
+    # All rows are one key: a window function would hold them at once.
+    df = spark.createDataFrame([(2, "a", 1, 0)], SCHEMA)
+    out = (Stream.from_spark(df).session_window(1.5, time=seconds, bounds=True).map(unkeyed)
+           .to_dataframe("start double, end double, count long, total long"))
+    assert python_passes(out) == 0 and _grouped_by_session_window(out)
+    assert [tuple(r) for r in out.collect()] == [(0.0, 1.5, 1, 1)]
 
 
 def test_a_streams_sessions_keep_session_window(spark: Any, tmp_path: Path) -> None:
