@@ -218,15 +218,15 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
                         guards = []
                         result = trace(spec.func, current, guards, ansi=ansi, known=known)
             narrows = narrows and not guards
+            test = None if spec.operator == "map" else truth(result)
             if spec.operator == "map":
                 current = result
-                passes = F.lit(True) if guards else None
-            elif known.get(str(truth(result))) is keeps:  # it keeps every row it sees
+            # A step that keeps every row it sees (a filter whose test the
+            # scan made) adds its guards alone, or nothing.
+            if test is None or known.get(str(test)) is keeps:
                 passes = F.lit(True) if guards else None
             else:
-                passes = truth(result)
-                if not keeps:
-                    passes = ~passes
+                passes = test if keeps else ~test
             if passes is not None:
                 passes = checked(guards, spec.name, row, passes)
                 # One CASE per step: a later step is evaluated only on the rows
