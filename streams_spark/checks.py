@@ -105,7 +105,11 @@ def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str]) -> Any:
     """The rows of ``df`` where the tests ``narrowing`` and then the checking ``keep`` hold.
 
     The tests (:mod:`streams_spark.pushdown`) are a filter of their own, below
-    the checking one, which Spark pushes into the source.
+    the checking one, which Spark pushes into the source. Not one filter of
+    both, though that is one analysis less to build (Nexmark q1: 24 ms
+    against 28): Spark keeps no order among a filter's conjuncts (a data
+    source's pushdown puts those it cannot take, the checks, first), and a
+    check would then fail on a row the tests rule out.
     """
     out = narrowed(df, narrowing)
     return checking(out, keep) if keep is not None else out

@@ -41,7 +41,7 @@ from .checks import ElementText, checked, checked_in_order, checking, kept_rows
 from .column_values import BOOL, FLOAT, INT, NONE, STR, Untraceable, Value, lift
 from .routing import BEYOND, FIRST_SECOND, LAST_SECOND
 from .row_values import RowValue, fields_of, reads_of
-from .sql_text import Sql
+from .sql_text import Sql, named
 from .stream import interval, spark_window, timestamp_of
 from .tracing import trace
 from .window_aggregates import Aggregates, WindowValue
@@ -141,8 +141,6 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
     ``outputs(result, schema, ansi)`` makes the output columns. Raises
     :class:`Untraceable` when a part has no column form.
     """
-    from pyspark.sql import functions as F
-
     event_time = window.traits.event_time
     assert event_time is not None
     if (func.operator != "map" or func.policy != "raise" or func.func is None
@@ -191,7 +189,7 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
         groups = sessions(rows, event_time, keys, parts)
     else:  # a stream's, or unkeyed sessions: by Spark's window
         groups = rows.groupBy(spark_window(event_time, "__et").alias("__w"), *keys).agg(
-            *[F.expr(s).alias(n) for s, n in parts])
+            *[named(s, n) for s, n in parts])
     if group_guards:
         # A window's failure names the window: its bounds and key.
         bounds = (bounds_of("`__s`", event_time.size) if starts
@@ -225,8 +223,6 @@ def _bounded(group: WindowValue, event_time: EventTime, starts: bool) -> Window[
 def _by_entries(rows: Any, keys: list[str], aggregates: Aggregates, event_time: EventTime
                 ) -> Any:
     """The groups of ``rows`` by window and ``keys``, through the entries of their Counter."""
-    from pyspark.sql import functions as F
-
     if event_time.session:
         raise Untraceable("a Counter over session windows (Spark would form them per value)")
     if rows.isStreaming:
@@ -234,4 +230,4 @@ def _by_entries(rows: Any, keys: list[str], aggregates: Aggregates, event_time: 
                           "watermark)")
     first, second = aggregates.levels()
     entries = grouped(rows, event_time, [*keys, "__c"], first)  # rows count __c
-    return entries.groupBy("__s", *keys).agg(*[F.expr(s).alias(n) for s, n in second])
+    return entries.groupBy("__s", *keys).agg(*[named(s, n) for s, n in second])

@@ -36,6 +36,8 @@ from typing import Any
 from streams.operators.window_bounds import micros
 from streams.spec import EventTime
 
+from .sql_text import named
+
 __all__ = ["sessions"]
 
 
@@ -47,8 +49,6 @@ def sessions(rows: Any, event_time: EventTime, keys: list[str],
     ``__w``, the ``keys`` and each of ``parts`` (``(SQL, name)`` of
     aggregates) over the session's rows, under its name.
     """
-    from pyspark.sql import functions as F
-
     assert event_time.session and not rows.isStreaming
     gap = micros(event_time.size)
     by = f"PARTITION BY {', '.join(f'`{k}`' for k in keys)} ORDER BY `__et`"
@@ -62,4 +62,4 @@ def sessions(rows: Any, event_time: EventTime, keys: list[str],
     bounds = (f"named_struct('start', min(`__et`), "
               f"'end', timestamp_micros(unix_micros(max(`__et`)) + {gap}))")
     return numbered.groupBy(*keys, "__sid").agg(
-        F.expr(bounds).alias("__w"), *[F.expr(sql).alias(name) for sql, name in parts])
+        named(bounds, "__w"), *[named(sql, name) for sql, name in parts])

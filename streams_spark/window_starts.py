@@ -38,6 +38,7 @@ from typing import Any
 from streams.operators.window_bounds import micros
 from streams.spec import EventTime
 
+from .sql_text import named
 from .window_aggregates import combined
 
 __all__ = ["bounds_of", "by_start", "grouped", "start_of"]
@@ -79,26 +80,24 @@ def grouped(rows: Any, event_time: EventTime, keys: list[str],
     row has each one's value over the window's rows, under its name. A
     sliding window's rows are aggregated by pane first.
     """
-    from pyspark.sql import functions as F
-
     size = micros(event_time.size)
     slide = size if event_time.slide is None else micros(event_time.slide)
-    aggregates = [F.expr(sql).alias(name) for sql, name in parts]
+    aggregates = [named(sql, name) for sql, name in parts]
     us = "unix_micros(`__et`)"
     if slide >= size:  # tumbling
-        return rows.groupBy(F.expr(start_of(us, size)).alias("__s"), *keys).agg(*aggregates)
-    panes = rows.groupBy(F.expr(start_of(us, math.gcd(size, slide))).alias("__p"),
+        return rows.groupBy(named(start_of(us, size), "__s"), *keys).agg(*aggregates)
+    panes = rows.groupBy(named(start_of(us, math.gcd(size, slide)), "__p"),
                          *keys).agg(*aggregates)
     # The windows holding a pane start at multiples of slide, the last at or
     # before the pane's start, the first after its start less size.
     last = f"(`__p` - pmod(`__p`, {slide}))"
     starts = f"sequence({last} - {(-(-size // slide) - 1) * slide}, {last}, {slide})"
-    windows = panes.select(F.explode(F.expr(starts)).alias("__s"), "__p", *keys,
+    windows = panes.select(named(f"explode({starts})", "__s"), "__p", *keys,
                            *[name for _, name in parts])
     if size % slide:
         windows = windows.where(f"`__s` + {size} > `__p`")
     return (windows.groupBy("__s", *keys)
-            .agg(*[F.expr(combined(sql, name)).alias(name) for sql, name in parts]))
+            .agg(*[named(combined(sql, name), name) for sql, name in parts]))
 
 
 def bounds_of(start: str, size: float) -> str:
