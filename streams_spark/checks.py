@@ -101,8 +101,10 @@ def checking(df: Any, condition: Any) -> Any:
     return df.where(f"CASE WHEN spark_partition_id() < 0 THEN false ELSE {text} END")
 
 
-def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str]) -> Any:
+def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str], row: ElementText) -> Any:
     """The rows of ``df`` where the tests ``narrowing`` and then the checking ``keep`` hold.
+
+    ``row`` puts the failing element's text into ``keep``'s messages.
 
     The tests (:mod:`streams_spark.pushdown`) are a filter of their own, below
     the checking one, which Spark pushes into the source. Not one filter of
@@ -112,7 +114,7 @@ def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str]) -> Any:
     check would then fail on a row the tests rule out.
     """
     out = narrowed(df, narrowing)
-    return checking(out, keep) if keep is not None else out
+    return checking(out, row.resolve(keep)) if keep is not None else out
 
 
 def _first(cases: list[tuple[str, Any, Any]], values: list[Any]) -> Any:

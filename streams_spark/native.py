@@ -243,8 +243,7 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
             except Untraceable:
                 columns = None
             if columns is not None:
-                out = kept_rows(df, row.resolve(keep) if keep is not None else None,
-                                narrowing)
+                out = kept_rows(df, keep, narrowing, row)
                 return out, [], out.selectExpr(*columns)
     if len(specs) == cut + 2 and windowed(specs[cut]):
         try:  # a window and its function, as Spark aggregates
@@ -259,5 +258,4 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
                                        _outputs, narrowing=cut_narrowing)
         except Untraceable:
             pass
-    return (kept_rows(df, row.resolve(cut_keep) if cut_keep is not None else None,
-                      cut_narrowing), specs[cut:], None)
+    return kept_rows(df, cut_keep, cut_narrowing, row), specs[cut:], None

@@ -174,7 +174,7 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
         columns_in.append(f"{key.col if key is not None else 'NULL'} AS `__k`")
     if aggregates.counter is not None:  # over the rows the filters kept only
         columns_in.append(f"{aggregates.counter.value.col} AS `__c`")
-    kept = kept_rows(df, row.resolve(keep) if keep is not None else None, narrowing)
+    kept = kept_rows(df, keep, narrowing, row)
     rows = kept.selectExpr(*map(row.resolve, columns_in))
     if kept.isStreaming:  # a static DataFrame's watermark is dropped by Spark's analyser
         rows = rows.withWatermark("__et", interval(event_time.lateness))

@@ -291,7 +291,7 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
         proven.append(non_null)
     sides = []
     for side, picked in zip(("__l", "__r"), picks, strict=True):
-        sides.append(kept_rows(df, row.resolve(picked), narrowing).selectExpr(
+        sides.append(kept_rows(df, picked, narrowing, row).selectExpr(
             "*", windowed_as, f"{key_sql} AS `__k`").alias(side))
     pairs = sides[0].join(sides[1], F.expr(
         f"`__l`.`{by}` = `__r`.`{by}` AND `__l`.`__k` <=> `__r`.`__k`"))
