@@ -53,10 +53,12 @@ def check_or_fail_alike(spark: Any, build: Any, schema: str, *, rows: list[Any],
     from streams import Stream
 
     df = spark.createDataFrame(rows, columns)
-    try:
-        expected: Any = sorted((tuple(v) for v in in_process(df.collect(), build)), key=repr)
+    try:  # the pipeline's TypeError only, not one of this helper's own
+        outputs = in_process(df.collect(), build)
     except TypeError as e:
-        expected = e
+        expected: Any = e
+    else:
+        expected = sorted((v if isinstance(v, tuple) else (v,) for v in outputs), key=repr)
     out = build(Stream.from_spark(df)).to_dataframe(schema)
     assert python_passes(out) == 0
     if isinstance(expected, TypeError):
