@@ -43,6 +43,7 @@ from .codec import (
 from .late import LateElements
 from .plan import ChainStage, KeyedStage, Plan, WindowStage, route_of
 from .routing import FAR_FUTURE, MID_SCHEMA, NodeFailure
+from .sql_text import named
 from .stages import (
     WINDOWS,
     Rows,
@@ -52,6 +53,7 @@ from .stages import (
     sequential_chain,
 )
 from .storage import location, scratch_location
+from .window_sessions import sessions
 
 __all__ = ["StreamRunner", "build_query_frame", "interval", "micros_of", "spark_window",
            "timestamp_of"]
@@ -190,20 +192,24 @@ def _windows(df: Any, event_time: EventTime) -> Any:
     (the pickled key; null without a key) and ``items``, the window's rows;
     with ``bounds``, a ``bounds`` column too, which tells
     :func:`~streams_spark.stages.collected_rows` and the stage after the
-    window to emit each window with its bounds.
+    window to emit each window with its bounds. A static DataFrame's keyed
+    sessions are cut from each key's rows in time order
+    (:mod:`streams_spark.window_sessions`), the same sessions as Spark's
+    ``session_window()``.
     """
-    from pyspark.sql import functions as F
-
-    window = spark_window(event_time, "et")
-    # By key always: null without one (Spark refuses a session window
-    # without a grouping key; the end-of-stream row's b"" is a group apart).
-    columns = [F.unix_micros(F.col("w.start")).alias("start"),
-               F.unix_micros(F.col("w.end")).alias("end"), "k", "items"]
+    items = [("collect_list(struct(`seq`, `sub`, `kind`, `p`))", "items")]
+    if event_time.session and event_time.key is not None and not df.isStreaming:
+        groups = sessions(df, event_time, ["k"], items, time="et")
+    else:
+        # By key always: null without one (Spark refuses a session window
+        # without a grouping key; the end-of-stream row's b"" is a group apart).
+        groups = df.groupBy(spark_window(event_time, "et").alias("__w"), "k").agg(
+            named(*items[0]))
+    columns = ["unix_micros(`__w`.`start`) AS `start`", "unix_micros(`__w`.`end`) AS `end`",
+               "k", "items"]
     if event_time.bounds:
-        columns.append(F.lit(True).alias("bounds"))
-    return (df.groupBy(window.alias("w"), "k")
-            .agg(F.collect_list(F.struct("seq", "sub", "kind", "p")).alias("items"))
-            .select(*columns))
+        columns.append("true AS `bounds`")
+    return groups.selectExpr(*columns)
 
 
 class _NoState:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
 from streams import Stream
-from tests.streams_spark.spark_plans import check_or_fail_alike, python_passes
+from tests.streams_spark.spark_plans import check_or_fail_alike, in_process, python_passes
 
 pytestmark = pytest.mark.spark
 
@@ -100,3 +100,30 @@ def test_a_streams_sessions_keep_session_window(spark: Any, tmp_path: Path) -> N
     assert out.isStreaming and python_passes(out) == 0
     assert _grouped_by_session_window(out)
     assert "lag(" not in out._jdf.queryExecution().analyzed().toString()
+
+
+# -- the same sessions, their function run in Python ---------------------------------------
+
+def keyed_in_python(kw: tuple[Any, Any]) -> tuple[Any, ...]:
+    key, w = kw
+    values = {r.n for r in w.elements if r.n is not None}  # a set: not traced, run in Python
+    return (key, w.start, w.end, len(w.elements), len(values))
+
+
+def _in_python(gap: float) -> Any:
+    return lambda s: (s.filter(lambda r: r.kind == 2)
+                      .session_window(gap, time=seconds, key="key", bounds=True)
+                      .map(keyed_in_python))
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(ROWS, st.sampled_from([1.5, 1.0]))
+def test_sessions_whose_function_runs_in_python_are_python_s(spark: Any, rows: list[Any],
+                                                             gap: float) -> None:
+    rows = sorted(rows, key=lambda r: r[3])
+    df = spark.createDataFrame(rows, SCHEMA)
+    out = _in_python(gap)(Stream.from_spark(df)).to_dataframe(
+        "key string, start double, end double, count long, distinct long")
+    assert python_passes(out) > 0 and not _grouped_by_session_window(out)
+    expected = in_process(df.collect(), _in_python(gap))
+    assert sorted((tuple(r) for r in out.collect()), key=repr) == sorted(expected, key=repr)
