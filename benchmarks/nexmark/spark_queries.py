@@ -167,39 +167,54 @@ def session_count(key_session: tuple[Any, Any]) -> tuple[float, Any, int]:
 
 # -- the two sides -------------------------------------------------------------------
 
-def streams_query(query: str, df: Any, project: bool = False) -> Any:
+def _untraced(func: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``func`` as a function the library runs in Python.
+
+    The library turns no function that closes over another into Spark columns.
+    """
+    def call(x: Any) -> Any:
+        return func(x)
+    call.__name__ = getattr(func, "__name__", "f")
+    return call
+
+
+def streams_query(query: str, df: Any, project: bool = False, in_python: bool = False) -> Any:
     """The query as a Spark-resident streams pipeline over ``df``: a DataFrame.
 
     ``df`` is read as it is (Spark reads the columns the functions read), or
     with ``project`` through a projection on the query's columns (which a
     pipeline whose functions run in Python needs, and which the benchmark's
-    runs before 2026-11-28 made).
+    runs before 2026-11-28 made). With ``in_python`` every function runs in
+    Python (as one the library cannot turn into Spark columns does), over
+    the projection.
     """
     from streams import Stream
 
     columns = COLUMNS[query]
-    source = Stream.from_spark(df.select(*columns) if project and columns != df.columns
-                               else df)
+    f = _untraced if in_python else (lambda func: func)
+    source = Stream.from_spark(df.select(*columns) if (project or in_python)
+                               and columns != df.columns else df)
     if query == "q0":
         node = source
     elif query == "q1":
-        node = source.filter(is_bid).map(q.euro)
+        node = source.filter(f(is_bid)).map(f(q.euro))
     elif query == "q2":
-        node = source.filter(q2_selected).map(q.q2_fields)
+        node = source.filter(f(q2_selected)).map(f(q.q2_fields))
     elif query == "q5":
-        node = (source.filter(is_bid)
-                .timed_window(q.WINDOW, slide=q.SLIDE, time=event_time).map(hot_item))
+        node = (source.filter(f(is_bid))
+                .timed_window(q.WINDOW, slide=q.SLIDE, time=f(event_time)).map(f(hot_item)))
     elif query == "q7":
-        node = source.filter(is_bid).timed_window(q.WINDOW, time=event_time).map(
-            highest_bid)
+        node = source.filter(f(is_bid)).timed_window(q.WINDOW, time=f(event_time)).map(
+            f(highest_bid))
     elif query == "q8":
-        node = (source.filter(is_person_or_auction)
-                .timed_window(q.WINDOW, time=event_time, key=owner)
-                .map(new_users).flatten())
+        node = (source.filter(f(is_person_or_auction))
+                .timed_window(q.WINDOW, time=f(event_time), key=f(owner))
+                .map(f(new_users)).flatten())
     elif query == "q11":
-        node = (source.filter(is_bid)
-                .session_window(q.SESSION_GAP, time=event_time, key=q.bidder, bounds=True)
-                .map(session_count))
+        node = (source.filter(f(is_bid))
+                .session_window(q.SESSION_GAP, time=f(event_time), key=f(q.bidder),
+                                bounds=True)
+                .map(f(session_count)))
     else:
         raise ValueError(query)
     return node.to_dataframe(OUTPUT[query])

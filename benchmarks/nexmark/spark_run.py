@@ -186,11 +186,12 @@ def in_process(query: str, events: list[Any]) -> list[Any]:
     return sorted(out, key=repr)
 
 
-def check(spark: Any, query: str, directory: str, events: list[Any]) -> str | None:
+def check(spark: Any, query: str, directory: str, events: list[Any],
+          streams_side: Callable[[str, Any], Any] = sq.streams_query) -> str | None:
     """Compare the three sides' outputs (and the in-process ones); a refusal's message."""
     df = spark.read.schema(sq.EVENT_SCHEMA).parquet(directory)
     try:
-        frame = sq.streams_query(query, df)
+        frame = streams_side(query, df)
     except (ValueError, TypeError, NotImplementedError) as e:
         return f"{type(e).__name__}: {e}"
     ours = sorted(tuple(r) for r in frame.collect())
@@ -276,12 +277,18 @@ def main() -> None:
     parser.add_argument("--project", action="store_true",
                         help="the streams pipeline reads a projection on the query's columns "
                              "(as before 2026-11-28), not the table as it is")
+    parser.add_argument("--in-python", action="store_true",
+                        help="the streams pipeline's functions all run in Python, as ones "
+                             "it cannot turn into Spark columns do (against the same "
+                             "functions hand-written around mapInArrow)")
     parser.add_argument("--no-same-functions", action="store_true",
                         help="time streams and PySpark only (the same-functions side's "
                              "Python workers then do not run between them)")
     args = parser.parse_args()
-    builders = SIDES if not args.project else (
-        functools.partial(sq.streams_query, project=True), *SIDES[1:])
+    builders: tuple[Callable[[str, Any], Any], ...] = SIDES
+    if args.project or args.in_python:
+        builders = (functools.partial(sq.streams_query, project=True, in_python=args.in_python),
+                    *SIDES[1:])
     print(f"load average at start: {loadavg()}")
     events = generate(args.events)
     check_events = events[:CHECK_EVENTS]
@@ -305,7 +312,7 @@ def main() -> None:
               f"{'PySpark ev/s':>13} {'vs same-fn':>11} {'vs PySpark':>11}  "
               "rounds (same-fn; PySpark)")
         for query in args.only.split(","):
-            refused = check(spark, query, small, check_events)
+            refused = check(spark, query, small, check_events, builders[0])
             if refused is not None:
                 print(f"{query:6} not run on Spark ({refused})", flush=True)
                 continue
