@@ -109,9 +109,12 @@ def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str], row: ElementT
     The tests (:mod:`streams_spark.pushdown`) are a filter of their own, below
     the checking one, which Spark pushes into the source. Not one filter of
     both, though that is one analysis less to build (Nexmark q1: 24 ms
-    against 28): Spark keeps no order among a filter's conjuncts (a data
-    source's pushdown puts those it cannot take, the checks, first), and a
-    check would then fail on a row the tests rule out.
+    against 28): Spark SQL documents no order of evaluation among an AND's
+    operands, nor short-circuiting (its ``CombineFilters`` merges two filters
+    only if both are deterministic for that reason), and a check evaluated
+    first would fail on a row the tests rule out. Spark 4.3 kept the order
+    of one such filter over Parquet and over a Python data source; nothing
+    promises it will.
     """
     out = narrowed(df, narrowing)
     return checking(out, row.resolve(keep)) if keep is not None else out

@@ -176,6 +176,51 @@ def test_rows_or_the_failure_are_python_s_over_skipped_row_groups(
         assert sorted((r[0] for r in out.collect()), key=repr) == sorted(expected, key=repr)
 
 
+# -- a source that takes no pushed filter ---------------------------------------------------
+
+def _rows_source() -> Any:
+    """A Python data source of a person (no price) and two bids that takes no filter."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader
+
+    class Reader(DataSourceReader):
+        def pushFilters(self, filters: list[Any]) -> Any:
+            yield from filters  # none taken: Spark tests them after the scan
+
+        def read(self, partition: Any) -> Any:
+            yield from [(0, None), (2, 5), (2, 7)]
+
+    class Rows(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "streams_test_untaken_filters"
+
+        def schema(self) -> str:
+            return SCHEMA
+
+        def reader(self, schema: Any) -> Any:
+            return Reader()
+
+    return Rows
+
+
+def test_the_checks_see_only_the_rows_the_pushed_tests_keep_on_a_source_that_takes_none(
+        spark: Any) -> None:
+    # The source declines kind <=> 2, so Spark tests it after the scan, where
+    # the checks are too: the check of the price must not reach the person.
+    conf = "spark.sql.python.filterPushdown.enabled"
+    before = spark.conf.get(conf)
+    spark.conf.set(conf, "true")
+    try:
+        spark.dataSource.register(_rows_source())
+        df = spark.read.format("streams_test_untaken_filters").load()
+        out = (Stream.from_spark(df).filter(lambda r: r.kind == 2).map(lambda r: r.price * 2)
+               .to_dataframe("v long"))
+        assert python_passes(out) == 0
+        assert sorted(r.v for r in out.collect()) == [10, 14]
+    finally:
+        spark.conf.set(conf, before)
+
+
 # -- a filter the user adds to the output -------------------------------------------------
 
 @pytest.mark.parametrize("where", ["kind = 2", "kind <=> 2", "kind = 2 AND auction > 0"])
