@@ -56,7 +56,7 @@ from .storage import location, scratch_location
 from .window_sessions import sessions
 
 __all__ = ["StreamRunner", "build_query_frame", "interval", "micros_of", "spark_window",
-           "timestamp_of"]
+           "timestamp_of", "window_groups"]
 
 #: The kinds of rows that reach ``gather()`` (or a node's error policy).
 DELIVERED = (DATA, WINDOW, WINDOW_ITEMS, ERROR)
@@ -185,6 +185,21 @@ def spark_window(event_time: EventTime, column: str) -> Any:
     return F.window(column, size)
 
 
+def window_groups(rows: Any, event_time: EventTime, keys: list[str],
+                  parts: list[tuple[str, str]], keyed: bool, time: str = "__et") -> Any:
+    """``rows`` by window (``__w``, Spark's struct) of the column ``time`` and ``keys``.
+
+    Each group's row has each of ``parts`` (``(SQL, name)`` of aggregates)
+    under its name. A static DataFrame's ``keyed`` sessions are cut from each
+    key's rows in time order (:mod:`streams_spark.window_sessions`), the same
+    sessions as Spark's ``session_window()``; the rest are Spark's windows.
+    """
+    if event_time.session and keyed and not rows.isStreaming:
+        return sessions(rows, event_time, keys, parts, time)
+    return rows.groupBy(spark_window(event_time, time).alias("__w"), *keys).agg(
+        *[named(sql, name) for sql, name in parts])
+
+
 def _windows(df: Any, event_time: EventTime) -> Any:
     """Spark's windows of ``event_time`` over the rows of ``df`` (watermarked ``et``).
 
@@ -192,19 +207,13 @@ def _windows(df: Any, event_time: EventTime) -> Any:
     (the pickled key; null without a key) and ``items``, the window's rows;
     with ``bounds``, a ``bounds`` column too, which tells
     :func:`~streams_spark.stages.collected_rows` and the stage after the
-    window to emit each window with its bounds. A static DataFrame's keyed
-    sessions are cut from each key's rows in time order
-    (:mod:`streams_spark.window_sessions`), the same sessions as Spark's
-    ``session_window()``.
+    window to emit each window with its bounds.
     """
-    items = [("collect_list(struct(`seq`, `sub`, `kind`, `p`))", "items")]
-    if event_time.session and event_time.key is not None and not df.isStreaming:
-        groups = sessions(df, event_time, ["k"], items, time="et")
-    else:
-        # By key always: null without one (Spark refuses a session window
-        # without a grouping key; the end-of-stream row's b"" is a group apart).
-        groups = df.groupBy(spark_window(event_time, "et").alias("__w"), "k").agg(
-            named(*items[0]))
+    # By key always: null without one (Spark refuses a session window
+    # without a grouping key; the end-of-stream row's b"" is a group apart).
+    groups = window_groups(df, event_time, ["k"],
+                           [("collect_list(struct(`seq`, `sub`, `kind`, `p`))", "items")],
+                           event_time.key is not None, time="et")
     columns = ["unix_micros(`__w`.`start`) AS `start`", "unix_micros(`__w`.`end`) AS `end`",
                "k", "items"]
     if event_time.bounds:

@@ -42,10 +42,9 @@ from .column_values import BOOL, FLOAT, INT, NONE, STR, Untraceable, Value, lift
 from .routing import BEYOND, FIRST_SECOND, LAST_SECOND
 from .row_values import RowValue, fields_of, reads_of
 from .sql_text import Sql, named
-from .stream import interval, spark_window, timestamp_of
+from .stream import interval, timestamp_of, window_groups
 from .tracing import trace
 from .window_aggregates import Aggregates, WindowValue
-from .window_sessions import sessions
 from .window_starts import bounds_of, by_start, grouped
 from .window_values import trace_window
 
@@ -184,12 +183,8 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
         groups = _by_entries(rows, keys, aggregates, event_time)
     elif starts:
         groups = grouped(rows, event_time, keys, parts)
-    elif event_time.session and not rows.isStreaming and key is not None:
-        # A keyed table's sessions: cut by key in time order (window_sessions).
-        groups = sessions(rows, event_time, keys, parts)
-    else:  # a stream's, or unkeyed sessions: by Spark's window
-        groups = rows.groupBy(spark_window(event_time, "__et").alias("__w"), *keys).agg(
-            *[named(s, n) for s, n in parts])
+    else:  # sessions, or a stream's windows
+        groups = window_groups(rows, event_time, keys, parts, key is not None)
     if group_guards:
         # A window's failure names the window: its bounds and key.
         bounds = (bounds_of("`__s`", event_time.size) if starts
