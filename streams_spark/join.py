@@ -49,9 +49,9 @@ from streams.spec import JoinTime, NodeSpec
 from streams.stage import Stage
 
 from .codec import DATA, ERROR, carried_error, fail_on_executor, pickled_output
+from .event_seconds import on_spark
 from .listener import count_input, observed, watch_progress
 from .plan import chain_plan
-from .routing import on_spark
 from .stages import COLUMNS, Driver, Rows, chain_task
 
 __all__ = ["SIDE_SCHEMA", "SideRows", "join_frame", "pair_task", "spark_delay", "watch_late"]

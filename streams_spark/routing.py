@@ -22,10 +22,11 @@ import pandas as pd
 import pyarrow as pa
 
 from streams.operators._checks import canonical_key, key_function
-from streams.operators.window_bounds import event_micros, micros
+from streams.operators.window_bounds import micros
 from streams.spec import EventTime, NodeSpec
 
 from .codec import DATA, ERROR, FLUSH, PACK, carried_error, pickled_output
+from .event_seconds import event_seconds
 from .packs import pack_payload
 from .plan import Route
 
@@ -89,34 +90,6 @@ def key_bucket(kbytes: bytes, buckets: int = KEY_BUCKETS) -> bytes:
     return b"%d" % (zlib.crc32(kbytes) % buckets)
 
 
-#: Spark's timestamps: years 1 to 9999, in seconds (Python's floats go further).
-FIRST_SECOND, LAST_SECOND = -62135596800, 253402300799
-BEYOND = ("the event time is beyond Spark's timestamps (years 1 to 9999); "
-          "run this window in Python (gather() before it)")
-_INF = float("inf")
-
-
-def on_spark(seconds: float) -> float:
-    """``seconds``, an event time, if Spark's timestamps hold it; else ValueError.
-
-    Spark would fail on such a time with an overflow that names neither the
-    node nor the element. NaN and infinities pass: Spark gives them no
-    window, as before.
-
-    Examples
-    --------
-    >>> on_spark(1.5)
-    1.5
-    >>> on_spark(1e15)
-    Traceback (most recent call last):
-    ...
-    ValueError: the event time is beyond Spark's timestamps (years 1 to 9999); ...
-    """
-    if -_INF < seconds < FIRST_SECOND or LAST_SECOND < seconds < _INF:
-        raise ValueError(BEYOND)
-    return seconds
-
-
 def _route(route: Route | None) -> Callable[[Any], tuple[bytes | None, float | None]]:
     """The routing columns ``k`` and ``t`` of an element bound for ``route``."""
     if route is None:
@@ -144,31 +117,27 @@ def _route(route: Route | None) -> Callable[[Any], tuple[bytes | None, float | N
         return by_key
     event_time = traits.event_time
     assert event_time is not None
+    # The time as the function returns it: the Router turns a batch's times
+    # into seconds at once (see event_seconds).
     timef = key_function(event_time.time)
     if event_time.key is not None:
         keyf = key_function(event_time.key)
         dumps = pickle.dumps
         known: dict[Any, bytes] = {}
 
-        def keyed_when(x: Any) -> tuple[bytes, float]:
+        def keyed_when(x: Any) -> tuple[bytes, Any]:
             t = timef(x)
             k = keyf(x)
             try:
-                b = known[k]
+                return known[k], t
             except KeyError:
                 # One pickle for keys one state in-process (1, 1.0, True):
                 # Spark groups the windows by these bytes.
                 b = known[k] = dumps(canonical_key(k), protocol=5)
-            return b, on_spark(float(t if isinstance(t, int | float) else t.timestamp()))
+                return b, t
 
         return keyed_when
-
-    def when(x: Any) -> tuple[None, float]:
-        t = timef(x)
-        # Seconds, or a datetime taken as its POSIX timestamp (as in-process).
-        return None, on_spark(float(t if isinstance(t, int | float) else t.timestamp()))
-
-    return when
+    return lambda x: (None, timef(x))
 
 
 def window_group(event_time: EventTime) -> Callable[[int], Any] | None:
@@ -192,6 +161,22 @@ def window_group(event_time: EventTime) -> Callable[[int], Any] | None:
     slide = micros(event_time.slide)
     # Spark's windows of time m start at j * slide for j in (first, last].
     return lambda us: (us // slide, (us - size) // slide)
+
+
+def _first_seen_codes(columns: list[np.ndarray]) -> np.ndarray:
+    """A code for each row of ``columns`` (equal rows, equal codes), 0, 1... as first seen.
+
+    Examples
+    --------
+    >>> _first_seen_codes([np.array([5, 3, 5, 3]), np.array(["a", "b", "b", "b"], object)])
+    array([0, 1, 2, 1])
+    """
+    codes = pd.factorize(columns[0])[0]
+    for column in columns[1:]:
+        more, uniques = pd.factorize(column)
+        # Both codes are below the number of rows: the pair fits 64 bits.
+        codes = pd.factorize(codes.astype(np.int64) * len(uniques) + more)[0]
+    return codes  # type: ignore[no-any-return]
 
 
 class Router:
@@ -227,12 +212,17 @@ class Router:
         # Group -> [seqs, subs, values, k, latest t]: the packs being filled.
         self.packs: dict[Any, list[Any]] = {}
         self.buckets: dict[bytes, bytes] = {}
-        self.window_group: Callable[[int], Any] | None = None
+        self.window_group: Callable[[Any], Any] | None = None
+        # The elements bound for a window, routed when the batch closes:
+        # their seqs, subs, values, pickled keys and times as the function gave them.
+        self._window: tuple[list[Any], ...] = ([], [], [], [], [])
+        self.keyed_window = False
         if self.to_window:
             assert route_to is not None and route_to.spec is not None
             event_time = route_to.spec.traits.event_time
             assert event_time is not None
             self.window_group = window_group(event_time)
+            self.keyed_window = event_time.key is not None
 
     def add(self, seq: int, sub: int, kind: int, value: Any) -> None:
         """A value (``kind`` DATA) or a pickled error record (``kind`` ERROR)."""
@@ -244,6 +234,14 @@ class Router:
         except Exception as e:
             assert self.route_to is not None and self.route_to.spec is not None
             self._error(seq, sub, carried_error(self.route_to.spec.id, value, e))
+            return
+        if self.to_window:  # routed when the batch closes (see _close_window)
+            w = self._window
+            w[0].append(seq)
+            w[1].append(sub)
+            w[2].append(value)
+            w[3].append(k)
+            w[4].append(t)
             return
         if self.route_to is None:
             kind, p = pickled_output(kind, value, self.last)
@@ -259,16 +257,6 @@ class Router:
             if group is None:
                 assert self.route_to is not None
                 group = self.buckets[k] = key_bucket(k, self.route_to.buckets)
-        elif self.to_window:
-            assert t is not None
-            # The windows Spark will put the element in: the time's nearest
-            # microsecond (timestamp_of()), floored by the slide in window().
-            # Before 1970 Spark's window start is not a floor: no packing.
-            us = event_micros(t) if 0.0 <= t < FAR_FUTURE else -1
-            if us < 0 or self.window_group is None:
-                self._pack_one(seq, sub, value, k, t)
-                return
-            group = (self.window_group(us), k)
         pack = self.packs.get(group)
         if pack is None:
             self.packs[group] = [[seq], [sub], [value], group if self.keyed else k, t]
@@ -276,10 +264,62 @@ class Router:
         pack[0].append(seq)
         pack[1].append(sub)
         pack[2].append(value)
-        if t is not None and t > pack[4]:
-            # The pack's event time is its latest element's: Spark's
-            # watermark (the latest event time seen) stays what it would be.
-            pack[4] = t
+
+    def _close_window(self) -> None:
+        """Route the elements bound for a window: their times at once, then the packs.
+
+        An element whose time fails fails the query (see ``_error``) once
+        the elements before it are packed: the first error in element order.
+        """
+        seqs, subs, values, ks, raw = self._window
+        self._window = ([], [], [], [], [])
+        times, valid, error = event_seconds(raw)
+        if valid:
+            self._pack_window(seqs[:valid], subs[:valid], values[:valid], ks[:valid],
+                              times[:valid])
+        if error is not None:
+            assert self.route_to is not None and self.route_to.spec is not None
+            self._error(seqs[valid], subs[valid],
+                        carried_error(self.route_to.spec.id, values[valid], error))
+
+    def _pack_window(self, seqs: list[int], subs: list[int], values: list[Any],
+                     ks: list[bytes | None], times: np.ndarray) -> None:
+        """Elements in the same Spark windows under the same key share a pack.
+
+        The windows Spark will put an element in: its time's nearest
+        microsecond (``timestamp_of()``), floored by the slide in
+        ``window()``. Before 1970 Spark's window start is not a floor, and a
+        session starts at each element's own time: such elements go alone.
+        A pack's time is its latest element's, so Spark's watermark (the
+        latest event time seen) stays what it would be. Packs come in the
+        order of their first elements, each in element order.
+        """
+        group_of = self.window_group
+        floored = (times >= 0.0) & (times < FAR_FUTURE)
+        if group_of is None:
+            floored[:] = False
+        packed = np.flatnonzero(floored)
+        if packed.size:
+            assert group_of is not None
+            t = times[packed]
+            windows = group_of(np.rint(t * 1e6).astype(np.int64))  # event_micros(), at once
+            columns = list(windows) if isinstance(windows, tuple) else [windows]
+            if self.keyed_window:
+                columns.append(np.asarray([ks[i] for i in packed.tolist()], dtype=object))
+            group = _first_seen_codes(columns)
+            order = np.argsort(group, kind="stable")
+            ends = np.cumsum(np.bincount(group)).tolist()
+            latest = np.maximum.reduceat(t[order], [0, *ends[:-1]]).tolist()
+            at = packed[order].tolist()
+            start = 0
+            for g, end in enumerate(ends):
+                members = at[start:end]
+                self.packs[g] = [[seqs[i] for i in members], [subs[i] for i in members],
+                                 [values[i] for i in members], ks[members[0]], latest[g]]
+                start = end
+        alone = np.flatnonzero(~floored)
+        for i in alone.tolist():
+            self._pack_one(seqs[i], subs[i], values[i], ks[i], float(times[i]))
 
     def _pack_one(self, seq: int, sub: int, value: Any, k: bytes | None,
                   t: float | None) -> None:
@@ -327,6 +367,8 @@ class Router:
 
     def _close_packs(self) -> None:
         """Turn the packs being filled into rows."""
+        if self._window[0]:
+            self._close_window()
         packs, self.packs = self.packs, {}
         failed: list[tuple[int, int, bytes]] = []
         for seqs, subs, values, k, t in packs.values():

@@ -39,7 +39,7 @@ from streams.spec import EventTime, NodeSpec
 
 from .checks import ElementText, checked, checked_in_order, checking, kept_rows
 from .column_values import BOOL, FLOAT, INT, NONE, STR, Untraceable, Value, lift
-from .routing import BEYOND, FIRST_SECOND, LAST_SECOND
+from .event_seconds import BEYOND, FIRST_SECOND, LAST_SECOND
 from .row_values import RowValue, fields_of, reads_of
 from .sql_text import Sql, named
 from .stream import interval, timestamp_of, window_groups

@@ -142,14 +142,60 @@ def test_rows_for_a_window_are_one_pack_per_spark_window_at_its_latest_time() ->
     assert [(r["kind"], r["t"]) for r in rows if r["kind"] != PACK] == [(DATA, -0.5)]
 
 
+def first(x: tuple[Any, str]) -> Any:
+    return x[0]
+
+
+def second(x: tuple[Any, str]) -> str:
+    return x[1]
+
+
+@given(st.lists(st.tuples(st.one_of(st.floats(-3, 40, allow_nan=False),
+                                    st.integers(-3, 40), st.just(float("nan"))),
+                          st.sampled_from("ab")), max_size=40),
+       st.sampled_from([(4.0, None), (4.0, 1.5), (0.5, 0.25)]), st.booleans())
+def test_window_packs_hold_the_elements_spark_puts_in_the_same_windows(
+        xs: list[tuple[Any, str]], size_slide: tuple[float, float | None],
+        by_key: bool) -> None:
+    size, slide = size_slide
+    node = Stream().timed_window(size, slide=slide, time=first, key=second if by_key else None)
+    router = Router(Route("window", node.describe()), None)
+    for i, x in enumerate(xs):
+        router.add(i, 0, DATA, x)
+    rows = rows_of(router)
+    # The reference, one element at a time: its time's nearest microsecond
+    # floored by the slide (and its key) names its windows; an element before
+    # 1970 (or without a time) goes alone, first.
+    step, alone, packs = round((slide or size) * 1e6), [], {}
+    for x in xs:
+        t = float(x[0])
+        if not 0 <= t < 7.3e9:
+            alone.append(x)
+            continue
+        us = round(t * 1e6)
+        group = (us // step, (us - round(size * 1e6)) // step if slide else None,
+                 x[1] if by_key else None)
+        packs.setdefault(group, []).append(x)
+    got_alone = [pickle.loads(r["p"]) for r in rows if r["kind"] == DATA]
+    got_packs = [opened([r["seq"]], [0], [PACK], [r["p"]])[3] for r in rows if r["kind"] == PACK]
+    assert repr(got_alone) == repr(alone)  # NaN is not equal to itself
+    assert got_packs == list(packs.values())
+    assert [r["t"] for r in rows if r["kind"] == PACK] == [
+        max(float(x[0]) for x in pack) for pack in packs.values()]
+    assert all(r["k"] == (pickle.dumps(r_x[1], protocol=5) if by_key else None)
+               for r, r_x in zip([r for r in rows if r["kind"] == PACK],
+                                 [p[0] for p in packs.values()], strict=True))
+
+
 def test_an_error_before_a_window_fails_with_the_first_error_in_order() -> None:
     last = mapped()
     router = Router(window(), last, [last])
     router.add(0, 0, DATA, 0.5)
     unpicklable = type("F", (float,), {"__reduce__": lambda self: 1 / 0})(0.7)
     router.add(1, 0, DATA, unpicklable)
+    router.add(2, 0, DATA, "not a time")  # the window's own error, later
     with pytest.raises(NodeFailure) as info:
-        router.add(2, 0, DATA, "not a time")  # the window's own error, later
+        router.batch()  # a batch's times are turned into seconds as it closes
     # Readable (no driver may read it), then the payload for a driver.
     text, payload = str(info.value).split(f" ({NodeFailure.MARK}")
     assert text.startswith("map(f) failed on element 0.7: ") and "map(f) returned" in text
