@@ -37,6 +37,7 @@ from .codec import (
 )
 from .plan import by_id, by_position, chain_plan
 from .storage import Location, location
+from .worker_heap import freeze_worker_heap
 
 __all__ = ["BatchRunner", "chain_rows", "encode_chunks", "load_checkpoint", "save_checkpoint"]
 
@@ -141,6 +142,7 @@ def _task(specs: list[NodeSpec], states: dict[int, Any], flush: bool, with_state
     last = specs[-1] if specs else None
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_worker_heap()
         stage = Stage(plan)
         stage.restore(by_id(specs, states))
         yield from chain_rows(stage, batches, flush, last, specs if with_state else None,

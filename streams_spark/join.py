@@ -53,6 +53,7 @@ from .event_seconds import on_spark
 from .listener import count_input, observed, watch_progress
 from .plan import chain_plan
 from .stages import COLUMNS, Driver, Rows, chain_task
+from .worker_heap import freeze_worker_heap
 
 __all__ = ["SIDE_SCHEMA", "SideRows", "join_frame", "pair_task", "spark_delay", "watch_late"]
 
@@ -132,6 +133,7 @@ def pair_task(specs: list[NodeSpec], rows_of: Rows
     plan = chain_plan(specs)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_worker_heap()
         rows = rows_of()
         drive = Driver(Stage(plan), rows)
         loads = pickle.loads

@@ -41,6 +41,7 @@ from .codec import (
 from .packs import opened, windows_and_firsts
 from .plan import Route, by_id, by_position, chain_plan
 from .routing import ONE_GROUP, Router
+from .worker_heap import freeze_worker_heap
 
 __all__ = [
     "COLUMNS", "FLUSH", "FLUSH_MARK", "WINDOWS", "Driver", "chain_task", "collected_rows",
@@ -159,6 +160,7 @@ def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool | str,
     last = specs[-1] if specs else None
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_worker_heap()
         rows = rows_of() if rows_of is not None else Router(route_to, last, specs)
         drive = Driver(Stage(plan), rows)
         push = drive.push
@@ -252,6 +254,7 @@ def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSp
     label = spec.name
 
     def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        freeze_worker_heap()
         seqs, subs, kinds, ps = _columns(frames)
         rows = rows_of() if rows_of is not None else Router(route_to, specs[-1], specs)
         if not key[0]:
@@ -289,6 +292,7 @@ def sequential_chain(specs: list[NodeSpec], route_to: Route | None = None,
     last = specs[-1] if specs else None
 
     def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        freeze_worker_heap()
         columns = _columns(frames)
         rows = rows_of() if rows_of is not None else Router(route_to, last, specs)
         if key[0] != ONE_GROUP:  # error and control rows pass through
