@@ -43,7 +43,6 @@ def on_spark(seconds: float) -> float:
     return seconds
 
 
-
 def _seconds(t: Any) -> float:
     # Seconds, or a datetime taken as its POSIX timestamp (as in-process).
     return float(t if isinstance(t, int | float) else t.timestamp())

@@ -90,8 +90,8 @@ def key_bucket(kbytes: bytes, buckets: int = KEY_BUCKETS) -> bytes:
     return b"%d" % (zlib.crc32(kbytes) % buckets)
 
 
-def _route(route: Route | None) -> Callable[[Any], tuple[bytes | None, float | None]]:
-    """The routing columns ``k`` and ``t`` of an element bound for ``route``."""
+def _route(route: Route | None) -> Callable[[Any], tuple[bytes | None, Any]]:
+    """The routing columns ``k`` and ``t`` of an element bound for ``route`` (``t`` as given)."""
     if route is None:
         return lambda x: (None, None)
     if route.kind == "group":
@@ -295,9 +295,8 @@ class Router:
         order of their first elements, each in element order.
         """
         group_of = self.window_group
-        floored = (times >= 0.0) & (times < FAR_FUTURE)
-        if group_of is None:
-            floored[:] = False
+        floored = ((times >= 0.0) & (times < FAR_FUTURE) if group_of is not None
+                   else np.zeros(len(times), dtype=bool))
         packed = np.flatnonzero(floored)
         if packed.size:
             assert group_of is not None
