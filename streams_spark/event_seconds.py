@@ -65,7 +65,8 @@ def event_seconds(times: list[Any]) -> tuple[np.ndarray, int, Exception | None]:
     """
     n = len(times)
     out: np.ndarray | None = None
-    if set(map(type, times)) <= {float, int}:  # not bool: float() is its own
+    # Exactly ints and floats at once; anything else (bools, datetimes) one by one.
+    if set(map(type, times)) <= {float, int}:
         try:
             out = np.array(times, dtype=np.float64)
         except OverflowError:  # an int beyond floats: found below

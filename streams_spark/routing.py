@@ -304,7 +304,7 @@ class Router:
             windows = group_of(np.rint(t * 1e6).astype(np.int64))  # event_micros(), at once
             columns = list(windows) if isinstance(windows, tuple) else [windows]
             if self.keyed_window:
-                columns.append(np.asarray([ks[i] for i in packed.tolist()], dtype=object))
+                columns.append(np.asarray(ks, dtype=object)[packed])
             group = _first_seen_codes(columns)
             order = np.argsort(group, kind="stable")
             ends = np.cumsum(np.bincount(group)).tolist()
