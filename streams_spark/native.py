@@ -36,7 +36,7 @@ from typing import Any
 
 from streams.spec import NodeSpec
 
-from .checks import ElementText, checked, kept_rows
+from .checks import ElementText, after, checked, kept_rows
 from .column_values import (
     BOOL,
     FLOAT,
@@ -231,7 +231,7 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
                 passes = checked(guards, spec.name, row, passes)
                 # One CASE per step: a later step is evaluated only on the rows
                 # the earlier ones kept, as in Python (Spark may reorder AND).
-                keep = passes if keep is None else F.when(keep, passes).otherwise(False)
+                keep = passes if keep is None else after(keep, passes)
         except Untraceable:
             break
         if current is element:

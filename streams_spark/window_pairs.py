@@ -52,7 +52,7 @@ from typing import Any
 from streams.operators.window_bounds import micros
 from streams.spec import NodeSpec
 
-from .checks import ElementText, checked, checked_in_order, checking, kept_rows
+from .checks import ElementText, after, checked, checked_in_order, checking, kept_rows
 from .column_values import Untraceable, Value, truth
 from .row_values import RowValue, fields_of
 from .sql_text import Sql
@@ -286,7 +286,7 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
         picked = checked_in_order([(window.name, routing.guards), (func.name, guards),
                                    (window.name, routing.beyond)], row, chosen)
         if keep is not None:
-            picked = Sql(f"CASE WHEN {keep} THEN {picked} ELSE false END")
+            picked = after(keep, picked)
         picks.append(picked)
         proven.append(non_null)
     sides = []

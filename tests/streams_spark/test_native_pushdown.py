@@ -273,3 +273,72 @@ def test_the_checks_do_not_test_again_what_the_scan_s_filter_tests(spark: Any) -
            .to_dataframe("v long"))
     plan = str(out._jdf.queryExecution().optimizedPlan().toString())
     assert plan.count("Filter ") == 1 and plan.count("<=> 2)") == 1
+
+
+# -- the rows a check keeps or fails on, before it reads its message's columns -------------
+
+WIDE = "kind int, auction long, price long, name string"
+_SELECTIONS = [
+    # One check that drops rows: a filter of where it keeps or fails comes first.
+    (lambda s: s.filter(lambda r: r.auction % 3 == 0).map(lambda r: (r.name, r.price)), True),
+    (lambda s: s.remove(lambda r: r.auction % 3 != 0).map(lambda r: (r.name, r.price)), True),
+    # After a step that cannot fail, inside its CASE.
+    (lambda s: s.filter(lambda r: r.kind == 1 or r.kind == 2)
+     .filter(lambda r: r.auction % 3 == 0).map(lambda r: (r.name, r.price)), True),
+    # After a step that can fail: a failure in a CASE's condition is not where
+    # the prefilter would be true, so there is none.
+    (lambda s: s.filter(lambda r: r.kind > 0).filter(lambda r: r.auction % 3 == 0)
+     .map(lambda r: (r.name, r.price)), False),
+    # A check that drops nothing: nothing to filter first.
+    (lambda s: s.map(lambda r: (r.name, r.auction * 2)), False),
+]
+
+
+def _filters(frame: Any) -> list[str]:
+    plan = str(frame._jdf.queryExecution().optimizedPlan().toString())
+    return [line for line in plan.splitlines() if "Filter " in line]
+
+
+@pytest.mark.parametrize(("build", "first"), _SELECTIONS)
+def test_a_check_reads_its_message_s_columns_only_on_the_rows_it_keeps_or_fails_on(
+        spark: Any, build: Any, first: bool) -> None:
+    df = spark.createDataFrame([(2, 6, 7, "a")], WIDE)
+    out = build(Stream.from_spark(df)).to_dataframe("name string, v long")
+    prefilters = [f for f in _filters(out)
+                  if "SPARK_PARTITION_ID" in f and "raise_error" not in f]
+    assert len(prefilters) == first, _filters(out)
+    # It reads what the tests read, not the columns only the message names.
+    assert not any("name#" in f or "price#" in f for f in prefilters), prefilters
+
+
+def test_a_failure_behind_a_prefilter_still_names_the_whole_element(spark: Any) -> None:
+    df = spark.createDataFrame([(2, 6, 7, "a"), (2, None, 9, "b"), (2, 4, 1, "c")], WIDE)
+    out = (Stream.from_spark(df).filter(lambda r: r.auction % 3 == 0)
+           .map(lambda r: (r.name, r.price)).to_dataframe("name string, v long"))
+    with pytest.raises(Exception, match=re.escape(
+            'failed on element {"auction":null,"price":9,"name":"b"}: TypeError')):
+        out.collect()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rows=st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 3)),
+                               st.one_of(st.none(), st.integers(-9, 9)),
+                               st.one_of(st.none(), st.integers(-9, 9)),
+                               st.one_of(st.none(), st.sampled_from(["a", "b"]))),
+                     min_size=1, max_size=20),
+       which=st.integers(0, len(_SELECTIONS) - 1))
+def test_rows_or_the_failure_are_python_s_with_a_prefilter(
+        spark: Any, rows: list[Any], which: int) -> None:
+    build = _SELECTIONS[which][0]
+    df = spark.createDataFrame(rows, WIDE)
+    try:
+        expected: Any = sorted(in_process(df.collect(), build), key=repr)
+    except TypeError:
+        expected = None
+    out = build(Stream.from_spark(df)).to_dataframe("name string, v long")
+    assert python_passes(out) == 0
+    if expected is None:
+        with pytest.raises(Exception, match="TypeError"):
+            out.collect()
+    else:
+        assert sorted((tuple(r) for r in out.collect()), key=repr) == expected
