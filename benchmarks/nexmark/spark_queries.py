@@ -170,12 +170,11 @@ def session_count(key_session: tuple[Any, Any]) -> tuple[float, Any, int]:
 def _untraced(func: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``func`` as a function the library runs in Python.
 
-    The library turns no function that closes over another into Spark columns.
+    The library turns no ``functools.partial`` into Spark columns. A partial
+    calls ``func`` from C: no Python frame of its own per call, which a
+    wrapper function would add to the streams side alone.
     """
-    def call(x: Any) -> Any:
-        return func(x)
-    call.__name__ = getattr(func, "__name__", "f")
-    return call
+    return functools.partial(func)
 
 
 def streams_query(query: str, df: Any, project: bool = False, in_python: bool = False) -> Any:
