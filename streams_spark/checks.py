@@ -170,10 +170,12 @@ def _kept_apart(text: str) -> str:
 _COLUMN = re.compile(r"`(?:[^`]|``)+`")
 
 
-def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str], row: ElementText) -> Any:
+def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str], row: ElementText,
+              prefiltered: bool = False) -> Any:
     """The rows of ``df`` where the tests ``narrowing`` and then the checking ``keep`` hold.
 
-    ``row`` puts the failing element's text into ``keep``'s messages.
+    ``row`` puts the failing element's text into ``keep``'s messages;
+    ``prefiltered``: with ``keep``'s prefilter between the two.
 
     The tests (:mod:`streams_spark.pushdown`) are a filter of their own, below
     the checking one, which Spark pushes into the source. Not one filter of
@@ -185,20 +187,22 @@ def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str], row: ElementT
     of one such filter over Parquet and over a Python data source; nothing
     promises it will.
 
-    Between the two goes ``keep``'s prefilter (:class:`Check`), where it
-    drops rows and reads fewer columns than the checks: a filter kept apart
-    too, so the checks read the columns their messages name only on the
-    rows they keep or fail on. Nexmark over 5,000,000 events, against the
-    same plan without it: q2 (a bid's auction a multiple of 123; the price
-    read for the message) 1.27x the rate, q8 1.05x (11 paired rounds); over
-    1,000,000, where its build (one more DataFrame, ~8 ms) weighs more,
-    1.01x and 0.98x (31 rounds; 2026-11-30).
+    The prefilter (:class:`Check`), where it drops rows and reads fewer
+    columns than the checks, is a filter kept apart too: the checks then
+    read the columns their messages name only on the rows they keep or fail
+    on. It pays where the checks are much of the work, a filter's over a
+    table: Nexmark's q2 (a bid's auction a multiple of 123; the price read
+    for the message) over 5,000,000 events ran at 1.27x the rate of the same
+    plan without it, over 1,000,000 at 1.01x, where its build (one more
+    DataFrame, ~8 ms) weighs more. Before a window's grouping or join the
+    shuffle is most of it: q8's sides (each of 80,000 persons and auctions
+    one kind) 1.05x and 0.98x (11 and 31 paired rounds; 2026-11-30).
     """
     out = narrowed(df, narrowing)
     if keep is None:
         return out
     text = row.resolve(keep)
-    prefilter = _prefilter(keep)
+    prefilter = _prefilter(keep) if prefiltered else None
     if prefilter is not None and not _always(prefilter) and not _never_fails(text):
         pre = row.resolve(prefilter)
         if set(_COLUMN.findall(text)) - set(_COLUMN.findall(pre)):

@@ -243,7 +243,7 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
             except Untraceable:
                 columns = None
             if columns is not None:
-                out = kept_rows(df, keep, narrowing, row)
+                out = kept_rows(df, keep, narrowing, row, prefiltered=True)
                 return out, [], out.selectExpr(*columns)
     if len(specs) == cut + 2 and windowed(specs[cut]):
         try:  # a window and its function, as Spark aggregates
