@@ -161,19 +161,23 @@ _PIPELINES = [
 @example(rows=[(None, -1), (None, -1)], which=6)  # two None outputs: sorted() would fail
 def test_rows_or_the_failure_are_python_s_over_skipped_row_groups(
         spark: Any, tmp_path_factory: Any, rows: list[tuple[Any, Any]], which: int) -> None:
-    build = _PIPELINES[which]
     df = spark.read.parquet(write_sorted(rows, tmp_path_factory.mktemp("rows"), 2))
+    _rows_or_the_failure_alike(df, _PIPELINES[which], "v long", lambda r: r[0])
+
+
+def _rows_or_the_failure_alike(df: Any, build: Any, schema: str, value: Any) -> None:
+    """``build``'s rows on Spark (each as ``value(row)``) are Python's, or both fail alike."""
     try:
         expected: Any = in_process(df.collect(), build)
     except TypeError:
         expected = None
-    out = build(Stream.from_spark(df)).to_dataframe("v long")
+    out = build(Stream.from_spark(df)).to_dataframe(schema)
     assert python_passes(out) == 0
     if expected is None:
         with pytest.raises(Exception, match="TypeError"):
             out.collect()
     else:  # by repr: the outputs may hold None
-        assert sorted((r[0] for r in out.collect()), key=repr) == sorted(expected, key=repr)
+        assert sorted(map(value, out.collect()), key=repr) == sorted(expected, key=repr)
 
 
 # -- a source that takes no pushed filter ---------------------------------------------------
@@ -329,16 +333,5 @@ def test_a_failure_behind_a_prefilter_still_names_the_whole_element(spark: Any) 
        which=st.integers(0, len(_SELECTIONS) - 1))
 def test_rows_or_the_failure_are_python_s_with_a_prefilter(
         spark: Any, rows: list[Any], which: int) -> None:
-    build = _SELECTIONS[which][0]
-    df = spark.createDataFrame(rows, WIDE)
-    try:
-        expected: Any = sorted(in_process(df.collect(), build), key=repr)
-    except TypeError:
-        expected = None
-    out = build(Stream.from_spark(df)).to_dataframe("name string, v long")
-    assert python_passes(out) == 0
-    if expected is None:
-        with pytest.raises(Exception, match="TypeError"):
-            out.collect()
-    else:
-        assert sorted((tuple(r) for r in out.collect()), key=repr) == expected
+    _rows_or_the_failure_alike(spark.createDataFrame(rows, WIDE), _SELECTIONS[which][0],
+                               "name string, v long", tuple)
