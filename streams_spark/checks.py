@@ -194,9 +194,10 @@ def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str], row: ElementT
     table: Nexmark's q2 (a bid's auction a multiple of 123; the price read
     for the message) over 5,000,000 events ran at 1.27x the rate of the same
     plan without it, over 1,000,000 at 1.01x, where its build (one more
-    DataFrame, ~8 ms) weighs more. Before a window's grouping or join the
-    shuffle is most of it: q8's sides (each of 80,000 persons and auctions
-    one kind) 1.05x and 0.98x (11 and 31 paired rounds; 2026-11-30).
+    DataFrame, 14 ms there) weighs more. Before a window's grouping or join
+    the shuffle is most of the work: q8's sides (80,000 persons and
+    auctions, each side keeping one kind) 1.05x and 0.98x (11 and 31 paired
+    rounds; 2026-11-30).
     """
     out = narrowed(df, narrowing)
     if keep is None:
