@@ -324,7 +324,7 @@ def test_a_failure_behind_a_prefilter_still_names_the_whole_element(spark: Any) 
         out.collect()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows=st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 3)),
                                st.one_of(st.none(), st.integers(-9, 9)),
                                st.one_of(st.none(), st.integers(-9, 9)),
