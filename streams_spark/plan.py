@@ -104,6 +104,9 @@ class Route:
     spec: NodeSpec | None = None
     #: For ``"key"``: how many buckets the keys are hashed into.
     buckets: int = 0
+    #: For ``"window"``: a keyed session window over a static DataFrame, whose
+    #: elements travel packed by span (see :class:`streams_spark.routing.Router`).
+    spans: bool = False
 
 
 @dataclass
@@ -219,12 +222,19 @@ def lower(specs: list[NodeSpec]) -> Plan:
     return Plan(stages, labels)
 
 
-def route_of(stage: Stage | None) -> Route | None:
-    """The routing that rows bound for ``stage`` need (None: none)."""
+def route_of(stage: Stage | None, static: bool = False) -> Route | None:
+    """The routing that rows bound for ``stage`` need (None: none).
+
+    ``static``: the rows come from a ``mapInArrow`` pass over a static
+    DataFrame, so a keyed session window's elements may travel by span.
+    """
     if isinstance(stage, KeyedStage):
         return Route("key", stage.spec, stage.buckets)
     if isinstance(stage, WindowStage):
-        return Route("window", stage.spec)
+        event_time = stage.spec.traits.event_time
+        spans = (static and event_time is not None and event_time.session
+                 and event_time.key is not None)
+        return Route("window", stage.spec, spans=spans)
     if isinstance(stage, ChainStage) and stage.sequential:
         return Route("group")
     return None

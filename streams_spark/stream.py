@@ -42,7 +42,7 @@ from .codec import (
 )
 from .late import LateElements
 from .plan import ChainStage, KeyedStage, Plan, WindowStage, route_of
-from .routing import FAR_FUTURE, MID_SCHEMA, NodeFailure
+from .routing import FAR_FUTURE, MID_SCHEMA, MID_SPANS, NodeFailure
 from .sql_text import named
 from .stages import (
     WINDOWS,
@@ -114,6 +114,7 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     mid = _spark_schema(MID_SCHEMA)
+    static = not df.isStreaming
     state = _spark_schema(pa.schema([("s", pa.binary())]))
     stages = list(plan.stages)
     rows_of, out_schema = output if output is not None else (None, mid)
@@ -121,18 +122,24 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
     # each stage computes them for the next one on the rows it emits, so no
     # pass is spent on routing alone (except before a first stateful stage).
     routed = False
+    spans = False  # the rows carry spans (a pack's last time, ``u``)
     for i, stage in enumerate(stages):
         nxt = stages[i + 1] if i + 1 < len(stages) else None
         last = nxt is None and output is not None  # writes the output rows itself
         route = route_of(nxt)
         if isinstance(stage, ChainStage) and not stage.sequential:
+            route = route_of(nxt, static)
+            spans = route is not None and route.spans
             df = df.mapInArrow(chain_task(stage.specs, route, first, rows_of if last else None),
-                               out_schema if last else mid)
+                               out_schema if last else _spark_schema(MID_SPANS) if spans else mid)
             first = False
             routed = True
             continue
         if not routed:
-            df = df.mapInArrow(chain_task([], route_of(stage), first), mid)
+            route_in = route_of(stage, static)
+            spans = route_in is not None and route_in.spans
+            df = df.mapInArrow(chain_task([], route_in, first),
+                               _spark_schema(MID_SPANS) if spans else mid)
             first = False
         if nxt is not None and isinstance(nxt, ChainStage) and not nxt.sequential:
             route = None  # that chain routes its own outputs
@@ -154,8 +161,12 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
             # The end-of-stream row is aggregated too, into a far-future window
             # that never closes: a filter here would be pushed below the
             # watermark, which would then never see the row.
-            df = _windows(df.withColumn("et", F.expr(timestamp_of("`t`")))
-                          .withWatermark("et", interval(event_time.lateness)), event_time)
+            df = df.withColumn("et", F.expr(timestamp_of("`t`")))
+            if spans:
+                df = df.withColumn("lt", F.expr(timestamp_of("coalesce(`u`, `t`)")))
+            df = _windows(df.withWatermark("et", interval(event_time.lateness)), event_time,
+                          "lt" if spans else None)
+            spans = False
             if nxt is None and output is None:
                 return df  # windows are put in order on the driver: collected_rows()
             if last:
@@ -186,34 +197,38 @@ def spark_window(event_time: EventTime, column: str) -> Any:
 
 
 def window_groups(rows: Any, event_time: EventTime, keys: list[str],
-                  parts: list[tuple[str, str]], keyed: bool, time: str = "__et") -> Any:
+                  parts: list[tuple[str, str]], keyed: bool, time: str = "__et",
+                  last: str | None = None) -> Any:
     """``rows`` by window (``__w``, Spark's struct) of the column ``time`` and ``keys``.
 
     Each group's row has each of ``parts`` (``(SQL, name)`` of aggregates)
     under its name. A static DataFrame's ``keyed`` sessions are cut from each
     key's rows in time order (:mod:`streams_spark.window_sessions`), the same
-    sessions as Spark's ``session_window()``; the rest are Spark's windows.
+    sessions as Spark's ``session_window()``, where a row may be a span of
+    elements ending at the time column ``last``; the rest are Spark's windows.
     """
     if event_time.session and keyed and not rows.isStreaming:
-        return sessions(rows, event_time, keys, parts, time)
+        return sessions(rows, event_time, keys, parts, time, last)
+    assert last is None, "spans are cut by sessions() only"
     return rows.groupBy(spark_window(event_time, time).alias("__w"), *keys).agg(
         *[named(sql, name) for sql, name in parts])
 
 
-def _windows(df: Any, event_time: EventTime) -> Any:
+def _windows(df: Any, event_time: EventTime, last: str | None = None) -> Any:
     """Spark's windows of ``event_time`` over the rows of ``df`` (watermarked ``et``).
 
     One row per window and key: ``start`` and ``end`` (microseconds), ``k``
     (the pickled key; null without a key) and ``items``, the window's rows;
     with ``bounds``, a ``bounds`` column too, which tells
     :func:`~streams_spark.stages.collected_rows` and the stage after the
-    window to emit each window with its bounds.
+    window to emit each window with its bounds. ``last``: the column of a
+    row's last time, where rows are spans (see :func:`window_groups`).
     """
     # By key always: null without one (Spark refuses a session window
     # without a grouping key; the end-of-stream row's b"" is a group apart).
     groups = window_groups(df, event_time, ["k"],
                            [("collect_list(struct(`seq`, `sub`, `kind`, `p`))", "items")],
-                           event_time.key is not None, time="et")
+                           event_time.key is not None, time="et", last=last)
     columns = ["unix_micros(`__w`.`start`) AS `start`", "unix_micros(`__w`.`end`) AS `end`",
                "k", "items"]
     if event_time.bounds:

@@ -127,3 +127,24 @@ def test_sessions_whose_function_runs_in_python_are_python_s(spark: Any, rows: l
     assert python_passes(out) > 0 and not _grouped_by_session_window(out)
     expected = in_process(df.collect(), _in_python(gap))
     assert sorted((tuple(r) for r in out.collect()), key=repr) == sorted(expected, key=repr)
+
+
+def test_spans_of_tasks_that_overlap_in_time_make_python_s_sessions(spark: Any) -> None:
+    # Each task packs a key's elements within one gap of each other as a
+    # span. The first task's span (0-9 s) holds the second's two spans
+    # (3.5 s and 6.5 s, more than a gap apart): one session, as in-process,
+    # since each comes within a gap of the latest end before it.
+    first = [(2, "a", n, n * 1000) for n in range(10)]
+    second = [(2, "a", 20, 3500), (2, "a", 21, 6500), (2, "b", 22, 5000)]
+    tasks = spark.sparkContext.parallelize([first, second], 2).flatMap(lambda rows: rows)
+    df = spark.createDataFrame(tasks, SCHEMA)
+    assert df.rdd.glom().map(len).collect() == [10, 3]  # a task each
+    out = _in_python(1.5)(Stream.from_spark(df)).to_dataframe(
+        "key string, start double, end double, count long, distinct long")
+    plan = out._jdf.queryExecution().analyzed().toString()
+    # Sessions cut from spans: the latest end of the rows before each row.
+    assert "coalesce(u#" in plan and "unboundedpreceding$(), -1)" in plan
+    assert sorted(tuple(r) for r in out.collect()) == [
+        ("a", 0.0, 10.5, 12, 12), ("b", 5.0, 6.5, 1, 1)]
+    assert sorted(in_process(sorted(df.collect(), key=lambda r: r.ms), _in_python(1.5))) == [
+        ("a", 0.0, 10.5, 12, 12), ("b", 5.0, 6.5, 1, 1)]

@@ -215,3 +215,59 @@ def test_windows_open_packs_and_order_their_elements() -> None:
         [item(3, DATA, pickle.dumps("c"))],
     ], pa.list_(ITEM))
     assert windows_of(items) == [["a", "b", "d", "e", "f"], [], ["c"]]
+
+
+def sessions(gap: float) -> Route:
+    node = Stream().session_window(gap, time=first, key=second)
+    return Route("window", node.describe(), spans=True)
+
+
+def test_rows_for_a_table_s_keyed_sessions_are_packs_of_spans_with_first_and_last_time(
+        ) -> None:
+    router = Router(sessions(1.0), None)
+    xs = [(5.0, "a"), (0.0, "a"), (1.0, "b"), (1.0000004, "a"), (2.5, "a"), (float("nan"), "a"),
+          (2.0, "b"), (6.0, "a")]
+    for i, x in enumerate(xs):
+        router.add(i, 0, DATA, x)
+    rows = rows_of(router)
+    packs = [(opened([r["seq"]], [0], [PACK], [r["p"]])[3], r["t"], r["u"], pickle.loads(r["k"]))
+             for r in rows if r["kind"] == PACK]
+    # 1.0000004 is 1 s to Spark: a gap after 0 (one session); 2.5 is more
+    # than a gap after it. Packs in the order of their first elements.
+    assert packs == [([(5.0, "a"), (6.0, "a")], 5.0, 6.0, "a"),
+                     ([(0.0, "a"), (1.0000004, "a")], 0.0, 1.0000004, "a"),
+                     ([(1.0, "b"), (2.0, "b")], 1.0, 2.0, "b")]
+    # A span of one element is a row of its own, as a time Spark may not read.
+    alone = [(repr(pickle.loads(r["p"])), r["u"]) for r in rows if r["kind"] == DATA]
+    assert alone == [("(2.5, 'a')", None), ("(nan, 'a')", None)]
+
+
+@given(st.lists(st.tuples(st.floats(-3, 40, allow_nan=False), st.sampled_from("ab")),
+                max_size=40), st.sampled_from([0.5, 2.0]))
+def test_session_spans_are_a_key_s_runs_of_times_within_one_gap(
+        times_keys: list[tuple[float, str]], gap: float) -> None:
+    xs = [(t, k, i) for i, (t, k) in enumerate(times_keys)]  # each element told apart
+    router = Router(sessions(gap), None)
+    for i, x in enumerate(xs):
+        router.add(i, 0, DATA, x)
+    rows = rows_of(router)
+    packs = [opened([r["seq"]], [0], [r["kind"]], [r["p"]])[3] for r in rows]
+    # The reference: each key's times in order, cut where the next is more
+    # than a gap (in microseconds, as Spark reads them) after; each span in
+    # element order.
+    spans = []
+    for key in dict.fromkeys(k for _, k, _ in xs):
+        run: list[tuple[float, str, int]] = []
+        for x in sorted((x for x in xs if x[1] == key), key=lambda x: round(x[0] * 1e6)):
+            if run and round(x[0] * 1e6) - round(run[-1][0] * 1e6) > round(gap * 1e6):
+                spans.append(sorted(run, key=lambda x: x[2]))
+                run = []
+            run.append(x)
+        spans.append(sorted(run, key=lambda x: x[2]))
+    assert sorted(packs) == sorted(s for s in spans if s)
+    for r, pack in zip(rows, packs, strict=True):
+        assert r["kind"] == (PACK if len(pack) > 1 else DATA)
+        us = [round(t * 1e6) for t, _, _ in pack]  # the times as Spark reads them
+        assert round(r["t"] * 1e6) == min(us)
+        assert r["u"] is None if len(pack) == 1 else round(r["u"] * 1e6) == max(us)
+        assert pickle.loads(r["k"]) == pack[0][1]
