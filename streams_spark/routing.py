@@ -302,7 +302,8 @@ class Router:
         session starts at each element's own time: such elements go alone.
         A pack's time is its latest element's, so Spark's watermark (the
         latest event time seen) stays what it would be. Packs come in the
-        order of their first elements, each in element order.
+        order of their first elements, each in element order. An element
+        alone in its windows is a row of its own (see :meth:`_pack_spans`).
         """
         if self.spans:
             self._pack_spans(seqs, subs, values, ks, times)
@@ -326,8 +327,13 @@ class Router:
             start = 0
             for g, end in enumerate(ends):
                 members = at[start:end]
-                self.packs[g] = [[seqs[i] for i in members], [subs[i] for i in members],
-                                 [values[i] for i in members], ks[members[0]], latest[g], None]
+                if end - start == 1:  # a pack of one costs more than its row
+                    i = members[0]
+                    self._pack_one(seqs[i], subs[i], values[i], ks[i], float(times[i]))
+                else:
+                    self.packs[g] = [[seqs[i] for i in members], [subs[i] for i in members],
+                                     [values[i] for i in members], ks[members[0]], latest[g],
+                                     None]
                 start = end
         alone = np.flatnonzero(~floored)
         for i in alone.tolist():
@@ -384,7 +390,7 @@ class Router:
 
     def _pack_one(self, seq: int, sub: int, value: Any, k: bytes | None,
                   t: float | None) -> None:
-        try:  # once per element bound for a session window: pickle's own fast path
+        try:  # once per element that travels alone: pickle's own fast path
             p = pickle.dumps(value, protocol=5)
         except Exception:
             kind, p = pickled_output(DATA, value, self.last)

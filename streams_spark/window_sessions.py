@@ -77,7 +77,7 @@ def sessions(rows: Any, event_time: EventTime, keys: list[str],
     # A row more than gap after the one before it starts a session (the
     # first row of a key has none before it). Each step is one projection:
     # Spark analyses the whole plan at each DataFrame call.
-    before = (f"lag(unix_micros({et})) OVER ({by})" if last is None else
+    before = (f"unix_micros(lag({et}) OVER ({by}))" if last is None else
               f"max(unix_micros({lt})) OVER ({by} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 "
               "PRECEDING)")
     starts = rows.selectExpr("*", f"CASE WHEN unix_micros({et}) - {before} <= {gap} "
