@@ -35,8 +35,7 @@ from .packs import pack_payload
 from .plan import Route
 
 __all__ = ["FAR_FUTURE", "KEY_BUCKETS", "MID_SCHEMA", "MID_SPANS", "ONE_GROUP", "NodeFailure",
-           "Router",
-           "key_bucket", "window_group"]
+           "Router", "key_bucket", "window_group"]
 
 #: The key of the one group of a sequential stage (never a pickled key).
 ONE_GROUP = b"\x01"

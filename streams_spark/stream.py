@@ -126,9 +126,9 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
     for i, stage in enumerate(stages):
         nxt = stages[i + 1] if i + 1 < len(stages) else None
         last = nxt is None and output is not None  # writes the output rows itself
-        route = route_of(nxt)
+        # A chain's mapInArrow pass over a static DataFrame may send spans.
+        route = route_of(nxt, static and isinstance(stage, ChainStage) and not stage.sequential)
         if isinstance(stage, ChainStage) and not stage.sequential:
-            route = route_of(nxt, static)
             spans = route is not None and route.spans
             df = df.mapInArrow(chain_task(stage.specs, route, first, rows_of if last else None),
                                out_schema if last else _spark_schema(MID_SPANS) if spans else mid)
