@@ -301,8 +301,8 @@ class Router:
         session starts at each element's own time: such elements go alone.
         A pack's time is its latest element's, so Spark's watermark (the
         latest event time seen) stays what it would be. Packs come in the
-        order of their first elements, each in element order. An element
-        alone in its windows is a row of its own (see :meth:`_pack_spans`).
+        order of their first elements, each in element order; an element
+        alone in its windows is a row of its own.
         """
         if self.spans:
             self._pack_spans(seqs, subs, values, ks, times)
@@ -322,18 +322,8 @@ class Router:
             order = np.argsort(group, kind="stable")
             ends = np.cumsum(np.bincount(group)).tolist()
             latest = np.maximum.reduceat(t[order], [0, *ends[:-1]]).tolist()
-            at = packed[order].tolist()
-            start = 0
-            for g, end in enumerate(ends):
-                members = at[start:end]
-                if end - start == 1:  # a pack of one costs more than its row
-                    i = members[0]
-                    self._pack_one(seqs[i], subs[i], values[i], ks[i], float(times[i]))
-                else:
-                    self.packs[g] = [[seqs[i] for i in members], [subs[i] for i in members],
-                                     [values[i] for i in members], ks[members[0]], latest[g],
-                                     None]
-                start = end
+            self._fill(packed[order].tolist(), ends, latest, [None] * len(ends),
+                       seqs, subs, values, ks, times)
         alone = np.flatnonzero(~floored)
         for i in alone.tolist():
             self._pack_one(seqs[i], subs[i], values[i], ks[i], float(times[i]))
@@ -348,9 +338,7 @@ class Router:
         elements come, as they are in-process; its pack's ``t`` is its
         first time and ``u`` its last, from which Spark's sessions are cut.
         Packs come in the order of their first elements in element order,
-        each in element order. A span of one element is a row of its own:
-        a pack of one takes longer to pickle and open than the row (6.2
-        against 8.1 us for a Row of three fields).
+        each in element order; a span of one element is a row of its own.
         """
         assert self.route_to is not None and self.route_to.spec is not None
         event_time = self.route_to.spec.traits.event_time
@@ -372,20 +360,35 @@ class Router:
             last = np.maximum.reduceat(t[order], np.flatnonzero(starts)).tolist()
             group = _first_seen_codes([span])  # numbered in element order
             by_group = np.argsort(group, kind="stable")
-            at, spans = usual[by_group].tolist(), span[by_group].tolist()
-            start = 0
-            for end in np.cumsum(np.bincount(group)).tolist():
-                members, s = at[start:end], spans[start]
-                if end - start == 1:  # a pack of one costs more than its row
-                    i = members[0]
-                    self._pack_one(seqs[i], subs[i], values[i], ks[i], float(times[i]))
-                else:
-                    self.packs[len(self.packs)] = [
-                        [seqs[i] for i in members], [subs[i] for i in members],
-                        [values[i] for i in members], ks[members[0]], first[s], last[s]]
-                start = end
+            counts = np.bincount(group)
+            ends = np.cumsum(counts)
+            spans = span[by_group][ends - counts].tolist()  # each group's span
+            self._fill(usual[by_group].tolist(), ends.tolist(), [first[s] for s in spans],
+                       [last[s] for s in spans], seqs, subs, values, ks, times)
         for i in np.flatnonzero(~(np.abs(times) < FAR_FUTURE)).tolist():
             self._pack_one(seqs[i], subs[i], values[i], ks[i], float(times[i]))
+
+    def _fill(self, at: list[int], ends: list[int], ts: list[float], us: list[float | None],
+              seqs: list[int], subs: list[int], values: list[Any], ks: list[bytes | None],
+              times: np.ndarray) -> None:
+        """Packs of the elements ``at[start:end]`` for each of ``ends``, the ``g``-th at ``ts[g]``.
+
+        ``us[g]`` is a span's last time (None: not a span). An element alone
+        in its group is a row of its own: a pack of one takes longer to
+        pickle and open than the row (8.1 against 6.2 us for a Row of three
+        fields).
+        """
+        start = 0
+        for g, end in enumerate(ends):
+            members = at[start:end]
+            if end - start == 1:
+                i = members[0]
+                self._pack_one(seqs[i], subs[i], values[i], ks[i], float(times[i]))
+            else:
+                self.packs[len(self.packs)] = [
+                    [seqs[i] for i in members], [subs[i] for i in members],
+                    [values[i] for i in members], ks[members[0]], ts[g], us[g]]
+            start = end
 
     def _pack_one(self, seq: int, sub: int, value: Any, k: bytes | None,
                   t: float | None) -> None:
