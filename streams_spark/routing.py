@@ -304,14 +304,19 @@ class Router:
         order of their first elements, each in element order; an element
         alone in its windows is a row of its own.
         """
-        if self.spans:
-            self._pack_spans(seqs, subs, values, ks, times)
-            return
         group_of = self.window_group
-        floored = ((times >= 0.0) & (times < FAR_FUTURE) if group_of is not None
-                   else np.zeros(len(times), dtype=bool))
+        if self.spans:
+            # Times Spark may not read as a microsecond (NaN, beyond the
+            # year 2200) go alone, as their own rows: Spark then decides.
+            floored = np.abs(times) < FAR_FUTURE
+        elif group_of is not None:
+            floored = (times >= 0.0) & (times < FAR_FUTURE)
+        else:
+            floored = np.zeros(len(times), dtype=bool)
         packed = np.flatnonzero(floored)
-        if packed.size:
+        if packed.size and self.spans:
+            self._pack_spans(packed, seqs, subs, values, ks, times)
+        elif packed.size:
             assert group_of is not None
             t = times[packed]
             windows = group_of(np.rint(t * 1e6).astype(np.int64))  # event_micros(), at once
@@ -328,9 +333,9 @@ class Router:
         for i in alone.tolist():
             self._pack_one(seqs[i], subs[i], values[i], ks[i], float(times[i]))
 
-    def _pack_spans(self, seqs: list[int], subs: list[int], values: list[Any],
-                    ks: list[bytes | None], times: np.ndarray) -> None:
-        """A key's elements within one gap of each other share a pack, as one span.
+    def _pack_spans(self, usual: np.ndarray, seqs: list[int], subs: list[int],
+                    values: list[Any], ks: list[bytes | None], times: np.ndarray) -> None:
+        """Of the elements at ``usual``, a key's within one gap of each other share a pack.
 
         In time order (each time's nearest microsecond, as Spark reads it),
         an element more than the gap after the one before it under its key
@@ -343,30 +348,24 @@ class Router:
         assert self.route_to is not None and self.route_to.spec is not None
         event_time = self.route_to.spec.traits.event_time
         assert event_time is not None
-        # Times Spark may not read as a microsecond (NaN, beyond the year
-        # 2200) go alone, as their own rows: Spark then decides.
-        usual = np.flatnonzero(np.abs(times) < FAR_FUTURE)
-        if usual.size:
-            t = times[usual]
-            us = np.rint(t * 1e6).astype(np.int64)
-            keys = pd.factorize(np.asarray(ks, dtype=object)[usual])[0]
-            order = np.lexsort((us, keys))  # by key, then time: stable
-            starts: np.ndarray = np.ones(len(order), dtype=bool)
-            starts[1:] = ((keys[order][1:] != keys[order][:-1])
-                          | (np.diff(us[order]) > micros(event_time.size)))
-            span: np.ndarray = np.empty(len(order), dtype=np.int64)
-            span[order] = np.cumsum(starts) - 1
-            first = t[order][starts].tolist()
-            last = np.maximum.reduceat(t[order], np.flatnonzero(starts)).tolist()
-            group = _first_seen_codes([span])  # numbered in element order
-            by_group = np.argsort(group, kind="stable")
-            counts = np.bincount(group)
-            ends = np.cumsum(counts)
-            spans = span[by_group][ends - counts].tolist()  # each group's span
-            self._fill(usual[by_group].tolist(), ends.tolist(), [first[s] for s in spans],
-                       [last[s] for s in spans], seqs, subs, values, ks, times)
-        for i in np.flatnonzero(~(np.abs(times) < FAR_FUTURE)).tolist():
-            self._pack_one(seqs[i], subs[i], values[i], ks[i], float(times[i]))
+        t = times[usual]
+        us = np.rint(t * 1e6).astype(np.int64)
+        keys = pd.factorize(np.asarray(ks, dtype=object)[usual])[0]
+        order = np.lexsort((us, keys))  # by key, then time: stable
+        starts: np.ndarray = np.ones(len(order), dtype=bool)
+        starts[1:] = ((keys[order][1:] != keys[order][:-1])
+                      | (np.diff(us[order]) > micros(event_time.size)))
+        span: np.ndarray = np.empty(len(order), dtype=np.int64)
+        span[order] = np.cumsum(starts) - 1
+        first = t[order][starts].tolist()
+        last = np.maximum.reduceat(t[order], np.flatnonzero(starts)).tolist()
+        group = _first_seen_codes([span])  # numbered in element order
+        by_group = np.argsort(group, kind="stable")
+        counts = np.bincount(group)
+        ends = np.cumsum(counts)
+        spans = span[by_group][ends - counts].tolist()  # each group's span
+        self._fill(usual[by_group].tolist(), ends.tolist(), [first[s] for s in spans],
+                   [last[s] for s in spans], seqs, subs, values, ks, times)
 
     def _fill(self, at: list[int], ends: list[int], ts: list[float], us: list[float | None],
               seqs: list[int], subs: list[int], values: list[Any], ks: list[bytes | None],
