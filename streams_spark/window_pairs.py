@@ -26,8 +26,10 @@ function is (:mod:`streams_spark.column_values`), in the namespace a
 window's function has (:func:`streams_spark.window_values.sandboxed`).
 Every row the window receives has its time and key checked, and the
 conditions of both selections evaluated, as Python routes and selects it:
-the checks are in each selection's filter, before its condition, so no
-row escapes them by being in neither selection.
+the checks are one filter below both selections' filters, so no row
+escapes them by being in neither selection, and each side of the join
+holds them whole (Spark may skip one side of a join whose other side is
+empty).
 
 Anything else raises :class:`Untraceable`, and the window runs in Python:
 another shape, a closure, a session window (Spark forms sessions per
