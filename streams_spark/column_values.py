@@ -102,9 +102,8 @@ class Value:
     * ``/`` needs a float operand, or an integer constant within 2 ** 53 as
       the divisor of an integer, which then must be within 2 ** 53 (Python
       divides integers exactly; the query fails beyond); ``%`` and ``//``
-      only an integer by a positive integer constant (``pmod``; Spark's
-      ``%`` where the remainder is tested against 0); a zero divisor fails
-      the query, as Python raises ``ZeroDivisionError``;
+      only an integer by a positive integer constant (``pmod``); a zero
+      divisor fails the query, as Python raises ``ZeroDivisionError``;
     * ``==`` and ``!=`` are null-safe, as ``None == None`` is true;
       ``< <= > >=`` and arithmetic on a null fail the query, as Python
       raises ``TypeError``; NaN compares as in Python (Spark orders it);
@@ -136,8 +135,6 @@ class Value:
             type(constant) is float and self.finite) else None
         #: The value this one is the unary minus of (see :func:`_negative`).
         self.negates: Value | None = None
-        #: ``(x, y)`` where this is ``x % y`` (an integer by a positive constant).
-        self.remainder_of: tuple[Any, Any] | None = None
         #: A test of an input column against a constant (or a boolean input
         #: column): its column never fails, and Spark can push it into its source.
         self.pushable = False
@@ -375,10 +372,7 @@ def _arith(op: str, a: Any, b: Any) -> Value:
     if nulls is not None:
         col = _fail(nulls, _type_names(
             f"unsupported operand type(s) for {op}: '{{a}}' and '{{b}}'", a, b), col)
-    out = Value(col, FLOAT if floating else INT, False)
-    if op == "%":
-        out.remainder_of = (x, y)
-    return out
+    return Value(col, FLOAT if floating else INT, False)
 
 
 _WRAPS = "integer arithmetic with spark.sql.ansi.enabled off (it would wrap)"
@@ -407,31 +401,13 @@ def _comparable(a: Value, b: Value) -> bool:
     return len(kinds) == 1 and OTHER not in kinds
 
 
-def _zero_remainder(a: Value, b: Value) -> Any | None:
-    """``a == b`` where ``a`` is ``x % y`` and ``b`` is 0, as ``x % y <=> 0``; else None.
-
-    Python's remainder takes the divisor's sign, Spark's ``%`` the
-    dividend's (as ``pmod`` does not), but the two are zero together:
-    divisibility is all such a test asks (Nexmark q2: ``auction % 123 ==
-    0``), and ``%`` is one division a row where ``pmod`` is two.
-    """
-    if a.remainder_of is None or type(b.constant) is not int or b.constant != 0:
-        return None
-    x, y = a.remainder_of
-    return (x % y).eqNullSafe(b.col)  # never null
-
-
 def _compare(op: str, a: Any, b: Any) -> Value:
     a, b = lift(a), lift(b)
     F = functions()
     if op in ("==", "!="):
         if NONE not in (a.kind, b.kind) and not _comparable(a, b):
             raise Untraceable(f"{op} of {a.kind} and {b.kind}")
-        col = _zero_remainder(a, b)
-        if col is None:
-            col = _zero_remainder(b, a)
-        if col is None:
-            col = a.col.eqNullSafe(b.col)  # never null
+        col = a.col.eqNullSafe(b.col)  # never null
         if op == "!=":
             col = ~col
         total = True

@@ -61,8 +61,7 @@ class Sql:
 
 
 #: The binary operators, as ``Column``'s (``eqNullSafe`` is ``<=>``); set below.
-_BINARY = {"__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/", "__mod__": "%",
-           "__eq__": "=",
+_BINARY = {"__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/", "__eq__": "=",
            "__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">=", "__or__": "OR",
            "__and__": "AND", "eqNullSafe": "<=>"}
 

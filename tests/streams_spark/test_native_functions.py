@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
@@ -120,7 +120,7 @@ def test_pure_accepts_field_arithmetic_comparisons_and_branches_only() -> None:
     lambda r: r.n if r.b else r.i,
     lambda r: r.k != None and r.k >= "b",  # noqa: E711 - the comparison Python makes
     lambda r: r.n != None and r.n % 3 == 1,  # noqa: E711 - Python's modulo of negatives
-    lambda r: r.n != None and r.n % 7 == 0,  # noqa: E711 - -7 and 0: Spark's % (below)
+    lambda r: r.n != None and r.n % 7 == 0,  # noqa: E711 - -7 and 0
     lambda r: r.n != None and 0 != r.n % 2,  # noqa: E711 - odd, negatives too
     lambda r: r.x != None and r.x > 0.25,  # noqa: E711
     lambda r: r.n != None and r.n > 0.5,  # noqa: E711 - a float constant below 2 ** 53
@@ -184,20 +184,14 @@ def test_passed_through_columns_are_not_cast(spark: Any) -> None:
 @given(st.lists(st.one_of(st.none(), st.integers(-(2 ** 63), 2 ** 63 - 1),
                           st.integers(-500, 500)), max_size=30),
        st.sampled_from([1, 2, 3, 123, 2 ** 62, 2 ** 63 - 1]))
-def test_a_remainder_tested_against_zero_is_spark_s_and_python_s(spark: Any, ns: list[Any],
-                                                                  divisor: int) -> None:
-    # Python's remainder has the divisor's sign, Spark's % the dividend's:
-    # zero together. The test reads % (one division), not pmod (two).
+@example([-(2 ** 63), -7, 7, 2 ** 63 - 1, None], 2 ** 63 - 1)
+@example([-(2 ** 63), -7, 7, 2 ** 63 - 1, None], 3)
+def test_remainders_are_python_s_for_any_signs(spark: Any, ns: list[Any], divisor: int
+                                               ) -> None:
+    # Python's remainder has the divisor's sign, Java's % the dividend's.
     rows = [("a", n, 0.0, True, 1) for n in ns] or ROWS[:1]
-
-    def build(s: Stream[Any]) -> Stream[Any]:
-        return s.filter(lambda r: r.n != None and r.n % divisor == 0)  # noqa: E711
-
-    check(spark, build, SCHEMA, rows=rows)
-    df = spark.createDataFrame(rows, SCHEMA)
-    plan = build(Stream.from_spark(df)).to_dataframe(SCHEMA)._jdf.queryExecution()
-    condition = str(plan.optimizedPlan().toString())
-    assert "pmod" not in condition and f"% {divisor})" in condition, condition
+    check(spark, lambda s: s.filter(lambda r: r.n != None and r.n % divisor == 0)  # noqa: E711
+          .map(lambda r: (r.n % divisor, r.n // divisor)), "r long, q long", rows=rows)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
