@@ -366,8 +366,11 @@ def _arith(op: str, a: Any, b: Any) -> Value:
         col = _fail(y == 0, "ZeroDivisionError: float division by zero", x / y)
     elif op == "%":
         col = F.pmod(x, y)
-    else:  # floor division: exact, as the remainder is taken off first
-        col = F.Sql(f"(({x} - {F.pmod(x, y)}) div {y})")
+    else:
+        # Floor division: ``div`` truncates toward zero, one less where the
+        # remainder is negative. Taking Python's remainder off first overflowed
+        # below -2 ** 63 + y (-2 ** 63 // 3 failed the query).
+        col = F.Sql(f"(({x} div {y}) - CASE WHEN ({x} % {y}) < 0 THEN 1L ELSE 0L END)")
     nulls = _any_null(a, b)
     if nulls is not None:
         col = _fail(nulls, _type_names(

@@ -188,10 +188,12 @@ def test_passed_through_columns_are_not_cast(spark: Any) -> None:
 @example([-(2 ** 63), -7, 7, 2 ** 63 - 1, None], 3)
 def test_remainders_are_python_s_for_any_signs(spark: Any, ns: list[Any], divisor: int
                                                ) -> None:
-    # Python's remainder has the divisor's sign, Java's % the dividend's.
+    # Python's remainder has the divisor's sign, Java's % the dividend's;
+    # Python's quotient is the floor, Java's truncated; near -2 ** 63 too.
     rows = [("a", n, 0.0, True, 1) for n in ns] or ROWS[:1]
-    check(spark, lambda s: s.filter(lambda r: r.n != None and r.n % divisor == 0)  # noqa: E711
-          .map(lambda r: (r.n % divisor, r.n // divisor)), "r long, q long", rows=rows)
+    check(spark, lambda s: s.filter(lambda r: r.n != None)  # noqa: E711
+          .map(lambda r: (r.n % divisor, r.n // divisor, r.n % divisor == 0)),
+          "r long, q long, divides boolean", rows=rows)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
