@@ -167,6 +167,30 @@ def test_a_row_in_neither_selection_is_still_checked(spark: Any) -> None:
         in_process(df.collect(), build)
 
 
+def two_conditions(key_rows: tuple[Any, list[Any]]) -> list[tuple[Any, ...]]:
+    _, rows = key_rows
+    big = [r for r in rows if r.id > 10]
+    named = [r for r in rows if r.name > "m"]
+    return [(a.id, b.name, a.id) for a in big for b in named]
+
+
+def test_a_row_failing_both_conditions_fails_on_the_first_as_python_does(spark: Any) -> None:
+    # Python selects ``big`` from the whole window before ``named``: a row
+    # without id or name fails on ``>`` of an int first. Both conditions are
+    # checked in one filter, the first selection's first.
+    rows = [(PERSON, 11, "z", None, 1_000), (AUCTION, None, None, 11, 1_500)]
+    df = spark.createDataFrame(rows, SCHEMA)
+    build = lambda s: s.timed_window(10, time=seconds, key=owner).map(two_conditions).flatten()
+    out = build(Stream.from_spark(df)).to_dataframe(OUT)
+    assert python_passes(out) == 0
+    first = r"'>' not supported between instances of 'NoneType' and 'int'"
+    with pytest.raises(Exception, match=r"map\(two_conditions\) failed on element \{.*\}: "
+                       "TypeError: " + first):
+        out.collect()
+    with pytest.raises(TypeError, match=first):
+        in_process(df.collect(), build)
+
+
 @pytest.mark.parametrize(("slide", "starts"), [(None, {10}), (5, {5, 10})])
 def test_a_pair_that_fails_names_its_window_and_key(spark: Any, slide: float | None,
                                                     starts: set[int]) -> None:
