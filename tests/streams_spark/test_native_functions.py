@@ -121,7 +121,7 @@ def test_pure_accepts_field_arithmetic_comparisons_and_branches_only() -> None:
     lambda r: r.k != None and r.k >= "b",  # noqa: E711 - the comparison Python makes
     lambda r: r.n != None and r.n % 3 == 1,  # noqa: E711 - Python's modulo of negatives
     lambda r: r.n != None and r.n % 7 == 0,  # noqa: E711 - -7 and 0
-    lambda r: r.n != None and 0 != r.n % 2,  # noqa: E711 - odd, negatives too
+    lambda r: r.n != None and 0 != r.n % 2,  # noqa: E711, SIM300 - odd; the constant first
     lambda r: r.x != None and r.x > 0.25,  # noqa: E711
     lambda r: r.n != None and r.n > 0.5,  # noqa: E711 - a float constant below 2 ** 53
     lambda r: r.i == BID or r.b == True,  # noqa: E712
