@@ -300,6 +300,8 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
             received = after(keep, received)
     base = kept_rows(df, received, narrowing, row).selectExpr(
         "*", windowed_as, f"{key_sql} AS `__k`")
+    # A condition's failures are its guards, checked below; checking() keeps
+    # one that still names a failure apart, as every filter that may fail.
     sides = [base if chosen is None else checking(base, row.resolve(chosen))
              for chosen in chosen_by]
     pairs = sides[0].alias("__l").join(sides[1].alias("__r"), F.expr(
