@@ -45,7 +45,7 @@ from ..spec import Traits
 from ..window_clock import TickTimes
 from ._checks import key_function
 from ._outbox import EPSILON, Outbox, arm
-from .timed import check_interval
+from .timed import check_interval, check_slide
 
 __all__ = ["ClockSlidingWindow"]
 
@@ -115,11 +115,7 @@ class ClockSlidingWindow(Stream[Any]):
                  **kwargs: Any) -> None:
         op = "timed_window"
         self.interval = check_interval(op, interval)
-        self.slide = self.interval if slide is None else check_interval(op, slide, "slide")
-        if self.slide > self.interval:
-            raise ValueError(f"{op}(): slide={slide!r} is longer than the window "
-                             f"({interval!r}): elements between windows would be in none; "
-                             "give slide <= interval")
+        self.slide = check_slide(op, self.interval, slide)
         if check_interval(op, lateness, "lateness", zero=True):
             raise ValueError(f"{op}(): lateness= needs time=, the element's event time; "
                              "without it windows follow the clock")

@@ -49,7 +49,7 @@ from ..pending import gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
 from ._late import LateElementError, LateSide, event_seconds
-from .timed import _window_index, check_interval
+from .timed import _window_index, check_interval, check_slide
 from .window_bounds import Window, check_bounds, sliding_bounds
 
 __all__ = ["Closed", "SlidingTimedWindow"]
@@ -279,11 +279,7 @@ class SlidingTimedWindow(_EventWindows):
                  bounds: bool = False, **kwargs: Any) -> None:
         op = "timed_window"
         self.interval = check_interval(op, interval)
-        self.slide = self.interval if slide is None else check_interval(op, slide, "slide")
-        if self.slide > self.interval:
-            raise ValueError(f"{op}(): slide={slide!r} is longer than the window "
-                             f"({interval!r}): elements between windows would be in none; "
-                             "give slide <= interval")
+        self.slide = check_slide(op, self.interval, slide)
         self._setup(op, time, lateness, key, bounds)
         # window index -> key -> elements; insertion order breaks ties in time.
         # By index first: the indices open at once are few ((size + lateness)

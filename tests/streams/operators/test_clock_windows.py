@@ -228,6 +228,15 @@ def test_windows_from_the_timer_reach_a_coroutine_sink_in_order() -> None:
     (lambda s: s.timed_window(2, slide=3), ValueError, r"timed_window\(\): slide=3 is longer"),
     (lambda s: s.timed_window(2, slide=0), ValueError, r"timed_window\(\): slide must be > 0"),
     (lambda s: s.timed_window(2, slide="x"), ValueError, r"cannot read slide 'x'"),
+    # A duration read from a string is checked as a number is: zero would
+    # divide by zero at the first element, infinity would never tick.
+    (lambda s: s.timed_window(2, slide="0s"), ValueError, r"slide must be > 0 seconds, got '0s'"),
+    (lambda s: s.timed_window("0ms"), ValueError, r"interval must be > 0 seconds, got '0ms'"),
+    (lambda s: s.timed_window("1e999s"), ValueError, r"interval must be > 0 seconds"),
+    (lambda s: s.timed_window("2s", slide="3s"), ValueError,
+     r"slide='3s' is longer than the window \(2 s\)"),
+    (lambda s: s.rate_limit("0ms"), ValueError, r"rate_limit\(\): interval must be > 0"),
+    (lambda s: s.delay("0s"), ValueError, r"delay\(\): interval must be > 0"),
     (lambda s: s.timed_window(2, slide=1, lateness=1), ValueError,
      r"timed_window\(\): lateness= needs time="),
     (lambda s: s.timed_window(2, key=0, lateness=1), ValueError, r"lateness= needs time="),

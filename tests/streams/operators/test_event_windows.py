@@ -275,6 +275,9 @@ def test_the_late_stream_and_what_follows_it_are_part_of_the_graph() -> None:
     (lambda s: s.timed_window(5, slide=-1, time=0), r"timed_window\(\): slide must be > 0"),
     (lambda s: s.session_window(5), r"session_window\(\): time= is required"),
     (lambda s: s.session_window(0, time=0), r"session_window\(\): gap must be > 0"),
+    (lambda s: s.session_window("0s", time=0), r"session_window\(\): gap must be > 0"),
+    (lambda s: s.timed_window("5s", slide="0ms", time=0), r"slide must be > 0 seconds"),
+    (lambda s: s.timed_window("1e999", time=0), r"interval must be > 0 seconds"),
     (lambda s: s.session_window(5, time=0, lateness=-1), r"session_window\(\): lateness"),
 ])
 def test_bad_arguments_fail_when_the_graph_is_built(make: Any, message: str) -> None:
