@@ -51,6 +51,7 @@ __all__ = [
     "WINDOW",
     "WINDOW_ITEMS",
     "PACK",
+    "ROW",
     "value_of",
     "ERROR",
     "ROW_SCHEMA",
@@ -81,6 +82,9 @@ WINDOW_ITEMS = 6
 #: Elements of one group bound for one stateful stage, in one row: ``p``
 #: pickles ``(seqs, subs, values)`` (see :mod:`streams_spark.packs`).
 PACK = 7
+#: An input row bound for a window unchanged: the element is the row's
+#: column ``r`` (see :mod:`streams_spark.input_rows`); ``p`` is null.
+ROW = 8
 
 ROW_SCHEMA = pa.schema([
     ("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()), ("p", pa.binary()),

@@ -16,15 +16,22 @@ Only data travels packed: errors and control rows stay rows of their own.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .codec import DATA, PACK, picklable_rows
+from streams.operators.window_bounds import micros
+from streams.spec import EventTime
 
-__all__ = ["opened", "pack_payload", "windows_and_firsts", "windows_of"]
+from .codec import DATA, PACK, ROW, picklable_rows
+from .input_rows import rows_at
+
+__all__ = ["first_seen_codes", "opened", "pack_payload", "window_group", "windows_and_firsts",
+           "windows_of"]
 
 
 def pack_payload(seqs: list[int], subs: list[int], values: list[Any],
@@ -98,8 +105,9 @@ def windows_of(items: pa.Array | pa.ChunkedArray) -> list[list[Any]]:
     """The elements of each aggregated window, in ``(seq, sub)`` order.
 
     ``items`` is a list column (one window per row) of structs ``seq``,
-    ``sub``, ``kind``, ``p``; data rows and packs count, control rows do not
-    (a window of control rows only is an empty list).
+    ``sub``, ``kind``, ``p`` (and ``r``, input rows carried as columns: see
+    :mod:`streams_spark.input_rows`); data rows and packs count, control
+    rows do not (a window of control rows only is an empty list).
     """
     return windows_and_firsts(items)[0]
 
@@ -118,21 +126,29 @@ def windows_and_firsts(items: pa.Array | pa.ChunkedArray) -> tuple[list[list[Any
     seq: list[int] = []
     sub: list[int] = []
     values: list[Any] = []
+    carried: list[int] = []  # the rows of kind ROW, by their index in ``flat``
+    at: list[int] = []  # ... and their values' places
     loads = pickle.loads
-    for w, s, sb, kind, p in zip(parents, flat.field("seq").to_pylist(),
-                                 flat.field("sub").to_pylist(), flat.field("kind").to_pylist(),
-                                 flat.field("p").to_pylist(), strict=True):
+    for i, (w, s, sb, kind, p) in enumerate(zip(
+            parents, flat.field("seq").to_pylist(), flat.field("sub").to_pylist(),
+            flat.field("kind").to_pylist(), flat.field("p").to_pylist(), strict=True)):
         if kind == PACK:
             pseqs, psubs, pvalues, _ = loads(p)
             win.extend([w] * len(pseqs))
             seq.extend(pseqs)
             sub.extend(psubs)
             values.extend(pvalues)
-        elif kind == DATA:
+        elif kind in (DATA, ROW):
             win.append(w)
             seq.append(s)
             sub.append(sb)
-            values.append(loads(p))
+            if kind == ROW:
+                carried.append(i)
+                at.append(len(values))
+            values.append(loads(p) if kind == DATA else None)
+    if carried:  # built at once, from their columns
+        for i, x in zip(at, rows_at(flat.field("r"), carried), strict=True):
+            values[i] = x
     out: list[list[Any]] = [[] for _ in range(len(items))]
     firsts = [-1] * len(items)
     if not values:
@@ -147,3 +163,42 @@ def windows_and_firsts(items: pa.Array | pa.ChunkedArray) -> tuple[list[list[Any
             firsts[win[i]] = seq[i]
         window.append(values[i])
     return out, firsts
+
+
+def window_group(event_time: EventTime) -> Callable[[int], Any] | None:
+    """The pack of an element bound for the window ``event_time``, by its microsecond.
+
+    Elements in one pack are in the same windows: Spark puts the pack, by
+    its latest time, in the windows of each of them. None: no packing (a
+    session starts at each element's own time).
+
+    Examples
+    --------
+    >>> group = window_group(EventTime(None, 6.0, 0.0, slide=2.0))
+    >>> group(5_000_000) == group(4_000_000), group(5_000_000) == group(6_000_000)
+    (True, False)
+    """
+    if event_time.session:
+        return None
+    size = micros(event_time.size)
+    if event_time.slide is None:
+        return lambda us: us // size
+    slide = micros(event_time.slide)
+    # Spark's windows of time m start at j * slide for j in (first, last].
+    return lambda us: (us // slide, (us - size) // slide)
+
+
+def first_seen_codes(columns: list[np.ndarray]) -> np.ndarray:
+    """A code for each row of ``columns`` (equal rows, equal codes), 0, 1... as first seen.
+
+    Examples
+    --------
+    >>> first_seen_codes([np.array([5, 3, 5, 3]), np.array(["a", "b", "b", "b"], object)])
+    array([0, 1, 2, 1])
+    """
+    codes = pd.factorize(columns[0])[0]
+    for column in columns[1:]:
+        more, uniques = pd.factorize(column)
+        # Both codes are below the number of rows: the pair fits 64 bits.
+        codes = pd.factorize(codes.astype(np.int64) * len(uniques) + more)[0]
+    return codes  # type: ignore[no-any-return]

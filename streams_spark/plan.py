@@ -107,6 +107,10 @@ class Route:
     #: For ``"window"``: a keyed session window over a static DataFrame, whose
     #: elements travel packed by span (see :class:`streams_spark.routing.Router`).
     spans: bool = False
+    #: For ``"window"``: the input's Spark schema, where input rows that reach
+    #: the window unchanged travel as a column ``r`` of it (see
+    #: :mod:`streams_spark.input_rows`); None: they are pickled.
+    rows: Any = None
 
 
 @dataclass

@@ -11,7 +11,9 @@ session at its own time, so it is a row of its own, but for a keyed
 session window over a static DataFrame: there a key's elements within one
 gap of each other share a pack, which carries its first time (``t``) and
 its last (``u``), since they are in one session whatever else comes (see
-:func:`streams_spark.window_sessions.sessions`).
+:func:`streams_spark.window_sessions.sessions`). A static DataFrame's own
+rows that reach a window unchanged and alone are not pickled: such a row
+carries its columns (see :mod:`streams_spark.input_rows`).
 """
 
 from __future__ import annotations
@@ -27,15 +29,16 @@ import pyarrow as pa
 
 from streams.operators._checks import canonical_key, key_function
 from streams.operators.window_bounds import micros
-from streams.spec import EventTime, NodeSpec
+from streams.spec import NodeSpec
 
-from .codec import DATA, ERROR, FLUSH, PACK, carried_error, pickled_output
+from .codec import DATA, ERROR, FLUSH, PACK, ROW, carried_error, pickled_output
 from .event_seconds import event_seconds
-from .packs import pack_payload
+from .input_rows import InputRows
+from .packs import first_seen_codes, pack_payload, window_group
 from .plan import Route
 
 __all__ = ["FAR_FUTURE", "KEY_BUCKETS", "MID_SCHEMA", "MID_SPANS", "ONE_GROUP", "NodeFailure",
-           "Router", "key_bucket", "window_group"]
+           "Router", "key_bucket"]
 
 #: The key of the one group of a sequential stage (never a pickled key).
 ONE_GROUP = b"\x01"
@@ -146,45 +149,6 @@ def _route(route: Route | None) -> Callable[[Any], tuple[bytes | None, Any]]:
     return lambda x: (None, timef(x))
 
 
-def window_group(event_time: EventTime) -> Callable[[int], Any] | None:
-    """The pack of an element bound for the window ``event_time``, by its microsecond.
-
-    Elements in one pack are in the same windows: Spark puts the pack, by
-    its latest time, in the windows of each of them. None: no packing (a
-    session starts at each element's own time).
-
-    Examples
-    --------
-    >>> group = window_group(EventTime(None, 6.0, 0.0, slide=2.0))
-    >>> group(5_000_000) == group(4_000_000), group(5_000_000) == group(6_000_000)
-    (True, False)
-    """
-    if event_time.session:
-        return None
-    size = micros(event_time.size)
-    if event_time.slide is None:
-        return lambda us: us // size
-    slide = micros(event_time.slide)
-    # Spark's windows of time m start at j * slide for j in (first, last].
-    return lambda us: (us // slide, (us - size) // slide)
-
-
-def _first_seen_codes(columns: list[np.ndarray]) -> np.ndarray:
-    """A code for each row of ``columns`` (equal rows, equal codes), 0, 1... as first seen.
-
-    Examples
-    --------
-    >>> _first_seen_codes([np.array([5, 3, 5, 3]), np.array(["a", "b", "b", "b"], object)])
-    array([0, 1, 2, 1])
-    """
-    codes = pd.factorize(columns[0])[0]
-    for column in columns[1:]:
-        more, uniques = pd.factorize(column)
-        # Both codes are below the number of rows: the pair fits 64 bits.
-        codes = pd.factorize(codes.astype(np.int64) * len(uniques) + more)[0]
-    return codes  # type: ignore[no-any-return]
-
-
 class Router:
     """Rows for the next stage, routed: ``k`` and ``t`` computed once per element.
 
@@ -217,6 +181,12 @@ class Router:
         self.schema = MID_SPANS if self.spans else MID_SCHEMA
         self.cols: dict[str, list[Any]] = {n: [] for n in self.schema.names}
         self._appends = tuple(c.append for c in self.cols.values())
+        #: The current input batch, where input rows travel as columns (the
+        #: column ``r``, from its rows at ``self.taken``; see ``_pack_one``).
+        self.carried: InputRows | None = None
+        self.taken: list[int | None] = []
+        if route_to is not None and route_to.rows is not None:
+            self.carried = InputRows()
         # Group -> [seqs, subs, values, k, latest t (a span's first), a span's
         # last t or None]: the packs being filled.
         self.packs: dict[Any, list[Any]] = {}
@@ -323,7 +293,7 @@ class Router:
             columns = list(windows) if isinstance(windows, tuple) else [windows]
             if self.keyed_window:
                 columns.append(np.asarray(ks, dtype=object)[packed])
-            group = _first_seen_codes(columns)
+            group = first_seen_codes(columns)
             order = np.argsort(group, kind="stable")
             ends = np.cumsum(np.bincount(group)).tolist()
             latest = np.maximum.reduceat(t[order], [0, *ends[:-1]]).tolist()
@@ -359,7 +329,7 @@ class Router:
         span[order] = np.cumsum(starts) - 1
         first = t[order][starts].tolist()
         last = np.maximum.reduceat(t[order], np.flatnonzero(starts)).tolist()
-        group = _first_seen_codes([span])  # numbered in element order
+        group = first_seen_codes([span])  # numbered in element order
         by_group = np.argsort(group, kind="stable")
         counts = np.bincount(group)
         ends = np.cumsum(counts)
@@ -391,6 +361,11 @@ class Router:
 
     def _pack_one(self, seq: int, sub: int, value: Any, k: bytes | None,
                   t: float | None) -> None:
+        if self.carried is not None:
+            row = self.carried.index(seq, sub, value)
+            if row is not None:  # an input row, unchanged: its columns go
+                self._append(seq, sub, ROW, None, k, t, None, row)
+                return
         try:  # once per element that travels alone: pickle's own fast path
             p = pickle.dumps(value, protocol=5)
         except Exception:
@@ -423,8 +398,8 @@ class Router:
                 k = ONE_GROUP
         self._append(seq, sub, kind, p, k, t, None)
 
-    def _append(self, seq: int, sub: int, kind: int, p: bytes, k: bytes | None,
-                t: float | None, u: float | None) -> None:
+    def _append(self, seq: int, sub: int, kind: int, p: bytes | None, k: bytes | None,
+                t: float | None, u: float | None, row: int | None = None) -> None:
         a = self._appends
         a[0](seq)
         a[1](sub)
@@ -434,6 +409,8 @@ class Router:
         a[5](t)
         if self.spans:
             a[6](u)
+        if self.carried is not None:
+            self.taken.append(row)
 
     def _close_packs(self) -> None:
         """Turn the packs being filled into rows."""
@@ -466,7 +443,13 @@ class Router:
     def batch(self) -> pa.RecordBatch:
         """The rows so far as a record batch (and start anew)."""
         self._close_packs()
-        out = pa.RecordBatch.from_pydict(self.cols, schema=self.schema)
+        columns: dict[str, Any] = dict(self.cols)
+        schema = self.schema
+        if self.carried is not None:
+            columns["r"] = r = self.carried.column(self.taken)
+            schema = schema.append(pa.field("r", r.type))
+            self.taken = []
+        out = pa.RecordBatch.from_pydict(columns, schema=schema)
         for v in self.cols.values():
             v.clear()
         return out
@@ -474,6 +457,7 @@ class Router:
     def frame(self) -> pd.DataFrame:
         """The rows so far as a pandas frame of object columns (and start anew)."""
         self._close_packs()
+        assert self.carried is None, "rows carried by column leave by batch()"
         # Object columns: pandas would warn (FutureWarning) when PySpark
         # concatenates typed frames with its all-NA padding frames. Built from
         # object arrays: pd.Series(..., dtype=object) costs several times more.

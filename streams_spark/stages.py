@@ -169,7 +169,9 @@ def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool | str,
         for batch in batches:
             if first == COLUMNS:
                 # The user's DataFrame itself: its rows are the elements.
-                drive.push_all(base, elements_of(batch))
+                carried = getattr(rows, "carried", None)
+                drive.push_all(base, elements_of(batch) if carried is None
+                               else carried.start(batch, base))
                 base += batch.num_rows
                 yield rows.batch()
                 continue

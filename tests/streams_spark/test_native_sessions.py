@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyspark.sql import Row
 
 import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
 from streams import Stream
@@ -110,22 +111,29 @@ def keyed_in_python(kw: tuple[Any, Any]) -> tuple[Any, ...]:
     return (key, w.start, w.end, len(w.elements), len(values))
 
 
-def _in_python(gap: float) -> Any:
-    return lambda s: (s.filter(lambda r: r.kind == 2)
+def copied(r: Any) -> Any:
+    return Row(**r.asDict())  # a new element: it travels pickled, by span
+
+
+def _in_python(gap: float, copy: bool = False) -> Any:
+    return lambda s: ((s.filter(lambda r: r.kind == 2).map(copied) if copy
+                       else s.filter(lambda r: r.kind == 2))
                       .session_window(gap, time=seconds, key="key", bounds=True)
                       .map(keyed_in_python))
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
-@given(ROWS, st.sampled_from([1.5, 1.0]))
+@given(ROWS, st.sampled_from([1.5, 1.0]), st.booleans())
 def test_sessions_whose_function_runs_in_python_are_python_s(spark: Any, rows: list[Any],
-                                                             gap: float) -> None:
+                                                             gap: float, copy: bool) -> None:
+    # The table's rows go to the window by column, one row each; elements
+    # a step made go pickled, a key's within one gap as one span.
     rows = sorted(rows, key=lambda r: r[3])
     df = spark.createDataFrame(rows, SCHEMA)
-    out = _in_python(gap)(Stream.from_spark(df)).to_dataframe(
+    out = _in_python(gap, copy)(Stream.from_spark(df)).to_dataframe(
         "key string, start double, end double, count long, distinct long")
     assert python_passes(out) > 0 and not _grouped_by_session_window(out)
-    expected = in_process(df.collect(), _in_python(gap))
+    expected = in_process(df.collect(), _in_python(gap, copy))
     assert sorted((tuple(r) for r in out.collect()), key=repr) == sorted(expected, key=repr)
 
 
@@ -139,12 +147,14 @@ def test_spans_of_tasks_that_overlap_in_time_make_python_s_sessions(spark: Any) 
     tasks = spark.sparkContext.parallelize([first, second], 2).flatMap(lambda rows: rows)
     df = spark.createDataFrame(tasks, SCHEMA)
     assert df.rdd.glom().map(len).collect() == [10, 3]  # a task each
-    out = _in_python(1.5)(Stream.from_spark(df)).to_dataframe(
+    # Elements a step made: the table's own rows would go one row each.
+    out = _in_python(1.5, copy=True)(Stream.from_spark(df)).to_dataframe(
         "key string, start double, end double, count long, distinct long")
     plan = out._jdf.queryExecution().analyzed().toString()
     # Sessions cut from spans: the latest end of the rows before each row.
     assert "coalesce(u#" in plan and "unboundedpreceding$(), -1)" in plan
     assert sorted(tuple(r) for r in out.collect()) == [
         ("a", 0.0, 10.5, 12, 12), ("b", 5.0, 6.5, 1, 1)]
-    assert sorted(in_process(sorted(df.collect(), key=lambda r: r.ms), _in_python(1.5))) == [
+    assert sorted(in_process(sorted(df.collect(), key=lambda r: r.ms),
+                             _in_python(1.5, copy=True))) == [
         ("a", 0.0, 10.5, 12, 12), ("b", 5.0, 6.5, 1, 1)]
