@@ -45,7 +45,7 @@ from ..spec import Traits
 from ..window_clock import TickTimes
 from ._checks import key_function
 from ._outbox import EPSILON, Outbox, arm
-from .timed import check_interval, check_slide
+from .durations import check_interval, check_slide
 
 __all__ = ["ClockSlidingWindow"]
 

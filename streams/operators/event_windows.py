@@ -49,7 +49,8 @@ from ..pending import gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
 from ._late import LateElementError, LateSide, event_seconds
-from .timed import _window_index, check_interval, check_slide
+from .durations import check_interval, check_slide
+from .timed import _window_index
 from .window_bounds import Window, check_bounds, sliding_bounds
 
 __all__ = ["Closed", "SlidingTimedWindow"]

@@ -23,7 +23,7 @@ from ..core import Stream
 from ..spec import Traits
 from ._checks import key_function
 from ._late import event_seconds
-from .timed import check_interval
+from .durations import check_interval
 
 __all__ = ["ExpiringKeys", "Expiry", "check_ttl"]
 

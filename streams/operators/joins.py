@@ -34,7 +34,7 @@ from ..pending import gather_pending
 from ..spec import JoinTime, Traits
 from ._checks import key_function
 from ._late import LateElementError, LateSide
-from .timed import check_interval
+from .durations import check_interval
 
 __all__ = ["IntervalJoin", "LookupJoin", "Tombstone"]
 

@@ -17,7 +17,7 @@ from ..core import Stream
 from ..metadata import emit_held, retain_refs
 from ..pending import gather_pending as _gather_pending
 from ._outbox import EPSILON, Outbox, arm, running_loop
-from .timed import check_interval
+from .durations import check_interval
 
 __all__ = ["Delay", "RateLimit"]
 

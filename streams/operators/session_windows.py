@@ -15,8 +15,8 @@ from typing import Any
 
 from ..core import Stream
 from ..spec import EventTime
+from .durations import check_interval
 from .event_windows import Closed, _EventWindows
-from .timed import check_interval
 from .window_bounds import session_bounds
 
 __all__ = ["SessionWindow"]

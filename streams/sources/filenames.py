@@ -8,7 +8,7 @@ from typing import Any
 
 from ..clock import get_clock
 from ..core import Stream
-from ..operators.timed import check_interval
+from ..operators.durations import check_interval
 from .base import Source
 
 __all__ = ["Filenames"]

@@ -9,7 +9,7 @@ from typing import Any
 from ..clock import get_clock
 from ..core import Stream
 from ..operators._checks import check_callable
-from ..operators.timed import check_interval
+from ..operators.durations import check_interval
 from .base import Source
 
 __all__ = ["FromPeriodic"]
