@@ -27,7 +27,9 @@ one per source DataFrame, their outputs joined by Spark's ``union`` (see
 from __future__ import annotations
 
 import pickle
+import re
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache, partial
 from operator import itemgetter
 from typing import Any
@@ -38,7 +40,7 @@ from streams.core import Stream
 from streams.operators._late import LateSide
 from streams.spec import build
 
-from .codec import DATA, ERROR, OutputError, carried_error, fail_on_executor
+from .codec import DATA, ERROR, OutputError, carried_error, elements_of, fail_on_executor
 from .join import join_frame
 from .listener import count_input
 from .native import lower_native
@@ -125,9 +127,13 @@ class TypedRows:
         from pyspark.sql.types import StructType
 
         # Timestamps leave in the session's time zone, as Spark's own Arrow
-        # batches do (an aware datetime keeps its instant; a naive one is UTC).
+        # batches do: an aware datetime keeps its instant, a naive one is a
+        # wall time there (see _wall_times).
         self.schema = to_arrow_schema(StructType.fromJson(pickle.loads(bytes.fromhex(
             schema_json))), timezone=timezone)
+        self.timezone = timezone
+        self._zoned = {f.name for f in self.schema
+                       if pa.types.is_timestamp(f.type) and f.type.tz is not None}
         self.names = self.schema.names
         self.nodes = nodes
         self.last = last
@@ -202,6 +208,8 @@ class TypedRows:
         for name, col in zip(self.names, self.cols, strict=True):
             field = self.schema.field(name)
             try:
+                if name in self._zoned:
+                    col = _wall_times(col, self.timezone)
                 arrays.append(pa.array(col, type=field.type))
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
                 raise OutputError(f"to_dataframe(): column {name!r} ({field.type}) "
@@ -212,6 +220,58 @@ class TypedRows:
     def frame(self) -> Any:
         """The rows so far as a pandas frame (for a group function)."""
         return self.batch().to_pandas()
+
+
+def _wall_times(values: list[Any], zone: str) -> list[Any]:
+    """``values`` with each naive datetime read as a wall time of ``zone``.
+
+    Spark reads a naive time in its session's time zone (a ``TIMESTAMP``
+    literal, PySpark's Arrow conversions), and the elements of
+    ``from_spark(df)`` carry their times in it: so a time read from a row
+    and written back naive (``r.at.replace(tzinfo=None)``) is the same
+    instant. pyarrow alone would take a naive time as UTC. An ambiguous or
+    missing wall time (the hour a clock turns back or skips) takes the
+    offset before the change, as Java's ``LocalDateTime.atZone`` does.
+
+    Examples
+    --------
+    >>> [v.isoformat() for v in _wall_times([datetime(2026, 7, 1, 12), None], "Europe/Berlin")
+    ...  if v is not None]
+    ['2026-07-01T12:00:00+02:00']
+    >>> _wall_times([datetime(2026, 1, 1, tzinfo=UTC)], "+05:30")[0].hour  # aware: kept
+    0
+    """
+    if not any(type(v) is datetime and v.tzinfo is None for v in values):
+        return values
+    place = _zone(zone)
+    return [v.replace(tzinfo=place) if type(v) is datetime and v.tzinfo is None else v
+            for v in values]
+
+
+@lru_cache(maxsize=8)
+def _zone(name: str) -> tzinfo:
+    """Spark's session time zone ``name`` (a region, or an offset) as a ``tzinfo``.
+
+    Examples
+    --------
+    >>> _zone("America/New_York"), str(_zone("+05:30")), str(_zone("GMT-8")), _zone("Z")
+    (zoneinfo.ZoneInfo(key='America/New_York'), 'UTC+05:30', 'UTC-08:00', datetime.timezone.utc)
+    """
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    offset = re.fullmatch(r"(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?", name)
+    if offset:
+        sign, h, m, sec = offset.groups()
+        delta = timedelta(hours=int(h), minutes=int(m or 0), seconds=int(sec or 0))
+        return timezone(-delta if sign == "-" else delta)
+    if name in ("Z", "UTC", "GMT", "UT"):
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise OutputError(f"to_dataframe(): the session time zone {name!r} is neither a "
+                          f"region nor an offset Python knows, so a naive datetime cannot "
+                          f"be placed in it; give the times a tzinfo") from None
 
 
 def _passed_through(df: Any, schema: Any) -> Any:
@@ -258,9 +318,11 @@ def _infer(segment: SparkSegment, node: Stream[Any]) -> Any:
             nodes[spec.id].late.sink(lambda x: None)  # type: ignore[attr-defined]
     out = nodes[node._node_id].sink_to_list()
     for entry in entries:
-        fields = entry.df.schema.names
-        for r in entry.df.limit(INFER_ROWS).collect():
-            heads[entry._node_id].emit(r[0] if len(fields) == 1 else r)
+        # The elements as the query's tasks make them of Spark's Arrow batches
+        # (a time aware, in the session's zone), not collect()'s Rows.
+        for batch in entry.df.limit(INFER_ROWS).toArrow().to_batches():
+            for x in elements_of(batch):
+                heads[entry._node_id].emit(x)
     for head in heads.values():
         head.close()
     if not out:

@@ -41,7 +41,12 @@ class FromSpark(Stream[Any]):
     """Start a pipeline from a Spark DataFrame; run it in Spark.
 
     Each row becomes an element: the value of a one-column row, else a
-    ``pyspark.sql.Row`` (``r.name``, ``r["name"]``, ``r[0]``). End the Spark
+    ``pyspark.sql.Row`` (``r.name``, ``r["name"]``, ``r[0]``). Values are
+    those of Spark's Arrow batches: a ``timestamp`` is an aware ``datetime``
+    in the session's time zone (``spark.sql.session.timeZone``), so
+    ``r.at.hour`` is Spark's ``hour(at)``; ``df.collect()`` would give a naive
+    one in the process's local time. ``to_dataframe`` writes an aware time at
+    its instant and a naive one as a wall time of the session's zone. End the Spark
     segment with ``to_dataframe(schema)`` to get a DataFrame of typed columns
     that never passes through the driver, or with ``gather()`` to deliver the
     results to Python nodes. The steps until ``gather()`` run in Spark (as after

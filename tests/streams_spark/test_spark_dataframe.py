@@ -224,6 +224,35 @@ def test_timestamps_become_a_timestamp_column(spark: Any) -> None:
     assert got == expected
 
 
+def test_times_are_read_and_written_in_the_session_time_zone(spark: Any) -> None:
+    # A row's time is an aware datetime in the session's time zone (as Spark's
+    # hour() sees it); written back naive, it is read as a wall time there, as
+    # Spark reads a TIMESTAMP literal, so it stays the same instant.
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        df = spark.sql("SELECT 1 AS n, TIMESTAMP '2026-07-01 12:30:00' AS at UNION ALL "
+                       "SELECT 2, TIMESTAMP '2026-11-01 01:30:00'")  # the hour twice
+        seen = Stream.from_spark(df).map(lambda r: (r.n, r.at.isoformat()))
+        assert sorted(map(tuple, seen.to_dataframe("n long, at string").collect())) == [
+            (1, "2026-07-01T12:30:00-04:00"), (2, "2026-11-01T01:30:00-04:00")]
+        out = Stream.from_spark(df).map(
+            lambda r: (r.n, r.at, r.at.replace(tzinfo=None), r.at.hour)).to_dataframe(
+            "n long, aware timestamp, naive timestamp, hour int")
+        assert out.where("aware = naive").count() == 2
+        assert out.join(df, "n").where("naive = at AND hour = hour(at)").count() == 2
+    finally:
+        spark.conf.unset("spark.sql.session.timeZone")
+
+
+def test_a_schema_is_inferred_from_the_elements_the_query_makes(spark: Any) -> None:
+    # collect()'s Rows hold naive times, which an aware one cannot be taken from.
+    df = spark.sql("SELECT 1 AS n, TIMESTAMP '1970-01-01 00:01:00 UTC' AS at")
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    out = Stream.from_spark(df).map(
+        lambda r: {"n": r.n, "secs": (r.at - epoch).total_seconds()}).to_dataframe()
+    assert [tuple(r) for r in out.collect()] == [(1, 60.0)]
+
+
 def test_a_keyed_query_restarts_from_its_checkpoint_only_with_its_key_buckets(
         spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pyspark.errors import StreamingQueryException
