@@ -117,51 +117,72 @@ def windows_and_firsts(items: pa.Array | pa.ChunkedArray) -> tuple[list[list[Any
 
     The first element's ``seq`` orders windows that close together as
     in-process: in the order they were opened.
+
+    Examples
+    --------
+    >>> item = pa.struct([("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()),
+    ...                   ("p", pa.binary())])
+    >>> items = pa.array([[{"seq": 7, "sub": 0, "kind": DATA, "p": pickle.dumps("c")},
+    ...                    {"seq": 2, "sub": 0, "kind": PACK,
+    ...                     "p": pack_payload([2, 9], [0, 0], ["a", "d"])}], []],
+    ...                  pa.list_(item))
+    >>> windows_and_firsts(items)
+    ([['a', 'c', 'd'], []], [2, -1])
     """
     if isinstance(items, pa.ChunkedArray):
         items = items.combine_chunks()
+    # Column at a time: a window function's windows are often of one or two
+    # elements (a key's window), so per-item Python would cost more than the
+    # function. Only packs and pickled elements are opened one by one.
     flat = pc.list_flatten(items)
-    parents = pc.list_parent_indices(items).to_pylist()
-    win: list[int] = []
-    seq: list[int] = []
-    sub: list[int] = []
-    values: list[Any] = []
-    carried: list[int] = []  # the rows of kind ROW, by their index in ``flat``
-    at: list[int] = []  # ... and their values' places
+    parents = pc.list_parent_indices(items).to_numpy()
+    kinds = flat.field("kind").to_numpy(zero_copy_only=False)
+    seq = flat.field("seq").to_numpy(zero_copy_only=False)
+    sub = flat.field("sub").to_numpy(zero_copy_only=False)
+    at = np.flatnonzero((kinds == DATA) | (kinds == ROW))  # control rows are no elements
+    values: list[Any] = [None] * len(at)
     loads = pickle.loads
-    for i, (w, s, sb, kind, p) in enumerate(zip(
-            parents, flat.field("seq").to_pylist(), flat.field("sub").to_pylist(),
-            flat.field("kind").to_pylist(), flat.field("p").to_pylist(), strict=True)):
-        if kind == PACK:
+    kind_at = kinds[at]
+    carried = np.flatnonzero(kind_at == ROW)
+    if carried.size:  # built at once, from their columns
+        built = rows_at(flat.field("r"), at[carried].tolist())
+        if carried.size == len(at):
+            values = built
+        else:
+            for i, x in zip(carried.tolist(), built, strict=True):
+                values[i] = x
+    pickled = np.flatnonzero(kind_at == DATA)
+    if pickled.size:
+        ps = flat.field("p").take(pa.array(at[pickled])).to_pylist()
+        for i, p in zip(pickled.tolist(), ps, strict=True):
+            values[i] = loads(p)
+    win, seqs, subs = parents[at], seq[at], sub[at]
+    packs = np.flatnonzero(kinds == PACK)
+    if packs.size:
+        pw: list[int] = []
+        ps_: list[int] = []
+        pb: list[int] = []
+        for w, p in zip(parents[packs].tolist(),
+                        flat.field("p").take(pa.array(packs)).to_pylist(), strict=True):
             pseqs, psubs, pvalues, _ = loads(p)
-            win.extend([w] * len(pseqs))
-            seq.extend(pseqs)
-            sub.extend(psubs)
+            pw.extend([w] * len(pseqs))
+            ps_.extend(pseqs)
+            pb.extend(psubs)
             values.extend(pvalues)
-        elif kind in (DATA, ROW):
-            win.append(w)
-            seq.append(s)
-            sub.append(sb)
-            if kind == ROW:
-                carried.append(i)
-                at.append(len(values))
-            values.append(loads(p) if kind == DATA else None)
-    if carried:  # built at once, from their columns
-        for i, x in zip(at, rows_at(flat.field("r"), carried), strict=True):
-            values[i] = x
-    out: list[list[Any]] = [[] for _ in range(len(items))]
-    firsts = [-1] * len(items)
-    if not values:
-        return out, firsts
-    order = pc.sort_indices(
-        pa.table({"w": pa.array(win, pa.int64()), "seq": pa.array(seq, pa.int64()),
-                  "sub": pa.array(sub, pa.int64())}),
-        sort_keys=[("w", "ascending"), ("seq", "ascending"), ("sub", "ascending")])
-    for i in order.to_pylist():
-        window = out[win[i]]
-        if not window:
-            firsts[win[i]] = seq[i]
-        window.append(values[i])
+        win = np.concatenate([win, np.array(pw, np.int64)])
+        seqs = np.concatenate([seqs, np.array(ps_, np.int64)])
+        subs = np.concatenate([subs, np.array(pb, np.int64)])
+    counts = np.bincount(win, minlength=len(items)) if len(win) else np.zeros(
+        len(items), np.int64)
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    order = np.lexsort((subs, seqs, win))
+    if len(order) and not (order[1:] > order[:-1]).all():
+        values = [values[i] for i in order.tolist()]
+        seqs = seqs[order]
+    out = [values[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    firsts = np.where(counts > 0, seqs[np.minimum(starts, max(len(seqs) - 1, 0))]
+                      if len(seqs) else -1, -1).tolist()
     return out, firsts
 
 

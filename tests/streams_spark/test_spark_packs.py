@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from streams import Stream
 from streams.spec import NodeSpec
-from streams_spark.codec import DATA, ERROR, FLUSH, PACK
-from streams_spark.packs import opened, pack_payload, windows_of
+from streams_spark.codec import DATA, ERROR, FLUSH, PACK, ROW
+from streams_spark.packs import opened, pack_payload, windows_and_firsts, windows_of
 from streams_spark.plan import Route
 from streams_spark.routing import KEY_BUCKETS, ONE_GROUP, NodeFailure, Router, key_bucket
 
@@ -218,6 +218,62 @@ def test_windows_open_packs_and_order_their_elements() -> None:
         [item(3, DATA, pickle.dumps("c"))],
     ], pa.list_(ITEM))
     assert windows_of(items) == [["a", "b", "d", "e", "f"], [], ["c"]]
+
+
+CARRIED = pa.struct([("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()),
+                     ("p", pa.binary()), ("r", pa.struct([("a", pa.int64()), ("b", pa.string())]))])
+
+
+@st.composite
+def aggregated_windows(draw: Any) -> list[list[dict[str, Any]]]:
+    """Windows as Spark aggregates them: their items in any order."""
+    windows: list[list[dict[str, Any]]] = []
+    seqs = iter(draw(st.permutations(range(200))))
+    for _ in range(draw(st.integers(0, 6))):
+        elements = sorted((next(seqs), draw(st.integers(0, 2))) for _ in range(
+            draw(st.integers(0, 6))))
+        items: list[dict[str, Any]] = []
+        i = 0
+        while i < len(elements):
+            kind = draw(st.sampled_from([PACK, DATA, ROW, FLUSH]))
+            part = elements[i:i + (draw(st.integers(1, 3)) if kind == PACK else 1)]
+            i += len(part)
+            values = [{"a": s, "b": f"{s}.{sb}"} for s, sb in part]
+            s, sb = part[0]
+            if kind == FLUSH:  # a control row: no element of the window
+                items.append({"seq": s, "sub": sb, "kind": FLUSH, "p": b"end", "r": None})
+                continue
+            expected_part = [(v["a"], v["b"]) for v in values]
+            if kind == PACK:
+                p = pack_payload([e[0] for e in part], [e[1] for e in part], expected_part)
+                items.append({"seq": s, "sub": sb, "kind": PACK, "p": p, "r": None})
+            elif kind == DATA:
+                items.append({"seq": s, "sub": sb, "kind": DATA,
+                              "p": pickle.dumps(expected_part[0]), "r": None})
+            else:  # an input row carried as its columns: a Row of them
+                items.append({"seq": s, "sub": sb, "kind": ROW, "p": None, "r": values[0]})
+        windows.append(draw(st.permutations(items)))
+    return windows
+
+
+@given(aggregated_windows())
+def test_windows_hold_their_elements_in_order_whatever_rows_carried_them(
+        windows: list[list[dict[str, Any]]]) -> None:
+    got, firsts = windows_and_firsts(pa.array(windows, pa.list_(CARRIED)))
+    # The reference: every element of a window with its (seq, sub), sorted.
+    for window, values, first in zip(windows, got, firsts, strict=True):
+        elements: list[tuple[tuple[int, int], Any]] = []
+        for item in window:
+            if item["kind"] == PACK:
+                pseqs, psubs, pvalues, _ = pickle.loads(item["p"])
+                elements.extend(zip(zip(pseqs, psubs, strict=True), pvalues, strict=True))
+            elif item["kind"] == DATA:
+                elements.append(((item["seq"], item["sub"]), pickle.loads(item["p"])))
+            elif item["kind"] == ROW:
+                elements.append(((item["seq"], item["sub"]), (item["r"]["a"], item["r"]["b"])))
+        elements.sort()
+        assert [tuple(v) for v in values] == [v for _, v in elements]
+        assert first == (elements[0][0][0] if elements else -1)
 
 
 def sessions(gap: float) -> Route:
