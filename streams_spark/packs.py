@@ -159,30 +159,30 @@ def windows_and_firsts(items: pa.Array | pa.ChunkedArray) -> tuple[list[list[Any
     win, seqs, subs = parents[at], seq[at], sub[at]
     packs = np.flatnonzero(kinds == PACK)
     if packs.size:
-        pw: list[int] = []
-        ps_: list[int] = []
-        pb: list[int] = []
+        pack_win: list[int] = []
+        pack_seq: list[int] = []
+        pack_sub: list[int] = []
         for w, p in zip(parents[packs].tolist(),
                         flat.field("p").take(pa.array(packs)).to_pylist(), strict=True):
             pseqs, psubs, pvalues, _ = loads(p)
-            pw.extend([w] * len(pseqs))
-            ps_.extend(pseqs)
-            pb.extend(psubs)
+            pack_win.extend([w] * len(pseqs))
+            pack_seq.extend(pseqs)
+            pack_sub.extend(psubs)
             values.extend(pvalues)
-        win = np.concatenate([win, np.array(pw, np.int64)])
-        seqs = np.concatenate([seqs, np.array(ps_, np.int64)])
-        subs = np.concatenate([subs, np.array(pb, np.int64)])
-    counts = np.bincount(win, minlength=len(items)) if len(win) else np.zeros(
-        len(items), np.int64)
+        win = np.concatenate([win, np.array(pack_win, np.int64)])
+        seqs = np.concatenate([seqs, np.array(pack_seq, np.int64)])
+        subs = np.concatenate([subs, np.array(pack_sub, np.int64)])
+    counts = np.bincount(win, minlength=len(items))
     ends = np.cumsum(counts)
     starts = ends - counts
     order = np.lexsort((subs, seqs, win))
-    if len(order) and not (order[1:] > order[:-1]).all():
+    if not (order[1:] > order[:-1]).all():
         values = [values[i] for i in order.tolist()]
         seqs = seqs[order]
     out = [values[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
-    firsts = np.where(counts > 0, seqs[np.minimum(starts, max(len(seqs) - 1, 0))]
-                      if len(seqs) else -1, -1).tolist()
+    if not len(seqs):
+        return out, [-1] * len(items)
+    firsts = np.where(counts > 0, seqs[np.minimum(starts, len(seqs) - 1)], -1).tolist()
     return out, firsts
 
 
