@@ -82,9 +82,11 @@ def _carrying(route: Route | None, df: Any, first: bool | str) -> Route | None:
     shares its window and key, which is rare without a key (the column then
     travels empty: Nexmark's q5 ran at 0.92x the rate with it).
     """
-    event_time = route.spec.traits.event_time if route is not None and route.spec else None
-    if (route is None or route.kind != "window" or event_time is None or event_time.key is None
-            or first != COLUMNS or df.isStreaming or not carries(df.schema)):
+    if route is None or route.kind != "window" or route.spec is None:
+        return route
+    event_time = route.spec.traits.event_time
+    if (event_time is None or event_time.key is None or first != COLUMNS or df.isStreaming
+            or not carries(df.schema)):
         return route
     return replace(route, rows=df.schema)
 
@@ -138,7 +140,7 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    mid = _spark_schema(MID_SCHEMA)
+    mid = _routed_schema(None)  # rows routed for no stateful stage
     static = not df.isStreaming
     state = _spark_schema(pa.schema([("s", pa.binary())]))
     stages = list(plan.stages)
