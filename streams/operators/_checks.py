@@ -15,12 +15,22 @@ from ..errors import short_repr
 __all__ = ["canonical_key", "check_callable", "check_count", "key_function"]
 
 
-def check_callable(op: str, func: Any, what: str = "a function") -> None:
-    """Raise TypeError unless ``func`` is callable."""
+def check_callable(op: str, func: Any, what: str = "a function as its first argument",
+                   example: str = "lambda x: ...") -> None:
+    """Raise TypeError unless ``func`` is callable.
+
+    ``what`` says where the function goes and ``example`` shows a call's
+    arguments, each as the operator takes them.
+
+    >>> check_callable("scan", None, "a function of (state, x) as its first argument",
+    ...                "lambda state, x: state + x, start=0")
+    Traceback (most recent call last):
+    TypeError: scan() takes a function of (state, x) as its first argument, got None ...
+    """
     if not callable(func):
         raise TypeError(
-            f"{op}() takes {what} as its first argument, got {short_repr(func)} "
-            f"({type(func).__name__}); e.g. {op}(lambda x: ...)"
+            f"{op}() takes {what}, got {short_repr(func)} "
+            f"({type(func).__name__}); e.g. {op}({example})"
         )
 
 

@@ -112,8 +112,10 @@ class Accumulate(ExpiringKeys):
                  returns_state: bool = False, stream_name: str | None = None,
                  with_state: bool = False, key: Any = None, ttl: float | str | None = None,
                  time: Any = None, **kwargs: Any) -> None:
-        check_callable("accumulate", func)
-        self._expiry: Expiry | None = check_ttl("accumulate", ttl, time, key)
+        # scan and accumulate are one operator: a message names both.
+        check_callable("scan", func, "a function of (state, x) as its first argument "
+                       "(accumulate() is the same operator)", "lambda state, x: state + x, start=0")
+        self._expiry: Expiry | None = check_ttl("scan", ttl, time, key)
         self.ttl = ttl
         self.time = time
         self.func = func

@@ -102,13 +102,15 @@ class StatefulMap(ExpiringKeys):
     def __init__(self, upstream: Stream[Any], func: Callable[[Any, Any], Any], start: Any = None,
                  key: Any = None, ttl: float | str | None = None, time: Any = None,
                  on_expire: Callable[[Any, Any], Any] | None = None, **kwargs: Any) -> None:
-        check_callable("stateful_map", func)
+        check_callable("stateful_map", func, "a function of (state, x) as its first argument",
+                       "lambda state, x: (state, [x]), key=0")
         self._expiry: Expiry | None = check_ttl("stateful_map", ttl, time, key)
         if on_expire is not None:
             if ttl is None:
                 raise ValueError("stateful_map(): on_expire= is called when a key expires; "
                                  "give ttl= and time= too")
-            check_callable("stateful_map", on_expire, "on_expire=")
+            check_callable("stateful_map", on_expire, "on_expire= as a function of (key, state)",
+                           "f, key=0, ttl=60, time=1, on_expire=lambda key, state: [state]")
         self.ttl = ttl
         self.time = time
         self.on_expire = on_expire

@@ -57,7 +57,8 @@ class FromPeriodic(Source[Any]):
 
     def __init__(self, callback: Callable[[], Any], poll_interval: float | str = 0.1,
                  start: bool = False, **kwargs: Any) -> None:
-        check_callable("from_periodic", callback)
+        check_callable("from_periodic", callback, "a function of no arguments as its first "
+                       "argument", "time.time, poll_interval=1")
         self.callback = callback
         self.poll_interval = check_interval("from_periodic", poll_interval, "poll_interval")
         self._clock = get_clock()

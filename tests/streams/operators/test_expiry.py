@@ -137,10 +137,10 @@ def test_a_failing_on_expire_at_close_goes_to_the_error_policy() -> None:
 
 
 @pytest.mark.parametrize(("make", "message"), [
-    (lambda s: s.scan(count, start=0, key=0, ttl=5), r"accumulate\(\): ttl= needs time="),
-    (lambda s: s.scan(count, start=0, ttl=5, time=1), r"accumulate\(\): ttl= needs key="),
-    (lambda s: s.scan(count, start=0, key=0, time=1), r"accumulate\(\): time= only serves"),
-    (lambda s: s.scan(count, start=0, key=0, ttl=-1, time=1), r"accumulate\(\): ttl must be"),
+    (lambda s: s.scan(count, start=0, key=0, ttl=5), r"scan\(\): ttl= needs time="),
+    (lambda s: s.scan(count, start=0, ttl=5, time=1), r"scan\(\): ttl= needs key="),
+    (lambda s: s.scan(count, start=0, key=0, time=1), r"scan\(\): time= only serves"),
+    (lambda s: s.scan(count, start=0, key=0, ttl=-1, time=1), r"scan\(\): ttl must be"),
     (lambda s: s.stateful_map(count, key=0, ttl=5), r"stateful_map\(\): ttl= needs time="),
     (lambda s: s.stateful_map(count, key=0, on_expire=print),
      r"stateful_map\(\): on_expire= is called when a key expires"),
