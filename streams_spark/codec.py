@@ -82,8 +82,10 @@ WINDOW_ITEMS = 6
 #: Elements of one group bound for one stateful stage, in one row: ``p``
 #: pickles ``(seqs, subs, values)`` (see :mod:`streams_spark.packs`).
 PACK = 7
-#: An input row bound for a window unchanged: the element is the row's
-#: column ``r`` (see :mod:`streams_spark.input_rows`); ``p`` is null.
+#: Input rows bound for a window unchanged: the elements are the rows of the
+#: list column ``r`` (see :mod:`streams_spark.input_rows`), the first at
+#: ``seq``; ``p`` is null for one row, and for several holds their seqs as
+#: little-endian int64s. Their ``sub`` is 0.
 ROW = 8
 
 ROW_SCHEMA = pa.schema([

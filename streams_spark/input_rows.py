@@ -3,16 +3,15 @@
 A task over the user's DataFrame makes each row an element
 (:func:`~streams_spark.codec.elements_of`); where the steps before a window
 only select elements (``filter``), the element bound for the window is
-that row itself. Alone in its window and key (see
-:class:`~streams_spark.routing.Router`), it would be pickled, carried by
-Spark as bytes and unpickled by the window's task: about 5 us of Python
-for a Row of five fields, more than the work of most steps. Here it
-leaves as a row of kind :data:`~streams_spark.codec.ROW` whose column
-``r`` is the input row's columns, taken from the task's input batch at
-once, and the window's task builds the element again from them, as the
-first task did. Elements that share a window and key still go packed,
-pickled together: one row each there made Nexmark's q5 (sliding windows,
-each bid in five) and q7 take 2.1x and 1.5x the time.
+that row itself. Pickled, carried by Spark as bytes and unpickled by the
+window's task, it would cost about 5 us of Python for a Row of five
+fields, more than the work of most steps. Here it leaves in a row of kind
+:data:`~streams_spark.codec.ROW` whose column ``r`` is a list of input rows,
+taken from the task's input batch at once, and the window's task builds
+the elements again from them, as the first task did. Rows that share a
+window and key (see :class:`~streams_spark.routing.Router`) share one such
+row, as elements share a pickled pack: one row each made Nexmark's q5
+(sliding windows, each bid in five) and q7 take 2.1x and 1.5x the time.
 
 Only over a static DataFrame: a stream's window keeps its rows in Spark's
 state store, whose schema a checkpoint fixes, so its rows keep one schema.
@@ -26,13 +25,13 @@ Examples
 >>> batch = pa.RecordBatch.from_pydict({"k": ["a", "b"], "n": [1, 2]})
 >>> carried = InputRows()
 >>> elements = carried.start(batch, base=10)
->>> carried.index(11, 0, elements[1]), carried.index(11, 1, elements[1])
-(1, None)
->>> carried.index(11, 0, ("b", 2)) is None  # an equal element, but not the row itself
-True
->>> column = carried.column([None, 1])
->>> rows_at(column, [1])
-[Row(k='b', n=2)]
+>>> carried.rows_of([11, 11, 10], [0, 1, 0], [elements[1], elements[1], ("a", 1)]).tolist()
+[1, -1, -1]
+>>> column = carried.column([0, 2, 1], [1, 0, 1])  # no rows, rows 1 and 0, row 1
+>>> column.to_pylist()[0], len(column[1]), rows_at(column, [2])
+(None, 2, [Row(k='b', n=2)])
+
+The last: an element equal to a row, but not the row itself, is no input row.
 """
 
 from __future__ import annotations
@@ -40,7 +39,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .codec import elements_of
 
@@ -97,28 +98,38 @@ class InputRows:
         self.base = base
         return elements
 
-    def index(self, seq: int, sub: int, value: Any) -> int | None:
-        """The row of the current batch that ``value``, output ``sub`` of ``seq``, is; or None.
+    def rows_of(self, seqs: Sequence[int], subs: Sequence[int], values: Sequence[Any]
+                ) -> np.ndarray:
+        """The row of the current batch each of ``values`` is, or -1.
 
-        The very object the batch's row became, unchanged (its values are
-        immutable), as the first output of that element.
+        Value ``i`` is output ``subs[i]`` of the element at ``seqs[i]``. It is
+        a row where it is the very object the batch's row became, unchanged
+        (its values are immutable), as the first output of that element.
         """
-        i = seq - self.base
-        if sub == 0 and 0 <= i < len(self.elements) and self.elements[i] is value:
-            return i
-        return None
+        elements, base = self.elements, self.base
+        n = len(elements)
+        return np.fromiter(
+            (i if sub == 0 and 0 <= i < n and elements[i] is x else -1
+             for i, sub, x in zip((s - base for s in seqs), subs, values, strict=True)),
+            dtype=np.int64, count=len(values))
 
-    def column(self, rows: list[int | None]) -> pa.Array:
-        """Column ``r`` of output rows that are the current batch's ``rows`` (None: null).
+    def column(self, counts: Sequence[int], rows: Sequence[int]) -> pa.Array:
+        """Column ``r`` of output rows holding ``counts[j]`` of the current batch's ``rows`` each.
 
-        Of the input's own Arrow types, as Spark wrote them (its time zone,
-        its string type), which it reads back as the input's schema.
+        ``rows`` holds each output row's rows in turn; an output row of none
+        is null. Of the input's own Arrow types, as Spark wrote them (its
+        time zone, its string type), which it reads back as the input's schema.
         """
         assert self.rows is not None, "no input batch yet"
-        return self.rows.take(pa.array(rows, pa.int64()))
+        n = np.asarray(counts, dtype=np.int32)
+        offsets = np.zeros(len(n) + 1, dtype=np.int32)
+        np.cumsum(n, out=offsets[1:])
+        return pa.ListArray.from_arrays(
+            pa.array(offsets), self.rows.take(pa.array(rows, pa.int64())),
+            mask=pa.array(n == 0))
 
 
-def rows_at(column: pa.StructArray, at: list[int]) -> list[Any]:
-    """The elements that rows ``at`` of a column ``r`` stand for, as the first task made them."""
-    taken = column.take(pa.array(at, pa.int64()))
+def rows_at(column: pa.ListArray, at: Sequence[int]) -> list[Any]:
+    """The elements the rows ``at`` of a column ``r`` hold, in turn, as the first task made them."""
+    taken = pc.list_flatten(column.take(pa.array(at, pa.int64())))
     return elements_of(pa.RecordBatch.from_struct_array(taken))

@@ -139,24 +139,17 @@ def windows_and_firsts(items: pa.Array | pa.ChunkedArray) -> tuple[list[list[Any
     kinds = flat.field("kind").to_numpy(zero_copy_only=False)
     seq = flat.field("seq").to_numpy(zero_copy_only=False)
     sub = flat.field("sub").to_numpy(zero_copy_only=False)
-    at = np.flatnonzero((kinds == DATA) | (kinds == ROW))  # control rows are no elements
-    values: list[Any] = [None] * len(at)
+    at = np.flatnonzero(kinds == DATA)  # pickled elements; control rows are no elements
     loads = pickle.loads
-    kind_at = kinds[at]
-    carried = np.flatnonzero(kind_at == ROW)
-    if carried.size:  # built at once, from their columns
-        built = rows_at(flat.field("r"), at[carried].tolist())
-        if carried.size == len(at):
-            values = built
-        else:
-            for i, x in zip(carried.tolist(), built, strict=True):
-                values[i] = x
-    pickled = np.flatnonzero(kind_at == DATA)
-    if pickled.size:
-        ps = flat.field("p").take(pa.array(at[pickled])).to_pylist()
-        for i, p in zip(pickled.tolist(), ps, strict=True):
-            values[i] = loads(p)
+    values: list[Any] = [loads(p) for p in flat.field("p").take(pa.array(at)).to_pylist()]
     win, seqs, subs = parents[at], seq[at], sub[at]
+    carried = np.flatnonzero(kinds == ROW)
+    if carried.size:  # input rows, built at once from their columns
+        values.extend(rows_at(flat.field("r"), carried.tolist()))
+        row_win, row_seqs = _carried_positions(flat, carried, parents, seq)
+        win = np.concatenate([win, row_win])
+        seqs = np.concatenate([seqs, row_seqs])
+        subs = np.concatenate([subs, np.zeros(len(row_seqs), np.int64)])
     packs = np.flatnonzero(kinds == PACK)
     if packs.size:
         pack_win: list[int] = []
@@ -184,6 +177,32 @@ def windows_and_firsts(items: pa.Array | pa.ChunkedArray) -> tuple[list[list[Any
         return out, [-1] * len(items)
     firsts = np.where(counts > 0, seqs[np.minimum(starts, len(seqs) - 1)], -1).tolist()
     return out, firsts
+
+
+def _carried_positions(flat: pa.StructArray, carried: np.ndarray, parents: np.ndarray,
+                       seq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The window and ``seq`` of each input row the items ``carried`` (of kind ROW) hold.
+
+    An item of one row is at its ``seq``; one of several has their seqs in
+    ``p``, as little-endian int64s, which are read from the column's data
+    at once.
+    """
+    counts = pc.list_value_length(flat.field("r").take(pa.array(carried))).to_numpy(
+        zero_copy_only=False)
+    row_seqs = np.repeat(seq[carried], counts)
+    several = np.flatnonzero(counts > 1)
+    if several.size:
+        ps = flat.field("p").take(pa.array(carried[several]))
+        offsets = np.frombuffer(ps.buffers()[1], np.int32, len(ps) + 1, ps.offset * 4)
+        data = np.frombuffer(ps.buffers()[2], "<i8", (offsets[-1] - offsets[0]) // 8,
+                             offsets[0])
+        # Each item's rows are at its start (in row_seqs) and on: the
+        # positions of all of them at once.
+        c = counts[several]
+        starts = (np.cumsum(counts) - counts)[several]
+        within = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
+        row_seqs[np.repeat(starts, c) + within] = data
+    return np.repeat(parents[carried], counts), row_seqs
 
 
 def window_group(event_time: EventTime) -> Callable[[int], Any] | None:

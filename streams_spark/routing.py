@@ -182,9 +182,11 @@ class Router:
         self.cols: dict[str, list[Any]] = {n: [] for n in self.schema.names}
         self._appends = tuple(c.append for c in self.cols.values())
         #: The current input batch, where input rows travel as columns (the
-        #: column ``r``, from its rows at ``self.taken``; see ``_pack_one``).
+        #: column ``r``: each output row's count of its rows, and those rows in
+        #: turn; see ``_carry``).
         self.carried: InputRows | None = None
-        self.taken: list[int | None] = []
+        self.taken_counts: list[int] = []
+        self.taken_rows: list[int] = []
         if route_to is not None and route_to.rows is not None:
             self.carried = InputRows()
         # Group -> [seqs, subs, values, k, latest t (a span's first), a span's
@@ -254,15 +256,18 @@ class Router:
         self._window = ([], [], [], [], [])
         times, valid, error = event_seconds(raw)
         if valid:
+            rows = (self.carried.rows_of(seqs[:valid], subs[:valid], values[:valid])
+                    if self.carried is not None else None)
             self._pack_window(seqs[:valid], subs[:valid], values[:valid], ks[:valid],
-                              times[:valid])
+                              times[:valid], rows)
         if error is not None:
             assert self.route_to is not None and self.route_to.spec is not None
             self._error(seqs[valid], subs[valid],
                         carried_error(self.route_to.spec.id, values[valid], error))
 
     def _pack_window(self, seqs: list[int], subs: list[int], values: list[Any],
-                     ks: list[bytes | None], times: np.ndarray) -> None:
+                     ks: list[bytes | None], times: np.ndarray, rows: np.ndarray | None
+                     ) -> None:
         """Elements in the same Spark windows under the same key share a pack.
 
         The windows Spark will put an element in: its time's nearest
@@ -272,7 +277,8 @@ class Router:
         A pack's time is its latest element's, so Spark's watermark (the
         latest event time seen) stays what it would be. Packs come in the
         order of their first elements, each in element order; an element
-        alone in its windows is a row of its own.
+        alone in its windows is a row of its own. ``rows``: each element's
+        input row (-1: none), where input rows travel as columns.
         """
         group_of = self.window_group
         if self.spans:
@@ -285,7 +291,7 @@ class Router:
             floored = np.zeros(len(times), dtype=bool)
         packed = np.flatnonzero(floored)
         if packed.size and self.spans:
-            self._pack_spans(packed, seqs, subs, values, ks, times)
+            self._pack_spans(packed, seqs, subs, values, ks, times, rows)
         elif packed.size:
             assert group_of is not None
             t = times[packed]
@@ -295,16 +301,18 @@ class Router:
                 columns.append(np.asarray(ks, dtype=object)[packed])
             group = first_seen_codes(columns)
             order = np.argsort(group, kind="stable")
-            ends = np.cumsum(np.bincount(group)).tolist()
-            latest = np.maximum.reduceat(t[order], [0, *ends[:-1]]).tolist()
-            self._fill(packed[order].tolist(), ends, latest, [None] * len(ends),
-                       seqs, subs, values, ks, times)
+            ends = np.cumsum(np.bincount(group))
+            latest = np.maximum.reduceat(t[order], [0, *ends[:-1].tolist()]).tolist()
+            self._fill(packed[order], ends, latest, [None] * len(ends),
+                       seqs, subs, values, ks, times, rows)
         alone = np.flatnonzero(~floored)
         for i in alone.tolist():
-            self._pack_one(seqs[i], subs[i], values[i], ks[i], float(times[i]))
+            self._pack_one(seqs[i], subs[i], values[i], ks[i], float(times[i]),
+                           -1 if rows is None else int(rows[i]))
 
     def _pack_spans(self, usual: np.ndarray, seqs: list[int], subs: list[int],
-                    values: list[Any], ks: list[bytes | None], times: np.ndarray) -> None:
+                    values: list[Any], ks: list[bytes | None], times: np.ndarray,
+                    rows: np.ndarray | None) -> None:
         """Of the elements at ``usual``, a key's within one gap of each other share a pack.
 
         In time order (each time's nearest microsecond, as Spark reads it),
@@ -334,38 +342,77 @@ class Router:
         counts = np.bincount(group)
         ends = np.cumsum(counts)
         spans = span[by_group][ends - counts].tolist()  # each group's span
-        self._fill(usual[by_group].tolist(), ends.tolist(), [first[s] for s in spans],
-                   [last[s] for s in spans], seqs, subs, values, ks, times)
+        self._fill(usual[by_group], ends, [first[s] for s in spans],
+                   [last[s] for s in spans], seqs, subs, values, ks, times, rows)
 
-    def _fill(self, at: list[int], ends: list[int], ts: list[float], us: list[float | None],
+    def _fill(self, at: np.ndarray, ends: np.ndarray, ts: list[float], us: list[float | None],
               seqs: list[int], subs: list[int], values: list[Any], ks: list[bytes | None],
-              times: np.ndarray) -> None:
+              times: np.ndarray, rows: np.ndarray | None) -> None:
         """Packs of the elements ``at[start:end]`` for each of ``ends``, the ``g``-th at ``ts[g]``.
 
-        ``us[g]`` is a span's last time (None: not a span). An element alone
-        in its group is a row of its own: a pack of one takes longer to
-        pickle and open than the row (8.1 against 6.2 us for a Row of three
-        fields).
+        ``us[g]`` is a span's last time (None: not a span). A group of input
+        rows only goes as their columns (``rows``: each element's input row,
+        -1 for none; see ``_carry``). Otherwise an element alone in its
+        group is a row of its own: a pack of one takes longer to pickle and
+        open than the row (8.1 against 6.2 us for a Row of three fields).
         """
-        start = 0
-        for g, end in enumerate(ends):
-            members = at[start:end]
-            if end - start == 1:
+        groups = range(len(ends))
+        if rows is not None and len(at):
+            members = rows[at]
+            starts = np.concatenate([[0], ends[:-1]])
+            carried = np.minimum.reduceat(members, starts) >= 0
+            self._carry(at, starts, ends, carried, members, ts, us, seqs, ks)
+            groups = np.flatnonzero(~carried).tolist()
+        ends_at = ends.tolist()
+        for g in groups:
+            members = at[ends_at[g - 1] if g else 0:ends_at[g]].tolist()
+            if len(members) == 1:
                 i = members[0]
-                self._pack_one(seqs[i], subs[i], values[i], ks[i], float(times[i]))
+                self._pack_one(seqs[i], subs[i], values[i], ks[i], float(times[i]), -1)
             else:
                 self.packs[len(self.packs)] = [
                     [seqs[i] for i in members], [subs[i] for i in members],
                     [values[i] for i in members], ks[members[0]], ts[g], us[g]]
-            start = end
+
+    def _carry(self, at: np.ndarray, starts: np.ndarray, ends: np.ndarray, carried: np.ndarray,
+               members: np.ndarray, ts: list[float], us: list[float | None], seqs: list[int],
+               ks: list[bytes | None]) -> None:
+        """The groups ``carried`` of :meth:`_fill`'s, input rows only, as rows of kind ROW.
+
+        All at once: a group's row holds its input rows (``members``) in
+        column ``r``, and ``p`` their seqs where they are more than one
+        (their subs are 0), which the window's task reads without
+        unpickling anything (see :func:`~streams_spark.packs.windows_and_firsts`).
+        """
+        chosen = np.flatnonzero(carried)
+        if not chosen.size:
+            return
+        counts = (ends - starts)[chosen]
+        at_seqs = np.asarray(seqs, dtype=np.int64)[at]
+        firsts = at[starts[chosen]].tolist()
+        seqs_bytes = at_seqs.astype("<i8").tobytes()
+        ps = [None if b - a == 1 else seqs_bytes[8 * a:8 * b]
+              for a, b in zip(starts[chosen].tolist(), ends[chosen].tolist(), strict=True)]
+        picked = chosen.tolist()
+        n = len(picked)
+        cols = self.cols
+        cols["seq"].extend(at_seqs[starts[chosen]].tolist())
+        cols["sub"].extend([0] * n)
+        cols["kind"].extend([ROW] * n)
+        cols["p"].extend(ps)
+        cols["k"].extend([ks[i] for i in firsts])
+        cols["t"].extend([ts[g] for g in picked])
+        if self.spans:
+            cols["u"].extend([None if c == 1 else us[g]
+                              for g, c in zip(picked, counts.tolist(), strict=True)])
+        self.taken_counts.extend(counts.tolist())
+        self.taken_rows.extend(members[np.repeat(carried, ends - starts)].tolist())
 
     def _pack_one(self, seq: int, sub: int, value: Any, k: bytes | None,
-                  t: float | None) -> None:
-        if self.carried is not None:
-            row = self.carried.index(seq, sub, value)
-            if row is not None:  # an input row, unchanged: its columns go
-                self._append(seq, sub, ROW, None, k, t, None, row)
-                return
+                  t: float | None, row: int) -> None:
+        if row >= 0:  # an input row, unchanged: its columns go
+            self._append(seq, sub, ROW, None, k, t, None, (row,))
+            return
         try:  # once per element that travels alone: pickle's own fast path
             p = pickle.dumps(value, protocol=5)
         except Exception:
@@ -399,7 +446,7 @@ class Router:
         self._append(seq, sub, kind, p, k, t, None)
 
     def _append(self, seq: int, sub: int, kind: int, p: bytes | None, k: bytes | None,
-                t: float | None, u: float | None, row: int | None = None) -> None:
+                t: float | None, u: float | None, rows: tuple[int, ...] = ()) -> None:
         a = self._appends
         a[0](seq)
         a[1](sub)
@@ -410,7 +457,8 @@ class Router:
         if self.spans:
             a[6](u)
         if self.carried is not None:
-            self.taken.append(row)
+            self.taken_counts.append(len(rows))
+            self.taken_rows.extend(rows)
 
     def _close_packs(self) -> None:
         """Turn the packs being filled into rows."""
@@ -446,9 +494,9 @@ class Router:
         columns: dict[str, Any] = dict(self.cols)
         schema = self.schema
         if self.carried is not None:
-            columns["r"] = r = self.carried.column(self.taken)
+            columns["r"] = r = self.carried.column(self.taken_counts, self.taken_rows)
             schema = schema.append(pa.field("r", r.type))
-            self.taken = []
+            self.taken_counts, self.taken_rows = [], []
         out = pa.RecordBatch.from_pydict(columns, schema=schema)
         for v in self.cols.values():
             v.clear()

@@ -93,8 +93,11 @@ def _carrying(route: Route | None, df: Any, first: bool | str) -> Route | None:
 
 def _routed_schema(route: Route | None) -> Any:
     """The Spark schema of the rows a pass routes for ``route``."""
+    from pyspark.sql.types import ArrayType
+
     schema = _spark_schema(MID_SPANS if route is not None and route.spans else MID_SCHEMA)
-    return schema if route is None or route.rows is None else schema.add("r", route.rows)
+    return (schema if route is None or route.rows is None
+            else schema.add("r", ArrayType(route.rows, containsNull=False)))
 
 
 def timestamp_of(seconds: Any) -> str:

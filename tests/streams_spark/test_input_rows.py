@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
 from streams import Stream
 from streams.spec import NodeSpec
-from streams_spark.codec import DATA, PACK, ROW, elements_of
+from streams_spark.codec import PACK, ROW, elements_of
+from streams_spark.packs import opened
 from streams_spark.plan import Route
 from streams_spark.stages import COLUMNS, chain_task
 from tests.streams_spark.spark_plans import in_process, python_passes
@@ -126,16 +127,22 @@ def test_a_one_column_table_s_elements_come_back_as_plain_values(spark: Any) -> 
     assert sorted(r.s for r in out.collect()) == ["[{1}, 'int']", "[{2}, 'int']", "[{3}, 'int']"]
 
 
-def test_the_first_pass_sends_lone_input_rows_by_column_and_the_rest_pickled() -> None:
-    batch = pa.RecordBatch.from_pydict({"n": [1, 2, 3, 4], "ms": [0, 10, 12000, 20000]})
+def test_the_first_pass_sends_input_rows_by_column_and_the_rest_pickled() -> None:
+    batch = pa.RecordBatch.from_pydict({"n": [1, 2, 3, 4, 5],
+                                        "ms": [0, 10, 12000, 13000, 20000]})
     source = Stream()
     window = (source.map(lambda r: r if r.n != 3 else ("made", r.ms))
               .timed_window(5, time=lambda r: r[1] / 1000, key=lambda r: 0))
     specs: list[NodeSpec] = [source.downstreams[0].describe()]
     route = Route("window", window.describe(), rows="n long, ms long")
-    out = next(chain_task(specs, route, COLUMNS)(iter([batch]))).to_pylist()
-    # 1 and 2 share a window: packed, pickled together. ("made", 12000) was
-    # made by the map: pickled. 4 is an input row alone in its window.
-    assert {r["seq"]: r["kind"] for r in out} == {0: PACK, 2: DATA, 3: ROW}
-    assert {r["seq"]: r["r"] for r in out} == {0: None, 2: None, 3: {"n": 4, "ms": 20000}}
-    assert [r["p"] is None for r in sorted(out, key=lambda r: r["seq"])] == [False, False, True]
+    out = {r["seq"]: r for r in next(chain_task(specs, route, COLUMNS)(iter([batch]))).to_pylist()}
+    # 1 and 2 share a window: one row of both input rows, their seqs in p.
+    # ("made", 12000) was made by the map: pickled, with 4 that shares its
+    # window. 5 is an input row alone in its window.
+    assert {s: r["kind"] for s, r in out.items()} == {0: ROW, 2: PACK, 4: ROW}
+    assert {s: r["r"] for s, r in out.items()} == {
+        0: [{"n": 1, "ms": 0}, {"n": 2, "ms": 10}], 2: None, 4: [{"n": 5, "ms": 20000}]}
+    assert out[0]["p"] == (0).to_bytes(8, "little") + (1).to_bytes(8, "little")
+    assert out[4]["p"] is None
+    made, row = opened([2], [0], [PACK], [out[2]["p"]])[3]
+    assert (made, tuple(row)) == (("made", 12000), (4, 13000))

@@ -221,7 +221,8 @@ def test_windows_open_packs_and_order_their_elements() -> None:
 
 
 CARRIED = pa.struct([("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()),
-                     ("p", pa.binary()), ("r", pa.struct([("a", pa.int64()), ("b", pa.string())]))])
+                     ("p", pa.binary()),
+                     ("r", pa.list_(pa.struct([("a", pa.int64()), ("b", pa.string())])))])
 
 
 @st.composite
@@ -236,7 +237,10 @@ def aggregated_windows(draw: Any) -> list[list[dict[str, Any]]]:
         i = 0
         while i < len(elements):
             kind = draw(st.sampled_from([PACK, DATA, ROW, FLUSH]))
-            part = elements[i:i + (draw(st.integers(1, 3)) if kind == PACK else 1)]
+            part = elements[i:i + (draw(st.integers(1, 3)) if kind in (PACK, ROW) else 1)]
+            if kind == ROW:  # input rows: outputs 0 of their elements
+                part = [(s, 0) for s, _ in part]
+                elements[i:i + len(part)] = part
             i += len(part)
             values = [{"a": s, "b": f"{s}.{sb}"} for s, sb in part]
             s, sb = part[0]
@@ -250,8 +254,10 @@ def aggregated_windows(draw: Any) -> list[list[dict[str, Any]]]:
             elif kind == DATA:
                 items.append({"seq": s, "sub": sb, "kind": DATA,
                               "p": pickle.dumps(expected_part[0]), "r": None})
-            else:  # an input row carried as its columns: a Row of them
-                items.append({"seq": s, "sub": sb, "kind": ROW, "p": None, "r": values[0]})
+            else:  # input rows carried as their columns; several with their seqs in p
+                p = None if len(part) == 1 else b"".join(
+                    e[0].to_bytes(8, "little") for e in part)
+                items.append({"seq": s, "sub": 0, "kind": ROW, "p": p, "r": values})
         windows.append(draw(st.permutations(items)))
     return windows
 
@@ -270,7 +276,7 @@ def test_windows_hold_their_elements_in_order_whatever_rows_carried_them(
             elif item["kind"] == DATA:
                 elements.append(((item["seq"], item["sub"]), pickle.loads(item["p"])))
             elif item["kind"] == ROW:
-                elements.append(((item["seq"], item["sub"]), (item["r"]["a"], item["r"]["b"])))
+                elements.extend(((r["a"], 0), (r["a"], r["b"])) for r in item["r"])
         elements.sort()
         assert [tuple(v) for v in values] == [v for _, v in elements]
         assert first == (elements[0][0][0] if elements else -1)
