@@ -108,7 +108,7 @@ class InputRows:
         """
         elements, base = self.elements, self.base
         n = len(elements)
-        return np.fromiter(
+        return np.fromiter(  # type: ignore[no-any-return]
             (i if sub == 0 and 0 <= i < n and elements[i] is x else -1
              for i, sub, x in zip((s - base for s in seqs), subs, values, strict=True)),
             dtype=np.int64, count=len(values))
@@ -122,7 +122,7 @@ class InputRows:
         """
         assert self.rows is not None, "no input batch yet"
         n = np.asarray(counts, dtype=np.int32)
-        offsets = np.zeros(len(n) + 1, dtype=np.int32)
+        offsets: np.ndarray = np.zeros(len(n) + 1, dtype=np.int32)
         np.cumsum(n, out=offsets[1:])
         return pa.ListArray.from_arrays(
             pa.array(offsets), self.rows.take(pa.array(rows, pa.int64())),

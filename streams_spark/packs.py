@@ -189,7 +189,7 @@ def _carried_positions(flat: pa.StructArray, carried: np.ndarray, parents: np.nd
     """
     counts = pc.list_value_length(flat.field("r").take(pa.array(carried))).to_numpy(
         zero_copy_only=False)
-    row_seqs = np.repeat(seq[carried], counts)
+    row_seqs: np.ndarray = np.repeat(seq[carried], counts)
     several = np.flatnonzero(counts > 1)
     if several.size:
         ps = flat.field("p").take(pa.array(carried[several]))

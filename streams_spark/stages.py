@@ -86,6 +86,23 @@ class Driver:
             return
         # Driver.push and drain inlined: this loop runs once per input row.
         push, events, failed, add = self._push, self.events, self.stage.failed, self.rows.add
+        if getattr(self.rows, "defers", False):
+            # Elements bound for a window are routed when the batch closes:
+            # here their places and values only (Router.add, without the call).
+            seqs, subs, values = (w.append for w in self.rows.window_lists())
+            for i, x in enumerate(items, seq):
+                push(x)
+                if not events:
+                    continue
+                if failed:
+                    self.drain(i, 0)
+                    continue
+                for sub, e in enumerate(events):
+                    seqs(i)
+                    subs(sub)
+                    values(e)
+                events.clear()
+            return
         for i, x in enumerate(items, seq):
             push(x)
             if not events:

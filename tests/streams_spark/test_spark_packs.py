@@ -206,6 +206,37 @@ def test_an_error_before_a_window_fails_with_the_first_error_in_order() -> None:
     assert node_id == last.id and "map(f) returned" in str(exc)
 
 
+def keyed_window(size: float = 5.0) -> Route:
+    node = Stream().timed_window(size, time=lambda x: x[0], key=lambda x: x[1])
+    return Route("window", node.describe())
+
+
+def test_a_window_s_keys_and_times_fail_with_the_first_error_in_element_order() -> None:
+    # Keys and times are computed when the batch closes, all at once: the
+    # times first. The key of element 1 fails before the time of element 2
+    # (None[0]), and the seconds of element 3's.
+    router = Router(keyed_window(), None)
+    assert router.defers
+    for i, x in enumerate([(0.5, "a"), (0.7,), None, ("noon", "b")]):
+        router.add(i, 0, DATA, x)
+    with pytest.raises(NodeFailure) as info:
+        router.batch()
+    assert str(info.value).startswith("timed_window(5.0) failed on element (0.7,): IndexError")
+
+
+def test_after_a_stateful_step_a_window_takes_keys_and_times_as_elements_arrive() -> None:
+    # A scan emitting its own list, changed in place after: in-process the
+    # window reads its time as it arrives (0.5, then 20.0).
+    scan = Stream().scan(lambda acc, x: acc.append(x) or acc, start=[]).describe()
+    router = Router(keyed_window(), scan, [scan])
+    assert not router.defers
+    acc = [0.5, "a"]
+    router.add(0, 0, DATA, acc)
+    acc[0] = 20.0
+    router.add(1, 0, DATA, acc)
+    assert sorted(r["t"] for r in rows_of(router)) == [0.5, 20.0]
+
+
 def test_windows_open_packs_and_order_their_elements() -> None:
     def item(seq: int, kind: int, p: bytes) -> dict[str, Any]:
         return {"seq": seq, "sub": 0, "kind": kind, "p": p}
