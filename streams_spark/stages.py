@@ -16,6 +16,7 @@ import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -362,18 +363,33 @@ def _ordered_windows(batch: pa.RecordBatch | pa.Table) -> list[tuple[int, int, A
     :class:`~streams.Window` with the bounds Spark gave the window.
     """
     names = batch.schema.names
-    ends = batch.column(names.index("end")).to_pylist()
-    keys = batch.column(names.index("k")).to_pylist()
     lists, firsts = windows_and_firsts(batch.column(names.index("items")))
-    windows: list[Any] = lists
+    # Column at a time: q11 has a window per session, often of one element.
+    at = np.flatnonzero(np.asarray(firsts) >= 0)  # the windows of elements
+
+    def column(name: str) -> Any:
+        values = batch.column(names.index(name))
+        return values if len(at) == len(firsts) else values.take(pa.array(at))
+
+    ends = column("end").to_numpy(zero_copy_only=False)
+    windows: list[Any] = lists if len(at) == len(firsts) else [lists[i] for i in at.tolist()]
     if "bounds" in names:
-        starts = batch.column(names.index("start")).to_pylist()
-        windows = [Window(seconds(start), seconds(end), values) if values else values
-                   for start, end, values in zip(starts, ends, lists, strict=True)]
-    loads = pickle.loads
-    return [(end, first, values if k is None else (loads(k), values))
-            for end, k, values, first in zip(ends, keys, windows, firsts, strict=True)
-            if values]
+        starts = column("start").to_numpy(zero_copy_only=False)
+        windows = list(map(Window, seconds(starts).tolist(), seconds(ends).tolist(), windows))
+    keys = column("k")
+    if keys.null_count == len(keys):  # unkeyed
+        values = windows
+    elif keys.null_count == 0:  # each key unpickled once
+        coded = keys.dictionary_encode()
+        if isinstance(coded, pa.ChunkedArray):
+            coded = coded.combine_chunks()
+        unpickled = [pickle.loads(k) for k in coded.dictionary.to_pylist()]
+        values = [(unpickled[i], w) for i, w in zip(
+            coded.indices.to_numpy(zero_copy_only=False).tolist(), windows, strict=True)]
+    else:
+        values = [w if k is None else (pickle.loads(k), w)
+                  for k, w in zip(keys.to_pylist(), windows, strict=True)]
+    return list(zip(ends.tolist(), np.asarray(firsts)[at].tolist(), values, strict=True))
 
 
 assert STATE == 2  # carried state rows never reach streaming stages

@@ -86,8 +86,12 @@ def event_micros(t: float) -> int:
     return micros(t)  # a time's microsecond is taken as a duration's
 
 
-def seconds(us: int) -> float:
+def seconds(us: Any) -> Any:
     """Whole microseconds as the seconds a bound is: one division, as Spark's ``us / 1E6``.
+
+    ``us`` may be an int or an array of them (numpy's int64, below 2**53,
+    as timestamps are): each division rounds the exact quotient once, so
+    both give the same floats.
 
     >>> seconds(300_000)
     0.3

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streams import Stream
+from streams.operators.window_bounds import Window
 from streams_spark.batch import _task, encode_chunks
 from streams_spark.codec import is_error, pack, row_class, unpack, value_of
 from streams_spark.stages import collected_rows
@@ -90,6 +91,30 @@ def test_windows_assembled_on_the_driver_come_by_end_then_opening_then_element()
     })
     windows = [value_of(kind, p) for kind, p in collected_rows(table)]
     assert windows == [["a", "b"], ("y", ["d", "e"]), ("x", ["f"]), ["c"]]
+
+
+def test_keyed_windows_with_bounds_come_with_their_key_and_bounds_in_seconds() -> None:
+    item = pa.struct([("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()),
+                      ("p", pa.binary())])
+
+    def data(seq: int, value: Any) -> dict[str, Any]:
+        return {"seq": seq, "sub": 0, "kind": 0, "p": pickle.dumps(value)}
+
+    table = pa.table({
+        "start": pa.array([300_000, 0, 1_000_001, 0], pa.int64()),
+        "end": pa.array([1_300_000, 1_000_000, 2_000_001, 9_000_000], pa.int64()),
+        "k": pa.array([pickle.dumps(("a", 1)), pickle.dumps(2), pickle.dumps(("a", 1)), b""],
+                      pa.binary()),
+        "items": pa.array([[data(3, "c")], [data(1, "a"), data(2, "b")], [data(4, "d")],
+                           [{"seq": 9, "sub": 0, "kind": 3, "p": b"end of stream"}]],
+                          pa.list_(item)),
+        "bounds": pa.array([True] * 4),
+    })
+    windows = [value_of(kind, p) for kind, p in collected_rows(table)]
+    # By end; the end-of-stream row's window holds no element: none.
+    assert windows == [(2, Window(0.0, 1.0, ["a", "b"])), (("a", 1), Window(0.3, 1.3, ["c"])),
+                       (("a", 1), Window(1.000001, 2.000001, ["d"]))]
+    assert all(type(w) is Window for _, w in windows)
 
 
 def test_a_row_class_is_built_whole_when_the_collector_runs_meanwhile(
