@@ -25,13 +25,15 @@ Examples
 >>> batch = pa.RecordBatch.from_pydict({"k": ["a", "b"], "n": [1, 2]})
 >>> carried = InputRows()
 >>> elements = carried.start(batch, base=10)
+
+A row is the very object the batch's row became, as its element's first
+output; an equal tuple is not:
+
 >>> carried.rows_of([11, 11, 10], [0, 1, 0], [elements[1], elements[1], ("a", 1)]).tolist()
 [1, -1, -1]
 >>> column = carried.column([0, 2, 1], [1, 0, 1])  # no rows, rows 1 and 0, row 1
 >>> column.to_pylist()[0], len(column[1]), rows_at(column, [2])
 (None, 2, [Row(k='b', n=2)])
-
-The last: an element equal to a row, but not the row itself, is no input row.
 """
 
 from __future__ import annotations

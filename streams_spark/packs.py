@@ -193,7 +193,9 @@ def _carried_positions(flat: pa.StructArray, carried: np.ndarray, parents: np.nd
     several = np.flatnonzero(counts > 1)
     if several.size:
         ps = flat.field("p").take(pa.array(carried[several]))
-        offsets = np.frombuffer(ps.buffers()[1], np.int32, len(ps) + 1, ps.offset * 4)
+        width = np.int64 if pa.types.is_large_binary(ps.type) else np.int32
+        offsets = np.frombuffer(ps.buffers()[1], width, len(ps) + 1,
+                                ps.offset * np.dtype(width).itemsize)
         data = np.frombuffer(ps.buffers()[2], "<i8", (offsets[-1] - offsets[0]) // 8,
                              offsets[0])
         # Each item's rows are at its start (in row_seqs) and on: the

@@ -77,7 +77,7 @@ class KeyedStage:
 
     spec: NodeSpec
     after: list[NodeSpec] = field(default_factory=list)
-    #: The key buckets (:data:`streams_spark.routing.KEY_BUCKETS` when planned).
+    #: The key buckets (:data:`streams_spark.route_columns.KEY_BUCKETS` when planned).
     buckets: int = 0
 
 
@@ -108,7 +108,7 @@ class Route:
     #: elements travel packed by span (see :class:`streams_spark.routing.Router`).
     spans: bool = False
     #: For ``"window"``: the input's Spark schema, where input rows that reach
-    #: the window unchanged travel as a column ``r`` of it (see
+    #: the window unchanged travel in a column ``r`` of lists of it (see
     #: :mod:`streams_spark.input_rows`); None: they are pickled.
     rows: Any = None
 
@@ -209,9 +209,9 @@ def lower(specs: list[NodeSpec]) -> Plan:
     labels = {s.id: s.name for s in specs}
     for spec in specs:
         if spec.traits.key is not None and spec.traits.stateful:
-            from . import routing  # routing imports this module
+            from . import route_columns  # which imports this module
 
-            stages.append(KeyedStage(spec, buckets=routing.KEY_BUCKETS))
+            stages.append(KeyedStage(spec, buckets=route_columns.KEY_BUCKETS))
         elif spec.traits.event_time is not None:
             stages.append(WindowStage(spec))
         elif (stages and isinstance(stages[-1], KeyedStage) and not spec.traits.stateful

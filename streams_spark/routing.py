@@ -1,9 +1,10 @@
 """Routing rows to the next Spark stage: the ``k`` and ``t`` columns, and packing.
 
 Rows bound for a stateful stage carry the group of their key (a bucket of
-keys, :func:`key_bucket`) or their event time (and, for a keyed window, the
-pickled key), computed once per element by the chain before that stage,
-and travel packed, one row per group (see :mod:`streams_spark.packs`).
+keys) or their event time (and, for a keyed window, the pickled key):
+the columns ``k`` and ``t`` of :mod:`streams_spark.route_columns`,
+computed by the chain before that stage. They travel packed, one row per
+group (see :mod:`streams_spark.packs`).
 Elements share a pack on the way to a window when Spark puts them in the
 same windows (the same tumbling window, the same run of sliding windows)
 under the same key. An element bound for a session window starts a
@@ -12,14 +13,13 @@ session window over a static DataFrame: there a key's elements within one
 gap of each other share a pack, which carries its first time (``t``) and
 its last (``u``), since they are in one session whatever else comes (see
 :func:`streams_spark.window_sessions.sessions`). A static DataFrame's own
-rows that reach a window unchanged and alone are not pickled: such a row
-carries its columns (see :mod:`streams_spark.input_rows`).
+rows that reach a keyed window unchanged are not pickled: a group of them
+travels as their columns (see :mod:`streams_spark.input_rows`).
 """
 
 from __future__ import annotations
 
 import pickle
-import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +27,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from streams.operators._checks import canonical_key, key_function
 from streams.operators.window_bounds import micros
 from streams.spec import NodeSpec
 
@@ -36,12 +35,10 @@ from .event_seconds import event_seconds
 from .input_rows import InputRows
 from .packs import first_seen_codes, pack_payload, window_group
 from .plan import Route
+from .route_columns import ONE_GROUP, element_routes, key_bucket, window_routes
 
-__all__ = ["FAR_FUTURE", "KEY_BUCKETS", "MID_SCHEMA", "MID_SPANS", "ONE_GROUP", "NodeFailure",
-           "Router", "key_bucket"]
+__all__ = ["FAR_FUTURE", "MID_SCHEMA", "MID_SPANS", "NodeFailure", "Router"]
 
-#: The key of the one group of a sequential stage (never a pickled key).
-ONE_GROUP = b"\x01"
 #: A time after every real event time (year 2200), for the end-of-stream row.
 FAR_FUTURE = 7.3e9
 
@@ -77,105 +74,6 @@ def failure_text(p: bytes, labels: dict[int, str]) -> str:
     label = labels.get(node_id, f"node {node_id}")
     return f"{label} failed on element {x!r:.120}: {type(exc).__name__}: {exc} {payload}"
 
-#: Keys of a keyed scan are spread over this many groups (each holding the
-#: states of its keys): one group per key would cost PySpark ~2 ms per key
-#: and micro-batch, and one row per key and window on the way to a window.
-#: It bounds how many tasks share the keyed work, so it is well above the
-#: cores of a cluster (as Flink's default of 128 key groups); a micro-batch
-#: pays for the groups its keys fill, at most one per distinct key. Fixed for
-#: a query's life: its checkpoint keeps the state of each group, and a query
-#: restarted with another number is refused (see :mod:`streams_spark.stages`).
-KEY_BUCKETS = 128
-
-
-def key_bucket(kbytes: bytes, buckets: int = KEY_BUCKETS) -> bytes:
-    """The group of a pickled key among ``buckets`` (the same in every worker process).
-
-    Examples
-    --------
-    >>> key_bucket(pickle.dumps("a", protocol=5)) == key_bucket(pickle.dumps("a", protocol=5))
-    True
-    """
-    return b"%d" % (zlib.crc32(kbytes) % buckets)
-
-
-def _route(route: Route | None) -> Callable[[Any], tuple[bytes | None, Any]]:
-    """The routing columns ``k`` and ``t`` of an element bound for ``route`` (``t`` as given)."""
-    if route is None:
-        return lambda x: (None, None)
-    if route.kind == "group":
-        return lambda x: (ONE_GROUP, None)
-    assert route.spec is not None
-    traits = route.spec.traits
-    if route.kind == "key":
-        keyf = key_function(traits.key)
-        dumps = pickle.dumps
-        # Keys repeat: pickle each once. Equal keys share one pickle, as they
-        # share one state in-process (a dict: 1, 1.0 and True are one key).
-        pickled: dict[Any, bytes] = {}
-
-        def by_key(x: Any) -> tuple[bytes, None]:
-            k = keyf(x)
-            try:
-                return pickled[k], None
-            except KeyError:
-                b = pickled[k] = dumps(k, protocol=5)
-                return b, None
-            # An unhashable key raises TypeError: an error of the node, as in-process.
-
-        return by_key
-    event_time = traits.event_time
-    assert event_time is not None
-    # The time as the function returns it: the Router turns a batch's times
-    # into seconds at once (see event_seconds).
-    timef = key_function(event_time.time)
-    if event_time.key is not None:
-        keyf = key_function(event_time.key)
-        dumps = pickle.dumps
-        known: dict[Any, bytes] = {}
-
-        def keyed_when(x: Any) -> tuple[bytes, Any]:
-            t = timef(x)
-            k = keyf(x)
-            try:
-                return known[k], t
-            except KeyError:
-                # One pickle for keys one state in-process (1, 1.0, True):
-                # Spark groups the windows by these bytes.
-                b = known[k] = dumps(canonical_key(k), protocol=5)
-                return b, t
-
-        return keyed_when
-    return lambda x: (None, timef(x))
-
-
-def _route_all(route: Route) -> Callable[[list[Any]], tuple[list[bytes | None], list[Any]]]:
-    """The routing columns ``k`` and ``t`` of elements bound for the window ``route``, at once.
-
-    The functions run over the list (``map``), each key pickled once. It
-    raises the first exception it meets, not always the first element's:
-    the caller then routes one by one (``_route``) to find that.
-    """
-    assert route.spec is not None
-    event_time = route.spec.traits.event_time
-    assert event_time is not None
-    timef = key_function(event_time.time)
-    if event_time.key is None:
-        return lambda values: ([None] * len(values), list(map(timef, values)))
-    keyf = key_function(event_time.key)
-    dumps = pickle.dumps
-    known: dict[Any, bytes] = {}
-
-    def keyed(values: list[Any]) -> tuple[list[bytes | None], list[Any]]:
-        times = list(map(timef, values))
-        keys = list(map(keyf, values))
-        for k in set(keys).difference(known):  # unhashable: TypeError, as in-process
-            known[k] = dumps(canonical_key(k), protocol=5)
-        return [known[k] for k in keys], times
-
-    return keyed
-
-
 class Router:
     """Rows for the next stage, routed: ``k`` and ``t`` computed once per element.
 
@@ -199,7 +97,7 @@ class Router:
         self.labels = {n.id: n.name for n in nodes}
         if route_to is not None and route_to.spec is not None:
             self.labels[route_to.spec.id] = route_to.spec.name
-        self.route = _route(route_to)
+        self.route = element_routes(route_to)
         kind = route_to.kind if route_to is not None else None
         self.to_window = kind == "window"
         self.grouped = kind == "group"
@@ -236,7 +134,7 @@ class Router:
             assert event_time is not None
             self.window_group = window_group(event_time)
             self.keyed_window = event_time.key is not None
-            self.route_all = _route_all(route_to)
+            self.route_all = window_routes(route_to)
 
     def window_lists(self) -> tuple[list[int], list[int], list[Any]]:
         """The lists of the elements bound for a window, which a caller may append to.

@@ -3,7 +3,7 @@
 Rows between stages follow :data:`streams_spark.codec.ROW_SCHEMA` plus two
 routing columns computed, once per element, by the chain before the stage
 that needs them: ``k`` (the group of a keyed scan: a bucket of keys, see
-:func:`streams_spark.routing.key_bucket`) and ``t`` (the event time of a window, in seconds).
+:func:`streams_spark.route_columns.key_bucket`) and ``t`` (the event time of a window, in seconds).
 Data bound for a stateful stage travels packed, one row per group (see
 :mod:`streams_spark.packs`). Rows of kind ``FLUSH`` are control rows: they
 pass every step untouched; at the end of the stream one of them carries a
@@ -41,7 +41,8 @@ from .codec import (
 )
 from .packs import opened, windows_and_firsts
 from .plan import Route, by_id, by_position, chain_plan
-from .routing import ONE_GROUP, Router
+from .route_columns import ONE_GROUP
+from .routing import Router
 from .worker_heap import freeze_worker_heap
 
 __all__ = [

@@ -257,17 +257,17 @@ def test_a_keyed_query_restarts_from_its_checkpoint_only_with_its_key_buckets(
         spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pyspark.errors import StreamingQueryException
 
-    from streams_spark import routing
+    from streams_spark import route_columns
 
     # "c" hashes to bucket 4 of 16 and of 128: its saved state is met.
     data = [("c", 1), ("a", 5), ("c", 3), ("c", 2), ("a", 1), ("c", 7)]
-    assert routing.key_bucket(pickle.dumps("c", protocol=5), 16) == routing.key_bucket(
+    assert route_columns.key_bucket(pickle.dumps("c", protocol=5), 16) == route_columns.key_bucket(
         pickle.dumps("c", protocol=5), 128)
 
     def run(part: int, buckets: int) -> None:
         as_rows(spark, data[3 * part:3 * part + 3]).coalesce(1).write.mode("overwrite") \
             .parquet(str(tmp_path / "in" / f"part={part}"))
-        monkeypatch.setattr(routing, "KEY_BUCKETS", buckets)  # read when the graph is planned
+        monkeypatch.setattr(route_columns, "KEY_BUCKETS", buckets)  # read when the graph is planned
         df = spark.readStream.schema("key string, value long").parquet(str(tmp_path / "in/*"))
         out = keyed_total(Stream.from_spark(df)).to_dataframe("key string, total long")
         (out.writeStream.format("parquet").option("path", str(tmp_path / "out"))

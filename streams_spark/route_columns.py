@@ -1,0 +1,123 @@
+"""The routing columns of the elements bound for a stateful Spark stage: ``k`` and ``t``.
+
+A keyed scan's elements go by the group of their key (:func:`key_bucket`
+of its pickle), a sequential stage's to its one group, a window's with
+their event time as the time function gives it (and, keyed, their pickled
+key: one pickle for keys one state in-process, 1, 1.0 and True). Each
+key is pickled once per task. :class:`streams_spark.routing.Router` packs
+the rows by these columns.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from streams.operators._checks import canonical_key, key_function
+
+from .plan import Route
+
+__all__ = ["KEY_BUCKETS", "ONE_GROUP", "element_routes", "key_bucket", "window_routes"]
+
+#: The key of the one group of a sequential stage (never a pickled key).
+ONE_GROUP = b"\x01"
+
+#: Keys of a keyed scan are spread over this many groups (each holding the
+#: states of its keys): one group per key would cost PySpark ~2 ms per key
+#: and micro-batch, and one row per key and window on the way to a window.
+#: It bounds how many tasks share the keyed work, so it is well above the
+#: cores of a cluster (as Flink's default of 128 key groups); a micro-batch
+#: pays for the groups its keys fill, at most one per distinct key. Fixed for
+#: a query's life: its checkpoint keeps the state of each group, and a query
+#: restarted with another number is refused (see :mod:`streams_spark.stages`).
+KEY_BUCKETS = 128
+
+
+def key_bucket(kbytes: bytes, buckets: int = KEY_BUCKETS) -> bytes:
+    """The group of a pickled key among ``buckets`` (the same in every worker process).
+
+    Examples
+    --------
+    >>> key_bucket(pickle.dumps("a", protocol=5)) == key_bucket(pickle.dumps("a", protocol=5))
+    True
+    """
+    return b"%d" % (zlib.crc32(kbytes) % buckets)
+
+
+def element_routes(route: Route | None) -> Callable[[Any], tuple[bytes | None, Any]]:
+    """The routing columns ``k`` and ``t`` of an element bound for ``route`` (``t`` as given)."""
+    if route is None:
+        return lambda x: (None, None)
+    if route.kind == "group":
+        return lambda x: (ONE_GROUP, None)
+    assert route.spec is not None
+    traits = route.spec.traits
+    if route.kind == "key":
+        keyf = key_function(traits.key)
+        dumps = pickle.dumps
+        # Keys repeat: pickle each once. Equal keys share one pickle, as they
+        # share one state in-process (a dict: 1, 1.0 and True are one key).
+        pickled: dict[Any, bytes] = {}
+
+        def by_key(x: Any) -> tuple[bytes, None]:
+            k = keyf(x)
+            try:
+                return pickled[k], None
+            except KeyError:
+                b = pickled[k] = dumps(k, protocol=5)
+                return b, None
+            # An unhashable key raises TypeError: an error of the node, as in-process.
+
+        return by_key
+    event_time = traits.event_time
+    assert event_time is not None
+    # The time as the function returns it: the Router turns a batch's times
+    # into seconds at once (see event_seconds).
+    timef = key_function(event_time.time)
+    if event_time.key is not None:
+        keyf = key_function(event_time.key)
+        dumps = pickle.dumps
+        known: dict[Any, bytes] = {}
+
+        def keyed_when(x: Any) -> tuple[bytes, Any]:
+            t = timef(x)
+            k = keyf(x)
+            try:
+                return known[k], t
+            except KeyError:
+                # One pickle for keys one state in-process (1, 1.0, True):
+                # Spark groups the windows by these bytes.
+                b = known[k] = dumps(canonical_key(k), protocol=5)
+                return b, t
+
+        return keyed_when
+    return lambda x: (None, timef(x))
+
+
+def window_routes(route: Route) -> Callable[[list[Any]], tuple[list[bytes | None], list[Any]]]:
+    """The routing columns ``k`` and ``t`` of elements bound for the window ``route``, at once.
+
+    The functions run over the list (``map``), each key pickled once. It
+    raises the first exception it meets, not always the first element's:
+    the caller then routes one by one (:func:`element_routes`) to find that.
+    """
+    assert route.spec is not None
+    event_time = route.spec.traits.event_time
+    assert event_time is not None
+    timef = key_function(event_time.time)
+    if event_time.key is None:
+        return lambda values: ([None] * len(values), list(map(timef, values)))
+    keyf = key_function(event_time.key)
+    dumps = pickle.dumps
+    known: dict[Any, bytes] = {}
+
+    def keyed(values: list[Any]) -> tuple[list[bytes | None], list[Any]]:
+        times = list(map(timef, values))
+        keys = list(map(keyf, values))
+        for k in set(keys).difference(known):  # unhashable: TypeError, as in-process
+            known[k] = dumps(canonical_key(k), protocol=5)
+        return [known[k] for k in keys], times
+
+    return keyed
