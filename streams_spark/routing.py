@@ -136,16 +136,6 @@ class Router:
             self.keyed_window = event_time.key is not None
             self.route_all = window_routes(route_to)
 
-    def window_lists(self) -> tuple[list[int], list[int], list[Any]]:
-        """The lists of the elements bound for a window, which a caller may append to.
-
-        Their seqs, subs and values, where the Router ``defers`` their
-        keys and times: :meth:`add` without a call per element. Lists anew
-        once the batch closes.
-        """
-        assert self.defers
-        return self._window[0], self._window[1], self._window[2]
-
     def add(self, seq: int, sub: int, kind: int, value: Any) -> None:
         """A value (``kind`` DATA) or a pickled error record (``kind`` ERROR)."""
         if kind == ERROR:

@@ -88,23 +88,6 @@ class Driver:
             return
         # Driver.push and drain inlined: this loop runs once per input row.
         push, events, failed, add = self._push, self.events, self.stage.failed, self.rows.add
-        if getattr(self.rows, "defers", False):
-            # Elements bound for a window are routed when the batch closes:
-            # here their places and values only (Router.add, without the call).
-            seqs, subs, values = (w.append for w in self.rows.window_lists())
-            for i, x in enumerate(items, seq):
-                push(x)
-                if not events:
-                    continue
-                if failed:
-                    self.drain(i, 0)
-                    continue
-                for sub, e in enumerate(events):
-                    seqs(i)
-                    subs(sub)
-                    values(e)
-                events.clear()
-            return
         for i, x in enumerate(items, seq):
             push(x)
             if not events:
@@ -381,9 +364,9 @@ def _ordered_windows(batch: pa.RecordBatch | pa.Table) -> list[tuple[int, int, A
     if keys.null_count == len(keys):  # unkeyed
         values = windows
     elif keys.null_count == 0:  # each key unpickled once
+        if isinstance(keys, pa.ChunkedArray):  # a table's: one dictionary for all
+            keys = keys.combine_chunks()
         coded = keys.dictionary_encode()
-        if isinstance(coded, pa.ChunkedArray):
-            coded = coded.combine_chunks()
         unpickled = [pickle.loads(k) for k in coded.dictionary.to_pylist()]
         values = [(unpickled[i], w) for i, w in zip(
             coded.indices.to_numpy(zero_copy_only=False).tolist(), windows, strict=True)]

@@ -70,13 +70,17 @@ def test_an_unpicklable_output_becomes_an_error_of_its_step_in_place() -> None:
     assert "map(f) returned" in str(error) and "gather()" in str(error)
 
 
+#: An item of an aggregated window, as Spark collects it.
+ITEM = pa.struct([("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()),
+                  ("p", pa.binary())])
+
+
+def data(seq: int, value: Any) -> dict[str, Any]:
+    """An item holding the pickled element ``value`` at ``seq``."""
+    return {"seq": seq, "sub": 0, "kind": 0, "p": pickle.dumps(value)}
+
+
 def test_windows_assembled_on_the_driver_come_by_end_then_opening_then_element() -> None:
-    item = pa.struct([("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()),
-                      ("p", pa.binary())])
-
-    def data(seq: int, value: Any) -> dict[str, Any]:
-        return {"seq": seq, "sub": 0, "kind": 0, "p": pickle.dumps(value)}
-
     table = pa.table({
         "start": pa.array([2_000_000, 0, 1_000_000, 0, 0], pa.int64()),
         "end": pa.array([3_000_000, 2_000_000, 2_000_000, 2_000_000, 9_000_000], pa.int64()),
@@ -87,19 +91,13 @@ def test_windows_assembled_on_the_driver_come_by_end_then_opening_then_element()
             [data(2, "b"), data(1, "a")],  # opened by element 1
             [data(6, "f")],  # closes with the two above, opened last
             [{"seq": 9, "sub": 0, "kind": 3, "p": b"end of stream"}],  # control only
-        ], pa.list_(item)),
+        ], pa.list_(ITEM)),
     })
     windows = [value_of(kind, p) for kind, p in collected_rows(table)]
     assert windows == [["a", "b"], ("y", ["d", "e"]), ("x", ["f"]), ["c"]]
 
 
 def test_keyed_windows_with_bounds_come_with_their_key_and_bounds_in_seconds() -> None:
-    item = pa.struct([("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()),
-                      ("p", pa.binary())])
-
-    def data(seq: int, value: Any) -> dict[str, Any]:
-        return {"seq": seq, "sub": 0, "kind": 0, "p": pickle.dumps(value)}
-
     table = pa.table({
         "start": pa.array([300_000, 0, 1_000_001, 0], pa.int64()),
         "end": pa.array([1_300_000, 1_000_000, 2_000_001, 9_000_000], pa.int64()),
@@ -107,14 +105,17 @@ def test_keyed_windows_with_bounds_come_with_their_key_and_bounds_in_seconds() -
                       pa.binary()),
         "items": pa.array([[data(3, "c")], [data(1, "a"), data(2, "b")], [data(4, "d")],
                            [{"seq": 9, "sub": 0, "kind": 3, "p": b"end of stream"}]],
-                          pa.list_(item)),
+                          pa.list_(ITEM)),
         "bounds": pa.array([True] * 4),
     })
-    windows = [value_of(kind, p) for kind, p in collected_rows(table)]
-    # By end; the end-of-stream row's window holds no element: none.
-    assert windows == [(2, Window(0.0, 1.0, ["a", "b"])), (("a", 1), Window(0.3, 1.3, ["c"])),
-                       (("a", 1), Window(1.000001, 2.000001, ["d"]))]
-    assert all(type(w) is Window for _, w in windows)
+    # By end; the end-of-stream row's window holds no element: none. A table
+    # collected from several batches holds several chunks.
+    for chunked in (table, pa.concat_tables([table.slice(0, 1), table.slice(1)])):
+        windows = [value_of(kind, p) for kind, p in collected_rows(chunked)]
+        assert windows == [(2, Window(0.0, 1.0, ["a", "b"])),
+                           (("a", 1), Window(0.3, 1.3, ["c"])),
+                           (("a", 1), Window(1.000001, 2.000001, ["d"]))]
+        assert all(type(w) is Window for _, w in windows)
 
 
 def test_a_row_class_is_built_whole_when_the_collector_runs_meanwhile(
