@@ -19,7 +19,7 @@ from streams.operators._checks import canonical_key, key_function
 
 from .plan import Route
 
-__all__ = ["KEY_BUCKETS", "ONE_GROUP", "element_routes", "key_bucket", "window_routes"]
+__all__ = ["KEY_BUCKETS", "ONE_GROUP", "Routed", "element_routes", "key_bucket", "window_routes"]
 
 #: The key of the one group of a sequential stage (never a pickled key).
 ONE_GROUP = b"\x01"
@@ -96,28 +96,47 @@ def element_routes(route: Route | None) -> Callable[[Any], tuple[bytes | None, A
     return lambda x: (None, timef(x))
 
 
-def window_routes(route: Route) -> Callable[[list[Any]], tuple[list[bytes | None], list[Any]]]:
+#: The keys and times of a batch's elements before the first that fails, and
+#: that one's position and exception (None: none fails).
+Routed = tuple[list[bytes | None], list[Any], tuple[int, Exception] | None]
+
+
+def window_routes(route: Route) -> Callable[[list[Any]], Routed]:
     """The routing columns ``k`` and ``t`` of elements bound for the window ``route``, at once.
 
-    The functions run over the list (``map``), each key pickled once. It
-    raises the first exception it meets, not always the first element's:
-    the caller then routes one by one (:func:`element_routes`) to find that.
+    The functions run over the list (``map``), each key pickled once. On
+    an exception, which need not be the first element's, the elements are
+    routed again one by one (:func:`element_routes`) to find the first.
     """
     assert route.spec is not None
     event_time = route.spec.traits.event_time
     assert event_time is not None
     timef = key_function(event_time.time)
-    if event_time.key is None:
-        return lambda values: ([None] * len(values), list(map(timef, values)))
-    keyf = key_function(event_time.key)
+    keyf = key_function(event_time.key) if event_time.key is not None else None
+    one_by_one = element_routes(route)
     dumps = pickle.dumps
     known: dict[Any, bytes] = {}
 
-    def keyed(values: list[Any]) -> tuple[list[bytes | None], list[Any]]:
-        times = list(map(timef, values))
-        keys = list(map(keyf, values))
-        for k in set(keys).difference(known):  # unhashable: TypeError, as in-process
-            known[k] = dumps(canonical_key(k), protocol=5)
-        return [known[k] for k in keys], times
+    def routes(values: list[Any]) -> Routed:
+        try:
+            times = list(map(timef, values))
+            if keyf is None:
+                return [None] * len(values), times, None
+            keys = list(map(keyf, values))
+            for k in set(keys).difference(known):  # unhashable: TypeError, as in-process
+                known[k] = dumps(canonical_key(k), protocol=5)
+            return [known[k] for k in keys], times, None
+        except Exception:
+            pass
+        ks: list[bytes | None] = []
+        times = []
+        for i, x in enumerate(values):
+            try:
+                k, t = one_by_one(x)
+            except Exception as e:
+                return ks, times, (i, e)
+            ks.append(k)
+            times.append(t)
+        return ks, times, None
 
-    return keyed
+    return routes

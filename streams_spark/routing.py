@@ -194,18 +194,7 @@ class Router:
         self._window = ([], [], [], [], [])
         failure: tuple[int, Exception] | None = None
         if self.defers:
-            try:
-                ks, raw = self.route_all(values)
-            except Exception:  # which element fails first: one by one
-                ks, raw = [], []
-                for i, x in enumerate(values):
-                    try:
-                        k, t = self.route(x)
-                    except Exception as e:
-                        failure = (i, e)
-                        break
-                    ks.append(k)
-                    raw.append(t)
+            ks, raw, failure = self.route_all(values)
         times, valid, error = event_seconds(raw)
         if error is None and failure is not None:
             valid, error = failure
