@@ -19,7 +19,8 @@ from streams.operators._checks import canonical_key, key_function
 
 from .plan import Route
 
-__all__ = ["KEY_BUCKETS", "ONE_GROUP", "Routed", "element_routes", "key_bucket", "window_routes"]
+__all__ = ["KEY_BUCKETS", "ONE_GROUP", "Routed", "element_routes", "key_bucket", "window_key",
+           "window_routes"]
 
 #: The key of the one group of a sequential stage (never a pickled key).
 ONE_GROUP = b"\x01"
@@ -44,6 +45,18 @@ def key_bucket(kbytes: bytes, buckets: int = KEY_BUCKETS) -> bytes:
     True
     """
     return b"%d" % (zlib.crc32(kbytes) % buckets)
+
+
+def window_key(k: Any) -> bytes:
+    """The pickle of a window's key: one for keys that are one state in-process.
+
+    A dict takes 1, 1.0 and True as one key; Spark groups the windows by
+    these bytes.
+
+    >>> window_key(1) == window_key(1.0) == window_key(True) != window_key(1.5)
+    True
+    """
+    return pickle.dumps(canonical_key(k), protocol=5)
 
 
 def element_routes(route: Route | None) -> Callable[[Any], tuple[bytes | None, Any]]:
@@ -78,7 +91,6 @@ def element_routes(route: Route | None) -> Callable[[Any], tuple[bytes | None, A
     timef = key_function(event_time.time)
     if event_time.key is not None:
         keyf = key_function(event_time.key)
-        dumps = pickle.dumps
         known: dict[Any, bytes] = {}
 
         def keyed_when(x: Any) -> tuple[bytes, Any]:
@@ -87,9 +99,7 @@ def element_routes(route: Route | None) -> Callable[[Any], tuple[bytes | None, A
             try:
                 return known[k], t
             except KeyError:
-                # One pickle for keys one state in-process (1, 1.0, True):
-                # Spark groups the windows by these bytes.
-                b = known[k] = dumps(canonical_key(k), protocol=5)
+                b = known[k] = window_key(k)
                 return b, t
 
         return keyed_when
@@ -114,7 +124,6 @@ def window_routes(route: Route) -> Callable[[list[Any]], Routed]:
     timef = key_function(event_time.time)
     keyf = key_function(event_time.key) if event_time.key is not None else None
     one_by_one = element_routes(route)
-    dumps = pickle.dumps
     known: dict[Any, bytes] = {}
 
     def routes(values: list[Any]) -> Routed:
@@ -124,7 +133,7 @@ def window_routes(route: Route) -> Callable[[list[Any]], Routed]:
                 return [None] * len(values), times, None
             keys = list(map(keyf, values))
             for k in set(keys).difference(known):  # unhashable: TypeError, as in-process
-                known[k] = dumps(canonical_key(k), protocol=5)
+                known[k] = window_key(k)
             return [known[k] for k in keys], times, None
         except Exception:
             pass
