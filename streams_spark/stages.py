@@ -349,7 +349,8 @@ def _ordered_windows(batch: pa.RecordBatch | pa.Table) -> list[tuple[int, int, A
     names = batch.schema.names
     lists, firsts = windows_and_firsts(batch.column(names.index("items")))
     # Column at a time: q11 has a window per session, often of one element.
-    at = np.flatnonzero(np.asarray(firsts) >= 0)  # the windows of elements
+    first_seqs = np.asarray(firsts)
+    at = np.flatnonzero(first_seqs >= 0)  # the windows of elements
 
     def column(name: str) -> Any:
         values = batch.column(names.index(name))
@@ -373,7 +374,7 @@ def _ordered_windows(batch: pa.RecordBatch | pa.Table) -> list[tuple[int, int, A
     else:
         values = [w if k is None else (pickle.loads(k), w)
                   for k, w in zip(keys.to_pylist(), windows, strict=True)]
-    return list(zip(ends.tolist(), np.asarray(firsts)[at].tolist(), values, strict=True))
+    return list(zip(ends.tolist(), first_seqs[at].tolist(), values, strict=True))
 
 
 assert STATE == 2  # carried state rows never reach streaming stages
