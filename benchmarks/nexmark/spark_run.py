@@ -49,7 +49,10 @@ JVM compiles a plan's code on its first run, which would weigh on whichever
 side goes first in the first round). Rounds rotate which side goes first;
 medians and the per-round ratios (the hand-written side's time / streams'
 time, so streams' rate over theirs: above 1, streams is faster) are
-printed, against native PySpark and against the same functions.
+printed, against native PySpark and against the same functions. Each
+median ratio comes with a 95% interval for the median of its rounds'
+distribution (:func:`median_interval`): where the interval holds 1.0,
+the run cannot tell streams from the hand-written query.
 
 Run: ``python benchmarks/nexmark/spark_run.py [--events 1000000] [--rounds 3] [--only q5,q7]``
 """
@@ -59,6 +62,7 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
+import math
 import os
 import shutil
 import statistics
@@ -132,17 +136,25 @@ def cpu_seconds() -> float:
 
     The children are the JVM and the Python workers it forks. A child that
     ended and was waited for is counted in its parent's children's times,
-    so the sum does not drop when one ends.
+    so the sum does not drop when one ends. Parents are read before their
+    children, and the whole reading is taken again if a child it listed
+    ended before it was read: read after its parent, the child's seconds
+    were in neither (a round of 2026-12-02 measured less CPU at its end
+    than at its start that way).
     """
-    total = 0.0
     me = psutil.Process()
-    for p in (me, *me.children(recursive=True)):
-        try:
-            t = p.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += t.user + t.system + t.children_user + t.children_system
-    return total
+    while True:
+        # children() lists each parent before its own children.
+        total, vanished = 0.0, False
+        for p in (me, *me.children(recursive=True)):
+            try:
+                t = p.cpu_times()
+            except psutil.NoSuchProcess:
+                vanished = True
+                break
+            total += t.user + t.system + t.children_user + t.children_system
+        if not vanished:
+            return total
 
 
 def timed_parts(build: Callable[[str, Any], Any], query: str,
@@ -239,6 +251,39 @@ def _rounds(values: list[float]) -> str:
     return ", ".join(f"{x:.2f}" for x in values)
 
 
+def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """An interval that holds the median of the rounds' distribution with ``level`` confidence.
+
+    Distribution-free: the ``j``-th lowest and highest of ``values``, for the
+    largest ``j`` that leaves at most ``(1 - level) / 2`` chance on each side
+    (a round falls below the median with probability one half, so the count
+    below it is binomial). Paired ratios on this machine spread too widely
+    for a median alone to say whether a query is above or below 1.0x. With
+    fewer than 6 rounds no such ``j`` exists for 95%: the whole range.
+
+    >>> median_interval([0.9, 1.1, 1.0, 0.8, 1.2, 1.05, 0.95])  # 7 rounds: 98% interval
+    (0.8, 1.2)
+    >>> median_interval([1.0 + i / 100 for i in range(21)])  # 21 rounds: the 6th and 16th
+    (1.05, 1.15)
+    """
+    xs = sorted(values)
+    n = len(xs)
+    tail = (1 - level) / 2
+    j, below = 0, 0.0
+    while j < n and below + math.comb(n, j) / 2 ** n <= tail:
+        below += math.comb(n, j) / 2 ** n
+        j += 1
+    if j == 0:
+        return xs[0], xs[-1]
+    return xs[j - 1], xs[n - j]
+
+
+def _median(values: list[float]) -> str:
+    """The median of ``values`` as a ratio, with its 95% interval."""
+    low, high = median_interval(values)
+    return f"{statistics.median(values):.2f}x ({low:.2f}-{high:.2f})"
+
+
 def report(query: str, n_out: int, events: int, builds: list[list[float]],
            runs: list[list[float]], cpus: list[list[float]]) -> None:
     """Print a query's rates and paired ratios (a side not run has empty lists)."""
@@ -248,20 +293,20 @@ def report(query: str, n_out: int, events: int, builds: list[list[float]],
     rate = [f"{events / statistics.median(t):,.0f}" if t else "-" for t in totals]
     # Their time over streams' time: streams' rate over theirs.
     vs = [[t / o for o, t in zip(ours, side, strict=True)] if side else [] for side in totals]
-    median = [f"{statistics.median(v):.2f}x" if v else "-" for v in vs]
+    median = [_median(v) if v else "-" for v in vs]
     print(f"{query:6} {n_out:>9,} {rate[0]:>13} {rate[1]:>13} {rate[2]:>13} "
-          f"{median[1]:>11} {median[2]:>11}  {_rounds(vs[1])}; {_rounds(vs[2])}", flush=True)
+          f"{median[1]:>19} {median[2]:>19}  {_rounds(vs[1])}; {_rounds(vs[2])}", flush=True)
     run_ratio = [t / o for t, o in zip(runs[2], runs[0], strict=True)]
     print(f"{'':6} built in {statistics.median(builds[0]) * 1e3:.0f} ms (PySpark "
           f"{statistics.median(builds[2]) * 1e3:.0f} ms), run in "
           f"{statistics.median(runs[0]) * 1e3:.0f} ms (PySpark "
           f"{statistics.median(runs[2]) * 1e3:.0f} ms): the run alone "
-          f"{statistics.median(run_ratio):.2f}x PySpark's rate (rounds {_rounds(run_ratio)})",
+          f"{_median(run_ratio)} PySpark's rate (rounds {_rounds(run_ratio)})",
           flush=True)
     cpu_ratio = [t / o for t, o in zip(cpus[2], cpus[0], strict=True)]
     print(f"{'':6} CPU {statistics.median(cpus[0]) * 1e3:.0f} ms (PySpark "
           f"{statistics.median(cpus[2]) * 1e3:.0f} ms): PySpark's CPU over streams' "
-          f"{statistics.median(cpu_ratio):.2f}x (rounds {_rounds(cpu_ratio)})", flush=True)
+          f"{_median(cpu_ratio)} (rounds {_rounds(cpu_ratio)})", flush=True)
 
 
 def main() -> None:
@@ -309,7 +354,7 @@ def main() -> None:
               f"{args.rounds} rounds, Spark {spark.version} {args.master}, sink noop; "
               f"outputs checked equal over the first {len(check_events):,} events")
         print(f"{'query':6} {'outputs':>9} {'streams ev/s':>13} {'same-fn ev/s':>13} "
-              f"{'PySpark ev/s':>13} {'vs same-fn':>11} {'vs PySpark':>11}  "
+              f"{'PySpark ev/s':>13} {'vs same-fn':>19} {'vs PySpark':>19}  "
               "rounds (same-fn; PySpark)")
         for query in args.only.split(","):
             refused = check(spark, query, small, check_events, builders[0])
