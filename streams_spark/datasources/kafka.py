@@ -100,18 +100,27 @@ class _Reader(DataSourceStreamReader):
 
         c = Consumer({"bootstrap.servers": self.servers, "group.id": "streams-spark",
                       "enable.auto.commit": False})
-        c.assign([TopicPartition(self.topic, partition.partition, partition.low)])
+        at = TopicPartition(self.topic, partition.partition, partition.low)
+        c.assign([at])
+        expected = partition.low  # the offset the consumer delivers next
         try:
-            while True:
-                for m in c.consume(1000, timeout=1.0):
+            while expected < partition.high:
+                # Never more than the range's offsets left: consume() waits its
+                # whole timeout for a count it cannot fill (a second a batch).
+                msgs = c.consume(min(partition.high - expected, 1000), timeout=1.0)
+                for m in msgs:
                     if m.error() is not None:
                         raise KafkaException(m.error())
                     off = m.offset() or 0
                     if off >= partition.high:
                         return
                     yield (m.topic(), m.partition(), off, m.timestamp()[1], m.key(), m.value())
-                    if off + 1 >= partition.high:
-                        return
+                    expected = off + 1
+                # Offsets that hold no message (a transaction's commit or abort
+                # marker, an aborted transaction's records) are never delivered:
+                # the consumer's position passes them.
+                position = c.position([TopicPartition(self.topic, partition.partition)])[0]
+                expected = max(expected, position.offset)
         finally:
             c.close()
 

@@ -66,3 +66,39 @@ def test_redis_to_kafka_and_back_exactly_once_through_the_checkpoint(
     copied = [fields[b"data"] for _, fields in r.xrange("copy")]
     assert copied == [b"%d" % i for i in range(25)]
     r.close()
+
+
+@pytest.mark.parametrize("per_trigger", [None, 2])
+def test_kafka_written_in_transactions_is_read_to_its_end(
+        spark: Any, kafka_broker: Any, tmp_path: Path, per_trigger: int | None) -> None:
+    """Offsets that hold no message (markers, aborted records) do not stall a micro-batch.
+
+    A transactional topic's high watermark counts each transaction's commit or
+    abort marker, which no consumer receives: a range read up to it must end
+    where the consumer's position passes it, not wait for a message there.
+    Two offsets a micro-batch give ranges that end on a marker, one of aborted
+    records only and one of a marker only.
+    """
+    from confluent_kafka import Producer
+
+    register_data_sources(spark)
+    topic = kafka_broker.create_topic(f"spark-transactions-{per_trigger}", partitions=1)
+    producer = Producer(kafka_broker.config(**{"transactional.id": f"writer-{topic}"}))
+    producer.init_transactions(30)
+    for values, commit in (([b"a", b"b", b"c"], True), ([b"x", b"y"], False), ([b"d"], True)):
+        producer.begin_transaction()
+        for v in values:
+            producer.produce(topic, v, partition=0)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    reader = (spark.readStream.format("streams_kafka")
+              .option("bootstrap.servers", kafka_broker.bootstrap).option("topic", topic))
+    if per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(per_trigger))
+    name = f"transactions_read_{per_trigger}"
+    query = (reader.load().selectExpr("CAST(value AS STRING) AS value", "offset").writeStream
+             .format("memory").queryName(name)
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(300), "the micro-batch never ended"
+    rows = spark.sql(f"SELECT value, offset FROM {name} ORDER BY offset").collect()
+    assert [r["value"] for r in rows] == ["a", "b", "c", "d"]  # committed ones, once each
