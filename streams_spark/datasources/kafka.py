@@ -119,8 +119,7 @@ class _Reader(DataSourceStreamReader):
                 # Offsets that hold no message (a transaction's commit or abort
                 # marker, an aborted transaction's records) are never delivered:
                 # the consumer's position passes them.
-                position = c.position([TopicPartition(self.topic, partition.partition)])[0]
-                expected = max(expected, position.offset)
+                expected = max(expected, c.position([at])[0].offset)
         finally:
             c.close()
 
