@@ -142,6 +142,11 @@ class Value:
         #: recorded (their positions in the trace's list, first and past the
         #: last) and where they hold (the column is None), as a pushable test.
         self.fails_where: tuple[int, int, Any] | None = None
+        #: A pushable test's truth as a filter's condition, or an AND or OR
+        #: operand of one, in the form Spark reasons about: ``a = 2``, not
+        #: ``a <=> 2`` (as a filter, the same rows), from which Spark infers
+        #: that ``a`` is not null, as from a hand-written ``where``.
+        self.where_true: Any = None
 
     def __bool__(self) -> bool:
         trace = TRACE.get()
@@ -440,6 +445,8 @@ def _compare(op: str, a: Any, b: Any) -> Value:
         x.raw is not None and y.constant is not _NO_CONSTANT for x, y in ((a, b), (b, a)))
     if value.pushable:
         value.fails_where = failing
+        if op == "==" and NONE not in (a.kind, b.kind):
+            value.where_true = a.col == b.col
     return value
 
 

@@ -33,7 +33,7 @@ Examples
 >>> leaves: list[Leaf] = []
 >>> _ = trace(lambda r: r.kind == 2 and r.auction % 123 == 0, row, [], leaves=leaves)
 >>> print(implied(leaves))
-(`kind` <=> 2L)
+(`kind` = 2L)
 
 An ordering fails on a None, and so lets it through:
 
@@ -186,6 +186,8 @@ def narrowed(df: Any, conditions: Sequence[str]) -> Any:
 
 def _way(value: Value, decision: bool, raw: bool = False) -> str:
     """The test of ``value`` being ``decision``; ``raw``: its column as is, NULL where None."""
+    if decision and not raw and value.where_true is not None:
+        return str(value.where_true)  # an operand of AND and OR only (see _alternatives)
     test = value.col if raw else truth(value)
     return str(test if decision else ~test)
 
