@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["Sql", "coalesce", "col", "concat", "isnan", "length", "lit", "create_map", "named",
-           "pmod", "raise_error", "struct", "to_json", "type_name", "when"]
+__all__ = ["Sql", "coalesce", "col", "concat", "create_map", "format_string", "isnan", "length",
+           "lit", "named", "pmod", "raise_error", "struct", "to_json", "type_name", "when"]
 
 _LONG = (-(2 ** 63), 2 ** 63 - 1)
 
@@ -176,6 +176,10 @@ def create_map(*args: Any) -> Sql:
 
 def to_json(*args: Any) -> Sql:
     return _call("to_json", *args)
+
+
+def format_string(pattern: str, *args: Any) -> Sql:
+    return _call("format_string", lit(pattern), *args)
 
 
 def raise_error(message: Any) -> Sql:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -275,6 +276,24 @@ def test_a_wide_table_is_read_only_in_the_columns_the_functions_read(
     with pytest.raises(Exception, match=(r'map\(<lambda>\) failed on element '
                                          r'\{"a":7,"n":null\}: TypeError')):
         bad.collect()
+
+
+@pytest.mark.parametrize("row", [
+    (-3, 0, True, None), (-(2 ** 63), -7, False, None), (None, None, None, None)])
+def test_a_row_of_integers_and_booleans_is_named_as_to_json_names_it(
+        spark: Any, row: tuple[Any, ...]) -> None:
+    # Such a row's text is a format_string; it must read as to_json's does.
+    schema = "`a%s` long, `q\"t` int, `é` boolean, n long"
+    df = spark.createDataFrame([row], schema)
+    func = lambda r: (r["a%s"], r['q"t'], r["é"], r.n * 2)
+    out = Stream.from_spark(df).map(func).to_dataframe("a long, q long, e boolean, v long")
+    assert python_passes(out) == 0
+    with pytest.raises(Exception) as failed:
+        out.collect()
+    named = re.search(r"failed on element (\{.*?\}): TypeError", str(failed.value))
+    assert named is not None, str(failed.value)
+    json_text = df.selectExpr("to_json(struct(*), map('ignoreNullFields', 'false'))").first()[0]
+    assert named.group(1) == json_text
 
 
 def _times(r: Any) -> Any:
