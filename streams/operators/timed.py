@@ -59,8 +59,11 @@ class TimedWindow(LateSide):
     streamz). The deadline is also checked when an element arrives, so a
     producer that never yields to the loop still gets one window per
     interval (streamz emitted a single window then). Windows missed while
-    nothing ran are emitted, empty, when time is next looked at. At close the
-    current window is emitted if it holds anything.
+    nothing ran are emitted, empty, when time is next looked at; but while
+    downstream is still busy with an earlier window (backpressure), the
+    timer skips the windows that come due empty, which would otherwise
+    queue faster than a slow sink takes them. At close the current window
+    is emitted if it holds anything.
 
     Event time (``time=`` given): each element's timestamp ``time(x)`` (a
     number of seconds) puts it in the window ``[k * interval, (k + 1) *
@@ -287,7 +290,16 @@ class TimedWindow(LateSide):
             return
         now = max(self._clock.now(), due)
         if now >= self._deadline - EPSILON:
-            self._tick(self._outbox.send, now)
+            if self._outbox.inflight is not None and not self._buffer:
+                # Downstream is still busy with an earlier window: queued behind
+                # it, empty windows came due faster than a slow sink took them,
+                # and a producer's wait grew without bound. Skip them, as
+                # streamz skips its ticks while it waits.
+                self._index = max(self._index + 1, math.floor(
+                    (now + EPSILON - self._origin) / self.interval))
+                self._deadline = self._origin + (self._index + 1) * self.interval
+            else:
+                self._tick(self._outbox.send, now)
         self._timer = arm(self._clock, self._deadline, self._on_timer)
 
     # -- event time --------------------------------------------------------
