@@ -270,13 +270,19 @@ class TimedWindow(LateSide):
 
     def _tick(self, emit: Callable[[Any], Any], now: float) -> Any:
         """Emit every window whose end has passed (the first holds the buffer)."""
-        due = max(1, math.floor((now + EPSILON - self._origin) / self.interval) - self._index)
         pending = []
-        for _ in range(due):
+        for _ in range(self._windows_due(now)):
             pending.append(self._emit_window(emit, None, self._take()))
             self._index += 1
-        self._deadline = self._origin + (self._index + 1) * self.interval
+        self._next_deadline()
         return _gather_pending(pending)
+
+    def _windows_due(self, now: float) -> int:
+        """How many windows have ended by ``now``: the open one at least."""
+        return max(1, math.floor((now + EPSILON - self._origin) / self.interval) - self._index)
+
+    def _next_deadline(self) -> None:
+        self._deadline = self._origin + (self._index + 1) * self.interval
 
     def _emit_window(self, emit: Callable[..., Any], k: int | None, window: Any) -> Any:
         """``emit(window)``, with its elements' metadata if any came with some."""
@@ -295,9 +301,8 @@ class TimedWindow(LateSide):
                 # it, empty windows came due faster than a slow sink took them,
                 # and a producer's wait grew without bound. Skip them, as
                 # streamz skips its ticks while it waits.
-                self._index = max(self._index + 1, math.floor(
-                    (now + EPSILON - self._origin) / self.interval))
-                self._deadline = self._origin + (self._index + 1) * self.interval
+                self._index += self._windows_due(now)
+                self._next_deadline()
             else:
                 self._tick(self._outbox.send, now)
         self._timer = arm(self._clock, self._deadline, self._on_timer)

@@ -106,6 +106,38 @@ def test_window_emitted_from_timer_reaches_a_coroutine_sink(clock: VirtualClock)
     assert out == [[1], [2]]
 
 
+def test_a_sink_slower_than_the_interval_does_not_queue_empty_windows(
+        clock: VirtualClock) -> None:
+    # The sink takes 5 s a window, the interval is 1 s. While it is busy with
+    # [1], the windows that come due are empty: skipped, not queued behind it,
+    # so a producer waits for the window in flight only (under streamz, as
+    # before this was fixed, it waited for four empty windows more: 25 s).
+    out: list[tuple[float, list[int]]] = []
+
+    async def slow(w: list[int]) -> None:
+        await clock.sleep(5.0)
+        out.append((clock.now(), w))
+
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.timed_window(1.0).sink(slow)
+        await source.emit(1)
+        await clock.advance_async(4.5)  # [1] emitted at 1; the sink is busy until 6
+        waiting = asyncio.ensure_future(source.emit(2))
+        await clock.advance_async(1.4)
+        assert not waiting.done()  # backpressure: the sink still holds [1]
+        await clock.advance_async(0.1)
+        assert waiting.done()  # at 6, not behind empty windows
+        await clock.advance_async(6.0)  # [2], of the window [5, 6), is taken at 11
+        closing = asyncio.ensure_future(source.aclose())
+        await clock.advance_async(5.0)
+        await closing
+
+    asyncio.run(main())
+    assert [w for _, w in out[:2]] == [[1], [2]]
+    assert [t for t, _ in out[:2]] == pytest.approx([6.0, 11.0])  # timers fire EPSILON early
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 50), st.floats(0, 0.35)), max_size=60))
 @example([(0, 0.0999999995), (1, 0.0)])  # stops within EPSILON of an interval's end
