@@ -13,7 +13,9 @@ with ``slide=`` or ``key=`` the node is a :class:`ClockSlidingWindow`:
   when the clock reaches its end, by a timer and by the check made when an
   element arrives (a producer that never yields still gets its windows);
 * without ``key``, every window is emitted as a list, **empty windows
-  included** (as the tumbling window, as streamz); with ``key``, a window is
+  included** (as the tumbling window, as streamz; but, as there, the timer
+  skips the empty ones that come due while downstream is still busy with an
+  earlier window); with ``key``, a window is
   emitted as ``(key, elements)`` once per key that has elements in it, keys
   in the order they first arrived in it (nothing for an empty window: the
   keys are not known beforehand);
@@ -195,8 +197,17 @@ class ClockSlidingWindow(Stream[Any]):
         self._timer = None
         if self._closed:
             return
-        self._advance(self._outbox.send, max(self._clock.now(), due))
+        self._advance(self._send, max(self._clock.now(), due))
         self._arm()
+
+    def _send(self, x: Any, metadata: Any = None) -> None:
+        """Send a window from the timer; an empty one is skipped while downstream is busy."""
+        if self._key is None and not x and self._outbox.inflight is not None:
+            # Queued behind the window in flight, empty windows would come due
+            # faster than a slow sink takes them, and a producer's wait would
+            # grow without bound (as TimedWindow._on_timer).
+            return
+        self._outbox.send(x, metadata)
 
     def _advance(self, emit: Callable[..., Any], now: float) -> Any:
         """Take every tick that has come by ``now``."""

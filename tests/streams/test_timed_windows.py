@@ -106,8 +106,9 @@ def test_window_emitted_from_timer_reaches_a_coroutine_sink(clock: VirtualClock)
     assert out == [[1], [2]]
 
 
+@pytest.mark.parametrize("slide", [None, 1.0], ids=["tumbling", "sliding"])
 def test_a_sink_slower_than_the_interval_does_not_queue_empty_windows(
-        clock: VirtualClock) -> None:
+        clock: VirtualClock, slide: float | None) -> None:
     # The sink takes 5 s a window, the interval is 1 s. While it is busy with
     # [1], the windows that come due are empty: skipped, not queued behind it,
     # so a producer waits for the window in flight only (under streamz, as
@@ -120,7 +121,7 @@ def test_a_sink_slower_than_the_interval_does_not_queue_empty_windows(
 
     async def main() -> None:
         source = Stream(asynchronous=True)
-        source.timed_window(1.0).sink(slow)
+        source.timed_window(1.0, slide=slide).sink(slow)
         await source.emit(1)
         await clock.advance_async(4.5)  # [1] emitted at 1; the sink is busy until 6
         waiting = asyncio.ensure_future(source.emit(2))
