@@ -37,9 +37,12 @@ def _wait_for(proc: subprocess.Popen[str], out: IO[str], text: str) -> None:
     raise RuntimeError(f"{proc.args!r} exited ({proc.wait()}) before logging {text!r}")
 
 
-def _start(args: list[str], env: dict[str, str], text: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([str(SPARK_CLASS), *args], env=env, stdout=subprocess.PIPE,
+def _launch(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([str(SPARK_CLASS), *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _ready(proc: subprocess.Popen[str], text: str) -> subprocess.Popen[str]:
     assert proc.stdout is not None
     _wait_for(proc, proc.stdout, text)
     return proc
@@ -69,17 +72,20 @@ class SparkCluster:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1")
         self.url = f"spark://127.0.0.1:{port}"
-        self.master = _start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                              "--port", str(port), "--webui-port", str(_free_port())],
-                             env, "I have been elected leader")
+        self.master = _launch(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(port), "--webui-port", str(_free_port())], env)
         self.workers: list[subprocess.Popen[str]] = []
         try:
+            _ready(self.master, "I have been elected leader")
+            # The Workers start together, once the Master is up (a Worker that
+            # finds none waits 5-15 s before it tries again).
             for i in range(workers):
-                self.workers.append(_start(
+                self.workers.append(_launch(
                     ["org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
                      "--cores", "1", "--memory", memory, "--webui-port", str(_free_port()),
-                     "--work-dir", str(home / f"worker-{i}")],
-                    env, "Successfully registered with master"))
+                     "--work-dir", str(home / f"worker-{i}")], env))
+            for w in self.workers:
+                _ready(w, "Successfully registered with master")
         except BaseException:
             self.stop()
             raise

@@ -18,7 +18,7 @@ from streams import Stream
 
 pytestmark = pytest.mark.spark
 
-FILES, ROWS = 6, 5
+FILES, ROWS = 4, 5  # four micro-batches; the kill comes in the third
 
 
 def write_input(directory: Path) -> list[str]:
@@ -44,7 +44,8 @@ def test_from_spark_runs_in_spark_and_delivers_to_python(spark: Any, tmp_path: P
     totals: dict[str, int] = {}
     for key, total in out:
         totals[key] = total
-    assert totals == {"k0": sum(i for i in range(0, 30, 6)), "k1": sum(range(3, 30, 6))}
+    n = FILES * ROWS
+    assert totals == {"k0": sum(range(0, n, 6)), "k1": sum(range(3, n, 6))}
 
 
 DRIVER = textwrap.dedent("""
