@@ -145,7 +145,9 @@ def _always(condition: Any) -> bool:
 #: words: quoted names, a column read at 64 bits (only an integer column is
 #: read as a long, :mod:`~streams_spark.row_values`), string literals, and
 #: the constants :func:`~streams_spark.sql_text.lit` writes as a negation or a cast.
-_CONSTANTS = re.compile(r"CAST\(`(?:[^`]|``)+` AS (?:BIGINT|DOUBLE)\)|`(?:[^`]|``)+`"
+_QUOTED = r"`(?:[^`]|``)+`"  # a column named in SQL text (``quoted()``'s form)
+_COLUMN = re.compile(_QUOTED)
+_CONSTANTS = re.compile(rf"CAST\({_QUOTED} AS (?:BIGINT|DOUBLE)\)|{_QUOTED}"
                         r"|CAST\('[^']*' AS (?:BIGINT|DOUBLE)\)"
                         r"|CAST\(X'[0-9A-F]*' AS STRING\)|X?'[^']*'|\(-[0-9.e+-]+D\)"
                         r"|\b[0-9][0-9.]*(?:e[-+]?[0-9]+)?[LD]\b")
@@ -211,9 +213,6 @@ def _kept_apart(text: str) -> str:
 
 #: The column types whose values Java prints as JSON writes them (their ``typeName()``).
 _PRINTED_AS_JSON = frozenset({"boolean", "byte", "short", "integer", "long"})
-
-#: A column named in SQL text (``quoted()``'s form).
-_COLUMN = re.compile(r"`(?:[^`]|``)+`")
 
 
 def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str], row: ElementText,
