@@ -114,6 +114,19 @@ class Outbox:
         if pending is not None:
             self._start(_await(pending))
 
+    def send_window(self, window: Any, metadata: Any = None) -> None:
+        """:meth:`send` a window from a timer; an empty one is skipped while work is in flight.
+
+        Queued behind a window downstream is still busy with, empty windows
+        come due faster than a slow sink takes them, and a producer waiting
+        on :meth:`wait` would wait without bound: they are dropped instead,
+        as streamz skips its ticks while it waits. Windows that hold
+        elements are all sent.
+        """
+        if not window and self.inflight is not None:
+            return
+        self.send(window, metadata)
+
     def wait(self) -> Awaitable[None] | None:
         """An awaitable for the work in flight, or None if there is none."""
         return None if self.inflight is None else _quietly(self.inflight)

@@ -197,17 +197,8 @@ class ClockSlidingWindow(Stream[Any]):
         self._timer = None
         if self._closed:
             return
-        self._advance(self._send, max(self._clock.now(), due))
+        self._advance(self._outbox.send_window, max(self._clock.now(), due))
         self._arm()
-
-    def _send(self, x: Any, metadata: Any = None) -> None:
-        """Send a window from the timer; an empty one is skipped while downstream is busy."""
-        if self._key is None and not x and self._outbox.inflight is not None:
-            # Queued behind the window in flight, empty windows would come due
-            # faster than a slow sink takes them, and a producer's wait would
-            # grow without bound (as TimedWindow._on_timer).
-            return
-        self._outbox.send(x, metadata)
 
     def _advance(self, emit: Callable[..., Any], now: float) -> Any:
         """Take every tick that has come by ``now``."""

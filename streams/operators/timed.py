@@ -270,19 +270,13 @@ class TimedWindow(LateSide):
 
     def _tick(self, emit: Callable[[Any], Any], now: float) -> Any:
         """Emit every window whose end has passed (the first holds the buffer)."""
+        due = max(1, math.floor((now + EPSILON - self._origin) / self.interval) - self._index)
         pending = []
-        for _ in range(self._windows_due(now)):
+        for _ in range(due):
             pending.append(self._emit_window(emit, None, self._take()))
             self._index += 1
-        self._next_deadline()
-        return _gather_pending(pending)
-
-    def _windows_due(self, now: float) -> int:
-        """How many windows have ended by ``now``: the open one at least."""
-        return max(1, math.floor((now + EPSILON - self._origin) / self.interval) - self._index)
-
-    def _next_deadline(self) -> None:
         self._deadline = self._origin + (self._index + 1) * self.interval
+        return _gather_pending(pending)
 
     def _emit_window(self, emit: Callable[..., Any], k: int | None, window: Any) -> Any:
         """``emit(window)``, with its elements' metadata if any came with some."""
@@ -296,15 +290,7 @@ class TimedWindow(LateSide):
             return
         now = max(self._clock.now(), due)
         if now >= self._deadline - EPSILON:
-            if self._outbox.inflight is not None and not self._buffer:
-                # Downstream is still busy with an earlier window: queued behind
-                # it, empty windows came due faster than a slow sink took them,
-                # and a producer's wait grew without bound. Skip them, as
-                # streamz skips its ticks while it waits.
-                self._index += self._windows_due(now)
-                self._next_deadline()
-            else:
-                self._tick(self._outbox.send, now)
+            self._tick(self._outbox.send_window, now)  # empty ones skipped while busy
         self._timer = arm(self._clock, self._deadline, self._on_timer)
 
     # -- event time --------------------------------------------------------
