@@ -43,14 +43,6 @@ _DASK_RANDOM = ("ignore:Do not use the `random` module inside strategies"
                 ":hypothesis.errors.HypothesisDeprecationWarning")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # The tests marked slow (a minute or more each, Spark JVMs started in
-    # subprocesses) go first: with the README's `--dist load --maxschedchunk 2`
-    # each worker takes one of them at the start, and the short tests fill in
-    # around them, instead of a long one starting last and running alone.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable
-
-
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     # Before pytest's warnings plugin reads the test's filterwarnings marks.

@@ -73,7 +73,6 @@ def _running_max(best: int, x: Any) -> int:
     return max(best, x[1])
 
 
-@pytest.mark.slow
 def test_a_session_window_after_a_keyed_scan_runs_as_in_process(spark: Any) -> None:
     xs = [("a", 1), ("b", 2), ("a", 3), ("b", 9), ("a", 10), ("a", 11)]
 
