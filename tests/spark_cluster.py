@@ -42,10 +42,9 @@ def _launch(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
-def _ready(proc: subprocess.Popen[str], text: str) -> subprocess.Popen[str]:
+def _ready(proc: subprocess.Popen[str], text: str) -> None:
     assert proc.stdout is not None
     _wait_for(proc, proc.stdout, text)
-    return proc
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:

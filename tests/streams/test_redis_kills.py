@@ -38,7 +38,7 @@ pytestmark = pytest.mark.redis
 
 CHILD = Path(__file__).with_name("exactly_once_child.py")
 WORDS = ["alpha", "beta", "gamma", "délta", "ε", "zeta"]
-#: Kills a test: each of the three pauses (:data:`~tests.kills.PAUSES`) three
+#: Kills per test: each of the three pauses (:data:`~tests.kills.PAUSES`) three
 #: times, at random counts (each run is a process that imports the library).
 KILLS = 9
 #: Entries the child reads from Redis a round trip (``--count``).
@@ -244,6 +244,8 @@ def test_redis_server_killed_mid_stream(tmp_path: Path, seed: int, persistence: 
     kills = kill_points(seed)
     # Runs 1-3 and 7-9 are killed, runs 4-6 lose their server: each pause meets each victim.
     victims = [("pipeline", "server")[i // len(PAUSES) % 2] for i in range(KILLS)]
+    assert {(at, v) for (_, at), v in zip(kills, victims, strict=True)} == {
+        (at, v) for at in PAUSES for v in ("pipeline", "server")}, "a pause misses a victim"
     recs = records(seed)
     r = redis.Redis.from_url(server.url, decode_responses=True)
     pipe = r.pipeline(transaction=False)
