@@ -8,7 +8,8 @@ streams`` fails there. The driver runs in a child process (a process has one
 SparkContext, and the test run's is the shared local one); it first checks
 that its executors can import neither ``streams`` nor the user's module,
 then runs pipelines that need both: the library ships itself and the
-module's functions travel by value.
+module's functions travel by value. Last it reads a Redis stream through the
+library's ``redis_streams`` data source, whose module travels by value too.
 """
 
 from __future__ import annotations
@@ -92,6 +93,15 @@ DRIVER = textwrap.dedent("""
     import streams_spark
     from streams import Stream
 
+    # The library's own data source, before any pipeline has shipped the
+    # library: planned and read by Python processes that cannot import it.
+    streams_spark.register_data_sources(spark)
+    (spark.readStream.format("redis_streams").option("url", sys.argv[3])
+     .option("stream", "events").load().selectExpr("fields['n'] AS n")
+     .writeStream.format("memory").queryName("entries").trigger(availableNow=True)
+     .start().awaitTermination(300))
+    entries = [int(r.n) for r in spark.sql("SELECT n FROM entries").collect()]
+
     source = Stream()
     batch = (source.to_spark(session=spark, batch_size=60)
              .map(helpers.square).filter(helpers.not_multiple_of_3)
@@ -121,24 +131,42 @@ DRIVER = textwrap.dedent("""
 
     executors = sc._jsc.sc().getExecutorMemoryStatus().size()
     print("RESULT " + json.dumps({"lacks": lacks, "batch": batch, "keyed": keyed,
-                                  "refused": refused, "executors": executors}))
+                                  "refused": refused, "entries": entries,
+                                  "executors": executors}))
     spark.stop()
 """)
 
 
 # JVMs start slowly on a loaded 2-core machine; the time is reported, not asserted.
 @pytest.mark.timeout(900)
+@pytest.mark.redis
 def test_pipelines_run_on_a_cluster_whose_executors_lack_streams(
         spark_cluster: tuple[str, str], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
+    import redis
+
+    from tests.streams.conftest import REDIS_SERVER, RedisServer
+
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed")
     url, python = spark_cluster
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis")
+    client = redis.Redis.from_url(server.url)
+    for i in range(30):
+        client.xadd("events", {"n": str(i)})
+    client.close()
     (tmp_path / "helpers.py").write_text(HELPERS)
     (tmp_path / "rules.py").write_text(RULES)
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=python,
                PYTHONPATH=str(ROOT))  # the driver imports this checkout
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", DRIVER, url, f"file://{tmp_path}/ckpt"],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    try:
+        done = subprocess.run([sys.executable, "-c", DRIVER, url, f"file://{tmp_path}/ckpt",
+                               server.url], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=600)
+    finally:
+        server.stop()
     with capsys.disabled():  # reported, not asserted
         print(f"\n[cluster test] driver ran in {time.perf_counter() - started:.1f} s")
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -154,5 +182,6 @@ def test_pipelines_run_on_a_cluster_whose_executors_lack_streams(
     assert result["keyed"] == [[0, 0], [1, 1], [0, 4], [1, 10], [0, 20], [1, 35],
                                [0, 56], [1, 84]]
     assert "needs a directory every executor can read" in result["refused"]
+    assert sorted(result["entries"]) == list(range(30))
     assert (tmp_path / "ckpt" / "inbox").is_dir() and not (tmp_path / "file:").exists()
     assert result["executors"] >= 3  # the driver and the two workers' executors
