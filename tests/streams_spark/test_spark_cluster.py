@@ -8,8 +8,9 @@ streams`` fails there. The driver runs in a child process (a process has one
 SparkContext, and the test run's is the shared local one); it first checks
 that its executors can import neither ``streams`` nor the user's module,
 then runs pipelines that need both: the library ships itself and the
-module's functions travel by value. Last it reads a Redis stream through the
-library's ``redis_streams`` data source, whose module travels by value too.
+module's functions travel by value. Before them it reads a Redis stream
+through the library's ``redis_streams`` data source, whose module travels by
+value too (no pipeline has shipped the library yet).
 """
 
 from __future__ import annotations
@@ -150,18 +151,18 @@ def test_pipelines_run_on_a_cluster_whose_executors_lack_streams(
     if REDIS_SERVER is None:
         pytest.skip("redis-server is not installed")
     url, python = spark_cluster
-    (tmp_path / "redis").mkdir()
-    server = RedisServer(tmp_path / "redis")
-    client = redis.Redis.from_url(server.url)
-    for i in range(30):
-        client.xadd("events", {"n": str(i)})
-    client.close()
     (tmp_path / "helpers.py").write_text(HELPERS)
     (tmp_path / "rules.py").write_text(RULES)
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=python,
                PYTHONPATH=str(ROOT))  # the driver imports this checkout
-    started = time.perf_counter()
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis")
     try:
+        client = redis.Redis.from_url(server.url)
+        for i in range(30):
+            client.xadd("events", {"n": str(i)})
+        client.close()
+        started = time.perf_counter()
         done = subprocess.run([sys.executable, "-c", DRIVER, url, f"file://{tmp_path}/ckpt",
                                server.url], env=env, cwd=tmp_path, capture_output=True,
                               text=True, timeout=600)
