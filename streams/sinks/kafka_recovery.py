@@ -27,7 +27,10 @@ def already_written(sink: ToKafka) -> set[int]:
     consumer = ck.Consumer({"bootstrap.servers": sink.producer_config["bootstrap.servers"],
                             "group.id": "streams-recovery", "enable.auto.commit": False,
                             "isolation.level": "read_committed",
-                            "enable.partition.eof": True})
+                            "enable.partition.eof": True,
+                            # At a partition's end the broker holds a fetch this
+                            # long for data (500 ms by default) before the EOF.
+                            "fetch.wait.max.ms": 10})
     try:
         meta = consumer.list_topics(sink.topic, timeout=30).topics.get(sink.topic)
         if meta is None or meta.error is not None:
@@ -39,7 +42,10 @@ def already_written(sink: ToKafka) -> set[int]:
         left = {tp.partition for tp in tps}
         found: set[int] = set()
         while left:
-            for msg in consumer.consume(1000, timeout=1.0):
+            # consume() returns at 1000 messages or at its timeout, whichever
+            # comes first: the last call, with fewer left, waits out its
+            # timeout (a second with 1.0, on every restart).
+            for msg in consumer.consume(1000, timeout=0.01):
                 err = msg.error()
                 if err is not None:
                     if err.code() == ck.KafkaError._PARTITION_EOF:
