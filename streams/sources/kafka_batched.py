@@ -74,7 +74,11 @@ def get_message_batch(kafka_params: dict[str, Any], topic: str, partition: int, 
         while expected <= high and (deadline is None or clock.now() < deadline):
             # Never more than the range's remaining offsets: what the consumer
             # delivers past ``high`` is the next range's, read from here too.
-            msgs = held or consumer.consume(min(high - expected + 1, 10_000), timeout=1.0)
+            # consume() returns at that count or at its timeout: a range that
+            # ends in offsets no message holds (below) never reaches its count,
+            # so the wait is short (a 1 s wait made every range of a topic
+            # written in transactions take a second).
+            msgs = held or consumer.consume(min(high - expected + 1, 10_000), timeout=0.01)
             held = []
             if not keys and _all_of_range(ck.Message, msgs, partition, expected, high):
                 # The common case, tested and taken a batch at a time.

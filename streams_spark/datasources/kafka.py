@@ -106,8 +106,10 @@ class _Reader(DataSourceStreamReader):
         try:
             while expected < partition.high:
                 # Never more than the range's offsets left: consume() waits its
-                # whole timeout for a count it cannot fill (a second a batch).
-                msgs = c.consume(min(partition.high - expected, 1000), timeout=1.0)
+                # whole timeout for a count it cannot fill, as a range that ends
+                # in a transaction's commit marker does (below): so the wait is
+                # short (with 1 s, each such range took a second).
+                msgs = c.consume(min(partition.high - expected, 1000), timeout=0.01)
                 for m in msgs:
                     if m.error() is not None:
                         raise KafkaException(m.error())
