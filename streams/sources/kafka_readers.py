@@ -173,7 +173,8 @@ def close_idle_readers() -> int:
 
     Examples
     --------
-    >>> close_idle_readers()
+    >>> _ = close_idle_readers()  # those earlier reads of this process left
+    >>> close_idle_readers()  # none since
     0
     """
     with _lock:
