@@ -86,10 +86,7 @@ def get_message_batch(kafka_params: dict[str, Any], topic: str, partition: int, 
                 # The common case, tested and taken a batch at a time.
                 out.extend(map(ck.Message.value, islice(msgs, take)))
                 expected = msgs[take - 1].offset() + 1
-                if take < len(msgs):  # the rest is past ``high``: the next range's
-                    reader.held = msgs[take:]
-                    expected = high + 1
-                msgs = []  # nothing left for the loop below
+                msgs = msgs[take:]  # past ``high``, if any: the loop keeps them
             for i, msg in enumerate(msgs):
                 if msg.error() is not None:
                     raise ck.KafkaException(msg.error())
@@ -116,12 +113,12 @@ def _taken_whole(message: Any, msgs: list[Any], partition: int, low: int, high: 
 
     Where ``msgs`` hold no error, all are of ``partition`` and their offsets
     ascend strictly from ``low`` or later, the loop would append those up to
-    ``high`` and keep the rest for the next range: so many are taken whole.
-    A topic written in transactions runs past ``high`` so (its range counts
-    commit markers, which are never delivered, so a batch of its size
-    reaches beyond it). Otherwise 0: the batch goes through the loop. Tested
-    with one C-level pass of each method over the batch (``map(message.offset,
-    msgs)``...), a fraction of that loop's cost.
+    ``high`` (and keep the rest for the next range): those. A batch of a
+    topic written in transactions reaches past ``high`` so, as its range
+    counts commit markers, which are never delivered. Otherwise 0: the
+    batch goes through the loop. Tested with one C-level pass of each method
+    over the batch (``map(message.offset, msgs)``...), a fraction of that
+    loop's cost.
     """
     if not msgs or next(filter(None, map(message.error, msgs)), None) is not None:
         return 0  # (an error is a KafkaError: always true)
