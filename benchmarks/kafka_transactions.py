@@ -40,6 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka_io import load
 
 from streams import Stream
 from tests.kafka_broker import KafkaBroker
@@ -88,11 +89,6 @@ def with_streams(broker: KafkaBroker, topic: str, n: int) -> int:
     batches.sink(count)
     batches.start()
     return got
-
-
-def load() -> str:
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
 
 
 def main() -> None:
