@@ -48,11 +48,10 @@ _NO_WINDOW = (0.0, 0)
 class _Rises:
     """Where the stream's largest event time rises in a batch: positions and values."""
 
-    __slots__ = ("before", "lateness", "maxima", "positions")
+    __slots__ = ("before", "maxima", "positions")
 
-    def __init__(self, before: float, lateness: float) -> None:
+    def __init__(self, before: float) -> None:
         self.before = before
-        self.lateness = lateness
         self.positions: list[int] = []
         self.maxima: list[float] = []
 
@@ -62,11 +61,11 @@ class _Rises:
         return self.maxima[i] if i >= 0 else self.before
 
     def next_closing(self, due: float, start: int, limit: int) -> int:
-        """The first rise from ``start``, before position ``limit``, whose watermark
-        reaches ``due``; or the first rise at ``limit`` or after if there is none."""
+        """The first rise from ``start``, before position ``limit``, to ``due`` or
+        beyond (see ``_next_close``); or the first rise at ``limit`` or after if
+        there is none."""
         end = bisect_left(self.positions, limit, lo=start)
-        lateness = self.lateness
-        return bisect_left(self.maxima, due, lo=start, hi=end, key=lambda m: m - lateness)
+        return bisect_left(self.maxima, due, lo=start, hi=end)
 
 
 def _read(node: Any, batch: list[Any], mine: set[int], rises: _Rises,
@@ -154,7 +153,7 @@ def run_window_groups(stage: Stage, batch: list[Any], groups: tuple[int, ...],
     shared: dict[int, Any] = states.get(head) or {}
     before, seen = shared.get(SHARED, (-math.inf, 0))
     node: Any = stage.nodes[head]
-    rises = _Rises(before, node.lateness)
+    rises = _Rises(before)
     mine = set(groups)
     out: list[tuple[Any, Any]] = []
     by_group = _read(node, batch, mine, rises, out)

@@ -43,7 +43,7 @@ import pyarrow as pa
 
 from streams.core import Stream
 from streams.operators._checks import canonical_key, key_function
-from streams.operators.joins import seconds_of
+from streams.operators._late import seconds_of
 from streams.operators.window_bounds import micros
 from streams.spec import JoinTime, NodeSpec
 from streams.stage import Stage

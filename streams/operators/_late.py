@@ -17,31 +17,60 @@ engine hands it to the original node's ``_fail``, which routes it here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from math import isfinite
+from numbers import Real
 from typing import Any
 
 from ..core import Stream
+from ..errors import short_repr
 from ..pending import gather_pending
 
-__all__ = ["LateElementError", "LateSide", "event_seconds"]
+__all__ = ["LateElementError", "LateSide", "event_seconds", "seconds_of"]
 
 
 class LateElementError(ValueError):
     """An element arrived after its event-time window was emitted."""
 
 
-def event_seconds(time: Callable[[Any], Any], x: Any) -> float:
-    """``x``'s event time in seconds: ``time(x)``, a number or a ``datetime``.
+def seconds_of(t: Any) -> float:
+    """An event time in seconds, from a number or a ``datetime`` (its POSIX ``timestamp()``).
+
+    Anything else fails saying what an event time is: a time that is not a
+    finite number (None, a string, NaN) would otherwise stop a watermark or
+    put an element in no window.
 
     >>> from datetime import datetime, timezone
+    >>> seconds_of(2.5), seconds_of(datetime(1970, 1, 1, 0, 1, tzinfo=timezone.utc))
+    (2.5, 60.0)
+    >>> seconds_of(None)
+    Traceback (most recent call last):
+    ...
+    TypeError: an event time must be a number of seconds or a datetime, got None (NoneType)
+    >>> seconds_of(float("nan"))
+    Traceback (most recent call last):
+    ...
+    ValueError: an event time must be a finite number of seconds, got nan
+    """
+    if isinstance(t, bool):
+        raise TypeError(f"an event time must be a number of seconds or a datetime, got {t!r}")
+    if isinstance(t, Real):  # int, float, numpy's numbers...
+        if not isfinite(t):
+            raise ValueError(f"an event time must be a finite number of seconds, got {t!r}")
+        return t if isinstance(t, int | float) else float(t)
+    stamp = getattr(t, "timestamp", None)
+    if stamp is None:
+        raise TypeError(f"an event time must be a number of seconds or a datetime, "
+                        f"got {short_repr(t)} ({type(t).__name__})")
+    return float(stamp())  # a datetime (aware, or naive as local time)
+
+
+def event_seconds(time: Callable[[Any], Any], x: Any) -> float:
+    """``x``'s event time in seconds: ``time(x)``, checked by :func:`seconds_of`.
+
     >>> event_seconds(lambda x: x, 2.5)
     2.5
-    >>> event_seconds(lambda x: x, datetime(1970, 1, 1, 0, 1, tzinfo=timezone.utc))
-    60.0
     """
-    t = time(x)
-    if isinstance(t, int | float):
-        return t
-    return float(t.timestamp())  # a datetime (aware, or naive as local time)
+    return seconds_of(time(x))
 
 
 class LateSide(Stream[Any]):

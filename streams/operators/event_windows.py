@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from math import isfinite
 from typing import Any
 
 from ..core import Stream
@@ -48,10 +49,19 @@ from ..fusion import Fuser
 from ..pending import gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
-from ._late import LateElementError, LateSide, event_seconds
+from ._late import LateElementError, LateSide, event_seconds, seconds_of
 from .durations import check_interval, check_slide
-from .timed import _window_index
-from .window_bounds import Window, check_bounds, sliding_bounds
+from .window_bounds import (
+    Window,
+    check_bounds,
+    closes_at,
+    event_micros,
+    first_time,
+    micros,
+    micros_of,
+    sliding_bounds,
+    watermark_micros,
+)
 
 __all__ = ["Closed", "SlidingTimedWindow"]
 
@@ -62,7 +72,7 @@ Closed = tuple[float, int, Any, list[Any], "tuple[float, float] | None"]
 class _EventWindows(LateSide):
     """What sliding and session windows share: event time, keys, watermark, emission."""
 
-    __slots__ = ("_key", "_max_time", "_time", "bounds", "key", "lateness", "time")
+    __slots__ = ("_key", "_max_time", "_time", "_unsent", "bounds", "key", "lateness", "time")
     _local_only = None
     _graphviz_shape = "octagon"
 
@@ -77,6 +87,9 @@ class _EventWindows(LateSide):
         self._key = None if key is None else key_function(key)
         self.bounds = check_bounds(op, bounds)
         self._max_time = -math.inf
+        # Windows taken as closed but not emitted yet: those after one whose
+        # emission raised (a downstream failure), sent at the next closing.
+        self._unsent: list[Closed] = []
 
     def _event_time(self) -> EventTime:
         raise NotImplementedError
@@ -108,11 +121,10 @@ class _EventWindows(LateSide):
         # update()'s calls of the user's functions, under the node's policy,
         # then _arrive (or a subclass's faster step, _fuse_arrive).
         t, k = f.fresh("t"), f.fresh("k")
-        number = f.bind((int, float), "number")
         # f.apply: a simple time or key function is written in, not called.
         code = (f"{f.apply(t, self._time, x, hint='time')}\n"
-                f"if {t}.__class__ is not float and not isinstance({t}, {number}):\n"
-                f"    {t} = float({t}.timestamp())")
+                f"if {t}.__class__ is not float and {t}.__class__ is not int:\n"
+                f"    {t} = {f.bind(seconds_of, 'seconds_of')}({t})")
         if self._key is not None:
             code += f"\n{f.apply(k, self._key, x, hint='key')}\nhash({k})"
         f.step(self, x, code)
@@ -124,24 +136,28 @@ class _EventWindows(LateSide):
 
     def _arrive(self, x: Any, t: float, k: Any) -> Any:
         """Place ``x``, of time ``t`` and key ``k``; emit the windows it closes."""
-        watermark = self._max_time - self.lateness
-        late = self._place(x, t, k, watermark)
+        try:
+            if not isfinite(t):  # NaN would stop the watermark, inf close every window
+                raise ValueError(f"an event time must be a finite number of seconds, got {t!r}")
+            late = self._place(x, t, k)
+        except Exception as e:
+            return self._fail(x, e)
         if late is not None:
             return self._fail(x, LateElementError(
-                f"event time {t!r} {late}: the watermark is {watermark!r} (largest time "
-                f"seen {self._max_time!r} - lateness {self.lateness!r}); raise lateness= "
-                "to accept it, or sink node.late"))
+                f"event time {t!r} {late}: the watermark is {self._max_time - self.lateness!r} "
+                f"(largest time seen {self._max_time!r} - lateness {self.lateness!r}); raise "
+                "lateness= to accept it, or sink node.late"))
         if t <= self._max_time:
             return None
         self._max_time = t
-        return self._emit_closed(t - self.lateness)
+        return self._emit_closed(t)
 
-    def _place(self, x: Any, t: float, k: Any, watermark: float) -> str | None:
+    def _place(self, x: Any, t: float, k: Any) -> str | None:
         """Put ``x`` in its windows, or say why it is late."""
         raise NotImplementedError
 
-    def _take_closed(self, watermark: float) -> list[Closed]:
-        """Take the windows the watermark closed, by end then opening.
+    def _take_closed(self, max_time: float) -> list[Closed]:
+        """Take the windows closed once ``max_time`` is the largest time seen, by end then opening.
 
         Each as ``(end, opened, key, elements, bounds)``; ``opened`` orders
         windows of one end as they were opened, across keys, once
@@ -157,11 +173,20 @@ class _EventWindows(LateSide):
         window = w if bounds is None else Window(bounds[0], bounds[1], w)
         return window if self._key is None else (k, window)
 
-    def _emit_closed(self, watermark: float) -> Any:
-        closed = self._take_closed(watermark)
-        if not closed:
-            return None
-        return gather_pending([self._emit(self._output(c)) for c in closed])
+    def _emit_closed(self, max_time: float) -> Any:
+        closed = self._take_closed(max_time)
+        if self._unsent:  # they end before any window closed since
+            closed, self._unsent = self._unsent + closed, []
+        pending = []
+        for i, c in enumerate(closed):
+            try:
+                pending.append(self._emit(self._output(c)))
+            except BaseException:
+                # A downstream node failed on this window (its error names it):
+                # the others closed with it are not lost, but sent next time.
+                self._unsent = closed[i + 1:]
+                raise
+        return gather_pending(pending) if pending else None
 
     def _flush(self) -> Any:
         return self._emit_closed(math.inf)
@@ -179,7 +204,7 @@ class _EventWindows(LateSide):
         self._max_time = max_time
 
     def _next_close(self) -> float:
-        """The watermark at which a window may close next (inf: none is open)."""
+        """The largest time seen at which a window may close next (inf: none is open)."""
         raise NotImplementedError
 
     def _close_to(self, max_time: float) -> list[tuple[tuple[float, int], Any]]:
@@ -190,7 +215,7 @@ class _EventWindows(LateSide):
         element orders them as one node closing all keys would.
         """
         self._max_time = max_time
-        return [(c[:2], self._output(c)) for c in self._take_closed(max_time - self.lateness)]
+        return [(c[:2], self._output(c)) for c in self._take_closed(max_time)]
 
 
 class SlidingTimedWindow(_EventWindows):
@@ -264,16 +289,22 @@ class SlidingTimedWindow(_EventWindows):
     [(-5.0, 1), (0.0, 2), (5.0, 2), (10.0, 1)]
     """
 
+    # The windows are cut in whole microseconds, as Spark cuts them (see
+    # window_bounds): window i holds the times whose microsecond is in
+    # [i * _slide_us, i * _slide_us + _size_us). Float seconds would put 0.6
+    # in [0.5, 0.6) (6 * 0.1 > 0.6) where Spark and the bounds say [0.6, 0.7).
     # _lo, _hi, _appends: the times whose windows are those the previous
     # element joined (without key=), and those windows' appends, which the
     # fused step uses first.
+    # _due_us: when the earliest open window ends; _due: the largest time
+    # seen from which it is closed (window_bounds.closes_at).
     # _opened: (window index, key) -> the number (see _arrive_as) of the
     # element that opened it; None unless an engine numbers the elements.
-    __slots__ = ("_appends", "_arrival", "_due", "_hi", "_lo", "_opened", "_windows",
-                 "interval", "slide")
+    __slots__ = ("_appends", "_arrival", "_due", "_due_us", "_hi", "_late_us", "_lo", "_opened",
+                 "_size_us", "_slide_us", "_windows", "interval", "slide")
     _operator = "timed_window"
     _params = ("interval", "time", "lateness", "slide", "key", "bounds")
-    _state = ("_windows", "_max_time", "_opened")
+    _state = ("_windows", "_max_time", "_opened", "_unsent")
 
     def __init__(self, upstream: Stream[Any], interval: float | str, time: Any = None,
                  lateness: float | str = 0.0, slide: float | str | None = None, key: Any = None,
@@ -282,11 +313,14 @@ class SlidingTimedWindow(_EventWindows):
         self.interval = check_interval(op, interval)
         self.slide = check_slide(op, self.interval, slide)
         self._setup(op, time, lateness, key, bounds)
+        self._size_us = micros_of(op, "interval", self.interval)
+        self._slide_us = micros_of(op, "slide", self.slide)
+        self._late_us = micros(self.lateness)
         # window index -> key -> elements; insertion order breaks ties in time.
         # By index first: the indices open at once are few ((size + lateness)
         # / slide), whatever the number of keys, so closing scans only them.
         self._windows: dict[int, dict[Any, list[Any]]] = {}
-        self._due = math.inf  # when the earliest open window ends
+        self._set_due(math.inf)
         self._opened: dict[tuple[int, Any], int] | None = None
         self._arrival = 0
         self._forget_slice()
@@ -297,8 +331,9 @@ class SlidingTimedWindow(_EventWindows):
                          key=self.key, bounds=self.bounds)
 
     def restore(self, state: dict[str, Any]) -> None:
-        super().restore({"_opened": None, **state})  # checkpoints before _opened
-        self._due = min(self._windows, default=math.inf) * self.slide + self.interval
+        # Checkpoints from before _opened and _unsent lack them.
+        super().restore({"_opened": None, "_unsent": [], **state})
+        self._set_due(self._end(min(self._windows, default=math.inf)))
         self._forget_slice()
 
     def _arrive_as(self, seq: int, max_time: float) -> None:
@@ -309,6 +344,14 @@ class SlidingTimedWindow(_EventWindows):
 
     def _next_close(self) -> float:
         return self._due
+
+    def _end(self, i: float) -> float:
+        """The end of window ``i``, in microseconds (inf for no window)."""
+        return i * self._slide_us + self._size_us
+
+    def _set_due(self, end_us: float) -> None:
+        self._due_us = end_us
+        self._due = closes_at(end_us, self._late_us)
 
     def _forget_slice(self) -> None:
         self._lo: float = math.inf
@@ -327,31 +370,23 @@ class SlidingTimedWindow(_EventWindows):
             f"    {a}({x})\n"
             f"if {t} > {node}._max_time:\n"
             f"    {node}._max_time = {t}\n"
-            f"    if {t} - {node}.lateness >= {node}._due:\n"
-            f"        return {node}._emit_closed({t} - {node}.lateness)")
+            f"    if {t} >= {node}._due:\n"
+            f"        return {node}._emit_closed({t})")
 
-    def _first(self, t: float) -> int:
-        """The smallest ``i`` whose window ``[i*slide, i*slide + size)`` ends after ``t``."""
-        size, slide = self.interval, self.slide
-        i = math.floor((t - size) / slide) + 1
-        while i * slide + size <= t:  # floats: check against the bounds themselves
-            i += 1
-        while (i - 1) * slide + size > t:
-            i -= 1
-        return i
-
-    def _place(self, x: Any, t: float, k: Any, watermark: float) -> str | None:
-        first = self._first(t)
-        if first * self.slide + self.interval <= watermark:
-            return (f"falls in window [{first * self.slide!r}, "
-                    f"{first * self.slide + self.interval!r}), already emitted")
+    def _place(self, x: Any, t: float, k: Any) -> str | None:
+        us = event_micros(t)
+        slide, size = self._slide_us, self._size_us
+        first, last = (us - size) // slide + 1, us // slide
+        if self._end(first) <= watermark_micros(self._max_time, self._late_us):
+            start, end = sliding_bounds(first, self.slide, self.interval)
+            return f"falls in window [{start!r}, {end!r}), already emitted"
         windows, opened = self._windows, self._opened
-        last = _window_index(t, self.slide)
         for i in range(first, last + 1):
             by_key = windows.get(i)
             if by_key is None:
                 windows[i] = {k: [x]}
-                self._due = min(self._due, i * self.slide + self.interval)
+                if self._end(i) < self._due_us:
+                    self._set_due(self._end(i))
             else:
                 elements = by_key.get(k)
                 if elements is not None:
@@ -361,24 +396,22 @@ class SlidingTimedWindow(_EventWindows):
             if opened is not None:
                 opened[i, k] = self._arrival
         if k is None and self._key is None:
-            # Times in [lo, hi) have the same first and last windows (the
-            # bounds are the products _first and _window_index compare): the
-            # fused step appends their elements here directly.
-            size, slide = self.interval, self.slide
-            self._lo = max(last * slide, (first - 1) * slide + size)
-            self._hi = min((last + 1) * slide, first * slide + size)
+            # Times whose microsecond is in [lo, hi) have the same first and
+            # last windows: the fused step appends their elements here directly.
+            self._lo = first_time(max(last * slide, int(self._end(first - 1))))
+            self._hi = first_time(min((last + 1) * slide, int(self._end(first))))
             self._appends = tuple(windows[i][None].append for i in range(first, last + 1))
         return None
 
-    def _take_closed(self, watermark: float) -> list[Closed]:
-        if watermark < self._due:
+    def _take_closed(self, max_time: float) -> list[Closed]:
+        if max_time < self._due:
             return []
         self._forget_slice()  # its windows may close now
-        size, slide, opened = self.interval, self.slide, self._opened
-        ready = sorted(i for i in self._windows if i * slide + size <= watermark)
+        watermark, opened = watermark_micros(max_time, self._late_us), self._opened
+        ready = sorted(i for i in self._windows if self._end(i) <= watermark)
         # Keys of one window in the order their windows opened.
-        closed = [(i * slide + size, 0 if opened is None else opened.pop((i, k), 0), k, w,
-                   sliding_bounds(i, slide, size) if self.bounds else None)
+        closed = [(self._end(i), 0 if opened is None else opened.pop((i, k), 0), k, w,
+                   sliding_bounds(i, self.slide, self.interval) if self.bounds else None)
                   for i in ready for k, w in self._windows.pop(i).items()]
-        self._due = min(self._windows, default=math.inf) * slide + size
+        self._set_due(self._end(min(self._windows, default=math.inf)))
         return closed

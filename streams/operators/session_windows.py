@@ -31,10 +31,11 @@ class SessionWindow(_EventWindows):
     element bridging two sessions merges them); elements exactly ``gap``
     apart are in one session, as in Spark's ``session_window()``, Flink and
     bytewax. A session is emitted when
-    the watermark (largest timestamp seen minus ``lateness``) reaches its
-    last timestamp plus ``gap``, and at ``close()``. An element that joins
-    no open session and whose own session would already be closed is late
-    (see :attr:`late`).
+    the watermark (largest timestamp seen minus ``lateness``) passes its
+    last timestamp plus ``gap``, and at ``close()``: an element at exactly
+    that time, on time, still joins it, whichever keys' elements moved the
+    watermark there. An element that joins no open session and whose own
+    session would already be closed is late (see :attr:`late`).
 
     Parameters
     ----------
@@ -94,7 +95,7 @@ class SessionWindow(_EventWindows):
     __slots__ = ("_closing", "_seq", "_sessions", "gap")
     _operator = "session_window"
     _params = ("gap", "time", "lateness", "key", "bounds")
-    _state = ("_sessions", "_max_time", "_seq")
+    _state = ("_sessions", "_max_time", "_seq", "_unsent")
 
     def __init__(self, upstream: Stream[Any], gap: float | str, time: Any = None,
                  lateness: float | str = 0.0, key: Any = None, bounds: bool = False,
@@ -116,7 +117,7 @@ class SessionWindow(_EventWindows):
                          bounds=self.bounds)
 
     def restore(self, state: dict[str, Any]) -> None:
-        super().restore(state)
+        super().restore({"_unsent": [], **state})  # checkpoints from before _unsent lack it
         self._closing = [(s[1] + self.gap, s[3], k)
                          for k, sessions in self._sessions.items() for s in sessions]
         heapq.heapify(self._closing)
@@ -126,13 +127,22 @@ class SessionWindow(_EventWindows):
         self._seq = seq  # sessions are ordered by their elements' numbers: any rising ones do
 
     def _next_close(self) -> float:
-        return self._closing[0][0] if self._closing else math.inf
+        if not self._closing:
+            return math.inf
+        # The least largest time m whose watermark, m - lateness, passes the end.
+        end, lateness = self._closing[0][0], self.lateness
+        m = end + lateness
+        while m - lateness > end:
+            m = math.nextafter(m, -math.inf)
+        while not m - lateness > end:
+            m = math.nextafter(m, math.inf)
+        return m
 
-    def _place(self, x: Any, t: float, k: Any, watermark: float) -> str | None:
+    def _place(self, x: Any, t: float, k: Any) -> str | None:
         gap = self.gap
         sessions = self._sessions.get(k, [])
         touching = [s for s in sessions if s[0] - gap <= t <= s[1] + gap]
-        if not touching and t + gap <= watermark:
+        if not touching and t + gap < self._max_time - self.lateness:
             return f"starts a session that ends at {t + gap!r}, already closed"
         seq = self._seq
         self._seq += 1
@@ -156,17 +166,18 @@ class SessionWindow(_EventWindows):
         heapq.heappush(self._closing, (merged[1] + gap, seq, k))
         return None
 
-    def _take_closed(self, watermark: float) -> list[Closed]:
+    def _take_closed(self, max_time: float) -> list[Closed]:
         ready: list[Closed] = []
         closing, gap = self._closing, self.gap
-        while closing and closing[0][0] <= watermark:
+        watermark = max_time - self.lateness
+        while closing and closing[0][0] < watermark:
             k = heapq.heappop(closing)[2]
             sessions = self._sessions.get(k)
             if not sessions:
                 continue  # an entry of sessions already emitted
             keep = []
             for s in sessions:
-                if s[1] + gap <= watermark:
+                if s[1] + gap < watermark:
                     ready.append((s[1] + gap, s[3], k, [x for _, x in s[2]],
                                   session_bounds(s[0], s[1], gap) if self.bounds else None))
                 else:

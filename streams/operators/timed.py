@@ -24,29 +24,20 @@ from ..metadata import emit_held, retain_refs
 from ..pending import gather_pending as _gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
-from ._late import LateElementError, LateSide
+from ._late import LateElementError, LateSide, seconds_of
 from ._outbox import EPSILON, Outbox, arm
 from .durations import check_interval
+from .window_bounds import (
+    closes_at,
+    event_micros,
+    first_time,
+    micros,
+    micros_of,
+    seconds,
+    watermark_micros,
+)
 
 __all__ = ["LateElementError", "TimedWindow", "TimedWindowUnique"]
-
-def _window_index(t: float, interval: float) -> int:
-    """The ``k`` with ``k * interval <= t < (k + 1) * interval``, as floats compute it.
-
-    The quotient alone can be one off (``0.3 / 0.1`` is ``2.9999999999999996``,
-    ``3 * 0.1`` is ``0.30000000000000004``): ``k`` is checked against the same
-    products that define the window bounds, so an element always lands in
-    the window whose bounds contain it.
-
-    >>> _window_index(0.3, 0.1), _window_index(-0.5, 1), _window_index(10, 5)
-    (2, -1, 2)
-    """
-    k = math.floor(t / interval)
-    if (k + 1) * interval <= t:
-        k += 1
-    elif k * interval > t:
-        k -= 1
-    return k
 
 
 @Stream.register_api()
@@ -67,7 +58,9 @@ class TimedWindow(LateSide):
 
     Event time (``time=`` given): each element's timestamp ``time(x)`` (a
     number of seconds) puts it in the window ``[k * interval, (k + 1) *
-    interval)``. The watermark is the largest timestamp seen minus
+    interval)``, to the microsecond, as Spark cuts windows (see
+    :mod:`~streams.operators.window_bounds`: with ``interval=0.1``, a time
+    of 0.6 is in ``[0.6, 0.7)``). The watermark is the largest timestamp seen minus
     ``lateness``; a window is emitted, once, when the watermark reaches its
     end, and every window still open is emitted at close, in time order.
     Only windows that received elements are emitted. An element whose window
@@ -141,12 +134,14 @@ class TimedWindow(LateSide):
     [[1, 3], [12, 16, 14]]
     """
 
-    # _lo, _hi, _open: the last window an element joined (event time), whose
-    # bounds and list the fused step checks first; _due: when the earliest
-    # window held ends (event time).
-    __slots__ = ("_buffer", "_clock", "_deadline", "_due", "_hi", "_index", "_lo", "_max_time",
-                 "_metadata", "_open", "_origin", "_outbox", "_time", "_timer", "_windows",
-                 "interval", "lateness", "time")
+    # Event time: window k holds the times whose microsecond is in
+    # [k * _size_us, (k + 1) * _size_us) (see window_bounds). _lo, _hi, _open:
+    # the last window an element joined, whose times and list the fused step
+    # checks first; _due_us: when the earliest window held ends; _due: the
+    # largest time seen from which that window is closed.
+    __slots__ = ("_buffer", "_clock", "_deadline", "_due", "_due_us", "_hi", "_index", "_late_us",
+                 "_lo", "_max_time", "_metadata", "_open", "_origin", "_outbox", "_size_us",
+                 "_time", "_timer", "_windows", "interval", "lateness", "time")
     _operator = "timed_window"
     _local_only = None
     _params = ("interval", "time", "lateness")
@@ -185,6 +180,9 @@ class TimedWindow(LateSide):
                              "event time; without it windows follow the clock")
         self.time = time
         self._time = None if time is None else key_function(time)
+        if time is not None:
+            self._size_us = micros_of(self._operator, "interval", self.interval)
+            self._late_us = micros(self.lateness)
         self._clock = get_clock()
         self._origin = self._clock.now()
         self._index = 0  # the open window is [origin + index*I, origin + (index+1)*I)
@@ -200,6 +198,7 @@ class TimedWindow(LateSide):
         self._hi: float
         self._open: list[Any] | None
         self._due: float
+        self._due_us: float
         self._forget_open()
         self._outbox = Outbox(self)
         Stream.__init__(self, upstream, **kwargs)
@@ -297,9 +296,7 @@ class TimedWindow(LateSide):
 
     def _update_event_time(self, x: Any, metadata: Any) -> Any:
         try:
-            t = self._time(x)  # type: ignore[misc]
-            if not isinstance(t, int | float):
-                t = t.timestamp()  # a datetime (aware, or naive as local time)
+            t = seconds_of(self._time(x))  # type: ignore[misc]
         except Exception as e:
             return self._fail(x, e)
         return self._place(x, t, metadata)
@@ -307,31 +304,32 @@ class TimedWindow(LateSide):
     def _place(self, x: Any, t: float, metadata: Any = None) -> Any:
         """Put ``x``, of time ``t``, in its window; emit the windows it closes."""
         try:
-            k = _window_index(t, self.interval)
+            k = event_micros(t) // self._size_us
         except Exception as e:
             return self._fail(x, e)
-        watermark = self._max_time - self.lateness
-        if (k + 1) * self.interval <= watermark:
+        end = (k + 1) * self._size_us
+        if end <= watermark_micros(self._max_time, self._late_us):
             return self._fail(x, LateElementError(
-                f"event time {t!r} falls in window [{k * self.interval!r}, "
-                f"{(k + 1) * self.interval!r}), already emitted: the watermark is "
-                f"{watermark!r} (largest time seen {self._max_time!r} - lateness "
-                f"{self.lateness!r}); raise lateness= to accept it"))
+                f"event time {t!r} falls in window [{seconds(end - self._size_us)!r}, "
+                f"{seconds(end)!r}), already emitted: the watermark is "
+                f"{self._max_time - self.lateness!r} (largest time seen {self._max_time!r} "
+                f"- lateness {self.lateness!r}); raise lateness= to accept it"))
         window = self._windows.get(k)
         if window is None:
             window = self._windows[k] = []
-            self._due = min(self._due, (k + 1) * self.interval)
+            if end < self._due_us:
+                self._set_due(end)
         window.append(x)
         # The fused step puts the next elements of this window here directly:
-        # its bounds are the very products that define k (_window_index).
-        self._lo, self._hi, self._open = k * self.interval, (k + 1) * self.interval, window
+        # the times from _lo to _hi are those whose microsecond is in it.
+        self._lo, self._hi, self._open = first_time(end - self._size_us), first_time(end), window
         if metadata:
             retain_refs(metadata)
             self._metadata.setdefault(k, []).append(metadata)
         if t <= self._max_time:
             return self._outbox.wait()
         self._max_time = t
-        return self._emit_until(self._max_time - self.lateness)
+        return self._emit_until(t)
 
     def _forget_open(self) -> None:
         """Drop the fused step's window (it may be emitted), and recompute ``_due``."""
@@ -339,17 +337,23 @@ class TimedWindow(LateSide):
         self._hi = -math.inf
         self._open = None
         windows = self._windows
-        self._due = (min(windows) + 1) * self.interval if windows else math.inf
+        self._set_due((min(windows) + 1) * self._size_us if windows else math.inf)
+
+    def _set_due(self, end_us: float) -> None:
+        self._due_us = end_us
+        self._due = closes_at(end_us, self._late_us) if self._time is not None else math.inf
 
     def restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
         self._forget_open()
 
-    def _emit_until(self, watermark: float) -> Any:
-        if watermark < self._due:  # the usual case: no window held ends by then
+    def _emit_until(self, max_time: float) -> Any:
+        """Emit the windows closed once ``max_time`` is the largest time seen."""
+        if max_time < self._due:  # the usual case: no window held ends by then
             return self._outbox.wait()
-        windows = self._windows
-        ready = sorted(k for k in windows if (k + 1) * self.interval <= watermark)
+        windows, size = self._windows, self._size_us
+        watermark = watermark_micros(max_time, self._late_us)
+        ready = sorted(k for k in windows if (k + 1) * size <= watermark)
         try:
             return _gather_pending([self._emit_window(self._outbox.emit, k, windows.pop(k))
                                     for k in ready])
@@ -365,19 +369,18 @@ class TimedWindow(LateSide):
         # watermark check inline; anything else through _place.
         t = f.fresh("t")
         node = f.bind(self, "node")
-        number = f.bind((int, float), "number")
         f.step(self, x, (
             f"{t} = {f.bind(self._time, 'time')}({x})\n"
-            f"if {t}.__class__ is not float and not isinstance({t}, {number}):\n"
-            f"    {t} = {t}.timestamp()"))
+            f"if {t}.__class__ is not float and {t}.__class__ is not int:\n"
+            f"    {t} = {f.bind(seconds_of, 'seconds_of')}({t})"))
         f.line(
             f"if not {node}._lo <= {t} < {node}._hi:\n"
             f"    return {node}._place({x}, {t})\n"
             f"{node}._open.append({x})\n"
             f"if {t} > {node}._max_time:\n"
             f"    {node}._max_time = {t}\n"
-            f"    if {t} - {node}.lateness >= {node}._due:\n"
-            f"        return {node}._emit_until({t} - {node}.lateness)")
+            f"    if {t} >= {node}._due:\n"
+            f"        return {node}._emit_until({t})")
         return None
 
     # -- end of stream -----------------------------------------------------

@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 from typing import Any, Generic, NamedTuple, TypeVar
 
-__all__ = ["Window", "check_bounds", "event_micros", "micros", "seconds", "session_bounds",
-           "sliding_bounds"]
+__all__ = ["Window", "check_bounds", "closes_at", "event_micros", "first_time", "micros",
+           "micros_of", "seconds", "session_bounds", "sliding_bounds", "watermark_micros"]
 
 T = TypeVar("T")
 
@@ -78,12 +78,89 @@ def event_micros(t: float) -> int:
 
     Python's ``round`` and Spark's ``rint`` both round half to even, so
     Spark cuts windows on the same microsecond (see
-    :func:`streams_spark.stream.timestamp_of`).
+    :func:`streams_spark.stream.timestamp_of`). A time that is not finite
+    has none: it fails, saying so.
 
     >>> event_micros(1_000_001 / 1e6), int(1_000_001 / 1e6 * 1e6)
     (1000001, 1000000)
+    >>> event_micros(float("nan"))
+    Traceback (most recent call last):
+    ...
+    ValueError: an event time must be a finite number of seconds, got nan
     """
-    return micros(t)  # a time's microsecond is taken as a duration's
+    try:
+        return round(t * _MICROS)  # a time's microsecond is taken as a duration's (micros)
+    except (ValueError, OverflowError):
+        raise ValueError(f"an event time must be a finite number of seconds, got {t!r}") from None
+
+
+def first_time(us: int) -> float:
+    """The least time, in seconds, whose microsecond (:func:`event_micros`) is ``us`` or later.
+
+    ``event_micros`` never decreases as the time grows, so a time ``t`` is
+    in the microseconds ``[a, b)`` exactly when ``first_time(a) <= t <
+    first_time(b)``: a window's elements are found by comparing floats, and
+    land where the integer arithmetic of its bounds (and Spark's) puts them.
+
+    >>> first_time(600_000)
+    0.5999995
+    >>> event_micros(first_time(600_000)), event_micros(math.nextafter(first_time(600_000), 0))
+    (600000, 599999)
+    """
+    t = (us - 0.5) / _MICROS  # within a few units in the last place of the answer
+    while micros(t) >= us:
+        t = math.nextafter(t, -math.inf)
+    while micros(t) < us:
+        t = math.nextafter(t, math.inf)
+    return t
+
+
+def watermark_micros(max_time: float, lateness_us: int) -> float:
+    """The watermark in microseconds: the largest time seen, to its microsecond, less lateness.
+
+    Infinite before any element (``-inf``) and at the end of the stream (``inf``).
+
+    >>> watermark_micros(12.0000004, 2_000_000), watermark_micros(-math.inf, 0)
+    (10000000, -inf)
+    """
+    if math.isinf(max_time):
+        return max_time
+    return event_micros(max_time) - lateness_us
+
+
+def closes_at(end_us: float, lateness_us: int) -> float:
+    """The least largest time seen whose watermark reaches ``end_us`` (microseconds).
+
+    A window that ends at ``end_us`` is closed once the largest time seen is
+    this or later (:func:`watermark_micros`); ``inf`` for no window.
+
+    >>> closes_at(10_000_000, 2_000_000), closes_at(math.inf, 0)
+    (11.9999995, inf)
+    """
+    if math.isinf(end_us):
+        return end_us
+    return first_time(int(end_us) + lateness_us)
+
+
+def micros_of(op: str, name: str, seconds: float) -> int:
+    """A window's ``seconds`` (its size, slide or lateness) in whole microseconds, checked.
+
+    Event-time windows are cut to the microsecond, as Spark keeps
+    timestamps; a size or slide under half a microsecond would be none.
+
+    >>> micros_of("timed_window", "interval", 0.25)
+    250000
+    >>> micros_of("timed_window", "slide", 1e-7)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: timed_window(): slide must be at least a microsecond on event time ...
+    """
+    us = micros(seconds)
+    if us < 1 and name != "lateness":
+        raise ValueError(f"{op}(): {name} must be at least a microsecond on event time (its "
+                         f"windows are cut to the microsecond, as Spark keeps timestamps), "
+                         f"got {seconds!r}")
+    return us
 
 
 def seconds(us: Any) -> Any:

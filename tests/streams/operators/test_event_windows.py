@@ -38,26 +38,29 @@ def run(node_of: Any, xs: list[Element]) -> tuple[list[Any], list[Any]]:
 
 
 def windows_of(t: float, size: float, slide: float) -> list[int]:
-    """Every i with i*slide <= t < i*slide + size, by brute force."""
-    lo = math.floor(t / slide) - math.ceil(size / slide) - 2
-    return [i for i in range(lo, math.floor(t / slide) + 2) if i * slide <= t < i * slide + size]
+    """Every i with i*slide <= t < i*slide + size, by brute force, in whole microseconds."""
+    us, size_us, slide_us = (round(v * 1_000_000) for v in (t, size, slide))
+    lo = us // slide_us - size_us // slide_us - 2
+    return [i for i in range(lo, us // slide_us + 2)
+            if i * slide_us <= us < i * slide_us + size_us]
 
 
-def sliding_reference(xs: list[Element], size: int, slide: int, lateness: int,
-                      keyed: bool) -> tuple[list[Any], list[Element]]:
+def sliding_reference(xs: list[Any], size: float, slide: float, lateness: float,
+                      keyed: bool) -> tuple[list[Any], list[Any]]:
     """What the windows hold, in time order, and the late elements, computed window by window."""
     windows: dict[tuple[int, Any], list[Element]] = {}
     late = []
-    highest = -math.inf
+    highest = -math.inf  # the largest time seen, in microseconds, as the bounds
+    size_us, slide_us, lateness_us = (round(v * 1_000_000) for v in (size, slide, lateness))
     for x in xs:
         _, t, _ = x
         mine = windows_of(t, size, slide)
-        if min(i * slide + size for i in mine) <= highest - lateness:
+        if min(i * slide_us + size_us for i in mine) <= highest - lateness_us:
             late.append(x)
         else:
             for i in mine:
                 windows.setdefault((i, x[0] if keyed else None), []).append(x)
-        highest = max(highest, t)
+        highest = max(highest, round(t * 1_000_000))
     order = sorted(windows, key=lambda ik: ik[0])
     return [(ik[1], windows[ik]) if keyed else windows[ik] for ik in order], late
 
@@ -99,8 +102,9 @@ def test_sliding_windows_on_float_times_hold_the_elements_of_their_bounds() -> N
     xs = [0.3, 0.1, 0.25, 0.7, 0.6]
     out, late = run(lambda s: s.timed_window(0.3, slide=0.1, time=lambda x: x, lateness=1), xs)
     assert late == []
-    # The bounds are the products i * 0.1 and i * 0.1 + 0.3 as floats compute
-    # them (3 * 0.1 is 0.30000000000000004): 0.3 is in two windows, not three.
+    # The bounds are in microseconds, as Spark's: 0.3 is in three windows,
+    # though 3 * 0.1 is 0.30000000000000004 in floats.
+    assert windows_of(0.3, 0.3, 0.1) == [1, 2, 3]
     for t in xs:
         assert sum(w.count(t) for w in out) == len(windows_of(t, 0.3, 0.1))
     for w in out:  # each list is one window: its elements share it

@@ -1,0 +1,160 @@
+"""Event-time windows at their edges: float times, bad times, ties, downstream failures."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams import NodeError, Stream
+from streams.spec import build
+
+from tests.streams.operators.test_event_windows import run, sliding_reference, windows_of
+
+# Times on a 0.01 grid, as floats: 0.3, 0.6, 0.7 ... are not their decimals.
+grid_events = st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 300)), max_size=30).map(
+    lambda xs: [(k, n / 100, i) for i, (k, n) in enumerate(xs)])
+grid_windows = st.sampled_from([(0.1, 0.1), (0.3, 0.1), (0.2, 0.05), (0.07, 0.07), (1.1, 0.3)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(xs=grid_events, shape=grid_windows, lateness=st.sampled_from([0, 0.1, 0.3, 10]),
+       keyed=st.booleans())
+def test_float_times_land_in_the_windows_of_their_microsecond(
+        xs: list[Any], shape: tuple[float, float], lateness: float, keyed: bool) -> None:
+    # Each element is in every window whose microsecond bounds hold its
+    # microsecond, as Spark's window() cuts them: 0.6 is in [0.6, 0.7), not
+    # [0.5, 0.6), though 6 * 0.1 is 0.6000000000000001 in floats.
+    size, slide = shape
+    out, late = run(lambda s: s.timed_window(size, slide=slide, time=1, lateness=lateness,
+                                             key=0 if keyed else None), xs)
+    assert (out, late) == sliding_reference(xs, size, slide, lateness, keyed)
+
+
+@settings(max_examples=100, deadline=None)
+@given(xs=grid_events, shape=grid_windows, keyed=st.booleans())
+def test_a_windows_bounds_hold_each_of_its_elements(
+        xs: list[Any], shape: tuple[float, float], keyed: bool) -> None:
+    size, slide = shape
+    out, late = run(lambda s: s.timed_window(size, slide=slide, time=1, lateness=10,
+                                             key=0 if keyed else None, bounds=True), xs)
+    assert late == []
+    placed = 0
+    for w in out:
+        window = w[1] if keyed else w
+        for x in window.elements:
+            assert round(window.start * 1e6) <= round(x[1] * 1e6) < round(window.end * 1e6)
+            placed += 1
+    assert placed == sum(len(windows_of(x[1], size, slide)) for x in xs)
+
+
+def test_a_tumbling_window_of_a_tenth_holds_six_tenths_once_in_its_own_window() -> None:
+    out, _ = run(lambda s: s.timed_window(0.1, time=1, bounds=True), [("a", 0.55, 0), ("a", 0.6, 1)])
+    assert [(w.start, w.end, [x[1] for x in w.elements]) for w in out] == [
+        (0.5, 0.6, [0.55]), (0.6, 0.7, [0.6])]
+
+
+def test_sizes_under_a_microsecond_fail_when_the_graph_is_built() -> None:
+    with pytest.raises(ValueError, match=r"timed_window\(\): slide must be at least a microsecond"):
+        Stream().timed_window(1, slide=1e-7, time=0)
+
+
+# -- times that are not times --------------------------------------------------------------
+
+windowed = pytest.mark.parametrize("make", [
+    lambda s: s.timed_window(1, time=lambda x: x),
+    lambda s: s.timed_window(2, slide=1, time=lambda x: x),
+    lambda s: s.timed_window(1, time=lambda x: x, key=lambda x: 0),
+    lambda s: s.session_window(1, time=lambda x: x),
+    lambda s: s.scan(lambda n, x: n + 1, start=0, key=lambda x: 0, ttl=5, time=lambda x: x),
+], ids=["tumbling", "sliding", "keyed", "session", "scan_ttl"])
+
+
+@windowed
+@pytest.mark.parametrize(("bad", "error", "message"), [
+    (math.nan, ValueError, "an event time must be a finite number of seconds, got nan"),
+    (math.inf, ValueError, "an event time must be a finite number of seconds, got inf"),
+    (None, TypeError, "an event time must be a number of seconds or a datetime, got None"),
+    ("3", TypeError, "an event time must be a number of seconds or a datetime, got '3'"),
+    (True, TypeError, "an event time must be a number of seconds or a datetime, got True"),
+])
+def test_a_bad_time_is_the_nodes_error_and_the_node_goes_on(
+        make: Any, bad: Any, error: type, message: str) -> None:
+    # A NaN compares false with everything: taken as a time it would sit in
+    # no window, or keep a session open for ever. It is refused, by name.
+    source = Stream()
+    node = make(source).on_error("route")
+    out, errors = node.sink_to_list(), node.errors.sink_to_list()
+    for t in [0.5, bad, 0.7, 3]:
+        source.emit(t)
+    source.close()
+    assert [(r.element, type(r.exception)) for r in errors] == [(bad, error)]
+    assert str(errors[0].exception).startswith(message)
+    if node.describe().operator == "accumulate":  # scan: the counts per key
+        assert [n for _, n in out] == [1, 2, 3]
+    else:
+        held = [x for w in out for x in (w[1] if isinstance(w, tuple) else w)]
+        assert sorted(set(held)) == [0.5, 0.7, 3]
+
+
+# -- ties --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("order", [[0, 5], [5, 0]])
+def test_an_element_exactly_a_gap_away_joins_the_session_in_either_order(order: list[int]) -> None:
+    # A session [0, 0] with gap 5 ends at 5 and closes once the watermark is
+    # past 5: an element at 5 arriving after 0 joins it, as it would before.
+    out, late = run(lambda s: s.session_window(5, time=1), [("a", t, i) for i, t in enumerate(order)])
+    assert late == []
+    assert [sorted(x[1] for x in w) for w in out] == [[0, 5]]
+
+
+# -- a downstream failure ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("make", "xs", "expected"), [
+    (lambda s: s.timed_window(2, slide=1, time=lambda x: x), [0, 0.5, 10, 11],
+     [[0, 0.5], [0, 0.5], [10], [10, 11], [11]]),
+    (lambda s: s.timed_window(1, time=1, key=0), [("a", 0), ("b", 0.5), ("a", 10), ("a", 11)],
+     [("a", [("a", 0)]), ("b", [("b", 0.5)]), ("a", [("a", 10)]), ("a", [("a", 11)])]),
+    (lambda s: s.session_window(1, time=1, key=0), [("a", 0), ("b", 0.5), ("a", 10), ("a", 11)],
+     [("a", [("a", 0)]), ("b", [("b", 0.5)]), ("a", [("a", 10), ("a", 11)])]),
+    (lambda s: s.timed_window(1, time=lambda x: x, lateness=1), [0, 0.5, 1.5, 10, 11],
+     [[0, 0.5], [1.5], [10], [11]]),
+], ids=["sliding", "keyed", "session", "tumbling"])
+def test_windows_closed_together_are_not_lost_when_a_downstream_node_fails_on_one(
+        make: Any, xs: list[Any], expected: list[Any]) -> None:
+    source = Stream()
+    node = make(source)
+    seen: list[Any] = []
+
+    def fails_once(w: Any) -> None:
+        seen.append(w)
+        if len(seen) == 1:
+            raise RuntimeError("the sink is down")
+
+    node.sink(fails_once)
+    *head, second_last, last = xs
+    for x in head:
+        source.emit(x)
+    with pytest.raises(NodeError, match="the sink is down"):
+        source.emit(second_last)  # closes two windows; the first fails downstream
+    source.emit(last)
+    source.close()
+    assert seen == expected  # the failed window was seen once; the rest later, in order
+
+
+def test_a_checkpoint_from_before_unsent_windows_were_kept_restores() -> None:
+    first = Stream().timed_window(2, slide=1, time=1, key=0)
+    first.update(("a", 1))
+    saved = first.snapshot()
+    del saved["_unsent"]  # as a checkpoint written by an earlier version holds
+    source = Stream()
+    again = build(first.describe(), [source])
+    again.restore(saved)
+    out = again.sink_to_list()
+    source.close()
+    assert out == [("a", [("a", 1)]), ("a", [("a", 1)])]
