@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,7 +34,7 @@ from ..errors import short_repr
 from ..pending import gather_pending
 from ..spec import JoinTime, Traits
 from ._checks import key_function
-from ._late import LateElementError, LateSide
+from ._late import LateElementError, LateSide, seconds_of
 from .durations import check_interval
 
 __all__ = ["IntervalJoin", "LookupJoin", "Tombstone"]
@@ -58,21 +59,6 @@ def _pair(value: Any) -> tuple[Any, Any]:
     if isinstance(value, tuple | list) and not callable(value):
         return value[0], value[1]
     return value, value
-
-
-def seconds_of(t: Any) -> float:
-    """Seconds from a number or a ``datetime`` (its POSIX ``timestamp()``)."""
-    if isinstance(t, bool):
-        raise TypeError(f"an event time must be a number of seconds or a datetime, got {t!r}")
-    if isinstance(t, int | float):
-        if math.isnan(t):
-            raise ValueError("an event time cannot be NaN")
-        return float(t)
-    stamp = getattr(t, "timestamp", None)
-    if stamp is None:
-        raise TypeError(f"an event time must be a number of seconds or a datetime, "
-                        f"got {short_repr(t)} ({type(t).__name__})")
-    return float(stamp())
 
 
 def _two_streams(op: str, first: Stream[Any], second: Any, what: str) -> None:
@@ -420,6 +406,9 @@ class LookupJoin(Stream[Any]):
                 self.table[self._table_key(x)] = x
             else:
                 try:
+                    if isinstance(x, Mapping | str | bytes | AbstractSet):
+                        # A two-field record unpacks into its field names, not (key, value).
+                        raise TypeError
                     k, value = x
                 except (TypeError, ValueError):
                     raise TypeError(

@@ -168,7 +168,7 @@ def test_late_elements_go_to_the_error_policy_named() -> None:
     left.emit(("a", 10))
     right.emit(("a", 10))
     left.emit(("a", 8))  # watermark 8: on time
-    with pytest.raises(NodeError, match=r"join.*event time 7.0 is below the watermark 8.0.*"
+    with pytest.raises(NodeError, match=r"join.*event time 7 is below the watermark 8.0.*"
                                         r"raise lateness="):
         left.emit(("a", 7))
     with pytest.raises(LateElementError):
@@ -329,6 +329,10 @@ def test_a_malformed_table_element_goes_to_the_error_policy() -> None:
     joined = main.lookup(table, key=0)
     with pytest.raises(TypeError, match=r"lookup.*\(key, value\) pairs, got 5.*table_key="):
         table.emit(5)
+    # A two-field record would unpack into its field names: refused, not misread.
+    for record in [{"id": 1, "name": "a"}, "ab", {1, 2}]:
+        with pytest.raises(TypeError, match=r"lookup.*\(key, value\) pairs, got .*table_key="):
+            table.emit(record)
     assert joined.table == {}
 
 
