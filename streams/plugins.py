@@ -190,7 +190,18 @@ def register_api(cls: type, modifier: Callable[[Any], Any] = identity,
 
             register_operator(klass)
 
+        # A streamz plugin still deriving from streamz's Stream: its __init__
+        # would fail deep in streamz on a streams upstream. Say so when used.
+        foreign = not issubclass(klass, _stream()) and any(
+            c.__name__ == "Stream" and c.__module__.partition(".")[0] == "streamz"
+            for c in klass.__mro__)
+
         def wrapped(*args: Any, **kwargs: Any) -> Any:
+            if foreign:
+                raise TypeError(
+                    f"{name}(): {klass.__module__}.{klass.__qualname__} derives from streamz's "
+                    "Stream, which cannot join a streams graph; derive it from streams.Stream "
+                    "(change the import of its base class)")
             try:
                 return klass(*args, **kwargs)
             except TypeError:
@@ -220,13 +231,21 @@ def _check_arguments(name: str, klass: type, args: tuple[Any, ...], kwargs: dict
         signature = inspect.signature(klass)
     except (TypeError, ValueError):  # pragma: no cover - builtins
         return
+    params = [p.replace(annotation=inspect.Parameter.empty) for p in signature.parameters.values()]
+    shown = inspect.Signature(params if static else params[1:])
     try:
         signature.bind(*args, **kwargs)
     except TypeError as e:
-        params = [p.replace(annotation=inspect.Parameter.empty)
-                  for p in signature.parameters.values()]
-        shown = inspect.Signature(params if static else params[1:])
         raise TypeError(f"{name}(): {e}; it takes {name}{shown}") from None
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        # The rest of the keywords go on to Stream.__init__: name one it lacks.
+        own = set(signature.parameters)
+        passed_on = set(inspect.signature(_stream().__init__).parameters)
+        unknown = [k for k in kwargs if k not in own and k not in passed_on]
+        if unknown:
+            raise TypeError(f"{name}(): unexpected keyword argument {unknown[0]!r}; it takes "
+                            f"{name}{shown}, and as **kwargs the Stream options "
+                            f"{', '.join(sorted(passed_on - {'self', 'upstream', 'upstreams'}))}")
 
 
 def check_subclass(cls: Any) -> None:

@@ -109,3 +109,19 @@ def registered_plugin(lib: ModuleType) -> Any:
                                      registered_plugin])
 def test_same_output_as_streamz(program) -> None:
     assert program(streams) == program(streamz)
+
+
+def test_a_plugin_still_deriving_from_streamzs_stream_is_refused_by_name() -> None:
+    # Registered on streams (an entry point may do it), it fails when used,
+    # saying what to change, not deep in streamz's __init__.
+    @streams.Stream.register_api(attribute_name="streamz_doubled")
+    class Doubled(streamz.Stream):  # type: ignore[misc]
+        def update(self, x: Any, who: Any = None, metadata: Any = None) -> Any:
+            return self._emit(2 * x)
+
+    try:
+        with pytest.raises(TypeError, match=r"^streamz_doubled\(\): .*Doubled derives from "
+                                            r"streamz's Stream.*derive it from streams\.Stream"):
+            streams.Stream().streamz_doubled()
+    finally:
+        del streams.Stream.streamz_doubled
