@@ -204,8 +204,8 @@ def register_api(cls: type, modifier: Callable[[Any], Any] = identity,
                     "(change the import of its base class)")
             try:
                 return klass(*args, **kwargs)
-            except TypeError:
-                _check_arguments(name, klass, args, kwargs, modifier is staticmethod)
+            except TypeError as e:
+                _check_arguments(name, klass, args, kwargs, modifier is staticmethod, e)
                 raise
 
         wrapped.__name__ = name
@@ -219,7 +219,7 @@ def register_api(cls: type, modifier: Callable[[Any], Any] = identity,
 
 
 def _check_arguments(name: str, klass: type, args: tuple[Any, ...], kwargs: dict[str, Any],
-                     static: bool) -> None:
+                     static: bool, error: TypeError) -> None:
     """Raise a TypeError naming the operator and its signature if the call cannot bind.
 
     Python's own message names ``__init__`` and counts the upstream; this one
@@ -237,11 +237,10 @@ def _check_arguments(name: str, klass: type, args: tuple[Any, ...], kwargs: dict
         signature.bind(*args, **kwargs)
     except TypeError as e:
         raise TypeError(f"{name}(): {e}; it takes {name}{shown}") from None
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        # The rest of the keywords go on to Stream.__init__: name one it lacks.
-        own = set(signature.parameters)
+    if str(error).startswith("Stream.__init__() got an unexpected keyword argument"):
+        # The operator passed its **kwargs on to Stream.__init__, which lacks one.
         passed_on = set(inspect.signature(_stream().__init__).parameters)
-        unknown = [k for k in kwargs if k not in own and k not in passed_on]
+        unknown = [k for k in kwargs if k not in signature.parameters and k not in passed_on]
         if unknown:
             raise TypeError(f"{name}(): unexpected keyword argument {unknown[0]!r}; it takes "
                             f"{name}{shown}, and as **kwargs the Stream options "
