@@ -17,7 +17,7 @@ from ..core import Stream
 from ..spec import EventTime
 from .durations import check_interval
 from .event_windows import Closed, _EventWindows
-from .window_bounds import session_bounds
+from .window_bounds import least_float, session_bounds
 
 __all__ = ["SessionWindow"]
 
@@ -131,12 +131,7 @@ class SessionWindow(_EventWindows):
             return math.inf
         # The least largest time m whose watermark, m - lateness, passes the end.
         end, lateness = self._closing[0][0], self.lateness
-        m = end + lateness
-        while m - lateness > end:
-            m = math.nextafter(m, -math.inf)
-        while not m - lateness > end:
-            m = math.nextafter(m, math.inf)
-        return m
+        return least_float(lambda m: m - lateness > end, end + lateness)
 
     def _place(self, x: Any, t: float, k: Any) -> str | None:
         gap = self.gap

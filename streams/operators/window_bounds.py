@@ -27,15 +27,18 @@ floats, and its microsecond is 1,000,001, not 1,000,000.
 from __future__ import annotations
 
 import math
+import struct
+from collections.abc import Callable
 from typing import Any, Generic, NamedTuple, TypeVar
 
-__all__ = ["Window", "check_bounds", "closes_at", "event_micros", "first_time", "micros",
-           "micros_of", "seconds", "session_bounds", "sliding_bounds", "watermark_micros"]
+__all__ = ["Window", "check_bounds", "closes_at", "event_micros", "first_time", "least_float",
+           "micros", "micros_of", "seconds", "session_bounds", "sliding_bounds", "watermark_micros"]
 
 T = TypeVar("T")
 
 #: Microseconds in a second.
 _MICROS = 1_000_000
+_FLOAT, _BITS, _SIGN = struct.Struct("<d"), struct.Struct("<Q"), 1 << 63
 
 
 class Window(NamedTuple, Generic[T]):
@@ -107,12 +110,38 @@ def first_time(us: int) -> float:
     >>> event_micros(first_time(600_000)), event_micros(math.nextafter(first_time(600_000), 0))
     (600000, 599999)
     """
-    t = (us - 0.5) / _MICROS  # within a few units in the last place of the answer
-    while micros(t) >= us:
-        t = math.nextafter(t, -math.inf)
-    while micros(t) < us:
-        t = math.nextafter(t, math.inf)
-    return t
+    return least_float(lambda t: micros(t) >= us, (us - 0.5) / _MICROS)
+
+
+def least_float(holds: Callable[[float], bool], guess: float) -> float:
+    """The least finite float for which ``holds``, a test that once true stays true as floats grow.
+
+    Found from ``guess`` by steps that double, then halve, through the
+    floats in order: a few dozen tests, however far the answer is in units
+    in the last place (near zero there are very many floats between two
+    that differ by a second).
+
+    >>> least_float(lambda m: m - 10 > -10, 0.0)  # the least m whose m - 10 is above -10
+    8.881784197001254e-16
+    """
+    def at(k: int) -> float:
+        t: float = _FLOAT.unpack(_BITS.pack(k if k >= 0 else -k | _SIGN))[0]
+        return t
+
+    bits = _BITS.unpack(_FLOAT.pack(guess))[0]
+    k = -(bits & ~_SIGN) if bits & _SIGN else bits  # the floats in order, as integers
+    up = not holds(guess)
+    # Gallop to a pair (no, yes) of keys, then bisect between them.
+    step = 1
+    while bool(holds(at(k + step if up else k - step))) is not up:
+        if step > _SIGN:
+            raise ValueError("least_float(): no float holds")
+        step *= 2
+    no, yes = (k + step // 2, k + step) if up else (k - step, k - step // 2)
+    while yes - no > 1:
+        mid = (no + yes) // 2
+        no, yes = (no, mid) if holds(at(mid)) else (mid, yes)
+    return at(yes)
 
 
 def watermark_micros(max_time: float, lateness_us: int) -> float:
