@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from streams.operators._late import seconds_of
+
 __all__ = ["BEYOND", "FIRST_SECOND", "LAST_SECOND", "event_seconds", "on_spark"]
 
 #: Spark's timestamps: years 1 to 9999, in seconds (Python's floats go further).
@@ -26,8 +28,8 @@ def on_spark(seconds: float) -> float:
     """``seconds``, an event time, if Spark's timestamps hold it; else ValueError.
 
     Spark would fail on such a time with an overflow that names neither the
-    node nor the element. NaN and infinities pass: Spark gives them no
-    window, as before.
+    node nor the element. NaN and infinities pass: :func:`seconds_of`
+    refuses them first.
 
     Examples
     --------
@@ -43,16 +45,12 @@ def on_spark(seconds: float) -> float:
     return seconds
 
 
-def _seconds(t: Any) -> float:
-    # Seconds, or a datetime taken as its POSIX timestamp (as in-process).
-    return float(t if isinstance(t, int | float) else t.timestamp())
-
-
 def event_seconds(times: list[Any]) -> tuple[np.ndarray, int, Exception | None]:
     """Event times as seconds, and the position and error of the first that fails.
 
-    A time is a number or a datetime (its POSIX timestamp, as in-process);
-    it fails when it is neither, or lies beyond Spark's timestamps
+    A time is a finite number or a datetime (its POSIX timestamp), checked
+    as in-process (:func:`~streams.operators._late.seconds_of`, the same
+    error); it also fails when it lies beyond Spark's timestamps
     (:func:`on_spark`). The seconds before the first failure are valid.
 
     Examples
@@ -60,8 +58,10 @@ def event_seconds(times: list[Any]) -> tuple[np.ndarray, int, Exception | None]:
     >>> event_seconds([1, 2.5])
     (array([1. , 2.5]), 2, None)
     >>> seconds, bad, error = event_seconds([1.0, "noon", 1e15])
-    >>> seconds[:bad], bad, type(error).__name__
-    (array([1.]), 1, 'AttributeError')
+    >>> seconds[:bad], bad, error  # doctest: +ELLIPSIS
+    (array([1.]), 1, TypeError("an event time must be a number of seconds or a datetime, ..."))
+    >>> event_seconds([1.0, float("nan")])[1:]
+    (1, ValueError('an event time must be a finite number of seconds, got nan'))
     """
     n = len(times)
     out: np.ndarray | None = None
@@ -76,12 +76,19 @@ def event_seconds(times: list[Any]) -> tuple[np.ndarray, int, Exception | None]:
         out = np.empty(n, dtype=np.float64)
         for i, t in enumerate(times):
             try:
-                out[i] = _seconds(t)
+                out[i] = seconds_of(t)
             except Exception as e:
                 failed = (i, e)
                 break
     valid = n if failed is None else failed[0]
     head = out[:valid]
+    not_finite = np.flatnonzero(~np.isfinite(head))
+    if not_finite.size:  # NaN or an infinity: refused by seconds_of, by name
+        i = int(not_finite[0])
+        try:
+            seconds_of(float(head[i]))
+        except ValueError as e:
+            failed, head = (i, e), head[:i]
     beyond = np.flatnonzero(((head > -_INF) & (head < FIRST_SECOND))
                             | ((head > LAST_SECOND) & (head < _INF)))
     if beyond.size:

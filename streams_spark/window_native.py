@@ -30,10 +30,12 @@ are those of the windows Spark forms from Python's routing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from streams.operators._checks import key_function
+from streams.operators._late import seconds_of
 from streams.operators.window_bounds import Window, micros
 from streams.spec import EventTime, NodeSpec
 
@@ -81,6 +83,15 @@ class Routing(NamedTuple):
     non_null: set[str]
 
 
+def _refusal(t: Any) -> str:
+    """The error, as ``Type: message``, with which the node refuses the event time ``t``."""
+    try:
+        seconds_of(t)
+    except (TypeError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"
+    raise AssertionError(f"{t!r} is an event time")
+
+
 def route(window: NodeSpec, element: Any, ansi: bool) -> Routing:
     """How ``window`` routes ``element`` (a row's stand-in), or :class:`Untraceable`."""
     event_time = window.traits.event_time
@@ -92,14 +103,12 @@ def route(window: NodeSpec, element: Any, ansi: bool) -> Routing:
     if t.kind not in (INT, FLOAT):
         raise Untraceable("an event time other than a number")
     seconds = t.col if t.kind == FLOAT else t.col.cast("double")  # a float is a double
-    if t.nullable:  # in-process, a None time is taken for a datetime
-        row_guards.append((t.col.isNull(),
-                           "AttributeError: 'NoneType' object has no attribute 'timestamp'"))
-    if not t.finite:  # in-process, a NaN or infinite time fails with these
-        row_guards.append((Sql(f"isnan({seconds})"),
-                           "ValueError: cannot convert float NaN to integer"))
-        row_guards.append((Sql(f"(abs({seconds}) = double('inf'))"),
-                           "OverflowError: cannot convert float infinity to integer"))
+    if t.nullable:  # a None time fails in-process with this error
+        row_guards.append((t.col.isNull(), _refusal(None)))
+    if not t.finite:  # as a NaN or an infinite time does
+        row_guards.append((Sql(f"isnan({seconds})"), _refusal(math.nan)))
+        row_guards.append((Sql(f"({seconds} = double('inf'))"), _refusal(math.inf)))
+        row_guards.append((Sql(f"({seconds} = double('-inf'))"), _refusal(-math.inf)))
     key: Value | None = None
     if event_time.key is not None:
         key = lift(trace(key_function(event_time.key), element, row_guards, ansi=ansi,

@@ -221,9 +221,10 @@ def test_an_element_without_a_time_fails_naming_the_window_node(spark: Any) -> N
 
 
 @pytest.mark.parametrize(("x", "error"), [
-    (float("nan"), "ValueError: cannot convert float NaN to integer"),
-    (float("-inf"), "OverflowError: cannot convert float infinity to integer"),
-    (None, "AttributeError: 'NoneType' object has no attribute 'timestamp'"),
+    (float("nan"), "ValueError: an event time must be a finite number of seconds, got nan"),
+    (float("-inf"), "ValueError: an event time must be a finite number of seconds, got -inf"),
+    (float("inf"), "ValueError: an event time must be a finite number of seconds, got inf"),
+    (None, "TypeError: an event time must be a number of seconds or a datetime, got None"),
 ])
 def test_a_time_that_is_not_a_finite_number_fails_as_in_process(spark: Any, x: Any,
                                                                error: str) -> None:
