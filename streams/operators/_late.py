@@ -17,15 +17,19 @@ engine hands it to the original node's ``_fail``, which routes it here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from math import isfinite
 from numbers import Real
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import Stream
 from ..errors import short_repr
 from ..pending import gather_pending
 
-__all__ = ["LateElementError", "LateSide", "event_seconds", "seconds_of"]
+if TYPE_CHECKING:
+    from ..fusion import Fuser
+
+__all__ = ["LateElementError", "LateSide", "event_seconds", "seconds_code", "seconds_of"]
 
 
 class LateElementError(ValueError):
@@ -51,17 +55,36 @@ def seconds_of(t: Any) -> float:
     ...
     ValueError: an event time must be a finite number of seconds, got nan
     """
-    if isinstance(t, bool):
-        raise TypeError(f"an event time must be a number of seconds or a datetime, got {t!r}")
-    if isinstance(t, Real):  # int, float, numpy's numbers...
+    cls = t.__class__
+    if cls is float or cls is int:
         if not isfinite(t):
             raise ValueError(f"an event time must be a finite number of seconds, got {t!r}")
-        return t if isinstance(t, int | float) else float(t)
-    stamp = getattr(t, "timestamp", None)
-    if stamp is None:
+        number: float = t
+        return number
+    if cls is datetime:  # aware, or naive as local time
+        stamp: float = t.timestamp()
+        return stamp
+    if isinstance(t, bool):
+        raise TypeError(f"an event time must be a number of seconds or a datetime, got {t!r}")
+    if isinstance(t, Real):  # numpy's numbers, fractions...
+        return seconds_of(float(t))
+    timestamp = getattr(t, "timestamp", None)  # pandas' Timestamp, a datetime subclass...
+    if timestamp is None:
         raise TypeError(f"an event time must be a number of seconds or a datetime, "
                         f"got {short_repr(t)} ({type(t).__name__})")
-    return float(stamp())  # a datetime (aware, or naive as local time)
+    return float(timestamp())
+
+
+def seconds_code(f: Fuser, t: str) -> str:
+    """Fused code that makes the time in the variable ``t`` seconds, as :func:`seconds_of`.
+
+    Ints and floats stay as they are (a NaN or an infinity fails where the
+    time is placed), a ``datetime``'s ``timestamp()`` is called inline: the
+    usual times cost no call of ``seconds_of``.
+    """
+    return (f"if {t}.__class__ is not float and {t}.__class__ is not int:\n"
+            f"    {t} = ({t}.timestamp() if {t}.__class__ is {f.bind(datetime, 'datetime')} "
+            f"else {f.bind(seconds_of, 'seconds_of')}({t}))")
 
 
 def event_seconds(time: Callable[[Any], Any], x: Any) -> float:

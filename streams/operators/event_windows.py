@@ -49,7 +49,7 @@ from ..fusion import Fuser
 from ..pending import gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
-from ._late import LateElementError, LateSide, event_seconds, seconds_of
+from ._late import LateElementError, LateSide, event_seconds, seconds_code
 from .durations import check_interval, check_slide
 from .window_bounds import (
     Window,
@@ -123,8 +123,7 @@ class _EventWindows(LateSide):
         t, k = f.fresh("t"), f.fresh("k")
         # f.apply: a simple time or key function is written in, not called.
         code = (f"{f.apply(t, self._time, x, hint='time')}\n"
-                f"if {t}.__class__ is not float and {t}.__class__ is not int:\n"
-                f"    {t} = {f.bind(seconds_of, 'seconds_of')}({t})")
+                f"{seconds_code(f, t)}")
         if self._key is not None:
             code += f"\n{f.apply(k, self._key, x, hint='key')}\nhash({k})"
         f.step(self, x, code)

@@ -24,7 +24,7 @@ from ..metadata import emit_held, retain_refs
 from ..pending import gather_pending as _gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
-from ._late import LateElementError, LateSide, seconds_of
+from ._late import LateElementError, LateSide, seconds_code, seconds_of
 from ._outbox import EPSILON, Outbox, arm
 from .durations import check_interval
 from .window_bounds import (
@@ -370,9 +370,7 @@ class TimedWindow(LateSide):
         t = f.fresh("t")
         node = f.bind(self, "node")
         f.step(self, x, (
-            f"{t} = {f.bind(self._time, 'time')}({x})\n"
-            f"if {t}.__class__ is not float and {t}.__class__ is not int:\n"
-            f"    {t} = {f.bind(seconds_of, 'seconds_of')}({t})"))
+            f"{t} = {f.bind(self._time, 'time')}({x})\n{seconds_code(f, t)}"))
         f.line(
             f"if not {node}._lo <= {t} < {node}._hi:\n"
             f"    return {node}._place({x}, {t})\n"
