@@ -41,7 +41,8 @@ XFAIL: dict[str, list[str]] = {
     "departure: a synchronous stream's timers use the loop running in the calling thread": [
         "test_streamz_core.py::test_sync_in_event_loop",
     ],
-    "departure: delay() holds each element interval after its arrival; streamz passes one per interval, a rate limit": [
+    ("departure: delay() holds each element interval after its arrival; "
+     "streamz passes one per interval, a rate limit"): [
         "test_streamz_core.py::test_delay",
     ],
     "departure: map_async(parallelism=n) runs at most n calls at once (streamz ran n + 1)": [

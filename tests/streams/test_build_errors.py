@@ -46,6 +46,7 @@ def test_arguments_that_do_not_fit_name_the_operator_and_its_signature() -> None
                                         r"from_iterable\(iterable, start=False"):
         Stream.from_iterable()  # type: ignore[call-arg]
     # A misspelt keyword would reach Stream.__init__ and be blamed on it.
-    with pytest.raises(TypeError, match=r"^timed_window\(\): unexpected keyword argument 'slid'; "
-                                        r"it takes timed_window\(interval, .*slide=None.*stream_name$"):
+    with pytest.raises(TypeError, match=r"^timed_window\(\): unexpected keyword argument "
+                                        r"'slid'; it takes timed_window\(interval, "
+                                        r".*slide=None.*stream_name$"):
         Stream().timed_window(10, time=1, slid=5)

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from streams import NodeError, Stream
 from streams.spec import build
-
 from tests.streams.operators.test_event_windows import run, sliding_reference, windows_of
 
 # Times on a 0.01 grid, as floats: 0.3, 0.6, 0.7 ... are not their decimals.
@@ -52,7 +51,8 @@ def test_a_windows_bounds_hold_each_of_its_elements(
 
 
 def test_a_tumbling_window_of_a_tenth_holds_six_tenths_once_in_its_own_window() -> None:
-    out, _ = run(lambda s: s.timed_window(0.1, time=1, bounds=True), [("a", 0.55, 0), ("a", 0.6, 1)])
+    xs = [("a", 0.55, 0), ("a", 0.6, 1)]
+    out, _ = run(lambda s: s.timed_window(0.1, time=1, bounds=True), xs)
     assert [(w.start, w.end, [x[1] for x in w.elements]) for w in out] == [
         (0.5, 0.6, [0.55]), (0.6, 0.7, [0.6])]
 
@@ -107,7 +107,8 @@ def test_a_bad_time_is_the_nodes_error_and_the_node_goes_on(
 def test_an_element_exactly_a_gap_away_joins_the_session_in_either_order(order: list[int]) -> None:
     # A session [0, 0] with gap 5 ends at 5 and closes once the watermark is
     # past 5: an element at 5 arriving after 0 joins it, as it would before.
-    out, late = run(lambda s: s.session_window(5, time=1), [("a", t, i) for i, t in enumerate(order)])
+    xs = [("a", t, i) for i, t in enumerate(order)]
+    out, late = run(lambda s: s.session_window(5, time=1), xs)
     assert late == []
     assert [sorted(x[1] for x in w) for w in out] == [[0, 5]]
 
