@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import Stream
 from ..errors import short_repr
 from ..pending import gather_pending
+from .window_bounds import not_finite
 
 if TYPE_CHECKING:
     from ..fusion import Fuser
@@ -58,7 +59,7 @@ def seconds_of(t: Any) -> float:
     cls = t.__class__
     if cls is float or cls is int:
         if not isfinite(t):
-            raise ValueError(f"an event time must be a finite number of seconds, got {t!r}")
+            raise not_finite(t)
         number: float = t
         return number
     if cls is datetime:  # aware, or naive as local time

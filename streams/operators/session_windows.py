@@ -17,7 +17,7 @@ from ..core import Stream
 from ..spec import EventTime
 from .durations import check_interval
 from .event_windows import Closed, _EventWindows
-from .window_bounds import least_float, session_bounds
+from .window_bounds import least_float, not_finite, session_bounds
 
 __all__ = ["SessionWindow"]
 
@@ -134,6 +134,8 @@ class SessionWindow(_EventWindows):
         return least_float(lambda m: m - lateness > end, end + lateness)
 
     def _place(self, x: Any, t: float, k: Any) -> str | None:
+        if not math.isfinite(t):  # sessions compare floats: sliding ones refuse it in event_micros
+            raise not_finite(t)
         gap = self.gap
         sessions = self._sessions.get(k, [])
         touching = [s for s in sessions if s[0] - gap <= t <= s[1] + gap]

@@ -32,7 +32,8 @@ from collections.abc import Callable
 from typing import Any, Generic, NamedTuple, TypeVar
 
 __all__ = ["Window", "check_bounds", "closes_at", "event_micros", "first_time", "least_float",
-           "micros", "micros_of", "seconds", "session_bounds", "sliding_bounds", "watermark_micros"]
+           "micros", "micros_of", "not_finite", "seconds", "session_bounds", "sliding_bounds",
+           "watermark_micros"]
 
 T = TypeVar("T")
 
@@ -94,7 +95,18 @@ def event_micros(t: float) -> int:
     try:
         return round(t * _MICROS)  # a time's microsecond is taken as a duration's (micros)
     except (ValueError, OverflowError):
-        raise ValueError(f"an event time must be a finite number of seconds, got {t!r}") from None
+        raise not_finite(t) from None
+
+
+def not_finite(t: float) -> ValueError:
+    """The error for an event time ``t`` that is NaN or an infinity, one message everywhere.
+
+    NaN would stop a watermark, an infinity close every window at once.
+
+    >>> not_finite(float("inf"))
+    ValueError('an event time must be a finite number of seconds, got inf')
+    """
+    return ValueError(f"an event time must be a finite number of seconds, got {t!r}")
 
 
 def first_time(us: int) -> float:

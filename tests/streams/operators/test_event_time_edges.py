@@ -77,6 +77,7 @@ windowed = pytest.mark.parametrize("make", [
 @pytest.mark.parametrize(("bad", "error", "message"), [
     (math.nan, ValueError, "an event time must be a finite number of seconds, got nan"),
     (math.inf, ValueError, "an event time must be a finite number of seconds, got inf"),
+    (-math.inf, ValueError, "an event time must be a finite number of seconds, got -inf"),
     (None, TypeError, "an event time must be a number of seconds or a datetime, got None"),
     ("3", TypeError, "an event time must be a number of seconds or a datetime, got '3'"),
     (True, TypeError, "an event time must be a number of seconds or a datetime, got True"),
