@@ -17,7 +17,14 @@ from ..core import Stream
 from ..spec import EventTime
 from .durations import check_interval
 from .event_windows import Closed, _EventWindows
-from .window_bounds import least_float, not_finite, session_bounds
+from .window_bounds import (
+    closes_at,
+    event_micros,
+    micros,
+    micros_of,
+    seconds,
+    watermark_micros,
+)
 
 __all__ = ["SessionWindow"]
 
@@ -30,7 +37,9 @@ class SessionWindow(_EventWindows):
     ``gap`` apart, directly or through other elements of the session (an
     element bridging two sessions merges them); elements exactly ``gap``
     apart are in one session, as in Spark's ``session_window()``, Flink and
-    bytewax. A session is emitted when
+    bytewax. Times are compared to the microsecond, as Spark compares them
+    (0.9 is a gap of 0.6 after 0.3, though ``0.3 + 0.6 < 0.9`` in floats;
+    see :mod:`streams.operators.window_bounds`). A session is emitted when
     the watermark (largest timestamp seen minus ``lateness``) passes its
     last timestamp plus ``gap``, and at ``close()``: an element at exactly
     that time, on time, still joins it, whichever keys' elements moved the
@@ -40,7 +49,7 @@ class SessionWindow(_EventWindows):
     Parameters
     ----------
     gap : float or str
-        The inactivity, in seconds, that ends a session.
+        The inactivity, in seconds, that ends a session (at least a microsecond).
     time : callable or key
         ``time(x)`` (or ``x[time]``) is ``x``'s timestamp in seconds, or a
         ``datetime``.
@@ -92,24 +101,34 @@ class SessionWindow(_EventWindows):
     [('a', 0.0, 8.0, 2), ('b', 20.0, 25.0, 1)]
     """
 
-    __slots__ = ("_closing", "_seq", "_sessions", "gap")
+    # Times are compared in whole microseconds (window_bounds.event_micros),
+    # as Spark's session_window() compares them: in float seconds 0.3 + 0.6
+    # is 0.8999999999999999, which put 0.9 a gap after 0.3 outside the
+    # session Spark gives both.
+    __slots__ = ("_closing", "_gap_us", "_late_us", "_seq", "_sessions", "_units", "gap")
     _operator = "session_window"
     _params = ("gap", "time", "lateness", "key", "bounds")
-    _state = ("_sessions", "_max_time", "_seq", "_unsent")
+    _state = ("_sessions", "_max_time", "_seq", "_unsent", "_units")
 
     def __init__(self, upstream: Stream[Any], gap: float | str, time: Any = None,
                  lateness: float | str = 0.0, key: Any = None, bounds: bool = False,
                  **kwargs: Any) -> None:
-        self.gap = check_interval("session_window", gap, "gap")
-        self._setup("session_window", time, lateness, key, bounds)
-        # key -> open sessions, each [start, end, [(arrival, element)...], created].
+        op = "session_window"
+        self.gap = check_interval(op, gap, "gap")
+        self._setup(op, time, lateness, key, bounds)
+        self._gap_us = micros_of(op, "gap", self.gap)
+        self._late_us = micros(self.lateness)
+        # key -> open sessions, each [first, last (microseconds), [(arrival,
+        # element)...], created].
         self._sessions: dict[Any, list[list[Any]]] = {}
         self._seq = 0  # arrivals, to keep a merged session in arrival order
-        # (time a session of the key may close, arrival, key): when the
-        # watermark passes it, the key's sessions are looked at, and only
-        # then, so closing costs nothing per key that stays open. Entries of
-        # sessions extended since are stale; they are skipped when popped.
-        self._closing: list[tuple[float, int, Any]] = []
+        # (microsecond after which a session of the key may close, arrival,
+        # key): when the watermark passes it, the key's sessions are looked
+        # at, and only then, so closing costs nothing per key that stays
+        # open. Entries of sessions extended since are stale; they are
+        # skipped when popped.
+        self._closing: list[tuple[int, int, Any]] = []
+        self._units = "micros"  # in checkpoints: older ones held the sessions' times in seconds
         Stream.__init__(self, upstream, **kwargs)
 
     def _event_time(self) -> EventTime:
@@ -117,8 +136,12 @@ class SessionWindow(_EventWindows):
                          bounds=self.bounds)
 
     def restore(self, state: dict[str, Any]) -> None:
+        if state.get("_units") != "micros":  # a checkpoint from before: times in seconds
+            state = {**state, "_units": "micros", "_sessions": {
+                k: [[event_micros(s[0]), event_micros(s[1]), *s[2:]] for s in sessions]
+                for k, sessions in state["_sessions"].items()}}
         super().restore({"_unsent": [], **state})  # checkpoints from before _unsent lack it
-        self._closing = [(s[1] + self.gap, s[3], k)
+        self._closing = [(s[1] + self._gap_us, s[3], k)
                          for k, sessions in self._sessions.items() for s in sessions]
         heapq.heapify(self._closing)
 
@@ -129,34 +152,31 @@ class SessionWindow(_EventWindows):
     def _next_close(self) -> float:
         if not self._closing:
             return math.inf
-        # The least largest time m whose watermark, m - lateness, passes the end.
-        end, lateness = self._closing[0][0], self.lateness
-        return least_float(lambda m: m - lateness > end, end + lateness)
+        # A session closes once the watermark is past its end: at its end + 1.
+        return closes_at(self._closing[0][0] + 1, self._late_us)
 
     def _place(self, x: Any, t: float, k: Any) -> str | None:
-        if not math.isfinite(t):  # sessions compare floats: sliding ones refuse it in event_micros
-            raise not_finite(t)
-        gap = self.gap
+        us, gap = event_micros(t), self._gap_us  # event_micros refuses NaN and infinities
         sessions = self._sessions.get(k, [])
-        touching = [s for s in sessions if s[0] - gap <= t <= s[1] + gap]
-        if not touching and t + gap < self._max_time - self.lateness:
-            return f"starts a session that ends at {t + gap!r}, already closed"
+        touching = [s for s in sessions if s[0] - gap <= us <= s[1] + gap]
+        if not touching and us + gap < watermark_micros(self._max_time, self._late_us):
+            return f"starts a session that ends at {seconds(us + gap)!r}, already closed"
         seq = self._seq
         self._seq += 1
         if not touching:
-            self._sessions.setdefault(k, []).append([t, t, [(seq, x)], seq])
-            heapq.heappush(self._closing, (t + gap, seq, k))
+            self._sessions.setdefault(k, []).append([us, us, [(seq, x)], seq])
+            heapq.heappush(self._closing, (us + gap, seq, k))
             return None
         if len(touching) == 1:  # the usual case: the element extends one session
             session = touching[0]
             session[2].append((seq, x))  # the latest arrival: order is kept
-            if t < session[0]:
-                session[0] = t
-            elif t > session[1]:
-                session[1] = t
-                heapq.heappush(self._closing, (t + gap, seq, k))
+            if us < session[0]:
+                session[0] = us
+            elif us > session[1]:
+                session[1] = us
+                heapq.heappush(self._closing, (us + gap, seq, k))
             return None
-        merged = [min(t, *(s[0] for s in touching)), max(t, *(s[1] for s in touching)),
+        merged = [min(us, *(s[0] for s in touching)), max(us, *(s[1] for s in touching)),
                   [*heapq.merge(*(s[2] for s in touching)), (seq, x)],
                   min(s[3] for s in touching)]
         self._sessions[k] = [s for s in sessions if all(s is not u for u in touching)] + [merged]
@@ -165,8 +185,8 @@ class SessionWindow(_EventWindows):
 
     def _take_closed(self, max_time: float) -> list[Closed]:
         ready: list[Closed] = []
-        closing, gap = self._closing, self.gap
-        watermark = max_time - self.lateness
+        closing, gap = self._closing, self._gap_us
+        watermark = watermark_micros(max_time, self._late_us)
         while closing and closing[0][0] < watermark:
             k = heapq.heappop(closing)[2]
             sessions = self._sessions.get(k)
@@ -174,9 +194,10 @@ class SessionWindow(_EventWindows):
                 continue  # an entry of sessions already emitted
             keep = []
             for s in sessions:
-                if s[1] + gap < watermark:
-                    ready.append((s[1] + gap, s[3], k, [x for _, x in s[2]],
-                                  session_bounds(s[0], s[1], gap) if self.bounds else None))
+                end = s[1] + gap
+                if end < watermark:
+                    ready.append((end, s[3], k, [x for _, x in s[2]],
+                                  (seconds(s[0]), seconds(end)) if self.bounds else None))
                 else:
                     keep.append(s)
             if keep:

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any, Generic, NamedTuple, TypeVar
 
 __all__ = ["Window", "check_bounds", "closes_at", "event_micros", "first_time", "least_float",
-           "micros", "micros_of", "not_finite", "seconds", "session_bounds", "sliding_bounds",
+           "micros", "micros_of", "not_finite", "seconds", "sliding_bounds",
            "watermark_micros"]
 
 T = TypeVar("T")
@@ -233,14 +233,3 @@ def sliding_bounds(i: int, slide: float, size: float) -> tuple[float, float]:
     """
     start = i * micros(slide)
     return seconds(start), seconds(start + micros(size))
-
-
-def session_bounds(first: float, last: float, gap: float) -> tuple[float, float]:
-    """The bounds of a session whose times are ``first`` to ``last``, closed by ``gap``.
-
-    >>> session_bounds(1.0000004, 3.5, 2.0)
-    (1.0, 5.5)
-    """
-    if not (math.isfinite(first) and math.isfinite(last)):
-        return first, last + gap  # no microsecond to take (Spark refuses such times)
-    return seconds(event_micros(first)), seconds(event_micros(last) + micros(gap))

@@ -182,6 +182,11 @@ CASES: dict[str, Case] = {
     # and not in [0.3, 0.6) on every engine, as Spark's window() cuts it.
     "tenths_sliding_spark_window": linear(lambda h: h.timed_window(
         0.3, slide=0.1, time=lambda x: x / 10), inputs=times, slow_on_spark=True),
+    # 0.9 is a gap of 0.6 after 0.3, though 0.3 + 0.6 is 0.8999999999999999:
+    # one session on every engine, as Spark's session_window() cuts it.
+    "tenths_session": linear(
+        lambda h: h.session_window(0.6, time=lambda x: x / 10), slow_on_spark=True,
+        inputs=st.lists(st.integers(20, 40), max_size=8).map(lambda xs: [3, 9, *sorted(xs)])),
     "bounds_session_keyed": _with_late(lambda h: h.map(lambda x: (x % 2, x / 3)).session_window(
         1, time=1, lateness=3, key=0, bounds=True)),
     "bounds_sliding_keyed": _with_late(lambda h: h.map(lambda x: (x % 3, x / 4)).timed_window(

@@ -6,10 +6,10 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from streams import NodeError, Stream
+from streams import NodeError, Stream, Window
 from streams.spec import build
 from tests.streams.operators.test_event_windows import run, sliding_reference, windows_of
 
@@ -60,6 +60,24 @@ def test_a_tumbling_window_of_a_tenth_holds_six_tenths_once_in_its_own_window() 
 def test_sizes_under_a_microsecond_fail_when_the_graph_is_built() -> None:
     with pytest.raises(ValueError, match=r"timed_window\(\): slide must be at least a microsecond"):
         Stream().timed_window(1, slide=1e-7, time=0)
+    with pytest.raises(ValueError, match=r"session_window\(\): gap must be at least a microsecond"):
+        Stream().session_window(1e-7, time=0)
+
+
+def test_a_checkpoint_of_sessions_in_seconds_restores() -> None:
+    # Before sessions were kept in microseconds a checkpoint held seconds.
+    first = Stream().session_window(0.6, time=1, key=0, bounds=True)
+    first.update(("a", 0.3))
+    saved = first.snapshot()
+    assert saved.pop("_units") == "micros"
+    saved["_sessions"] = {"a": [[0.3, 0.3, *s[2:]] for s in saved["_sessions"]["a"]]}
+    source = Stream()
+    again = build(first.describe(), [source])
+    again.restore(saved)
+    out = again.sink_to_list()
+    source.emit(("a", 0.9))  # a gap after 0.3: the same session
+    source.close()
+    assert out == [("a", Window(0.3, 1.5, [("a", 0.3), ("a", 0.9)]))]
 
 
 # -- times that are not times --------------------------------------------------------------
@@ -167,10 +185,46 @@ def test_a_checkpoint_from_before_unsent_windows_were_kept_restores() -> None:
 def test_a_session_says_at_which_largest_time_it_closes(last: float, gap: float,
                                                         lateness: float) -> None:
     # Dask runs key groups apart and asks each node when its first session
-    # closes: the least largest time m whose watermark, m - lateness, passes
-    # the end. Near zero the floats are dense (a session ending at -10 with
-    # lateness 10 closes at m of about 1e-15): found in a few dozen steps.
-    node = Stream().session_window(gap, time=1, key=0, lateness=lateness)
-    node.update(("a", last))
-    end, m = last + gap, node._next_close()
-    assert m - lateness > end and not math.nextafter(m, -math.inf) - lateness > end
+    # closes: the least largest time whose watermark, to the microsecond, is
+    # past the session's end. Near zero the floats are dense (a session
+    # ending at -10 with lateness 10 closes at about 0): found in a few
+    # dozen steps. Another key's element at that time closes it, one a
+    # float earlier does not.
+    closes_at = Stream().session_window(gap, time=1, key=0, lateness=lateness)
+    closes_at.update(("a", last))
+    m = closes_at._next_close()
+    for t, closed in [(m, True), (math.nextafter(m, -math.inf), False)]:
+        source = Stream()
+        out = source.session_window(gap, time=1, key=0, lateness=lateness).sink_to_list()
+        source.emit(("a", last))
+        source.emit(("b", t))
+        assert (out == [("a", [("a", last)])]) is closed
+
+
+# Times on a 0.1 grid, few of them: sessions of gaps of tenths meet often.
+tenths_events = st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 30)), max_size=12).map(
+    lambda xs: [(k, n / 10, i) for i, (k, n) in enumerate(xs)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(xs=tenths_events, gap=st.sampled_from([0.1, 0.2, 0.3, 0.6, 0.7]),
+       lateness=st.sampled_from([0, 0.1, 0.3, 10]), keyed=st.booleans())
+@example(xs=[("a", 0.3, 0), ("a", 0.9, 1)], gap=0.6, lateness=0, keyed=False)
+@example(xs=[("a", 0.9, 0), ("a", 0.3, 1)], gap=0.6, lateness=0, keyed=True)
+def test_float_times_join_the_sessions_of_their_microseconds(
+        xs: list[Any], gap: float, lateness: float, keyed: bool) -> None:
+    # Sessions are cut as Spark's session_window() cuts them: on each time's
+    # microsecond. In floats 0.3 + 0.6 is 0.8999999999999999, which put 0.9,
+    # a gap after 0.3, in a session of its own. The reference: the same
+    # elements as whole microseconds, on which float and integer agree.
+    def in_micros(x: tuple[str, float, int]) -> tuple[str, int, int]:
+        return (x[0], round(x[1] * 1e6), x[2])
+
+    out, late = run(lambda s: s.session_window(gap, time=1, lateness=lateness,
+                                               key=0 if keyed else None), xs)
+    expected, expected_late = run(lambda s: s.session_window(
+        round(gap * 1e6), time=1, lateness=round(lateness * 1e6), key=0 if keyed else None),
+        [in_micros(x) for x in xs])
+    as_micros = [(w[0], [in_micros(x) for x in w[1]]) if keyed else [in_micros(x) for x in w]
+                 for w in out]
+    assert (as_micros, [in_micros(x) for x in late]) == (expected, expected_late)
