@@ -22,6 +22,7 @@ from .window_bounds import (
     event_micros,
     micros,
     micros_of,
+    not_finite,
     seconds,
     watermark_micros,
 )
@@ -156,7 +157,11 @@ class SessionWindow(_EventWindows):
         return closes_at(self._closing[0][0] + 1, self._late_us)
 
     def _place(self, x: Any, t: float, k: Any) -> str | None:
-        us, gap = event_micros(t), self._gap_us  # event_micros refuses NaN and infinities
+        try:  # event_micros(t), written in: once per element
+            us = round(t * 1_000_000)
+        except (ValueError, OverflowError):  # NaN, infinities
+            raise not_finite(t) from None
+        gap = self._gap_us
         sessions = self._sessions.get(k, [])
         touching = [s for s in sessions if s[0] - gap <= us <= s[1] + gap]
         if not touching and us + gap < watermark_micros(self._max_time, self._late_us):
@@ -186,7 +191,10 @@ class SessionWindow(_EventWindows):
     def _take_closed(self, max_time: float) -> list[Closed]:
         ready: list[Closed] = []
         closing, gap = self._closing, self._gap_us
-        watermark = watermark_micros(max_time, self._late_us)
+        # watermark_micros(max_time, lateness), written in: once per element
+        # that moves the largest time.
+        watermark = (round(max_time * 1_000_000) - self._late_us
+                     if -math.inf < max_time < math.inf else max_time)
         while closing and closing[0][0] < watermark:
             k = heapq.heappop(closing)[2]
             sessions = self._sessions.get(k)
