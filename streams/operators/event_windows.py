@@ -173,6 +173,8 @@ class _EventWindows(LateSide):
         closed = self._take_closed(max_time)
         if self._unsent:  # they end before any window closed since
             closed, self._unsent = self._unsent + closed, []
+        if not closed:  # most elements close nothing
+            return None
         pending = []
         for i, c in enumerate(closed):
             try:
