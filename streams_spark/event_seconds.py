@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from streams.operators._late import seconds_of
-from streams.operators.window_bounds import not_finite
+from streams.operators.window_bounds import bad_time
 
 __all__ = ["BEYOND", "FIRST_SECOND", "LAST_SECOND", "event_seconds", "on_spark"]
 
@@ -83,10 +83,10 @@ def event_seconds(times: list[Any]) -> tuple[np.ndarray, int, Exception | None]:
                 break
     valid = n if failed is None else failed[0]
     head = out[:valid]
-    infinite = np.flatnonzero(~np.isfinite(head))
-    if infinite.size:  # NaN or an infinity: refused as seconds_of refuses it
-        i = int(infinite[0])
-        failed, head = (i, not_finite(float(head[i]))), head[:i]
+    non_finite = np.flatnonzero(~np.isfinite(head))
+    if non_finite.size:  # NaN or an infinity: refused as seconds_of refuses it
+        i = int(non_finite[0])
+        failed, head = (i, bad_time(float(head[i]))), head[:i]
     beyond = np.flatnonzero(((head > -_INF) & (head < FIRST_SECOND))
                             | ((head > LAST_SECOND) & (head < _INF)))
     if beyond.size:

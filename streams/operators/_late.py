@@ -25,16 +25,33 @@ from typing import TYPE_CHECKING, Any
 from ..core import Stream
 from ..errors import short_repr
 from ..pending import gather_pending
-from .window_bounds import not_finite
+from .window_bounds import bad_time, seconds, watermark_micros
 
 if TYPE_CHECKING:
     from ..fusion import Fuser
 
-__all__ = ["LateElementError", "LateSide", "event_seconds", "seconds_code", "seconds_of"]
+__all__ = ["LateElementError", "LateSide", "event_seconds", "late_error", "seconds_code",
+           "seconds_of"]
 
 
 class LateElementError(ValueError):
     """An element arrived after its event-time window was emitted."""
+
+
+def late_error(t: Any, why: str, max_time: float, lateness: float,
+               late_us: int) -> LateElementError:
+    """The error for an element of time ``t`` found late (``why``), naming the watermark.
+
+    The watermark is shown as the windows compare it, to the microsecond.
+
+    >>> print(late_error(0.1, "is late", 0.9, 0.3, 300_000))
+    event time 0.1 is late: the watermark is 0.6 (largest time seen 0.9 - lateness 0.3); ...
+    """
+    watermark = seconds(watermark_micros(max_time, late_us))
+    return LateElementError(
+        f"event time {t!r} {why}: the watermark is {watermark!r} (largest time seen "
+        f"{max_time!r} - lateness {lateness!r}); raise lateness= to accept it, or sink "
+        "node.late")
 
 
 def seconds_of(t: Any) -> float:
@@ -58,8 +75,8 @@ def seconds_of(t: Any) -> float:
     """
     cls = t.__class__
     if cls is float or cls is int:
-        if not isfinite(t):
-            raise not_finite(t)
+        if cls is float and not isfinite(t):  # an int is finite (isfinite(10**400) raises)
+            raise bad_time(t)
         number: float = t
         return number
     if cls is datetime:  # aware, or naive as local time
@@ -73,7 +90,10 @@ def seconds_of(t: Any) -> float:
     if timestamp is None:
         raise TypeError(f"an event time must be a number of seconds or a datetime, "
                         f"got {short_repr(t)} ({type(t).__name__})")
-    return float(timestamp())
+    stamp = float(timestamp())
+    if not isfinite(stamp):  # checked here: engines read the watermark from these seconds
+        raise bad_time(stamp)
+    return stamp
 
 
 def seconds_code(f: Fuser, t: str) -> str:

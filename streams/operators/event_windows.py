@@ -48,7 +48,7 @@ from ..fusion import Fuser
 from ..pending import gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
-from ._late import LateElementError, LateSide, event_seconds, seconds_code
+from ._late import LateSide, event_seconds, late_error, seconds_code
 from .durations import check_interval, check_slide
 from .window_bounds import (
     Window,
@@ -64,14 +64,16 @@ from .window_bounds import (
 
 __all__ = ["Closed", "SlidingTimedWindow"]
 
-#: A closed window: ``(end, opened, key, elements, bounds)`` (see ``_take_closed``).
+#: A closed window: ``(end, opened, key, elements, bounds)`` (see ``_take_closed``); ``end``
+#: in whole microseconds, as the windows are cut.
 Closed = tuple[float, int, Any, list[Any], "tuple[float, float] | None"]
 
 
 class _EventWindows(LateSide):
     """What sliding and session windows share: event time, keys, watermark, emission."""
 
-    __slots__ = ("_key", "_max_time", "_time", "_unsent", "bounds", "key", "lateness", "time")
+    __slots__ = ("_key", "_late_us", "_max_time", "_time", "_unsent", "bounds", "key", "lateness",
+                 "time")
     _local_only = None
     _graphviz_shape = "octagon"
 
@@ -82,6 +84,7 @@ class _EventWindows(LateSide):
         self.time = time
         self._time = key_function(time)
         self.lateness = check_interval(op, lateness, "lateness", zero=True)
+        self._late_us = micros(self.lateness)
         self.key = key
         self._key = None if key is None else key_function(key)
         self.bounds = check_bounds(op, bounds)
@@ -135,14 +138,12 @@ class _EventWindows(LateSide):
     def _arrive(self, x: Any, t: float, k: Any) -> Any:
         """Place ``x``, of time ``t`` and key ``k``; emit the windows it closes."""
         try:
-            late = self._place(x, t, k)  # refuses NaN and infinities (not_finite)
+            late = self._place(x, t, k)  # refuses NaN and infinities (bad_time)
         except Exception as e:
             return self._fail(x, e)
         if late is not None:
-            return self._fail(x, LateElementError(
-                f"event time {t!r} {late}: the watermark is {self._max_time - self.lateness!r} "
-                f"(largest time seen {self._max_time!r} - lateness {self.lateness!r}); raise "
-                "lateness= to accept it, or sink node.late"))
+            return self._fail(x, late_error(t, late, self._max_time, self.lateness,
+                                            self._late_us))
         if t <= self._max_time:
             return None
         self._max_time = t
@@ -298,8 +299,8 @@ class SlidingTimedWindow(_EventWindows):
     # seen from which it is closed (window_bounds.closes_at).
     # _opened: (window index, key) -> the number (see _arrive_as) of the
     # element that opened it; None unless an engine numbers the elements.
-    __slots__ = ("_appends", "_arrival", "_due", "_due_us", "_hi", "_late_us", "_lo", "_opened",
-                 "_size_us", "_slide_us", "_windows", "interval", "slide")
+    __slots__ = ("_appends", "_arrival", "_due", "_due_us", "_hi", "_lo", "_opened", "_size_us",
+                 "_slide_us", "_windows", "interval", "slide")
     _operator = "timed_window"
     _params = ("interval", "time", "lateness", "slide", "key", "bounds")
     _state = ("_windows", "_max_time", "_opened", "_unsent")
@@ -313,7 +314,6 @@ class SlidingTimedWindow(_EventWindows):
         self._setup(op, time, lateness, key, bounds)
         self._size_us = micros_of(op, "interval", self.interval)
         self._slide_us = micros_of(op, "slide", self.slide)
-        self._late_us = micros(self.lateness)
         # window index -> key -> elements; insertion order breaks ties in time.
         # By index first: the indices open at once are few ((size + lateness)
         # / slide), whatever the number of keys, so closing scans only them.

@@ -18,11 +18,11 @@ from ..spec import EventTime
 from .durations import check_interval
 from .event_windows import Closed, _EventWindows
 from .window_bounds import (
+    MICROS,
+    bad_time,
     closes_at,
     event_micros,
-    micros,
     micros_of,
-    not_finite,
     seconds,
     watermark_micros,
 )
@@ -50,7 +50,8 @@ class SessionWindow(_EventWindows):
     Parameters
     ----------
     gap : float or str
-        The inactivity, in seconds, that ends a session (at least a microsecond).
+        The inactivity, in seconds, that ends a session: to the nearest
+        microsecond, at least one.
     time : callable or key
         ``time(x)`` (or ``x[time]``) is ``x``'s timestamp in seconds, or a
         ``datetime``.
@@ -106,7 +107,7 @@ class SessionWindow(_EventWindows):
     # as Spark's session_window() compares them: in float seconds 0.3 + 0.6
     # is 0.8999999999999999, which put 0.9 a gap after 0.3 outside the
     # session Spark gives both.
-    __slots__ = ("_closing", "_gap_us", "_late_us", "_seq", "_sessions", "_units", "gap")
+    __slots__ = ("_closing", "_gap_us", "_seq", "_sessions", "_units", "gap")
     _operator = "session_window"
     _params = ("gap", "time", "lateness", "key", "bounds")
     _state = ("_sessions", "_max_time", "_seq", "_unsent", "_units")
@@ -118,7 +119,6 @@ class SessionWindow(_EventWindows):
         self.gap = check_interval(op, gap, "gap")
         self._setup(op, time, lateness, key, bounds)
         self._gap_us = micros_of(op, "gap", self.gap)
-        self._late_us = micros(self.lateness)
         # key -> open sessions, each [first, last (microseconds), [(arrival,
         # element)...], created].
         self._sessions: dict[Any, list[list[Any]]] = {}
@@ -138,6 +138,8 @@ class SessionWindow(_EventWindows):
 
     def restore(self, state: dict[str, Any]) -> None:
         if state.get("_units") != "micros":  # a checkpoint from before: times in seconds
+            # (Two sessions that their microseconds put within a gap stay two
+            # until an element joins them, as two sessions do at any time.)
             state = {**state, "_units": "micros", "_sessions": {
                 k: [[event_micros(s[0]), event_micros(s[1]), *s[2:]] for s in sessions]
                 for k, sessions in state["_sessions"].items()}}
@@ -158,9 +160,9 @@ class SessionWindow(_EventWindows):
 
     def _place(self, x: Any, t: float, k: Any) -> str | None:
         try:  # event_micros(t), written in: once per element
-            us = round(t * 1_000_000)
+            us = round(t * MICROS)
         except (ValueError, OverflowError):  # NaN, infinities
-            raise not_finite(t) from None
+            raise bad_time(t) from None
         gap = self._gap_us
         sessions = self._sessions.get(k, [])
         touching = [s for s in sessions if s[0] - gap <= us <= s[1] + gap]
@@ -193,7 +195,7 @@ class SessionWindow(_EventWindows):
         closing, gap = self._closing, self._gap_us
         # watermark_micros(max_time, lateness), written in: once per element
         # that moves the largest time.
-        watermark = (round(max_time * 1_000_000) - self._late_us
+        watermark = (round(max_time * MICROS) - self._late_us
                      if -math.inf < max_time < math.inf else max_time)
         while closing and closing[0][0] < watermark:
             k = heapq.heappop(closing)[2]

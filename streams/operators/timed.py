@@ -24,7 +24,7 @@ from ..metadata import emit_held, retain_refs
 from ..pending import gather_pending as _gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
-from ._late import LateElementError, LateSide, seconds_code, seconds_of
+from ._late import LateElementError, LateSide, late_error, seconds_code, seconds_of
 from ._outbox import EPSILON, Outbox, arm
 from .durations import check_interval
 from .window_bounds import (
@@ -309,11 +309,9 @@ class TimedWindow(LateSide):
             return self._fail(x, e)
         end = (k + 1) * self._size_us
         if end <= watermark_micros(self._max_time, self._late_us):
-            return self._fail(x, LateElementError(
-                f"event time {t!r} falls in window [{seconds(end - self._size_us)!r}, "
-                f"{seconds(end)!r}), already emitted: the watermark is "
-                f"{self._max_time - self.lateness!r} (largest time seen {self._max_time!r} "
-                f"- lateness {self.lateness!r}); raise lateness= to accept it"))
+            return self._fail(x, late_error(
+                t, f"falls in window [{seconds(end - self._size_us)!r}, {seconds(end)!r}), "
+                "already emitted", self._max_time, self.lateness, self._late_us))
         window = self._windows.get(k)
         if window is None:
             window = self._windows[k] = []

@@ -31,14 +31,14 @@ import struct
 from collections.abc import Callable
 from typing import Any, Generic, NamedTuple, TypeVar
 
-__all__ = ["Window", "check_bounds", "closes_at", "event_micros", "first_time", "least_float",
-           "micros", "micros_of", "not_finite", "seconds", "sliding_bounds",
+__all__ = ["MICROS", "Window", "bad_time", "check_bounds", "closes_at", "event_micros",
+           "first_time", "least_float", "micros", "micros_of", "seconds", "sliding_bounds",
            "watermark_micros"]
 
 T = TypeVar("T")
 
 #: Microseconds in a second.
-_MICROS = 1_000_000
+MICROS = _MICROS = 1_000_000
 _INF = math.inf
 _FLOAT, _BITS, _SIGN = struct.Struct("<d"), struct.Struct("<Q"), 1 << 63
 
@@ -96,17 +96,24 @@ def event_micros(t: float) -> int:
     try:
         return round(t * _MICROS)  # a time's microsecond is taken as a duration's (micros)
     except (ValueError, OverflowError):
-        raise not_finite(t) from None
+        raise bad_time(t) from None
 
 
-def not_finite(t: float) -> ValueError:
-    """The error for an event time ``t`` that is NaN or an infinity, one message everywhere.
+def bad_time(t: float) -> ValueError:
+    """The error for an event time ``t`` that has no microsecond, one message everywhere.
 
-    NaN would stop a watermark, an infinity close every window at once.
+    NaN would stop a watermark, an infinity close every window at once; a
+    finite time beyond about 1.8e302 seconds has no microseconds that a
+    float holds.
 
-    >>> not_finite(float("inf"))
+    >>> bad_time(float("inf"))
     ValueError('an event time must be a finite number of seconds, got inf')
+    >>> print(bad_time(1e303))
+    an event time must be within 1.7e302 seconds of 1970 (it is counted in microseconds), ...
     """
+    if math.isfinite(t):
+        return ValueError(f"an event time must be within 1.7e302 seconds of 1970 (it is counted "
+                          f"in microseconds), got {t!r}")
     return ValueError(f"an event time must be a finite number of seconds, got {t!r}")
 
 
