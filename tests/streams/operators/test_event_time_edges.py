@@ -11,7 +11,12 @@ from hypothesis import strategies as st
 
 from streams import NodeError, Stream, Window
 from streams.spec import build
-from tests.streams.operators.test_event_windows import run, sliding_reference, windows_of
+from tests.streams.operators.test_event_windows import (
+    each_window_kind,
+    run,
+    sliding_reference,
+    windows_of,
+)
 
 # Times on a 0.01 grid, as floats: 0.3, 0.6, 0.7 ... are not their decimals.
 grid_events = st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 300)), max_size=30).map(
@@ -134,11 +139,7 @@ def test_a_bad_time_is_the_nodes_error_and_the_node_goes_on(
         assert sorted(set(held)) == [0.5, 0.7, 3]
 
 
-@pytest.mark.parametrize("make", [
-    lambda s: s.timed_window(1, time=lambda x: x),
-    lambda s: s.timed_window(2, slide=1, time=lambda x: x),
-    lambda s: s.session_window(1, time=lambda x: x),
-], ids=["tumbling", "sliding", "session"])
+@each_window_kind
 def test_a_time_beyond_microseconds_is_refused_saying_so(make: Any) -> None:
     # Windows count time in microseconds: 1e303 s has none a float holds.
     source = Stream()

@@ -210,12 +210,15 @@ def test_a_session_closes_when_the_watermark_passes_its_end_plus_gap() -> None:
 
 # -- the late side stream -------------------------------------------------------------
 
-
-@pytest.mark.parametrize("make", [
+#: The three kinds of event-time window, each as ``make(source)``.
+each_window_kind = pytest.mark.parametrize("make", [
     lambda s: s.timed_window(10, time=lambda x: x),
     lambda s: s.timed_window(10, slide=5, time=lambda x: x),
     lambda s: s.session_window(5, time=lambda x: x),
 ], ids=["tumbling", "sliding", "session"])
+
+
+@each_window_kind
 def test_late_elements_go_to_late_when_it_is_connected(make: Any) -> None:
     source = Stream()
     node = make(source)
@@ -227,11 +230,7 @@ def test_late_elements_go_to_late_when_it_is_connected(make: Any) -> None:
     assert errors == []
 
 
-@pytest.mark.parametrize("make", [
-    lambda s: s.timed_window(10, time=lambda x: x),
-    lambda s: s.timed_window(10, slide=5, time=lambda x: x),
-    lambda s: s.session_window(5, time=lambda x: x),
-], ids=["tumbling", "sliding", "session"])
+@each_window_kind
 def test_late_elements_go_to_the_error_policy_when_nothing_sinks_late(make: Any) -> None:
     source = Stream()
     node = make(source)
