@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import Stream
 from ..errors import short_repr
 from ..pending import gather_pending
-from .window_bounds import bad_time, seconds, watermark_micros
+from .window_bounds import bad_time, micros, seconds, watermark_micros
 
 if TYPE_CHECKING:
     from ..fusion import Fuser
@@ -38,16 +38,15 @@ class LateElementError(ValueError):
     """An element arrived after its event-time window was emitted."""
 
 
-def late_error(t: Any, why: str, max_time: float, lateness: float,
-               late_us: int) -> LateElementError:
+def late_error(t: Any, why: str, max_time: float, lateness: float) -> LateElementError:
     """The error for an element of time ``t`` found late (``why``), naming the watermark.
 
     The watermark is shown as the windows compare it, to the microsecond.
 
-    >>> print(late_error(0.1, "is late", 0.9, 0.3, 300_000))
+    >>> print(late_error(0.1, "is late", 0.9, 0.3))
     event time 0.1 is late: the watermark is 0.6 (largest time seen 0.9 - lateness 0.3); ...
     """
-    watermark = seconds(watermark_micros(max_time, late_us))
+    watermark = seconds(watermark_micros(max_time, micros(lateness)))
     return LateElementError(
         f"event time {t!r} {why}: the watermark is {watermark!r} (largest time seen "
         f"{max_time!r} - lateness {lateness!r}); raise lateness= to accept it, or sink "

@@ -142,8 +142,7 @@ class _EventWindows(LateSide):
         except Exception as e:
             return self._fail(x, e)
         if late is not None:
-            return self._fail(x, late_error(t, late, self._max_time, self.lateness,
-                                            self._late_us))
+            return self._fail(x, late_error(t, late, self._max_time, self.lateness))
         if t <= self._max_time:
             return None
         self._max_time = t

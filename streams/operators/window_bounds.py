@@ -38,7 +38,7 @@ __all__ = ["MICROS", "Window", "bad_time", "check_bounds", "closes_at", "event_m
 T = TypeVar("T")
 
 #: Microseconds in a second.
-MICROS = _MICROS = 1_000_000
+MICROS = 1_000_000
 _INF = math.inf
 _FLOAT, _BITS, _SIGN = struct.Struct("<d"), struct.Struct("<Q"), 1 << 63
 
@@ -75,7 +75,7 @@ def micros(seconds: float) -> int:
     >>> micros(0.1), micros(10.0005)
     (100000, 10000500)
     """
-    return round(seconds * _MICROS)
+    return round(seconds * MICROS)
 
 
 def event_micros(t: float) -> int:
@@ -94,7 +94,7 @@ def event_micros(t: float) -> int:
     ValueError: an event time must be a finite number of seconds, got nan
     """
     try:
-        return round(t * _MICROS)  # a time's microsecond is taken as a duration's (micros)
+        return round(t * MICROS)  # a time's microsecond is taken as a duration's (micros)
     except (ValueError, OverflowError):
         raise bad_time(t) from None
 
@@ -130,7 +130,7 @@ def first_time(us: int) -> float:
     >>> event_micros(first_time(600_000)), event_micros(math.nextafter(first_time(600_000), 0))
     (600000, 599999)
     """
-    return least_float(lambda t: micros(t) >= us, (us - 0.5) / _MICROS)
+    return least_float(lambda t: micros(t) >= us, (us - 0.5) / MICROS)
 
 
 def least_float(holds: Callable[[float], bool], guess: float) -> float:
@@ -173,7 +173,7 @@ def watermark_micros(max_time: float, lateness_us: int) -> float:
     (10000000, -inf)
     """
     if -_INF < max_time < _INF:  # never NaN (a time placed): event_micros' check not needed
-        return round(max_time * _MICROS) - lateness_us
+        return round(max_time * MICROS) - lateness_us
     return max_time
 
 
@@ -222,7 +222,7 @@ def seconds(us: Any) -> Any:
     >>> seconds(300_000)
     0.3
     """
-    return us / _MICROS
+    return us / MICROS
 
 
 def check_bounds(op: str, bounds: Any) -> bool:
