@@ -64,12 +64,16 @@ class SparkCluster:
         How many Workers.
     memory : str
         Each Worker's memory for executors.
+    java_options : str
+        The Master's and Workers' own JVM options (``SPARK_DAEMON_JAVA_OPTS``).
     """
 
-    def __init__(self, home: Path, workers: int = 2, memory: str = "1g") -> None:
+    def __init__(self, home: Path, workers: int = 2, memory: str = "1g",
+                 java_options: str = "") -> None:
         port = _free_port()
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1")
+        env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1",
+                   SPARK_DAEMON_JAVA_OPTS=java_options)
         self.url = f"spark://127.0.0.1:{port}"
         self.master = _launch(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                "--port", str(port), "--webui-port", str(_free_port())], env)

@@ -54,7 +54,9 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
     """``(spark://127.0.0.1:PORT, executor python)``: a Master and two 1-core Workers."""
     home = tmp_path_factory.mktemp("spark-cluster")
     python = _python_without_streams(home)
-    cluster = SparkCluster(home, workers=2)
+    # Its daemons compile as the suite's other JVMs do (tests/conftest.py).
+    cluster = SparkCluster(home, workers=2,
+                           java_options=os.environ.get("SPARK_SUBMIT_OPTS", ""))
     try:
         yield cluster.url, python
     finally:
@@ -75,12 +77,14 @@ HELPERS = textwrap.dedent("""
 RULES = "def remainder(x, n):\n    return x % n\n"
 
 DRIVER = textwrap.dedent("""
-    import importlib.util, json, sys
+    import importlib.util, json, os, sys
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master(sys.argv[1]).appName("streams-cluster-test")
              .config("spark.ui.enabled", "false")
              .config("spark.executor.memory", "512m")
+             # The executors compile as the suite's other JVMs do (tests/conftest.py).
+             .config("spark.executor.extraJavaOptions", os.environ.get("SPARK_SUBMIT_OPTS", ""))
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.execution.arrow.pyspark.enabled", "true")
              .getOrCreate())
