@@ -96,6 +96,7 @@ def execute(name: str, workdir: Path) -> Any:
     return nb
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", _notebook_params())
 def test_notebook_runs(name: str, kernel_dir: Path, notebook_workdir: Path) -> None:
     source = nbformat.read(NOTEBOOKS / name, as_version=4)

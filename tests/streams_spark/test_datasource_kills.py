@@ -47,6 +47,7 @@ def committed_rows(spark: Any, out: Path) -> list[tuple[int, int]]:
     return sorted((r["offset"], r["doubled"]) for r in rows)
 
 
+@pytest.mark.slow
 def test_kafka_to_files_through_the_data_source_survives_sigkill(
         spark: Any, kafka_broker: Any, tmp_path: Path) -> None:
     seed = random.randrange(10**6)

@@ -35,6 +35,7 @@ def run_available(df: Any, fmt: str, options: dict[str, str], checkpoint: Path) 
     writer.trigger(availableNow=True).start().awaitTermination(300)
 
 
+@pytest.mark.slow
 def test_redis_to_kafka_and_back_exactly_once_through_the_checkpoint(
         spark: Any, redis_url: str, kafka_broker: Any, tmp_path: Path) -> None:
     import redis

@@ -145,6 +145,7 @@ DRIVER = textwrap.dedent("""
 # JVMs start slowly on a loaded 2-core machine; the time is reported, not asserted.
 @pytest.mark.timeout(900)
 @pytest.mark.redis
+@pytest.mark.slow
 def test_pipelines_run_on_a_cluster_whose_executors_lack_streams(
         spark_cluster: tuple[str, str], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:

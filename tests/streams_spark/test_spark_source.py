@@ -68,6 +68,7 @@ DRIVER = textwrap.dedent("""
 
 # JVMs start slowly on a loaded 2-core machine; no timing is asserted.
 @pytest.mark.timeout(900)
+@pytest.mark.slow
 def test_killed_driver_restarts_exactly_once(tmp_path: Path) -> None:
     expected = write_input(tmp_path / "in")
     args = [sys.executable, "-c", DRIVER, str(tmp_path / "in"), str(tmp_path / "ckpt"),
