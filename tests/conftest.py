@@ -42,8 +42,8 @@ def clock() -> Iterator[VirtualClock]:
 # quick compiles pay off there, C2's do not. On the 2-core CI machine C2
 # compiler threads took a third of the shared JVM's CPU; without them the
 # JVM used about 40% less CPU over the same Spark tests (see the commit).
-# The serial collector, for heaps this small, took a further tenth (two
-# tests files, 2 paired runs: 119 and 102 CPU-seconds against 121 and 126).
+# The serial collector, for heaps this small, used about a tenth less (two
+# test files, 2 paired runs: 119 and 102 CPU-seconds against 121 and 126).
 # Benchmarks keep the JVM's defaults; a user's own setting wins here.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
