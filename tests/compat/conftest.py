@@ -256,6 +256,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=reason))
             continue
+        if key in _known.RETRY and isinstance(item, pytest.Function):
+            item.obj = flaky(max_runs=3)(item.obj)
         if TARGET == "streams":
             cause = _known.cause_of(key)
             if cause is not None:

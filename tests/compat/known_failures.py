@@ -24,6 +24,16 @@ SKIP: dict[str, str] = {
         "unawaited, which the suite's warning filters turn into errors",
 }
 
+#: test id -> why it runs up to three times: streamz's own wall-clock
+#: assertions, which a loaded shared machine can miss by a scheduler pause.
+#: A real regression fails every run (``test_buffer``: if ``emit`` waited on
+#: the ``rate_limit(0.05)`` after the buffer, ten emits would take 0.5 s).
+RETRY: dict[str, str] = {
+    "test_streamz_core.py::test_buffer":
+        "asserts ten awaited emits into buffer(10) take under 10 ms of wall time "
+        "(failed once in CI, at a load average of 6)",
+}
+
 #: cause -> test ids (``file::name``) failing for that cause.
 XFAIL: dict[str, list[str]] = {
     # Deliberate departures, each in the README's comparison table.
