@@ -30,6 +30,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
+#: Tests that passed only on a retry (``passed_on_retry``, see tests/compat), by node id.
+_RETRIED: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, text in report.user_properties:
+        if name == "passed_on_retry" and report.passed:
+            _RETRIED[report.nodeid] = str(text)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _RETRIED:
+        terminalreporter.section("passed on a retry")
+        for nodeid, text in sorted(_RETRIED.items()):
+            terminalreporter.line(f"{nodeid}: {text}")
+
+
 @pytest.fixture
 def clock() -> Iterator[VirtualClock]:
     """A virtual clock installed for the test: time moves only by ``advance``."""

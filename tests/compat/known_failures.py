@@ -28,6 +28,8 @@ SKIP: dict[str, str] = {
 #: assertions, which a loaded shared machine can miss by a scheduler pause.
 #: A real regression fails every run (``test_buffer``: if ``emit`` waited on
 #: the ``rate_limit(0.05)`` after the buffer, ten emits would take 0.5 s).
+#: A pass after a failure is listed, with this reason, in the run's summary
+#: ("passed on a retry").
 RETRY: dict[str, str] = {
     "test_streamz_core.py::test_buffer":
         "asserts ten awaited emits into buffer(10) take under 10 ms of wall time "
