@@ -6,13 +6,15 @@ at ``Stream.from_spark(df)`` and end in ``to_dataframe(schema)`` becomes:
 
     each side: mapInArrow (its steps, then p = the pickled element,
                k = its pickled canonical key, t = its event time in seconds)
-               -> withWatermark(timestamp of t, lateness)
-    inner join on k_l == k_r and |t_l - t_r| <= within
+               -> withWatermark(et = timestamp of t, lateness)
+    inner join on k_l == k_r and et_l - within <= et_r <= et_l + within
     -> mapInArrow (the steps after the join on the pairs (l, r), typed rows out)
 
-The time condition is the in-process one, on the same doubles, so a pair is
-joined exactly when in-process; a range on the timestamps, one microsecond
-wider than ``within`` on each side (a timestamp keeps microseconds), lets
+The time condition is the in-process one: each time's nearest microsecond
+(:func:`~streams_spark.stream.timestamp_of`, as
+:func:`~streams.operators.window_bounds.event_micros` takes it in Python),
+at most ``within`` (in whole microseconds) apart, so a pair is joined
+exactly when in-process. Written as a range on the timestamps, it also lets
 Spark bound the state of each side by the other's watermark. Spark's
 watermark is whole milliseconds behind its largest time seen, and it
 forgets a held row at its bound, not only below: the delay given to Spark
@@ -53,6 +55,7 @@ from .event_seconds import on_spark
 from .listener import count_input, observed, watch_progress
 from .plan import chain_plan
 from .stages import COLUMNS, Driver, Rows, chain_task
+from .stream import timestamp_of
 from .worker_heap import freeze_worker_heap
 
 __all__ = ["SIDE_SCHEMA", "SideRows", "join_frame", "pair_task", "spark_delay", "watch_late"]
@@ -168,7 +171,8 @@ def spark_delay(lateness: float) -> str:
 
 
 def _side(df: Any, plan: Any, prefix: str, times: JoinTime, label: str) -> Any:
-    """The rows of one side as columns ``{prefix}p``, ``k``, ``t``, ``et`` (watermarked).
+    """The rows of one side as columns ``{prefix}p``, ``k``, ``et`` (watermarked; ``et`` the
+    timestamp of ``t``, its nearest microsecond).
 
     A streaming side is observed for the rows it brings behind the watermark
     (see :func:`watch_late`).
@@ -181,8 +185,7 @@ def _side(df: Any, plan: Any, prefix: str, times: JoinTime, label: str) -> Any:
                                F.min_by("p", "t").alias("first"))
         watch_late(frame.sparkSession, name, label)
     return (frame.select(F.col("p").alias(f"{prefix}p"), F.col("k").alias(f"{prefix}k"),
-                         F.col("t").alias(f"{prefix}t"),
-                         F.timestamp_seconds("t").alias(f"{prefix}et"))
+                         F.expr(timestamp_of("t")).alias(f"{prefix}et"))
             .withWatermark(f"{prefix}et", spark_delay(times.lateness)))
 
 
@@ -207,10 +210,9 @@ def join_frame(segment: Any, join: Stream[Any], after: list[NodeSpec], rows_of: 
         sides.append(_side(count_input(entry.df, segment.nodes, entry._label), plan,
                            prefix, times, label))
     left, right = sides
-    wide = _micros(times.within + 1e-6)
+    within = _micros(times.within)
     condition = ((F.col("lk") == F.col("rk"))
-                 & (F.abs(F.col("lt") - F.col("rt")) <= F.lit(times.within))
-                 & F.expr(f"ret >= let - {wide}") & F.expr(f"ret <= let + {wide}"))
+                 & F.expr(f"ret >= let - {within}") & F.expr(f"ret <= let + {within}"))
     pairs = left.join(right, condition, "inner").select("lp", "rp")
     return pairs.mapInArrow(pair_task(after, rows_of), schema)
 

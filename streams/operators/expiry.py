@@ -5,7 +5,10 @@ keep an :class:`Expiry` next to their per-key states. Event time is the
 largest timestamp seen by the node (all keys together); a key whose last
 element is more than ``ttl`` behind it is expired, checked at every element
 before that element is taken in (so a key idle too long starts again from
-``start``). A key seen within ``ttl`` is never expired.
+``start``). A key seen within ``ttl`` is never expired. Times are compared
+to the microsecond, as windows cut them: a key last seen at 0.8 is not
+expired at 1.1 with ``ttl=0.3``, though ``1.1 - 0.8`` is
+0.30000000000000004 as floats.
 
 Because the event time is shared by all keys, such a node does not declare
 its keys independent (no ``key`` trait): engines run it in element order.
@@ -24,6 +27,7 @@ from ..spec import Traits
 from ._checks import key_function
 from ._late import event_seconds
 from .durations import check_interval
+from .window_bounds import event_micros, micros, watermark_micros
 
 __all__ = ["ExpiringKeys", "Expiry", "check_ttl"]
 
@@ -59,16 +63,20 @@ class Expiry:
     ['b']
     """
 
-    __slots__ = ("_count", "_heap", "_live", "last", "max_time", "time", "ttl")
+    __slots__ = ("_count", "_heap", "_live", "_max_us", "_ttl_us", "last", "max_time", "time",
+                 "ttl")
 
     def __init__(self, ttl: float, time: Any) -> None:
         self.ttl = ttl
+        self._ttl_us = micros(ttl)
         self.time = key_function(time)
         self.last: dict[Any, float] = {}  # in the order their times were last raised
         self.max_time = -math.inf
-        # (last time, rank, key): rank follows ``last``'s order, so ties expire in the
-        # same order after a restore; entries that are no longer live are skipped.
-        self._heap: list[tuple[float, int, Any]] = []
+        self._max_us = -math.inf  # max_time's microsecond
+        # (last time's microsecond, rank, key): rank follows ``last``'s order, so
+        # ties expire in the same order after a restore; entries that are no
+        # longer live are skipped.
+        self._heap: list[tuple[int, int, Any]] = []
         self._live: dict[Any, int] = {}  # key -> the rank of its current entry
         self._count = 0
 
@@ -82,7 +90,9 @@ class Expiry:
         ``k`` itself may expire (idle for longer than ``ttl``) before it is
         recorded at ``t``. Consume the iterator fully.
         """
-        self.max_time = max(self.max_time, t)
+        us = event_micros(t)  # first: a time without a microsecond changes nothing
+        if t > self.max_time:
+            self.max_time, self._max_us = t, us
         yield from self._expire(final=False)
         if t <= self.last.get(k, -math.inf):
             return  # its entry stands as it is
@@ -90,7 +100,7 @@ class Expiry:
         # and the key moves to the end of ``last``, as its entry's rank does.
         self.last.pop(k, None)
         self.last[k] = t
-        heapq.heappush(self._heap, (t, self._count, k))
+        heapq.heappush(self._heap, (us, self._count, k))
         self._live[k] = self._count
         self._count += 1
 
@@ -105,9 +115,9 @@ class Expiry:
 
     def _expire(self, final: bool) -> Iterator[Any]:
         heap = self._heap
-        # The test is the definition itself (not t < max - ttl, which floats
-        # may round the other way): a key seen within ttl is never expired.
-        while heap and (final or self.max_time - heap[0][0] > self.ttl):
+        # The definition itself, in whole microseconds (exact, as floats'
+        # differences are not): a key seen within ttl is never expired.
+        while heap and (final or self._max_us - heap[0][0] > self._ttl_us):
             _, rank, k = heapq.heappop(heap)
             if self._live.get(k) == rank:
                 del self.last[k], self._live[k]
@@ -116,7 +126,7 @@ class Expiry:
             self._rebuild()
 
     def _rebuild(self) -> None:
-        self._heap = [(t, i, k) for i, (k, t) in enumerate(self.last.items())]
+        self._heap = [(event_micros(t), i, k) for i, (k, t) in enumerate(self.last.items())]
         heapq.heapify(self._heap)
         self._live = {k: i for i, k in enumerate(self.last)}
         self._count = len(self._heap)
@@ -129,6 +139,7 @@ class Expiry:
         """Set the state from a :meth:`snapshot`."""
         self.last = dict(state["last"])
         self.max_time = state["max_time"]
+        self._max_us = watermark_micros(self.max_time, 0)
         self._rebuild()
 
 

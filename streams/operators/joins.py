@@ -36,6 +36,7 @@ from ..spec import JoinTime, Traits
 from ._checks import key_function
 from ._late import LateElementError, LateSide, seconds_of
 from .durations import check_interval
+from .window_bounds import event_micros, micros, watermark_micros
 
 __all__ = ["IntervalJoin", "LookupJoin", "Tombstone"]
 
@@ -77,14 +78,17 @@ class IntervalJoin(LateSide):
 
     Emits ``(l, r)`` for every element ``l`` of this stream (the left) and
     ``r`` of ``right`` with ``key(l) == key(r)`` and ``|time(l) - time(r)| <=
-    within``. A pair is emitted when the later of its two elements arrives;
+    within``, the times compared to the microsecond, as windows cut them
+    (and Spark keeps timestamps): ``within=0.3`` pairs times 0.8 and 1.1,
+    whose difference as floats is 0.30000000000000004. A pair is emitted
+    when the later of its two elements arrives;
     an arriving element is paired with the held elements of the other side
     in the order they arrived. So the output order is fixed by the order of
     arrival alone.
 
     Each side's watermark is the largest event time it has seen minus
     ``lateness``; the join's watermark is the smaller of the two (minus
-    infinity until both sides have emitted). An element older than
+    infinity until both sides have emitted), to the microsecond too. An element older than
     ``watermark - within`` can meet no partner that is not late, so it is
     dropped from the state: what the join holds is bounded by the
     watermark (:attr:`held` counts it). An element whose event time is
@@ -119,7 +123,8 @@ class IntervalJoin(LateSide):
     (static or streaming), through steps without state, and ending in
     ``to_dataframe(schema)``, it runs as Spark's stream-stream join: each
     side under ``withWatermark(time, lateness)``, joined on the key (its
-    pickle, as for keyed windows) and ``|t_l - t_r| <= within``. With
+    pickle, as for keyed windows) and their timestamps (microseconds) at
+    most ``within`` apart. With
     event times in order on each side, or out of order by at most
     ``lateness``, the pairs are the in-process ones, as a multiset (a
     DataFrame has no order). Late elements differ: Spark drops no row and
@@ -162,15 +167,16 @@ class IntervalJoin(LateSide):
     [('ad1', 90)]
     """
 
-    __slots__ = ("_heaps", "_key_of", "_left", "_max_time", "_right", "_seq", "_sides",
-                 "_time_of", "key", "lateness", "time", "within")
+    __slots__ = ("_heaps", "_key_of", "_late_us", "_left", "_mark_us", "_max_time", "_right",
+                 "_seq", "_sides", "_time_of", "_units", "_within_us", "key", "lateness", "time",
+                 "within")
     _operator = "join"
     # Both sides from one scatter(), a Dask stage runs it as here, in order, its
     # state carried from batch to batch; Spark runs its own stream-stream join
     # from the traits (Traits.join), between Spark-resident inputs only.
     _local_only = None
     _params = ("key", "within", "time", "lateness")
-    _state = ("_sides", "_heaps", "_max_time", "_seq")
+    _state = ("_sides", "_heaps", "_max_time", "_seq", "_units")
 
     def __init__(self, left: Stream[Any], right: Stream[Any], key: Any, within: float | str,
                  time: Any, lateness: float | str = 0.0, **kwargs: Any) -> None:
@@ -182,15 +188,19 @@ class IntervalJoin(LateSide):
         self._time_of = _sides(op, "time", time)
         self.within = check_interval(op, within, "within", zero=True)
         self.lateness = check_interval(op, lateness, "lateness", zero=True)
+        self._within_us = micros(self.within)
+        self._late_us = micros(self.lateness)
         self._left = left
         self._right = right
-        # Per side: key -> {arrival number: (time, element)} (dicts keep arrival
-        # order), and a heap of (time, arrival number, key) to forget the oldest
-        # elements first without scanning every key.
-        self._sides: tuple[dict[Any, dict[int, tuple[float, Any]]], ...] = ({}, {})
-        self._heaps: tuple[list[tuple[float, int, Any]], ...] = ([], [])
+        # Per side: key -> {arrival number: (microsecond, element)} (dicts keep
+        # arrival order), and a heap of (microsecond, arrival number, key) to
+        # forget the oldest elements first without scanning every key.
+        self._sides: tuple[dict[Any, dict[int, tuple[int, Any]]], ...] = ({}, {})
+        self._heaps: tuple[list[tuple[int, int, Any]], ...] = ([], [])
         self._max_time = [-math.inf, -math.inf]
+        self._mark_us = -math.inf  # the watermark's microsecond
         self._seq = 0
+        self._units = "micros"  # in checkpoints: older ones held the times in seconds
         Stream.__init__(self, upstreams=[left, right], **kwargs)
 
     def _traits(self) -> Traits:
@@ -221,11 +231,12 @@ class IntervalJoin(LateSide):
         try:
             k = self._key_of[side](x)
             t = seconds_of(self._time_of[side](x))
+            us = event_micros(t)
             hash(k)
         except Exception as e:
             return self._fail(x, e)
-        watermark = self.watermark
-        if t < watermark:
+        if us < self._mark_us:
+            watermark = self.watermark
             return self._fail(x, LateElementError(
                 f"event time {t!r} is below the watermark {watermark!r} (the smaller of the "
                 f"two sides' largest times seen, {min(self._max_time)!r}, - lateness "
@@ -234,25 +245,37 @@ class IntervalJoin(LateSide):
         pending = []
         partners = self._sides[1 - side].get(k)
         if partners:
-            for tp, other in list(partners.values()):
-                if abs(t - tp) <= self.within:
+            within = self._within_us
+            for up, other in list(partners.values()):
+                if abs(us - up) <= within:
                     pair = (x, other) if side == 0 else (other, x)
                     if (p := self._emit(pair)) is not None:
                         pending.append(p)
-        self._hold(side, k, t, x)
+        self._hold(side, k, us, x)
         if t > self._max_time[side]:
             self._max_time[side] = t
-            self._forget(self.watermark - self.within)
+            self._mark_us = watermark_micros(min(self._max_time), self._late_us)
+            self._forget(self._mark_us - self._within_us)
         return gather_pending(pending) if pending else None
 
-    def _hold(self, side: int, k: Any, t: float, x: Any) -> None:
+    def restore(self, state: dict[str, Any]) -> None:
+        if state.get("_units") != "micros":  # a checkpoint from before: times in seconds
+            state = {**state, "_units": "micros",
+                     "_sides": tuple({k: {seq: (event_micros(t), x) for seq, (t, x) in held.items()}
+                                      for k, held in side.items()} for side in state["_sides"]),
+                     "_heaps": tuple([(event_micros(t), seq, k) for t, seq, k in heap]
+                                     for heap in state["_heaps"])}  # still heaps: same order
+        super().restore(state)
+        self._mark_us = watermark_micros(min(self._max_time), self._late_us)
+
+    def _hold(self, side: int, k: Any, us: int, x: Any) -> None:
         seq = self._seq
         self._seq += 1
-        self._sides[side].setdefault(k, {})[seq] = (t, x)
-        heapq.heappush(self._heaps[side], (t, seq, k))
+        self._sides[side].setdefault(k, {})[seq] = (us, x)
+        heapq.heappush(self._heaps[side], (us, seq, k))
 
     def _forget(self, cutoff: float) -> None:
-        """Drop the elements older than ``cutoff``: no element still on time can meet them."""
+        """Drop the elements before the microsecond ``cutoff``: no element on time can meet them."""
         for side, heap in enumerate(self._heaps):
             held = self._sides[side]
             while heap and heap[0][0] < cutoff:

@@ -37,7 +37,7 @@ def flat(pair: tuple[Any, Any]) -> tuple[Any, ...]:
     return (k, lt, lid, rt, rid)
 
 
-def pipeline(within: int) -> Any:
+def pipeline(within: float) -> Any:
     """A map before the join on each side, one after it."""
     def build(left: Stream[Any], right: Stream[Any]) -> Stream[Any]:
         pairs = left.map(tuple).join(right.map(tuple), key=0, within=within, time=1)
@@ -163,6 +163,20 @@ def test_datetime_times_join_to_the_microsecond_as_in_process(spark: Any) -> Non
     assert len(expected) == 2
     assert sorted((r.l.timestamp(), r.r.timestamp()) for r in got.collect()) == sorted(
         (a.timestamp(), b.timestamp()) for a, b in expected)
+
+
+def test_float_times_join_to_the_microsecond_as_in_process(spark: Any) -> None:
+    # 1.1 - 0.8 is 0.30000000000000004 as floats; to the microsecond it is
+    # 0.3, within 0.3, in-process as on Spark.
+    schema = "key string, t double, id long"
+    left = [("a", 0.8, 0), ("a", 1.1, 1)]
+    right = [("a", 0.5, 0), ("a", 1.1, 1), ("a", 1.4, 2)]
+    got = frame(pipeline(0.3), spark.createDataFrame(left, schema),
+                spark.createDataFrame(right, schema),
+                "key string, lt double, lid long, rt double, rid long")
+    expected = in_process(pipeline(0.3), left, right)
+    assert ("a", 0.8, 0, 1.1, 1) in expected and len(expected) == 4
+    assert sorted(tuple(r) for r in got.collect()) == expected
 
 
 @pytest.mark.parametrize("kind", ["static", "streaming"])

@@ -1,4 +1,4 @@
-"""Event-time windows at their edges: float times, bad times, ties, downstream failures."""
+"""Event time at its edges (windows, sessions, joins, ttl): float and bad times, ties, failures."""
 
 from __future__ import annotations
 
@@ -84,6 +84,27 @@ def test_a_checkpoint_of_sessions_in_seconds_restores() -> None:
     source.emit(("a", 0.9))  # a gap after 0.3: the same session
     source.close()
     assert out == [("a", Window(0.3, 1.5, [("a", 0.3), ("a", 0.9)]))]
+
+
+def test_a_checkpoint_of_a_join_in_seconds_restores() -> None:
+    # Before the join kept its elements' times in microseconds a checkpoint held seconds.
+    left, right = Stream(), Stream()
+    first = left.join(right, key=0, within=0.3, time=1, lateness=1)
+    first.update(("a", 0.8), who=left)
+    first.update(("b", 2.0), who=right)
+    saved = first.snapshot()
+    assert saved.pop("_units") == "micros"
+    saved["_sides"] = tuple({k: {seq: (us / 1e6, x) for seq, (us, x) in held.items()}
+                             for k, held in side.items()} for side in saved["_sides"])
+    saved["_heaps"] = tuple([(us / 1e6, seq, k) for us, seq, k in heap]
+                            for heap in saved["_heaps"])
+    a, b = Stream(), Stream()
+    again = build(first.describe(), [a, b])
+    again.restore(saved)
+    out = again.sink_to_list()
+    b.emit(("a", 1.1))  # 0.3 after the left's 0.8, to the microsecond
+    assert out == [(("a", 0.8), ("a", 1.1))]
+    assert again.held == 3
 
 
 # -- times that are not times --------------------------------------------------------------
@@ -242,6 +263,11 @@ def test_a_session_says_at_which_largest_time_it_closes(last: float, gap: float,
         assert (out == [("a", [("a", last)])]) is closed
 
 
+def in_micros(x: tuple[str, float, int]) -> tuple[str, int, int]:
+    """An element with its time as whole microseconds, on which float and integer agree."""
+    return (x[0], round(x[1] * 1e6), x[2])
+
+
 # Times on a 0.1 grid, few of them: sessions of gaps of tenths meet often.
 tenths_events = st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 30)), max_size=12).map(
     lambda xs: [(k, n / 10, i) for i, (k, n) in enumerate(xs)])
@@ -258,9 +284,6 @@ def test_float_times_join_the_sessions_of_their_microseconds(
     # microsecond. In floats 0.3 + 0.6 is 0.8999999999999999, which put 0.9,
     # a gap after 0.3, in a session of its own. The reference: the same
     # elements as whole microseconds, on which float and integer agree.
-    def in_micros(x: tuple[str, float, int]) -> tuple[str, int, int]:
-        return (x[0], round(x[1] * 1e6), x[2])
-
     out, late = run(lambda s: s.session_window(gap, time=1, lateness=lateness,
                                                key=0 if keyed else None), xs)
     expected, expected_late = run(lambda s: s.session_window(
@@ -269,3 +292,47 @@ def test_float_times_join_the_sessions_of_their_microseconds(
     as_micros = [(w[0], [in_micros(x) for x in w[1]]) if keyed else [in_micros(x) for x in w]
                  for w in out]
     assert (as_micros, [in_micros(x) for x in late]) == (expected, expected_late)
+
+
+def run_join(xs: list[Any], within: float, lateness: float) -> tuple[list[Any], list[Any]]:
+    """``xs`` (the even ids on the left, the odd on the right) joined by key; pairs and late."""
+    left, right = Stream(), Stream()
+    node = left.join(right, key=0, within=within, time=1, lateness=lateness)
+    out, late = node.sink_to_list(), node.late.sink_to_list()
+    for x in xs:
+        (left, right)[x[2] % 2].emit(x)
+    return out, late
+
+
+@settings(max_examples=200, deadline=None)
+@given(xs=tenths_events, within=st.sampled_from([0, 0.1, 0.3, 0.7]),
+       lateness=st.sampled_from([0, 0.1, 0.3, 10]))
+@example(xs=[("a", 1.1, 0), ("a", 0.8, 1)], within=0.3, lateness=10)
+@example(xs=[("a", 1.1, 0), ("a", 1.1, 1), ("a", 0.8, 2)], within=0, lateness=0.3)
+def test_float_times_join_the_partners_of_their_microseconds(
+        xs: list[Any], within: float, lateness: float) -> None:
+    # The join compares times as Spark compares timestamps: to the
+    # microsecond. In floats 1.1 - 0.8 is 0.30000000000000004, which kept two
+    # times 0.3 apart out of a join within 0.3; and 1.1 - 0.3 is
+    # 0.8000000000000002, which made 0.8 late under a watermark of 1.1 with
+    # lateness 0.3.
+    out, late = run_join(xs, within, lateness)
+    expected = run_join([in_micros(x) for x in xs], round(within * 1e6), round(lateness * 1e6))
+    assert ([(in_micros(a), in_micros(b)) for a, b in out],
+            [in_micros(x) for x in late]) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(xs=tenths_events, ttl=st.sampled_from([0.1, 0.2, 0.3, 0.7]))
+@example(xs=[("a", 0.8, 0), ("b", 1.1, 1), ("a", 1.1, 2)], ttl=0.3)
+def test_float_times_expire_keys_on_their_microseconds(xs: list[Any], ttl: float) -> None:
+    # A key seen 0.3 before the largest time is within ttl=0.3, though
+    # 1.1 - 0.8 is 0.30000000000000004 in floats: it keeps its state.
+    def counts(xs: list[Any], ttl: float) -> list[Any]:
+        source = Stream()
+        out = source.scan(lambda n, x: n + 1, start=0, key=0, ttl=ttl, time=1).sink_to_list()
+        for x in xs:
+            source.emit(x)
+        return out
+
+    assert counts(xs, ttl) == counts([in_micros(x) for x in xs], round(ttl * 1e6))

@@ -52,7 +52,9 @@ def reference_join(events: list[Event], within: float, lateness: float) -> tuple
             late.append(x)
         else:
             for other in seen[1 - side]:
-                if other[1] == x[1] and abs(t - other[2]) <= within:
+                # Times to the microsecond, as the join compares them.
+                if other[1] == x[1] and abs(round(t * 1e6) - round(other[2] * 1e6)) <= round(
+                        within * 1e6):
                     pairs.append((x, other) if side == 0 else (other, x))
             seen[side].append(x)
             max_time[side] = max(max_time[side], t)
@@ -72,8 +74,10 @@ def run_join(events: list[Event], within: float, lateness: float,
     for side, x in _elements(events):
         (left, right)[side].emit(x)
         held.append(joined.held)
-        cutoff = joined.watermark - within
-        assert all(t >= cutoff for heap in joined._heaps for t, _, _ in heap)
+        watermark = joined.watermark  # held times are microseconds
+        cutoff = (round(watermark * 1e6) - round(within * 1e6) if watermark > -math.inf
+                  else -math.inf)
+        assert all(us >= cutoff for heap in joined._heaps for us, _, _ in heap)
     assert all(isinstance(r.exception, LateElementError) for r in errors)
     return out, [r.element for r in errors], held, joined
 
