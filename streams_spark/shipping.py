@@ -30,7 +30,7 @@ import zipfile
 from types import FunctionType, ModuleType
 from typing import Any
 
-__all__ = ["PACKAGES", "by_value", "library_zip", "ship_library"]
+__all__ = ["PACKAGES", "by_value", "library_zip", "register_by_value", "ship_library"]
 
 #: The packages executors import to run a segment.
 PACKAGES = ("streams", "streams_spark")
@@ -136,18 +136,10 @@ def by_value(func: Any) -> None:
     while isinstance(func, functools.partial):
         func = func.func
     module = _users_module(getattr(func, "__module__", None) or type(func).__module__)
-    if module is None:
-        return
-    from pyspark import cloudpickle
-
-    registered = set(cloudpickle.list_registry_pickle_by_value())
-    todo = [module]
+    todo = [] if module is None else [module]
     while todo:
-        module = todo.pop()
-        if module.__name__ in registered:
-            continue
-        cloudpickle.register_pickle_by_value(module)
-        registered.add(module.__name__)
+        if not register_by_value(module := todo.pop()):
+            continue  # registered before, with the modules it imports
         for value in list(vars(module).values()):
             if isinstance(value, ModuleType):
                 used = _users_module(value.__name__)
@@ -155,5 +147,22 @@ def by_value(func: Any) -> None:
                 used = _users_module(value.__module__)
             else:
                 continue
-            if used is not None and used.__name__ not in registered:
+            if used is not None:
                 todo.append(used)
+
+
+def register_by_value(module: ModuleType) -> bool:
+    """Have PySpark's cloudpickle send ``module``'s functions by value; False if it already did.
+
+    >>> import json
+    >>> register_by_value(json), register_by_value(json)
+    (True, False)
+    >>> from pyspark import cloudpickle
+    >>> cloudpickle.unregister_pickle_by_value(json)
+    """
+    from pyspark import cloudpickle
+
+    if module.__name__ in cloudpickle.list_registry_pickle_by_value():
+        return False
+    cloudpickle.register_pickle_by_value(module)
+    return True

@@ -50,11 +50,9 @@ def register_data_sources(spark: Any) -> None:
     that plans or reads a micro-batch need not import this library, whose
     import (pandas, pyarrow, the operators) took 0.9-1.5 s in each.
     """
-    from pyspark import cloudpickle
+    from ..shipping import register_by_value
 
-    registered = set(cloudpickle.list_registry_pickle_by_value())
     for module in (kafka, redis):
-        if module.__name__ not in registered:
-            cloudpickle.register_pickle_by_value(module)
+        register_by_value(module)
     spark.dataSource.register(RedisStreamsDataSource)
     spark.dataSource.register(KafkaDataSource)
