@@ -25,11 +25,15 @@ most ``lateness``) the pairs are the in-process ones, as a multiset.
 
 Late elements differ. In-process a late element (below the watermark) is
 not joined and goes to ``node.late`` (or the error policy). Spark's
-stream-stream join (Spark 4) drops no input row: it joins a late row with the partners
-its state still holds and misses those it forgot, silently; an executor has
-no way to ``node.late``. For a streaming input each micro-batch that brings
-rows behind the watermark is logged on the driver, as a warning naming the
-join, the side and the earliest such element (see :func:`watch_late`).
+stream-stream join (Spark 4) joins a row behind its watermark with the
+partners its state still holds, and drops one at or behind the watermark of
+the micro-batch before; an executor has no way to ``node.late``. That
+watermark stands at the epoch until Spark has one, so rows at or before
+1970-01-01T00:00:00 (an event time of 0 or less) are dropped in the first
+micro-batches, where in-process they are joined. For a streaming input each
+micro-batch that brings such rows is logged on the driver, as a warning
+naming the join, the side and the earliest such element (see
+:func:`watch_late`).
 """
 
 from __future__ import annotations
@@ -235,31 +239,43 @@ def watch_late(session: Any, name: str, label: str) -> None:
     """Log, on the driver, each micro-batch that brings a side's rows behind the watermark.
 
     ``name`` is the metric observed on the side (its rows, earliest time and
-    earliest element per micro-batch). Spark's join does not drop such a row:
-    it joins it with the partners its state still holds (those further
-    back are gone), where in-process the element is late, unjoined, and goes
-    to ``node.late``. A row is reported when its time is below Spark's
-    watermark plus the millisecond :func:`spark_delay` adds: late in-process
-    too. Spark's first watermark, at the epoch, is no watermark yet.
+    earliest element per micro-batch). Spark's join joins such a row with
+    the partners its state still holds (those further back are gone), or
+    drops it behind the micro-batch before's watermark, where in-process the
+    element is late, unjoined, and goes to ``node.late``. A row is reported
+    when its time is below Spark's watermark plus the millisecond
+    :func:`spark_delay` adds: late in-process too. Spark's first watermark,
+    at the epoch, is no watermark yet: a row at or before it (a time of 0 or
+    less) is then dropped by Spark, and reported, while in-process it is
+    joined.
     """
     def report(progress: Any) -> None:
         seen = (progress.observedMetrics or {}).get(name)
         watermark = _seconds((progress.eventTime or {}).get("watermark"))
-        if seen is None or not seen["rows"] or not watermark or seen["min_t"] is None:
+        if seen is None or not seen["rows"] or seen["min_t"] is None:
             return
         # In whole microseconds: a row at the in-process watermark is on time.
-        if round(seen["min_t"] * 1_000_000) >= round(watermark * 1_000_000) + 1000:
+        earliest = round(seen["min_t"] * 1_000_000)
+        if watermark and earliest >= round(watermark * 1_000_000) + 1000:
+            return
+        if not watermark and earliest > 0:
             return
         try:
             first: Any = pickle.loads(seen["first"])
         except Exception:  # a class the driver cannot import: say so, not fail
             first = "<an element the driver cannot unpickle>"
-        logger.warning(
-            "%s: micro-batch %d of query %s brought rows behind the join's watermark %s, "
-            "the earliest at %r: %.120r. In-process such a late element is not joined (it "
-            "goes to node.late); Spark joins it with the partners its state still holds. "
-            "Raise lateness= to cover the disorder", label, progress.batchId,
-            progress.name or progress.id,
-            (progress.eventTime or {}).get("watermark"), seen["min_t"], first)
+        if watermark:
+            what = ("behind the join's watermark %s, the earliest at %r: %.120r. In-process "
+                    "such a late element is not joined (it goes to node.late); Spark joins it "
+                    "with the partners its state still holds, or drops it behind the micro-"
+                    "batch before's watermark. Raise lateness= to cover the disorder")
+        else:
+            what = ("at or before the epoch while the join's watermark stands there (%s), the "
+                    "earliest at %r: %.120r. Spark's join drops them; in-process they are "
+                    "joined. Give times after 1970-01-01 (time= plus an offset), or join "
+                    "in Python (gather() before the join)")
+        logger.warning("%s: micro-batch %d of query %s brought rows " + what, label,
+                       progress.batchId, progress.name or progress.id,
+                       (progress.eventTime or {}).get("watermark"), seen["min_t"], first)
 
     watch_progress(session, name, report)

@@ -56,7 +56,6 @@ from .window_bounds import (
     closes_at,
     event_micros,
     first_time,
-    micros,
     micros_of,
     sliding_bounds,
     watermark_micros,
@@ -84,7 +83,7 @@ class _EventWindows(LateSide):
         self.time = time
         self._time = key_function(time)
         self.lateness = check_interval(op, lateness, "lateness", zero=True)
-        self._late_us = micros(self.lateness)
+        self._late_us = micros_of(op, "lateness", self.lateness, zero=True)
         self.key = key
         self._key = None if key is None else key_function(key)
         self.bounds = check_bounds(op, bounds)

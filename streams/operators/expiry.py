@@ -27,7 +27,7 @@ from ..spec import Traits
 from ._checks import key_function
 from ._late import event_seconds
 from .durations import check_interval
-from .window_bounds import event_micros, micros, watermark_micros
+from .window_bounds import event_micros, micros, micros_of, watermark_micros
 
 __all__ = ["ExpiringKeys", "Expiry", "check_ttl"]
 
@@ -46,6 +46,7 @@ def check_ttl(op: str, ttl: Any, time: Any, key: Any) -> Expiry | None:
                          "a datetime)")
     if key is None:
         raise ValueError(f"{op}(): ttl= needs key=: it expires one key's state")
+    micros_of(op, "ttl", seconds)  # fails now on a ttl that has no microseconds
     return Expiry(seconds, time)
 
 

@@ -36,7 +36,7 @@ from ..spec import JoinTime, Traits
 from ._checks import key_function
 from ._late import LateElementError, LateSide, seconds_of
 from .durations import check_interval
-from .window_bounds import event_micros, micros, watermark_micros
+from .window_bounds import event_micros, micros_of, seconds, watermark_micros
 
 __all__ = ["IntervalJoin", "LookupJoin", "Tombstone"]
 
@@ -127,12 +127,15 @@ class IntervalJoin(LateSide):
     most ``within`` apart. With
     event times in order on each side, or out of order by at most
     ``lateness``, the pairs are the in-process ones, as a multiset (a
-    DataFrame has no order). Late elements differ: Spark drops no row and
-    has no way to :attr:`late`; it joins a late row with the partners its
-    state still holds, and silently misses those it has forgotten, where
-    in-process a late element is not joined at all. For a streaming input
-    each micro-batch bringing such rows is logged as a warning naming this
-    node and the earliest of them. A connected :attr:`late`, a step with
+    DataFrame has no order). Late elements differ: Spark has no way to
+    :attr:`late`; it joins a late row with the partners its state still
+    holds (missing those it has forgotten), or drops it behind the
+    watermark of the micro-batch before, where in-process a late element is
+    not joined at all. That watermark stands at the epoch until Spark has
+    one: a streaming join drops times of 0 and less (1970-01-01 and before)
+    in its first micro-batches, which in-process are joined. For a
+    streaming input each micro-batch bringing such rows is logged as a
+    warning naming this node and the earliest of them. A connected :attr:`late`, a step with
     state before the join or after it, a union on either side, a second
     join on the path, ``gather()`` after it (Spark gives the pairs in no
     order) and a ``to_spark()`` segment are refused when the graph is
@@ -188,8 +191,8 @@ class IntervalJoin(LateSide):
         self._time_of = _sides(op, "time", time)
         self.within = check_interval(op, within, "within", zero=True)
         self.lateness = check_interval(op, lateness, "lateness", zero=True)
-        self._within_us = micros(self.within)
-        self._late_us = micros(self.lateness)
+        self._within_us = micros_of(op, "within", self.within, zero=True)
+        self._late_us = micros_of(op, "lateness", self.lateness, zero=True)
         self._left = left
         self._right = right
         # Per side: key -> {arrival number: (microsecond, element)} (dicts keep
@@ -214,8 +217,8 @@ class IntervalJoin(LateSide):
 
     @property
     def watermark(self) -> float:
-        """The smaller of the two sides' watermarks; earlier elements are late."""
-        return min(self._max_time) - self.lateness
+        """The smaller of the two sides' watermarks (to the microsecond); earlier times are late."""
+        return seconds(self._mark_us)  # type: ignore[no-any-return]
 
     def _add_upstream(self, upstream: Stream[Any]) -> None:
         raise ValueError(f"{self._label()} joins exactly two streams; it cannot take "

@@ -31,7 +31,6 @@ from .window_bounds import (
     closes_at,
     event_micros,
     first_time,
-    micros,
     micros_of,
     seconds,
     watermark_micros,
@@ -182,7 +181,7 @@ class TimedWindow(LateSide):
         self._time = None if time is None else key_function(time)
         if time is not None:
             self._size_us = micros_of(self._operator, "interval", self.interval)
-            self._late_us = micros(self.lateness)
+            self._late_us = micros_of(self._operator, "lateness", self.lateness, zero=True)
         self._clock = get_clock()
         self._origin = self._clock.now()
         self._index = 0  # the open window is [origin + index*I, origin + (index+1)*I)

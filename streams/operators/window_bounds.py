@@ -191,23 +191,33 @@ def closes_at(end_us: float, lateness_us: int) -> float:
     return first_time(int(end_us) + lateness_us)
 
 
-def micros_of(op: str, name: str, seconds: float) -> int:
-    """A window's ``seconds`` (its size, slide or lateness) in whole microseconds, checked.
+def micros_of(op: str, name: str, seconds: float, zero: bool = False) -> int:
+    """An event-time duration's ``seconds`` (size, slide, gap, lateness) in microseconds, checked.
 
-    Event-time windows are cut to the microsecond, as Spark keeps
-    timestamps; a size or slide under half a microsecond would be none.
+    Event time is compared to the microsecond, as Spark keeps timestamps: a
+    size or slide under half a microsecond would be none (``zero``: a
+    duration that may be none, as a lateness). One too long for a float's
+    microseconds fails saying so.
 
-    >>> micros_of("timed_window", "interval", 0.25)
-    250000
+    >>> micros_of("timed_window", "interval", 0.25), micros_of("join", "within", 0, zero=True)
+    (250000, 0)
     >>> micros_of("timed_window", "slide", 1e-7)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     ValueError: timed_window(): slide must be at least a microsecond on event time ...
+    >>> micros_of("scan", "ttl", 1e303)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: scan(): ttl must be at most 1.7e302 seconds (event time is counted in ...
     """
-    us = micros(seconds)
-    if us < 1 and name != "lateness":
-        raise ValueError(f"{op}(): {name} must be at least a microsecond on event time (its "
-                         f"windows are cut to the microsecond, as Spark keeps timestamps), "
+    try:
+        us = micros(seconds)
+    except OverflowError:
+        raise ValueError(f"{op}(): {name} must be at most 1.7e302 seconds (event time is "
+                         f"counted in microseconds), got {seconds!r}") from None
+    if us < 1 and not zero:
+        raise ValueError(f"{op}(): {name} must be at least a microsecond on event time (it "
+                         f"is compared to the microsecond, as Spark keeps timestamps), "
                          f"got {seconds!r}")
     return us
 

@@ -244,6 +244,27 @@ def test_rows_behind_the_watermark_are_joined_as_spark_does_and_logged(
     assert "join" in warned[0] and "left side" in warned[0] and "('a', 99, 1)" in warned[0]
 
 
+def test_rows_at_the_epoch_that_sparks_join_drops_are_logged(
+        spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Spark's join drops a row at or behind the watermark of the micro-batch
+    # before, which stands at the epoch until it has one: times of 0 and
+    # less are dropped, where in-process they are joined. Not silently.
+    left = [("a", 0, 0), ("a", 5, 1)]
+    right = [("a", -1, 0), ("a", 6, 1)]
+    got = frame(pipeline(1), streaming(spark, tmp_path, "left", left),
+                streaming(spark, tmp_path, "right", right))
+    with caplog.at_level(logging.WARNING, logger="streams"):
+        rows = written(spark, tmp_path, got)
+        settle(spark)
+    assert in_process(pipeline(1), left, right) == [("a", 0, 0, -1, 0), ("a", 5, 1, 6, 1)]
+    assert rows == [("a", 5, 1, 6, 1)]
+    warned = [r.getMessage() for r in caplog.records if "at or before the epoch" in
+              r.getMessage()]
+    assert len(warned) == 2
+    assert any("left side" in w and "('a', 0, 0)" in w for w in warned)
+    assert any("right side" in w and "('a', -1, 0)" in w for w in warned)
+
+
 def test_what_a_spark_join_cannot_run_is_refused_when_built(spark: Any) -> None:
     df = spark.createDataFrame([("a", 1, 0)], SCHEMA)
     a, b = Stream.from_spark(df), Stream.from_spark(df)

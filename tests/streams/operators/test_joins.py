@@ -214,6 +214,10 @@ def test_a_failing_key_or_time_goes_to_the_error_policy() -> None:
 
 @pytest.mark.parametrize("call, error, message", [
     (lambda a, b: a.join(b, key=0, within=-1, time=1), ValueError, r"join\(\): within must"),
+    (lambda a, b: a.join(b, key=0, within=1e303, time=1), ValueError,
+     r"join\(\): within must be at most 1.7e302 seconds"),
+    (lambda a, b: a.join(b, key=0, within=1, time=1, lateness=1e303), ValueError,
+     r"join\(\): lateness must be at most 1.7e302 seconds"),
     (lambda a, b: a.join(b, key=0, within="soon", time=1), ValueError,
      r"join\(\): cannot read within 'soon'"),
     (lambda a, b: a.join(b, key=0, within=1, time=1, lateness=-2), ValueError,
