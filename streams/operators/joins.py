@@ -88,8 +88,9 @@ class IntervalJoin(LateSide):
 
     Each side's watermark is the largest event time it has seen minus
     ``lateness``; the join's watermark is the smaller of the two (minus
-    infinity until both sides have emitted), to the microsecond too. An element older than
-    ``watermark - within`` can meet no partner that is not late, so it is
+    infinity until both sides have emitted), to the microsecond too. An
+    element older than ``watermark - within`` can meet no partner that is
+    not late, so it is
     dropped from the state: what the join holds is bounded by the
     watermark (:attr:`held` counts it). An element whose event time is
     below the watermark is late (some of its partners may be gone): it is
@@ -124,22 +125,21 @@ class IntervalJoin(LateSide):
     ``to_dataframe(schema)``, it runs as Spark's stream-stream join: each
     side under ``withWatermark(time, lateness)``, joined on the key (its
     pickle, as for keyed windows) and their timestamps (microseconds) at
-    most ``within`` apart. With
-    event times in order on each side, or out of order by at most
-    ``lateness``, the pairs are the in-process ones, as a multiset (a
-    DataFrame has no order). Late elements differ: Spark has no way to
-    :attr:`late`; it joins a late row with the partners its state still
-    holds (missing those it has forgotten), or drops it behind the
+    most ``within`` apart. With event times in order on each side, or out
+    of order by at most ``lateness``, the pairs are the in-process ones, as
+    a multiset (a DataFrame has no order). Late elements differ: Spark has
+    no way to :attr:`late`; it joins a late row with the partners its state
+    still holds (missing those it has forgotten), or drops it behind the
     watermark of the micro-batch before, where in-process a late element is
     not joined at all. That watermark stands at the epoch until Spark has
     one: a streaming join drops times of 0 and less (1970-01-01 and before)
     in its first micro-batches, which in-process are joined. For a
     streaming input each micro-batch bringing such rows is logged as a
-    warning naming this node and the earliest of them. A connected :attr:`late`, a step with
-    state before the join or after it, a union on either side, a second
-    join on the path, ``gather()`` after it (Spark gives the pairs in no
-    order) and a ``to_spark()`` segment are refused when the graph is
-    built, each saying what to do.
+    warning naming this node and the earliest of them. A connected
+    :attr:`late`, a step with state before the join or after it, a union on
+    either side, a second join on the path, ``gather()`` after it (Spark
+    gives the pairs in no order) and a ``to_spark()`` segment are refused
+    when the graph is built, each saying what to do.
 
     Examples
     --------
@@ -218,7 +218,7 @@ class IntervalJoin(LateSide):
     @property
     def watermark(self) -> float:
         """The smaller of the two sides' watermarks (to the microsecond); earlier times are late."""
-        return seconds(self._mark_us)  # type: ignore[no-any-return]
+        return float(seconds(self._mark_us))
 
     def _add_upstream(self, upstream: Stream[Any]) -> None:
         raise ValueError(f"{self._label()} joins exactly two streams; it cannot take "
