@@ -42,6 +42,7 @@ from streams.spec import build
 
 from .codec import DATA, ERROR, OutputError, carried_error, elements_of, fail_on_executor
 from .join import join_frame
+from .late import watch_dropped
 from .listener import count_input
 from .native import lower_native
 from .plan import lower
@@ -427,6 +428,9 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     out = frames[0]
     for frame in frames[1:]:
         out = out.union(frame)
+    windows = [n._label() for n in lineage if n._traits().event_time is not None]
+    if windows and out.isStreaming:  # no driver in the path to name what Spark drops
+        out = watch_dropped(out, windows)
     return out
 
 

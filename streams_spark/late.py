@@ -1,4 +1,4 @@
-"""Late elements of an event-time window on Spark, each named, never lost.
+"""Late elements of an event-time window on Spark: named, or at least counted and logged.
 
 Spark's watermark drops a row bound for a window that ended at or before
 the watermark of the previous micro-batch, and only counts it
@@ -18,11 +18,19 @@ naming the element. The steps before the window run a second time only for
 a micro-batch with late elements; they must keep no state (their state
 after the batch is Spark's). When they do, or when the elements found do not
 account for Spark's count, the error says how many rows Spark dropped.
+
+Spark's watermark starts at the epoch and never goes below it: a window
+that ends at or before 1970-01-01T00:00:00 is dropped in the first
+micro-batches however large ``lateness`` is, where in-process it is on
+time; the errors say so. A segment that ends in ``to_dataframe()`` has no
+driver in its path: each micro-batch in which Spark dropped rows is logged
+as a warning naming the windows (:func:`watch_dropped`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -32,9 +40,56 @@ from streams.operators.window_bounds import event_micros, micros
 from streams.stage import Failure, Stage
 
 from .codec import ERROR, carried_error
+from .listener import observed, watch_progress
 from .plan import ChainStage, Plan, WindowStage, chain_plan
 
-__all__ = ["LateElements"]
+__all__ = ["LateElements", "watch_dropped"]
+
+logger = logging.getLogger("streams")
+
+#: What to do about rows late behind Spark's watermark, by where that watermark is.
+_ADVICE = "raise lateness= to accept them"
+_EPOCH_ADVICE = ("Spark's watermark never goes below 1970-01-01T00:00:00, so a window "
+                 "ending by then is dropped whatever the lateness: give times after 1970 "
+                 "(time= plus an offset), or gather() before the window")
+
+
+def _advice(watermark_us: int | None) -> str:
+    """How to keep rows Spark dropped behind ``watermark_us`` (microseconds).
+
+    >>> _advice(7_500_000)
+    'raise lateness= to accept them'
+    >>> _advice(0)[:56]
+    "Spark's watermark never goes below 1970-01-01T00:00:00, "
+    """
+    return _EPOCH_ADVICE if watermark_us is not None and watermark_us <= 0 else _ADVICE
+
+
+def watch_dropped(df: Any, labels: list[str]) -> Any:
+    """``df`` (a streaming query's output), with each micro-batch of dropped rows logged.
+
+    Spark counts the rows its windows drop behind the watermark
+    (``numRowsDroppedByWatermark``) and says nothing else; ``labels`` are
+    the windows, named in the warning.
+    """
+    label = ", ".join(labels)
+    df, name = observed(df, label)
+
+    def report(progress: Any) -> None:
+        dropped = sum(int(op.numRowsDroppedByWatermark or 0)
+                      for op in progress.stateOperators or [])
+        if not dropped:
+            return
+        watermark = (progress.eventTime or {}).get("watermark")
+        logger.warning(
+            "%s: Spark dropped %d row(s) of micro-batch %d of query %s, bound for windows "
+            "that ended at or before its watermark %s (late: in-process they would go to "
+            "node.late, which a DataFrame cannot feed); %s", label, dropped,
+            progress.batchId, progress.name or progress.id, watermark,
+            _advice(_micros(watermark)))
+
+    watch_progress(df.sparkSession, name, report)
+    return df
 
 #: Micro-batches whose elements are kept until Spark's progress for them is read.
 KEPT = 8
@@ -135,8 +190,8 @@ class LateElements:
         what = f"<{dropped} late row(s) of Spark micro-batch {bid}>"
         return [(ERROR, carried_error(self.spec.id, what, LateElementError(
             f"Spark dropped {dropped} row(s) of elements in windows already emitted (behind "
-            f"its watermark {p.get('eventTime', {}).get('watermark')}); {why}. Raise "
-            "lateness= to accept them")))]
+            f"its watermark {p.get('eventTime', {}).get('watermark')}); {why}; "
+            f"{_advice(_micros(p.get('eventTime', {}).get('watermark')))}")))]
 
     @staticmethod
     def _file_of(p: dict[str, Any]) -> int:
@@ -181,5 +236,6 @@ class LateElements:
         error = LateElementError(
             f"event time {t!r} falls in {what} [{start!r}, {end!r}), already "
             f"emitted: Spark's watermark is {threshold / 1_000_000!r} (largest time of the "
-            f"micro-batches before - lateness {self.lateness!r}); raise lateness= to accept it")
+            f"micro-batches before - lateness {self.lateness!r}); "
+            f"{_advice(threshold).replace('them', 'it')}")
         return ERROR, carried_error(self.spec.id, x, error)

@@ -106,3 +106,32 @@ def test_rows_a_spark_source_loses_to_the_watermark_are_reported(
     assert out == [[5.0], [7.5]]  # 8.0's window stays open: the query stopped
     assert [type(e.exception) for e in errors] == [LateElementError]
     assert "came from a Spark source" in str(errors[0].exception)
+
+
+def test_windows_ending_by_the_epoch_that_spark_drops_are_logged(
+        spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Spark's watermark starts at the epoch and never goes below it: in a
+    # streaming query it drops the windows that end by then, which
+    # in-process are on time. A DataFrame's query has no driver in its path
+    # to name the elements: each micro-batch of drops is logged.
+    from streams_spark.listener import settle
+
+    batches = [[(-25.0,), (-5.0,)], [(3.0,), (7.0,)], [(1000.0,)]]
+    for i, part in enumerate(batches):
+        spark.createDataFrame(part, "t double").coalesce(1).write.parquet(
+            str(tmp_path / "in" / f"part={i}"))
+    df = (spark.readStream.schema("t double").option("maxFilesPerTrigger", 1)
+          .parquet(str(tmp_path / "in" / "*")))
+    out = (Stream.from_spark(df).timed_window(10, time=lambda t: t)  # one column: its values
+           .map(lambda w: (min(w), len(w))).to_dataframe("first double, n long"))
+    with caplog.at_level("WARNING", logger="streams"):
+        query = (out.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+                 .option("checkpointLocation", str(tmp_path / "ckpt"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        settle(spark)
+    rows = sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert rows == [(3.0, 2)]  # in-process also (-25.0, 1) and (-5.0, 1); 1000's stays open
+    warned = [r.getMessage() for r in caplog.records if "Spark dropped" in r.getMessage()]
+    assert len(warned) == 1
+    assert "timed_window" in warned[0] and "never goes below 1970-01-01" in warned[0]
