@@ -249,31 +249,37 @@ def watch_late(session: Any, name: str, label: str) -> None:
     less) is then dropped by Spark, and reported, while in-process it is
     joined.
     """
+    before: dict[str, float | None] = {}  # query id -> its last micro-batch's watermark
+
     def report(progress: Any) -> None:
         seen = (progress.observedMetrics or {}).get(name)
         watermark = _seconds((progress.eventTime or {}).get("watermark"))
+        query = str(progress.id)
+        # Spark drops rows behind the watermark of the micro-batch before: the epoch at first.
+        previous = before.get(query, 0.0 if progress.batchId == 0 else None)
+        before[query] = watermark
         if seen is None or not seen["rows"] or seen["min_t"] is None:
             return
         # In whole microseconds: a row at the in-process watermark is on time.
         earliest = round(seen["min_t"] * 1_000_000)
-        if watermark and earliest >= round(watermark * 1_000_000) + 1000:
-            return
-        if not watermark and earliest > 0:
+        at_epoch = earliest <= 0 and previous is not None and previous <= 0
+        if not at_epoch and (not watermark
+                             or earliest >= round(watermark * 1_000_000) + 1000):
             return
         try:
             first: Any = pickle.loads(seen["first"])
         except Exception:  # a class the driver cannot import: say so, not fail
             first = "<an element the driver cannot unpickle>"
-        if watermark:
+        if not at_epoch:
             what = ("behind the join's watermark %s, the earliest at %r: %.120r. In-process "
                     "such a late element is not joined (it goes to node.late); Spark joins it "
                     "with the partners its state still holds, or drops it behind the micro-"
                     "batch before's watermark. Raise lateness= to cover the disorder")
         else:
-            what = ("at or before the epoch while the join's watermark stands there (%s), the "
-                    "earliest at %r: %.120r. Spark's join drops them; in-process they are "
-                    "joined. Give times after 1970-01-01 (time= plus an offset), or join "
-                    "in Python (gather() before the join)")
+            what = ("at or before the epoch, where Spark's watermark stood for this micro-batch "
+                    "(it is %s now), the earliest at %r: %.120r. Spark's join drops them; "
+                    "in-process they are joined. Give times after 1970-01-01 (time= plus an "
+                    "offset), or join in Python (gather() before the join)")
         logger.warning("%s: micro-batch %d of query %s brought rows " + what, label,
                        progress.batchId, progress.name or progress.id,
                        (progress.eventTime or {}).get("watermark"), seen["min_t"], first)

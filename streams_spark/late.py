@@ -20,9 +20,9 @@ after the batch is Spark's). When they do, or when the elements found do not
 account for Spark's count, the error says how many rows Spark dropped.
 
 Spark's watermark starts at the epoch and never goes below it: a window
-that ends at or before 1970-01-01T00:00:00 is dropped in the first
-micro-batches however large ``lateness`` is, where in-process it is on
-time; the errors say so. A segment that ends in ``to_dataframe()`` has no
+that ends at or before 1970-01-01T00:00:00 is dropped, in any micro-batch,
+however large ``lateness`` is, where in-process it is on time; the errors
+say so. A segment that ends in ``to_dataframe()`` has no
 driver in its path: each micro-batch in which Spark dropped rows is logged
 as a warning naming the windows (:func:`watch_dropped`).
 """
@@ -68,28 +68,40 @@ def _advice(watermark_us: int | None) -> str:
 def watch_dropped(df: Any, labels: list[str]) -> Any:
     """``df`` (a streaming query's output), with each micro-batch of dropped rows logged.
 
-    Spark counts the rows its windows drop behind the watermark
-    (``numRowsDroppedByWatermark``) and says nothing else; ``labels`` are
-    the windows, named in the warning.
+    Spark counts what its stateful operators drop behind the watermark of
+    the micro-batch before (``numRowsDroppedByWatermark``: rows after its
+    partial aggregation, one per window and key) and says nothing else;
+    ``labels`` are the windows the query runs, named in the warning. The
+    count is the query's, of all its stateful operators.
     """
     label = ", ".join(labels)
     df, name = observed(df, label)
+    before: dict[str, int | None] = {}  # query id -> its last micro-batch's watermark
 
     def report(progress: Any) -> None:
+        query = str(progress.id)
+        # Spark's watermark before the first micro-batch is the epoch.
+        threshold = before.get(query, 0 if progress.batchId == 0 else None)
+        before[query] = _micros((progress.eventTime or {}).get("watermark"))
         dropped = sum(int(op.numRowsDroppedByWatermark or 0)
                       for op in progress.stateOperators or [])
         if not dropped:
             return
-        watermark = (progress.eventTime or {}).get("watermark")
+        if threshold is not None and threshold <= 0:
+            what = ("ending by 1970-01-01T00:00:00, where Spark's watermark stands until "
+                    "later times move it; in-process they are on time. " + _EPOCH_ADVICE)
+        else:
+            what = ("that ended at or before the watermark of the micro-batch before: late, "
+                    "in-process they would go to node.late, which a DataFrame cannot feed; "
+                    + _ADVICE)
         logger.warning(
-            "%s: Spark dropped %d row(s) of micro-batch %d of query %s, bound for windows "
-            "that ended at or before its watermark %s (late: in-process they would go to "
-            "node.late, which a DataFrame cannot feed); %s", label, dropped,
-            progress.batchId, progress.name or progress.id, watermark,
-            _advice(_micros(watermark)))
+            "Query %s, which runs %s: in micro-batch %d Spark dropped %d window group(s) "
+            "(one per window and key, not elements) " + what,
+            progress.name or progress.id, label, progress.batchId, dropped)
 
     watch_progress(df.sparkSession, name, report)
     return df
+
 
 #: Micro-batches whose elements are kept until Spark's progress for them is read.
 KEPT = 8
@@ -167,7 +179,9 @@ class LateElements:
         elements = self.fed.get(self._file_of(p), None) if self.specs is not None else None
         # Late rows are filtered by the previous batch's watermark (the one
         # windows were emitted under); older Spark versions used the batch's own.
-        thresholds = [self.watermarks.get(bid - 1), self.watermarks.get(bid)]
+        # Spark's watermark before the first micro-batch is the epoch.
+        before = self.watermarks.get(bid - 1, 0 if bid == 0 else None)
+        thresholds = [before, self.watermarks.get(bid)]
         if elements is not None:
             values = self._arriving(elements)
             for threshold in thresholds:
@@ -188,10 +202,15 @@ class LateElements:
                "the steps before the window keep state, so the driver cannot find them again"
                if self.specs is None else "the driver could not match them to its elements")
         what = f"<{dropped} late row(s) of Spark micro-batch {bid}>"
+        if before is not None and before <= 0:
+            where = ("in windows ending by 1970-01-01T00:00:00, where Spark's watermark "
+                     "stands until later times move it (in-process on time)")
+        else:
+            where = (f"in windows already emitted (behind the watermark of the micro-batch "
+                     f"before, {before / 1_000_000 if before is not None else '?'} s)")
         return [(ERROR, carried_error(self.spec.id, what, LateElementError(
-            f"Spark dropped {dropped} row(s) of elements in windows already emitted (behind "
-            f"its watermark {p.get('eventTime', {}).get('watermark')}); {why}; "
-            f"{_advice(_micros(p.get('eventTime', {}).get('watermark')))}")))]
+            f"Spark dropped {dropped} row(s) of elements {where}; {why}; "
+            f"{_advice(before)}")))]
 
     @staticmethod
     def _file_of(p: dict[str, Any]) -> int:
@@ -233,9 +252,15 @@ class LateElements:
                ) -> tuple[int, bytes]:
         start, end = window[0] / 1_000_000, window[1] / 1_000_000
         what = "its session" if self.session else "window"
-        error = LateElementError(
-            f"event time {t!r} falls in {what} [{start!r}, {end!r}), already "
-            f"emitted: Spark's watermark is {threshold / 1_000_000!r} (largest time of the "
-            f"micro-batches before - lateness {self.lateness!r}); "
-            f"{_advice(threshold).replace('them', 'it')}")
+        if threshold <= 0:
+            error = LateElementError(
+                f"event time {t!r} falls in {what} [{start!r}, {end!r}), which Spark drops: "
+                "it ends by 1970-01-01T00:00:00, where Spark's watermark stands until later "
+                f"times move it (in-process it is on time). {_EPOCH_ADVICE}")
+        else:
+            error = LateElementError(
+                f"event time {t!r} falls in {what} [{start!r}, {end!r}), already "
+                f"emitted: Spark's watermark is {threshold / 1_000_000!r} (largest time of "
+                f"the micro-batches before - lateness {self.lateness!r}); "
+                f"{_ADVICE.replace('them', 'it')}")
         return ERROR, carried_error(self.spec.id, x, error)
