@@ -42,7 +42,6 @@ import logging
 import math
 import pickle
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
@@ -50,16 +49,15 @@ import pyarrow as pa
 from streams.core import Stream
 from streams.operators._checks import canonical_key, key_function
 from streams.operators._late import seconds_of
-from streams.operators.window_bounds import micros
 from streams.spec import JoinTime, NodeSpec
 from streams.stage import Stage
 
 from .codec import DATA, ERROR, carried_error, fail_on_executor, pickled_output
 from .event_seconds import on_spark
-from .listener import count_input, observed, watch_progress
+from .listener import DroppingMarks, count_input, observed, watch_progress
 from .plan import chain_plan
 from .stages import COLUMNS, Driver, Rows, chain_task
-from .stream import timestamp_of
+from .stream import interval, timestamp_of
 from .worker_heap import freeze_worker_heap
 
 __all__ = ["SIDE_SCHEMA", "SideRows", "join_frame", "pair_task", "spark_delay", "watch_late"]
@@ -153,10 +151,6 @@ def pair_task(specs: list[NodeSpec], rows_of: Rows
     return run
 
 
-def _micros(seconds: float) -> str:
-    return f"INTERVAL {micros(seconds)} MICROSECONDS"
-
-
 def spark_delay(lateness: float) -> str:
     """The watermark delay under which Spark forgets only what in-process forgets.
 
@@ -214,7 +208,7 @@ def join_frame(segment: Any, join: Stream[Any], after: list[NodeSpec], rows_of: 
         sides.append(_side(count_input(entry.df, segment.nodes, entry._label), plan,
                            prefix, times, label))
     left, right = sides
-    within = _micros(times.within)
+    within = f"INTERVAL {interval(times.within)}"
     condition = ((F.col("lk") == F.col("rk"))
                  & F.expr(f"ret >= let - {within}") & F.expr(f"ret <= let + {within}"))
     pairs = left.join(right, condition, "inner").select("lp", "rp")
@@ -226,13 +220,6 @@ def _side_rows(spec: NodeSpec, side: int, last: NodeSpec | None,
     def make() -> SideRows:
         return SideRows(spec, side, last, nodes)
     return make
-
-
-def _seconds(iso: str | None) -> float | None:
-    """A watermark of a query's progress (``1970-01-01T00:01:39.999Z``) in seconds."""
-    if not iso:
-        return None
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def watch_late(session: Any, name: str, label: str) -> None:
@@ -249,22 +236,17 @@ def watch_late(session: Any, name: str, label: str) -> None:
     less) is then dropped by Spark, and reported, while in-process it is
     joined.
     """
-    before: dict[str, float | None] = {}  # query id -> its last micro-batch's watermark
+    marks = DroppingMarks()
 
     def report(progress: Any) -> None:
         seen = (progress.observedMetrics or {}).get(name)
-        watermark = _seconds((progress.eventTime or {}).get("watermark"))
-        query = str(progress.id)
-        # Spark drops rows behind the watermark of the micro-batch before: the epoch at first.
-        previous = before.get(query, 0.0 if progress.batchId == 0 else None)
-        before[query] = watermark
+        previous, watermark = marks.take(progress)  # microseconds
         if seen is None or not seen["rows"] or seen["min_t"] is None:
             return
         # In whole microseconds: a row at the in-process watermark is on time.
         earliest = round(seen["min_t"] * 1_000_000)
         at_epoch = earliest <= 0 and previous is not None and previous <= 0
-        if not at_epoch and (not watermark
-                             or earliest >= round(watermark * 1_000_000) + 1000):
+        if not at_epoch and (not watermark or earliest >= watermark + 1000):
             return
         try:
             first: Any = pickle.loads(seen["first"])

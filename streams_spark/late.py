@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime
 from typing import Any
 
 from streams.operators._checks import key_function
@@ -40,7 +39,7 @@ from streams.operators.window_bounds import event_micros, micros
 from streams.stage import Failure, Stage
 
 from .codec import ERROR, carried_error
-from .listener import observed, watch_progress
+from .listener import DroppingMarks, observed, watch_progress, watermark_us
 from .plan import ChainStage, Plan, WindowStage, chain_plan
 
 __all__ = ["LateElements", "watch_dropped"]
@@ -76,13 +75,10 @@ def watch_dropped(df: Any, labels: list[str]) -> Any:
     """
     label = ", ".join(labels)
     df, name = observed(df, label)
-    before: dict[str, int | None] = {}  # query id -> its last micro-batch's watermark
+    marks = DroppingMarks()
 
     def report(progress: Any) -> None:
-        query = str(progress.id)
-        # Spark's watermark before the first micro-batch is the epoch.
-        threshold = before.get(query, 0 if progress.batchId == 0 else None)
-        before[query] = _micros((progress.eventTime or {}).get("watermark"))
+        threshold, _ = marks.take(progress)
         dropped = sum(int(op.numRowsDroppedByWatermark or 0)
                       for op in progress.stateOperators or [])
         if not dropped:
@@ -105,13 +101,6 @@ def watch_dropped(df: Any, labels: list[str]) -> Any:
 
 #: Micro-batches whose elements are kept until Spark's progress for them is read.
 KEPT = 8
-
-
-def _micros(iso: str | None) -> int | None:
-    """A watermark of the query's progress (``1970-01-01T00:00:07.500Z``) in microseconds."""
-    if not iso:
-        return None
-    return round(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1_000_000)
 
 
 class LateElements:
@@ -166,7 +155,7 @@ class LateElements:
             if bid <= self.checked:
                 continue
             self.checked = bid
-            wm = _micros(p.get("eventTime", {}).get("watermark"))
+            wm = watermark_us(p.get("eventTime", {}).get("watermark"))
             if wm is not None:
                 self.watermarks[bid] = wm
             dropped = sum(op.get("numRowsDroppedByWatermark", 0)

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
-__all__ = ["BatchCounter", "count_input", "observed", "settle", "watch", "watch_progress"]
+__all__ = ["BatchCounter", "DroppingMarks", "count_input", "observed", "settle", "watch",
+           "watch_progress", "watermark_us"]
 
 #: ``(rows, batch id)`` of one micro-batch.
 Watcher = Callable[[int, int], None]
@@ -89,6 +91,35 @@ def watch_progress(session: Any, name: str, reader: ProgressWatcher) -> None:
     with _lock:
         _listen(session)
         _progress_watchers.setdefault(name, []).append(reader)
+
+
+def watermark_us(iso: str | None) -> int | None:
+    """A watermark of a query's progress (``1970-01-01T00:00:07.500Z``) in microseconds.
+
+    >>> watermark_us("1970-01-01T00:00:07.500Z"), watermark_us(None)
+    (7500000, None)
+    """
+    if not iso:
+        return None
+    return round(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1_000_000)
+
+
+class DroppingMarks:
+    """Per query, the watermark behind which Spark drops a micro-batch's late rows.
+
+    Spark 4 drops a row at or behind the watermark of the micro-batch
+    before; before the first micro-batch, the epoch.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[str, int | None] = {}  # query id -> its last micro-batch's watermark
+
+    def take(self, progress: Any) -> tuple[int | None, int | None]:
+        """For ``progress``'s micro-batch: that watermark, and its own (microseconds)."""
+        query = str(progress.id)
+        before = self._last.get(query, 0 if progress.batchId == 0 else None)
+        own = self._last[query] = watermark_us((progress.eventTime or {}).get("watermark"))
+        return before, own
 
 
 def settle(session: Any) -> None:
