@@ -418,7 +418,7 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     # for the progress() bars of the segment (rows per micro-batch).
     frames = []
     for entry, chain in paths:
-        df = count_input(entry.df, segment.nodes, entry._label)
+        df = count_input(entry.df, segment.fed_by(entry), entry._label)
         # Simple functions become Spark columns (see streams_spark.native).
         df, chain, frame = lower_native(df, chain, schema)
         if frame is None and not chain:

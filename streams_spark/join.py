@@ -205,7 +205,7 @@ def join_frame(segment: Any, join: Stream[Any], after: list[NodeSpec], rows_of: 
         rows = _side_rows(spec, side, specs[-1] if specs else None, nodes)
         plan = chain_task(specs, None, COLUMNS, rows)
         label = f"{join._label()} ({('left', 'right')[side]} side, from {entry._label()})"
-        sides.append(_side(count_input(entry.df, segment.nodes, entry._label), plan,
+        sides.append(_side(count_input(entry.df, segment.fed_by(entry), entry._label), plan,
                            prefix, times, label))
     left, right = sides
     within = f"INTERVAL {interval(times.within)}"

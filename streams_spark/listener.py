@@ -12,6 +12,7 @@ starts on ``to_dataframe()``) reports to the bar.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -19,8 +20,8 @@ from typing import Any
 __all__ = ["BatchCounter", "DroppingMarks", "count_input", "observed", "settle", "watch",
            "watch_progress", "watermark_us"]
 
-#: ``(rows, batch id)`` of one micro-batch.
-Watcher = Callable[[int, int], None]
+#: ``(rows, batch)`` of one micro-batch: its row count and ``(query id, batch id)``.
+Watcher = Callable[[int, tuple[str, int]], None]
 #: The whole progress report of a micro-batch (``StreamingQueryProgress``).
 ProgressWatcher = Callable[[Any], None]
 
@@ -44,7 +45,7 @@ def _listener_class() -> Any:
             progress = event.progress
             for name, row in (progress.observedMetrics or {}).items():
                 for watcher in list(_watchers.get(name, ())):
-                    watcher(int(row["rows"]), int(progress.batchId))
+                    watcher(int(row["rows"]), (str(progress.id), int(progress.batchId)))
                 for reader in list(_progress_watchers.get(name, ())):
                     reader(progress)
 
@@ -80,7 +81,7 @@ def _listen(session: Any) -> None:
 
 
 def watch(session: Any, name: str, watcher: Watcher) -> None:
-    """Call ``watcher(rows, batch_id)`` for each micro-batch reporting the metric ``name``."""
+    """Call ``watcher(rows, (query id, batch id))`` for each micro-batch reporting ``name``."""
     with _lock:
         _listen(session)
         _watchers.setdefault(name, []).append(watcher)
@@ -137,32 +138,49 @@ def settle(session: Any) -> None:
 class BatchCounter:
     """Counts rows and micro-batches onto the bars of ``.progress()`` nodes.
 
-    A bar's count is the rows, its postfix the batches.
+    A bar's count is the rows, its postfix the batches. A bar after a union
+    of two inputs hears from each in every micro-batch of their query: the
+    rows add up, the micro-batch counts once (one counter per bar, shared by
+    the inputs: :func:`count_input`).
     """
 
     def __init__(self, nodes: list[Any]) -> None:
         self.nodes = nodes
         self.rows = 0
         self.batches = 0
+        self._last: dict[str, int] = {}  # query id -> the last micro-batch counted
         self._lock = threading.Lock()
 
-    def __call__(self, rows: int, batch_id: int) -> None:
+    def __call__(self, rows: int, batch: tuple[str, int] | None = None) -> None:
+        """Count ``rows`` of the micro-batch ``batch`` (``(query id, batch id)``; None:
+        a batch of its own)."""
         with self._lock:
             self.rows += rows
-            self.batches += 1
+            if batch is None or self._last.get(batch[0]) != batch[1]:
+                self.batches += 1
+                if batch is not None:  # a query's inputs report one after another
+                    self._last[batch[0]] = batch[1]
             for node in self.nodes:
                 node.bar.update(rows)
                 node.bar.set_postfix(batches=self.batches, refresh=False)
 
 
+#: The counter of each ``.progress()`` node of a Spark-resident segment.
+_counters: weakref.WeakKeyDictionary[Any, BatchCounter] = weakref.WeakKeyDictionary()
+
+
 def count_input(df: Any, nodes: list[Any], label: Callable[[], str]) -> Any:
     """``df``, observed for the ``.progress()`` nodes among ``nodes`` (if any).
 
-    Streaming DataFrames only: a static one runs no micro-batches to report.
+    ``nodes`` are the steps that read ``df``'s rows. Streaming DataFrames
+    only: a static one runs no micro-batches to report.
     """
     bars = [n for n in nodes if n._operator == "progress"]
     if not bars or not df.isStreaming:
         return df
     df, name = observed(df, label())
-    watch(df.sparkSession, name, BatchCounter(bars))
+    with _lock:
+        counters = [_counters.setdefault(bar, BatchCounter([bar])) for bar in bars]
+    for counter in counters:
+        watch(df.sparkSession, name, counter)
     return df

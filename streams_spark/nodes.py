@@ -313,7 +313,7 @@ class ToSpark(SegmentEntry, Stream[Any]):
     def _deliver(self, values: list[Any], errors: list[BaseException] | None = None,
                  rows: int = 0) -> None:
         if self._counter is not None and rows:
-            self._counter(rows, 0)
+            self._counter(rows)
         if self.show_progress:
             if self._bar is None:
                 from streams.jupyter.progress import progress_bar

@@ -222,6 +222,18 @@ class SparkSegment(Segment):
             out.append(node)  # being admitted
         return out
 
+    def fed_by(self, entry: Stream[Any]) -> list[Stream[Any]]:
+        """The segment steps that read from ``entry``, in graph order (through a union too)."""
+        mine = {id(n) for n in self.nodes}
+        reached: set[int] = set()
+        todo = [entry]
+        while todo:
+            for d in todo.pop().downstreams:
+                if id(d) in mine and id(d) not in reached:
+                    reached.add(id(d))
+                    todo.append(d)
+        return [n for n in self.nodes if id(n) in reached]
+
     def paths(self, node: Stream[Any]) -> list[tuple[Any, list[NodeSpec]]]:
         """The linear chains computing ``node``, each with the source it reads.
 
