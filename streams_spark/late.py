@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from typing import Any
 
 from streams.operators._checks import key_function
@@ -64,24 +65,34 @@ def _advice(watermark_us: int | None) -> str:
     return _EPOCH_ADVICE if watermark_us is not None and watermark_us <= 0 else _ADVICE
 
 
+#: The windows of each output :func:`watch_dropped` watches, by its metric's name.
+_watched: dict[str, list[str]] = {}
+_watched_lock = threading.Lock()
+
+
 def watch_dropped(df: Any, labels: list[str]) -> Any:
     """``df`` (a streaming query's output), with each micro-batch of dropped rows logged.
 
     Spark counts what its stateful operators drop behind the watermark of
     the micro-batch before (``numRowsDroppedByWatermark``: rows after its
     partial aggregation, one per window and key) and says nothing else;
-    ``labels`` are the windows the query runs, named in the warning. The
-    count is the query's, of all its stateful operators.
+    ``labels`` are the windows of ``df``, named in the warning. The count is
+    the query's, of all its stateful operators: where a user's query runs
+    two such outputs (a union of them), one warning names the windows of both.
     """
-    label = ", ".join(labels)
-    df, name = observed(df, label)
+    df, name = observed(df, ", ".join(labels))
+    with _watched_lock:
+        _watched[name] = labels
     marks = DroppingMarks()
 
     def report(progress: Any) -> None:
         threshold, _ = marks.take(progress)
         dropped = sum(int(op.numRowsDroppedByWatermark or 0)
                       for op in progress.stateOperators or [])
-        if not dropped:
+        with _watched_lock:
+            here = sorted(n for n in progress.observedMetrics or {} if n in _watched)
+            label = ", ".join(w for n in here for w in _watched[n])
+        if not dropped or (here and name != here[0]):  # the first output of a query tells
             return
         if threshold is not None and threshold <= 0:
             what = ("ending by 1970-01-01T00:00:00, where Spark's watermark stands until "

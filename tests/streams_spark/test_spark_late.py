@@ -135,3 +135,35 @@ def test_windows_ending_by_the_epoch_that_spark_drops_are_logged(
     warned = [r.getMessage() for r in caplog.records if "Spark dropped" in r.getMessage()]
     assert len(warned) == 1
     assert "timed_window" in warned[0] and "never goes below 1970-01-01" in warned[0]
+
+
+def test_a_query_of_two_windowed_outputs_logs_its_drops_once_naming_both(
+        spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Spark counts the drops of a query, not of each window: a user's union
+    # of two outputs with windows gets one warning per micro-batch, naming both.
+    from streams_spark.listener import settle
+
+    batches = [[(-25.0,), (-5.0,)], [(3.0,), (7.0,)], [(1000.0,)]]
+    for i, part in enumerate(batches):
+        spark.createDataFrame(part, "t double").coalesce(1).write.parquet(
+            str(tmp_path / "in" / f"part={i}"))
+
+    def windowed(size: float) -> Any:
+        df = (spark.readStream.schema("t double").option("maxFilesPerTrigger", 1)
+              .parquet(str(tmp_path / "in" / "*")))
+        return (Stream.from_spark(df).timed_window(size, time=lambda t: t)
+                .map(lambda w: (min(w), len(w))).to_dataframe("first double, n long"))
+
+    out = windowed(10).union(windowed(20))
+    with caplog.at_level("WARNING", logger="streams"):
+        query = (out.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+                 .option("checkpointLocation", str(tmp_path / "ckpt"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        settle(spark)
+    rows = sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert rows == [(3.0, 2), (3.0, 2)]  # [0, 10) and [0, 20); both windows by 1970 lost
+    warned = [r.getMessage() for r in caplog.records if "Spark dropped" in r.getMessage()]
+    assert len(warned) == 1
+    assert warned[0].count("timed_window") == 2
+    assert "dropped 4 window group(s)" in warned[0]  # [-30, -20), [-10, 0); [-40, -20), [-20, 0)
