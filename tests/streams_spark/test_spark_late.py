@@ -108,22 +108,30 @@ def test_rows_a_spark_source_loses_to_the_watermark_are_reported(
     assert "came from a Spark source" in str(errors[0].exception)
 
 
-def test_windows_ending_by_the_epoch_that_spark_drops_are_logged(
-        spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    # Spark's watermark starts at the epoch and never goes below it: in a
-    # streaming query it drops the windows that end by then, which
-    # in-process are on time. A DataFrame's query has no driver in its path
-    # to name the elements: each micro-batch of drops is logged.
-    from streams_spark.listener import settle
+#: Times by the epoch, then after it, then one that holds its window open.
+EPOCH_BATCHES = [[(-25.0,), (-5.0,)], [(3.0,), (7.0,)], [(1000.0,)]]
 
-    batches = [[(-25.0,), (-5.0,)], [(3.0,), (7.0,)], [(1000.0,)]]
-    for i, part in enumerate(batches):
+
+def epoch_input(spark: Any, tmp_path: Path) -> Any:
+    """A stream of ``EPOCH_BATCHES``, one file each, one micro-batch each."""
+    for i, part in enumerate(EPOCH_BATCHES):
         spark.createDataFrame(part, "t double").coalesce(1).write.parquet(
             str(tmp_path / "in" / f"part={i}"))
-    df = (spark.readStream.schema("t double").option("maxFilesPerTrigger", 1)
-          .parquet(str(tmp_path / "in" / "*")))
-    out = (Stream.from_spark(df).timed_window(10, time=lambda t: t)  # one column: its values
-           .map(lambda w: (min(w), len(w))).to_dataframe("first double, n long"))
+    return (spark.readStream.schema("t double").option("maxFilesPerTrigger", 1)
+            .parquet(str(tmp_path / "in" / "*")))
+
+
+def window_of(df: Any, size: float) -> Any:
+    """``to_dataframe()`` of the windows of ``size`` over ``df``: (first, count) each."""
+    return (Stream.from_spark(df).timed_window(size, time=lambda t: t)  # one column: its values
+            .map(lambda w: (min(w), len(w))).to_dataframe("first double, n long"))
+
+
+def run_logged(spark: Any, out: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+               ) -> tuple[list[tuple[Any, ...]], list[str]]:
+    """The rows ``out``'s query writes, and the drops it logged."""
+    from streams_spark.listener import settle
+
     with caplog.at_level("WARNING", logger="streams"):
         query = (out.writeStream.format("parquet").option("path", str(tmp_path / "out"))
                  .option("checkpointLocation", str(tmp_path / "ckpt"))
@@ -131,8 +139,18 @@ def test_windows_ending_by_the_epoch_that_spark_drops_are_logged(
         query.awaitTermination()
         settle(spark)
     rows = sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    return rows, [r.getMessage() for r in caplog.records if "Spark dropped" in r.getMessage()]
+
+
+def test_windows_ending_by_the_epoch_that_spark_drops_are_logged(
+        spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Spark's watermark starts at the epoch and never goes below it: in a
+    # streaming query it drops the windows that end by then, which
+    # in-process are on time. A DataFrame's query has no driver in its path
+    # to name the elements: each micro-batch of drops is logged.
+    out = window_of(epoch_input(spark, tmp_path), 10)
+    rows, warned = run_logged(spark, out, tmp_path, caplog)
     assert rows == [(3.0, 2)]  # in-process also (-25.0, 1) and (-5.0, 1); 1000's stays open
-    warned = [r.getMessage() for r in caplog.records if "Spark dropped" in r.getMessage()]
     assert len(warned) == 1
     assert "timed_window" in warned[0] and "never goes below 1970-01-01" in warned[0]
 
@@ -141,29 +159,10 @@ def test_a_query_of_two_windowed_outputs_logs_its_drops_once_naming_both(
         spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     # Spark counts the drops of a query, not of each window: a user's union
     # of two outputs with windows gets one warning per micro-batch, naming both.
-    from streams_spark.listener import settle
-
-    batches = [[(-25.0,), (-5.0,)], [(3.0,), (7.0,)], [(1000.0,)]]
-    for i, part in enumerate(batches):
-        spark.createDataFrame(part, "t double").coalesce(1).write.parquet(
-            str(tmp_path / "in" / f"part={i}"))
-
-    def windowed(size: float) -> Any:
-        df = (spark.readStream.schema("t double").option("maxFilesPerTrigger", 1)
-              .parquet(str(tmp_path / "in" / "*")))
-        return (Stream.from_spark(df).timed_window(size, time=lambda t: t)
-                .map(lambda w: (min(w), len(w))).to_dataframe("first double, n long"))
-
-    out = windowed(10).union(windowed(20))
-    with caplog.at_level("WARNING", logger="streams"):
-        query = (out.writeStream.format("parquet").option("path", str(tmp_path / "out"))
-                 .option("checkpointLocation", str(tmp_path / "ckpt"))
-                 .trigger(availableNow=True).start())
-        query.awaitTermination()
-        settle(spark)
-    rows = sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    df = epoch_input(spark, tmp_path)
+    rows, warned = run_logged(spark, window_of(df, 10).union(window_of(df, 20)), tmp_path,
+                              caplog)
     assert rows == [(3.0, 2), (3.0, 2)]  # [0, 10) and [0, 20); both windows by 1970 lost
-    warned = [r.getMessage() for r in caplog.records if "Spark dropped" in r.getMessage()]
     assert len(warned) == 1
     assert warned[0].count("timed_window") == 2
     assert "dropped 4 window group(s)" in warned[0]  # [-30, -20), [-10, 0); [-40, -20), [-20, 0)
