@@ -169,6 +169,8 @@ class LateElements:
             wm = watermark_us(p.get("eventTime", {}).get("watermark"))
             if wm is not None:
                 self.watermarks[bid] = wm
+            for old in [k for k in self.watermarks if k < bid - 1]:  # a query runs for months
+                del self.watermarks[old]
             dropped = sum(op.get("numRowsDroppedByWatermark", 0)
                           for op in p.get("stateOperators", []))
             if dropped:

@@ -106,6 +106,9 @@ def test_rows_a_spark_source_loses_to_the_watermark_are_reported(
     assert out == [[5.0], [7.5]]  # 8.0's window stays open: the query stopped
     assert [type(e.exception) for e in errors] == [LateElementError]
     assert "came from a Spark source" in str(errors[0].exception)
+    # Of the three micro-batches' watermarks, only the last two are kept:
+    # a query that runs for months reads one a micro-batch.
+    assert sorted(source._dropped_rows.watermarks) == [1, 2]
 
 
 #: Times by the epoch, then after it, then one that holds its window open.
