@@ -12,7 +12,6 @@ starts on ``to_dataframe()``) reports to the bar.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -165,8 +164,9 @@ class BatchCounter:
                 node.bar.set_postfix(batches=self.batches, refresh=False)
 
 
-#: The counter of each ``.progress()`` node of a Spark-resident segment.
-_counters: weakref.WeakKeyDictionary[Any, BatchCounter] = weakref.WeakKeyDictionary()
+#: The counter of each ``.progress()`` node of a Spark-resident segment, shared
+#: by the inputs that reach it; kept as long as the watchers that hold them are.
+_counters: dict[Any, BatchCounter] = {}
 
 
 def count_input(df: Any, nodes: list[Any], label: Callable[[], str]) -> Any:
