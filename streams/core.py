@@ -415,7 +415,11 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         return {name: copy.deepcopy(getattr(self, name)) for name in self._state}
 
     def restore(self, state: dict[str, Any]) -> None:
-        """Set this node's state from a :meth:`snapshot`."""
+        """Set this node's state from a :meth:`snapshot`, taking its objects over.
+
+        The node goes on to change them: restore a snapshot once, or give
+        each restore a copy (:func:`~streams.snapshot.restore_graph` copies).
+        """
         for name in self._state:
             setattr(self, name, state[name])
         _invalidate(self)  # fused code may have specialised on the old state

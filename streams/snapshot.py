@@ -21,6 +21,7 @@ import hashlib
 import pickle
 import sys
 import types
+from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,15 +206,21 @@ def _check_match(nodes: list[Stream[Any]], entries: tuple[dict[str, Any], ...],
             f"({_describe_entry(entries[len(nodes)])}) is not in the graph")
 
 
-def restore_graph(node: Stream[Any], snapshot: GraphSnapshot, where: str = "snapshot") -> None:
+def restore_graph(node: Stream[Any], snapshot: GraphSnapshot, where: str = "snapshot",
+                  copy: bool = True) -> None:
     """Restore every node of the graph ``node`` belongs to from ``snapshot``.
 
+    The nodes get a copy of its states, so one snapshot restores any number
+    of times, or into several graphs; with ``copy=False`` they take its
+    objects over (a snapshot used once, as one read from a checkpoint).
     Raises :class:`CheckpointError`, naming the node, if the graph differs
     from the one the snapshot was taken of.
     """
     nodes = walk(node)
     _check_match(nodes, snapshot.nodes, where)
-    for n, state in zip(nodes, snapshot.states, strict=True):
+    # One copy of all the states: objects the nodes shared stay shared.
+    states = deepcopy(snapshot.states) if copy else snapshot.states
+    for n, state in zip(nodes, states, strict=True):
         if state is not None:
             try:
                 n.restore(state)

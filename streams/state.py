@@ -218,7 +218,7 @@ class Checkpointer:
             snap = read_checkpoint(self.directory, self._key)
             if snap is not None:
                 where = f"checkpoint {snap.sequence} in {self.directory / FILENAME}"
-                restore_graph(node, snap, where=where)
+                restore_graph(node, snap, where=where, copy=False)  # read afresh
                 self.sequence = snap.sequence + 1
                 self.restored = True
         if self._numbering and not self.restored:

@@ -205,6 +205,29 @@ def test_snapshot_is_isolated_from_later_elements() -> None:
     assert node._buffer == {None: [1, 2]}
 
 
+def test_one_snapshot_restores_into_two_graphs_that_go_their_own_ways() -> None:
+    def build() -> tuple[Stream[Any], list[Any], list[Any]]:
+        source: Stream[Any] = Stream()
+        windows = source.timed_window(10, time=lambda x: x).sink_to_list()
+        totals = source.scan(add, start=0, key=lambda x: "k").sink_to_list()
+        return source, windows, totals
+
+    first, _, _ = build()
+    first.emit(1)
+    snap = snapshot_graph(first)
+    (a, windows_a, totals_a), (b, windows_b, totals_b) = build(), build()
+    restore_graph(a, snap)
+    restore_graph(b, snap)
+    a.emit(2)  # only a sees 2
+    b.emit(3)
+    a.close()
+    b.close()
+    assert (windows_a, totals_a) == ([[1, 2]], [("k", 3)])
+    assert (windows_b, totals_b) == ([[1, 3]], [("k", 4)])
+    restore_graph(a, snap)  # and once more: the snapshot is as it was taken
+    assert snapshot_graph(a).states == snap.states
+
+
 def test_restore_refuses_a_different_graph_naming_the_node() -> None:
     source = Stream()
     source.scan(add, stream_name="totals").sink_to_list()
