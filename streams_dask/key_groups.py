@@ -23,13 +23,12 @@ too, each group told the stream's watermark: see
 
 from __future__ import annotations
 
-import pickle
 import time
 import zlib
 from collections.abc import Callable
 from typing import Any
 
-from streams.operators._checks import canonical_key, key_function
+from streams.operators._checks import key_bytes, key_function
 from streams.stage import Failure, Stage, StagePlan, StageResult, checkout, release
 
 __all__ = ["KEY_GROUPS", "SHARED", "GroupStates", "group_of", "parts", "run_key_groups",
@@ -59,7 +58,7 @@ def group_of(key: Any) -> int:
     >>> group_of("user-7") == group_of("user-7"), group_of(1) == group_of(1.0) == group_of(True)
     (True, True)
     """
-    return zlib.crc32(pickle.dumps(canonical_key(key), protocol=5)) % KEY_GROUPS
+    return zlib.crc32(key_bytes(key)) % KEY_GROUPS
 
 
 def _grouper(plan: StagePlan) -> Callable[[Any], int]:

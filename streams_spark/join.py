@@ -47,7 +47,7 @@ from typing import Any
 import pyarrow as pa
 
 from streams.core import Stream
-from streams.operators._checks import canonical_key, key_function
+from streams.operators._checks import key_bytes, key_function
 from streams.operators._late import seconds_of
 from streams.spec import JoinTime, NodeSpec
 from streams.stage import Stage
@@ -106,7 +106,7 @@ class SideRows:
                 t = on_spark(seconds_of(self.time(x)))
                 kb = self.keys.get(k)
                 if kb is None:
-                    kb = self.keys[k] = pickle.dumps(canonical_key(k), protocol=5)
+                    kb = self.keys[k] = key_bytes(k)
             except Exception as e:  # an unhashable key too: as in-process
                 fail_on_executor(carried_error(self.join_id, x, e), self.nodes)
                 continue

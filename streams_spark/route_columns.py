@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from streams.operators._checks import canonical_key, key_function
+from streams.operators._checks import key_bytes, key_function
 
 from .plan import Route
 
@@ -56,7 +56,7 @@ def window_key(k: Any) -> bytes:
     >>> window_key(1) == window_key(1.0) == window_key(True) != window_key(1.5)
     True
     """
-    return pickle.dumps(canonical_key(k), protocol=5)
+    return key_bytes(k)
 
 
 def element_routes(route: Route | None) -> Callable[[Any], tuple[bytes | None, Any]]:

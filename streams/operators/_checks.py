@@ -6,13 +6,16 @@ operator and saying what to pass instead, never later inside a worker.
 
 from __future__ import annotations
 
+import io
+import numbers
 import operator
+import pickle
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import short_repr
 
-__all__ = ["canonical_key", "check_callable", "check_count", "key_function"]
+__all__ = ["canonical_key", "check_callable", "check_count", "key_bytes", "key_function"]
 
 
 def check_callable(op: str, func: Any, what: str = "a function as its first argument",
@@ -53,16 +56,48 @@ def key_function(key: Any) -> Callable[[Any], Any]:
 
 
 def canonical_key(key: Any) -> Any:
-    """One form for keys a dict takes as one (``1``, ``1.0``, ``True``).
+    """One form for keys a dict takes as one (``1``, ``1.0``, ``True``), in tuples too.
 
-    An engine that routes or groups by a key's pickle (the same bytes in
-    every process) pickles this instead, so that keys one state in-process
-    stay one state there.
+    An engine that routes or groups by a key's bytes (:func:`key_bytes`, the
+    same in every process) takes them of this, so that keys one state
+    in-process stay one state there.
 
     >>> canonical_key(1.0), canonical_key(True), canonical_key(2.5), canonical_key("a")
     (1, 1, 2.5, 'a')
+    >>> canonical_key(("a", 2.0, (False, 0.5)))
+    ('a', 2, (0, 0.5))
     """
+    kind = type(key)
+    if kind is str or kind is int:
+        return key
+    if kind is tuple:
+        return tuple(map(canonical_key, key))
     if isinstance(key, bool | float) and float(key).is_integer():
         return int(key)
+    if isinstance(key, numbers.Integral) and not isinstance(key, bool):
+        return int(key)  # a NumPy integer is one key with the int
     return key
 
+
+def key_bytes(key: Any) -> bytes:
+    """The bytes of a key, equal for keys a dict takes as one, in every process.
+
+    A pickle of :func:`canonical_key`'s form. A tuple's is taken without
+    pickle's memo, which writes an object met twice in it (one string as two
+    fields) as a reference: equal keys would differ by which of their parts
+    are the same object.
+
+    >>> key_bytes(("ab", 1.0)) == key_bytes(("".join("ab"), True)), key_bytes(1) == key_bytes(1.0)
+    (True, True)
+    >>> s = "x" * 3
+    >>> key_bytes((s, s)) == key_bytes((s, "".join(["x"] * 3)))
+    True
+    """
+    k = canonical_key(key)
+    if type(k) is not tuple:
+        return pickle.dumps(k, protocol=5)
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=5)
+    pickler.fast = True  # no memo (a key holds no cycle)
+    pickler.dump(k)
+    return out.getvalue()

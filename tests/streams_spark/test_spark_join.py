@@ -204,6 +204,23 @@ def test_keys_equal_in_a_dict_are_one_key_and_the_schema_can_be_inferred(spark: 
     assert sorted(tuple(r) for r in out.collect()) == [(1, 6)]
 
 
+def test_tuple_keys_equal_in_a_dict_are_one_key(spark: Any) -> None:
+    # (user, 1) and (user, 1.0) are one key in-process; so are a key holding
+    # one string twice and one holding two equal strings.
+    left = spark.createDataFrame([("u", 1, 5), ("v", 2, 5)], "u string, d long, t long")
+    right = spark.createDataFrame([("u", 1.0, 6), ("v", 2.5, 5)], "u string, d double, t long")
+    pairs = Stream.from_spark(left).join(
+        Stream.from_spark(right), key=(lambda r: (r.u, r.d), lambda r: (r.u, r.d)),
+        within=1, time=("t", "t"))
+    out = pairs.map(lambda p: {"u": p[0].u, "t": p[1].t}).to_dataframe("u string, t long")
+    assert sorted(tuple(r) for r in out.collect()) == [("u", 6)]
+    df = spark.createDataFrame([("a", "a", 1)], "x string, y string, t long")
+    same = Stream.from_spark(df).join(
+        Stream.from_spark(df), key=(lambda r: (r.x, r.x), lambda r: (r.x, r.y)),
+        within=1, time=("t", "t"))
+    assert same.map(lambda p: {"n": 1}).to_dataframe("n long").count() == 1
+
+
 def test_a_failing_key_function_fails_the_job_naming_the_join(spark: Any) -> None:
     df = spark.createDataFrame([("a", 1, 0)], SCHEMA)
     pairs = Stream.from_spark(df).join(Stream.from_spark(df), key=lambda r: 1 // 0,

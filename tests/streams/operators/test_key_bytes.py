@@ -1,0 +1,63 @@
+"""Key bytes: the form in which the engines route and group keys.
+
+Dask routes an element to its key group by them, Spark groups keyed windows
+and joins on them: keys a dict takes as one must give the same bytes, in
+every process, or one key's state splits in two (and a join loses pairs).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streams.operators._checks import key_bytes
+
+#: Scalars that compare equal across types: 1 == 1.0 == True.
+scalars = st.one_of(st.integers(-3, 3), st.floats(-3, 3).map(lambda f: round(f * 2) / 2),
+                    st.booleans(), st.sampled_from(["a", "bc", "a" * 40]), st.none())
+keys = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3).map(tuple),
+                    max_leaves=8)
+
+
+def copied(key: Any) -> Any:
+    """An equal key made of other objects: strings built anew, numbers as other types."""
+    if isinstance(key, tuple):
+        return tuple(copied(k) for k in key)
+    if isinstance(key, str):
+        return "".join(list(key))  # an equal string, another object (unless cached)
+    if type(key) is int and -3 <= key <= 3:
+        return float(key)
+    return key
+
+
+@given(keys)
+def test_equal_keys_give_equal_bytes(key: Any) -> None:
+    twin = copied(key)
+    assert twin == key
+    assert key_bytes(twin) == key_bytes(key)
+
+
+@given(keys, keys)
+def test_keys_a_dict_tells_apart_give_other_bytes(a: Any, b: Any) -> None:
+    assert (key_bytes(a) == key_bytes(b)) == (a == b)
+
+
+def test_a_string_met_twice_in_a_key_is_not_a_reference_to_itself() -> None:
+    # Pickle writes an object met twice as a reference to its first copy.
+    s = "user-" + str(7)
+    assert key_bytes((s, s)) == key_bytes((s, "user-" + "7"))
+    pair = (1, "x")
+    assert key_bytes((pair, pair)) == key_bytes(((1, "x"), (1.0, "x")))
+
+
+def test_the_bytes_are_the_same_in_another_process() -> None:
+    probe = [("a", 1), ("b" * 3, 2.0, (True, None)), 7, "k", 2.5]
+    code = ("import sys; from streams.operators._checks import key_bytes; "
+            f"sys.stdout.write(repr([key_bytes(k) for k in {probe!r}]))")
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True).stdout
+    assert other == repr([key_bytes(k) for k in probe])
