@@ -412,13 +412,13 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     if join is not None:  # Spark's stream-stream join of its two sides
         ahead = {id(n) for n in segment.lineage(join)}
         after = [s for n, s in zip(lineage, specs, strict=True) if id(n) not in ahead]
-        return join_frame(segment, join, after, typed_rows(), schema, nodes)
+        return join_frame(segment, join, self, after, typed_rows(), schema, nodes)
     # One plan per source DataFrame; a union of them is Spark's union of
     # their outputs (same columns: the output schema). Each input is observed
     # for the progress() bars of the segment (rows per micro-batch).
     frames = []
-    for entry, chain in paths:
-        df = count_input(entry.df, segment.fed_by(entry), entry._label)
+    for (entry, chain), steps in zip(paths, segment.path_nodes(self), strict=True):
+        df = count_input(entry.df, steps, entry._label)
         # Simple functions become Spark columns (see streams_spark.native).
         df, chain, frame = lower_native(df, chain, schema)
         if frame is None and not chain:

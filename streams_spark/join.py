@@ -187,9 +187,10 @@ def _side(df: Any, plan: Any, prefix: str, times: JoinTime, label: str) -> Any:
             .withWatermark(f"{prefix}et", spark_delay(times.lateness)))
 
 
-def join_frame(segment: Any, join: Stream[Any], after: list[NodeSpec], rows_of: Rows,
-               schema: Any, nodes: dict[int, tuple[str, str]]) -> Any:
-    """The DataFrame of ``to_dataframe()`` through ``join``: each side, the join, ``after``.
+def join_frame(segment: Any, join: Stream[Any], output: Stream[Any], after: list[NodeSpec],
+               rows_of: Rows, schema: Any, nodes: dict[int, tuple[str, str]]) -> Any:
+    """The DataFrame of ``output.to_dataframe()`` through ``join``: each side, the join,
+    ``after`` (the steps from the join to ``output``).
 
     ``segment`` is the join's :class:`~streams_spark.segment.SparkSegment`;
     ``rows_of`` makes the receiver of the typed output rows (of ``schema``).
@@ -200,12 +201,13 @@ def join_frame(segment: Any, join: Stream[Any], after: list[NodeSpec], rows_of: 
     times = spec.traits.join
     assert times is not None
     sides = []
+    steps = segment.side_nodes(join, output)
     for side, (up, prefix) in enumerate(zip(join.upstreams, ("l", "r"), strict=True)):
         ((entry, specs),) = segment.paths(up)  # one path: a union before a join is refused
         rows = _side_rows(spec, side, specs[-1] if specs else None, nodes)
         plan = chain_task(specs, None, COLUMNS, rows)
         label = f"{join._label()} ({('left', 'right')[side]} side, from {entry._label()})"
-        sides.append(_side(count_input(entry.df, segment.fed_by(entry), entry._label), plan,
+        sides.append(_side(count_input(entry.df, steps[side], entry._label), plan,
                            prefix, times, label))
     left, right = sides
     within = f"INTERVAL {interval(times.within)}"

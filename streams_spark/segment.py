@@ -222,17 +222,43 @@ class SparkSegment(Segment):
             out.append(node)  # being admitted
         return out
 
-    def fed_by(self, entry: Stream[Any]) -> list[Stream[Any]]:
-        """The segment steps that read from ``entry``, in graph order (through a union too)."""
-        mine = {id(n) for n in self.nodes}
-        reached: set[int] = set()
-        todo = [entry]
-        while todo:
-            for d in todo.pop().downstreams:
-                if id(d) in mine and id(d) not in reached:
-                    reached.add(id(d))
-                    todo.append(d)
-        return [n for n in self.nodes if id(n) in reached]
+    def path_nodes(self, node: Stream[Any]) -> list[list[Stream[Any]]]:
+        """The steps each of :meth:`paths` brings its input's rows through, as nodes.
+
+        A step before the union (or join) of two branches of one input is in
+        the first path only: its elements are the input's, once. The steps
+        after the union are in every path: each brings them rows.
+        """
+        lineage = self.lineage(node) if not self._is_entry(node) else []
+        unions = [n for n in lineage if len(n.upstreams) > 1]
+        if not unions:
+            return [lineage]
+        (union,) = unions
+        return self._through(union, [n for n in lineage
+                                     if all(n is not b for b in self.lineage(union))])
+
+    def _through(self, meeting: Stream[Any], after: list[Stream[Any]]
+                 ) -> list[list[Stream[Any]]]:
+        """Per upstream of ``meeting``, its steps not on an earlier one's, then ``after``."""
+        out: list[list[Stream[Any]]] = []
+        seen: set[int] = set()
+        for up in meeting.upstreams:
+            mine = [] if self._is_entry(up) else [n for n in self.lineage(up)
+                                                   if id(n) not in seen]
+            seen.update(map(id, mine))
+            out.append(mine + after)
+        return out
+
+    def side_nodes(self, join: Stream[Any], output: Stream[Any]) -> list[list[Stream[Any]]]:
+        """For each side of ``join``, the steps its input's rows go through on the way to
+        ``output`` (see :meth:`path_nodes`): the steps after the join in both."""
+        ahead = {id(n) for n in self.lineage(join)}
+        return self._through(join, [n for n in self.lineage(output) if id(n) not in ahead])
+
+    def gathered(self) -> list[Stream[Any]]:
+        """The steps a ``gather()`` query runs: the path to it (all of them without one)."""
+        up = self.exits[0].upstream if self.exits else None
+        return self.nodes if up is None else self.lineage(up)
 
     def paths(self, node: Stream[Any]) -> list[tuple[Any, list[NodeSpec]]]:
         """The linear chains computing ``node``, each with the source it reads.
@@ -291,8 +317,7 @@ class SparkSegment(Segment):
     def plan(self) -> Plan:
         """Lower the segment's path to its ``gather()`` (all of it without one)."""
         self.started = True
-        up = self.exits[0].upstream if self.exits else None
-        nodes = self.nodes if up is None else self.lineage(up)
+        nodes = self.gathered()
         specs = [n.describe() for n in nodes]
         # Again now that the graph is whole: a window whose late stream was
         # sunk since it was built runs as its node, not as Spark's window().

@@ -137,7 +137,7 @@ class FromSpark(Stream[Any]):
         plan = segment.plan()
         if any(isinstance(s, WindowStage) for s in plan.stages):
             self._dropped_rows = LateElements(plan, driver_fed=False)  # drops Spark reports
-        df = count_input(self.df, segment.fed_by(self), self._label)
+        df = count_input(self.df, segment.gathered(), self._label)
         frame = build_query_frame(df, plan, first=COLUMNS)
         writer = (frame.writeStream.foreachBatch(self._deliver_batch)
                   .queryName(query_name(self))

@@ -46,11 +46,25 @@ def write_files(directory: Path, files: int, rows: int) -> None:
                        directory / f"part-{f:03d}.parquet")
 
 
+def id_files(spark: Any, directory: Path, files: int, rows: int) -> Any:
+    """A stream of ``files`` files of ``rows`` ids each, one file a micro-batch."""
+    write_files(directory, files, rows)
+    return (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1)
+            .parquet(str(directory)))
+
+
+def run_to_end(spark: Any, frame: Any, checkpoint: Path) -> Any:
+    """Run ``frame``'s query over what its input holds (no output kept), bars updated."""
+    query = (frame.writeStream.format("noop").option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    settle(spark)
+    return query
+
+
 def test_progress_in_a_spark_resident_segment_counts_rows_and_batches(
         spark: Any, tmp_path: Path) -> None:
-    write_files(tmp_path / "in", files=3, rows=4)
-    df = (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1)
-          .parquet(str(tmp_path / "in")))
+    df = id_files(spark, tmp_path / "in", files=3, rows=4)
     source = Stream.from_spark(df, checkpoint=str(tmp_path / "ckpt"))
     counted = source.progress(file=io.StringIO())
     out = counted.filter(lambda x: x % 2 == 0).gather().sink_to_list()
@@ -136,3 +150,51 @@ def test_progress_bars_of_two_unioned_inputs_count_what_reaches_each(
     assert both.bar.postfix == f"batches={batches}"
     assert sorted(r.id for r in spark.read.parquet(str(tmp_path / "out")).collect()) == sorted(
         [2 * i for i in range(6)] + [2 * i for i in range(5)])
+
+
+def test_bars_on_two_branches_of_one_input_count_as_in_process(
+        spark: Any, tmp_path: Path) -> None:
+    # Spark reads the input once for each branch of the union: a bar before
+    # the branches still counts each row once, one on a branch its rows, one
+    # after the union the rows of both branches, as in-process.
+    def build(source: Stream[Any]) -> tuple[Stream[Any], ...]:
+        before = source.progress(file=io.StringIO())
+        branch = before.map(lambda x: x * 2).progress(file=io.StringIO())
+        after = branch.union(before.map(lambda x: x * 3)).progress(file=io.StringIO())
+        return before, branch, after
+
+    local = Stream()
+    local_bars = build(local)
+    local_bars[-1].sink(lambda x: None)
+    for i in range(10):
+        local.emit(i)
+    bars = build(Stream.from_spark(id_files(spark, tmp_path / "in", files=2, rows=5)))
+    run_to_end(spark, bars[-1].map(lambda x: {"id": x}).to_dataframe("id long"), tmp_path / "c")
+    assert [b.bar.n for b in bars] == [b.bar.n for b in local_bars] == [10, 10, 20]
+
+
+def test_a_bar_counts_only_for_the_queries_that_run_its_step(
+        spark: Any, tmp_path: Path) -> None:
+    df = id_files(spark, tmp_path / "in", files=2, rows=5)
+    source = Stream.from_spark(df, checkpoint=str(tmp_path / "ckpt"))
+    counted = source.map(lambda x: x * 2).progress(file=io.StringIO())
+    frame = counted.map(lambda x: {"id": x}).to_dataframe("id long")  # not run yet
+    out = source.map(lambda x: x + 1).gather().sink_to_list()
+    source.start()  # the gather() branch only
+    assert len(out) == 10 and counted.bar.n == 0
+    run_to_end(spark, frame, tmp_path / "c")
+    assert (counted.bar.n, counted.bar.postfix) == (10, "batches=2")
+
+
+def test_a_bar_before_a_join_of_one_input_with_itself_counts_each_row_once(
+        spark: Any, tmp_path: Path) -> None:
+    for i, part in enumerate([[("a", 1, 0), ("b", 2, 1)], [("a", 4, 2)]]):
+        spark.createDataFrame(part, "key string, t long, id long").coalesce(1).write.parquet(
+            str(tmp_path / "in" / f"part={i}"))
+    df = (spark.readStream.schema("key string, t long, id long")
+          .option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in" / "*")))
+    counted = Stream.from_spark(df).progress(file=io.StringIO())
+    pairs = counted.map(tuple).join(counted.map(tuple), key=0, within=3, time=1)
+    run_to_end(spark, pairs.map(lambda p: (p[0][2], p[1][2])).to_dataframe("l long, r long"),
+               tmp_path / "c")
+    assert counted.bar.n == 3  # the rows taken in, though Spark reads them for each side
