@@ -133,17 +133,22 @@ class StatefulMap(ExpiringKeys):
                             f"got {result!r:.80}") from None
         return new, list(outputs)  # a failing iterable is this node's error
 
-    def _advance(self, x: Any) -> list[Any]:
-        """Take ``x`` into the state; return the outputs (may raise)."""
+    def _advance(self, x: Any, pending: list[Any]) -> list[Any]:
+        """Take ``x`` into the state; return its outputs (may raise).
+
+        The keys its time expires go first: their ``on_expire`` outputs are
+        emitted (their awaitables added to ``pending``) before the function
+        runs, so a failure of ``x`` loses none, and a failing ``on_expire``
+        is the expiring key's error, with ``(key, state)`` as at close.
+        """
         if self._key is None:
             new, outputs = self._call(self._fresh() if self.state is None else self.state, x)
             self.state = new
             return outputs
         k = self._key(x)
-        expired: list[Any] = []
         if self._expiry is not None:
             for gone in self._expiry.advance(k, self._expiry.seconds(x)):
-                expired.extend(self._expire(gone))
+                pending.extend(self._expired(gone))
         old = self.state.get(k)
         new, outputs = self._call(self._fresh() if old is None else old, x)
         if new is None:
@@ -152,7 +157,16 @@ class StatefulMap(ExpiringKeys):
                 self._expiry.forget(k)
         else:
             self.state[k] = new
-        return expired + outputs if expired else outputs
+        return outputs
+
+    def _expired(self, k: Any) -> list[Any]:
+        """Drop ``k``'s state and emit what ``on_expire`` returns for it (or its error)."""
+        state = self.state.get(k)
+        try:
+            outputs = self._expire(k)
+        except Exception as e:
+            return [self._fail((k, state), e)]
+        return [self._emit(y) for y in outputs]
 
     def _expire(self, k: Any) -> list[Any]:
         """Drop ``k``'s state; what ``on_expire`` returns for it."""
@@ -162,24 +176,19 @@ class StatefulMap(ExpiringKeys):
         return list(self.on_expire(k, state))
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        pending: list[Any] = []
         try:
-            outputs = self._advance(x)
+            outputs = self._advance(x, pending)
         except Exception as e:
-            return self._fail(x, e)
-        pending = [p for y in outputs if (p := self._emit(y)) is not None]
+            pending.append(self._fail(x, e))
+        else:
+            pending.extend(self._emit(y) for y in outputs)
+        pending = [p for p in pending if p is not None]
         return gather_pending(pending) if pending else None
 
     def _flush(self) -> Any:
         if self._expiry is None or self.on_expire is None:
             return None
         # End of stream: event time ends, every key still held expires.
-        pending = []
-        for k in list(self._expiry.close()):
-            state = self.state.get(k)
-            try:
-                outputs = self._expire(k)
-            except Exception as e:
-                pending.append(self._fail((k, state), e))
-                continue
-            pending.extend(self._emit(y) for y in outputs)
+        pending = [p for k in list(self._expiry.close()) for p in self._expired(k)]
         return gather_pending(pending)

@@ -136,6 +136,39 @@ def test_a_failing_on_expire_at_close_goes_to_the_error_policy() -> None:
     assert [(r.element, type(r.exception)) for r in errors] == [(("a", 1), ZeroDivisionError)]
 
 
+def test_keys_expired_by_an_element_the_function_fails_on_still_give_their_outputs() -> None:
+    def clicks(n: int, x: tuple[str, int, bool]) -> tuple[int, list[Any]]:
+        if x[2]:
+            raise ValueError("bad record")
+        return n + 1, []
+
+    source = Stream()
+    node = source.stateful_map(clicks, start=0, key=0, ttl=10, time=1,
+                               on_expire=lambda k, n: [(k, n)]).on_error("route")
+    L, errors = node.sink_to_list(), node.errors.sink_to_list()
+    for x in [("a", 0, False), ("a", 1, False), ("b", 2, False), ("c", 30, True)]:
+        source.emit(x)  # 30 expires a and b, then the function fails on c
+    assert L == [("a", 2), ("b", 1)]
+    assert [r.element for r in errors] == [("c", 30, True)]
+
+
+def test_a_failing_on_expire_is_the_expiring_keys_error_and_the_element_goes_on() -> None:
+    def summary(k: str, n: int) -> list[Any]:
+        if k == "b":
+            raise RuntimeError("no summary for b")
+        return [("gone", k, n)]
+
+    source = Stream()
+    node = source.stateful_map(lambda n, x: (n + 1, []), start=0, key=0, ttl=10, time=1,
+                               on_expire=summary).on_error("route")
+    L, errors = node.sink_to_list(), node.errors.sink_to_list()
+    for x in [("a", 0), ("b", 1), ("c", 50)]:
+        source.emit(x)
+    assert L == [("gone", "a", 1)]
+    assert [(r.element, type(r.exception)) for r in errors] == [(("b", 1), RuntimeError)]
+    assert node.state == {"c": 1}  # c was taken in, though b's summary failed before it
+
+
 @pytest.mark.parametrize(("make", "message"), [
     (lambda s: s.scan(count, start=0, key=0, ttl=5), r"scan\(\): ttl= needs time="),
     (lambda s: s.scan(count, start=0, ttl=5, time=1), r"scan\(\): ttl= needs key="),
