@@ -8,14 +8,14 @@ such results without costing the synchronous path anything.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["DONE", "as_future", "asynchronous_of", "done", "finish_emit", "gather_pending",
-           "settle"]
+__all__ = ["DONE", "as_future", "asynchronous_of", "done", "emit_each", "finish_emit",
+           "gather_pending", "settle"]
 
 
 class _Done:
@@ -64,6 +64,35 @@ def gather_pending(results: list[Any]) -> Any:
     if len(pending) == 1:
         return pending[0]
     return _all(pending)
+
+
+def emit_each(emit: Callable[[Any], Any], items: Iterable[Any]) -> Any:
+    """``emit(x)`` for every item, even after one fails downstream; their pending work.
+
+    For ``close()``, which has no later time to send what is left: the
+    first failure is raised once every item went (nothing held is lost).
+
+    >>> sent = []
+    >>> def emit(x):
+    ...     if x == 2:
+    ...         raise ValueError("no 2")
+    ...     sent.append(x)
+    >>> emit_each(emit, [1, 2, 3])
+    Traceback (most recent call last):
+    ValueError: no 2
+    >>> sent
+    [1, 3]
+    """
+    pending = []
+    error: Exception | None = None
+    for x in items:
+        try:
+            pending.append(emit(x))
+        except Exception as e:
+            error = error or e
+    if error is not None:
+        raise error
+    return gather_pending(pending)
 
 
 async def _all(pending: list[Awaitable[Any]]) -> None:

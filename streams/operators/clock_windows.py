@@ -42,7 +42,7 @@ from typing import Any
 from ..clock import Handle, get_clock
 from ..core import Stream
 from ..metadata import release_refs, retain_refs
-from ..pending import gather_pending
+from ..pending import emit_each, gather_pending
 from ..spec import Traits
 from ..window_clock import TickTimes
 from ._checks import key_function
@@ -309,15 +309,15 @@ class ClockSlidingWindow(Stream[Any]):
             self._timer.cancel()
             self._timer = None
         step, width = self._step, self._width
-        pending = []
         # The windows open now: from the first not closed to the last started.
-        for i in range(-((self._inside - step) // width), step // width + 1):
-            first = max(width * i, 0)
-            if any(pane in self._panes for pane in range(first, step + 1)):
-                pending.append(self._emit_window(self._outbox.emit, i, step))
-        for held in self._metadata.values():
-            for metadata in held.values():
-                for ms in metadata:
-                    release_refs(ms)
-        self._panes, self._metadata = {}, {}
-        return gather_pending([*pending, self._outbox.wait()])
+        open_now = [i for i in range(-((self._inside - step) // width), step // width + 1)
+                    if any(pane in self._panes for pane in range(max(width * i, 0), step + 1))]
+        try:  # no later closing sends what a failure leaves: every window goes
+            sent = emit_each(lambda i: self._emit_window(self._outbox.emit, i, step), open_now)
+        finally:
+            for held in self._metadata.values():
+                for metadata in held.values():
+                    for ms in metadata:
+                        release_refs(ms)
+            self._panes, self._metadata = {}, {}
+        return gather_pending([sent, self._outbox.wait()])

@@ -45,7 +45,7 @@ from typing import Any
 
 from ..core import Stream
 from ..fusion import Fuser
-from ..pending import gather_pending
+from ..pending import emit_each, gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
 from ._late import LateSide, event_seconds, late_error, seconds_code
@@ -186,7 +186,10 @@ class _EventWindows(LateSide):
         return gather_pending(pending) if pending else None
 
     def _flush(self) -> Any:
-        return self._emit_closed(math.inf)
+        closed = self._unsent + self._take_closed(math.inf)
+        self._unsent = []
+        # No later closing sends what a failure leaves: every window goes.
+        return emit_each(self._emit, map(self._output, closed)) if closed else None
 
     # -- run by key group: an engine runs each key group's elements on a node
     # of its own, in element order, and tells each node the stream's watermark.

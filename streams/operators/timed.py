@@ -21,6 +21,7 @@ from ..clock import Handle, get_clock
 from ..core import Stream
 from ..fusion import Fuser
 from ..metadata import emit_held, retain_refs
+from ..pending import emit_each
 from ..pending import gather_pending as _gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
@@ -385,7 +386,13 @@ class TimedWindow(LateSide):
             self._timer.cancel()
             self._timer = None
         if self._time is not None:
-            return _gather_pending([self._emit_until(math.inf), self._outbox.wait()])
+            windows, emit = self._windows, self._outbox.emit
+            try:  # no later closing sends what a failure leaves: every window goes
+                sent = emit_each(lambda k: self._emit_window(emit, k, windows.pop(k)),
+                                 sorted(windows))
+            finally:
+                self._forget_open()
+            return _gather_pending([sent, self._outbox.wait()])
         pending = self._emit_window(self._outbox.emit, None, self._take()) if self._buffer else None
         return _gather_pending([pending, self._outbox.wait()])
 

@@ -15,6 +15,7 @@ from toolz import identity
 from ..clock import Handle, get_clock
 from ..core import Stream
 from ..metadata import release_refs, retain_refs
+from ..pending import emit_each
 from ..pending import gather_pending as _gather_pending
 from ..spec import Traits
 from ._checks import check_count, key_function
@@ -159,8 +160,11 @@ class Partition(Stream[Any]):
             self._timer = None
         groups, self._buffer = self._buffer, {}
         self._started.clear()
-        return _gather_pending([self._emit_group(k, g, self._outbox.emit)
-                                for k, g in groups.items() if g] + [self._outbox.wait()])
+        # No later closing sends what a failure leaves: every group goes.
+        emit = self._outbox.emit
+        sent = emit_each(lambda k: self._emit_group(k, groups[k], emit),
+                         [k for k, g in groups.items() if g])
+        return _gather_pending([sent, self._outbox.wait()])
 
     def _emit_group(self, k: Any, group: list[Any], emit: Any) -> Any:
         """Emit ``group`` with its elements' metadata, if any, then release their refs."""

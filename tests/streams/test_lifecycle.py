@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from streams import NodeError, Stream, StreamClosedError
+from streams import NodeError, Stream, StreamClosedError, VirtualClock
 from streams.fusion import compiled
 
 
@@ -28,6 +30,37 @@ def test_close_ends_every_branch_even_when_one_fails() -> None:
     with pytest.raises(NodeError, match="ZeroDivisionError"):
         source.close()
     assert held == [(0, 1), (2,)]
+
+
+@pytest.mark.parametrize(("make", "elements_of", "bad", "sent"), [
+    (lambda s: s.timed_window(10, time=lambda x: x, lateness=100), list, {1}, [[15], [25]]),
+    (lambda s: s.timed_window(10, time=lambda x: x, lateness=100, key=lambda x: "k"),
+     lambda w: w[1], {1}, [[15], [25]]),
+    (lambda s: s.timed_window(20, slide=10, time=lambda x: x, lateness=100), list, {1},
+     [[15, 25], [25]]),  # [0, 20) holds 1 and 15
+    (lambda s: s.session_window(3, time=lambda x: x, lateness=100), list, {1}, [[15], [25]]),
+    # Processing time, windows of 100 every 50: 1 came at 0, 15 and 25 at 60.
+    (lambda s: s.timed_window(100, slide=50), list, {1, 15}, [[15, 25]]),
+    (lambda s: s.partition(5, key=lambda x: x % 10), list, {1}, [[15, 25]]),
+], ids=["tumbling", "keyed", "sliding", "session", "clock", "partition"])
+def test_a_downstream_failure_at_close_sends_the_other_windows_then_raises(
+        make: Any, elements_of: Any, bad: set[int], sent: list[list[int]],
+        clock: VirtualClock) -> None:
+    def check(window: Any) -> Any:
+        if bad <= set(elements_of(window)):
+            raise RuntimeError("no such window")
+        return window
+
+    source = Stream()
+    out = make(source).map(check).sink_to_list()
+    source.emit(1)
+    clock.advance(60)
+    source.emit(15)
+    source.emit(25)
+    before = len(out)
+    with pytest.raises(NodeError, match="no such window"):
+        source.close()  # no later closing: what the failure leaves goes now
+    assert [list(elements_of(w)) for w in out[before:]] == sent
 
 
 def test_close_reaches_the_error_stream() -> None:
