@@ -19,6 +19,7 @@ from .durations import check_interval
 from .event_windows import Closed, _EventWindows
 from .window_bounds import (
     MICROS,
+    TIME_MICROS,
     bad_time,
     closes_at,
     event_micros,
@@ -160,7 +161,7 @@ class SessionWindow(_EventWindows):
 
     def _place(self, x: Any, t: float, k: Any) -> str | None:
         try:  # event_micros(t), written in: once per element
-            us = round(t * MICROS)
+            us = round(t * TIME_MICROS)
         except (ValueError, OverflowError):  # NaN, infinities
             raise bad_time(t) from None
         gap = self._gap_us

@@ -31,14 +31,19 @@ import struct
 from collections.abc import Callable
 from typing import Any, Generic, NamedTuple, TypeVar
 
-__all__ = ["MICROS", "Window", "bad_time", "check_bounds", "closes_at", "event_micros",
-           "first_time", "least_float", "micros", "micros_of", "seconds", "sliding_bounds",
-           "watermark_micros"]
+from ..errors import short_repr
+
+__all__ = ["MICROS", "TIME_MICROS", "Window", "bad_time", "check_bounds", "closes_at",
+           "event_micros", "first_time", "least_float", "micros", "micros_of", "seconds",
+           "sliding_bounds", "watermark_micros"]
 
 T = TypeVar("T")
 
 #: Microseconds in a second.
 MICROS = 1_000_000
+#: The same, to take an event time's microsecond in floating point, an int's too:
+#: exact below 5.7e11 seconds, and one beyond a float's microseconds overflows.
+TIME_MICROS = 1e6
 _INF = math.inf
 _FLOAT, _BITS, _SIGN = struct.Struct("<d"), struct.Struct("<Q"), 1 << 63
 
@@ -94,7 +99,7 @@ def event_micros(t: float) -> int:
     ValueError: an event time must be a finite number of seconds, got nan
     """
     try:
-        return round(t * MICROS)  # a time's microsecond is taken as a duration's (micros)
+        return round(t * TIME_MICROS)  # a time's microsecond is taken as a duration's (micros)
     except (ValueError, OverflowError):
         raise bad_time(t) from None
 
@@ -111,9 +116,9 @@ def bad_time(t: float) -> ValueError:
     >>> print(bad_time(1e303))
     an event time must be within 1.7e302 seconds of 1970 (it is counted in microseconds), ...
     """
-    if math.isfinite(t):
+    if isinstance(t, int) or math.isfinite(t):  # an int may be past a float's range
         return ValueError(f"an event time must be within 1.7e302 seconds of 1970 (it is counted "
-                          f"in microseconds), got {t!r}")
+                          f"in microseconds), got {short_repr(t)}")
     return ValueError(f"an event time must be a finite number of seconds, got {t!r}")
 
 

@@ -140,6 +140,9 @@ class Stamp:
     (None, TypeError, "an event time must be a number of seconds or a datetime, got None"),
     ("3", TypeError, "an event time must be a number of seconds or a datetime, got '3'"),
     (True, TypeError, "an event time must be a number of seconds or a datetime, got True"),
+    # An int is exact, but its microseconds are counted as a float's.
+    (10 ** 303, ValueError, "an event time must be within 1.7e302 seconds of 1970"),
+    (10 ** 400, ValueError, "an event time must be within 1.7e302 seconds of 1970"),
 ])
 def test_a_bad_time_is_the_nodes_error_and_the_node_goes_on(
         make: Any, bad: Any, error: type, message: str) -> None:
