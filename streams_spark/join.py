@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import math
 import pickle
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -49,6 +50,7 @@ import pyarrow as pa
 from streams.core import Stream
 from streams.operators._checks import key_bytes, key_function
 from streams.operators._late import seconds_of
+from streams.operators.window_bounds import micros_of
 from streams.spec import JoinTime, NodeSpec
 from streams.stage import Stage
 
@@ -60,7 +62,8 @@ from .stages import COLUMNS, Driver, Rows, chain_task
 from .stream import interval, timestamp_of
 from .worker_heap import freeze_worker_heap
 
-__all__ = ["SIDE_SCHEMA", "SideRows", "join_frame", "pair_task", "spark_delay", "watch_late"]
+__all__ = ["SIDE_SCHEMA", "SideMaxima", "SideRows", "join_frame", "pair_task", "spark_delay",
+           "watch_late"]
 
 logger = logging.getLogger("streams")
 
@@ -168,20 +171,58 @@ def spark_delay(lateness: float) -> str:
     return f"{math.ceil(round(lateness * 1000, 6)) + 1} milliseconds"
 
 
-def _side(df: Any, plan: Any, prefix: str, times: JoinTime, label: str) -> Any:
+class SideMaxima:
+    """The largest time each side of a streaming join brought, micro-batch by micro-batch.
+
+    In-process the join's watermark is the smaller of the two sides' largest
+    times seen, minus ``lateness``: from the micro-batches before one, it is
+    a watermark that an element of that micro-batch certainly finds (it only
+    grows within it), to the microsecond, where Spark's is whole milliseconds.
+
+    >>> m = SideMaxima(lateness=0.5)
+    >>> m.take(0, ("q", 0), 10.0), m.take(1, ("q", 0), 12.0), m.take(0, ("q", 1), 11.0)
+    (None, None, 9500000)
+    """
+
+    def __init__(self, lateness: float) -> None:
+        self._late_us = micros_of("join", "lateness", lateness, zero=True)
+        self._lock = threading.Lock()
+        # query id -> per side: [max of the micro-batches done, this micro-batch's id, its max]
+        self._queries: dict[str, list[list[Any]]] = {}
+
+    def take(self, side: int, batch: tuple[str, int], max_t: float) -> int | None:
+        """Record ``side``'s largest time in ``batch`` (query id, batch id); the in-process
+        watermark before that micro-batch, in microseconds (None: no partner side yet)."""
+        query, bid = batch
+        with self._lock:
+            sides = self._queries.setdefault(query, [[None, -1, None], [None, -1, None]])
+            for s in sides:  # fold in the micro-batches before this one
+                if s[1] < bid and s[2] is not None:
+                    s[0] = s[2] if s[0] is None else max(s[0], s[2])
+                    s[2] = None
+            maxima = [s[0] for s in sides]
+            me = sides[side]
+            me[1], me[2] = bid, max_t if me[2] is None else max(me[2], max_t)
+        if None in maxima:
+            return None
+        return int(round(min(maxima) * 1_000_000)) - self._late_us
+
+
+def _side(df: Any, plan: Any, prefix: str, times: JoinTime, label: str,
+          maxima: tuple[SideMaxima, int]) -> Any:
     """The rows of one side as columns ``{prefix}p``, ``k``, ``et`` (watermarked; ``et`` the
     timestamp of ``t``, its nearest microsecond).
 
     A streaming side is observed for the rows it brings behind the watermark
-    (see :func:`watch_late`).
+    (see :func:`watch_late`): ``maxima`` and the side's index in it.
     """
     from pyspark.sql import functions as F
 
     frame = df.mapInArrow(plan, "p binary, k binary, t double")  # SIDE_SCHEMA
     if frame.isStreaming:
         frame, name = observed(frame, label, F.min("t").alias("min_t"),
-                               F.min_by("p", "t").alias("first"))
-        watch_late(frame.sparkSession, name, label)
+                               F.min_by("p", "t").alias("first"), F.max("t").alias("max_t"))
+        watch_late(frame.sparkSession, name, label, maxima)
     return (frame.select(F.col("p").alias(f"{prefix}p"), F.col("k").alias(f"{prefix}k"),
                          F.expr(timestamp_of("t")).alias(f"{prefix}et"))
             .withWatermark(f"{prefix}et", spark_delay(times.lateness)))
@@ -202,13 +243,14 @@ def join_frame(segment: Any, join: Stream[Any], output: Stream[Any], after: list
     assert times is not None
     sides = []
     steps = segment.side_nodes(join, output)
+    maxima = SideMaxima(times.lateness)
     for side, (up, prefix) in enumerate(zip(join.upstreams, ("l", "r"), strict=True)):
         ((entry, specs),) = segment.paths(up)  # one path: a union before a join is refused
         rows = _side_rows(spec, side, specs[-1] if specs else None, nodes)
         plan = chain_task(specs, None, COLUMNS, rows)
         label = f"{join._label()} ({('left', 'right')[side]} side, from {entry._label()})"
         sides.append(_side(count_input(entry.df, steps[side], entry._label), plan,
-                           prefix, times, label))
+                           prefix, times, label, (maxima, side)))
     left, right = sides
     within = f"INTERVAL {interval(times.within)}"
     condition = ((F.col("lk") == F.col("rk"))
@@ -224,37 +266,46 @@ def _side_rows(spec: NodeSpec, side: int, last: NodeSpec | None,
     return make
 
 
-def watch_late(session: Any, name: str, label: str) -> None:
+def watch_late(session: Any, name: str, label: str, maxima: tuple[SideMaxima, int]) -> None:
     """Log, on the driver, each micro-batch that brings a side's rows behind the watermark.
 
-    ``name`` is the metric observed on the side (its rows, earliest time and
-    earliest element per micro-batch). Spark's join joins such a row with
+    ``name`` is the metric observed on the side (its rows, earliest, latest
+    time and earliest element per micro-batch), ``maxima`` the join's
+    :class:`SideMaxima` and the side's index. Spark's join joins such a row with
     the partners its state still holds (those further back are gone), or
     drops it behind the micro-batch before's watermark, where in-process the
     element is late, unjoined, and goes to ``node.late``. A row is reported
     when its time is below Spark's watermark plus the millisecond
-    :func:`spark_delay` adds: late in-process too. Spark's first watermark,
+    :func:`spark_delay` adds, or below the in-process watermark the
+    micro-batches before set (to the microsecond): late in-process too. Spark's first watermark,
     at the epoch, is no watermark yet: a row at or before it (a time of 0 or
     less) is then dropped by Spark, and reported, while in-process it is
     joined.
     """
     marks = DroppingMarks()
+    sides, side = maxima
 
     def report(progress: Any) -> None:
         seen = (progress.observedMetrics or {}).get(name)
         previous, watermark = marks.take(progress)  # microseconds
         if seen is None or not seen["rows"] or seen["min_t"] is None:
             return
+        in_process = sides.take(side, (str(progress.id), int(progress.batchId)), seen["max_t"])
         # In whole microseconds: a row at the in-process watermark is on time.
         earliest = round(seen["min_t"] * 1_000_000)
         at_epoch = earliest <= 0 and previous is not None and previous <= 0
-        if not at_epoch and (not watermark or earliest >= watermark + 1000):
+        late = ((watermark and earliest < watermark + 1000)
+                or (in_process is not None and earliest < in_process))
+        if not at_epoch and not late:
             return
         try:
             first: Any = pickle.loads(seen["first"])
         except Exception:  # a class the driver cannot import: say so, not fail
             first = "<an element the driver cannot unpickle>"
+        shown = (progress.eventTime or {}).get("watermark")
         if not at_epoch:
+            if in_process is not None and earliest < in_process:
+                shown = f"{in_process / 1_000_000!r} s (Spark's: {shown})"
             what = ("behind the join's watermark %s, the earliest at %r: %.120r. In-process "
                     "such a late element is not joined (it goes to node.late); Spark joins it "
                     "with the partners its state still holds, or drops it behind the micro-"
@@ -265,7 +316,7 @@ def watch_late(session: Any, name: str, label: str) -> None:
                     "in-process they are joined. Give times after 1970-01-01 (time= plus an "
                     "offset), or join in Python (gather() before the join)")
         logger.warning("%s: micro-batch %d of query %s brought rows " + what, label,
-                       progress.batchId, progress.name or progress.id,
-                       (progress.eventTime or {}).get("watermark"), seen["min_t"], first)
+                       progress.batchId, progress.name or progress.id, shown, seen["min_t"],
+                       first)
 
     watch_progress(session, name, report)

@@ -261,6 +261,31 @@ def test_rows_behind_the_watermark_are_joined_as_spark_does_and_logged(
     assert "join" in warned[0] and "left side" in warned[0] and "('a', 99, 1)" in warned[0]
 
 
+def test_rows_late_by_less_than_sparks_millisecond_are_logged(
+        spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Spark's watermark is whole milliseconds: a left row 0.4 ms behind the
+    # in-process watermark (lateness 0) is within Spark's, and joined; the
+    # warning judges it by the in-process watermark, to the microsecond.
+    schema = "key string, t double, id long"
+    left = [("a", 100.0009, 0), ("a", 100.0005, 1)]
+    right = [("a", 100.0009, 0), ("b", 100.0009, 1)]
+
+    def build(lt: Stream[Any], rt: Stream[Any]) -> Stream[Any]:
+        return lt.join(rt, key="key", within=1.0, time="t", lateness=0).map(
+            lambda p: (p[0].id, p[1].id))
+
+    got = frame(build, streaming(spark, tmp_path, "left", left, schema),
+                streaming(spark, tmp_path, "right", right, schema), "l long, r long")
+    with caplog.at_level(logging.WARNING, logger="streams"):
+        rows = written(spark, tmp_path, got)
+        settle(spark)
+    assert rows == [(0, 0), (1, 0)]  # in-process only (0, 0): 1 is late
+    warned = [r.getMessage() for r in caplog.records if "behind the join's watermark" in
+              r.getMessage()]
+    assert len(warned) == 1
+    assert "left side" in warned[0] and "watermark 100.0009 s (Spark's: " in warned[0]
+
+
 def test_rows_at_the_epoch_that_sparks_join_drops_are_logged(
         spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     # Spark's join drops a row at or behind the watermark of the micro-batch
