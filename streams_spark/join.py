@@ -205,7 +205,8 @@ class SideMaxima:
             me[1], me[2] = bid, max_t if me[2] is None else max(me[2], max_t)
         if None in maxima:
             return None
-        return int(round(min(maxima) * 1_000_000)) - self._late_us
+        lowest: float = min(maxima)
+        return round(lowest * 1_000_000) - self._late_us
 
 
 def _side(df: Any, plan: Any, prefix: str, times: JoinTime, label: str,
