@@ -36,6 +36,7 @@ from typing import Any
 
 from ..core import Stream
 from ..fusion import Fuser
+from .redis_values import all_writable, name_the_field, writable
 
 __all__ = ["SinkToRedis"]
 
@@ -309,14 +310,35 @@ class SinkToRedis(Stream[Any]):
     def _write(self) -> Any:
         items = self._buffer[:]
         self._buffer.clear()  # in place: compiled code holds this list
+        # An element Redis cannot store fails alone, under the policy; the
+        # others are written (numbered without it, as a replay numbers them).
+        bad = None if all_writable(items) else [x for x in items if not writable(x)]
+        if bad:
+            items = [x for x in items if writable(x)]
         base = self.written
         self.written = base + len(items)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            self._write_sync(items, base)
+            if items:
+                self._write_sync(items, base)
+            if bad:
+                self._fail_unwritable(bad)
             return None
+        if bad:
+            return self._write_then_fail(items, base, bad)
         return self._write_async(items, base)
+
+    async def _write_then_fail(self, items: list[Any], base: int, bad: list[Any]) -> None:
+        if items:
+            await self._write_async(items, base)
+        self._fail_unwritable(bad)
+
+    def _fail_unwritable(self, bad: list[Any]) -> None:
+        from redis.exceptions import DataError
+
+        for x in bad:
+            self._fail_batch([x], DataError("not a value Redis stores"))
 
     def _write_sync(self, items: list[Any], base: int) -> None:
         if self._client is None:
@@ -438,8 +460,8 @@ class SinkToRedis(Stream[Any]):
 
     def _fail_batch(self, items: list[Any], exc: Exception) -> None:
         """Name the element that could not be written (the first unwritable one)."""
-        bad = next((x for x in items if not _writable(x)), items[0] if items else None)
-        exc = _name_the_field(exc, bad, self.field)
+        bad = next((x for x in items if not writable(x)), items[0] if items else None)
+        exc = name_the_field(exc, bad, self.field)
         pending = self._fail(bad, exc)
         if pending is not None:  # pragma: no cover - a routed error on an async stream
             from ..clock import run_sync
@@ -449,26 +471,3 @@ class SinkToRedis(Stream[Any]):
 
 def _is_dict(x: Any) -> bool:
     return type(x) is dict
-
-
-def _writable(x: Any) -> bool:
-    values = x.values() if isinstance(x, dict) else (x,)
-    return all(isinstance(v, (str, bytes, int, float)) and not isinstance(v, bool)
-               for v in values)
-
-
-def _name_the_field(exc: Exception, x: Any, default_field: str) -> Exception:
-    """``exc`` with a message naming the field Redis cannot store, same type."""
-    fields = x.items() if isinstance(x, dict) else ((default_field, x),)
-    for name, v in fields:
-        if not isinstance(v, (str, bytes, int, float)) or isinstance(v, bool):
-            try:
-                named = type(exc)(
-                    f"field {name!r} holds {type(v).__name__} {v!r:.60}; Redis stores str, "
-                    f"bytes, int or float values: convert it before the sink, e.g. "
-                    f"map(lambda d: {{**d, {name!r}: json.dumps(d[{name!r}])}})")
-            except Exception:  # pragma: no cover - an exception type with other arguments
-                return exc
-            named.__cause__ = exc
-            return named
-    return exc
