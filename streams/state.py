@@ -40,6 +40,7 @@ Examples
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import os
 import uuid
@@ -206,6 +207,8 @@ class Checkpointer:
         self._clock = get_clock()
         self._due = self._clock.now() + interval if interval is not None else float("inf")
         self._inflight = 0
+        # Of those, the ones the current task began (each async source runs in a task).
+        self._begun: contextvars.ContextVar[int] = contextvars.ContextVar("begun", default=0)
         # Checkpoints taken whose buffered writes (sink_to_redis) are not yet
         # confirmed: the newest (taken since the last poll) and older ones.
         self._held: list[Job] = []
@@ -302,6 +305,15 @@ class Checkpointer:
     def begin(self) -> None:
         """An element (or batch) enters the graph (asynchronous sources; see :meth:`step`)."""
         self._inflight += 1
+        self._begun.set(self._begun.get() + 1)
+
+    def abandon(self) -> None:
+        """The elements the current task began failed, no :meth:`step` to follow: they are
+        in flight no more (else no checkpoint would be taken again)."""
+        begun = self._begun.get()
+        if begun:
+            self._inflight = max(0, self._inflight - begun)
+            self._begun.set(0)
 
     def step(self, n: int = 1) -> Any:
         """``n`` elements finished (all downstream work done): checkpoint if due.
@@ -315,6 +327,8 @@ class Checkpointer:
         self._count += n
         if self._inflight:
             self._inflight -= 1
+            if begun := self._begun.get():
+                self._begun.set(begun - 1)
             if self._inflight > 0:
                 return None
         if self._count >= self._every:

@@ -262,6 +262,8 @@ class Source(Stream[T]):
             await self._run_async()
         except Exception as e:
             self.stopped = True
+            if self._checkpointer is not None:  # its element failed: no step() follows
+                self._checkpointer.abandon()
             if self._policy != "raise":  # the record holds the original, as a node's
                 pending = self._fail(None, e)
                 if pending is not None:

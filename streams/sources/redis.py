@@ -214,27 +214,37 @@ class FromRedis(RedisAcks):
         with_id = self.with_id
         done = 0
         pending = None
-        for eid, flat in entries:
-            if self.stopped:
-                break
-            done += 1
-            if flat is None:  # deleted (trimmed) while pending: nothing to emit
-                continue
-            # Redis entries hold field/value pairs: zip(strict=True) would
-            # only double the cost of this line (0.4 us an entry).
-            pairs = iter(flat)
-            fields = dict(zip(pairs, pairs))  # noqa: B905
-            pending = push((eid, fields) if with_id else fields)
-            if pending is not None:
-                break
-        if done:
+        try:
+            for eid, flat in entries:
+                if self.stopped:
+                    break
+                done += 1
+                if flat is None:  # deleted (trimmed) while pending: nothing to emit
+                    continue
+                # Redis entries hold field/value pairs: zip(strict=True) would
+                # only double the cost of this line (0.4 us an entry).
+                pairs = iter(flat)
+                fields = dict(zip(pairs, pairs))  # noqa: B905
+                pending = push((eid, fields) if with_id else fields)
+                if pending is not None:
+                    break
+        except BaseException:
+            # The entries before the failing one went through: a new start()
+            # goes on from the failing one, as from_textfile does.
+            self._took(entries, done - 1, claimed)
+            raise
+        self._took(entries, done, claimed)
+        if pending is not None:
+            return self._finish_async(pending, entries[done:], claimed)
+        return None
+
+    def _took(self, entries: list[Any], done: int, claimed: bool) -> None:
+        """The first ``done`` of ``entries`` went through the graph: move the offset."""
+        if done > 0:
             if not claimed:
                 self.offset = entries[done - 1][0]
             if self.group is not None:
                 self.processed.extend(e[0] for e in entries[:done])
-        if pending is not None:
-            return self._finish_async(pending, entries[done:], claimed)
-        return None
 
     async def _finish_async(self, pending: Any, rest: list[Any], claimed: bool) -> None:
         await pending

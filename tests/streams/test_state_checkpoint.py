@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams import Checkpointer, CheckpointError, Stream, VirtualClock
+from streams import Checkpointer, CheckpointError, NodeError, Stream, VirtualClock
 from streams._checkpoint_io import BLOCK, MIN_SLOT, _slot, read_record, write_file
 from streams.state import FORMAT_VERSION, read_checkpoint, write_checkpoint
 
@@ -44,6 +44,33 @@ def test_checkpoint_every_n_elements_and_at_close(tmp_path: Path,
     assert snap.states[0] == {"offset": 10}
     assert snap.states[1] == {"state": 45}
     assert out[-1] == 45
+
+
+def test_checkpoints_go_on_after_a_failing_element_and_a_new_start(tmp_path: Path) -> None:
+    # On a loop a source tells the checkpointer of each element it begins;
+    # one that failed is no longer in flight when the source starts again.
+    path = tmp_path / "in.txt"
+    path.write_text("".join(f"{i}\n" for i in range(10)))
+    failed: list[str] = []
+
+    def once(line: str) -> str:
+        if line == "3\n" and not failed:
+            failed.append(line)
+            raise RuntimeError("once")
+        return line
+
+    async def run() -> list[int]:
+        source = Stream.from_textfile(str(path), follow=False)
+        taken: list[int] = []
+        checkpoints = Checkpointer(source, tmp_path / "ckpt", every=1)
+        source.map(once).sink(lambda x: taken.append(checkpoints.sequence))
+        with pytest.raises(NodeError, match="once"):
+            await source.start()
+        await source.start()
+        return taken
+
+    # Each line after the first three saw one more checkpoint than the one before.
+    assert asyncio.run(run()) == list(range(10))
 
 
 def test_restart_resumes_source_and_state(tmp_path: Path) -> None:
