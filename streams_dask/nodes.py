@@ -438,8 +438,8 @@ class Scatter(SegmentEntry, Stream[Any]):
             return self._aclose_segment()
         errors: list[BaseException] = []
         runner = self._runner
-        if runner is None and self._early:
-            runner = self._start()
+        if runner is None and (self._early or self._restored):
+            runner = self._start()  # restored state ends with the stream: windows flush
         if runner is not None:
             try:
                 with runner.lock:
@@ -459,7 +459,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         return pending
 
     async def _aclose_segment(self) -> None:
-        if self._starting is None and self._early:
+        if self._starting is None and (self._early or self._restored):
             self._starting = asyncio.ensure_future(self._astart())
         if self._starting is not None:
             await self._starting

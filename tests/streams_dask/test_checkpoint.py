@@ -62,6 +62,40 @@ def test_a_restart_resumes_the_segments_state(client: Client, tmp_path: Path) ->
 
 
 @pytest.mark.dask
+@pytest.mark.parametrize("make", [
+    lambda s: s.timed_window(5, time=lambda x: x, lateness=30),
+    lambda s: s.session_window(3, time=lambda x: x, key=lambda x: x % 2),
+], ids=["window", "keyed sessions"])
+def test_restored_windows_flush_at_a_close_with_no_new_element(
+        client: Client, tmp_path: Path, make: Any) -> None:
+    # The pipeline died after its last element's checkpoint: restarted, it
+    # has nothing more to emit, and its close still ends the windows it held.
+    def build() -> tuple[Stream[Any], list[Any]]:
+        source = Stream()
+        return source, make(source.scatter(client=client, batch_size=4)).gather().sink_to_list()
+
+    first, out = build()
+    checkpoints = Checkpointer(first, tmp_path, fsync=False)
+    for x in [0, 1]:
+        first.emit(x)
+    checkpoints.save_sync()
+    assert out == []
+    second, out = build()
+    assert Checkpointer(second, tmp_path, fsync=False).restored
+    second.close()
+    assert sorted(map(str, out)) == sorted(map(str, make_in_process(make, [0, 1])))
+
+
+def make_in_process(make: Any, xs: list[int]) -> list[Any]:
+    source = Stream()
+    out = make(source).sink_to_list()
+    for x in xs:
+        source.emit(x)
+    source.close()
+    return out  # type: ignore[no-any-return]
+
+
+@pytest.mark.dask
 @settings(max_examples=8, deadline=None)
 @given(items=st.lists(st.integers(0, 99), min_size=1, max_size=25),
        every=st.integers(1, 5), crashes=st.lists(st.integers(1, 20), max_size=3))
