@@ -56,7 +56,8 @@ def key_function(key: Any) -> Callable[[Any], Any]:
 
 
 def canonical_key(key: Any) -> Any:
-    """One form for keys a dict takes as one (``1``, ``1.0``, ``True``), in tuples too.
+    """One form for keys a dict takes as one (``1``, ``1.0``, ``True``), in tuples and
+    frozensets too (a frozenset's elements in one order).
 
     An engine that routes or groups by a key's bytes (:func:`key_bytes`, the
     same in every process) takes them of this, so that keys one state
@@ -72,11 +73,29 @@ def canonical_key(key: Any) -> Any:
         return key
     if kind is tuple:
         return tuple(map(canonical_key, key))
+    if kind is frozenset:
+        return _FrozensetOf(tuple(sorted(map(canonical_key, key), key=key_bytes)))
     if isinstance(key, bool | float) and float(key).is_integer():
         return int(key)
     if isinstance(key, numbers.Integral) and not isinstance(key, bool):
         return int(key)  # a NumPy integer is one key with the int
     return key
+
+
+class _FrozensetOf:
+    """A frozenset that pickles its elements in one order.
+
+    A frozenset's own pickle lists them in the set's order, which depends on
+    the order they were added in; these are sorted by their key bytes.
+    """
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple[Any, ...]) -> None:
+        self.items = items
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (frozenset, (self.items,))
 
 
 def key_bytes(key: Any) -> bytes:
@@ -94,7 +113,7 @@ def key_bytes(key: Any) -> bytes:
     True
     """
     k = canonical_key(key)
-    if type(k) is not tuple:
+    if type(k) is not tuple and type(k) is not _FrozensetOf:
         return pickle.dumps(k, protocol=5)
     out = io.BytesIO()
     pickler = pickle.Pickler(out, protocol=5)
