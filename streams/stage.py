@@ -125,6 +125,38 @@ def portable_error(exc: BaseException) -> BaseException:
     return exc
 
 
+class UnpicklableElement:
+    """Stands for a failed element that cannot travel back from the engine: its repr.
+
+    The element of a routed failure goes back with its error; one holding a
+    lock or a socket would fail the whole batch's result, naming no node.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, element: Any) -> None:
+        self.text = f"<an element that cannot be pickled: {short_repr(element)}>"
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def portable_element(x: Any) -> Any:
+    """``x`` if it survives pickling (cloudpickle's, as the engines'), else its repr."""
+    try:
+        pickle.dumps(x)
+        return x
+    except Exception:
+        pass
+    try:
+        import cloudpickle  # type: ignore[import-untyped]
+
+        cloudpickle.dumps(x)
+        return x
+    except Exception:
+        return UnpicklableElement(x)
+
+
 class _Exit(Stream[Any]):
     """Appends what reaches it to the stage's event list (fused: one append)."""
 
@@ -166,7 +198,8 @@ class _Failures(Stream[Any]):
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         self.failed.append(len(self.events))
-        self.events.append(Failure(self.node_id, x.element, portable_error(x.exception)))
+        self.events.append(Failure(self.node_id, portable_element(x.element),
+                                   portable_error(x.exception)))
         return None
 
 
@@ -324,7 +357,7 @@ def checkout(plan_bytes: bytes) -> Stage:
 
     Give it back with :func:`release` once it ran, unless it was closed.
     """
-    import cloudpickle  # type: ignore[import-untyped]
+    import cloudpickle
 
     with _lock:
         plan = _plans.get(plan_bytes)

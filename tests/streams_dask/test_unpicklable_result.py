@@ -59,3 +59,38 @@ def test_an_unpicklable_element_is_named_with_the_scatter_node(client: Client) -
     assert "cannot be pickled to send to Dask workers" in text
     assert "were not sent" in text
     assert "LLGExpr" not in text
+
+
+class Conn:
+    """A value that holds a lock: it cannot be pickled."""
+
+    def __init__(self, x: int) -> None:
+        self.x = x
+        self.lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Conn({self.x})"
+
+
+def use(c: Conn) -> int:
+    if c.x == 3:
+        raise ValueError("no 3")
+    return c.x * 10
+
+
+@pytest.mark.dask
+@pytest.mark.parametrize("batch_size", [None, 3])
+def test_a_routed_failure_on_an_unpicklable_value_comes_back_with_its_repr(
+        client: Client, batch_size: int | None) -> None:
+    # In-process the error names the node and the value; the value cannot
+    # travel back from the worker, its repr does (and the batch's results).
+    source: Stream[Any] = Stream()
+    failing = source.scatter(client=client, batch_size=batch_size).map(Conn).map(use)
+    failing.on_error("route")
+    errors = failing.errors.map(lambda r: (repr(r.element), type(r.exception))).sink_to_list()
+    out = failing.gather().sink_to_list()
+    for x in range(6):
+        source.emit(x)
+    source.close()
+    assert out == [0, 10, 20, 40, 50]
+    assert errors == [("<an element that cannot be pickled: Conn(3)>", ValueError)]
