@@ -199,6 +199,10 @@ class SinkToTextfile(Stream[Any]):
         path; closed when the stream closes.
     end : str
         Written after each element.
+    mode : str
+        The mode a path is opened with.
+    encoding : str, optional
+        The encoding a path is opened with (Python's default when None).
 
     Examples
     --------
@@ -212,26 +216,30 @@ class SinkToTextfile(Stream[Any]):
     '1\\n2\\n'
     """
 
-    __slots__ = ("_fp", "end", "file", "mode")
+    __slots__ = ("_fp", "encoding", "end", "file", "mode")
     _operator = "sink_to_textfile"
     _local_only = "its side effects belong in this process"
-    _params = ("file", "end", "mode")
+    _params = ("file", "end", "mode", "encoding")
     _graphviz_shape = "trapezium"
 
     def __init__(self, upstream: Stream[Any], file: Any, end: str = "\n", mode: str = "a",
-                 **kwargs: Any) -> None:
+                 encoding: str | None = None, **kwargs: Any) -> None:
         if not (isinstance(file, (str, os.PathLike)) or hasattr(file, "write")):
             # open(3) would write to file descriptor 3: never what was meant.
             raise TypeError(
                 f"sink_to_textfile(): file must be a path (str or pathlib.Path) or an open "
                 f"text file, got {type(file).__name__} {file!r:.60}")
+        if encoding is not None and hasattr(file, "write"):
+            raise ValueError("sink_to_textfile(): encoding= is for a path; an open file "
+                             "writes in the encoding it was opened with")
         self.file = file
         self.end = end
         self.mode = mode
+        self.encoding = encoding
         if hasattr(file, "write"):
             self._fp: IO[str] = file
-        else:
-            self._fp = open(file, mode=mode, buffering=1)  # noqa: SIM115 - closed at close()
+        else:  # closed at close()
+            self._fp = open(file, mode=mode, buffering=1, encoding=encoding)  # noqa: SIM115
             weakref.finalize(self, self._fp.close)
         Stream.__init__(self, upstream, **kwargs)
         _global_sinks.add(self)

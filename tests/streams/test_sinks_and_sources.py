@@ -29,6 +29,17 @@ def test_sink_to_textfile_appends_and_closes(tmp_path: Path) -> None:
     assert path.read_text() == "old\n1;\n2;\n"
 
 
+def test_a_file_uri_writes_in_the_encoding_it_names(tmp_path: Path) -> None:
+    path = tmp_path / "out.txt"
+    source = Stream()
+    source.to_uri(f"file://{path}?encoding=latin-1")
+    source.emit("café")
+    source.close()
+    assert path.read_bytes() == b"caf\xe9\n"
+    with path.open("a") as opened, pytest.raises(ValueError, match=r"encoding= is for a path"):
+        Stream().sink_to_textfile(opened, encoding="utf-8")
+
+
 def test_sink_to_textfile_refuses_non_strings_with_a_hint(tmp_path: Path) -> None:
     source = Stream()
     source.sink_to_textfile(tmp_path / "out.txt")
