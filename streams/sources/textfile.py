@@ -153,6 +153,10 @@ class FromTextfile(Source[str]):
             self._fp = fp
         return self._fp
 
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self._positioned = True  # a restored offset wins over from_end, 0 too
+
     def _close(self) -> None:
         """Close the file if the source opened it (a caller's file stays open)."""
         fp, self._fp = self._fp, None

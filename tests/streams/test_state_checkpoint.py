@@ -73,6 +73,25 @@ def test_checkpoints_go_on_after_a_failing_element_and_a_new_start(tmp_path: Pat
     assert asyncio.run(run()) == list(range(10))
 
 
+def test_a_restored_offset_of_0_wins_over_from_end(tmp_path: Path) -> None:
+    # The log was empty at the first run's checkpoint: lines written before the
+    # restart are read, not skipped by seeking to the end.
+    path = tmp_path / "in.txt"
+    path.write_text("")
+
+    def run() -> tuple[bool, list[str]]:
+        source = Stream.from_textfile(str(path), from_end=True)
+        out = source.sink_to_list()
+        checkpoints = Checkpointer(source, tmp_path / "ckpt", every=1, fsync=False)
+        source.start()
+        return checkpoints.restored, out
+
+    assert run() == (False, [])
+    with path.open("a") as f:
+        f.write("x\ny\n")
+    assert run() == (True, ["x\n", "y\n"])
+
+
 def test_restart_resumes_source_and_state(tmp_path: Path) -> None:
     source, out = scan_pipeline([1, 2, 3])
     cp = Checkpointer(source, tmp_path, every=1000, fsync=False)
