@@ -16,6 +16,29 @@ __all__ = ["FromTextfile"]
 _CHUNK = 1 << 16
 
 
+def _delimiter_bytes(delimiter: str, encoding: str) -> bytes:
+    """The bytes that end a line in a file of ``encoding``, without a byte-order mark.
+
+    Lines are split as bytes, then decoded: an encoding whose characters
+    take several bytes each (UTF-16, UTF-32) would find a delimiter's bytes
+    across two characters, and is refused.
+
+    >>> _delimiter_bytes("\\n", "utf-8-sig"), _delimiter_bytes("\\r\\n", "latin-1")
+    (b'\\n', b'\\r\\n')
+    >>> _delimiter_bytes("\\n", "utf-16")
+    Traceback (most recent call last):
+    ...
+    ValueError: from_textfile(): encoding 'utf-16' writes each character in several bytes, ...
+    """
+    bom = "".encode(encoding)  # utf-8-sig's, utf-16's: at the start of the file only
+    if "\n x".encode(encoding)[len(bom):] != b"\n x":
+        raise ValueError(
+            f"from_textfile(): encoding {encoding!r} writes each character in several bytes, "
+            "so its lines cannot be split as bytes; convert the file to UTF-8 (iconv -f "
+            f"{encoding} -t utf-8), or read it yourself and emit its lines")
+    return delimiter.encode(encoding)[len(bom):]
+
+
 @Stream.register_api(staticmethod)
 class FromTextfile(Source[str]):
     """Emit the lines of a text file, delimiter included (as streamz does).
@@ -110,7 +133,7 @@ class FromTextfile(Source[str]):
         self.poll_interval = poll_interval
         self.delimiter = delimiter
         self.encoding = getattr(f, "encoding", None) or encoding
-        self._delim = delimiter.encode(self.encoding)
+        self._delim = _delimiter_bytes(delimiter, self.encoding)
         self.from_end = from_end
         self.follow = follow
         #: Bytes consumed so far: where a restart resumes.

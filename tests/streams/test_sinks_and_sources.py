@@ -72,6 +72,18 @@ def test_from_textfile_reads_lines_with_delimiter(tmp_path: Path) -> None:
     assert out == ["a\n", "b\n", "last"]
 
 
+def test_from_textfile_reads_a_file_that_starts_with_a_byte_order_mark(tmp_path: Path) -> None:
+    path = tmp_path / "bom.txt"
+    path.write_text("a\nb\nc", encoding="utf-8-sig")  # as Windows tools write UTF-8
+    source = Stream.from_textfile(str(path), encoding="utf-8-sig")
+    out = source.sink_to_list()
+    source.start()
+    assert out == ["a\n", "b\n", "c"]
+    with pytest.raises(ValueError, match=r"encoding 'utf-16' writes each character in "
+                                         r"several bytes.*convert the file to UTF-8"):
+        Stream.from_textfile(str(path), encoding="utf-16")
+
+
 def test_from_textfile_custom_delimiter(tmp_path: Path) -> None:
     path = tmp_path / "in.txt"
     path.write_text("a;b;")
