@@ -71,7 +71,9 @@ class FromStdin(Source[Any]):
     [{'a': 1}, [2, 3]]
     """
 
-    __slots__ = ("_parse", "encoding", "file", "format", "offset")
+    # _read_here: this source read the input up to offset (a start() after stop()
+    # goes on there); _pipe: a pipe's reader and transport, kept across stop().
+    __slots__ = ("_parse", "_pipe", "_read_here", "encoding", "file", "format", "offset")
     _operator = "from_stdin"
     _replayable = True
     _params = ("format", "encoding")
@@ -87,12 +89,18 @@ class FromStdin(Source[Any]):
         self._parse = _parser(format, encoding)
         #: Bytes consumed so far (where a restart over a seekable input resumes).
         self.offset = 0
+        self._read_here = False
+        self._pipe: tuple[Any, Any] | None = None
         super().__init__(start=start, **kwargs)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self._read_here = False  # the offset is a checkpoint's: seek to it
 
     def _binary(self) -> Any:
         f = sys.stdin if self.file is None else self.file
         f = getattr(f, "buffer", f)
-        if self.offset:
+        if self.offset and not self._read_here:
             if not f.seekable():
                 raise RuntimeError(
                     f"{self._label()}: cannot resume at byte {self.offset}: standard input "
@@ -111,38 +119,45 @@ class FromStdin(Source[Any]):
 
     def _run_sync(self) -> None:
         f = self._binary()
-        for line in f:
-            if self.stopped:
-                return
+        self._read_here = True
+        for line in f:  # a line read is emitted, also after stop(): it is gone from a pipe
             ok, x = self._element(line)
             pending = self._push(x) if ok else x
             self.offset += len(line)
             self._element_done_sync(pending)
+            if self.stopped:
+                return
         self._end_sync()
 
     async def _lines(self, f: Any) -> Any:
         """Lines from ``f`` without blocking the loop (pipes, terminals)."""
-        if not _pollable(f):
+        if self._pipe is None and not _pollable(f):
             # A regular file (or an in-memory one) cannot be polled, and
             # reading it never blocks for long.
             for line in f:
                 yield line
             return
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=2**24)
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), f)
-        try:
-            while line := await reader.readline():
-                yield line
-        finally:
-            transport.close()
+        if self._pipe is None or self._pipe[0]._loop is not loop:  # of another run's loop
+            reader = asyncio.StreamReader(limit=2**24)
+            transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), f)
+            self._pipe = (reader, transport)
+        # Kept when stop() ends the run: closing the transport would close the
+        # caller's file, and lose the lines its reader holds (which it keeps
+        # after the pipe's end, where the transport closes itself).
+        reader, transport = self._pipe
+        while line := await reader.readline():
+            yield line
+        transport.close()
+        self._pipe = None
 
     async def _run_async(self) -> None:
         ckpt = self._checkpointer
-        async for line in self._lines(self._binary()):
-            if self.stopped:
-                return
+        lines = self._lines(self._binary())
+        self._read_here = True
+        async for line in lines:
+            # A line read is emitted, also after stop(): it is gone from a pipe.
             if ckpt is not None:
                 ckpt.begin()
             ok, x = self._element(line)
@@ -152,4 +167,6 @@ class FromStdin(Source[Any]):
                 await pending
             if ckpt is not None and (pending := ckpt.step()) is not None:
                 await pending
+            if self.stopped:
+                return
         await self._end_async()

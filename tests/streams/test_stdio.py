@@ -142,3 +142,35 @@ def test_async_source_with_a_regular_file_object() -> None:
         return out
 
     assert asyncio.run(main()) == ["p", "q"]
+
+
+@pytest.mark.parametrize("on_loop", [False, True], ids=["sync", "on a loop"])
+def test_stop_and_start_again_on_a_pipe_goes_on_where_it_stopped(on_loop: bool) -> None:
+    # A pipe cannot be replayed: the lines read are kept, and the caller's
+    # file is not closed by stop().
+    import os
+
+    read, write = os.pipe()
+    os.write(write, b"".join(b"%d\n" % i for i in range(6)))
+    os.close(write)
+    with os.fdopen(read, "rb", buffering=0) as f:
+        source = Stream.from_stdin(file=f)
+        out: list[int] = []
+
+        def take(x: int) -> None:
+            out.append(x)
+            if x == 1:
+                source.stop()
+
+        source.sink(take)
+
+        async def twice() -> None:
+            await source.start()
+            await source.start()
+
+        if on_loop:
+            asyncio.run(twice())
+        else:
+            source.start()
+            source.start()
+    assert out == [0, 1, 2, 3, 4, 5]
