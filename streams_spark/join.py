@@ -50,7 +50,7 @@ import pyarrow as pa
 from streams.core import Stream
 from streams.operators._checks import key_bytes, key_function
 from streams.operators._late import seconds_of
-from streams.operators.window_bounds import micros_of
+from streams.operators.window_bounds import micros_of, watermark_micros
 from streams.spec import JoinTime, NodeSpec
 from streams.stage import Stage
 
@@ -205,8 +205,7 @@ class SideMaxima:
             me[1], me[2] = bid, max_t if me[2] is None else max(me[2], max_t)
         if None in maxima:
             return None
-        lowest: float = min(maxima)
-        return round(lowest * 1_000_000) - self._late_us
+        return int(watermark_micros(min(maxima), self._late_us))  # as IntervalJoin's
 
 
 def _side(df: Any, plan: Any, prefix: str, times: JoinTime, label: str,
