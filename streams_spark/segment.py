@@ -234,8 +234,8 @@ class SparkSegment(Segment):
         if not unions:
             return [lineage]
         (union,) = unions
-        return self._through(union, [n for n in lineage
-                                     if all(n is not b for b in self.lineage(union))])
+        before = {id(n) for n in self.lineage(union)}
+        return self._through(union, [n for n in lineage if id(n) not in before])
 
     def _through(self, meeting: Stream[Any], after: list[Stream[Any]]
                  ) -> list[list[Stream[Any]]]:
