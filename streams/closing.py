@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import StreamClosedError
 from .fusion import invalidate
-from .pending import DONE, gather_pending, settle
+from .pending import DONE, emit_each, settle
 
 if TYPE_CHECKING:
     from .core import Stream
@@ -96,16 +96,7 @@ def close_downstreams(node: Stream[Any]) -> Any:
     targets = list(node.downstreams)
     if node._errors is not None:
         targets.append(node._errors)
-    results = []
-    error: Exception | None = None
-    for d in targets:
-        try:
-            results.append(d._on_close(node))
-        except Exception as e:
-            error = error or e
-    if error is not None:
-        raise error
-    return gather_pending(results)
+    return emit_each(lambda d: d._on_close(node), targets)
 
 
 def remove_upstream(node: Stream[Any], upstream: Stream[Any]) -> None:

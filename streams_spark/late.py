@@ -49,6 +49,9 @@ logger = logging.getLogger("streams")
 
 #: What to do about rows late behind Spark's watermark, by where that watermark is.
 _ADVICE = "raise lateness= to accept them"
+#: Where the windows Spark drops whatever the lateness end (after "ending", "ends").
+_BY_EPOCH = ("by 1970-01-01T00:00:00, where Spark's watermark stands until later times "
+             "move it")
 _EPOCH_ADVICE = ("Spark's watermark never goes below 1970-01-01T00:00:00, so a window "
                  "ending by then is dropped whatever the lateness: give times after 1970 "
                  "(time= plus an offset), or gather() before the window")
@@ -95,8 +98,7 @@ def watch_dropped(df: Any, labels: list[str]) -> Any:
         if not dropped or (here and name != here[0]):  # the first output of a query tells
             return
         if threshold is not None and threshold <= 0:
-            what = ("ending by 1970-01-01T00:00:00, where Spark's watermark stands until "
-                    "later times move it; in-process they are on time. " + _EPOCH_ADVICE)
+            what = f"ending {_BY_EPOCH}; in-process they are on time. {_EPOCH_ADVICE}"
         else:
             what = ("that ended at or before the watermark of the micro-batch before: late, "
                     "in-process they would go to node.late, which a DataFrame cannot feed; "
@@ -205,8 +207,7 @@ class LateElements:
                if self.specs is None else "the driver could not match them to its elements")
         what = f"<{dropped} late row(s) of Spark micro-batch {bid}>"
         if before is not None and before <= 0:
-            where = ("in windows ending by 1970-01-01T00:00:00, where Spark's watermark "
-                     "stands until later times move it (in-process on time)")
+            where = f"in windows ending {_BY_EPOCH} (in-process on time)"
         else:
             where = (f"in windows already emitted (behind the watermark of the micro-batch "
                      f"before, {before / 1_000_000 if before is not None else '?'} s)")
@@ -257,8 +258,7 @@ class LateElements:
         if threshold <= 0:
             error = LateElementError(
                 f"event time {t!r} falls in {what} [{start!r}, {end!r}), which Spark drops: "
-                "it ends by 1970-01-01T00:00:00, where Spark's watermark stands until later "
-                f"times move it (in-process it is on time). {_EPOCH_ADVICE}")
+                f"it ends {_BY_EPOCH} (in-process it is on time). {_EPOCH_ADVICE}")
         else:
             error = LateElementError(
                 f"event time {t!r} falls in {what} [{start!r}, {end!r}), already "

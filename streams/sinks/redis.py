@@ -312,9 +312,12 @@ class SinkToRedis(Stream[Any]):
         self._buffer.clear()  # in place: compiled code holds this list
         # An element Redis cannot store fails alone, under the policy; the
         # others are written (numbered without it, as a replay numbers them).
-        bad = None if all_writable(items) else [x for x in items if not writable(x)]
-        if bad:
-            items = [x for x in items if writable(x)]
+        bad: list[Any] = []
+        if not all_writable(items):
+            kept: list[Any] = []
+            for x in items:
+                (kept if writable(x) else bad).append(x)
+            items = kept
         base = self.written
         self.written = base + len(items)
         try:

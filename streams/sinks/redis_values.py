@@ -27,16 +27,19 @@ def all_writable(items: list[Any]) -> bool:
 
 
 def writable(x: Any) -> bool:
-    values = x.values() if isinstance(x, dict) else (x,)
-    return all(isinstance(v, (str, bytes, int, float)) and not isinstance(v, bool)
-               for v in values)
+    """Whether Redis stores the element's values (a dict's, or the element itself)."""
+    return all(map(_stored, x.values() if isinstance(x, dict) else (x,)))
+
+
+def _stored(v: Any) -> bool:
+    return isinstance(v, (str, bytes, int, float)) and not isinstance(v, bool)
 
 
 def name_the_field(exc: Exception, x: Any, default_field: str) -> Exception:
     """``exc`` with a message naming the field Redis cannot store, same type."""
     fields = x.items() if isinstance(x, dict) else ((default_field, x),)
     for name, v in fields:
-        if not isinstance(v, (str, bytes, int, float)) or isinstance(v, bool):
+        if not _stored(v):
             try:
                 named = type(exc)(
                     f"field {name!r} holds {type(v).__name__} {v!r:.60}; Redis stores str, "
