@@ -36,6 +36,7 @@ from typing import Any
 
 from ..core import Stream
 from ..fusion import Fuser
+from .redis_script import XADD_MANY, script_args
 from .redis_values import all_writable, name_the_field, writable
 
 __all__ = ["SinkToRedis"]
@@ -45,59 +46,6 @@ try:
     from hiredis import pack_command as _hiredis_pack
 except ImportError:  # pragma: no cover - depends on the environment
     _hiredis_pack = None
-
-# One round trip and one reply for a whole batch of XADDs: redis-py spends
-# several microseconds of Python per command it packs and per reply it parses,
-# so a prototype read-map-write loop measured 5.7 us of client CPU an entry
-# with this script against 12.8 with pipelined XADDs (benchmarks/README.md).
-# KEYS: the stream, then the hash recording per writer the number of the
-# last element written. ARGV: the writer ('' to number nothing), the number
-# of the element before the batch, maxlen ('' for none), '~' or '=', then
-# either 'same', the field count, the field names and every entry's values,
-# or 'each' and per entry its field count and field/value pairs. An element
-# whose number is not above the recorded one was written before a crash:
-# it is skipped.
-_XADD_MANY = """
-local key, writer, maxlen, how = KEYS[1], ARGV[1], ARGV[3], ARGV[4]
-local base = nil
-local last = 0
-if writer ~= '' then
-  base = tonumber(ARGV[2])
-  last = tonumber(redis.call('HGET', KEYS[2], writer) or '0')
-end
-local n = 0
-local function xadd(fields)
-  n = n + 1
-  if base and base + n <= last then return end
-  if maxlen == '' then
-    return redis.call('XADD', key, '*', unpack(fields))
-  end
-  return redis.call('XADD', key, 'MAXLEN', how, maxlen, '*', unpack(fields))
-end
-if ARGV[5] == 'same' then
-  local nf = tonumber(ARGV[6])
-  local fields = {}
-  local i = 7 + nf
-  while i <= #ARGV do
-    for j = 1, nf do
-      fields[2 * j - 1] = ARGV[6 + j]
-      fields[2 * j] = ARGV[i + j - 1]
-    end
-    xadd(fields)
-    i = i + nf
-  end
-else
-  local i = 6
-  while i <= #ARGV do
-    local nf = tonumber(ARGV[i])
-    xadd({unpack(ARGV, i + 1, i + 2 * nf)})
-    i = i + 1 + 2 * nf
-  end
-end
-if base and base + n > last then redis.call('HSET', KEYS[2], writer, base + n) end
-return n
-"""
-
 
 @Stream.register_api()
 class SinkToRedis(Stream[Any]):
@@ -150,9 +98,9 @@ class SinkToRedis(Stream[Any]):
         source.start()
     """
 
-    __slots__ = ("_aclient", "_ascript", "_buffer", "_client", "_confirmed", "_conn", "_deferring",
-                 "_inflight", "_script", "_sent", "approximate", "batch", "field", "maxlen",
-                 "method", "seq_key", "stream", "url", "writer", "written")
+    __slots__ = ("_aclient", "_aloop", "_ascript", "_buffer", "_client", "_confirmed", "_conn",
+                 "_deferring", "_inflight", "_own", "_script", "_sent", "approximate", "batch",
+                 "field", "maxlen", "method", "seq_key", "stream", "url", "writer", "written")
     _operator = "sink_to_redis"
     _local_only = "its side effects belong in this process"
     _params = ("stream", "maxlen", "approximate", "batch", "field", "method", "seq_key")
@@ -191,6 +139,11 @@ class SinkToRedis(Stream[Any]):
         self.written = 0
         self._client: Any = None
         self._aclient: Any = None
+        # Clients made here from ``url`` are closed when the stream closes;
+        # an asyncio one serves the loop it was made on (``_aloop``), so a
+        # graph run under one asyncio.run() and then another gets a new one.
+        self._own = client is None
+        self._aloop: asyncio.AbstractEventLoop | None = None
         if isinstance(client, redis.asyncio.Redis):
             self._aclient = client
         else:
@@ -245,41 +198,43 @@ class SinkToRedis(Stream[Any]):
             self._read_reply()
 
     def _flush(self) -> Any:
-        return self._barrier()
+        pending = self._barrier()
+        if pending is None:
+            self._close_own()
+            return None
+        return self._close_after(pending)
+
+    async def _close_after(self, pending: Any) -> None:
+        try:
+            await pending
+        finally:
+            await self._close_own_async()
+
+    def _close_own(self) -> None:
+        """Close the clients made here (a later element opens new ones)."""
+        if not self._own:
+            return
+        client, self._client, self._script = self._client, None, None
+        if client is not None:
+            client.close()
+        # An asyncio client is closed on its loop (_close_own_async); with
+        # none running here, its loop is gone or elsewhere: it is let go.
+        self._aclient, self._ascript, self._aloop = None, None, None
+
+    async def _close_own_async(self) -> None:
+        aclient = self._aclient if self._own else None
+        if aclient is not None and self._aloop is asyncio.get_running_loop():
+            self._aclient = None
+            await aclient.aclose()
+        self._close_own()
 
     def _attach_checkpointer(self, writer: str) -> None:
         """A Checkpointer covers this sink: number the elements as ``writer`` from now on."""
         self.writer = writer
 
     def _flat(self, items: list[Any], base: int) -> list[Any]:
-        """The script's arguments for ``items``, numbered after ``base`` (see ``_XADD_MANY``)."""
-        head: list[Any] = [self.writer, base, "" if self.maxlen is None else self.maxlen,
-                           "~" if self.approximate else "="]
-        first = items[0]
-        names = tuple(first) if type(first) is dict else ()
-        if len(names) == 1 and all(map(_is_dict, items)) and sum(map(len, items)) == len(items):
-            # The usual case, one same-named field in every entry: the name
-            # once, then only values (redis-py checks every argument it sends).
-            try:
-                return [*head, "same", 1, names[0], *[x[names[0]] for x in items]]
-            except KeyError:
-                pass
-        elif names and all(type(x) is dict and tuple(x) == names for x in items):
-            args = [*head, "same", len(names), *names]
-            for x in items:
-                args.extend(x.values())
-            return args
-        args = [*head, "each"]
-        field = self.field
-        extend = args.extend
-        for x in items:
-            if isinstance(x, dict):
-                args.append(len(x))
-                for kv in x.items():
-                    extend(kv)
-            else:
-                extend((1, field, x))
-        return args
+        """The script's arguments for ``items``, numbered after ``base``."""
+        return script_args(items, base, self.writer, self.maxlen, self.approximate, self.field)
 
     def _queue_numbered(self, pipe: Any, items: list[Any], base: int, last: Any) -> None:
         """Queue the XADDs of ``items`` (numbered after ``base``) the server lacks.
@@ -351,8 +306,8 @@ class SinkToRedis(Stream[Any]):
         try:
             if self.method == "script":
                 if self._script is None:
-                    self._script = self._client.register_script(_XADD_MANY)
-                    self._client.script_load(_XADD_MANY)  # so the first batches find it
+                    self._script = self._client.register_script(XADD_MANY)
+                    self._client.script_load(XADD_MANY)  # so the first batches find it
                 args = self._flat(items, base)
                 if _hiredis_pack is not None and self._send_packed(args, items, base):
                     return
@@ -443,14 +398,16 @@ class SinkToRedis(Stream[Any]):
             self._fail_batch(lost, exc)
 
     async def _write_async(self, items: list[Any], base: int) -> None:
-        if self._aclient is None:
+        loop = asyncio.get_running_loop()
+        if self._aclient is None or (self._own and self._aloop is not loop):
             import redis.asyncio
 
             self._aclient = redis.asyncio.Redis.from_url(self.url)
+            self._aloop, self._ascript = loop, None
         try:
             if self.method == "script":
                 if self._ascript is None:
-                    self._ascript = self._aclient.register_script(_XADD_MANY)
+                    self._ascript = self._aclient.register_script(XADD_MANY)
                 await self._ascript(keys=[self.stream, self.seq_key],
                                     args=self._flat(items, base))
             else:
@@ -471,6 +428,3 @@ class SinkToRedis(Stream[Any]):
 
             run_sync(pending)
 
-
-def _is_dict(x: Any) -> bool:
-    return type(x) is dict
