@@ -250,16 +250,16 @@ class Runner:
         self.submitted_elements += len(batch)
         if self.plan.second is None:
             if batch:  # an empty close needs no task: nothing holds state
-                self.submitted += 1
                 future = self._task(batch, run_stage, self.plan.first, Batch(batch))
+                self.submitted += 1
                 self.in_flight.append((future, len(batch)))
                 self._track(future)
             return
-        self.submitted += 1
         item: Any = batch
         assert self.chain is not None
         if self.plan.first is not None and batch and not self.chain.runs_prefix():
             item = self._task(batch, run_stage, self.plan.first, Batch(batch))
+        self.submitted += 1
         self.waiting.append((item, close, len(batch)))
         self._start_second()
 
@@ -268,6 +268,10 @@ class Runner:
         try:
             return self.client.submit(*args, pure=False, **kwargs)
         except TypeError as e:  # Dask's "Could not serialize object of type ..."
+            # The batch is done with, as a failed task's is (see store): the
+            # elements after it are not waited for behind it.
+            self.submitted_elements -= len(batch)
+            self.refs.taken += len(batch)
             raise unsendable(self.label, "Dask workers", batch, e) from e
 
     def _start_second(self) -> None:

@@ -94,3 +94,22 @@ def test_a_routed_failure_on_an_unpicklable_value_comes_back_with_its_repr(
     source.close()
     assert out == [0, 10, 20, 40, 50]
     assert errors == [("<an element that cannot be pickled: Conn(3)>", ValueError)]
+
+
+@pytest.mark.dask
+def test_after_an_element_that_was_not_sent_the_next_ones_release_their_references(
+        client: Client) -> None:
+    # The refused element's place was counted as still on its way: every later
+    # element's references (a Kafka offset to commit) waited one element longer.
+    from streams import RefCounter
+
+    source: Stream[Any] = Stream()
+    out = source.scatter(client=client).map(str).gather().sink_to_list()
+    refs = [RefCounter() for _ in range(3)]
+    source.emit(1, metadata=[{"ref": refs[0]}])
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        source.emit(threading.Lock(), metadata=[{"ref": refs[1]}])
+    source.emit(3, metadata=[{"ref": refs[2]}])
+    assert out == ["1", "3"]  # each delivered before its emit returned
+    assert [r.count for r in refs] == [0, 0, 0]
+    source.close()
