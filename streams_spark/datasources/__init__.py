@@ -6,7 +6,14 @@
 * ``"redis_streams"`` (options ``url``, ``stream``; reads ``count`` entries a
   round trip): rows ``(id string, fields map<string,string>)``; the offset is
   the last entry id, kept in Spark's checkpoint. Writing adds each row's
-  ``fields`` (or its ``value`` column, as field ``data``) with ``XADD``.
+  ``fields`` (or its ``value`` column, as field ``data``) with ``XADD``, once:
+  each partition of a micro-batch is added by one Lua script that records
+  it (hash ``seqKey``, default ``<stream>:written``, a field per query and
+  partition), and a micro-batch Spark runs again after a crash, or a task it
+  retries, adds nothing already added. A partition of more than
+  ``stageAbove`` rows (10,000) is first added to a staging stream that the
+  script moves. The rows added are those of the first run: a query whose
+  micro-batch gives other rows when run again is written as first run.
 * ``"streams_kafka"`` (options ``bootstrap.servers``, ``topic``,
   ``startingOffsets`` = ``earliest`` or ``latest``, ``maxOffsetsPerTrigger``
   to bound the messages of a micro-batch, as Spark's own Kafka source): rows ``(topic string,
@@ -19,9 +26,9 @@ Reading is exactly once through Spark's checkpoint: a restarted query reads
 each micro-batch's range again, the same rows; into Spark's file sink, the
 output holds each message once even when the query is killed mid-batch
 (``tests/streams_spark/test_datasource_kills.py``, SIGKILL of the driver).
-Writing is at least once: a micro-batch is written by its tasks and
-confirmed (flushed) before the batch commits; a batch retried after a
-failure writes its rows again.
+Writing to Kafka is at least once: a micro-batch is written by its tasks
+and confirmed (flushed) before the batch commits; a batch retried after a
+failure writes its rows again. Writing to Redis is exactly once (above).
 
 Examples
 --------

@@ -34,7 +34,7 @@ class _Range(InputPartition):
 class _Reader(DataSourceStreamReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.url, self.stream = _options(options, "redis_streams")
-        self.count = int(options.get("count", "1000"))
+        self.count = _positive(options, "count", 1000)
 
     def _client(self) -> Any:
         import redis
@@ -77,39 +77,151 @@ class _Reader(DataSourceStreamReader):
         pass  # nothing to acknowledge: the offset lives in Spark's checkpoint
 
 
+#: Adds a partition's entries of a micro-batch to the stream (KEYS[1]), unless
+#: that partition of that micro-batch, or of a later one, was added before: the
+#: hash KEYS[2] records per writer (ARGV[1]: the query and partition) the last
+#: micro-batch added (ARGV[2]). The entries are the rest of ARGV (per entry its
+#: field count and field/value pairs), or those of the staging stream KEYS[3],
+#: moved page by page and deleted. One script: atomic in Redis.
+_ONCE = """
+local done = redis.call('HGET', KEYS[2], ARGV[1])
+if done and tonumber(done) >= tonumber(ARGV[2]) then
+  if KEYS[3] then redis.call('DEL', KEYS[3]) end
+  return -1
+end
+local n = 0
+if KEYS[3] then
+  local after = '-'
+  while true do
+    local page = redis.call('XRANGE', KEYS[3], after, '+', 'COUNT', 1000)
+    if #page == 0 then break end
+    for _, entry in ipairs(page) do
+      redis.call('XADD', KEYS[1], '*', unpack(entry[2]))
+    end
+    n = n + #page
+    after = '(' .. page[#page][1]
+  end
+  redis.call('DEL', KEYS[3])
+else
+  local i = 3
+  while i <= #ARGV do
+    local nf = tonumber(ARGV[i])
+    redis.call('XADD', KEYS[1], '*', unpack(ARGV, i + 1, i + 2 * nf))
+    i = i + 1 + 2 * nf
+    n = n + 1
+  end
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return n
+"""
+#: Seconds a staging stream of a task that died before its move is kept.
+_STAGING_TTL = 86400
+
+
 class _Written(WriterCommitMessage):
     def __init__(self, count: int) -> None:
-        self.count = count
+        self.count = count  # entries added; 0 for a partition added before
+
+
+def _fields(row: Any) -> dict[str, Any]:
+    d = row.asDict()
+    return d.get("fields") or {"data": d["value"]}
 
 
 class _Writer(DataSourceStreamWriter):
     def __init__(self, options: dict[str, str]) -> None:
         self.url, self.stream = _options(options, "redis_streams")
+        self.seq_key = options.get("seqKey") or f"{self.stream}:written"
+        self.stage_above = _positive(options, "stageAbove", 10_000)
 
     def write(self, iterator: Iterator[Any]) -> _Written:
         import redis
+        from pyspark import TaskContext
 
+        task = TaskContext.get()
+        batch = task.getLocalProperty("streaming.sql.batchId") if task else None
+        query = task.getLocalProperty("sql.streaming.queryId") if task else None
         r = redis.Redis.from_url(self.url)
-        n = 0
         try:
-            pipe = r.pipeline(transaction=False)
-            for row in iterator:
-                d = row.asDict()
-                fields = d.get("fields") or {"data": d["value"]}
-                pipe.xadd(self.stream, fields)
-                n += 1
-                if n % 1000 == 0:
-                    pipe.execute()
-            pipe.execute()  # confirmed before the task reports success
+            if task is None or batch is None or query is None:  # not a micro-batch's task
+                return _Written(self._add_each(r, iterator))
+            writer = f"spark:{query}:{task.partitionId()}"
+            return _Written(self._add_once(r, iterator, writer, int(batch),
+                                           task.attemptNumber()))
         finally:
             r.close()
-        return _Written(n)
+
+    def _add_each(self, r: Any, iterator: Iterator[Any]) -> int:
+        """Add every row, 1,000 a round trip (at least once)."""
+        n = 0
+        pipe = r.pipeline(transaction=False)
+        for row in iterator:
+            pipe.xadd(self.stream, _fields(row))
+            n += 1
+            if n % 1000 == 0:
+                pipe.execute()
+        pipe.execute()  # confirmed before the task reports success
+        return n
+
+    def _add_once(self, r: Any, iterator: Iterator[Any], writer: str, batch: int,
+                  attempt: int) -> int:
+        """Add the rows of this partition of micro-batch ``batch``, unless added before.
+
+        Up to ``stageAbove`` rows travel in the script's call; a larger
+        partition is first added to a staging stream of this task attempt's
+        own, which the script moves (Redis holds it, not this process).
+        """
+        script = r.register_script(_ONCE)
+        rows: list[dict[str, Any]] = []
+        staging = None
+        for row in iterator:
+            rows.append(_fields(row))
+            if staging is None and len(rows) > self.stage_above:
+                staging = f"{self.stream}:staging:{writer}:{batch}:{attempt}"
+                r.delete(staging)  # a retried attempt's own is new; this is for safety
+            if staging is not None and len(rows) >= 1000:
+                _stage(r, staging, rows)
+                rows = []
+        if staging is not None:
+            _stage(r, staging, rows)
+            added = script(keys=[self.stream, self.seq_key, staging], args=[writer, batch])
+        else:
+            args: list[Any] = [writer, batch]
+            for fields in rows:
+                args.append(len(fields))
+                for kv in fields.items():
+                    args.extend(kv)
+            added = script(keys=[self.stream, self.seq_key], args=args)
+        return max(int(added), 0)
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         pass
 
     def abort(self, messages: list[Any], batchId: int) -> None:
         pass
+
+
+def _stage(r: Any, staging: str, rows: list[dict[str, Any]]) -> None:
+    """Add ``rows`` to the staging stream, in one round trip."""
+    pipe = r.pipeline(transaction=False)
+    for fields in rows:
+        pipe.xadd(staging, fields)
+    pipe.expire(staging, _STAGING_TTL)
+    pipe.execute()
+
+
+def _positive(options: dict[str, str], name: str, default: int) -> int:
+    text = options.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"redis_streams: option {name} must be a whole number >= 1, "
+                         f"got {text!r}")
+    return value
 
 
 class RedisStreamsDataSource(DataSource):
@@ -126,4 +238,10 @@ class RedisStreamsDataSource(DataSource):
         return _Reader(self.options)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> _Writer:
+        names = set(schema.fieldNames())
+        if not names & {"fields", "value"}:
+            raise ValueError(
+                "redis_streams: the rows written need a column 'fields' (a map of an "
+                "entry's fields) or 'value' (written as the field 'data'); got columns "
+                f"{sorted(names)}")
         return _Writer(self.options)

@@ -103,3 +103,49 @@ def test_kafka_written_in_transactions_is_read_to_its_end(
     assert query.awaitTermination(300), "the micro-batch never ended"
     rows = spark.sql(f"SELECT value, offset FROM {name} ORDER BY offset").collect()
     assert [r["value"] for r in rows] == ["a", "b", "c", "d"]  # committed ones, once each
+
+
+@pytest.mark.parametrize("stage_above", [None, "3"], ids=["in-the-call", "staged"])
+def test_redis_adds_a_micro_batch_run_again_once(spark: Any, redis_url: str, tmp_path: Path,
+                                                 stage_above: str | None) -> None:
+    """A micro-batch Spark runs again (its commit not logged: a crash after the sink
+    wrote it) adds nothing to the stream that its first run added."""
+    import redis
+
+    register_data_sources(spark)
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    for i in range(10):
+        r.xadd("events", {"n": str(i)})
+    source = (spark.readStream.format("redis_streams").option("url", redis_url)
+              .option("stream", "events").load())
+    # Two partitions of the micro-batch, each recorded on its own.
+    rows = source.selectExpr("fields").repartition(2)
+    options = {"url": redis_url, "stream": "copy"}
+    if stage_above is not None:
+        options["stageAbove"] = stage_above
+    checkpoint = tmp_path / "checkpoint"
+
+    def copied() -> list[int]:
+        return sorted(int(f["n"]) for _, f in r.xrange("copy"))
+
+    run_available(rows, "redis_streams", options, checkpoint)
+    assert copied() == list(range(10))
+    for name in ("0", ".0.crc"):  # as if the query died before logging the commit
+        (checkpoint / "commits" / name).unlink()
+    run_available(rows, "redis_streams", options, checkpoint)
+    assert copied() == list(range(10))
+    for i in range(10, 15):
+        r.xadd("events", {"n": str(i)})
+    run_available(rows, "redis_streams", options, checkpoint)
+    assert copied() == list(range(15))
+    assert r.keys("copy:staging:*") == []
+    r.close()
+
+
+def test_redis_refuses_rows_without_fields_or_value(spark: Any, redis_url: str,
+                                                    tmp_path: Path) -> None:
+    register_data_sources(spark)
+    rows = spark.readStream.format("rate").load().selectExpr("value AS n")
+    with pytest.raises(Exception, match=r"need a column 'fields'.*or 'value'.*\['n'\]"):
+        run_available(rows, "redis_streams", {"url": redis_url, "stream": "s"},
+                      tmp_path / "checkpoint")
