@@ -26,7 +26,7 @@ from . import closing, plugins
 from ._api import OperatorAPI
 from .cycles import check_connect, recursion_error
 from .errors import StreamClosedError, apply_policy, check_policy, error_stream
-from .fusion import compiled as _compiled
+from .fusion import compile_installed as _compile_installed
 from .fusion import invalidate as _invalidate
 from .pending import asynchronous_of
 from .pending import done as _done
@@ -217,18 +217,15 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
     def _compile_and_push(self, x: Any) -> Any:
         __tracebackhide__ = True  # pytest, IPython: show the user's frames
-        return self._pusher()(x)
+        return _compile_installed(self)(x)
 
     def _pusher(self) -> Callable[[Any], Any]:
-        """The compiled push function, compiled now if the graph changed.
+        """The push function, compiled now if the graph changed.
 
         Sources that loop over many elements take it once into a local.
         """
         if self._push == self._compile_and_push:
-            from .fusion import compile_push
-
-            self._push = compile_push(self)
-            _compiled.add(self)
+            _compile_installed(self)
         return self._push
 
     # ------------------------------------------------------------------
@@ -255,8 +252,8 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             raise TypeError(f"connect() takes a Stream, got {downstream!r}")
         check_connect(self, downstream)
         admit_connection(self, downstream)
+        downstream._add_upstream(self)  # first: it may refuse, leaving all as it was
         self.downstreams.append(downstream)
-        downstream._add_upstream(self)
         _invalidate(self)
 
     def disconnect(self, downstream: Stream[Any]) -> None:

@@ -103,13 +103,38 @@ def invalidate(node: Stream[Any]) -> None:
         if n in compiled:
             compiled.discard(n)
             n._interrupted = True  # a compiled loop over ``n`` takes the new code
+            owner = getattr(n._push, "__self__", None)
+            push = owner.saved if isinstance(owner, Backlog) else n._push
+            # Code running now (a sink of it made the change) takes the
+            # graph as it is at its next fan-out branch.
+            namespace = getattr(push, "__globals__", {})
+            for name, d, up in namespace.get(BRANCHES_KEY, ()):
+                namespace[name] = functools.partial(_through_graph, d, up)
             if not n._closed:
-                owner = getattr(n._push, "__self__", None)
                 if isinstance(owner, Backlog):
                     owner.saved = n._compile_and_push  # keep queued emits in order
                 else:
                     n._push = n._compile_and_push
         todo.extend(n.upstreams)
+
+
+def compile_installed(node: Stream[Any]) -> Callable[[Any], Any]:
+    """Compile ``node``'s push function and put it where the node's push lives.
+
+    That is ``node._push``; while a :class:`~streams.backlog.Backlog` queues
+    the node's emits, the backlog's ``saved`` push, which runs the queued
+    elements: one compiled there (the graph changed while they queued) must
+    not go through the backlog, where it would wait behind itself.
+    """
+    push = compile_push(node)
+    compiled.add(node)
+    owner = getattr(node._push, "__self__", None)
+    if isinstance(owner, Backlog):
+        if owner.saved == node._compile_and_push:
+            owner.saved = push
+    elif node._push == node._compile_and_push:
+        node._push = push
+    return push
 
 
 def is_fusable(node: Stream[Any]) -> bool:
@@ -146,6 +171,17 @@ def _nothing(x: Any) -> None:
     return None
 
 
+def _through_graph(d: Stream[Any], node: Stream[Any], x: Any) -> Any:
+    """A fan-out's branch to ``d``, node by node through the graph as it is now.
+
+    What :func:`invalidate` puts in place of the branches of code that may be
+    running: a sink on one branch that connected, removed or closed a node
+    below a later branch changes the graph for the element on its way too,
+    as unfused code does (and at no cost to code that is not running).
+    """
+    return d._push_closed(x) if d._closed else d.update(x, node)
+
+
 class Fuser:
     """Writes the source of compiled push functions.
 
@@ -156,7 +192,10 @@ class Fuser:
     """
 
     def __init__(self) -> None:
-        self.namespace: dict[str, Any] = {"_gather": _gather}
+        #: The fan-outs' branch functions, by name, with the node each goes
+        #: to and the node it leaves (see :func:`invalidate`).
+        self.branches: list[tuple[str, Stream[Any], Stream[Any]]] = []
+        self.namespace: dict[str, Any] = {"_gather": _gather, BRANCHES_KEY: self.branches}
         self._names: dict[int, str] = {}
         self._functions: list[list[str]] = []
         self._body: list[str] = []
@@ -280,6 +319,7 @@ class Fuser:
             results = []
             for d in downs:
                 branch = self._branch_function(d, node, path)
+                self.branches.append((branch, d, node))
                 r = self.fresh("r")
                 self.line(f"{r} = {branch}({x})")
                 results.append(r)
@@ -293,7 +333,9 @@ class Fuser:
     ) -> str:
         saved = self._body
         self._body = []
-        name = self.fresh("branch")
+        # A global, not one of the fused loop's bound locals: :func:`invalidate`
+        # replaces it in the namespace while an element may be on its way.
+        name = self.fresh("_branch")
         x = self.fresh("x")
         self._chain(node, who, x, path)
         self._functions.append([f"def {name}({x}):", *self._body])
@@ -347,6 +389,8 @@ def compile_push(node: Stream[Any]) -> Callable[[Any], Any]:
 
 #: Where a compiled push function's namespace keeps its source text.
 SOURCE_KEY = "__streams_source__"
+#: Where it keeps its fan-outs' branches (:attr:`Fuser.branches`).
+BRANCHES_KEY = "__streams_branches__"
 
 
 _serial = itertools.count()

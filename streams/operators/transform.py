@@ -181,10 +181,10 @@ class Filter(_FunctionNode):
                 result = self.func(x, *self.args, **self.kwargs)  # type: ignore[misc]
             except Exception as e:
                 return self._fail(x, e)
-            return self._await_then(x, result, lambda k: self._decide(x, k))
-        return self._decide(x, x if self.func is None else NO_DEFAULT)
+            return self._await_then(x, result, lambda k: self._decide(x, k, metadata))
+        return self._decide(x, x if self.func is None else NO_DEFAULT, metadata)
 
-    def _decide(self, x: Any, keep: Any) -> Any:
+    def _decide(self, x: Any, keep: Any, metadata: Any = None) -> Any:
         try:
             if keep is NO_DEFAULT:
                 keep = self.func(x, *self.args, **self.kwargs)  # type: ignore[misc]
@@ -192,7 +192,9 @@ class Filter(_FunctionNode):
             passes = bool(keep) is self._keep
         except Exception as e:
             return self._fail(x, e)
-        return self._emit(x) if passes else None
+        if not passes:
+            return None
+        return self._emit(x) if metadata is None else self._emit(x, metadata)
 
     def _fuse(self, f: Fuser, x: str) -> str:
         negate = "not " if self._keep else ""
@@ -275,8 +277,12 @@ class Pluck(Stream[Any]):
     def _fuse(self, f: Fuser, x: str) -> str:
         y = f.fresh()
         if isinstance(self.pick, list):
+            # The keys written in, while the list holds them: it is the
+            # user's, read at every element as ``update`` (and streamz) does.
             items = "".join(f"{x}[{f.bind(p, 'k')}], " for p in self.pick)
-            code = f"{y} = ({items})"
+            pick, now = f.bind(self.pick, "pick"), f.bind(list(self.pick), "keys")
+            code = (f"{y} = ({items}) if {pick} == {now} else "
+                    f"tuple([{x}[p] for p in {pick}])")
         else:
             code = f"{y} = {x}[{f.bind(self.pick, 'k')}]"
         f.step(self, x, code)

@@ -553,3 +553,26 @@ def test_a_nodes_tornado_coroutine_update_runs_with_no_loop_running() -> None:
     source.emit("a")
     source.emit("b")
     assert L == ["a", "a", "b", "b"]
+
+
+def test_a_graph_change_while_emits_queue_on_the_loop_does_not_stall_them() -> None:
+    # Synchronous emits on a running loop (a notebook's) queue behind a
+    # coroutine sink; a sink added meanwhile made the queued element wait on itself.
+    async def main() -> tuple[list[int], list[int]]:
+        gate = asyncio.Event()
+        out: list[int] = []
+        other: list[int] = []
+
+        async def slow(x: int) -> None:
+            await gate.wait()
+            out.append(x)
+
+        source: Stream[int] = Stream()
+        source.sink(slow)
+        first, second = source.emit(0), source.emit(1)
+        source.sink(other.append)
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(first, second), 60)
+        return out, other
+
+    assert asyncio.run(main()) == ([0, 1], [1])

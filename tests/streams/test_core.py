@@ -216,3 +216,18 @@ def test_mixing_explicit_sync_and_async_is_refused() -> None:
         Stream(asynchronous=True, upstream=sync)
     assert Stream(upstream=sync).asynchronous is False
     assert Stream(asynchronous=True, upstream=Stream()).asynchronous is True
+
+
+def test_a_refused_connect_leaves_the_graph_as_it_was() -> None:
+    # The refused node was left in downstreams: after any later change every
+    # element failed ("join received from ..., which is not its upstream").
+    left, right, third = Stream(), Stream(), Stream()
+    joined = left.join(right, key=lambda x: x, within=0, time=lambda x: x)
+    seen = third.sink_to_list()
+    third.emit(1)
+    with pytest.raises(ValueError, match="joins exactly two streams"):
+        third.connect(joined)
+    assert joined not in third.downstreams
+    third.map(str)  # a change: the push function is compiled again
+    third.emit(2)
+    assert seen == [1, 2]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from typing import Any
 
@@ -9,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams import Stream
-from streams.fusion import compile_push, is_fusable
+from streams import Stream, StreamClosedError
+from streams.fusion import compile_push, is_fusable, unfused
 from streams.graph import walk
 
 # Each builder adds one operator; all are total on ints so no error paths.
@@ -182,3 +183,57 @@ def test_no_fusion_switch_runs_every_node_through_update() -> None:
                              env={**__import__("os").environ, "STREAMS_NO_FUSION": env},
                              check=True)
         assert run.stdout.strip() == expected
+
+
+def _fan_out_changed_by_a_sink(change: str, run: str) -> tuple[list[int], list[Any]]:
+    """A sink on one branch changes the graph below the other branch on element 2."""
+    items = [1, 2, 3]
+    source: Stream[int] = Stream.from_iterable(items) if run == "loop" else Stream()
+    late: list[Any] = []
+
+    def on_first_branch(x: int) -> None:
+        if x != 2:
+            return
+        if change == "connect":
+            mapped.sink(late.append)
+        elif change == "destroy":
+            sink.destroy()
+        else:
+            mapped.close()
+
+    source.sink(on_first_branch)
+    mapped = source.map(lambda x: x * 10).on_error("route")
+    mapped.errors.sink(lambda r: late.append(r.element))
+    below: list[int] = []
+    sink = mapped.sink(below.append)
+    if run == "loop":
+        source.start()
+    else:
+        for x in items:
+            try:
+                source.emit(x)
+            except StreamClosedError as e:
+                late.append(str(e).split(" was not")[0][-9:])
+    return below, late
+
+
+@pytest.mark.parametrize("run", ["emit", "loop"])
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize(("change", "expected"), [
+    ("connect", ([10, 20, 30], [20, 30])),  # the new sink gets the element on its way
+    ("destroy", ([10], [])),                # the removed one does not
+])
+def test_a_sink_changing_a_later_branch_changes_it_for_the_element_on_its_way(
+        change: str, expected: Any, run: str, fused: bool) -> None:
+    # Fused code ran the later branch as compiled for the rest of the element.
+    with contextlib.nullcontext() if fused else unfused():
+        assert _fan_out_changed_by_a_sink(change, run) == expected
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
+def test_an_element_does_not_slip_through_a_node_a_sink_closed_on_its_way(
+        fused: bool) -> None:
+    with contextlib.nullcontext() if fused else unfused():
+        below, refused = _fan_out_changed_by_a_sink("close", "emit")
+    assert below == [10]
+    assert refused == ["element 2", "element 3"]

@@ -5,12 +5,13 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
+import linecache
 import types
 from typing import Any
 
 import pytest
 
-from streams import Stream, inline
+from streams import Stream, inline_source
 from tests.streams.test_inline import fused_source, inlined
 
 # A lambda whose line is no statement of its own: only the file shows it.
@@ -35,7 +36,7 @@ def parsed_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     The parsed blocks are forgotten first: another test may have parsed the
     same lines (``def inc(x): return x + 1`` is common).
     """
-    inline._parsed_block.cache_clear()
+    inline_source._parsed_block.cache_clear()
     sizes: list[int] = []
     parse = ast.parse
 
@@ -96,3 +97,20 @@ def test_lambdas_on_one_line_are_told_apart_by_their_code(tmp_path: Any) -> None
         source.emit(2)
         assert out == [expected] and inlined(func)
     assert not any(inlined(f) for f in module.twins)  # two candidates: no guessing
+
+
+@pytest.mark.parametrize(("before", "after"), [("x * 2", "x * 2.0"), ("x + 0.0", "x + -0.0"),
+                                               ("x == 1", "x == True")])
+def test_a_file_edited_to_a_constant_of_another_type_is_not_guessed(
+        tmp_path: Any, before: str, after: str) -> None:
+    # Equal constants of other types (2 == 2.0, 0.0 == -0.0, 1 == True) passed
+    # for the code that runs: the edited expression was inlined instead.
+    module = load(tmp_path, f"edited_{abs(hash(after))}", f"def f(x):\n    return {before}\n")
+    path = tmp_path / f"{module.__name__}.py"
+    path.write_text(f"def f(x):\n    return {after}\n")
+    linecache.checkcache(str(path))
+    assert not inlined(module.f)
+    source: Stream[Any] = Stream()
+    out = source.map(module.f).sink_to_list()
+    source.emit(3)
+    assert out == [module.f(3)] and type(out[0]) is type(module.f(3))

@@ -95,3 +95,39 @@ def test_coroutine_sink_is_awaited_by_async_emit() -> None:
 
     asyncio.run(main())
     assert seen == [1, 2, 3]
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
+def test_pluck_reads_its_list_of_keys_at_every_element(fused: bool) -> None:
+    # As streamz: the list is the user's; fused code wrote in the keys it held at the first.
+    import contextlib
+
+    from streams.fusion import unfused
+
+    with contextlib.nullcontext() if fused else unfused():
+        keys = ["a"]
+        source: Stream[dict[str, int]] = Stream()
+        out = source.pluck(keys).sink_to_list()
+        source.emit({"a": 1, "b": 2})
+        keys.append("b")
+        source.emit({"a": 1, "b": 2})
+        keys[0] = "c"
+        with pytest.raises(KeyError):
+            source.emit({"a": 1, "b": 2})
+    assert out == [(1,), (1, 2)]
+
+
+@pytest.mark.parametrize("operator", ["filter", "remove"])
+def test_filter_and_remove_pass_metadata_on(operator: str) -> None:
+    # They dropped it: a partition downstream then held an element whose
+    # references (a Kafka offset) were already released.
+    from streams import RefCounter
+
+    source: Stream[int] = Stream()
+    keep = (lambda x: True) if operator == "filter" else (lambda x: False)
+    getattr(source, operator)(keep).partition(2).sink_to_list()
+    ref = RefCounter()
+    source.emit(1, metadata=[{"ref": ref}])
+    assert ref.count == 1  # held by the partition until it emits
+    source.emit(2)
+    assert ref.count == 0
