@@ -19,6 +19,31 @@ from streams import Stream
 # Subcommands of the command-line tools (streams.cli), when installed.
 CLI_COMMANDS = ("relay", "tap", "clock")
 
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _positive(kind: type) -> Any:
+    """An argparse type: a number of ``kind`` above 0, else a one-line usage error."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def _redis_url(text: str) -> str:
+    """An argparse type: a Redis URL, refused in one line before anything connects."""
+    if not text.startswith(_REDIS_SCHEMES):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Redis URL: write redis://host:6379/0 (or rediss://, unix://)")
+    return text
+
 
 def _parser() -> argparse.ArgumentParser:
     kafka = " | Kafka: Stream.from_kafka is installed" if hasattr(Stream, "from_kafka") else ""
@@ -35,18 +60,20 @@ def _parser() -> argparse.ArgumentParser:
                        ("dask", "the same, enrichment on a local Dask cluster"),
                        ("spark", "the same, enrichment in Spark")]:
         p = demos.add_parser(name, help=text)
-        p.add_argument("--seconds", type=float, default=4.0, help="how long events come")
-        p.add_argument("--rate", type=float, default=2000.0, help="events per second")
+        p.add_argument("--seconds", type=_positive(float), default=4.0,
+                       help="how long events come")
+        p.add_argument("--rate", type=_positive(float), default=2000.0,
+                       help="events per second")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p = demos.add_parser("redis", help="events through a Redis stream")
-    p.add_argument("url", help="the server, e.g. redis://localhost:6379/0")
-    p.add_argument("--seconds", type=float, default=4.0)
-    p.add_argument("--rate", type=float, default=2000.0)
+    p.add_argument("url", type=_redis_url, help="the server, e.g. redis://localhost:6379/0")
+    p.add_argument("--seconds", type=_positive(float), default=4.0)
+    p.add_argument("--rate", type=_positive(float), default=2000.0)
     p = demos.add_parser("words", help="word counts over text files")
     p.add_argument("files", nargs="+", help="text files")
     p.add_argument("--follow", action="store_true", help="keep reading appended lines")
-    p.add_argument("--window", type=int, default=500, help="words per window")
-    p.add_argument("--top", type=int, default=5)
+    p.add_argument("--window", type=_positive(int), default=500, help="words per window")
+    p.add_argument("--top", type=_positive(int), default=5)
     return ap
 
 

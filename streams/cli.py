@@ -9,10 +9,14 @@ Installed as the ``streams`` console script (and run by ``python -m streams``)::
 
 Elements travel as text lines: Kafka values are decoded (UTF-8), Redis
 entries become JSON objects (an entry with the single field ``data`` becomes
-its value), file lines lose their newline. Without ``--follow`` a relay or
-tap reads what its source holds and exits; with it, it follows the source
-until interrupted. A bad URI or option is reported in one line, with exit
-status 2.
+its value), file lines lose their newline, an MQTT message becomes its
+payload. Without ``--follow`` a relay or tap reads what its source holds and
+exits; with it, it follows the source until interrupted (SIGINT or SIGTERM;
+exit status 0). A source that never ends (a server: ``tcp://``, ``http://``,
+``ws://``; an ``mqtt://`` subscription) needs ``--follow``; a server then
+says on standard error which port it listens on. A bad URI or option is
+reported in one line, with exit status 2; a file or connection that fails,
+in one line with status 1.
 
 See :mod:`streams.uri` for the URI schemes and their options.
 """
@@ -38,6 +42,9 @@ __all__ = ["main", "parse_interval", "text_of"]
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "": 1.0}
 
+#: Sources that never end on their own: servers, and a broker subscription.
+_ENDLESS = ("tcp", "http", "ws", "mqtt")
+
 
 def parse_interval(text: str) -> float:
     """Seconds in ``text`` (``"1s"``, ``"250ms"``, ``"2m"``, ``"0.5"``).
@@ -54,18 +61,34 @@ def parse_interval(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
+def _positive_int(text: str) -> int:
+    """``text`` as an int >= 1 (a count), or argparse's one-line error."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return n
+
+
 def text_of(x: Any) -> str:
-    """An element as one line of text.
+    """An element as one line of text; a message with a ``payload`` (MQTT's) is its payload.
 
     Examples
     --------
-    >>> text_of(b"abc"), text_of("line\\n"), text_of({"data": "v"}), text_of({"a": 1})
+    >>> text_of(b"abc\\n"), text_of("line\\n"), text_of({"data": "v"}), text_of({"a": 1})
     ('abc', 'line', 'v', '{"a": 1}')
+    >>> from types import SimpleNamespace
+    >>> text_of(SimpleNamespace(topic="t", payload=b"21.5"))
+    '21.5'
     """
-    if isinstance(x, bytes):
-        return x.decode("utf-8", errors="replace")
+    if isinstance(x, bytes):  # a line of a process, a TCP message: without its newline
+        x = x.decode("utf-8", errors="replace")
     if isinstance(x, str):
         return x.rstrip("\r\n")
+    if hasattr(x, "payload"):
+        return text_of(x.payload)
     if isinstance(x, dict) and len(x) == 1 and "data" in x:
         return text_of(x["data"])
     return json.dumps(x, default=lambda v: v.decode() if isinstance(v, bytes) else str(v))
@@ -119,7 +142,16 @@ def _sink_options(uri: str) -> dict[str, Any]:
     return {"format": "text"} if scheme == "stdio" and "format=" not in uri else {}
 
 
-def _run(source: Stream[Any], follow: bool) -> None:
+def _check_ends(uri: str, follow: bool) -> None:
+    """Refuse a source that never ends without ``--follow`` (it would serve nobody)."""
+    _, scheme = parse_uri(uri, "source")
+    if scheme in _ENDLESS and not follow:
+        what = "a subscription" if scheme == "mqtt" else "a server"
+        raise ValueError(f"a {scheme}:// source is {what} and never ends: add --follow to "
+                         "run it until interrupted (Ctrl-C)")
+
+
+def _run(source: Stream[Any], follow: bool, command: str) -> None:
     """Run ``source`` to its end, or (``follow``) on a loop until SIGINT/SIGTERM."""
     if not follow:
         source.start()
@@ -127,31 +159,52 @@ def _run(source: Stream[Any], follow: bool) -> None:
 
     async def forever() -> None:
         loop = asyncio.get_running_loop()
+        interrupted = asyncio.Event()
+        run: Any = None
+
+        def interrupt() -> None:
+            interrupted.set()
+            if run is not None:
+                source.stop()  # the run ends after its element in progress
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, source.stop)
-        await source.start()
+            loop.add_signal_handler(sig, interrupt)
+        run = source.start()
+        if run is None:  # a server: start() has bound its port; it serves until interrupted
+            print(f"streams {command}: listening on port {getattr(source, 'port', None)} "
+                  "until interrupted", file=sys.stderr, flush=True)
+            await interrupted.wait()
+            stop: Callable[[], Any] = source.stop  # a server's: an awaitable on a loop
+            end = stop()
+            if end is not None:
+                await end  # the elements in flight are through
+        else:
+            await run
         await source.aclose()
 
     asyncio.run(forever())
 
 
 def _relay(args: argparse.Namespace) -> None:
+    _check_ends(args.input, args.follow)
     source = from_uri(args.input, **_source_options(args.input, args.offset))
     node = source.map(text_of)
     if args.map:
         node = node.map(_load(args.map))
     to_uri(node, args.output, **_sink_options(args.output))
-    _run(source, args.follow)
+    _run(source, args.follow, "relay")
 
 
 def _tap(args: argparse.Namespace) -> None:
     offset = args.since if args.since is not None else args.offset
+    _check_ends(args.uri, args.follow)
     _, scheme = parse_uri(args.uri, "source")
     if offset is None and scheme == "kafka":
         offset = "earliest"
     source = from_uri(args.uri, **_source_options(args.uri, offset))
-    source.map(text_of).sink_to_stdout(format="text")
-    _run(source, args.follow)
+    # Followed, each line is shown as it comes (as tail -f); else block-buffered (faster).
+    source.map(text_of).sink_to_stdout(format="text", flush=args.follow)
+    _run(source, args.follow, "tap")
 
 
 def _clock(args: argparse.Namespace) -> None:
@@ -210,7 +263,7 @@ def _parser() -> argparse.ArgumentParser:
     clock.add_argument("uri", metavar="URI")
     clock.add_argument("--interval", type=parse_interval, default=1.0,
                        help="time between ticks (1s, 250ms, 2m; default 1s)")
-    clock.add_argument("--count", type=int, default=None,
+    clock.add_argument("--count", type=_positive_int, default=None,
                        help="stop after this many ticks (default: until interrupted)")
     clock.set_defaults(run=_clock)
     return ap
@@ -225,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"streams {args.command}: error: {e}", file=sys.stderr)
         return 2
-    except RuntimeError as e:  # e.g. a server source run without --follow
+    except (RuntimeError, OSError) as e:  # a file, a connection, a broker: in its own words
         print(f"streams {args.command}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

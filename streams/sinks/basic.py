@@ -14,7 +14,8 @@ from ..core import NO_DEFAULT, Stream
 from ..fusion import Fuser
 from ..operators._checks import check_callable
 
-__all__ = ["Sink", "SinkToList", "SinkToTextfile", "sink_to_file"]
+__all__ = ["Sink", "SinkToList", "SinkToTextfile", "check_encoding",
+           "check_text_write_mode", "sink_to_file"]
 
 
 #: streamz's registry of live sinks (it keeps them from being collected).
@@ -200,7 +201,9 @@ class SinkToTextfile(Stream[Any]):
     end : str
         Written after each element.
     mode : str
-        The mode a path is opened with.
+        The mode a path is opened with: one that writes text, ``"a"``
+        (append), ``"w"`` (truncate) or ``"x"`` (create, failing if the
+        file exists), optionally with ``"t"`` or ``"+"``.
     encoding : str, optional
         The encoding a path is opened with (Python's default when None).
 
@@ -232,6 +235,9 @@ class SinkToTextfile(Stream[Any]):
         if encoding is not None and hasattr(file, "write"):
             raise ValueError("sink_to_textfile(): encoding= is for a path; an open file "
                              "writes in the encoding it was opened with")
+        if encoding is not None:
+            check_encoding("sink_to_textfile", encoding)
+        check_text_write_mode("sink_to_textfile", mode)
         self.file = file
         self.end = end
         self.mode = mode
@@ -261,6 +267,46 @@ class SinkToTextfile(Stream[Any]):
         else:
             self._fp.flush()
         return None
+
+
+def check_encoding(operator: str, encoding: Any) -> None:
+    """Raise a clear error, at build time, for a name that is not a text encoding.
+
+    Encoding and decoding nothing does the lookup and also refuses the
+    codecs that are not text encodings (``"hex"``, ``"rot13"``), which
+    ``codecs.lookup`` accepts.
+
+    >>> check_encoding("from_stdin", "utf-8")
+    >>> check_encoding("from_stdin", "no-such-codec")
+    Traceback (most recent call last):
+    ...
+    ValueError: from_stdin(): unknown text encoding 'no-such-codec'; give a Python codec name ...
+    """
+    try:
+        "".encode(encoding)
+        b"".decode(encoding)
+    except (LookupError, TypeError):
+        raise ValueError(f"{operator}(): unknown text encoding {encoding!r}; give a Python "
+                         "codec name such as 'utf-8' or 'latin-1'") from None
+
+
+def check_text_write_mode(operator: str, mode: Any) -> None:
+    """Raise a clear error unless ``mode`` opens a file for writing text.
+
+    Caught when the graph is built: a mode that cannot write (``"r"``) or
+    writes bytes (``"ab"``) would otherwise fail on every element.
+
+    >>> check_text_write_mode("sink_to_textfile", "at")
+    >>> check_text_write_mode("sink_to_textfile", "r")
+    Traceback (most recent call last):
+    ...
+    ValueError: sink_to_textfile(): mode must write text: 'a' (append), 'w' (truncate) ...
+    """
+    chars = set(mode) if isinstance(mode, str) else set()
+    if (not chars or len(chars) != len(mode) or not chars <= set("awxt+")
+            or len(chars & set("awx")) != 1):
+        raise ValueError(f"{operator}(): mode must write text: 'a' (append), 'w' (truncate) or "
+                         f"'x' (create), optionally with 't' or '+'; got {mode!r}")
 
 
 def sink_to_file(filename: str, upstream: Stream[Any], mode: str = "w", prefix: str = "",

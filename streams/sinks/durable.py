@@ -18,6 +18,7 @@ import weakref
 from typing import IO, Any
 
 from ..core import Stream
+from .basic import check_encoding
 
 __all__ = ["SinkToDurableTextfile"]
 
@@ -39,7 +40,7 @@ class SinkToDurableTextfile(Stream[Any]):
     end : str
         Written after each element.
     encoding : str
-        How the text is encoded.
+        How the text is encoded (checked when the sink is built).
     fsync : bool
         Flush the file to disk at each checkpoint (needed to survive a power
         loss; a killed process loses nothing without it).
@@ -73,6 +74,7 @@ class SinkToDurableTextfile(Stream[Any]):
         if hasattr(file, "write"):
             raise TypeError("sink_to_durable_textfile() takes a path (it truncates and "
                             "reopens the file on restore), not a file object")
+        check_encoding("sink_to_durable_textfile", encoding)
         self.file = os.fspath(file)
         self.end = end
         self.encoding = encoding

@@ -12,7 +12,8 @@ from ..core import Stream
 from ..cycles import recursion_error
 from ..errors import NodeError, SourceError
 
-__all__ = ["Source", "SourceRun", "listen", "require_loop", "serve_here", "stop_serving"]
+__all__ = ["Source", "SourceRun", "listen", "on_loop_thread", "require_loop", "serve_here",
+           "stop_serving"]
 
 #: What a source emits: each source names it (``Source[bytes]``...), so
 #: that ``Stream.from_tcp(...)`` is a ``Stream[bytes]`` with the source's
@@ -65,26 +66,63 @@ def serve_here(source: Any) -> bool:
     return True
 
 
+def on_loop_thread(loop: Any) -> bool:
+    """Whether ``loop`` (a Tornado IOLoop, or None) is the shared loop thread's.
+
+    Asks without starting that thread: a source stopped on the caller's own
+    loop must not start a thread only to learn that it is not its loop.
+    """
+    from .. import loop_thread
+
+    # loop_thread.io_loop() would start the thread; its loop, if any, is here.
+    return loop is not None and loop is loop_thread._io_loop
+
+
 def stop_serving(source: Any, close: Callable[[], None] | None = None) -> Any:
     """Stop ``source`` and the server :func:`listen` started, then ``close()``.
 
-    Returns what :meth:`Source.stop` returns. The server belongs to the loop
-    it serves on: called from another thread while it serves on the shared
-    loop thread, the whole stop (``close`` included) is handed to that
-    thread and None is returned.
+    Returns what :meth:`Source.stop` promises. On a loop: an awaitable that
+    is done once the elements in flight (those of ``source._handlers``, the
+    tasks handling a connection or a request) are through the graph, so
+    nothing is emitted after ``await source.stop()``; awaited from one of
+    those tasks (a sink that stops its source), it is done at once. With no
+    loop running: None. The server belongs to the loop it serves on: called
+    from another thread while it serves on the shared loop thread, the whole
+    stop (``close`` included) is handed to that thread, which it waits for.
     """
-    from ..loop_thread import call_in_loop_thread, in_loop_thread, io_loop
+    from ..loop_thread import asyncio_loop_running, call_in_loop_thread, in_loop_thread
 
-    if source._server is not None and source.loop is io_loop() and not in_loop_thread():
+    if source._server is not None and on_loop_thread(source.loop) and not in_loop_thread():
         call_in_loop_thread(source.stop)  # the server belongs to the loop thread
         return None
-    end = Source.stop(source)
+    Source.stop(source)
     if source._server is not None:
         source._server.stop()
         source._server = None
     if close is not None:
         close()
-    return end
+    return _InFlight(set(source._handlers)) if asyncio_loop_running() else None
+
+
+class _InFlight:
+    """What a server source's ``stop()`` returns on a loop: awaiting it waits for the
+    elements in flight (see :func:`stop_serving`)."""
+
+    __slots__ = ("_tasks",)
+
+    def __init__(self, tasks: set[asyncio.Task[Any]]) -> None:
+        self._tasks = tasks
+
+    def __await__(self) -> Any:
+        if asyncio.current_task() in self._tasks:
+            return None  # called by an element's own graph: it ends after this element
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            yield from asyncio.wait(pending).__await__()
+        return None
+
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        """Display nothing (a cell ending in ``source.stop()``)."""
 
 
 class SourceRun(asyncio.Task[None]):

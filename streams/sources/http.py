@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ..core import Stream
@@ -21,8 +22,10 @@ class FromHttpServer(Source[bytes]):
     backpressure; a failure in the pipeline answers ``500`` with the error
     (the client knows its element was not processed). ``start()`` needs a
     running loop and binds at once, so :attr:`port` is known when it returns
-    (pass ``port=0`` for a free port). ``stop()`` stops listening; the
-    stream stays open until ``close()``.
+    (pass ``port=0`` for a free port). ``stop()`` stops listening (a POST
+    that arrives later is answered ``503``); the stream stays open until
+    ``close()``. On a loop, ``await source.stop()`` also waits for the
+    bodies in flight to be through the graph.
 
     Parameters
     ----------
@@ -76,7 +79,8 @@ class FromHttpServer(Source[bytes]):
     ['a', 'b']
     """
 
-    __slots__ = ("_in_flight", "_server", "address", "idle_timeout", "max_body",
+    # _handlers: the tasks of the requests in flight (what stop() waits for).
+    __slots__ = ("_handlers", "_in_flight", "_server", "address", "idle_timeout", "max_body",
                  "max_connections", "max_in_flight", "path", "port", "refused", "server_kwargs")
     _operator = "from_http_server"
     _params = ("port", "path", "address")
@@ -99,6 +103,7 @@ class FromHttpServer(Source[bytes]):
         self.max_connections = max_connections
         self.max_in_flight = max_in_flight
         self._in_flight = 0
+        self._handlers: set[asyncio.Task[Any]] = set()
         #: Connections closed at once, and requests answered 503, for being over the bounds.
         self.refused = 0
         self.port = check_port("from_http_server", port)
@@ -130,6 +135,9 @@ class FromHttpServer(Source[bytes]):
                     self.finish("busy\n")
                     return
                 source._in_flight += 1
+                task = asyncio.current_task()
+                if task is not None:
+                    source._handlers.add(task)
                 try:
                     pending = source._push(self.request.body)
                     if pending is not None:
@@ -140,6 +148,7 @@ class FromHttpServer(Source[bytes]):
                     return
                 finally:
                     source._in_flight -= 1
+                    source._handlers.discard(task)
                 self.finish("OK")
 
         class _Server(HTTPServer):
@@ -158,8 +167,9 @@ class FromHttpServer(Source[bytes]):
     def stop(self) -> Any:
         """Stop listening; the stream stays open.
 
-        Returns what :meth:`Source.stop` returns: on a loop, an awaitable of
-        the end of the run, which raises if the source failed.
+        On a loop, returns an awaitable (awaiting it is optional) that is
+        done once the bodies in flight are through the graph; otherwise
+        None. See :func:`streams.sources.base.stop_serving`.
         """
         return stop_serving(self)
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core import Stream
+from ..sinks.basic import check_encoding
 from .base import Source
 
 __all__ = ["FromStdin"]
@@ -31,10 +32,17 @@ def _pollable(f: Any) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
 
 
-def _parser(fmt: str, encoding: str) -> Callable[[bytes], Any]:
+def _parser(fmt: str, encoding: str) -> Callable[[bytes | str], Any]:
+    """How a line (bytes, or str from a text file with no binary buffer) becomes an element."""
     if fmt == "json":
-        return json.loads
-    return lambda line: line.rstrip(b"\r\n").decode(encoding)
+        return json.loads  # takes both
+
+    def text(line: bytes | str) -> str:
+        if isinstance(line, str):
+            return line.rstrip("\r\n")
+        return line.rstrip(b"\r\n").decode(encoding)
+
+    return text
 
 
 @Stream.register_api(staticmethod)
@@ -47,9 +55,11 @@ class FromStdin(Source[Any]):
         ``"json"``: each line is a JSON document (blank lines are skipped);
         ``"text"``: each line is emitted as a string without its newline.
     file : file object, optional
-        Read this instead of ``sys.stdin`` (binary or text).
+        Read this instead of ``sys.stdin`` (binary or text: a text file is
+        read through its binary buffer when it has one).
     encoding : str
-        For ``"text"``.
+        For ``"text"``: how the bytes are decoded (checked when the source
+        is built).
     start : bool
         Start right away.
 
@@ -58,7 +68,9 @@ class FromStdin(Source[Any]):
     A line that does not parse goes to the node's error policy (by default a
     :class:`~streams.errors.NodeError` showing the line). ``offset`` counts
     bytes: a pipeline reading a file redirected to stdin (``< file``) can
-    resume from a checkpoint; a pipe cannot be replayed.
+    resume from a checkpoint; a pipe cannot be replayed. A text file object
+    with no binary buffer (``io.StringIO``) is read as text, and ``offset``
+    then counts characters, the positions such a file seeks to.
 
     Examples
     --------
@@ -83,6 +95,7 @@ class FromStdin(Source[Any]):
                  start: bool = False, **kwargs: Any) -> None:
         if format not in _FORMATS:
             raise ValueError(f"from_stdin(): format must be one of {_FORMATS}, got {format!r}")
+        check_encoding("from_stdin", encoding)
         self.format = format
         self.file = file
         self.encoding = encoding
@@ -97,7 +110,8 @@ class FromStdin(Source[Any]):
         super().restore(state)
         self._read_here = False  # the offset is a checkpoint's: seek to it
 
-    def _binary(self) -> Any:
+    def _input(self) -> Any:
+        """The file to read: a text file's binary buffer when it has one."""
         f = sys.stdin if self.file is None else self.file
         f = getattr(f, "buffer", f)
         if self.offset and not self._read_here:
@@ -108,17 +122,18 @@ class FromStdin(Source[Any]):
             f.seek(self.offset)
         return f
 
-    def _element(self, line: bytes) -> tuple[bool, Any]:
+    def _element(self, line: bytes | str) -> tuple[bool, Any]:
         """(True, element) or (False, pending-or-None) when the line is skipped or bad."""
         if self.format == "json" and not line.strip():
             return False, None
         try:
             return True, self._parse(line)
         except Exception as e:
-            return False, self._fail(line.decode(self.encoding, "replace"), e)
+            shown = line if isinstance(line, str) else line.decode(self.encoding, "replace")
+            return False, self._fail(shown, e)
 
     def _run_sync(self) -> None:
-        f = self._binary()
+        f = self._input()
         self._read_here = True
         for line in f:  # a line read is emitted, also after stop(): it is gone from a pipe
             ok, x = self._element(line)
@@ -154,7 +169,7 @@ class FromStdin(Source[Any]):
 
     async def _run_async(self) -> None:
         ckpt = self._checkpointer
-        lines = self._lines(self._binary())
+        lines = self._lines(self._input())
         self._read_here = True
         async for line in lines:
             # A line read is emitted, also after stop(): it is gone from a pipe.

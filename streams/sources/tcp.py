@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ..clock import get_clock
@@ -42,6 +43,15 @@ class FromTcp(Source[bytes]):
     IOLoop is asyncio's) and binds at once, so :attr:`port` is known when it
     returns (pass ``port=0`` for a free port). ``stop()`` stops listening and
     closes the open connections; the stream stays open until ``close()``.
+    On a loop, ``await source.stop()`` also waits for the messages in
+    flight to be through the graph.
+
+    A connection's last message may lack the delimiter: when the client
+    closes the connection, what it sent after its last delimiter is emitted
+    as a message of its own (as ``from_textfile`` and ``from_process`` emit a
+    last line without a newline). A connection closed by the server
+    (``stop()``, ``idle_timeout``, a message longer than ``max_message``)
+    emits nothing more.
 
     Parameters
     ----------
@@ -89,7 +99,8 @@ class FromTcp(Source[bytes]):
     [b'hello\\n', b'world\\n']
     """
 
-    __slots__ = ("_connections", "_server", "address", "delimiter", "idle_timeout",
+    # _handlers: the tasks serving the open connections (what stop() waits for).
+    __slots__ = ("_connections", "_handlers", "_server", "address", "delimiter", "idle_timeout",
                  "max_connections", "max_message", "port", "refused", "server_kwargs")
     _operator = "from_tcp"
     _params = ("port", "delimiter", "address")
@@ -118,6 +129,7 @@ class FromTcp(Source[bytes]):
         self.max_message = max_message
         self._server: Any = None
         self._connections: set[Any] = set()
+        self._handlers: set[asyncio.Task[Any]] = set()
         super().__init__(start=start, **kwargs)
 
     def start(self) -> None:
@@ -142,15 +154,31 @@ class FromTcp(Source[bytes]):
             stream.close()
             return
         self._connections.add(stream)
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
         clock = get_clock()
+        timed_out: list[bool] = []
+
+        def expire() -> None:
+            timed_out.append(True)
+            stream.close()
+
         try:
             while not self.stopped:
+                if stream.closed():
+                    # By the client (its end of file: no error), or by us (an idle
+                    # timeout; stop() ends the loop): only the client's end of
+                    # file completes what it sent last.
+                    if stream.error is None and not timed_out:
+                        await self._emit_rest(stream)
+                    break
                 timer = (None if self.idle_timeout is None
-                         else clock.call_later(self.idle_timeout, stream.close))
+                         else clock.call_later(self.idle_timeout, expire))
                 try:
                     data = await stream.read_until(self.delimiter, max_bytes=self.max_message)
                 except StreamClosedError:
-                    break
+                    continue  # what is still buffered is read above
                 finally:
                     if timer is not None:
                         timer.cancel()
@@ -159,13 +187,33 @@ class FromTcp(Source[bytes]):
                     await pending
         finally:
             self._connections.discard(stream)
+            self._handlers.discard(task)
             stream.close()
+
+    async def _emit_rest(self, stream: Any) -> None:
+        """Emit the messages a closed connection left buffered, the last one undelimited."""
+        from tornado.iostream import StreamClosedError
+
+        try:
+            # On a closed stream, a read returns what is buffered, at once
+            # (a read_until would fail even with a delimited message there).
+            rest = await stream.read_until_close()
+        except StreamClosedError:
+            return
+        while rest and not self.stopped:
+            end = rest.find(self.delimiter)
+            end = len(rest) if end < 0 else end + len(self.delimiter)
+            message, rest = rest[:end], rest[end:]
+            pending = self._push(message)
+            if pending is not None:
+                await pending
 
     def stop(self) -> Any:
         """Stop listening and close open connections; the stream stays open.
 
-        Returns what :meth:`Source.stop` returns: on a loop, an awaitable of
-        the end of the run, which raises if the source failed.
+        On a loop, returns an awaitable (awaiting it is optional) that is
+        done once the messages in flight are through the graph; otherwise
+        None. See :func:`streams.sources.base.stop_serving`.
         """
         return stop_serving(self, self._close_connections)
 

@@ -4,21 +4,54 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
+import socket
 import subprocess
 import sys
+import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.processes import stop_process
+
 ROOT = Path(__file__).parents[2]  # the checkout under test, imported first by the tools
+GUARD = 60.0  # seconds: only ever reached when the behaviour under test is broken
+
+
+def _env(cwd: Path | None = None) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), str(cwd or "")]))}
 
 
 def streams_cli(*args: str, stdin: str = "",
                 cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), str(cwd or "")]))}
     return subprocess.run([sys.executable, "-m", "streams.cli", *args], input=stdin,
-                          capture_output=True, text=True, timeout=120, env=env)
+                          capture_output=True, text=True, timeout=120, env=_env(cwd))
+
+
+def following(*args: str) -> subprocess.Popen[str]:
+    """``streams ARGS --follow`` running, its output and errors read as they come."""
+    return subprocess.Popen([sys.executable, "-m", "streams.cli", *args, "--follow"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env())
+
+
+def listening_port(proc: subprocess.Popen[str]) -> int:
+    """The port a following server says (on stderr) it listens on: its readiness."""
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    found = re.search(r"listening on port (\d+)", line)
+    assert found, line + proc.stderr.read()
+    return int(found.group(1))
+
+
+def interrupted(proc: subprocess.Popen[str], sig: int) -> tuple[int, str, str]:
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=GUARD)
+    return proc.returncode, out, err
 
 
 @pytest.mark.parametrize("command", ["relay", "tap", "clock"])
@@ -35,6 +68,12 @@ def test_each_command_has_help(command: str) -> None:
     (["tap", "kafka://127.0.0.1:9/"], "give one topic"),
     (["tap", "kafka://127.0.0.1:9/t?colour=red"], "unknown option 'colour'"),
     (["clock", "stdio://", "--interval", "soon"], "not a positive interval"),
+    (["clock", "stdio://", "--count", "-3"], "'-3' is not a positive whole number"),
+    (["tap", "tcp://127.0.0.1:0"], "a tcp:// source is a server and never ends: add --follow"),
+    (["tap", "http://127.0.0.1:0/in"], "a http:// source is a server"),
+    (["tap", "ws://127.0.0.1:0"], "a ws:// source is a server"),
+    (["tap", "mqtt://127.0.0.1:9/t"], "a mqtt:// source is a subscription and never ends"),
+    (["relay", "--input", "tcp://127.0.0.1:0", "--output", "stdio://"], "add --follow"),
 ])
 def test_bad_uris_and_options_get_one_clear_line(args: list[str], message: str) -> None:
     done = streams_cli(*args)
@@ -97,3 +136,71 @@ def test_redis_to_kafka_relay_and_a_clock(kafka_broker: Any, kafka_topic: str,
     r = redis.Redis.from_url(redis_url, decode_responses=True)
     assert len(r.xrange("copy")) == 8
     r.close()
+
+
+def test_a_missing_file_or_a_directory_is_one_line_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "nonexistent.txt"
+    done = streams_cli("tap", f"file://{missing}")
+    assert done.returncode == 1
+    assert done.stderr.startswith("streams tap: error: ") and str(missing) in done.stderr
+    assert "No such file" in done.stderr and "Traceback" not in done.stderr
+    for args in (["--input", f"file://{tmp_path}/", "--output", "stdio://"],
+                 ["--input", "stdio://", "--output", f"file://{tmp_path}/"]):
+        done = streams_cli("relay", *args, stdin="x\n")
+        assert done.returncode == 1, done.stderr
+        assert "Is a directory" in done.stderr and str(tmp_path) in done.stderr
+        assert len(done.stderr.splitlines()) == 1
+
+
+@pytest.mark.timeout(120)  # the hang guard of the blocking reads below
+def test_a_tcp_tap_serves_until_interrupted() -> None:
+    proc = following("tap", "tcp://127.0.0.1:0")
+    try:
+        port = listening_port(proc)
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"hello\nlast without a newline")
+        assert proc.stdout is not None
+        # Followed, each line is written as it comes: it is read here before the signal.
+        assert [proc.stdout.readline(), proc.stdout.readline()] == [
+            "hello\n", "last without a newline\n"]
+        returncode, out, err = interrupted(proc, signal.SIGINT)
+        assert (returncode, out) == (0, ""), err
+        assert "Traceback" not in err
+    finally:
+        stop_process(proc)
+
+
+@pytest.mark.timeout(120)
+def test_an_http_tap_serves_until_terminated() -> None:
+    proc = following("tap", "http://127.0.0.1:0/in")
+    try:
+        port = listening_port(proc)
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/in", data=b"posted")
+        with urllib.request.urlopen(request, timeout=GUARD) as response:
+            assert response.status == 200  # answered once the body was through the pipeline
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "posted\n"
+        returncode, out, err = interrupted(proc, signal.SIGTERM)
+        assert (returncode, out) == (0, ""), err
+    finally:
+        stop_process(proc)
+
+
+@pytest.mark.timeout(120)
+def test_an_mqtt_tap_prints_the_payloads(mqtt_broker: Any) -> None:
+    import paho.mqtt.publish as publish
+
+    topic = f"cli/{uuid.uuid4().hex}"
+    # Retained: the broker delivers it when the tap subscribes, whenever that is.
+    publish.single(topic, "21.5", retain=True, hostname=mqtt_broker.host,
+                   port=mqtt_broker.port)
+    proc = following("tap", f"mqtt://{mqtt_broker.host}:{mqtt_broker.port}/{topic}")
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "21.5\n"
+        returncode, out, err = interrupted(proc, signal.SIGINT)
+        assert (returncode, out) == (0, ""), err
+    finally:
+        stop_process(proc)
+        publish.single(topic, "", retain=True, hostname=mqtt_broker.host,
+                       port=mqtt_broker.port)  # the retained message is cleared

@@ -73,6 +73,19 @@ def test_a_missing_file_is_one_line() -> None:
     assert result.stderr == "python -m streams: no such file: nope.txt\n"
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["redis", "notaurl"], "argument url: 'notaurl' is not a Redis URL"),
+    (["--seconds", "-1"], "argument --seconds: '-1' is not a number above 0"),
+    (["spark", "--rate", "0"], "argument --rate: '0' is not a number above 0"),
+    (["words", "x.txt", "--window", "0"], "argument --window: '0' is not a number above 0"),
+])
+def test_bad_demo_arguments_are_one_usage_error(args: list[str], message: str) -> None:
+    result = python_m_streams(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
 def test_the_command_line_tools_are_dispatched_when_installed(
         monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[list[str]] = []

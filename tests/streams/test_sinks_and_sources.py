@@ -47,6 +47,37 @@ def test_sink_to_textfile_refuses_non_strings_with_a_hint(tmp_path: Path) -> Non
         source.emit(1)
 
 
+@pytest.mark.parametrize("mode", ["r", "rt", "ab", "wb", "", "aw", "aa", "q"])
+def test_sink_to_textfile_refuses_a_mode_that_does_not_write_text(tmp_path: Path,
+                                                                  mode: str) -> None:
+    path = tmp_path / "exists.txt"
+    path.write_text("kept\n")
+    with pytest.raises(ValueError, match=r"sink_to_textfile\(\): mode must write text"):
+        Stream().sink_to_textfile(path, mode=mode)
+    assert path.read_text() == "kept\n"
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("a", "kept\nx\n"), ("at", "kept\nx\n"),
+                                                ("w", "x\n"), ("w+", "x\n")])
+def test_sink_to_textfile_writes_in_each_writing_mode(tmp_path: Path, mode: str,
+                                                      expected: str) -> None:
+    path = tmp_path / "out.txt"
+    path.write_text("kept\n")
+    source = Stream()
+    source.sink_to_textfile(path, mode=mode)
+    source.emit("x")
+    source.close()
+    assert path.read_text() == expected
+
+
+def test_file_sinks_refuse_an_unknown_encoding_when_built(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"sink_to_textfile\(\): unknown text encoding"):
+        Stream().sink_to_textfile(tmp_path / "a.txt", encoding="no-such-codec")
+    with pytest.raises(ValueError, match=r"sink_to_durable_textfile\(\): unknown text encod"):
+        Stream().sink_to_durable_textfile(tmp_path / "b.txt", encoding="no-such-codec")
+    assert not (tmp_path / "a.txt").exists()
+
+
 def test_from_iterable_emits_everything_then_closes() -> None:
     source = Stream.from_iterable(range(7))
     out = source.partition(3).sink_to_list()

@@ -174,3 +174,41 @@ def test_stop_and_start_again_on_a_pipe_goes_on_where_it_stopped(on_loop: bool) 
             source.start()
             source.start()
     assert out == [0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize(("fmt", "expected"), [("text", ['"é"', '"b"']), ("json", ["é", "b"])])
+def test_a_text_file_object_without_a_binary_buffer(fmt: str, expected: list[str]) -> None:
+    source = Stream.from_stdin(format=fmt, file=io.StringIO('"é"\n"b"\n'))
+    out = source.sink_to_list()
+    source.start()
+    assert out == expected
+    assert source.offset == 8  # characters: the positions io.StringIO seeks to
+
+
+def test_a_bad_line_of_a_text_file_object_names_the_node_and_shows_the_line() -> None:
+    source = Stream.from_stdin(file=io.StringIO('1\n{oops\n3\n'))
+    out = source.sink_to_list()
+    with pytest.raises(NodeError, match=r"from_stdin.*\{oops"):
+        source.start()
+    assert out == [1]
+
+
+def test_resume_from_a_checkpoint_over_a_text_file_object(tmp_path: Path) -> None:
+    from streams import Checkpointer
+
+    data = "".join(json.dumps(w, ensure_ascii=False) + "\n" for w in ["é", "ü", "a", "ß", "b"])
+
+    def run(f: io.StringIO) -> list[str]:
+        source = Stream.from_stdin(file=f)
+        out = source.scan(lambda s, x: s + x, start="").sink_to_list()
+        Checkpointer(source, tmp_path, every=1, fsync=False)
+        source.start()
+        return out
+
+    assert run(io.StringIO(data[:8])) == ["é", "éü"]
+    assert run(io.StringIO(data)) == ["éüa", "éüaß", "éüaßb"]
+
+
+def test_an_unknown_encoding_is_refused_when_the_source_is_built() -> None:
+    with pytest.raises(ValueError, match=r"from_stdin\(\): unknown text encoding 'no-such-codec'"):
+        Stream.from_stdin(format="text", encoding="no-such-codec")
