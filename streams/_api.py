@@ -206,8 +206,8 @@ class OperatorAPI(Generic[T]):
         def from_mqtt(host: str, port: int, topic: str, keepalive: int = 60,
                       client_kwargs: dict[str, Any] | None = None, user: str | None = None,
                       pw: str | None = None, qos: int = 0, max_queue: int = 1000,
-                      connect_timeout: float = 10.0, start: bool = False,
-                      **kwargs: Any) -> FromMqtt: ...
+                      connect_timeout: float = 10.0, start: bool = False, *,
+                      client_id: str | None = None, **kwargs: Any) -> FromMqtt: ...
         @staticmethod
         def from_websocket(host: str, port: int, serve_kwargs: dict[str, Any] | None = None,
                            max_connections: int = 256, start: bool = False,

@@ -27,9 +27,12 @@ URI                                         source / sink and options
 ``tcp://host:port``                         ``from_tcp`` (a server; source only)
 ``http://host:port/path``                   ``from_http_server`` (source only)
 ``mqtt://[user:pw@]host:port/topic``        ``from_mqtt`` / ``to_mqtt`` (the topic may
-                                            hold ``/`` and, for a source, ``+``/``#``
-                                            as ``%2B``/``%23``); ``qos``,
-                                            ``keepalive``; sink: ``retain``
+                                            hold ``/`` and, for a source, the
+                                            wildcards ``+`` and ``#``, as they are or
+                                            as ``%2B``/``%23``; user and pw are
+                                            percent-decoded); ``qos``,
+                                            ``keepalive``; source: ``client_id``;
+                                            sink: ``retain``
 ``ws://host:port[/path]``                   ``from_websocket`` (a server on host:port)
                                             / ``to_websocket`` (a client of the URI);
                                             ``wss://`` for a TLS client
@@ -100,7 +103,7 @@ _REDIS_SINK: Options = {"db": int, "maxlen": int, "field": str, "batch": int}
 _STDIO: Options = {"format": str}
 _FILE_SOURCE: Options = {"encoding": str}
 _FILE_SINK: Options = {"encoding": str, "mode": str}
-_MQTT_SOURCE: Options = {"qos": int, "keepalive": int}
+_MQTT_SOURCE: Options = {"qos": int, "keepalive": int, "client_id": str}
 _MQTT_SINK: Options = {"qos": int, "keepalive": int, "retain": _bool}
 
 #: What each scheme can be: a source, a sink, or both.
@@ -127,6 +130,10 @@ def parse_uri(uri: str, role: str) -> tuple[Any, str]:
                          f"among {', '.join(sorted(SCHEMES))} (e.g. kafka://localhost:9092/topic)")
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
+    if scheme == "mqtt":
+        # MQTT has no fragments: a '#' is the multi-level wildcard of a topic
+        # filter (mqtt://host/sensors/#), which a URL parser would cut off.
+        parts = urlsplit(uri, allow_fragments=False)
     if scheme not in SCHEMES:
         raise ValueError(f"{uri!r}: unknown scheme {scheme + '://'!r}; known: "
                          f"{', '.join(s + '://' for s in sorted(SCHEMES))}")
@@ -201,8 +208,8 @@ def from_uri(uri: str, **options: Any) -> Stream[Any]:
     if scheme == "mqtt":
         host, port = _host_port(parts, scheme, 1883)
         opts = _options(parts, scheme, "source", _MQTT_SOURCE, options)
-        return Stream.from_mqtt(host, port, _topic(parts), user=parts.username,
-                                pw=parts.password, **opts)
+        user, pw = _credentials(parts)
+        return Stream.from_mqtt(host, port, _topic(parts), user=user, pw=pw, **opts)
     if scheme == "ws":
         host, port = _host_port(parts, scheme)
         _options(parts, scheme, "source", {}, options)
@@ -233,8 +240,8 @@ def to_uri(upstream: Stream[Any], uri: str, **options: Any) -> Stream[Any]:
     if scheme == "mqtt":
         host, port = _host_port(parts, scheme, 1883)
         opts = _options(parts, scheme, "sink", _MQTT_SINK, options)
-        return upstream.to_mqtt(host, port, _topic(parts), user=parts.username,
-                                pw=parts.password, **opts)
+        user, pw = _credentials(parts)
+        return upstream.to_mqtt(host, port, _topic(parts), user=user, pw=pw, **opts)
     if scheme in ("ws", "wss"):
         _options(parts, scheme, "sink", {}, options)
         return upstream.to_websocket(uri)
@@ -248,6 +255,12 @@ def _topic(parts: Any) -> str:
         raise ValueError(f"{parts.geturl()!r}: give a topic after the address, as in "
                          "mqtt://localhost:1883/sensors/temperature")
     return topic
+
+
+def _credentials(parts: Any) -> tuple[str | None, str | None]:
+    """The user and password of the URI, percent-decoded (``p%40ss`` is ``p@ss``)."""
+    user, pw = parts.username, parts.password
+    return (None if user is None else unquote(user), None if pw is None else unquote(pw))
 
 
 def _kafka_servers(parts: Any) -> str:

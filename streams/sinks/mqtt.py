@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from ..core import Stream
-from ..sources.mqtt import check_mqtt_args, mqtt_client
+from ..sources.mqtt import check_mqtt_args, connack, mqtt_client, refused_error
 
 __all__ = ["ToMqtt"]
 
@@ -15,23 +15,25 @@ __all__ = ["ToMqtt"]
 class ToMqtt(Stream[Any]):
     """Publish each element (str, bytes, int, float or None) to ``topic``.
 
-    The connection is opened on the first element and kept. Each element
+    The connection is opened on the first element, once the broker has
+    accepted it, and kept. Each element
     is waited for until paho has handed it to the broker (``qos=0``,
     streamz's: written to the socket) or the broker acknowledged it
     (``qos`` 1 or 2); on an asynchronous stream that wait is what ``await
     emit`` waits for, off the loop. An element that cannot be published (no
-    connection, a payload paho refuses, no acknowledgement within
-    ``publish_timeout``) raises through the node's error policy, naming the
-    node: streamz published without waiting and lost such elements
-    silently. The end of the stream (``close()``), or ``destroy()``,
-    disconnects.
+    connection, credentials the broker refuses, a payload paho refuses, no
+    acknowledgement within ``publish_timeout``) raises through the node's
+    error policy, naming the node: streamz published without waiting and
+    lost such elements silently. The end of the stream (``close()``), or
+    ``destroy()``, disconnects.
 
     Parameters
     ----------
     host, port : str, int
         The broker.
     topic : str
-        The topic to publish to.
+        The topic to publish to; the wildcards ``+`` and ``#`` are refused
+        when the graph is built (they are for subscribing).
     keepalive : int
         Seconds between pings on an idle connection.
     client_kwargs : dict, optional
@@ -43,7 +45,8 @@ class ToMqtt(Stream[Any]):
     user, pw : str, optional
         Credentials.
     publish_timeout : float
-        Seconds to wait for each element's publication.
+        Seconds to wait for each element's publication (and for the
+        broker's answer to the connection).
 
     Examples
     --------
@@ -53,10 +56,17 @@ class ToMqtt(Stream[Any]):
     >>> source = Stream()
     >>> _ = source.map(str).to_mqtt("localhost", 1883, "sensors/temperature")
     >>> source.emit(21.5)  # doctest: +SKIP
+
+    A topic to publish to holds no wildcard:
+
+    >>> Stream().to_mqtt("localhost", 1883, "sensors/#")
+    Traceback (most recent call last):
+    ...
+    ValueError: to_mqtt(): cannot publish to 'sensors/#': '+' and '#' are wildcards...
     """
 
-    __slots__ = ("c_kw", "client", "host", "keepalive", "port", "publish_timeout", "pw", "qos",
-                 "retain", "topic", "user")
+    __slots__ = ("_refusal", "c_kw", "client", "host", "keepalive", "port", "publish_timeout",
+                 "pw", "qos", "retain", "topic", "user")
     _operator = "to_mqtt"
     _local_only = "it holds a connection to the broker, in this process"
     _params = ("host", "port", "topic", "keepalive", "qos", "retain")
@@ -67,7 +77,7 @@ class ToMqtt(Stream[Any]):
                  qos: int = 0, retain: bool = False, user: str | None = None,
                  pw: str | None = None, publish_timeout: float = 10.0,
                  **kwargs: Any) -> None:
-        check_mqtt_args("to_mqtt", host, port, topic, keepalive, qos)
+        check_mqtt_args("to_mqtt", host, port, topic, keepalive, qos, wildcards=False)
         if not publish_timeout > 0:
             raise ValueError(f"to_mqtt(): publish_timeout must be > 0 seconds, got "
                              f"{publish_timeout!r}")
@@ -79,6 +89,8 @@ class ToMqtt(Stream[Any]):
         self.publish_timeout = publish_timeout
         #: The paho client once connected, else None.
         self.client: Any = None
+        # The broker's refusal of paho's last reconnection (None once accepted).
+        self._refusal: Any = None
         Stream.__init__(self, upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
@@ -109,21 +121,44 @@ class ToMqtt(Stream[Any]):
             except OSError as e:
                 raise ConnectionError(f"{self._label()}: cannot connect to the MQTT broker at "
                                       f"{self.host}:{self.port}: {e}") from e
-            client.loop_start()
+            # A refusal (credentials) comes in the broker's answer, not from
+            # connect(): wait for it before the first publish.
+            reason = connack(client, self.publish_timeout)
+            if reason is None:
+                raise ConnectionError(f"{self._label()}: the MQTT broker at {self.host}:"
+                                      f"{self.port} did not answer the connection (closed "
+                                      f"it, or no answer within {self.publish_timeout} s)")
+            if reason.is_failure:
+                raise refused_error(self._label(), self.host, self.port, reason)
+            self._refusal = None
+            client.on_connect = self._on_reconnect
             self.client = client
         return self.client
+
+    def _on_reconnect(self, client: Any, userdata: Any, flags: Any, reason: Any,
+                      properties: Any) -> None:
+        # paho's thread reconnects after a lost connection; a refusal then
+        # explains the failures of the elements that follow.
+        self._refusal = reason if reason.is_failure else None
 
     def _publish(self, x: Any) -> None:
         import paho.mqtt.client as mqtt
 
         info = self._connect().publish(self.topic, x, self.qos, self.retain)
         if info.rc != mqtt.MQTT_ERR_SUCCESS:
+            self._raise_refusal()
             raise ConnectionError(f"{self._label()}: publishing to {self.topic!r} failed: "
                                   f"{mqtt.error_string(info.rc)}")
         info.wait_for_publish(self.publish_timeout)
         if not info.is_published():
+            self._raise_refusal()
             raise TimeoutError(f"{self._label()}: {self.topic!r} not published within "
                                f"{self.publish_timeout} s")
+
+    def _raise_refusal(self) -> None:
+        """Raise the broker's refusal of paho's reconnection, the cause of a failure."""
+        if self._refusal is not None:
+            raise refused_error(self._label(), self.host, self.port, self._refusal)
 
     def _disconnect(self) -> None:
         client, self.client = self.client, None

@@ -15,6 +15,13 @@ __all__ = ["ToWebsocket"]
 _closing: set[asyncio.Future[None]] = set()
 
 
+def _open_state() -> Any:
+    """The state of a websockets connection that can send."""
+    from websockets.protocol import State
+
+    return State.OPEN
+
+
 @Stream.register_api()
 class ToWebsocket(Stream[Any]):
     """Send each element (str or bytes) as one message to the websocket at ``uri``.
@@ -24,8 +31,10 @@ class ToWebsocket(Stream[Any]):
     then). A connection that fails, or an element that is neither str nor
     bytes, raises through the node's error policy, naming the node (streamz
     sent iterables as fragmented messages and wrote to a closed connection
-    silently). The end of the stream (``close()``) or ``destroy()`` closes
-    the connection.
+    silently). A connection the server has closed, or that failed, is
+    dropped: the next element opens a new one, so a restarted server gets
+    the elements sent after it is back. The end of the stream
+    (``close()``) or ``destroy()`` closes the connection.
 
     Without a running loop the connection lives on the private loop that
     synchronous emits run on, which turns only while an element is being
@@ -98,7 +107,12 @@ class ToWebsocket(Stream[Any]):
     async def _send(self, x: Any) -> None:
         try:
             ws = await self._connection()
-            await ws.send(x)
+            try:
+                await ws.send(x)
+            except Exception:
+                if self.ws is ws and ws.state is not _open_state():
+                    self.ws = None  # closed for good: the next element reconnects
+                raise
         except Exception as e:
             pending = self._fail(x, e)
             if pending is not None:
@@ -108,6 +122,10 @@ class ToWebsocket(Stream[Any]):
         loop = asyncio.get_running_loop()
         if self.ws is not None and self._ws_loop is not loop:
             self.ws = None  # the loop it was opened on is gone (asyncio.run ended)
+        if self.ws is not None and self.ws.state is not _open_state():
+            # Closed by the server (it stopped or restarted) or by a failure:
+            # sending on it could only fail, a new connection may not.
+            self.ws = None
         if self.ws is None:
             import_websockets("to_websocket")
             from websockets.asyncio.client import connect

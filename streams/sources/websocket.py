@@ -8,6 +8,7 @@ import socket
 from typing import Any
 
 from ..core import Stream
+from ..loop_thread import start_task
 from .base import Source, require_loop
 from .tcp import check_port
 
@@ -124,20 +125,26 @@ class FromWebsocket(Source[Any]):
         import_websockets("from_websocket")
         from ..loop_thread import call_in_loop_thread, io_loop, running_io_loop
 
-        if running_io_loop() is None:  # as streamz: serve from the shared loop thread
+        running = running_io_loop()
+        if running is None:  # as streamz: serve from the shared loop thread
             self.loop = io_loop()
             call_in_loop_thread(self.start)
             return
         require_loop(self)
         self._sock = sock = _bind(self.host, self.port)
         self.port = sock.getsockname()[1]
+        self.loop = running  # where the server lives: stop() from elsewhere is handed there
         self.started, self.stopped = True, False
         self._serving = asyncio.ensure_future(self._serve(sock))
 
     async def _serve(self, sock: socket.socket) -> None:
         from websockets.asyncio.server import serve
 
-        self.server = await serve(self._handle, sock=sock, **self.s_kw)
+        # Not serving yet: until self.server is set (in this first step of the
+        # task, which does not yield before), stop() may close the socket itself.
+        server = await serve(self._handle, sock=sock, **{**self.s_kw, "start_serving": False})
+        self.server = server
+        await server.start_serving()
 
     async def _handle(self, ws: Any) -> None:
         from websockets.exceptions import ConnectionClosed
@@ -170,27 +177,63 @@ class FromWebsocket(Source[Any]):
     def stop(self) -> Any:
         """Stop listening and close the open connections; the stream stays open.
 
-        On a running loop, returns an awaitable of the connections' closing
+        The port is free when it returns: ``start()`` may follow at once. On a
+        running loop, returns an awaitable of the connections' closing
         (awaiting it is optional); from another thread, waits for it.
         """
-        from ..loop_thread import in_loop_thread, io_loop, start_task
-
-        if self._sock is not None and self.loop is io_loop() and not in_loop_thread():
-            # The server belongs to the loop thread: close it there, and wait.
+        if self._sock is not None and self._serves_elsewhere():
+            # The server belongs to its loop's thread (the loop thread): stop it there.
             start_task(self._stop_and_wait(), self.loop).result(30)
             return None
         Source.stop(self)  # no element is taken from now on
-        return asyncio.ensure_future(self._stop_and_wait()) if self._sock is not None else None
-
-    async def _stop_and_wait(self) -> None:
-        Source.stop(self)
         sock, self._sock = self._sock, None
         serving, self._serving = self._serving, None
-        if serving is not None:
-            await serving  # the server exists (a bound socket is accepted at once)
         server, self.server = self.server, None
-        if server is not None:
-            server.close()
-            await server.wait_closed()
-        elif sock is not None:
+        if sock is None:
+            return None
+        failed = None
+        if server is None:
+            # _serve has not run yet, or failed (serve_kwargs): nothing listens
+            # on the socket.
+            if serving is not None and serving.done():
+                failed = serving
+            elif serving is not None:
+                serving.cancel()
             sock.close()
+        else:
+            # asyncio's server stops listening and closes the socket now (its
+            # close() is synchronous); websockets' closes the connections in a task.
+            server.server.close()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return None  # the loop it served on has ended: nothing runs there any more
+        if server is None:  # awaiting it raises what made _serve fail, if anything
+            return failed if failed is not None else asyncio.ensure_future(asyncio.sleep(0))
+        server.close()
+        return asyncio.ensure_future(self._server_closed(server, serving))
+
+    async def _stop_and_wait(self) -> None:
+        pending = self.stop()
+        if pending is not None:
+            await pending
+
+    @staticmethod
+    async def _server_closed(server: Any, serving: asyncio.Future[None] | None) -> None:
+        if serving is not None:
+            await serving  # its last step, after the server started serving
+        await server.wait_closed()
+
+    def _serves_elsewhere(self) -> bool:
+        """Whether the server runs on another thread's loop (the loop thread's).
+
+        Compares with the loop it was started on, without asking
+        streams.loop_thread for its loop, which would start the thread.
+        """
+        loop = getattr(self.loop, "asyncio_loop", None)
+        if loop is None or not loop.is_running():
+            return False
+        try:
+            return asyncio.get_running_loop() is not loop
+        except RuntimeError:
+            return True

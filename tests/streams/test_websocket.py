@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 from typing import Any
 
@@ -221,3 +224,98 @@ def test_ws_uri_names_the_server_and_the_client() -> None:
 
     asyncio.run(main())
     assert got == ["x"]
+
+
+def test_to_websocket_reconnects_once_the_server_is_back() -> None:
+    first = Stream.from_websocket("127.0.0.1", 0)
+    got_first = first.sink_to_list()
+
+    async def main() -> list[Any]:
+        first.start()
+        port = first.port
+        arrived = asyncio.Event()
+        first.sink(lambda x: arrived.set())
+        source = Stream(asynchronous=True)
+        sink = source.to_websocket(f"ws://127.0.0.1:{port}")
+        await source.emit("one")
+        await asyncio.wait_for(arrived.wait(), GUARD)
+        await first.stop()  # closes the sink's connection (1001, going away)
+        second = Stream.from_websocket("127.0.0.1", port)
+        got: list[Any] = []
+        both = asyncio.Event()
+        second.sink(lambda x: (got.append(x), len(got) == 2 and both.set()))
+        second.start()  # back on the same port
+        await source.emit("two")  # streamz and streams before: sent on the closed one
+        await source.emit("three")
+        await asyncio.wait_for(both.wait(), GUARD)
+        await source.aclose()
+        assert sink.ws is None
+        await second.stop()
+        return got
+
+    assert asyncio.run(main()) == ["two", "three"]
+    assert got_first == ["one"]
+
+
+def test_stop_then_start_without_awaiting_serves_again() -> None:
+    source = Stream.from_websocket("127.0.0.1", 0)
+    got: list[Any] = []
+
+    async def main() -> None:
+        arrived = asyncio.Event()
+        source.sink(lambda x: (got.append(x), arrived.set()))
+        source.start()
+        port = source.port
+        async with connect(f"ws://127.0.0.1:{port}") as ws:
+            await ws.send("before")
+            await asyncio.wait_for(arrived.wait(), GUARD)
+        arrived.clear()
+        source.stop()  # the port is free when it returns: awaiting it is optional
+        source.start()
+        assert (source.port, source.stopped) == (port, False)
+        async with connect(f"ws://127.0.0.1:{port}", open_timeout=GUARD) as ws:
+            await ws.send("after")
+            await asyncio.wait_for(arrived.wait(), GUARD)
+        await source.stop()
+
+    asyncio.run(main())
+    assert got == ["before", "after"]
+
+
+def test_stop_and_start_before_the_server_is_up() -> None:
+    source = Stream.from_websocket("127.0.0.1", 0)
+    got: list[Any] = []
+
+    async def main() -> None:
+        arrived = asyncio.Event()
+        source.sink(lambda x: (got.append(x), arrived.set()))
+        source.start()
+        source.stop()  # before the server's task has run
+        source.start()
+        async with connect(f"ws://127.0.0.1:{source.port}", open_timeout=GUARD) as ws:
+            await ws.send("x")
+            await asyncio.wait_for(arrived.wait(), GUARD)
+        await source.stop()
+
+    asyncio.run(main())
+    assert got == ["x"]
+
+
+def test_stop_on_the_callers_loop_starts_no_loop_thread() -> None:
+    # In a fresh interpreter: an earlier test may have started the thread.
+    code = """
+        import asyncio, threading
+        from streams import Stream
+        async def main():
+            source = Stream.from_websocket("127.0.0.1", 0)
+            source.sink(print)
+            source.start()
+            await asyncio.sleep(0)  # the server is up
+            await source.stop()
+            print(sorted(t.name for t in threading.enumerate()))
+        asyncio.run(main())
+    """
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[-2] == "['MainThread']"
