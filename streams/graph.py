@@ -202,11 +202,15 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
         if not stem:
             raise ValueError(f"visualize(): give the file a format extension, got {filename!r}")
         try:
-            g.render(stem, format=fmt, cleanup=True)
+            # Piped, not rendered: render() writes the DOT text to ``stem``
+            # first (a file of that name is overwritten, then deleted).
+            data = g.pipe(format=fmt.lower())
         except graphviz.ExecutableNotFound as e:  # pragma: no cover
             raise RuntimeError(
                 "visualize() needs graphviz's dot program: apt-get install graphviz"
             ) from e
+        with open(filename, "wb") as out:
+            out.write(data)
     return g
 
 from .networkx_graph import _clean_text, create_graph  # noqa: E402, F401 - streamz names

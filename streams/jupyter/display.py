@@ -128,7 +128,10 @@ class _Watcher:
         #: The stream the user asked to watch (a sink's view watches what it receives).
         self.watched = stream
         self._throttle = Throttle(self._render, interval)
-        self._node = self._node_class(_receiving(stream), self)
+        receiving = _receiving(stream)
+        self._node = self._node_class(receiving, self)
+        if receiving._closed:  # shown after its run ended (the cell after the run's)
+            self.status = "ended"
 
     @property
     def node(self) -> Stream[Any]:

@@ -23,6 +23,7 @@ True
 
 from __future__ import annotations
 
+import datetime
 import io
 from collections import deque
 from collections.abc import Mapping
@@ -90,8 +91,9 @@ class LivePlot(_Watcher):
                  title: str | None = None, xlabel: str | None = None,
                  ylabel: str | None = None, figsize: tuple[float, float] = (6.0, 3.0),
                  widget: bool | None = None) -> None:
-        if keep is not None and keep < 1:
-            raise ValueError(f"sink_to_plot(): keep must be >= 1 or None, got {keep!r}")
+        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int)
+                                 or keep < 1):
+            raise ValueError(f"sink_to_plot(): keep must be an int >= 1 or None, got {keep!r}")
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
@@ -120,17 +122,24 @@ class LivePlot(_Watcher):
         series[1].append(y)
 
     def _take(self, e: Any) -> None:
-        if isinstance(e, Real):
-            self._point("y", self.count, e)
-        elif isinstance(e, Mapping):
-            for name, y in e.items():
-                self._point(str(name), self.count, y)
+        if isinstance(e, Mapping):
+            points = [(str(name), self.count, y) for name, y in e.items()]
         elif isinstance(e, tuple | list) and len(e) == 2:
-            self._point("y", e[0], e[1])
+            points = [("y", e[0], e[1])]
         else:
-            raise TypeError(
-                f"sink_to_plot() plots numbers, (x, y) pairs or dicts of numbers, got "
-                f"{type(e).__name__}; add a .map() before it that makes one of these")
+            points = [("y", self.count, e)]
+        # Every value is checked before any is kept: a point matplotlib
+        # cannot draw would fail each later redraw, not only this element.
+        for name, x, y in points:
+            for what, value in (("x", x), ("y", y)):
+                if not _plottable(value):
+                    shape = "" if len(points) == 1 and name == "y" else f" of {name!r}"
+                    raise TypeError(
+                        f"sink_to_plot() plots numbers, (x, y) pairs or dicts of numbers "
+                        f"(dates as x too): the {what} value{shape} is {value!r} "
+                        f"({type(value).__name__}); add a .map() before it that makes one")
+        for name, x, y in points:
+            self._point(name, x, y)
 
     @property
     def data(self) -> dict[str, tuple[list[Any], list[Any]]]:
@@ -141,10 +150,13 @@ class LivePlot(_Watcher):
         for name, (xs, ys) in self._series.items():
             line = self._lines.get(name)
             if line is None:
-                (line,) = self.axes.plot([], [], label=name)
+                (line,) = self.axes.plot([], [])
                 self._lines[name] = line
                 if len(self._series) > 1:  # outside the axes: never over the lines
-                    self.axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+                    # Labels given: matplotlib leaves out a line whose own
+                    # label starts with "_" (a dict key such as "_raw").
+                    self.axes.legend(list(self._lines.values()), list(self._lines),
+                                     loc="upper left", bbox_to_anchor=(1.01, 1.0))
             line.set_data(list(xs), list(ys))
         self.axes.relim()
         self.axes.autoscale_view()
@@ -173,3 +185,9 @@ class LivePlot(_Watcher):
 def _set_image(widget: Any, bundle: dict[str, Any]) -> None:
     widget.value = bundle["image/png"]
 
+
+def _plottable(value: Any) -> bool:
+    """A number, or a date or time (an x value matplotlib draws)."""
+    if isinstance(value, Real | datetime.date):
+        return True
+    return type(value).__name__ in ("datetime64", "timedelta64")

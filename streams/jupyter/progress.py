@@ -29,6 +29,7 @@ from ..clock import Clock, get_clock
 from ..core import Stream
 from ..fusion import Fuser
 from ..spec import Traits
+from .throttle import cell_end
 
 __all__ = ["Progress", "progress_bar"]
 
@@ -150,6 +151,7 @@ class Progress(Stream[Any]):
         self.bar = progress_bar(self.total, self.desc,
                                 " elements" if unit == "it" else unit, **kwargs)
         self._tick = self.bar.update
+        cell_end.add(self)
 
     def _traits(self) -> Traits:
         # In a Spark-resident segment it passes elements on, and Spark's
@@ -159,7 +161,23 @@ class Progress(Stream[Any]):
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         self._tick()
-        return self._emit(x)
+        return self._emit(x) if metadata is None else self._emit(x, metadata)
+
+    def _cell_end(self) -> None:
+        """Show the count now (a notebook cell ended: see ``throttle.flush_all``)."""
+        bar = self.bar
+        if not bar.disable and bar.n != bar.last_print_n:
+            bar.refresh()
+
+    def _remove_upstream(self, upstream: Stream[Any]) -> None:
+        super()._remove_upstream(upstream)
+        if not self.upstreams:  # cut off: the bar goes, not left open above later ones
+            self.bar.close()
+
+    def destroy(self, streams: list[Stream[Any]] | None = None) -> None:
+        super().destroy(streams)
+        if not self.upstreams:
+            self.bar.close()
 
     def _fusable(self) -> bool:
         return True

@@ -9,11 +9,15 @@ as IPython's ``post_execute``).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ..clock import Clock, Handle, get_clock
+from ..clock import Clock, Handle, LoopClock, get_clock
+
+logger = logging.getLogger("streams")
 
 __all__ = ["DEFAULT_INTERVAL", "Throttle", "flush_all"]
 
@@ -89,10 +93,17 @@ class Throttle:
         if now >= self._due:
             self._fire(now)
         elif self._timer is None:
-            try:
-                self._timer = self._clock.call_later(self._due - now, self._on_timer)
-            except RuntimeError:  # no running loop: render at a later poke or flush
+            if isinstance(self._clock, LoopClock) and not _loop_running():
+                # No loop in this thread: render at a later poke or flush. The
+                # clock would run the timer on the shared loop thread, drawing
+                # widgets from a second thread and starting a thread that
+                # synchronous code must not (contract 2).
                 self._timer = _NO_LOOP
+            else:
+                try:
+                    self._timer = self._clock.call_later(self._due - now, self._on_timer)
+                except RuntimeError:  # a clock with no loop to schedule on
+                    self._timer = _NO_LOOP
             _pending.add(self)
 
     def flush(self) -> None:
@@ -110,7 +121,10 @@ class Throttle:
 
     def _on_timer(self) -> None:
         self._timer = None
-        self.flush()
+        try:
+            self.flush()
+        except Exception:  # a loop's callback: say whose drawing failed
+            logger.exception("drawing %r failed", self.render)
 
     def _fire(self, now: float) -> None:
         if self._timer is not None:
@@ -148,4 +162,23 @@ def flush_all() -> None:
     2
     """
     for throttle in list(_pending):
-        throttle.flush()
+        try:
+            throttle.flush()
+        except Exception:  # one view's failure must not keep the others stale
+            logger.exception("drawing %r failed", throttle.render)
+    for drawn in list(cell_end):
+        drawn._cell_end()
+
+
+#: What else draws when a cell ends, by its ``_cell_end()``: the progress
+#: bars of :mod:`streams.jupyter.progress`, which tqdm redraws only every
+#: ``mininterval`` seconds.
+cell_end: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

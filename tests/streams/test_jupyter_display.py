@@ -312,3 +312,43 @@ def test_destroy_tells_downstream_nodes_like_disconnect_does() -> None:
     a.emit("a")
     c.emit("c")
     assert L == [("a", "c")]
+
+
+def test_one_failing_view_does_not_keep_the_others_from_the_cell_end(
+        clock: VirtualClock, caplog: pytest.LogCaptureFixture) -> None:
+    source = Stream()
+    views = [LiveView(source, widget=False, interval=1.0) for _ in range(4)]
+    source.emit("first")
+    source.emit("last")  # each view's redraw waits for the cell's end
+
+    def boom() -> None:
+        raise RuntimeError("cannot draw")
+
+    views[0]._throttle.render = boom
+    flush_all()
+    assert all("last" in v.html() for v in views[1:])
+    assert "cannot draw" in caplog.text
+
+
+def test_a_view_without_a_running_loop_starts_no_thread() -> None:
+    # The throttle's timer went to the shared loop thread, which drew the
+    # widgets from a second thread (contract 2: synchronous code starts none).
+    code = (
+        "import threading\n"
+        "from streams import Stream\n"
+        "from streams.jupyter import LiveView, flush_all\n"
+        "s = Stream(); v = LiveView(s, widget=False)\n"
+        "s.emit(1); s.emit(2)\n"
+        "before = v.renders\n"
+        "flush_all()\n"
+        "print(sorted(t.name for t in threading.enumerate()), before, v.renders)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert out.strip() == "['MainThread'] 1 2"  # the 2 is drawn at the flush
+
+
+def test_a_view_of_a_stream_that_already_ended_says_so() -> None:
+    source = Stream()
+    mapped = source.map(str)
+    source.close()
+    assert LiveView(mapped, widget=False).status == "ended"

@@ -74,3 +74,32 @@ def test_end_of_stream_draws_the_final_plot(clock: VirtualClock) -> None:
     source.close()
     assert plot.status == "ended" and plot.renders == 2
     assert plot.text() == "live plot of stream: 2 points (y), ended"
+
+
+def test_a_value_that_cannot_be_plotted_fails_alone(clock: VirtualClock) -> None:
+    # It was kept: every later element failed with its error, and so did redraws.
+    source = Stream()
+    plot = LivePlot(source, widget=False)
+    source.emit({"a": 1})
+    with pytest.raises(NodeError, match=r"the y value of 'a' is 'oops' \(str\)"):
+        source.emit({"a": "oops"})
+    with pytest.raises(NodeError, match=r"the x value is 'x'"):
+        source.emit(("x", 1))
+    source.emit({"a": 2})
+    clock.advance(1.0)
+    source.close()
+    assert plot.data == {"a": ([0, 1], [1, 2])} and plot.count == 2
+
+
+def test_keep_must_be_a_whole_number() -> None:
+    with pytest.raises(ValueError, match="keep must be an int >= 1 or None, got 2.5"):
+        Stream().sink_to_plot(widget=False, keep=2.5)
+
+
+def test_a_line_named_with_an_underscore_is_in_the_legend() -> None:
+    source = Stream()
+    plot = LivePlot(source, widget=False)
+    source.emit({"_raw": 1, "avg": 2})
+    plot.png()
+    legend = plot.axes.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["_raw", "avg"]

@@ -86,3 +86,33 @@ def test_progress_bar_for_engines_reports_batches() -> None:
         clock.advance(2.0)
         bar.update(1)
     assert bar.n == 4 and "2.00s/batch" in str(bar)  # tqdm inverts rates below 1/s
+
+
+def test_a_cell_end_shows_the_count_tqdm_has_not_drawn_yet() -> None:
+    from streams.jupyter import flush_all
+
+    out = io.StringIO()
+    source = Stream()
+    source.progress(file=out, mininterval=3600, desc="clicks").sink_to_list()
+    for i in range(1000):
+        source.emit(i)
+    assert "clicks: 1000" not in out.getvalue()  # tqdm waits for mininterval
+    flush_all()  # what IPython runs when a cell ends
+    assert "clicks: 1000" in out.getvalue()
+
+
+def test_a_destroyed_progress_node_closes_its_bar() -> None:
+    source = Stream()
+    counted = source.progress(file=io.StringIO())
+    counted.destroy()
+    assert counted.bar.disable  # closed: a later bar is not drawn a line below it
+
+
+def test_progress_passes_metadata_on() -> None:
+    from streams import RefCounter
+
+    source = Stream()
+    source.progress(file=io.StringIO()).partition(2).sink_to_list()
+    ref = RefCounter()
+    source.emit(1, metadata=[{"ref": ref}])
+    assert ref.count == 1  # held by the partition

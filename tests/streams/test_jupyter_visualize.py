@@ -95,3 +95,18 @@ def test_a_live_view_the_library_added_is_not_drawn() -> None:
     assert "live_view" not in svg
     assert "sink_to_plot" in svg
     assert svg.count("<g id=\"edge") == 2
+
+
+def test_writing_a_picture_leaves_a_file_named_as_its_stem_alone(tmp_path: Path) -> None:
+    # graphviz's render() wrote the DOT text to "pipeline", then deleted it.
+    notes = tmp_path / "pipeline"
+    notes.write_text("my notes")
+    source = Stream(stream_name="in")
+    source.map(abs).sink(print)
+    source.visualize(str(tmp_path / "pipeline.svg"))
+    source.visualize(str(tmp_path / "upper.SVG"))  # the format read as graphviz's
+    assert notes.read_text() == "my notes"
+    assert (tmp_path / "pipeline.svg").read_bytes().lstrip().startswith(b"<?xml")
+    assert (tmp_path / "upper.SVG").read_bytes().lstrip().startswith(b"<?xml")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipeline", "pipeline.svg",
+                                                           "upper.SVG"]
