@@ -11,6 +11,9 @@ kept here so that the node's module holds the node's protocol only.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import weakref
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
@@ -23,36 +26,106 @@ if TYPE_CHECKING:
 
 __all__ = ["aclose", "close", "close_downstreams", "destroy", "on_close", "remove_upstream"]
 
+logger = logging.getLogger("streams")
 
-def close(node: Stream[Any]) -> Any:
-    """``node.close()``: end the stream at ``node``, after the work it has queued."""
-    __tracebackhide__ = True  # pytest, IPython: show the user's frames
+#: The close of a node running on a loop, started by ``close()`` or
+#: ``aclose()``, until it ends well or an ``aclose()`` has seen it fail. Its
+#: steps mark nodes closed before their held elements are flushed:
+#: interrupted half-way, it would leave them closed and unflushed, so it runs
+#: as a task of its own that a cancelled caller does not stop, and a later
+#: close waits for it.
+_closing: weakref.WeakKeyDictionary[Stream[Any], asyncio.Future[Any]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _begin(node: Stream[Any], queued: bool) -> Any:
+    """Start closing ``node``: its close task on a running loop, else what is pending.
+
+    ``queued``: a synchronous stream's ``close()``, which synchronous emits
+    after it must queue behind (see :mod:`streams.backlog`).
+    """
     from .backlog import Backlog
 
     backlog = Backlog.of(node)
     if backlog is not None:
         # Elements emitted earlier are still running on the loop: close
         # after them, or windows would flush before those elements arrive.
-        return backlog.defer(lambda: node._on_close(None))
-    pending = node._on_close(None)
-    if pending is None:
-        return DONE if node.asynchronous else None
-    if node.asynchronous:
-        return pending
-    return settle(pending, node)
+        task = backlog.defer(lambda: node._on_close(None))
+    else:
+        pending = node._on_close(None)
+        if pending is None:
+            return None
+        if queued:
+            task = settle(pending, node)  # run here if no loop is running
+            if not isinstance(task, asyncio.Future):
+                return None
+        else:
+            try:
+                task = asyncio.ensure_future(pending, loop=asyncio.get_running_loop())
+            except RuntimeError:  # no loop running here: the caller runs it
+                return pending
+    _closing[node] = task
+    task.add_done_callback(lambda t: _ended(node, t))
+    return task
+
+
+def _ended(node: Stream[Any], task: asyncio.Future[Any]) -> None:
+    # A failed close stays, for the next aclose() to raise.
+    if (task.cancelled() or task.exception() is None) and _closing.get(node) is task:
+        del _closing[node]
+
+
+def close(node: Stream[Any]) -> Any:
+    """``node.close()``: end the stream at ``node``, after the work it has queued.
+
+    On a running loop, what is still to do runs as a task, and a Future is
+    returned (as ``emit`` does): the stream is closed even if nobody awaits it.
+    """
+    __tracebackhide__ = True  # pytest, IPython: show the user's frames
+    task = _closing.get(node)
+    if task is None:
+        task = _begin(node, queued=not node.asynchronous)
+        if task is None:
+            return DONE if node.asynchronous else None
+    if isinstance(task, asyncio.Future) and node.asynchronous:
+        return asyncio.shield(task)  # cancelling the result does not stop the close
+    # The synchronous API on a running loop: the task, as streams.backlog
+    # returns it (it logs the failure); an asynchronous stream with no loop
+    # running: what is pending, for the caller to run.
+    return task
 
 
 async def aclose(node: Stream[Any]) -> None:
-    """``await node.aclose()``: close, and wait for all work in flight to finish."""
-    from .backlog import Backlog
+    """``await node.aclose()``: close, and wait for all work in flight to finish.
 
-    backlog = Backlog.of(node)
-    if backlog is not None:
-        await backlog.defer(lambda: node._on_close(None))
-        return
-    pending = node._on_close(None)
-    if pending is not None:
-        await pending
+    Cancelled (a timeout), it leaves the close running: a later ``aclose()``
+    waits for that close to finish and raises what it raised.
+    """
+    task = _closing.get(node)
+    if task is None:
+        task = _begin(node, queued=False)
+        if task is None:
+            return
+        if not isinstance(task, asyncio.Future):
+            await task
+            return
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if not task.done():
+            task.add_done_callback(lambda t: _log_unheard(node, t))
+        raise
+    finally:
+        if task.done() and _closing.get(node) is task:
+            del _closing[node]
+
+
+def _log_unheard(node: Stream[Any], task: asyncio.Future[Any]) -> None:
+    # Its aclose() was cancelled: until another aclose() raises it, the
+    # failure is told here.
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        logger.error("%s: closing failed after its aclose() was cancelled", node._label(),
+                     exc_info=exc)
 
 
 def on_close(node: Stream[Any], who: Stream[Any] | None) -> Any:

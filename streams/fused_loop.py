@@ -245,6 +245,7 @@ def _loop(_it, _src, _push, _counted{defaults}):
                 if _src._interrupted:
                     if _src.stopped:
                         _n -= 1
+                        _src._unsent = ({x},)
                         return _STOPPED
                     return _src._push({x})
                 pass

@@ -96,8 +96,17 @@ def emit_each(emit: Callable[[Any], Any], items: Iterable[Any]) -> Any:
 
 
 async def _all(pending: list[Awaitable[Any]]) -> None:
+    # Every one is awaited even after one fails (a coroutine left unawaited
+    # would never run: another branch's element lost); the first failure
+    # is raised once all are done.
+    error: Exception | None = None
     for p in pending:
-        await p
+        try:
+            await p
+        except Exception as e:
+            error = error or e
+    if error is not None:
+        raise error
 
 
 def settle(pending: Awaitable[Any], node: Stream[Any]) -> Any:

@@ -3,7 +3,8 @@
 from .aggregate import Accumulate, Collect, Frequencies, Slice, Unique
 from .combine import CombineLatest, Union, Zip, ZipLatest
 from .event_windows import SlidingTimedWindow
-from .flow import Buffer, Latest, MapAsync
+from .flow import Buffer, Latest
+from .map_async import MapAsync
 from .gather import Gather
 from .joins import IntervalJoin, LookupJoin
 from .pacing import Delay, RateLimit

@@ -5,28 +5,38 @@ task of its own (``buffer``, ``latest``, ``map_async``) has no caller to hand
 the pending downstream work to. :class:`Outbox` keeps that work as the
 node's *in-flight* task, chains later emissions behind it so downstream sees
 them in order, and lets ``update`` return it so producers wait for a slow
-downstream (backpressure). Failures are logged naming the node: nothing
-fails silently.
+downstream (backpressure). Work started when an element arrives is in
+flight too, so a timer never sends past it. A failure of work sent from a
+timer is logged naming the node and raised again when the node closes:
+nothing fails silently.
 
 Timers go through :func:`arm`, which returns None when no loop can run them
 (the loop's clock with no running loop): operators then rely on the checks
 they make when elements arrive, and on ``close()``.
+
+The in-flight task may belong to another loop than the one waiting for it
+(a timer on the loop thread, a synchronous ``emit`` on a private loop):
+:func:`until_done` waits across threads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock, Handle, LoopClock, run_sync
+from ..errors import NodeError
 from ..metadata import release_refs, retain_refs
 
 if TYPE_CHECKING:
     from ..core import Stream
 
-__all__ = ["EPSILON", "Outbox", "arm", "running_loop"]
+__all__ = ["EPSILON", "Outbox", "arm", "being_cancelled", "downstream_cancelled", "running_loop",
+           "until_done"]
 
 logger = logging.getLogger("streams")
 
@@ -68,51 +78,132 @@ def arm(clock: Clock, when: float, callback: Callable[[float], Any]) -> Handle |
         return None
 
 
-async def _quietly(task: asyncio.Future[Any]) -> None:
-    # Waiting must not re-raise the task's failure in every producer: the
-    # failure is logged once, by Outbox._done.
-    if not task.done():
-        await asyncio.wait((task,))
+def being_cancelled() -> bool:
+    """Whether the running task itself is being cancelled.
+
+    A ``CancelledError`` that reaches a worker from a coroutine it awaited
+    (a sink whose request was cancelled) is that element's failure; one
+    from the worker's own cancellation must propagate.
+
+    >>> import asyncio
+    >>> async def main():
+    ...     return being_cancelled()
+    >>> asyncio.run(main())
+    False
+    """
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
-async def _await(pending: Awaitable[Any]) -> None:
-    await pending
+async def until_done(future: asyncio.Future[Any]) -> None:
+    """Wait until ``future`` is done, whatever loop it belongs to; never raise its failure.
+
+    Waiting must not re-raise the failure in every producer: whoever owns
+    the future reports it once. A future of another loop (a timer's work on
+    the loop thread, waited for by a synchronous ``emit`` on its private
+    loop) is waited for thread-safely: its own loop relays the completion
+    through a :class:`concurrent.futures.Future`, which wakes this loop.
+
+    >>> import asyncio
+    >>> async def main():
+    ...     failing = asyncio.ensure_future(asyncio.sleep(0, "x"))
+    ...     await until_done(failing)
+    ...     return failing.result()
+    >>> asyncio.run(main())
+    'x'
+    """
+    if future.done():
+        return
+    loop = asyncio.get_running_loop()
+    owner = future.get_loop()
+    if owner is loop:
+        await asyncio.wait((future,))
+        return
+    # Done-callbacks run on the future's own loop, and asyncio futures are
+    # not thread-safe: attach there, and relay through a thread-safe future
+    # whose wrapper wakes this loop (call_soon_threadsafe).
+    relay: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def finished(_: Any) -> None:
+        with contextlib.suppress(concurrent.futures.InvalidStateError):  # we stopped waiting
+            relay.set_result(None)
+
+    try:
+        owner.call_soon_threadsafe(future.add_done_callback, finished)
+    except RuntimeError:  # its loop is closed: the future will never finish
+        return
+    await asyncio.wrap_future(relay, loop=loop)
+
+
+def downstream_cancelled(node: Stream[Any], x: Any, exc: asyncio.CancelledError) -> Exception:
+    """The failure of ``x``'s work at ``node`` when a coroutine it awaited ended cancelled.
+
+    Kept as a CancelledError it would pass for the cancellation of whoever
+    awaits the work (a producer, ``aclose()``) and stop them; as an error
+    naming the node and the element it is reported like any other failure.
+
+    >>> import asyncio
+    >>> from streams import Stream
+    >>> error = downstream_cancelled(Stream(stream_name="s"), 1, asyncio.CancelledError("gone"))
+    >>> print(error)
+    stream 's' failed on element 1: CancelledError: gone
+    """
+    return NodeError(node, x, exc)
 
 
 class Outbox:
     """Ordered emission for ``node`` from callbacks; see the module docstring."""
 
-    __slots__ = ("inflight", "node")
+    __slots__ = ("error", "inflight", "node")
 
     def __init__(self, node: Stream[Any]) -> None:
         self.node = node
         self.inflight: asyncio.Future[Any] | None = None
+        # The first failure of work sent from a timer, raised when the node
+        # closes (nobody awaited that work to hear of it).
+        self.error: BaseException | None = None
+
+    def _busy(self) -> asyncio.Future[Any] | None:
+        inflight = self.inflight
+        # A task that finished clears itself a loop turn later (its
+        # done-callback): done is as good as gone.
+        return None if inflight is None or inflight.done() else inflight
 
     def emit(self, x: Any, metadata: Any = None) -> Any:
         """Emit ``x`` now, or behind the work in flight; return what is pending.
 
-        The caller may release ``metadata``'s refs when this returns: an
-        emission put off holds refs of its own until it is done.
+        Work left pending becomes the in-flight task, so that a timer sends
+        the next element behind it; its failure goes to the caller, who
+        awaits what this returns. The caller may release ``metadata``'s refs
+        when this returns: an emission put off holds refs of its own until
+        it is done.
         """
-        if self.inflight is None:
-            return self.node._emit(x) if metadata is None else self.node._emit(x, metadata)
-        self._start(self._after(self.inflight, x, metadata))
-        return self.wait()
+        previous = self._busy()
+        if previous is not None:
+            return self._start(self._after(previous, x, metadata), report=False)
+        pending = self.node._emit(x) if metadata is None else self.node._emit(x, metadata)
+        if pending is None or running_loop() is None:
+            return pending  # none, or finished by the synchronous caller before it goes on
+        return self._start(self._settle(pending, x), report=False)
 
     def send(self, x: Any, metadata: Any = None) -> None:
-        """Emit ``x`` from a callback: pending work becomes the in-flight task."""
-        if self.inflight is not None:
-            self._start(self._after(self.inflight, x, metadata))
+        """Emit ``x`` from a callback: pending work becomes the in-flight task.
+
+        Nobody called the timer to hear of a failure: it is logged on the
+        library's logger (as streamz does) and raised when the node closes;
+        the node keeps going.
+        """
+        previous = self._busy()
+        if previous is not None:
+            self._start(self._after(previous, x, metadata), report=True)
             return
         try:
             pending = self.node._emit(x) if metadata is None else self.node._emit(x, metadata)
-        except Exception:
-            # Nobody called this timer or task to hear of the failure: log it on
-            # the library's logger (as streamz does) and keep the node going.
-            logger.exception("%s: emitting downstream failed", self.node._label())
+        except Exception as e:
+            self._failed(e)
             return
         if pending is not None:
-            self._start(_await(pending))
+            self._start(self._settle(pending, x), report=True)
 
     def send_window(self, window: Any, metadata: Any = None) -> None:
         """:meth:`send` a window from a timer; an empty one is skipped while work is in flight.
@@ -123,13 +214,29 @@ class Outbox:
         as streamz skips its ticks while it waits. Windows that hold
         elements are all sent.
         """
-        if not window and self.inflight is not None:
+        if not window and self._busy() is not None:
             return
         self.send(window, metadata)
 
     def wait(self) -> Awaitable[None] | None:
-        """An awaitable for the work in flight, or None if there is none."""
-        return None if self.inflight is None else _quietly(self.inflight)
+        """An awaitable for the work in flight, or None if there is none.
+
+        Once the node is closed (called from its ``_flush``), the awaitable
+        also raises the first failure of the work sent from timers.
+        """
+        if self.inflight is None and self.error is None:
+            return None  # the usual case, per element: nothing to wait for
+        busy = self._busy()
+        if self.node._closed and (busy is not None or self.error is not None):
+            return self._drained()
+        return None if busy is None else until_done(busy)
+
+    async def _drained(self) -> None:
+        while (busy := self._busy()) is not None:
+            await until_done(busy)
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
 
     def _after(self, previous: asyncio.Future[Any], x: Any, metadata: Any = None) -> Any:
         if metadata is None:
@@ -139,25 +246,58 @@ class Outbox:
 
     async def _emit_after(self, previous: asyncio.Future[Any], x: Any,
                           metadata: Any = None) -> None:
-        await _quietly(previous)
+        try:
+            await until_done(previous)
+        except BaseException:
+            release_refs(metadata)
+            raise
         try:
             pending = self.node._emit(x) if metadata is None else self.node._emit(x, metadata)
         finally:
             release_refs(metadata)
         if pending is not None:
-            await pending
+            await self._settle(pending, x)
 
-    def _start(self, coro: Any) -> None:
+    async def _settle(self, pending: Awaitable[Any], x: Any) -> None:
+        try:
+            await pending
+        except asyncio.CancelledError as e:
+            if being_cancelled():
+                raise
+            raise downstream_cancelled(self.node, x, e) from e
+
+    def _start(self, coro: Any, report: bool) -> Any:
+        """Run ``coro`` as the in-flight task; with no loop, to its end now.
+
+        ``report``: whether its failure is this node's to report (work sent
+        from a timer), else the caller's, who awaits what this returns.
+        """
         loop = running_loop()
         if loop is None:
-            run_sync(coro)  # no loop (a virtual clock advanced by hand): finish now
-            return
+            # No loop (a virtual clock advanced by hand): finish now.
+            if not report:
+                run_sync(coro)
+                return None
+            try:
+                run_sync(coro)
+            except Exception as e:
+                self._failed(e)
+            return None
         task = loop.create_task(coro)
         self.inflight = task
-        task.add_done_callback(self._done)
+        task.add_done_callback(self._done_reported if report else self._done)
+        return task
 
     def _done(self, task: asyncio.Future[Any]) -> None:
         if task is self.inflight:
             self.inflight = None
+
+    def _done_reported(self, task: asyncio.Future[Any]) -> None:
+        self._done(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
-            logger.error("%s: emitting downstream failed", self.node._label(), exc_info=exc)
+            self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        logger.error("%s: emitting downstream failed", self.node._label(), exc_info=exc)
+        if self.error is None:
+            self.error = exc

@@ -46,6 +46,9 @@ class Zip(Stream[Any]):
         How far one stream may run ahead of another. On a running loop, a
         buffer holding more than ``maxsize`` makes ``await emit`` wait until
         the other streams catch up (backpressure); synchronously it grows.
+        The wait ends too when no partner can come any more: an upstream
+        with nothing buffered ended, the stream was removed, or the zip
+        closed (streamz's producer waited forever).
 
     Elements still unpaired at close cannot form a tuple; they are logged as
     a warning with their count, not dropped silently.
@@ -70,7 +73,7 @@ class Zip(Stream[Any]):
         self.maxsize = kwargs.pop("maxsize", 10)
         check_count("zip", "maxsize", self.maxsize)
         # Producers waiting for their buffer to shrink below maxsize (issue 3).
-        self._waiters: list[asyncio.Future[None]] = []
+        self._waiters: list[asyncio.Future[bool]] = []
         self.literals = tuple((i, v) for i, v in enumerate(upstreams) if not isinstance(v, Stream))
         streams = [u for u in upstreams if isinstance(u, Stream)]
         if not streams:
@@ -141,18 +144,32 @@ class Zip(Stream[Any]):
             return None
 
         async def wait() -> None:
-            while len(buffer) > self.maxsize:
-                fut: asyncio.Future[None] = loop.create_future()
+            while len(buffer) > self.maxsize and self._partner_may_come():
+                fut: asyncio.Future[bool] = loop.create_future()
                 self._waiters.append(fut)
-                await fut
+                if await fut:
+                    return  # released: the streams changed (see _remove_upstream)
 
         return wait()
 
-    def _wake(self) -> None:
+    def _partner_may_come(self) -> bool:
+        """Whether a tuple may still form, so that waiting for room makes sense.
+
+        Not once the zip is closed or an upstream with nothing buffered has
+        ended: the producer stops waiting (unpaired elements are reported at
+        close).
+        """
+        if self._closed:
+            return False
+        return not any(u._closed and not b for u, b in zip(self.upstreams, self.buffers,
+                                                            strict=True))
+
+    def _wake(self, release: bool = False) -> None:
+        """Wake the producers waiting for room; ``release``: they stop waiting."""
         waiters, self._waiters = self._waiters, []
         for fut in waiters:
             if not fut.done():
-                fut.set_result(None)
+                fut.set_result(release)
 
     def _add_upstream(self, upstream: Stream[Any]) -> None:
         super()._add_upstream(upstream)
@@ -167,8 +184,18 @@ class Zip(Stream[Any]):
         if self._metadata is not None:
             for ms in self._metadata.pop(i):
                 release_refs(ms)
+        # The stream a producer waited for may be the one removed (its own
+        # buffer too): those waiting go on, as if room had come.
+        self._wake(release=True)
+
+    def _on_close(self, who: Stream[Any] | None) -> Any:
+        pending = super()._on_close(who)
+        if self._waiters:
+            self._wake()  # ``who`` has ended: waiting for its elements is over
+        return pending
 
     def _flush(self) -> Any:
+        self._wake()  # closed: no room will come
         left = sum(len(b) for b in self.buffers)
         if left:
             logger.warning("%s closed with %d unpaired element(s); they cannot form a tuple",

@@ -1,14 +1,17 @@
 """Durations an operator takes, read and checked when the graph is built.
 
-A duration is a number of seconds or a string such as ``"500ms"``, ``"2s"``
-or ``"1min"``; either way it is checked as a number (finite, positive or,
-where allowed, zero), so a bad one fails naming the operator and the
-argument before any element flows.
+A duration is a number of seconds (any real number but a bool: NumPy's
+included) or a string such as ``"500ms"``, ``"2s"`` or ``"1min"``; with
+pandas installed, any string ``pandas.Timedelta`` reads too (``"10
+seconds"``, ``"1d"``, ``"1000ns"``), as streamz reads them all. Either way
+it is checked as a number (finite, positive or, where allowed, zero), so a
+bad one fails naming the operator and the argument before any element flows.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from typing import Any
 
@@ -36,21 +39,40 @@ def check_interval(op: str, interval: Any, name: str = "interval", zero: bool = 
     ...
     ValueError: timed_window(): interval must be > 0 seconds, got '0ms'
     """
-    seconds = interval
     if isinstance(interval, str):
-        m = _DURATION.match(interval)
-        unit = m.group(2).lower() if m else ""
-        if m is None or unit not in {"", *_UNITS}:
-            raise ValueError(f"{op}(): cannot read {name} {interval!r}; "
-                             "give seconds or a string like '500ms', '2s', '1min'")
         # Checked as a number is: "0s" would divide by zero, "1e999" is infinite.
-        seconds = float(m.group(1)) * _UNITS.get(unit, 1.0)
-    elif isinstance(interval, bool) or not isinstance(interval, int | float):
+        seconds = _read(op, name, interval)
+    elif isinstance(interval, bool) or not isinstance(interval, numbers.Real):
         raise TypeError(f"{op}(): {name} must be a number of seconds, got {short_repr(interval)}")
+    else:
+        seconds = float(interval)  # NumPy's numbers too, as streamz takes them
     if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
         raise ValueError(f"{op}(): {name} must be {'>=' if zero else '>'} 0 seconds, "
                          f"got {interval!r}")
-    return float(seconds)
+    return seconds
+
+
+def _read(op: str, name: str, text: str) -> float:
+    """Seconds from ``text``: the short forms here, else as ``pandas.Timedelta`` reads it.
+
+    >>> _read("delay", "interval", "1.5min"), _read("delay", "interval", "10 seconds")
+    (90.0, 10.0)
+    """
+    m = _DURATION.match(text)
+    unit = m.group(2).lower() if m else ""
+    if m is not None and unit in {"", *_UNITS}:
+        return float(m.group(1)) * _UNITS.get(unit, 1.0)
+    try:
+        import pandas
+    except ImportError:
+        raise ValueError(f"{op}(): cannot read {name} {text!r}; give seconds or a string "
+                         "like '500ms', '2s', '1min' (install pandas for the strings "
+                         "pandas.Timedelta reads, as streamz does)") from None
+    try:
+        return float(pandas.Timedelta(text).total_seconds())
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{op}(): cannot read {name} {text!r}; give seconds or a string "
+                         f"like '500ms', '2s', '1min', '10 seconds' ({e})") from None
 
 
 def check_slide(op: str, interval: float, slide: Any) -> float:

@@ -1,4 +1,4 @@
-"""Flow control on the loop: buffer, latest, map_async.
+"""Flow control on the loop: buffer, latest (and ``map_async``, in its own module).
 
 These operators decouple a producer from a slow consumer with a task of
 their own. Each is bounded: ``buffer(n)`` holds at most ``n`` elements and
@@ -6,25 +6,25 @@ their own. Each is bounded: ``buffer(n)`` holds at most ``n`` elements and
 waits, which is the backpressure. With no loop running there is nothing to
 run concurrently, so they pass elements straight through. Closing waits for
 everything they hold and every call in flight.
+A coroutine ending in ``CancelledError`` (a request cancelled under it) fails
+its element only; a worker cancelled itself leaves elements that close reports.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections import deque
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from ..core import Stream
 from ..metadata import emit_held, release_refs, retain_refs
 from ..spec import Traits
-from ._checks import check_callable, check_count
-from ._outbox import running_loop
+from ._checks import check_count
+from ._outbox import being_cancelled, downstream_cancelled, running_loop, until_done
 
-__all__ = ["Buffer", "Latest", "MapAsync"]
+__all__ = ["Buffer", "Latest"]
 
 logger = logging.getLogger("streams")
 
@@ -64,16 +64,29 @@ class _Worker(Stream[Any]):
         if self._error is None:
             self._error = exc
 
+    def _held(self) -> int:
+        """How many elements are here, not yet emitted downstream."""
+        raise NotImplementedError
+
+    def _cancelled_downstream(self, x: Any, exc: asyncio.CancelledError) -> None:
+        """``x``'s work downstream ended cancelled: its failure, unless the worker's own."""
+        if being_cancelled():
+            raise exc
+        self._failed(downstream_cancelled(self, x, exc))
+
     async def _drained(self) -> None:
         while not self._idle():
             assert self._worker is not None
-            await asyncio.wait((self._worker,))
+            await until_done(self._worker)  # it may run on another thread's loop
         if self._error is not None:
             error, self._error = self._error, None
             raise error
+        if left := self._held():  # its worker was cancelled: they would vanish unreported
+            raise RuntimeError(f"{self._label()}: {left} element(s) were never emitted "
+                               "downstream: the task emitting them was cancelled or never ran")
 
     def _flush(self) -> Any:
-        if self._idle() and self._error is None:
+        if self._idle() and self._error is None and not self._held():
             return None
         return self._drained()
 
@@ -171,6 +184,11 @@ class Buffer(_Worker):
                     await pending
             except Exception as e:
                 self._failed(e)
+            except asyncio.CancelledError as e:
+                self._cancelled_downstream(x, e)
+
+    def _held(self) -> int:
+        return len(self._queue) + len(self._waiting)
 
 
 @Stream.register_api()
@@ -253,6 +271,11 @@ class Latest(_Worker):
                     await pending
             except Exception as e:
                 self._failed(e)
+            except asyncio.CancelledError as e:
+                self._cancelled_downstream(x, e)
+
+    def _held(self) -> int:
+        return int(self._has_next)
 
     def _flush(self) -> Any:
         pending = super()._flush()
@@ -272,189 +295,3 @@ class Latest(_Worker):
             await pending
         finally:
             self._release_held()
-
-
-@Stream.register_api()
-class MapAsync(_Worker):
-    """Apply a coroutine function, up to ``parallelism`` calls at once, in order.
-
-    Results go downstream in input order whatever order the calls finish
-    in. ``await emit(x)`` resolves once ``x`` has a slot: when
-    ``parallelism`` calls are already running or waiting to be emitted, it
-    waits (backpressure). Close waits for every call. With no loop running,
-    each call is awaited before ``emit`` returns. A call that raises goes to
-    the node's error policy; under ``"raise"`` it is logged at once and
-    raised again at close (streamz logged it and went on).
-
-    streamz ran up to ``parallelism + 1`` calls at once (one awaited by its
-    worker, ``parallelism`` more queued behind it); here ``parallelism`` is
-    the bound, as streamz documents it.
-
-    Parameters
-    ----------
-    func : coroutine function
-        Called as ``func(x, *args, **kwargs)``.
-    parallelism : int
-        How many calls may run at once (at least 1).
-    stop_on_exception : bool
-        When a call raises, stop: no further result goes downstream and
-        the sources upstream are stopped (:meth:`stop`). The elements
-        already here are kept, not dropped: they resume, in order, when an
-        element arrives again, when :meth:`start` is called, or at close.
-
-    Examples
-    --------
-    >>> import asyncio
-    >>> from streams import Stream
-    >>> async def slow_double(x):
-    ...     await asyncio.sleep(0.001 * (5 - x))   # later inputs finish sooner
-    ...     return 2 * x
-    >>> source = Stream(asynchronous=True)
-    >>> L = source.map_async(slow_double, parallelism=3).sink_to_list()
-    >>> async def main():
-    ...     for i in range(5):
-    ...         await source.emit(i)
-    ...     await source.aclose()
-    >>> asyncio.run(main())
-    >>> L
-    [0, 2, 4, 6, 8]
-    """
-
-    __slots__ = ("_running", "_stopped", "_waiting", "args", "func", "kwargs", "parallelism",
-                 "stop_on_exception")
-    _operator = "map_async"
-    _takes_function = True
-    _local_only = "coroutines run on this process's event loop"
-    _params = ("parallelism", "stop_on_exception", "args", "kwargs")
-
-    def __init__(self, upstream: Stream[Any], func: Callable[..., Any], *args: Any,
-                 parallelism: int = 1, stop_on_exception: bool = False, **kwargs: Any) -> None:
-        check_callable("map_async", func)
-        check_count("map_async", "parallelism", parallelism)
-        if not isinstance(stop_on_exception, bool):
-            raise TypeError(f"map_async(): stop_on_exception must be True or False, "
-                            f"got {stop_on_exception!r}")
-        self.parallelism = parallelism
-        self.stop_on_exception = stop_on_exception
-        self.func = func
-        self.args = args
-        stream_name = kwargs.pop("stream_name", None)
-        self.kwargs = kwargs
-        # (element, its call, its streamz metadata or None) in input order;
-        # the waiting ones have no slot yet, their producer waits on ``room``.
-        self._running: deque[tuple[Any, asyncio.Future[Any], Any]] = deque()
-        self._waiting: deque[tuple[Any, asyncio.Future[None], Any]] = deque()
-        self._stopped = False  # by a failed call under stop_on_exception
-        super().__init__(upstream, stream_name=stream_name)
-
-    @property
-    def work_task(self) -> asyncio.Task[None] | None:
-        """The task emitting results, None when none runs (streamz's attribute)."""
-        return None if self._idle() else self._worker
-
-    def _call(self, x: Any) -> Any:
-        return self.func(x, *self.args, **self.kwargs)
-
-    def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
-        loop = running_loop()
-        if loop is None:
-            try:
-                result = self._call(x)
-            except Exception as e:
-                return self._fail(x, e)
-            if inspect.isawaitable(result):
-                return self._await_then(x, result, metadata)
-            return self._emit(result) if metadata is None else self._emit(result, metadata)
-        retain_refs(metadata)  # released once the result is emitted
-        if self._stopped:
-            self._resume(loop)  # streamz's worker restarts on the next element
-        if len(self._running) < self.parallelism and not self._waiting:
-            return self._launch(loop, x, metadata)
-        room: asyncio.Future[None] = loop.create_future()
-        self._waiting.append((x, room, metadata))
-        return room
-
-    async def _await_then(self, x: Any, call: Any, metadata: Any) -> None:
-        try:
-            result = await call
-        except Exception as e:
-            pending = self._fail(x, e)
-        else:
-            pending = self._emit(result) if metadata is None else self._emit(result, metadata)
-        if pending is not None:
-            await pending
-
-    def _launch(self, loop: asyncio.AbstractEventLoop, x: Any, metadata: Any) -> Any:
-        try:
-            call = asyncio.ensure_future(self._call(x))
-        except Exception as e:
-            release_refs(metadata)
-            return self._fail(x, e)
-        self._running.append((x, call, metadata))
-        if self._idle() and not self._stopped:
-            self._start_worker(loop, self._drain())
-        return None
-
-    def _admit(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Launch waiting elements while slots are free; wake their producers."""
-        waiting = self._waiting
-        while waiting and len(self._running) < self.parallelism and not self._stopped:
-            y, room, metadata = waiting.popleft()
-            try:
-                self._launch(loop, y, metadata)
-            except Exception as e:  # its call raised at once, under "raise"
-                self._failed(e)
-            if not room.done():
-                room.set_result(None)
-
-    async def _drain(self) -> None:
-        loop = asyncio.get_running_loop()
-        running = self._running
-        while running and not self._stopped:
-            x, call, metadata = running[0]
-            await asyncio.wait((call,))
-            try:
-                if call.cancelled():
-                    raise asyncio.CancelledError(f"map_async({self._label()}) call cancelled")
-                exc = call.exception()
-                if exc is not None:
-                    release_refs(metadata)
-                    if self.stop_on_exception:
-                        self._stop_on(exc)
-                    pending = self._fail(x, exc)
-                elif metadata is None:
-                    pending = self._emit(call.result())
-                else:
-                    pending = emit_held(self._emit, call.result(), [metadata])
-                if pending is not None:
-                    await pending
-            except Exception as e:
-                self._failed(e)
-            running.popleft()
-            self._admit(loop)
-
-    def _stop_on(self, exc: BaseException) -> None:
-        """stop_on_exception: hold what is here and stop the sources upstream."""
-        logger.warning("%s: stopping after a call raised %s: %s (it resumes on the next "
-                       "element, start() or close)", self._label(), type(exc).__name__, exc)
-        self._stopped = True
-        self.stop()
-
-    def _resume(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._stopped = False
-        self._admit(loop)
-        if self._running and self._idle():
-            self._start_worker(loop, self._drain())
-
-    def start(self) -> Any:
-        """Resume after a stop on exception, then start the sources upstream."""
-        loop = running_loop()
-        if self._stopped and loop is not None:
-            self._resume(loop)
-        return super().start()
-
-    def _flush(self) -> Any:
-        loop = running_loop()
-        if self._stopped and loop is not None:
-            self._resume(loop)  # close delivers what a stop held
-        return super()._flush()

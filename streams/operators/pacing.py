@@ -7,6 +7,8 @@ nothing they hold is dropped at close.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
 from collections import deque
 from collections.abc import Callable
@@ -14,12 +16,23 @@ from typing import Any
 
 from ..clock import Handle, LoopClock, get_clock
 from ..core import Stream
-from ..metadata import emit_held, retain_refs
+from ..errors import short_repr
+from ..metadata import emit_held, release_refs, retain_refs
 from ..pending import gather_pending as _gather_pending
-from ._outbox import EPSILON, Outbox, arm, running_loop
+from ._outbox import (
+    EPSILON,
+    Outbox,
+    arm,
+    being_cancelled,
+    downstream_cancelled,
+    running_loop,
+    until_done,
+)
 from .durations import check_interval
 
 __all__ = ["Delay", "RateLimit"]
+
+logger = logging.getLogger("streams")
 
 
 @Stream.register_api()
@@ -105,8 +118,13 @@ class RateLimit(Stream[Any]):
     """Let at most one element through per ``interval`` seconds.
 
     An element arriving too soon waits for its turn, and ``await emit``
-    waits with it: that is the backpressure. On the synchronous API with no
-    loop running, ``emit`` blocks for the wait (on the loop's clock).
+    waits with it: that is the backpressure. A producer that stops waiting
+    (its ``emit`` cancelled, a timeout) does not take its element back: it
+    goes at its turn, as in streamz and as ``buffer`` does, and a failure
+    nobody is left to hear of is raised at close. Close waits for every
+    element still waiting for its turn. On the synchronous API with no loop
+    running, ``emit`` blocks for the wait (on the loop's clock). streamz's
+    metadata goes along, its refs held while the element waits.
 
     Examples
     --------
@@ -127,7 +145,7 @@ class RateLimit(Stream[Any]):
     (['a'], ['a', 'b'])
     """
 
-    __slots__ = ("_clock", "_next", "interval")
+    __slots__ = ("_clock", "_error", "_next", "_turns", "interval")
     _operator = "rate_limit"
     _local_only = "time-based delivery is done in this process"
     _params = ("interval",)
@@ -137,6 +155,10 @@ class RateLimit(Stream[Any]):
         self.interval = check_interval("rate_limit", interval)
         self._clock = get_clock()
         self._next = -math.inf
+        # The tasks of the elements waiting for their turn on a loop, and the
+        # first failure of one whose producer had stopped waiting.
+        self._turns: set[asyncio.Task[None]] = set()
+        self._error: BaseException | None = None
         Stream.__init__(self, upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
@@ -144,17 +166,72 @@ class RateLimit(Stream[Any]):
         turn = self._next
         self._next = max(now, turn) + self.interval
         if now >= turn - EPSILON:
-            return self._emit(x)
-        if not isinstance(self._clock, LoopClock) and running_loop() is None:
-            # Waiting on a virtual clock needs someone to advance it: with no
-            # loop running nobody can, and the emit would hang forever.
-            self._next = turn
-            raise RuntimeError("rate_limit() on a virtual clock waits on a running loop: "
-                               "emit from async code and advance with advance_async()")
-        return self._later(turn - now, x)
+            return self._emit(x) if metadata is None else self._emit(x, metadata)
+        loop = running_loop()
+        if loop is None:
+            if not isinstance(self._clock, LoopClock):
+                # Waiting on a virtual clock needs someone to advance it: with
+                # no loop running nobody can, and the emit would hang forever.
+                self._next = turn
+                raise RuntimeError("rate_limit() on a virtual clock waits on a running loop: "
+                                   "emit from async code and advance with advance_async()")
+            retain_refs(metadata)  # released once emitted
+            return self._later(turn - now, x, metadata)  # run by the synchronous emit
+        retain_refs(metadata)
+        # The wait is a task of this node, not of the producer: cancelling
+        # the producer's ``await emit`` must not take the element (and its
+        # turn) away. The producer waits on ``done``.
+        done: asyncio.Future[None] = loop.create_future()
+        task = loop.create_task(self._turn(turn - now, x, metadata, done))
+        self._turns.add(task)
+        task.add_done_callback(self._turns.discard)
+        return done
 
-    async def _later(self, wait: float, x: Any) -> None:
-        await self._clock.sleep(wait)
-        pending = self._emit(x)
+    async def _later(self, wait: float, x: Any, metadata: Any) -> None:
+        try:
+            await self._clock.sleep(wait)
+        except BaseException:
+            release_refs(metadata)
+            raise
+        pending = self._emit(x) if metadata is None else emit_held(self._emit, x, [metadata])
         if pending is not None:
             await pending
+
+    async def _turn(self, wait: float, x: Any, metadata: Any, done: asyncio.Future[None]) -> None:
+        """Emit ``x`` at its turn; tell its producer through ``done``."""
+        try:
+            await self._later(wait, x, metadata)
+        except asyncio.CancelledError as e:
+            if being_cancelled():  # the loop is ending: tell the producer, and close
+                done.cancel()
+                self._failed(RuntimeError(f"{self._label()}: the work for element "
+                                          f"{short_repr(x)} was cancelled before it finished"))
+                raise
+            error: BaseException = downstream_cancelled(self, x, e)
+        except Exception as e:
+            error = e
+        else:
+            if not done.done():
+                done.set_result(None)
+            return
+        if done.done():  # its producer stopped waiting: nobody else hears of it
+            self._failed(error)
+        else:
+            done.set_exception(error)
+
+    def _failed(self, exc: BaseException) -> None:
+        logger.error("%s: emitting downstream failed", self._label(), exc_info=exc)
+        if self._error is None:
+            self._error = exc
+
+    def _flush(self) -> Any:
+        if not self._turns and self._error is None:
+            return None
+        return self._drained()
+
+    async def _drained(self) -> None:
+        while self._turns:
+            await until_done(next(iter(self._turns)))
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, TypeVar
 
 from ..clock import LoopClock, run_sync
@@ -173,7 +174,11 @@ class Source(Stream[T]):
 
     # _checkpointer: the streams.state.Checkpointer told of each finished
     # element (None when the pipeline is not checkpointed).
-    __slots__ = ("_checkpointer", "_stopped", "_task", "started")
+    # _resuming: start() was called while the run stopped before was still
+    # finishing its element; the new run begins once that one has ended (see
+    # _run_next). _unsent: the item a run had taken from its input when it
+    # saw stop(), as a 1-tuple (streams.fused_loop sets it too), or None.
+    __slots__ = ("_checkpointer", "_resuming", "_stopped", "_task", "_unsent", "started")
     #: Whether the source keeps an offset it can resume from (a checkpoint
     #: of its pipeline is possible); servers and timers cannot.
     _replayable: ClassVar[bool] = False
@@ -188,6 +193,8 @@ class Source(Stream[T]):
         self.stopped = True
         self._checkpointer: Any = None
         self._task: SourceRun | None = None
+        self._resuming = False
+        self._unsent: tuple[Any] | None = None
         Stream.__init__(self, **kwargs)
         if self.loop is None:  # streamz's ``source.loop``: the loop it will run on
             from ..loop_thread import running_io_loop
@@ -231,26 +238,26 @@ class Source(Stream[T]):
         a switch that needs a loop) raises from ``start()`` itself.
         """
         __tracebackhide__ = True  # pytest and IPython: the user's call is the cause
-        if self.started and not self.stopped:
+        if self.started and (not self.stopped or self._resuming):
             return self._task
         try:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             loop = None  # outside the except: errors below chain to nothing
+        previous = self._task if self._task is not None and not self._task.done() else None
         if loop is None and (self._needs_loop or self._feeds_timer()):
             # streamz code starts such a source with no loop running: it runs
             # on the one loop thread (see streams.loop_thread).
             from ..loop_thread import io_loop, start_task
 
             self._check_start(on_loop=True)
-            self.started, self.stopped = True, False
             if self.loop is None:  # a loop= given by the user is honoured
                 self.loop = io_loop()
-            self._task = start_task(self._run_guarded(), self.loop)  # type: ignore[assignment]
+            self._task = start_task(self._run_next(previous), self.loop)  # type: ignore[assignment]
             return self._task
         self._check_start(on_loop=loop is not None)
-        self.started, self.stopped = True, False
         if loop is None:
+            self.started, self.stopped = True, False
             try:
                 self._run_sync()
             except Exception as e:
@@ -261,8 +268,42 @@ class Source(Stream[T]):
             finally:
                 self.stopped = True  # also after a failure: start() may be called again
             return None
-        self._task = SourceRun(self._run_guarded(), loop=loop, name=f"{self._label()} source")
+        self._task = SourceRun(self._run_next(previous), loop=loop,
+                               name=f"{self._label()} source")
         return self._task
+
+    def _run_next(self, previous: Any) -> Coroutine[Any, Any, None]:
+        """The run ``start()`` begins: now, or once ``previous`` (stopped) has ended.
+
+        A run that was stopped still finishes its element (a slow sink's):
+        started again meanwhile, the source would produce from two runs at
+        once, which took ``stopped`` back to false, each item twice and out
+        of order. The source stays stopped until the old run has ended. The
+        nodes downstream that stopped it (``map_async(stop_on_exception=
+        True)``) resume now: the old run may be waiting for them.
+        """
+        self.started = True
+        if previous is None:
+            self.stopped = False
+            return self._run_guarded()
+        self._resuming = True
+        from ..graph import walk
+
+        for node in walk(self):
+            resume = getattr(node, "_upstream_started", None)
+            if resume is not None:
+                resume()
+        return self._run_after(previous)
+
+    async def _run_after(self, previous: Any) -> None:
+        if isinstance(previous, concurrent.futures.Future):  # a run on the loop thread
+            previous = asyncio.wrap_future(previous)
+        await asyncio.wait((previous,))  # its failure is its own awaitable's
+        if not self._resuming:  # stopped again meanwhile
+            return
+        self._resuming = False
+        self.stopped = False
+        await self._run_guarded()
 
     def _feeds_timer(self) -> bool:
         """Whether a node of this graph keeps time on the real clock.
@@ -328,6 +369,7 @@ class Source(Stream[T]):
         is done at once.
         """
         self.stopped = True  # which a compiled loop sees before its next item
+        self._resuming = False
         return None if self._task is None else _RunEnd(self._task)
 
     async def aclose(self) -> None:

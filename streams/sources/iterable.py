@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -18,11 +19,18 @@ T = TypeVar("T")
 
 #: Elements emitted between two yields to the loop when no step awaited.
 _YIELD_EVERY = 1000
+#: What ``next()`` gives for an iterator that ran out (no item is this object).
+_END = object()
 
 
 @Stream.register_api(staticmethod)
 class FromIterable(Source[T]):
     """Emit every item of an iterable, then close the stream.
+
+    Started again after ``stop()`` or a failure, it resumes at ``offset``
+    (the items emitted so far): over a list or a range it passes over
+    them, an iterator goes on where it stands. (streamz's begins a list
+    again from its first item.)
 
     Parameters
     ----------
@@ -62,10 +70,15 @@ class FromIterable(Source[T]):
 
     def _items(self) -> Iterator[Any]:
         it = iter(self.iterable)
-        if self._skip:
-            it = skip(it, self._skip)
-            self._skip = 0
-        return it
+        # Resumed at ``offset``: after a restore, or started again (after
+        # stop() or a failure) over an iterable that begins anew at each
+        # iter() (a list, a range). An iterator goes on where it stands.
+        passed = self._skip or (self.offset if it is not self.iterable else 0)
+        unsent, self._skip, self._unsent = self._unsent, 0, None
+        if passed:
+            return skip(it, passed)
+        # The item the stopped run had taken from the iterator first.
+        return it if unsent is None else itertools.chain(unsent, it)
 
     def _count(self, n: int) -> None:
         self.offset += n
@@ -83,6 +96,7 @@ class FromIterable(Source[T]):
         try:
             for x in self._items():
                 if self.stopped:
+                    self._unsent = (x,)
                     break
                 # self._push each time, not a local: the graph may change, or
                 # close, while the source runs (a sink may connect a node).
@@ -110,9 +124,15 @@ class FromIterable(Source[T]):
     async def _run_async(self) -> None:
         since_yield = 0
         ckpt = self._checkpointer
-        for x in self._items():
+        items = self._items()
+        # Stopped is tested before an item is taken: a run that a later start()
+        # replaced (streams.sources.base) must leave the items to that one.
+        while True:
             if self.stopped:
                 return
+            x = next(items, _END)
+            if x is _END:
+                break
             if ckpt is not None:
                 ckpt.begin()
             pending = self._push(x)

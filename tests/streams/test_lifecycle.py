@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
-from streams import NodeError, Stream, StreamClosedError, VirtualClock
+from streams import NodeError, Stream, StreamClosedError, VirtualClock, use_clock
 from streams.fusion import compiled
 
 
@@ -185,3 +186,76 @@ def test_pluck_of_an_empty_list_gives_empty_tuples() -> None:
     out = source.pluck([]).sink_to_list()
     source.emit((1, 2))
     assert out == [()]
+
+
+@pytest.mark.parametrize("items", [list(range(10)), range(10)], ids=["list", "range"])
+def test_from_iterable_started_again_resumes_at_its_offset(items: Any) -> None:
+    # It began the list again from 0 while offset went on counting: a
+    # checkpoint then recorded items never emitted.
+    src = Stream.from_iterable(items)
+    out = src.sink_to_list()
+    src.sink(lambda x: src.stop() if x == 4 else None)
+    src.start()
+    assert src.offset == 5 and out == [0, 1, 2, 3, 4]
+    src.start()
+    assert src.offset == 10 and out == list(range(10))
+
+
+def test_from_iterable_over_an_iterator_goes_on_where_it_stands() -> None:
+    src = Stream.from_iterable(iter(range(10)))
+    out = src.sink_to_list()
+    src.sink(lambda x: src.stop() if x == 4 else None)
+    src.start()
+    src.start()
+    assert out == list(range(10)) and src.offset == 10
+
+
+def test_a_source_started_again_while_its_stopped_run_ends_runs_once() -> None:
+    # Two runs produced at once: the stopped one went on when start() set
+    # stopped back to False, and every item came twice.
+    async def main() -> tuple[list[int], bool]:
+        gate = asyncio.Event()
+        out: list[int] = []
+
+        async def slow(x: int) -> None:
+            await gate.wait()
+            out.append(x)
+
+        source = Stream.from_iterable(range(5), asynchronous=True)
+        source.sink(slow)
+        first = source.start()
+        for _ in range(3):  # the run is in the sink with 0
+            await asyncio.sleep(0)
+        source.stop()
+        second = source.start()
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(first, second), 60)
+        return out, first.done()
+
+    out, ended = asyncio.run(main())
+    assert out == [0, 1, 2, 3, 4] and ended
+
+
+def test_a_periodic_source_started_again_at_once_ticks_once_a_period() -> None:
+    import itertools
+
+    clock = VirtualClock()
+    counter = itertools.count()
+    with use_clock(clock):
+        source = Stream.from_periodic(lambda: next(counter), poll_interval=1.0)
+    out = source.sink_to_list()
+
+    async def main() -> bool:
+        first = source.start()
+        await clock.advance_async(2.5)  # ticks at 0, 1, 2
+        source.stop()
+        second = source.start()  # the first run is in its sleep until 3
+        await clock.advance_async(3.0)
+        old_ended = first.done()
+        source.stop()
+        await clock.advance_async(2.0)
+        await second
+        return old_ended
+
+    assert asyncio.run(main())
+    assert out == [0, 1, 2, 3, 4, 5]

@@ -119,3 +119,30 @@ def test_loop_and_ensure_io_loop_are_honoured(given: str) -> None:
             print(node.loop is io_loop(), threading.active_count())
     """)
     assert out.split() == (["True", "1"] if given == "loop" else ["True", "2"])
+
+
+@pytest.mark.parametrize("node", ["delay(0.001)", "timed_window(0.001)"])
+def test_a_plain_script_waits_for_an_async_sink_fed_from_the_loop_thread(node: str) -> None:
+    # The timer sends on the loop thread, so the sink's work is a task of that
+    # loop; the next emit() waits for it from its own private loop, which
+    # must be woken across threads (it never was: emit() hung for good).
+    out = run(f"""
+        import asyncio, faulthandler, threading
+        from streams import Stream
+        faulthandler.dump_traceback_later(30, exit=True)  # a hang fails, with the stacks
+        entered, out = threading.Event(), []
+        async def slow(x):
+            entered.set()
+            await asyncio.sleep(0.01)
+            out.append(x)
+        source = Stream()
+        source.{node}.sink(slow)
+        source.emit(1)
+        assert entered.wait(30)
+        flat = lambda: [x for w in out for x in (w if isinstance(w, list) else [w])]
+        source.emit(2)  # waits for the sink's work on the loop thread
+        first = flat()[:1]
+        source.close()
+        print("first", first, "all", flat())
+    """)
+    assert out.split("\n")[0] == "first [1] all [1, 2]"

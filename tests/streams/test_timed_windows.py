@@ -139,6 +139,54 @@ def test_a_sink_slower_than_the_interval_does_not_queue_empty_windows(
     assert [t for t, _ in out[:2]] == pytest.approx([6.0, 11.0])  # timers fire EPSILON early
 
 
+def test_a_window_emitted_on_arrival_is_in_flight_for_the_timer(clock: VirtualClock) -> None:
+    # [1, 2] is emitted when 3 arrives (the producer did not yield past the
+    # deadline); its slow sink is in flight, so the timer's [3] waits behind
+    # it instead of entering the sink at once (and finishing first), and the
+    # windows that come due empty meanwhile are skipped.
+    log: list[tuple[str, list[int], int]] = []
+    active = [0]
+
+    async def slow(w: list[int]) -> None:
+        active[0] += 1
+        log.append(("enter", w, active[0]))
+        await clock.sleep(3.0 if len(w) > 1 else 0.5)
+        active[0] -= 1
+        log.append(("done", w, active[0]))
+
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.timed_window(1.0).sink(slow)
+        await source.emit(1)
+        await source.emit(2)
+        clock._now = 1.0  # the producer did not yield for a second
+        emitting = asyncio.ensure_future(source.emit(3))  # closes [1, 2]
+        await clock.advance_async(3.2)
+        await emitting
+        closing = asyncio.ensure_future(source.aclose())
+        await clock.advance_async(1.0)
+        await closing
+
+    asyncio.run(main())
+    assert log == [("enter", [1, 2], 1), ("done", [1, 2], 0), ("enter", [3], 1), ("done", [3], 0)]
+
+
+def test_a_failure_downstream_of_the_timer_is_raised_at_close(clock: VirtualClock) -> None:
+    async def bad(w: list[int]) -> None:
+        await asyncio.sleep(0)
+        raise ZeroDivisionError(f"boom on {w!r}")
+
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.timed_window(1.0).sink(bad)
+        await source.emit(1)
+        await clock.advance_async(1.0)  # [1] sent by the timer: nobody awaits it
+        with pytest.raises(ZeroDivisionError, match=r"boom on \[1\]"):
+            await source.aclose()
+
+    asyncio.run(main())
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 50), st.floats(0, 0.35)), max_size=60))
 @example([(0, 0.0999999995), (1, 0.0)])  # stops within EPSILON of an interval's end

@@ -109,3 +109,30 @@ def test_combine_latest_refuses_removing_its_only_emit_on_stream() -> None:
     with pytest.raises(ValueError, match="the only stream it emits on"):
         b.disconnect(cl)
     assert b in cl.upstreams and cl in b.downstreams  # nothing half-removed
+
+
+@pytest.mark.parametrize("end", ["partner_closes", "zip_closes", "partner_removed"])
+def test_zip_producer_waiting_for_room_stops_when_no_partner_can_come(end: str) -> None:
+    # a runs ahead of b by more than maxsize and waits for room; once b can
+    # send nothing more (it ended, was disconnected, or the zip closed) the
+    # wait is over: it used to last forever.
+    import asyncio
+
+    async def main() -> list[tuple[int, int]]:
+        a, b = Stream(asynchronous=True), Stream(asynchronous=True)
+        zipped = a.zip(b, maxsize=1)
+        out = zipped.sink_to_list()
+        await a.emit(1)
+        waiting = asyncio.ensure_future(a.emit(2))
+        await asyncio.sleep(0)
+        assert not waiting.done()  # backpressure: a is more than maxsize ahead
+        if end == "partner_closes":
+            await b.aclose()
+        elif end == "zip_closes":
+            await zipped.aclose()
+        else:
+            b.disconnect(zipped)
+        await asyncio.wait_for(waiting, 10)
+        return out
+
+    assert asyncio.run(main()) == []
