@@ -4,7 +4,10 @@ Messages are handed to the producer's queue (librdkafka batches and sends
 them in its own thread); delivery is confirmed at a *barrier*: before a
 source commits the offsets of what produced them, before a checkpoint, and
 when the stream closes. A message that could not be delivered fails the
-node there, naming it, through the node's error policy.
+node there, naming it, through the node's error policy, as do a producer
+that cannot be opened (its configuration, bar what depends on where it runs,
+is checked when the graph is built) and a transaction that cannot be
+committed.
 
 Under ``from_kafka`` in a consumer group without a loop, a batch's
 messages are held and handed over in one ``produce_batch()`` call at the
@@ -38,8 +41,14 @@ from ..clock import get_clock, run_sync
 from ..core import Stream
 from ..fusion import Fuser
 from ..loop_thread import asyncio_loop_running
+from ..pending import gather_pending
 from .kafka_batches import POLL_EVERY, Batch, fuse_held, send_held, send_held_now
-from .kafka_producer import kafka_producer
+from .kafka_producer import (
+    begin_transaction,
+    check_producer_config,
+    commit_transaction,
+    open_producer,
+)
 from .kafka_recovery import SEQ, WRITER, already_written
 
 __all__ = ["ToKafka"]
@@ -104,6 +113,7 @@ class ToKafka(Stream[Any]):
         "_held",
         "_in_txn",
         "_marks_seen",
+        "_must_abort",
         "_produce_now",
         "_producer",
         "_raised",
@@ -138,6 +148,7 @@ class ToKafka(Stream[Any]):
                              "producer_config, stable across restarts of the pipeline")
         if key is not None and not callable(key):
             raise TypeError(f"to_kafka(): key must be a function of the element, got {key!r}")
+        check_producer_config(producer_config)
         self.topic = topic
         self.producer_config = dict(producer_config)
         self.transactional = transactional
@@ -172,30 +183,14 @@ class ToKafka(Stream[Any]):
         # produce(), which fused code calls for each bytes element.
         self._produce_now: Any = None
         self._in_txn = False
+        self._must_abort = False  # a transaction failed to commit: abort it before the next
         Stream.__init__(self, upstream, **kwargs)
 
     # -- the producer ------------------------------------------------------------
 
-    def _open(self) -> Any:
-        if self._producer is not None:  # reports of successes are now needed
-            self._producer.flush()
-            self._done = self._sent  # the successes it did not report
-        # The delivery callback is the producer's own: passed to each produce()
-        # call it costs about as much again as the produce itself. Reports of
-        # successes (about as costly again) only when something reads them:
-        # the marks of a transaction, downstream nodes, a source's tokens.
-        self._all_reports = self.transactional or bool(self.downstreams) or self._defer
-        producer = kafka_producer({**self.producer_config, "on_delivery": self._delivered,
-                                   "delivery.report.only.error": not self._all_reports},
-                                  self._raised)
-        if self.transactional:
-            # Fences an earlier producer with this id and aborts its open transaction.
-            producer.init_transactions(30)
-            self._skip = self._already_written()
-        self._producer = producer
-        if self._produce_now is not None:
-            self._produce_now = producer.produce
-        return producer
+    def _open(self) -> Exception | None:
+        """Open the producer (see :func:`~streams.sinks.kafka_producer.open_producer`)."""
+        return open_producer(self)
 
     def _already_written(self) -> set[int]:
         """The ``streams-seq`` numbers this writer committed after the restored checkpoint."""
@@ -223,7 +218,10 @@ class ToKafka(Stream[Any]):
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         producer = self._producer
         if producer is None or (self.downstreams and not self._all_reports):
-            producer = self._open()
+            unopened = self._open()
+            if unopened is not None:  # the element is not written
+                return self._fail(x, unopened)
+            producer = self._producer
         if type(x) is not bytes or self.transactional or self.key is not None:
             return self._write(producer, x)
         # The common case, kept short: it runs once a message.
@@ -258,9 +256,6 @@ class ToKafka(Stream[Any]):
             if seq in self._skip:  # committed before the crash: not written again
                 self._skip.discard(seq)
                 return None
-            if not self._in_txn:
-                producer.begin_transaction()
-                self._in_txn = True
             headers = [(WRITER, str(self.producer_config["transactional.id"])),
                        (SEQ, str(seq))]
         elif self._batch_ends:
@@ -268,6 +263,8 @@ class ToKafka(Stream[Any]):
             held.append({"value": value} if key is None else {"value": value, "key": key})
             return send_held(self) if len(held) >= POLL_EVERY else None
         try:
+            if self.transactional and not self._in_txn:  # fails once fenced
+                begin_transaction(self)
             self._produce(producer, value, key, headers)
         except Exception as e:
             refused = e
@@ -344,11 +341,9 @@ class ToKafka(Stream[Any]):
                 await clock.sleep(0.005)
 
     def _report(self) -> Any:
+        """Fail the node on each failed delivery seen; the pending work of all routed errors."""
         errors, self._errors_seen = self._errors_seen, []
-        pending = None
-        for x, e in errors:
-            pending = self._fail(x, e)
-        return pending
+        return gather_pending([self._fail(x, e) for x, e in errors])
 
     # -- a source's batches ------------------------------------------------------------
 
@@ -364,8 +359,10 @@ class ToKafka(Stream[Any]):
         if on:
             if self._producer is None or (self.downstreams and not self._all_reports):
                 self._open()  # fused code produces without a step that opens it
-            self._batch_ends = self._batch is not None
-            self._produce_now = None if self._batch_ends else self._producer.produce
+            # Unopened, each element goes through update(), which fails it.
+            self._batch_ends = self._batch is not None and self._producer is not None
+            self._produce_now = None if self._batch_ends or self._producer is None \
+                else self._producer.produce
         else:
             self._produce_now = None
             send_held_now(self, report=False)
@@ -396,7 +393,9 @@ class ToKafka(Stream[Any]):
             if self._batch is None:
                 self._batch = Batch(self)
             if self._producer is not None and not self._all_reports:
-                self._open()  # a producer that reports the successes the tokens count
+                # A producer that reports the successes the tokens count (if it
+                # cannot be opened, the next element's update() fails on it).
+                self._open()
         else:
             # What a failed batch held is sent, as what it produced was; a
             # later barrier confirms what is still in flight and reports
@@ -478,8 +477,9 @@ class ToKafka(Stream[Any]):
     def _settled(self) -> Any:
         pending = self._report() if self._errors_seen else None
         if self.transactional and self._in_txn:
-            self._producer.commit_transaction(30)
-            self._in_txn = False
+            uncommitted = commit_transaction(self)
+            if uncommitted is not None:  # no element of its own: the transaction's
+                pending = gather_pending([pending, self._fail(None, uncommitted)])
         self.marks = dict(self._marks_seen)
         return pending
 

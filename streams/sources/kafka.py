@@ -12,7 +12,9 @@ Delivery guarantees:
   checkpoint, at least once: a batch's offsets are committed after every
   downstream step for it has finished and the nodes that buffer output
   (``to_kafka``, ``sink_to_redis``...) have flushed it; a rebalance commits
-  the offsets of what was processed before the partitions go. Without a
+  the offsets of what was processed before the partitions go, and they are
+  forgotten then: the next owner's commits are the partitions' offsets,
+  where they resume should they come back. Without a
   loop, ``to_kafka``'s output of a batch is confirmed by the broker's
   acknowledgement of that batch's own messages while the next batches are
   processed (a few at most), and the offsets follow. After a failure
@@ -67,7 +69,9 @@ class FromKafka(KafkaCommits):
     consumer_params : dict
         librdkafka settings: ``bootstrap.servers`` and, to read as a member
         of a consumer group, ``group.id``. ``enable.auto.commit`` is turned
-        off: offsets are committed by the source (see the module docs).
+        off: offsets are committed by the source (see the module docs). An
+        incremental rebalance protocol (``partition.assignment.strategy``
+        ``cooperative-sticky``) moves only the partitions that change owner.
     poll_interval : float
         Seconds to wait when there is nothing to read (on a loop).
     start : bool
@@ -101,8 +105,9 @@ class FromKafka(KafkaCommits):
         source.start()     # without a loop: reads to the end, then closes
     """
 
-    __slots__ = ("_assigned", "_eof", "_not_before", "batch", "consumer_params",
-                 "group", "keys", "offset", "offsets", "poll_interval", "topics", "with_meta")
+    __slots__ = ("_cooperative", "_eof", "_handed_over", "_not_before", "batch",
+                 "consumer_params", "group", "keys", "offset", "offsets", "poll_interval",
+                 "topics", "with_meta")
     _operator = "from_kafka"
     _replayable = True
     _params = ("topics", "consumer_params", "poll_interval", "offset", "batch", "keys",
@@ -135,13 +140,20 @@ class FromKafka(KafkaCommits):
         self.with_meta = with_meta
         #: The next offset to read of each partition seen: ``{(topic, partition): offset}``.
         self.offsets: dict[Partition, int] = {}
-        # The partitions assigned (asking the consumer waits for its main thread).
-        self._assigned: set[Partition] = set()
         # Partitions whose end was reported: the offset it was at. One is at
         # its end while nothing was read past that (see _at_end).
         self._eof: dict[Partition, int] = {}
         # Partitions started at a time: the time (ms), until a message at or after it.
         self._not_before: dict[Partition, int] = {}
+        # Partitions a rebalance took away (without a checkpoint): another
+        # member may have read on, so they resume at the group's committed
+        # offset, not at ``offset``.
+        self._handed_over: set[Partition] = set()
+        # An incremental (cooperative) rebalance protocol: a rebalance adds
+        # and takes away partitions, never assigns the whole set anew.
+        strategy = str(self.consumer_params.get("partition.assignment.strategy", ""))
+        self._cooperative = ("cooperative" in strategy
+                             or self.consumer_params.get("group.protocol") == "consumer")
         super().__init__(start=start, **kwargs)
 
     def snapshot(self) -> dict[str, Any]:
@@ -215,6 +227,8 @@ class FromKafka(KafkaCommits):
             saved = self.offsets.get((tp.topic, tp.partition))
             if saved is not None:
                 tp.offset = saved
+            elif (tp.topic, tp.partition) in self._handed_over:
+                tp.offset = ck.OFFSET_STORED
             elif self.offset == "earliest":
                 tp.offset = ck.OFFSET_BEGINNING
             elif self.offset == "latest":
@@ -237,22 +251,41 @@ class FromKafka(KafkaCommits):
         return tps
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        consumer.assign(self._positioned(consumer, partitions))
+        positioned = self._positioned(consumer, partitions)
+        if self._cooperative:  # assign() would replace the partitions kept
+            consumer.incremental_assign(positioned)
+        else:
+            consumer.assign(positioned)
         self._assigned.update((tp.topic, tp.partition) for tp in partitions)
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         # Called inside consume() or close(), between batches: everything read
         # so far is processed. Without a checkpoint its offsets go before the
         # partitions do, once its output is flushed; after a failure, none.
+        # (The protocol takes the partitions away after this returns, in
+        # either protocol: unassign()/incremental_unassign() are implied.)
+        revoked = [(tp.topic, tp.partition) for tp in partitions]
         if self._checkpointer is None and self.group is not None and not self._failed:
             if not asyncio_loop_running():
                 self._settle(self._flush_barriers())  # confirms deferred output too
             # (on a loop, each batch's output was flushed, awaited, before the next read)
             self._unconfirmed.clear()
             self._commit(consumer, self.offsets, asynchronous=False)
-        for tp in partitions:
-            self._eof.pop((tp.topic, tp.partition), None)
-            self._assigned.discard((tp.topic, tp.partition))
+        if self._checkpointer is None and not self._closing:
+            # A rebalance: the partitions' offsets are the group's from now
+            # on, as another member reads on and commits past them. Kept, they
+            # would be committed again (rewinding its offset) and read from
+            # again were the partitions to come back. A checkpoint keeps them:
+            # its state holds what was read up to them, never applied twice,
+            # whatever the group's offsets say. (Closing, they are kept: what
+            # this run read, where a start() again resumes.)
+            for part in revoked:
+                self.offsets.pop(part, None)
+                self._not_before.pop(part, None)
+            self._handed_over.update(revoked)
+        for part in revoked:
+            self._eof.pop(part, None)
+            self._assigned.discard(part)
 
     def _read(self, consumer: Any, timeout: float) -> list[Any]:
         """One batch of messages; end-of-partition events are noted, errors raised."""
@@ -388,11 +421,13 @@ class FromKafka(KafkaCommits):
 
     def _run_sync(self) -> None:
         consumer = self._connect(to_the_end=True)
-        # Each batch ends in _batch_done: a sink that can hand a batch's
-        # output over in one call holds it till then (till _close_consumer).
-        self._begin(sync=True)
         failed = True
         try:
+            # Each batch ends in _batch_done: a sink that can hand a batch's
+            # output over in one call holds it till then (till _close_consumer).
+            # Inside the try: a sink failing to start must not leave the
+            # consumer in the group, holding its partitions.
+            self._begin(sync=True)
             while not self.stopped:
                 self._release(consumer)
                 msgs = self._read(consumer, self.poll_interval)
@@ -419,10 +454,10 @@ class FromKafka(KafkaCommits):
 
     async def _run_async(self) -> None:
         consumer = self._connect()
-        self._begin(sync=False)
         clock = get_clock()
         failed = True
         try:
+            self._begin(sync=False)
             while not self.stopped:
                 self._release(consumer)
                 msgs = self._read(consumer, 0)

@@ -14,8 +14,10 @@ the batches planned has finished: with Dask, once ``gather()`` has delivered
 their results (at least once); each poll then waits for that. Without a
 group, nothing is committed and the next batches are planned while the
 last ones are read. With a :class:`~streams.state.Checkpointer`
-the planned positions are part of each checkpoint (taken after the batches
-in flight have come back), for exactly-once restarts.
+the positions are part of each checkpoint (taken after the batches
+in flight have come back), for exactly-once restarts. A partition's position
+moves past a batch once the batch is pushed: a batch whose step failed is
+read again when the source is started again.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from typing import Any
 from ..clock import get_clock, run_sync
 from ..core import Stream
 from ..graph import walk
+from ..loop_thread import asyncio_loop_running
 from ..pending import gather_pending as _gather_pending
+from ..spec import register_operator
 from .base import Source
 from .kafka_config import _import_kafka, kafka_consumer_config
 from .kafka_readers import range_reader
@@ -143,9 +147,20 @@ class FromKafkaBatched(Source[Any]):
                  "npartitions", "poll_interval", "positions", "refresh_partitions", "topic")
     _operator = "from_kafka_batched"
     _replayable = True
-    _params = ("topic", "group", "poll_interval", "npartitions", "refresh_partitions",
-               "max_batch_size", "keys")
+    # The constructor's own parameters: a description builds the source back.
+    _params = ("topic", "consumer_params", "poll_interval", "npartitions",
+               "refresh_partitions", "max_batch_size", "keys")
     _state = ("positions",)
+
+    @property
+    def _identity_params(self) -> tuple[str, ...]:
+        """What a checkpoint records of the input it covers (see streams.snapshot).
+
+        The topic, and the group when there is one: what checkpoints written
+        before recorded (the text parameters then described), so they keep
+        restoring.
+        """
+        return ("topic",) if self.group is None else ("topic", "group")
 
     def __init__(self, topic: str, consumer_params: dict[str, Any], poll_interval: Any = "1s",
                  npartitions: int | None = None, refresh_partitions: bool = False,
@@ -154,10 +169,12 @@ class FromKafkaBatched(Source[Any]):
         _import_kafka("from_kafka_batched()")
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"from_kafka_batched(): topic must be a topic name, got {topic!r}")
-        if npartitions is not None and npartitions <= 0:
-            raise ValueError("from_kafka_batched(): npartitions must be > 0")
-        if max_batch_size < 1:
-            raise ValueError("from_kafka_batched(): max_batch_size must be >= 1")
+        if npartitions is not None and not _count(npartitions):
+            raise ValueError(f"from_kafka_batched(): npartitions must be an int >= 1 (or None: "
+                             f"ask the broker), got {npartitions!r}")
+        if not _count(max_batch_size):
+            raise ValueError(f"from_kafka_batched(): max_batch_size must be an int >= 1, got "
+                             f"{max_batch_size!r}")
         self.consumer_params = kafka_consumer_config(consumer_params, "from_kafka_batched()")
         self.consumer_params.setdefault("auto.offset.reset", "latest")  # as streamz
         self.topic = topic
@@ -190,6 +207,12 @@ class FromKafkaBatched(Source[Any]):
         return self.npartitions
 
     def _plan(self, consumer: Any) -> list[tuple[Any, ...]]:
+        """The next batch of each partition with offsets not yet pushed.
+
+        ``positions`` moves past a batch only once it is pushed
+        (:meth:`_pushed`): a batch whose push failed is planned again when
+        the source is started again.
+        """
         ck = _import_kafka("from_kafka_batched()")
         n = self._partitions(consumer)
         missing = [p for p in range(n) if p not in self.positions]
@@ -214,10 +237,19 @@ class FromKafkaBatched(Source[Any]):
             end = min(high, start + self.max_batch_size)
             if end > start:
                 plans.append((self.consumer_params, self.topic, p, self.keys, start, end - 1))
-                self.positions[p] = end
         return plans
 
+    def _pushed(self, plan: tuple[Any, ...]) -> None:
+        """Every step for ``plan`` finished (or, with Dask, it was scattered): plan past it."""
+        self.positions[plan[2]] = plan[5] + 1
+
     def _done(self, consumer: Any, n: int) -> Any:
+        """The ``n`` batches of a poll are pushed: checkpoint, or flush and commit.
+
+        None, or on a loop an awaitable of the flush and the commit: the
+        flush of a node that buffers output (``to_kafka``) is awaited there,
+        never run to completion inside the running loop.
+        """
         ckpt = self._checkpointer
         if ckpt is not None:
             return ckpt.step(n)
@@ -227,12 +259,20 @@ class FromKafkaBatched(Source[Any]):
             return None
         flushed = _gather_pending([b._barrier() for b in self._barriers])  # type: ignore[attr-defined]
         if flushed is not None:
+            if asyncio_loop_running():
+                return self._commit_after(flushed, consumer)
             run_sync(flushed)
-        if self.group is not None:
-            ck = _import_kafka("from_kafka_batched()")
-            consumer.commit(offsets=[ck.TopicPartition(self.topic, p, o)
-                                     for p, o in self.positions.items()], asynchronous=False)
+        self._commit(consumer)
         return None
+
+    async def _commit_after(self, flushed: Any, consumer: Any) -> None:
+        await flushed
+        self._commit(consumer)
+
+    def _commit(self, consumer: Any) -> None:
+        ck = _import_kafka("from_kafka_batched()")
+        consumer.commit(offsets=[ck.TopicPartition(self.topic, p, o)
+                                 for p, o in self.positions.items()], asynchronous=False)
 
     def _run_sync(self) -> None:
         consumer = self._connect()
@@ -246,6 +286,7 @@ class FromKafkaBatched(Source[Any]):
                     pending = self._push(plan)
                     if pending is not None:
                         run_sync(pending)
+                    self._pushed(plan)
                 pending = self._done(consumer, len(plans))
                 if pending is not None:
                     run_sync(pending)
@@ -271,11 +312,22 @@ class FromKafkaBatched(Source[Any]):
                     pending = self._push(plan)
                     if pending is not None:
                         await pending
+                    self._pushed(plan)
                 pending = self._done(consumer, len(plans))
                 if pending is not None:
                     await pending
         finally:
             consumer.close()
+
+
+def _count(n: Any) -> bool:
+    """Whether ``n`` is an int >= 1 (not a bool, not a float)."""
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 1
+
+
+# Described and built back by its name (streams.spec.build); the method on
+# Stream is streamz's factory below, which adds the reading step.
+register_operator(FromKafkaBatched)
 
 
 def from_kafka_batched(topic: str, consumer_params: dict[str, Any], poll_interval: Any = "1s",

@@ -36,8 +36,8 @@ _PENDING_BATCHES = 16
 class KafkaCommits(Source[Any]):
     """A Kafka source's commits to its consumer group (see the module docs)."""
 
-    __slots__ = ("_barriers", "_consumer", "_covered", "_deferred", "_failed", "_holders",
-                 "_unconfirmed")
+    __slots__ = ("_assigned", "_barriers", "_closing", "_consumer", "_covered", "_deferred",
+                 "_failed", "_holders", "_unconfirmed")
     # Set by the subclass: the consumer group (None: nothing is committed)
     # and the next offset to read of each partition.
     group: str | None
@@ -46,6 +46,11 @@ class KafkaCommits(Source[Any]):
     def __init__(self, **kwargs: Any) -> None:
         self._consumer: Any = None  # while it runs
         self._failed = False  # closing after a failure: a rebalance commits nothing
+        self._closing = False  # the partitions are revoked by close(), not by a rebalance
+        # The partitions assigned (asking the consumer waits for its main
+        # thread): only their offsets are committed, a revoked partition's
+        # being the group's.
+        self._assigned: set[Partition] = set()
         self._barriers: list[Stream[Any]] = []
         # Nodes whose output is sent now and confirmed later (to_kafka without
         # a loop), and per batch the confirmations awaited and its offsets.
@@ -62,7 +67,10 @@ class KafkaCommits(Source[Any]):
         if self.group is None or not offsets:
             return
         ck = _import_kafka("from_kafka()")
-        tps = [ck.TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        assigned = self._assigned
+        tps = [ck.TopicPartition(t, p, o) for (t, p), o in offsets.items() if (t, p) in assigned]
+        if not tps:
+            return
         try:
             consumer.commit(offsets=tps, asynchronous=asynchronous)
         except ck.KafkaException as e:
@@ -170,6 +178,7 @@ class KafkaCommits(Source[Any]):
         behind them. What was read since the last commit is read again.
         """
         self._failed = failed
+        self._closing = True
         try:
             if failed and self._checkpointer is None:
                 self._unconfirmed.clear()
@@ -191,4 +200,4 @@ class KafkaCommits(Source[Any]):
                 b._deferring = False  # type: ignore[attr-defined]
             consumer.close()
             self._consumer = None
-            self._failed = False
+            self._failed = self._closing = False

@@ -82,6 +82,38 @@ def start_offsets(offset: Any, what: str) -> Any:
     if isinstance(offset, float):
         return ("time", round(offset * 1000))
     if isinstance(offset, dict):
-        return {int(k): int(v) for k, v in offset.items()}
+        return _partition_offsets(offset, what)
     raise TypeError(f"{what}: offset must be 'earliest', 'latest', 'committed', an int, a "
                     f"dict {{partition: offset}} or a time; got {offset!r}")
+
+
+def _partition_offsets(offset: dict[Any, Any], what: str) -> dict[int, int]:
+    """An ``offset`` dict ``{partition: offset}``, checked as a single int offset is.
+
+    A partition may be given by its digits (a JSON object's keys are strings).
+
+    Examples
+    --------
+    >>> _partition_offsets({0: 5, "1": 7}, "from_kafka()")
+    {0: 5, 1: 7}
+    >>> _partition_offsets({0: -2}, "from_kafka()")
+    Traceback (most recent call last):
+    ...
+    ValueError: from_kafka(): offset {partition: offset} takes offsets >= 0, got -2 for ...
+    """
+    out = {}
+    for key, value in offset.items():
+        if isinstance(key, str) and key.isdigit():
+            key = int(key)
+        if isinstance(key, bool) or not isinstance(key, int) or key < 0:
+            raise TypeError(f"{what}: offset {{partition: offset}} takes partition numbers "
+                            f"(ints >= 0) as keys, got {key!r}")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{what}: offset {{partition: offset}} takes int offsets, got "
+                            f"{value!r} for partition {key}")
+        if value < 0:
+            raise ValueError(f"{what}: offset {{partition: offset}} takes offsets >= 0, got "
+                             f"{value!r} for partition {key}; leave a partition out to start "
+                             "it at the group's committed offset (else auto.offset.reset)")
+        out[key] = value
+    return out

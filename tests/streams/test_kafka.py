@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from streams import Checkpointer, Stream
+from streams.sources.kafka_batched import get_message_batch
 
 pytestmark = pytest.mark.kafka
 
@@ -148,3 +149,94 @@ def test_from_kafka_batched_in_process_commits_after_the_batches(kafka_broker: A
     kafka_broker.produce(topic, [b"30"], partition=0, record_batches=False)
     again.start()
     assert more == [[b"30"]]
+
+
+@pytest.mark.parametrize("group", [None, "batched-again"])
+def test_from_kafka_batched_started_again_reads_the_batch_that_failed(
+        kafka_broker: Any, group: str | None) -> None:
+    topic = kafka_broker.create_topic(f"batched-again-{group}")
+    kafka_broker.produce(topic, [b"%d" % i for i in range(10)], record_batches=False)
+    params = kafka_broker.config(**{"auto.offset.reset": "earliest",
+                                    **({"group.id": group} if group else {})})
+    batches = Stream.from_kafka_batched(topic, params, max_batch_size=5)
+    failing = [True]
+
+    def check(batch: list[bytes]) -> list[bytes]:
+        if failing[0] and b"5" in batch:
+            raise ValueError("the second batch")
+        return batch
+
+    out = batches.map(check).flatten().sink_to_list()
+    with pytest.raises(ValueError, match="the second batch"):
+        batches.start()
+    assert batches.upstreams[0].positions == {0: 5}  # not past the batch that failed
+    failing[0] = False
+    batches.start()  # the cause fixed, the same source again
+    assert out == [b"%d" % i for i in range(10)]
+
+
+def test_from_kafka_batched_on_a_loop_in_a_group_awaits_to_kafka_then_commits(
+        kafka_broker: Any) -> None:
+    from tests.streams.test_kafka_delivery import committed
+
+    src = kafka_broker.create_topic("batched-loop-in", partitions=2)
+    dst = kafka_broker.create_topic("batched-loop-out")
+    kafka_broker.produce(src, [b"%d" % i for i in range(20)], record_batches=False)
+    params = kafka_broker.config(**{"group.id": "batched-loop", "auto.offset.reset": "earliest"})
+
+    async def main() -> None:
+        batches = Stream.from_kafka_batched(src, params, poll_interval=0.01, max_batch_size=3,
+                                            asynchronous=True)
+        source = batches.upstreams[0]
+        batches.flatten().to_kafka(dst, kafka_broker.config(**{"linger.ms": 20}))
+        run = batches.start()
+        for _ in range(6000):  # a hang guard: a minute
+            if sum(source.positions.values()) == 20 or run.done():
+                break
+            await asyncio.sleep(0.01)
+        source.stop()
+        await run  # the flush was run inside the running loop: it raised
+
+    asyncio.run(main())
+    assert sorted(kafka_broker.read(dst)) == sorted(b"%d" % i for i in range(20))
+    assert sum(committed(kafka_broker, params, src, 2)) == 20
+
+
+def test_from_kafka_batched_is_built_back_from_its_description(kafka_broker: Any,
+                                                              kafka_topic: str) -> None:
+    from streams.snapshot import _source_identity
+    from streams.spec import build
+
+    kafka_broker.produce(kafka_topic, [b"%d" % i for i in range(7)], record_batches=False)
+    params = kafka_broker.config(**{"group.id": "built-back", "auto.offset.reset": "earliest"})
+    source = Stream.from_kafka_batched(kafka_topic, params, max_batch_size=3,
+                                       poll_interval=0.5).upstreams[0]
+    again = build(source.describe(), [])
+    assert again.describe().params == source.describe().params
+    # What a checkpoint records of its input is as before: the topic and the group.
+    assert _source_identity(again) == {"topic": kafka_topic, "group": "built-back"}
+    no_group = Stream.from_kafka_batched(kafka_topic, kafka_broker.config()).upstreams[0]
+    assert _source_identity(build(no_group.describe(), [])) == {"topic": kafka_topic}
+    out = again.starmap(get_message_batch).sink_to_list()
+    again.start()
+    assert out == [[b"0", b"1", b"2"], [b"3", b"4", b"5"], [b"6"]]
+
+
+def test_kafka_sources_refuse_bad_sizes_and_offsets_at_build_time(kafka_broker: Any,
+                                                                  kafka_topic: str) -> None:
+    params = kafka_broker.config(**{"auto.offset.reset": "earliest"})
+    for bad in ({"max_batch_size": 2.5}, {"max_batch_size": True}, {"max_batch_size": 0},
+                {"npartitions": 1.5}, {"npartitions": False}):
+        (name, _), = bad.items()
+        with pytest.raises(ValueError, match=rf"from_kafka_batched\(\): {name} must be an int"):
+            Stream.from_kafka_batched(kafka_topic, params, **bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"from_kafka\(\): offset .* offsets >= 0, got -5"):
+        Stream.from_kafka([kafka_topic], params, offset={0: -5})
+    for bad_offsets in ({"x": 1}, {0: "5"}, {0: 1.0}, {True: 1}):
+        with pytest.raises(TypeError, match=r"from_kafka\(\): offset \{partition: offset\}"):
+            Stream.from_kafka([kafka_topic], params, offset=bad_offsets)
+    kafka_broker.produce(kafka_topic, [b"%d" % i for i in range(5)])
+    source = Stream.from_kafka([kafka_topic], params, offset={"0": 3})  # a JSON object's key
+    out = source.sink_to_list()
+    source.start()
+    assert out == [b"3", b"4"]

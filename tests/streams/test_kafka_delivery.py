@@ -357,3 +357,118 @@ def test_a_node_connected_inside_a_batch_sees_the_rest_of_that_batch(
     source.sink(connect_at_5)
     source.start()
     assert late == [b"%02d" % i for i in range(6, 20)]
+
+
+class Unstartable(Stream[Any]):
+    """A sink that buffers output (it has a barrier) and cannot start holding a batch."""
+
+    def _barrier(self) -> None:
+        return None
+
+    def _hold_batches(self, on: bool) -> None:
+        if on:
+            raise ConnectionError("the sink's server is down")
+
+
+def test_a_sink_failing_to_start_leaves_no_consumer_in_the_group(kafka_broker: Any) -> None:
+    src = kafka_broker.create_topic("unstarted", partitions=2)
+    for p in (0, 1):
+        kafka_broker.produce(src, [b"%d-%d" % (p, i) for i in range(10)], partition=p)
+    params = kafka_broker.config(**{"group.id": "unstarted", "auto.offset.reset": "earliest",
+                                    "session.timeout.ms": 6000})
+    source = Stream.from_kafka([src], params)
+    Unstartable(source)
+    with pytest.raises(ConnectionError, match="server is down"):
+        source.start()
+    assert source._consumer is None  # closed: it left the group
+    # A member left behind would hold a partition: this one would read the other only.
+    again = Stream.from_kafka([src], params)
+    out = again.sink_to_list()
+    again.start()
+    assert sorted(out) == sorted(b"%d-%d" % (p, i) for p in (0, 1) for i in range(10))
+
+
+def test_on_a_loop_every_failed_delivery_is_routed() -> None:
+    import asyncio
+
+    # Nothing listens there: every message times out, after 200 ms.
+    config = {"bootstrap.servers": "127.0.0.1:9", "message.timeout.ms": 200, "log_level": 0}
+
+    async def main() -> list[bytes]:
+        source = Stream(asynchronous=True)
+        sink = source.to_kafka("t", config).on_error("route")
+        routed: list[bytes] = []
+
+        async def record(r: Any) -> None:
+            await asyncio.sleep(0)
+            routed.append(r.element)
+
+        sink.errors.sink(record)
+        for x in (b"a", b"b", b"c"):
+            await source.emit(x)
+        await source.aclose()  # the barrier: waits for the deliveries to fail
+        return routed
+
+    assert asyncio.run(main()) == [b"a", b"b", b"c"]
+
+
+def test_a_producer_config_librdkafka_refuses_is_refused_at_build_time(
+        kafka_broker: Any) -> None:
+    with pytest.raises(ValueError, match=r"to_kafka\(\): librdkafka refuses producer_config: "
+                                         r".*queue\.buffering\.max\.ms"):
+        Stream().to_kafka("t", kafka_broker.config(**{"linger.ms": "soon"}))
+    with pytest.raises(ValueError, match=r"No such configuration property: \"lingr\.ms\""):
+        Stream().to_kafka("t", kafka_broker.config(**{"lingr.ms": 5}))
+    # What depends on where the sink runs is left to it: its files, its token.
+    Stream().to_kafka("t", kafka_broker.config(**{"security.protocol": "ssl",
+                                                  "ssl.ca.location": "/no/such/ca.pem"}))
+    asked: list[str] = []
+    Stream().to_kafka("t", kafka_broker.config(**{
+        "security.protocol": "sasl_plaintext", "sasl.mechanisms": "OAUTHBEARER",
+        "oauth_cb": lambda config: asked.append(config) or ("token", 4e12)}))
+    assert not asked
+
+
+def test_a_producer_that_cannot_open_fails_the_node_under_its_policy(
+        kafka_broker: Any, kafka_topic: str, caplog: pytest.LogCaptureFixture) -> None:
+    from streams import NodeError
+
+    source = Stream()
+    sink = source.to_kafka(kafka_topic, kafka_broker.config(
+        **{"security.protocol": "ssl", "ssl.ca.location": "/no/such/ca.pem"}))
+    with pytest.raises(NodeError, match=rf"to_kafka\('{kafka_topic}'\) failed on element "
+                                        r"b'x': .*ssl\.ca\.location"):
+        source.emit(b"x")
+    sink.on_error("skip")
+    source.emit(b"y")  # logged, not raised
+    assert "failed on element b'y'" in caplog.text
+
+
+@pytest.mark.parametrize("policy", ["raise", "skip"])
+def test_a_fenced_transactional_sink_fails_the_node_under_its_policy(
+        kafka_broker: Any, kafka_topic: str, policy: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    from confluent_kafka import KafkaException
+
+    from streams import NodeError
+
+    config = kafka_broker.config(**{"transactional.id": f"fenced-{policy}"})
+    first = Stream()
+    sink = first.to_kafka(kafka_topic, config, transactional=True).on_error(policy)
+    first.emit(b"first")
+    newer = Stream()
+    newer.to_kafka(kafka_topic, config, transactional=True)
+    newer.emit(b"newer")  # its producer fences the first's
+    first.emit(b"fenced")
+    if policy == "raise":
+        with pytest.raises(NodeError, match=r"failed on element b'fenced': .*PRODUCER_FENCED"):
+            sink.flush()
+        # Its transaction cannot be committed: a KafkaException still, naming the node.
+        with pytest.raises(NodeError, match=rf"to_kafka\('{kafka_topic}'\) failed") as e:
+            first.close()
+        assert isinstance(e.value, KafkaException)
+    else:
+        first.close()  # logged, not raised
+        assert "failed on element b'fenced'" in caplog.text
+        assert f"to_kafka('{kafka_topic}') failed on element None: KafkaException" in caplog.text
+    newer.close()

@@ -113,6 +113,9 @@ EXAMPLES: dict[str, Make] = {
     "from_spark": lambda s: Stream.from_spark(FakeDataFrame(), checkpoint="/tmp/cp"),
     "from_kafka": lambda s: Stream.from_kafka(["events"], {"bootstrap.servers": "127.0.0.1:1",
                                                           "group.id": "g"}, batch=10),
+    "from_kafka_batched": lambda s: Stream.from_kafka_batched(
+        "events", {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"},
+        max_batch_size=5).upstreams[0],
     "to_kafka": lambda s: s.to_kafka("out", {"bootstrap.servers": "127.0.0.1:1"}),
     "from_mqtt": lambda s: Stream.from_mqtt("localhost", 1883, "a/#", keepalive=30, qos=1),
     "to_mqtt": lambda s: s.to_mqtt("localhost", 1883, "a/b", qos=1, retain=True),
