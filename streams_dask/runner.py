@@ -268,8 +268,7 @@ class Runner:
         try:
             return self.client.submit(*args, pure=False, **kwargs)
         except TypeError as e:  # Dask's "Could not serialize object of type ..."
-            # The batch is done with, as a failed task's is (see store): the
-            # elements after it are not waited for behind it.
+            # Done with, as a failed task's batch (store): not waited for.
             self.submitted_elements -= len(batch)
             self.refs.taken += len(batch)
             raise unsendable(self.label, "Dask workers", batch, e) from e

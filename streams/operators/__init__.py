@@ -4,9 +4,9 @@ from .aggregate import Accumulate, Collect, Frequencies, Slice, Unique
 from .combine import CombineLatest, Union, Zip, ZipLatest
 from .event_windows import SlidingTimedWindow
 from .flow import Buffer, Latest
-from .map_async import MapAsync
 from .gather import Gather
 from .joins import IntervalJoin, LookupJoin
+from .map_async import MapAsync
 from .pacing import Delay, RateLimit
 from .session_windows import SessionWindow
 from .stateful import StatefulMap

@@ -92,7 +92,7 @@ def test_a_value_that_cannot_be_plotted_fails_alone(clock: VirtualClock) -> None
 
 
 def test_keep_must_be_a_whole_number() -> None:
-    with pytest.raises(ValueError, match="keep must be an int >= 1 or None, got 2.5"):
+    with pytest.raises(ValueError, match=r"keep must be an int >= 1 or None, got 2\.5"):
         Stream().sink_to_plot(widget=False, keep=2.5)
 
 
