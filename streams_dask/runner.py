@@ -109,8 +109,7 @@ class Runner:
         # Unfinished tasks below which a partial batch leaves at once: one
         # running and one queued per worker thread keep the cluster busy.
         self.threads = threads
-        self.eager = max_in_flight if threads is None else max(
-            1, min(max_in_flight, 2 * threads))
+        self.eager = max_in_flight if threads is None else max(1, min(max_in_flight, 2 * threads))
         self.pending: list[Any] = []
         # Parallel plans: one future per batch, in input order.
         self.in_flight: deque[tuple[Future, int]] = deque()

@@ -91,7 +91,10 @@ def being_cancelled() -> bool:
     >>> asyncio.run(main())
     False
     """
-    task = asyncio.current_task()
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no loop running: no task to cancel
+        return False
     return task is not None and task.cancelling() > 0
 
 
@@ -141,6 +144,8 @@ def downstream_cancelled(node: Stream[Any], x: Any, exc: asyncio.CancelledError)
     Kept as a CancelledError it would pass for the cancellation of whoever
     awaits the work (a producer, ``aclose()``) and stop them; as an error
     naming the node and the element it is reported like any other failure.
+    Raises ``exc`` when the running task is itself being cancelled (see
+    :func:`being_cancelled`): that cancellation must go on.
 
     >>> import asyncio
     >>> from streams import Stream
@@ -148,6 +153,8 @@ def downstream_cancelled(node: Stream[Any], x: Any, exc: asyncio.CancelledError)
     >>> print(error)
     stream 's' failed on element 1: CancelledError: gone
     """
+    if being_cancelled():
+        raise exc
     return NodeError(node, x, exc)
 
 
@@ -262,8 +269,6 @@ class Outbox:
         try:
             await pending
         except asyncio.CancelledError as e:
-            if being_cancelled():
-                raise
             raise downstream_cancelled(self.node, x, e) from e
 
     def _start(self, coro: Any, report: bool) -> Any:

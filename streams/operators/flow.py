@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +23,7 @@ from ..core import Stream
 from ..metadata import emit_held, release_refs, retain_refs
 from ..spec import Traits
 from ._checks import check_count
-from ._outbox import being_cancelled, downstream_cancelled, running_loop, until_done
+from ._outbox import downstream_cancelled, running_loop, until_done
 
 __all__ = ["Buffer", "Latest"]
 
@@ -68,10 +69,19 @@ class _Worker(Stream[Any]):
         """How many elements are here, not yet emitted downstream."""
         raise NotImplementedError
 
+    async def _deliver(self, x: Any, send: Callable[..., Any], *args: Any) -> None:
+        """``send(*args)`` (``x`` downstream), then await its work; a failure is the worker's."""
+        try:
+            pending = send(*args)
+            if pending is not None:
+                await pending
+        except Exception as e:
+            self._failed(e)
+        except asyncio.CancelledError as e:
+            self._cancelled_downstream(x, e)
+
     def _cancelled_downstream(self, x: Any, exc: asyncio.CancelledError) -> None:
         """``x``'s work downstream ended cancelled: its failure, unless the worker's own."""
-        if being_cancelled():
-            raise exc
         self._failed(downstream_cancelled(self, x, exc))
 
     async def _drained(self) -> None:
@@ -175,17 +185,12 @@ class Buffer(_Worker):
                 queue.append(y)
                 if not room.done():
                     room.set_result(None)
-            try:
-                if self._metadata is None:
-                    pending = self._emit(x)
-                else:
-                    pending = emit_held(self._emit, x, [self._metadata.popleft()])
-                if pending is not None:
-                    await pending
-            except Exception as e:
-                self._failed(e)
-            except asyncio.CancelledError as e:
-                self._cancelled_downstream(x, e)
+            await self._deliver(x, self._send, x)
+
+    def _send(self, x: Any) -> Any:
+        if self._metadata is None:
+            return self._emit(x)
+        return emit_held(self._emit, x, [self._metadata.popleft()])
 
     def _held(self) -> int:
         return len(self._queue) + len(self._waiting)
@@ -265,14 +270,10 @@ class Latest(_Worker):
             taken, self._taken = self._taken, None
             if taken is not None and not taken.done():
                 taken.set_result(None)
-            try:
-                pending = self._emit(x) if not self._metadata else self._emit(x, self._metadata)
-                if pending is not None:
-                    await pending
-            except Exception as e:
-                self._failed(e)
-            except asyncio.CancelledError as e:
-                self._cancelled_downstream(x, e)
+            await self._deliver(x, self._send, x)
+
+    def _send(self, x: Any) -> Any:
+        return self._emit(x, self._metadata) if self._metadata else self._emit(x)
 
     def _held(self) -> int:
         return int(self._has_next)

@@ -169,31 +169,26 @@ class MapAsync(_Worker):
         while running and not self._stopped:
             x, call, metadata = running[0]
             await asyncio.wait((call,))
-            try:
-                try:
-                    exc = call.exception()
-                except asyncio.CancelledError as e:
-                    # The call ended cancelled (its coroutine raised
-                    # CancelledError, or someone cancelled it): that element
-                    # failed; the worker itself goes on.
-                    exc = e
-                if exc is not None:
-                    release_refs(metadata)
-                    if self.stop_on_exception:
-                        self._stop_on(exc)
-                    pending = self._fail(x, exc)
-                elif metadata is None:
-                    pending = self._emit(call.result())
-                else:
-                    pending = emit_held(self._emit, call.result(), [metadata])
-                if pending is not None:
-                    await pending
-            except Exception as e:
-                self._failed(e)
-            except asyncio.CancelledError as e:
-                self._cancelled_downstream(x, e)
+            await self._deliver(x, self._outcome, x, call, metadata)
             running.popleft()
             self._admit(loop)
+
+    def _outcome(self, x: Any, call: asyncio.Future[Any], metadata: Any) -> Any:
+        """Send on what ``x``'s call ended with: its result, or its failure to the policy."""
+        try:
+            exc = call.exception()
+        except asyncio.CancelledError as e:
+            # The call ended cancelled (its coroutine raised CancelledError,
+            # or someone cancelled it): that element failed; the worker goes on.
+            exc = e
+        if exc is not None:
+            release_refs(metadata)
+            if self.stop_on_exception:
+                self._stop_on(exc)
+            return self._fail(x, exc)
+        if metadata is None:
+            return self._emit(call.result())
+        return emit_held(self._emit, call.result(), [metadata])
 
     def _held(self) -> int:
         return len(self._running) + len(self._waiting)

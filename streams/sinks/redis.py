@@ -198,33 +198,49 @@ class SinkToRedis(Stream[Any]):
             self._read_reply()
 
     def _flush(self) -> Any:
-        pending = self._barrier()
-        if pending is None:
+        try:
+            pending = self._barrier()
+        except BaseException:
+            self._close_own()
+            raise
+        if pending is None and not self._own_async_here():
             self._close_own()
             return None
         return self._close_after(pending)
 
     async def _close_after(self, pending: Any) -> None:
         try:
-            await pending
+            if pending is not None:
+                await pending
         finally:
             await self._close_own_async()
 
+    def _own_async_here(self) -> bool:
+        """Whether an asyncio client made here serves the running loop (closed on it)."""
+        if not self._own or self._aclient is None:
+            return False
+        try:
+            return self._aloop is asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+
     def _close_own(self) -> None:
-        """Close the clients made here (a later element opens new ones)."""
+        """Close the clients made here (not one given as ``client=``).
+
+        An asyncio client is closed on its loop (:meth:`_close_own_async`);
+        one of a loop that is not running here (gone, or another thread's)
+        is let go.
+        """
         if not self._own:
             return
         client, self._client, self._script = self._client, None, None
         if client is not None:
             client.close()
-        # An asyncio client is closed on its loop (_close_own_async); with
-        # none running here, its loop is gone or elsewhere: it is let go.
         self._aclient, self._ascript, self._aloop = None, None, None
 
     async def _close_own_async(self) -> None:
-        aclient = self._aclient if self._own else None
-        if aclient is not None and self._aloop is asyncio.get_running_loop():
-            self._aclient = None
+        if self._own_async_here():
+            aclient, self._aclient = self._aclient, None
             await aclient.aclose()
         self._close_own()
 

@@ -99,8 +99,8 @@ def test_lambdas_on_one_line_are_told_apart_by_their_code(tmp_path: Any) -> None
     assert not any(inlined(f) for f in module.twins)  # two candidates: no guessing
 
 
-@pytest.mark.parametrize(("before", "after"), [("x * 2", "x * 2.0"), ("x + 0.0", "x + -0.0"),
-                                               ("x == 1", "x == True")])
+@pytest.mark.parametrize(("before", "after"), [("x * 2", "x * 2.0"), ("x * 0.0", "x * -0.0"),
+                                               ("(x, 1)", "(x, True)")])
 def test_a_file_edited_to_a_constant_of_another_type_is_not_guessed(
         tmp_path: Any, before: str, after: str) -> None:
     # Equal constants of other types (2 == 2.0, 0.0 == -0.0, 1 == True) passed
@@ -113,4 +113,4 @@ def test_a_file_edited_to_a_constant_of_another_type_is_not_guessed(
     source: Stream[Any] = Stream()
     out = source.map(module.f).sink_to_list()
     source.emit(3)
-    assert out == [module.f(3)] and type(out[0]) is type(module.f(3))
+    assert repr(out) == repr([module.f(3)])  # 6 not 6.0, 0.0 not -0.0, (3, 1) not (3, True)

@@ -21,6 +21,16 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+async def until(condition: Any) -> None:
+    """Wait for ``condition()``: turns of the loop, not time (at most GUARD seconds)."""
+
+    async def turns() -> None:
+        while not condition():
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(turns(), GUARD)
+
+
 @pytest.fixture
 def no_loop_thread(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Records any start (or lookup) of the shared loop thread instead of making it."""
@@ -56,8 +66,7 @@ def test_tcp_emits_the_last_message_of_a_connection_without_its_delimiter(slow: 
         _, w = await asyncio.open_connection("127.0.0.1", source.port)
         w.write(b"first\n")
         await w.drain()
-        while not L:
-            await asyncio.sleep(0)
+        await until(lambda: L)
         w.write(b"second\nlast")
         await w.drain()
         w.close()
@@ -77,8 +86,7 @@ def test_tcp_a_connection_the_server_times_out_emits_nothing_more(clock: Virtual
         reader, w = await asyncio.open_connection("127.0.0.1", source.port)
         w.write(b"whole\nhalf a mess")
         await w.drain()
-        while not L:
-            await asyncio.sleep(0)  # waiting for the server's read, not for time
+        await until(lambda: L)  # the server's read
         await clock.advance_async(6.0)
         assert await asyncio.wait_for(reader.read(), GUARD) == b""  # closed by the server
         w.close()
@@ -134,8 +142,7 @@ def test_tcp_a_sink_may_await_the_stop_of_its_own_source() -> None:
         _, w = await asyncio.open_connection("127.0.0.1", source.port)
         w.write(b"a\nb\n")
         await w.drain()
-        while not L:
-            await asyncio.sleep(0)
+        await until(lambda: L)
         await asyncio.wait_for(_wait(source.stop()), GUARD)
         w.close()
         return L

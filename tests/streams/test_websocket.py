@@ -310,7 +310,11 @@ def test_stop_on_the_callers_loop_starts_no_loop_thread() -> None:
             source = Stream.from_websocket("127.0.0.1", 0)
             source.sink(print)
             source.start()
-            await asyncio.sleep(0)  # the server is up
+            for _ in range(10_000):  # turns of the loop until the server is up
+                if source.server is not None:
+                    break
+                await asyncio.sleep(0)
+            assert source.server is not None
             await source.stop()
             print(sorted(t.name for t in threading.enumerate()))
         asyncio.run(main())
