@@ -42,6 +42,7 @@ from distributed import Future
 from streams.core import Stream
 from streams.segment import unsendable
 
+from .as_done import DeliversAsDone
 from .batch_sizes import BatchSizes
 from .chain import StateChain
 from .client import Connection
@@ -59,7 +60,7 @@ __all__ = ["POLL_EVERY", "DaskTaskError", "Runner"]
 POLL_EVERY = 16
 
 
-class Runner:
+class Runner(DeliversAsDone):
     """Runs one Dask segment for its ``scatter()`` node.
 
     Parameters
@@ -336,55 +337,6 @@ class Runner:
         self.fetcher.add(future)
         if self.as_done:
             self._arm(future)
-
-    def deliver_as_done(self) -> None:
-        """Replay results as their tasks finish, even while the producer is idle.
-
-        For a synchronous producer whose ``emit`` returns before its results
-        are back (``buffer(n)``, batching asked for): as in streamz, results
-        then reach ``gather()`` as tasks finish, from distributed's callback
-        thread, under :attr:`lock` (so in order, one thread at a time), or
-        from whoever held the lock when they finished.
-        """
-        self.as_done = True
-
-    def _arm(self, future: Future) -> None:
-        future.add_done_callback(self._done)
-
-    def _done(self, future: Future) -> None:
-        # distributed's callback thread: the task is done, its result is
-        # being fetched (by the fetcher, on the client's loop). That thread
-        # never waits for the lock (see DeliveryLock): a held lock leaves
-        # ``future`` to the holder.
-        if self.lock.try_acquire(future):
-            try:
-                self._deliver(future)
-            finally:
-                self.lock.release()
-
-    def _settle(self, missed: list[Future]) -> list[Future]:
-        # Callbacks that found the lock held (see DeliveryLock): deliver what
-        # is fetched; the futures whose results are on their way call back.
-        if self.closed or self.failed is not None:  # the producer's call raises it
-            return []
-        self._deliver()
-        return [f for f in missed if self._tracked(f) and f.key not in self.fetched]
-
-    def _deliver(self, future: Future | None = None) -> None:
-        # Under the lock: wait for ``future``'s result if still to take; replay what is fetched.
-        try:
-            if future is None:
-                self._collect(block=False)
-            else:
-                while (not self.closed and self._tracked(future)
-                       and future.key not in self.fetched):
-                    self._collect(block=True)
-            self._take_fetched()
-            self.pump()
-            self.replay.run(self.background_errors)
-        except Exception as e:  # for the producer's next call
-            self.broken = self.broken or not isinstance(e, DaskTaskError)
-            self.background_errors.append(e)
 
     def _tracked(self, future: Future) -> bool:
         """Whether ``future``'s result is still to be taken."""

@@ -12,6 +12,7 @@ from ..clock import LoopClock, run_sync
 from ..core import Stream
 from ..cycles import recursion_error
 from ..errors import NodeError, SourceError
+from ..operators._outbox import until_done
 
 __all__ = ["Source", "SourceRun", "listen", "on_loop_thread", "require_loop", "serve_here",
            "stop_serving"]
@@ -298,7 +299,7 @@ class Source(Stream[T]):
     async def _run_after(self, previous: Any) -> None:
         if isinstance(previous, concurrent.futures.Future):  # a run on the loop thread
             previous = asyncio.wrap_future(previous)
-        await asyncio.wait((previous,))  # its failure is its own awaitable's
+        await until_done(previous)  # of any loop; its failure is its own awaitable's
         if not self._resuming:  # stopped again meanwhile
             return
         self._resuming = False

@@ -7,6 +7,7 @@ import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,3 +71,13 @@ def redis_url(redis_server: RedisServer) -> Iterator[str]:
     client.flushall()
     client.close()
     yield redis_server.url
+
+
+@pytest.fixture
+def r(redis_url: str) -> Iterator[Any]:
+    """A client of the emptied database, answers decoded."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    client.close()

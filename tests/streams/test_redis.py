@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +13,6 @@ from streams import Checkpointer, NodeError, Stream
 
 redis = pytest.importorskip("redis")
 pytestmark = pytest.mark.redis
-
-
-@pytest.fixture
-def r(redis_url: str) -> Iterator[Any]:
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
-    yield client
-    client.close()
 
 
 def fill(r: Any, key: str, n: int, start: int = 0) -> list[str]:

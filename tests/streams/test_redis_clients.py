@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,13 +11,6 @@ import redis
 from streams import Stream
 
 pytestmark = pytest.mark.redis
-
-
-@pytest.fixture
-def r(redis_url: str) -> Iterator[Any]:
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
-    yield client
-    client.close()
 
 
 @pytest.mark.parametrize("method", ["script", "pipeline"])
@@ -72,7 +64,6 @@ def test_the_sink_closes_the_client_it_made_when_the_stream_closes(
 
 
 def test_a_client_given_stays_open_when_the_stream_closes(r: Any, redis_url: str) -> None:
-    import redis
 
     client = redis.Redis.from_url(redis_url)
     source = Stream()
