@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import os
@@ -13,6 +14,7 @@ from typing import IO, Any
 from ..core import NO_DEFAULT, Stream
 from ..fusion import Fuser
 from ..operators._checks import check_callable
+from ..operators._outbox import being_cancelled
 
 __all__ = ["Sink", "SinkToList", "SinkToTextfile", "check_encoding",
            "check_text_write_mode", "sink_to_file"]
@@ -59,7 +61,10 @@ class Sink(Stream[Any]):
 
     If ``func`` is a coroutine function (or returns an awaitable), the
     awaitable is what ``emit`` waits for: on an asynchronous stream, ``await
-    emit`` resolves after the sink finished. streamz dropped it.
+    emit`` resolves after the sink finished. streamz dropped it. A failure of
+    the awaitable goes to the node's error policy, ``CancelledError`` too (a
+    request cancelled under the sink fails that element; the producer is not
+    cancelled); a producer cancelled while it awaits is.
 
     Examples
     --------
@@ -113,8 +118,17 @@ class Sink(Stream[Any]):
             await result
         except Exception as e:
             pending = self._fail(x, e)
-            if pending is not None:
-                await pending
+        except asyncio.CancelledError as e:
+            if being_cancelled():
+                raise  # the producer awaiting emit is cancelled: that must go on
+            # The coroutine ended cancelled (a request cancelled under it):
+            # this element failed. Raised as it is, it would pass for the
+            # producer's own cancellation and end its task without a word.
+            pending = self._fail(x, e)
+        else:
+            return
+        if pending is not None:
+            await pending
 
     def _fusable(self) -> bool:
         # A coroutine sink is fused too: the compiled step returns its guarded

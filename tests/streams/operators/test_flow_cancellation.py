@@ -82,7 +82,8 @@ def test_a_sink_ending_cancelled_fails_its_element_and_the_worker_goes_on(operat
             if operator == "latest":
                 for _ in range(5):  # latest skips what arrives while it is busy
                     await asyncio.sleep(0)
-        with pytest.raises(NodeError, match=f"{operator}.* failed on element 1: CancelledError"):
+        # The sink names itself: its coroutine failed, not the worker.
+        with pytest.raises(NodeError, match=r"sink\(write\) failed on element 1: CancelledError"):
             await asyncio.wait_for(source.aclose(), 10)
 
     asyncio.run(main())
@@ -112,5 +113,54 @@ def test_a_cancelled_worker_leaving_elements_is_reported_at_close(operator: str)
         gate.set()
         with pytest.raises(RuntimeError, match=f"{operator}.*element\\(s\\) were never emitted"):
             await asyncio.wait_for(source.aclose(), 10)
+
+    asyncio.run(main())
+
+
+async def write_cancelled_on_1(x: int) -> None:
+    await asyncio.sleep(0)
+    if x == 1:
+        raise asyncio.CancelledError("connection pool closed the request")
+
+
+def test_an_async_sink_ending_cancelled_fails_its_element_not_the_producer() -> None:
+    async def main() -> list[Any]:
+        source = Stream(asynchronous=True)
+        node = source.sink(write_cancelled_on_1, stream_name="write").on_error("route")
+        errors = node.errors.sink_to_list()
+        for i in range(3):
+            await asyncio.wait_for(source.emit(i), 10)  # the producer is not cancelled
+        return [(r.element, type(r.exception)) for r in errors]
+
+    assert asyncio.run(main()) == [(1, asyncio.CancelledError)]
+
+
+def test_an_async_sink_ending_cancelled_raises_a_node_error_to_the_producer() -> None:
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.sink(write_cancelled_on_1, stream_name="write")
+        await source.emit(0)
+        with pytest.raises(NodeError, match="'write' failed on element 1: CancelledError"):
+            await source.emit(1)
+        await source.emit(2)
+
+    asyncio.run(main())
+
+
+def test_a_producer_cancelled_while_an_async_sink_runs_is_cancelled() -> None:
+    async def main() -> None:
+        started, gate = asyncio.Event(), asyncio.Event()
+
+        async def write(x: int) -> None:
+            started.set()
+            await gate.wait()
+
+        source = Stream(asynchronous=True)
+        source.sink(write)
+        producer = asyncio.ensure_future(source.emit(1))
+        await started.wait()
+        producer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await producer
 
     asyncio.run(main())
