@@ -8,6 +8,8 @@ such results without costing the synchronous path anything.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +17,7 @@ if TYPE_CHECKING:
     from .core import Stream
 
 __all__ = ["DONE", "as_future", "asynchronous_of", "done", "emit_each", "finish_emit",
-           "gather_pending", "settle"]
+           "gather_pending", "settle", "until_done"]
 
 
 class _Done:
@@ -160,3 +162,43 @@ def asynchronous_of(node: Stream[Any], asynchronous: bool | None) -> bool:
                 f"{u._label()}, created with asynchronous={u._asynchronous_given}; "
                 "a stream has both asynchronous and synchronous elements")
     return asynchronous
+
+
+async def until_done(future: asyncio.Future[Any]) -> None:
+    """Wait until ``future`` is done, whatever loop it belongs to; never raise its failure.
+
+    Waiting must not re-raise the failure in every producer: whoever owns
+    the future reports it once. A future of another loop (a timer's work on
+    the loop thread, waited for by a synchronous ``emit`` on its private
+    loop) is waited for thread-safely: its own loop relays the completion
+    through a :class:`concurrent.futures.Future`, which wakes this loop.
+
+    >>> import asyncio
+    >>> async def main():
+    ...     failing = asyncio.ensure_future(asyncio.sleep(0, "x"))
+    ...     await until_done(failing)
+    ...     return failing.result()
+    >>> asyncio.run(main())
+    'x'
+    """
+    if future.done():
+        return
+    loop = asyncio.get_running_loop()
+    owner = future.get_loop()
+    if owner is loop:
+        await asyncio.wait((future,))
+        return
+    # Done-callbacks run on the future's own loop, and asyncio futures are
+    # not thread-safe: attach there, and relay through a thread-safe future
+    # whose wrapper wakes this loop (call_soon_threadsafe).
+    relay: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def finished(_: Any) -> None:
+        with contextlib.suppress(concurrent.futures.InvalidStateError):  # we stopped waiting
+            relay.set_result(None)
+
+    try:
+        owner.call_soon_threadsafe(future.add_done_callback, finished)
+    except RuntimeError:  # its loop is closed: the future will never finish
+        return
+    await asyncio.wrap_future(relay, loop=loop)

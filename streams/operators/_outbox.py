@@ -16,14 +16,12 @@ they make when elements arrive, and on ``close()``.
 
 The in-flight task may belong to another loop than the one waiting for it
 (a timer on the loop thread, a synchronous ``emit`` on a private loop):
-:func:`until_done` waits across threads.
+:func:`~streams.pending.until_done` waits across threads.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -31,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 from ..clock import Clock, Handle, LoopClock, run_sync
 from ..errors import NodeError
 from ..metadata import release_refs, retain_refs
+from ..pending import until_done
 
 if TYPE_CHECKING:
     from ..core import Stream
 
-__all__ = ["EPSILON", "Outbox", "arm", "being_cancelled", "downstream_cancelled", "running_loop",
-           "until_done"]
+__all__ = ["EPSILON", "Outbox", "arm", "being_cancelled", "downstream_cancelled", "running_loop"]
 
 logger = logging.getLogger("streams")
 
@@ -96,46 +94,6 @@ def being_cancelled() -> bool:
     except RuntimeError:  # no loop running: no task to cancel
         return False
     return task is not None and task.cancelling() > 0
-
-
-async def until_done(future: asyncio.Future[Any]) -> None:
-    """Wait until ``future`` is done, whatever loop it belongs to; never raise its failure.
-
-    Waiting must not re-raise the failure in every producer: whoever owns
-    the future reports it once. A future of another loop (a timer's work on
-    the loop thread, waited for by a synchronous ``emit`` on its private
-    loop) is waited for thread-safely: its own loop relays the completion
-    through a :class:`concurrent.futures.Future`, which wakes this loop.
-
-    >>> import asyncio
-    >>> async def main():
-    ...     failing = asyncio.ensure_future(asyncio.sleep(0, "x"))
-    ...     await until_done(failing)
-    ...     return failing.result()
-    >>> asyncio.run(main())
-    'x'
-    """
-    if future.done():
-        return
-    loop = asyncio.get_running_loop()
-    owner = future.get_loop()
-    if owner is loop:
-        await asyncio.wait((future,))
-        return
-    # Done-callbacks run on the future's own loop, and asyncio futures are
-    # not thread-safe: attach there, and relay through a thread-safe future
-    # whose wrapper wakes this loop (call_soon_threadsafe).
-    relay: concurrent.futures.Future[None] = concurrent.futures.Future()
-
-    def finished(_: Any) -> None:
-        with contextlib.suppress(concurrent.futures.InvalidStateError):  # we stopped waiting
-            relay.set_result(None)
-
-    try:
-        owner.call_soon_threadsafe(future.add_done_callback, finished)
-    except RuntimeError:  # its loop is closed: the future will never finish
-        return
-    await asyncio.wrap_future(relay, loop=loop)
 
 
 def downstream_cancelled(node: Stream[Any], x: Any, exc: asyncio.CancelledError) -> Exception:

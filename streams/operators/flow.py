@@ -21,9 +21,10 @@ from typing import Any
 
 from ..core import Stream
 from ..metadata import emit_held, release_refs, retain_refs
+from ..pending import until_done
 from ..spec import Traits
 from ._checks import check_count
-from ._outbox import downstream_cancelled, running_loop, until_done
+from ._outbox import downstream_cancelled, running_loop
 
 __all__ = ["Buffer", "Latest"]
 

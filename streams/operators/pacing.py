@@ -19,6 +19,7 @@ from ..core import Stream
 from ..errors import short_repr
 from ..metadata import emit_held, release_refs, retain_refs
 from ..pending import gather_pending as _gather_pending
+from ..pending import until_done
 from ._outbox import (
     EPSILON,
     Outbox,
@@ -26,7 +27,6 @@ from ._outbox import (
     being_cancelled,
     downstream_cancelled,
     running_loop,
-    until_done,
 )
 from .durations import check_interval
 

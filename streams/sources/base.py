@@ -12,7 +12,7 @@ from ..clock import LoopClock, run_sync
 from ..core import Stream
 from ..cycles import recursion_error
 from ..errors import NodeError, SourceError
-from ..operators._outbox import until_done
+from ..pending import until_done
 
 __all__ = ["Source", "SourceRun", "listen", "on_loop_thread", "require_loop", "serve_here",
            "stop_serving"]
