@@ -99,7 +99,12 @@ class Checkpointer:
     Checkpoints are taken between elements: a source reports an element
     only after all downstream work for it has finished, so no element is
     ever half in a checkpoint. Before taking one, nodes that buffer output
-    (``sink_to_redis``, ``sink_to_durable_textfile``) hand it over.
+    (``sink_to_redis``, ``sink_to_durable_textfile``) hand it over, and
+    ``buffer``, ``latest`` and ``map_async``, whose ``await emit`` returns
+    while they still hold the element, deliver what they hold: the pipeline
+    pauses at each checkpoint while they drain. Nodes that hold elements by
+    design (windows, ``delay``, ``partition``) keep them in their state; a
+    timer they had is armed again on restore, with the time it had left.
 
     Taking a checkpoint (serialising the node states and source offsets) is
     synchronous, and so, by default, is writing it to disk (one write and,
@@ -218,12 +223,16 @@ class Checkpointer:
         self._sources = self._attach(node)
         self._open = set(map(id, self._sources))
         if restore:
-            snap = read_checkpoint(self.directory, self._key)
-            if snap is not None:
-                where = f"checkpoint {snap.sequence} in {self.directory / FILENAME}"
-                restore_graph(node, snap, where=where, copy=False)  # read afresh
-                self.sequence = snap.sequence + 1
-                self.restored = True
+            try:
+                snap = read_checkpoint(self.directory, self._key)
+                if snap is not None:
+                    where = f"checkpoint {snap.sequence} in {self.directory / FILENAME}"
+                    restore_graph(node, snap, where=where, copy=False)  # read afresh
+                    self.sequence = snap.sequence + 1
+                    self.restored = True
+            except BaseException:
+                self.detach()  # refused: the sources are free for another Checkpointer
+                raise
         if self._numbering and not self.restored:
             self._name_writers(restore)
         remove_stale(self.directory)  # a write cut short leaves a temporary file

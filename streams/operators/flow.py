@@ -21,6 +21,7 @@ from typing import Any
 
 from ..core import Stream
 from ..metadata import emit_held, release_refs, retain_refs
+from ..pending import gather_pending as _gather_pending
 from ..pending import until_done
 from ..spec import Traits
 from ._checks import check_count
@@ -85,10 +86,23 @@ class _Worker(Stream[Any]):
         """``x``'s work downstream ended cancelled: its failure, unless the worker's own."""
         self._failed(downstream_cancelled(self, x, exc))
 
-    async def _drained(self) -> None:
+    def _barrier(self) -> Any:
+        """Before a checkpoint: what is held here sent downstream, its work done.
+
+        ``await emit`` returns once the element is held here, so its source
+        counts it done and a checkpoint covers it before its outputs exist: a
+        crash then would lose it. The checkpoint waits for the worker instead
+        (the pipeline pauses while it drains; see :class:`~streams.Checkpointer`).
+        """
+        return None if self._idle() else self._delivered()
+
+    async def _delivered(self) -> None:
         while not self._idle():
             assert self._worker is not None
             await until_done(self._worker)  # it may run on another thread's loop
+
+    async def _drained(self) -> None:
+        await self._delivered()
         if self._error is not None:
             error, self._error = self._error, None
             raise error
@@ -135,7 +149,7 @@ class Buffer(_Worker):
     True
     """
 
-    __slots__ = ("_metadata", "_queue", "_waiting", "n")
+    __slots__ = ("_metadata", "_queue", "_restored", "_waiting", "n")
     _operator = "buffer"
     _local_only = None
     _params = ("n",)
@@ -155,10 +169,36 @@ class Buffer(_Worker):
         # streamz's metadata of the held elements, queued and waiting, in
         # arrival order (refs retained); None until an element comes with some.
         self._metadata: deque[Any] | None = None
+        # Restored holding elements (a snapshot taken while they waited, or a
+        # checkpoint of an older version): no worker sends them yet.
+        self._restored = False
         super().__init__(upstream, **kwargs)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self._restored = bool(self._queue)
+
+    def _send_restored(self, loop: asyncio.AbstractEventLoop | None) -> Any:
+        """Send on the elements a restore put here: from a worker, or now without a loop."""
+        if loop is not None:
+            self._restored = False
+            if self._idle():
+                self._start_worker(loop, self._drain())
+            return None
+        queue = self._queue
+        pending = []
+        while queue:  # a failure raised leaves the rest for the next element
+            pending.append(self._send(queue.popleft()))
+        self._restored = False
+        return _gather_pending(pending)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         loop = running_loop()
+        if self._restored:
+            sent = self._send_restored(loop)
+            if sent is not None:
+                rest = self.update(x, who, metadata)
+                return _gather_pending([sent, rest])
         if loop is None and not self._queue:
             return self._emit(x) if metadata is None else self._emit(x, metadata)
         if metadata is not None or self._metadata is not None:
@@ -195,6 +235,13 @@ class Buffer(_Worker):
 
     def _held(self) -> int:
         return len(self._queue) + len(self._waiting)
+
+    def _flush(self) -> Any:
+        if self._restored:
+            sent = self._send_restored(running_loop())
+            if sent is not None:
+                return _gather_pending([sent, super()._flush()])
+        return super()._flush()
 
 
 @Stream.register_api()

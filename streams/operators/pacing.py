@@ -89,6 +89,30 @@ class Delay(Stream[Any]):
             self._timer = arm(self._clock, self._held[0][0], self._on_timer)
         return pending if pending is not None else self._outbox.wait()
 
+    def snapshot(self) -> dict[str, Any]:
+        """The held elements with the time each has left to wait.
+
+        A clock's readings mean nothing in another process: restored, each
+        waits what it had left (the time the pipeline was down does not count).
+        """
+        now = self._clock.now()
+        return {"_held": deque((due - now, x) for due, x in self._held), "relative": True}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for ms in self._metadata or ():
+            release_refs(ms)
+        self._metadata = None
+        held = state["_held"]
+        if state.get("relative"):  # older snapshots hold this clock's due times
+            now = self._clock.now()
+            held = deque((now + left, x) for left, x in held)
+        super().restore({"_held": held})
+        if self._held:
+            self._timer = arm(self._clock, self._held[0][0], self._on_timer)
+
     def _release(self, now: float, emit: Callable[..., Any]) -> Any:
         pending = []
         while self._held and self._held[0][0] <= now + EPSILON:

@@ -128,6 +128,36 @@ class Partition(Stream[Any]):
             return _gather_pending([expired, self._emit_group(k, group, self._outbox.emit)])
         return expired if expired is not None else self._outbox.wait()
 
+    def snapshot(self) -> dict[str, Any]:
+        state = super().snapshot()
+        if self._clock is not None:
+            # How long each open group has waited: its timeout goes on from
+            # there after a restore (the time the pipeline was down does not count).
+            now = self._clock.now()
+            state["waited"] = {k: now - t for k, t in self._started.items()}
+        return state
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._started = {}
+        if self._clock is None:
+            return
+        now = self._clock.now()
+        waited = state.get("waited", {})  # none in snapshots of older versions
+        for k in sorted(self._buffer, key=lambda k: -waited.get(k, 0.0)):  # deadline order
+            self._started[k] = now - waited.get(k, 0.0)
+        self._arm_first()
+
+    def _arm_first(self) -> None:
+        """Arm the timer for the oldest open group, if any."""
+        assert self._clock is not None and self.timeout is not None
+        if self._started:
+            first = next(iter(self._started.values()))
+            self._timer = arm(self._clock, first + self.timeout, self._on_timer)
+
     def _start_group(self, k: Any) -> None:
         assert self._clock is not None and self.timeout is not None
         self._started[k] = self._clock.now()
@@ -150,9 +180,7 @@ class Partition(Stream[Any]):
         assert self._clock is not None and self.timeout is not None
         self._timer = None
         self._expire(self._outbox.send, max(self._clock.now(), due))
-        if self._started:
-            first = next(iter(self._started.values()))
-            self._timer = arm(self._clock, first + self.timeout, self._on_timer)
+        self._arm_first()
 
     def _flush(self) -> Any:
         if self._timer is not None:

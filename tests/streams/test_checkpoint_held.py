@@ -1,0 +1,167 @@
+"""Checkpoints of pipelines that hold elements: flow operators, timers, a refused restore.
+
+A checkpoint covers an element once its source counted it done: every
+output it leads to must then be out (or in a node's saved state), or a
+crash right after the checkpoint loses it. ``buffer`` and ``map_async``
+let ``await emit`` return while they still hold the element; the
+checkpoint waits for them to deliver it. Elements a restored node holds
+(a buffer's queue, a delay's elements, a partition's open group) go on as
+they would have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams import Checkpointer, CheckpointError, Stream, VirtualClock, use_clock
+from streams.snapshot import GraphSnapshot, restore_graph, snapshot_graph
+from streams.state import read_checkpoint
+
+
+def _offset(directory: Path) -> int:
+    snap = read_checkpoint(directory)
+    if snap is None:  # none taken yet
+        return 0
+    return next(s["offset"] for s in snap.states if s and "offset" in s)
+
+
+async def slow_str(x: int) -> str:
+    for _ in range(3):
+        await asyncio.sleep(0)
+    return str(x)
+
+
+@pytest.mark.parametrize("held_by", ["map_async", "buffer"])
+def test_no_checkpoint_covers_an_element_whose_output_is_not_out(tmp_path: Path,
+                                                                  held_by: str) -> None:
+    out: list[str] = []
+    covered_ahead: list[tuple[int, int]] = []  # (checkpoint offset, outputs) where it ran ahead
+
+    def write(x: str) -> None:
+        out.append(x)
+        offset = _offset(tmp_path)
+        if offset > len(out):
+            covered_ahead.append((offset, len(out)))
+
+    async def main() -> None:
+        source = Stream.from_iterable(range(40))
+        if held_by == "map_async":
+            mid = source.map_async(slow_str, parallelism=4)
+        else:
+            mid = source.buffer(4).map_async(slow_str)
+        mid.sink(write)
+        Checkpointer(source, tmp_path, every=1, fsync=False)
+        await source.start()
+
+    asyncio.run(main())
+    assert out == [str(i) for i in range(40)]
+    assert covered_ahead == []  # each would be lost by a crash right then
+    assert _offset(tmp_path) == 40
+
+
+def _buffer_graph() -> tuple[Stream[Any], list[Any]]:
+    source = Stream(asynchronous=True)
+    return source, source.buffer(2).sink_to_list()
+
+
+def _with_queue(items: list[Any]) -> GraphSnapshot:
+    """A snapshot of the buffer graph holding ``items`` in the buffer's queue."""
+    source, _ = _buffer_graph()
+    snap = snapshot_graph(source)
+    states = list(snap.states)
+    states[1] = {"_queue": deque(items)}
+    return GraphSnapshot(snap.nodes, tuple(states))
+
+
+@pytest.mark.parametrize("held", [["a"], ["a", "b"]])
+def test_a_buffer_restored_holding_elements_sends_them_first_on_a_loop(held: list[str]) -> None:
+    async def main() -> list[Any]:
+        source, out = _buffer_graph()
+        restore_graph(source, _with_queue(held))
+        await asyncio.wait_for(source.emit("c"), 10)  # full with two: waited for ever
+        await asyncio.wait_for(source.aclose(), 10)
+        return out
+
+    assert asyncio.run(main()) == [*held, "c"]
+
+
+def test_a_buffer_restored_holding_elements_sends_them_first_without_a_loop() -> None:
+    source = Stream()
+    out = source.buffer(2).sink_to_list()
+    restore_graph(source, _with_queue(["a", "b"]))
+    source.emit("c")
+    assert out == ["a", "b", "c"]
+
+
+def test_a_buffer_restored_holding_elements_sends_them_at_close() -> None:
+    async def main() -> list[Any]:
+        source, out = _buffer_graph()
+        restore_graph(source, _with_queue(["a"]))
+        await asyncio.wait_for(source.aclose(), 10)
+        return out
+
+    assert asyncio.run(main()) == ["a"]
+
+
+def test_a_partition_restored_with_an_open_group_times_out_as_it_would_have() -> None:
+    def run(clock: VirtualClock, restore_from: GraphSnapshot | None) -> tuple[Any, list[Any]]:
+        with use_clock(clock):
+            source = Stream()
+            out = source.partition(3, timeout=1.0).sink_to_list()
+        if restore_from is None:
+            source.emit("a")
+        else:
+            restore_graph(source, restore_from)
+        snap = snapshot_graph(source)
+        clock.advance(5.0)
+        source.emit("b")
+        clock.advance(5.0)
+        return snap, out
+
+    snap, uninterrupted = run(VirtualClock(), None)
+    _, restored = run(VirtualClock(), snap)
+    assert uninterrupted == [("a",), ("b",)]
+    assert restored == uninterrupted
+
+
+def test_a_delay_restored_holding_elements_sends_them_after_their_delay(tmp_path: Path) -> None:
+    clock = VirtualClock()
+
+    async def run(crash: bool) -> list[Any]:
+        with use_clock(clock):
+            source = Stream(asynchronous=True)
+            out = source.delay(1.0).sink_to_list()
+        cp = Checkpointer(source, tmp_path, manual=True, fsync=False)
+        if crash:
+            await source.emit("a")
+            cp.save_sync()  # "a" is held: the checkpoint has it
+            return out  # the process dies here
+        assert cp.restored
+        for _ in range(3):
+            await clock.advance_async(2.0)
+        return out
+
+    assert asyncio.run(run(crash=True)) == []
+    assert asyncio.run(run(crash=False)) == ["a"]  # not only once another element comes
+
+
+def test_a_refused_restore_leaves_the_sources_free_for_another_checkpointer(
+        tmp_path: Path) -> None:
+    source = Stream.from_iterable([1, 2, 3])
+    source.scan(lambda a, x: a + x, start=0).sink_to_list()
+    Checkpointer(source, tmp_path, every=1, fsync=False)
+    source.start()
+
+    changed = Stream.from_iterable([1, 2, 3])
+    out = changed.partition(2).sink_to_list()
+    with pytest.raises(CheckpointError):
+        Checkpointer(changed, tmp_path, every=1, fsync=False)
+    assert changed._checkpointer is None  # type: ignore[attr-defined]
+    Checkpointer(changed, tmp_path, every=1, fsync=False, restore=False)  # start afresh
+    changed.start()
+    assert out == [(1, 2), (3,)]
