@@ -29,7 +29,7 @@ from typing import Any
 from ._checkpoint_io import as_key, read_record, write_file
 from .core import Stream
 from .graph import walk
-from .snapshot import GraphSnapshot, _dump_states, _identity, _node_state
+from .snapshot import GraphSnapshot, _dump_states, _node_state, identities
 
 __all__ = ["read_checkpoint", "write_checkpoint"]
 
@@ -41,7 +41,7 @@ def _encode(nodes: list[Stream[Any]], states: list[Any], sequence: int) -> Calla
     to its header is left to whoever writes the file (the background writer).
     """
     payload = _dump_states(nodes, states)
-    identity = [_identity(i, n) for i, n in enumerate(nodes)]
+    identity = identities(nodes)
 
     def record() -> bytes:
         header = {"sequence": sequence, "nodes": identity}

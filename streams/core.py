@@ -89,6 +89,9 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     _params: ClassVar[tuple[str, ...]] = ()
     #: Attribute names holding state, for ``snapshot()`` / ``restore()``.
     _state: ClassVar[tuple[str, ...]] = ()
+    #: The parameters the state means something under: a checkpoint taken
+    #: with others is refused on restore (None: all of ``_params``).
+    _state_params: ClassVar[tuple[str, ...] | None] = None
     #: How the node is drawn by ``visualize()``.
     _graphviz_shape: ClassVar[str] = "ellipse"
     _graphviz_style: ClassVar[str] = "rounded,filled"

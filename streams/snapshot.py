@@ -17,7 +17,9 @@ Examples
 
 from __future__ import annotations
 
+import datetime
 import hashlib
+import os
 import pickle
 import sys
 import types
@@ -53,7 +55,13 @@ class GraphSnapshot:
     sequence: int = 0
 
 
-def _identity(index: int, node: Stream[Any]) -> dict[str, Any]:
+def identities(nodes: list[Stream[Any]]) -> list[dict[str, Any]]:
+    """The identity of each node of a graph (in :func:`~streams.graph.walk` order)."""
+    order = {id(n): i for i, n in enumerate(nodes)}
+    return [_identity(i, n, order) for i, n in enumerate(nodes)]
+
+
+def _identity(index: int, node: Stream[Any], order: dict[int, int]) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "index": index,
         "operator": node._operator,
@@ -66,7 +74,32 @@ def _identity(index: int, node: Stream[Any]) -> dict[str, Any]:
     func = getattr(node, "func", None)
     if node._state and callable(func):
         entry["function"] = _function_identity(func)
+    if node._state and not getattr(node, "_replayable", False):  # a source: its input
+        # State kept under other parameters (a window's length, a key), or
+        # per upstream in another order (zip's buffers), means something else.
+        entry["params"] = _param_identity(node)
+        entry["upstreams"] = [order.get(id(u)) for u in node.upstreams]
     return entry
+
+
+#: Parameter values whose text is the same in every process (others are not compared).
+_PLAIN = (type(None), bool, int, float, str, bytes, datetime.timedelta)
+
+
+def _param_identity(node: Stream[Any]) -> dict[str, str]:
+    """The text of a stateful node's plain parameters, and its functions' names."""
+    found: dict[str, str] = {}
+    names = node._params if node._state_params is None else node._state_params
+    for name in names:
+        value = getattr(node, name, None)
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if isinstance(value, _PLAIN) or (
+                isinstance(value, tuple) and all(isinstance(v, _PLAIN) for v in value)):
+            found[name] = repr(value)
+        elif callable(value) and not isinstance(value, type):
+            found[name] = _function_identity(value)["name"]
+    return found
 
 
 def _source_identity(node: Stream[Any]) -> dict[str, Any] | None:
@@ -81,8 +114,10 @@ def _source_identity(node: Stream[Any]) -> dict[str, Any] | None:
         return None
     names = getattr(node, "_identity_params", None)
     if names is None:
-        names = [n for n in node._params if isinstance(getattr(node, n, None), (str, bytes))]
+        names = [n for n in node._params
+                 if isinstance(getattr(node, n, None), (str, bytes, os.PathLike))]
     found = {n: getattr(node, n, None) for n in names}
+    found = {n: os.fspath(v) if isinstance(v, os.PathLike) else v for n, v in found.items()}
     return {n: v.decode("latin-1") if isinstance(v, bytes) else v for n, v in found.items()
             if v is None or isinstance(v, (str, bytes, int, float))}
 
@@ -170,24 +205,25 @@ def snapshot_graph(node: Stream[Any], copy: bool = True) -> GraphSnapshot:
     states = tuple(_node_state(n) for n in nodes)
     if copy:
         states = tuple(pickle.loads(_dump_states(nodes, states)))
-    return GraphSnapshot(tuple(_identity(i, n) for i, n in enumerate(nodes)), states)
+    return GraphSnapshot(tuple(identities(nodes)), states)
 
 
 def _check_match(nodes: list[Stream[Any]], entries: tuple[dict[str, Any], ...],
                  where: str) -> None:
+    got_all = identities(nodes)
     for i, n in enumerate(nodes):
         if i >= len(entries):
             raise CheckpointError(
                 f"{where} does not match the graph: the graph has {len(nodes)} nodes, the "
                 f"checkpoint {len(entries)}; node {i} ({n._label()}) is not in the checkpoint")
-        got, want = _identity(i, n), entries[i]
+        got, want = got_all[i], entries[i]
         if {k: got[k] for k in ("operator", "name", "state")} != {
                 k: want.get(k) for k in ("operator", "name", "state")}:
             raise CheckpointError(
                 f"{where} does not match the graph at node {i}: the graph has "
                 f"{n._label()}, the checkpoint has {_describe_entry(want)}; a changed "
                 "pipeline cannot resume from an old checkpoint (remove it to start afresh)")
-        if "source" in want and got.get("source") != want["source"]:
+        if "source" in want and not _recorded_equal(got.get("source") or {}, want["source"]):
             raise CheckpointError(
                 f"{where} was taken over another input: node {i} ({n._label()}) reads "
                 f"{got.get('source')}, the checkpoint's read {want['source']}; its offsets "
@@ -199,11 +235,33 @@ def _check_match(nodes: list[Stream[Any]], entries: tuple[dict[str, Any], ...],
                 f"changed ({want['function'].get('name')} then, {got['function']['name']} "
                 "now, or its code); state built by the old function would feed the new one "
                 "(remove the checkpoint to start afresh)")
+        if not _recorded_equal(got.get("params", {}), want.get("params", {})):
+            raise CheckpointError(
+                f"{where} does not match the graph at node {i}: {n._label()}'s parameters "
+                f"changed ({_changes(got.get('params', {}), want['params'])}); state kept "
+                "under the old ones means something else under these (remove the checkpoint "
+                "to start afresh)")
+        if "upstreams" in want and got.get("upstreams") != want["upstreams"]:
+            raise CheckpointError(
+                f"{where} does not match the graph at node {i}: {n._label()} has its "
+                f"upstreams {got.get('upstreams')} (nodes in graph order), the checkpoint "
+                f"{want['upstreams']}; its state is kept per upstream (remove the checkpoint "
+                "to start afresh)")
     if len(entries) > len(nodes):
         raise CheckpointError(
             f"{where} does not match the graph: the graph has {len(nodes)} nodes, the "
             f"checkpoint {len(entries)}; checkpoint node {len(nodes)} "
             f"({_describe_entry(entries[len(nodes)])}) is not in the graph")
+
+
+def _recorded_equal(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    """Whether every value ``want`` recorded is ``got``'s (older checkpoints record fewer)."""
+    return all(k in got and got[k] == v for k, v in want.items())
+
+
+def _changes(got: dict[str, Any], want: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {want[k]} then, {got.get(k)} now" for k in want
+                     if got.get(k) != want[k])
 
 
 def restore_graph(node: Stream[Any], snapshot: GraphSnapshot, where: str = "snapshot",

@@ -145,6 +145,7 @@ class Scatter(SegmentEntry, Stream[Any]):
     # max_in_flight first: a picture labels the node by its first parameter,
     # which is then "scatter" (the default, None) rather than a batch size.
     _params = ("max_in_flight", "batch_size", "ordered")
+    _state_params = ()  # the segment's states, whatever the batching
     _graphviz_shape = "triangle"
 
     def __init__(self, upstream: Stream[Any], client: Client | None = None,

@@ -154,6 +154,7 @@ class Buffer(_Worker):
     _local_only = None
     _params = ("n",)
     _state = ("_queue",)
+    _state_params = ()  # held elements are elements, whatever n
     _graphviz_shape = "diamond"
 
     def _traits(self) -> Traits:

@@ -63,6 +63,7 @@ class Delay(Stream[Any]):
     _local_only = "time-based delivery is done in this process"
     _params = ("interval",)
     _state = ("_held",)
+    _state_params = ()  # the held elements keep the time they had left
     _graphviz_shape = "octagon"
 
     def __init__(self, upstream: Stream[Any], interval: float | str, **kwargs: Any) -> None:

@@ -73,6 +73,7 @@ class Partition(Stream[Any]):
     _graphviz_shape = "diamond"  # as streamz draws it
     _params = ("n", "key", "timeout")
     _state = ("_buffer",)
+    _state_params = ("n", "key")  # a timeout changed applies to the groups held
 
     def __init__(self, upstream: Stream[Any], n: int, timeout: float | None = None,
                  key: Any = None, **kwargs: Any) -> None:

@@ -67,6 +67,7 @@ class SinkToDurableTextfile(Stream[Any]):
     _local_only = "its side effects belong in this process"
     _params = ("file", "end", "encoding", "fsync")
     _state = ("length",)
+    _state_params = ("file",)  # the length is of that file
     _graphviz_shape = "trapezium"
 
     def __init__(self, upstream: Stream[Any], file: str | os.PathLike[str], end: str = "\n",

@@ -129,6 +129,7 @@ class ToKafka(Stream[Any]):
     _operator = "to_kafka"
     _params = ("topic", "producer_config", "transactional", "key")
     _state = ("written", "marks")
+    _state_params = ("topic",)
     _graphviz_shape = "trapezium"
 
     def __init__(self, upstream: Stream[Any], topic: str, producer_config: dict[str, Any],

@@ -106,6 +106,7 @@ class SinkToRedis(Stream[Any]):
     _params = ("stream", "maxlen", "approximate", "batch", "field", "method", "seq_key")
     # Under a Checkpointer: who writes, and how many elements it has handed to writes.
     _state = ("writer", "written")
+    _state_params = ("stream",)  # what it wrote to that stream
     _graphviz_shape = "trapezium"
 
     def __init__(self, upstream: Stream[Any], stream: str, maxlen: int | None = None,
