@@ -166,13 +166,32 @@ def _create(directory: Path, sequence: int, record: bytes, fsync: bool,
             f.flush()
             os.fsync(f.fileno())
     os.replace(tmp, path)
-    if fsync and hasattr(os, "O_DIRECTORY"):
+    if fsync:
+        _sync_directory(directory)  # the rename itself must reach the disk
+    return SlotFile(path, slot_size, spare=1, key=key)
+
+
+def _sync_directory(directory: Path) -> None:
+    if hasattr(os, "O_DIRECTORY"):
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            os.fsync(fd)  # the rename itself must reach the disk
+            os.fsync(fd)
         finally:
             os.close(fd)
-    return SlotFile(path, slot_size, spare=1, key=key)
+
+
+def discard(directory: Path, fsync: bool) -> None:
+    """Remove the checkpoint in ``directory``: a new run starts that it does not describe.
+
+    Removed before the new run writes anything: a crash before that run's
+    first checkpoint must not resume the old run's state over the new
+    run's output.
+    """
+    path = directory / FILENAME
+    if path.exists():
+        path.unlink()
+        if fsync:
+            _sync_directory(directory)
 
 
 def write_file(directory: Path, sequence: int, record: bytes, fsync: bool,
@@ -218,6 +237,8 @@ def read_record(directory: Path, key: bytes | None = None) -> tuple[int, bytes] 
         raise CheckpointError(
             f"{path} has checkpoint format version {version!r}; this version "
             f"of streams reads version {FORMAT_VERSION} only")
+    if not isinstance(slot_size, int) or isinstance(slot_size, bool) or slot_size < BLOCK:
+        raise CheckpointError(f"{path} is damaged: its header's slot size is {slot_size!r}")
     keyed = header.get("keyed") is True
     if keyed and key is None:
         raise CheckpointError(f"{path} was written with a key: pass the same key= to read it")

@@ -56,6 +56,7 @@ from ._checkpoint_io import (
     Writer,
     as_key,
     close_fds,
+    discard,
     remove_stale,
 )
 from .checkpoint_record import _encode, read_checkpoint, write_checkpoint
@@ -149,7 +150,9 @@ class Checkpointer:
         Make each checkpoint durable against power loss (costs a disk
         flush per checkpoint; a killed process loses nothing without it).
     restore : bool
-        Resume from an existing checkpoint (False: overwrite it).
+        Resume from an existing checkpoint (False: remove it at once, before the
+        new run writes anything: a crash before its first checkpoint then starts
+        afresh, not from the old run's state).
     background : bool
         Write checkpoints in one writer thread, started for the purpose, while
         the pipeline goes on (default False: in the pipeline's own thread,
@@ -233,6 +236,8 @@ class Checkpointer:
             except BaseException:
                 self.detach()  # refused: the sources are free for another Checkpointer
                 raise
+        else:
+            discard(self.directory, fsync)
         if self._numbering and not self.restored:
             self._name_writers(restore)
         remove_stale(self.directory)  # a write cut short leaves a temporary file

@@ -165,3 +165,35 @@ def test_a_refused_restore_leaves_the_sources_free_for_another_checkpointer(
     Checkpointer(changed, tmp_path, every=1, fsync=False, restore=False)  # start afresh
     changed.start()
     assert out == [(1, 2), (3,)]
+
+
+def test_a_fresh_start_removes_the_old_checkpoint_before_it_writes(tmp_path: Path) -> None:
+    first = Stream.from_iterable([1, 2, 3])
+    first.scan(lambda a, x: a + x, start=0).sink_to_list()
+    Checkpointer(first, tmp_path, every=1, fsync=False)
+    first.start()
+    assert _offset(tmp_path) == 3
+
+    fresh = Stream.from_iterable([10, 20])
+    fresh.scan(lambda a, x: a + x, start=0).sink_to_list()
+    Checkpointer(fresh, tmp_path, every=1, fsync=False, restore=False)
+    # The process dies before the fresh run's first checkpoint: the next start
+    # must not resume the first run's state and offset over the fresh run's output.
+    assert read_checkpoint(tmp_path) is None
+
+    again = Stream.from_iterable([10, 20])
+    out = again.scan(lambda a, x: a + x, start=0).sink_to_list()
+    assert not Checkpointer(again, tmp_path, every=1, fsync=False).restored
+    again.start()
+    assert out == [10, 30]
+
+
+@pytest.mark.parametrize("slot_size", ["null", "1.5", "\"big\"", "-4096"])
+def test_a_checkpoint_with_a_damaged_header_is_named_damaged(tmp_path: Path,
+                                                             slot_size: str) -> None:
+    from streams._checkpoint_io import FILENAME, MAGIC
+
+    header = MAGIC + f'{{"version": 2, "slot_size": {slot_size}}}\n'.encode()
+    (tmp_path / FILENAME).write_bytes(header.ljust(4096, b"\0"))
+    with pytest.raises(CheckpointError, match="damaged: its header's slot size"):
+        read_checkpoint(tmp_path)
