@@ -68,6 +68,16 @@ class FromIterable(Source[T]):
         super().restore(state)
         self._skip = self.offset  # a restored source resumes where it was
 
+    def _checkpoint_refusal(self) -> str | None:
+        """Why a Checkpointer cannot resume this source (None: it can)."""
+        if isinstance(self.iterable, (set, frozenset)):
+            # Resumed by offset, in an order that differs between processes
+            # (string hashing): it would skip other items than it sent.
+            return (f"{self._label()}: a set has no order kept from one process to the "
+                    "next, so a checkpoint's offset into it would skip other items than "
+                    "were sent; give a sequence (sorted(items), or a list)")
+        return None
+
     def _items(self) -> Iterator[Any]:
         it = iter(self.iterable)
         # Resumed at ``offset``: after a restore, or started again (after

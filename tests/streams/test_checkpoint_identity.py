@@ -129,7 +129,8 @@ def _restored(tmp_path: Path, build: Any, first: Any, second: Any) -> list[Any]:
 
 
 @pytest.mark.parametrize(("build", "first", "second", "changed"), [
-    (lambda size: _one(lambda s: s.timed_window(size, time=float)), 10, 3, "interval 10.0 then, 3.0 now"),
+    (lambda size: _one(lambda s: s.timed_window(size, time=float)), 10, 3,
+     "interval 10.0 then, 3.0 now"),
     (lambda n: _one(lambda s: s.partition(n)), 3, 5, "n 3 then, 5 now"),
     (lambda k: _one(lambda s: s.map(lambda x: (x, x)).scan(add_second, start=0, key=k)), 0, 1,
      "key 0 then, 1 now"),
@@ -165,3 +166,14 @@ def test_ports_out_of_range_are_refused(port: object) -> None:
         Stream.from_tcp(port)
     with pytest.raises(ValueError, match=r"from_http_server\(\): port must be"):
         Stream.from_http_server(port)
+
+
+@pytest.mark.parametrize("items", [{"a", "b"}, frozenset({1, 2})])
+def test_a_set_source_is_refused_a_checkpoint(tmp_path: Path, items: Any) -> None:
+    source = Stream.from_iterable(items)
+    source.sink_to_list()
+    with pytest.raises(CheckpointError, match=r"from_iterable.*set has no order.*sorted"):
+        Checkpointer(source, tmp_path, every=1)
+    sorted_source = Stream.from_iterable(sorted(items))
+    sorted_source.sink_to_list()
+    Checkpointer(sorted_source, tmp_path, every=1)
