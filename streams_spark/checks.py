@@ -123,7 +123,12 @@ def after(keep: Any, check: Any) -> Sql:
     then = _prefilter(check)
     prefilter = (F.when(keep, then).otherwise(False) if then is not None and _never_fails(keep)
                  else None)
-    return Check(str(F.when(keep, check).otherwise(False)), prefilter)
+    # Where ``keep`` may fail, its CASE must not have equal branches: Spark
+    # folds ``CASE WHEN keep THEN FALSE ELSE FALSE END`` (a later step that
+    # keeps no row) to FALSE, and ``keep``'s check with it. A FALSE Spark cannot
+    # see through (a partition test that never holds) keeps the branches apart.
+    otherwise = False if _never_fails(keep) else Sql(_NEVER)
+    return Check(str(F.when(keep, check).otherwise(otherwise)), prefilter)
 
 
 def _prefilter(condition: Any) -> Any | None:
@@ -206,9 +211,13 @@ def checking(df: Any, condition: Any) -> Any:
     return df.where(_kept_apart(text))
 
 
+#: A condition that never holds, which Spark cannot tell (it is not deterministic).
+_NEVER = "spark_partition_id() < 0"
+
+
 def _kept_apart(text: str) -> str:
     """A filter's condition Spark merges with no other (see :func:`checking`)."""
-    return f"CASE WHEN spark_partition_id() < 0 THEN false ELSE {text} END"
+    return f"CASE WHEN {_NEVER} THEN false ELSE {text} END"
 
 
 #: The column types whose values Java prints as JSON writes them (their ``typeName()``).

@@ -238,7 +238,9 @@ for _name in ("__pow__", "__rpow__", "__and__", "__rand__",
               "__or__", "__ror__", "__xor__", "__rxor__", "__invert__", "__pos__", "__abs__",
               "__lshift__", "__rlshift__", "__rshift__", "__rrshift__", "__matmul__",
               "__getitem__", "__len__", "__contains__", "__iter__", "__index__", "__int__",
-              "__float__", "__round__", "__divmod__", "__rdivmod__"):
+              "__float__", "__round__", "__divmod__", "__rdivmod__",
+              # Its text ("%s" % v, f"{v}", str(v)): an object's, not the row's value.
+              "__str__", "__repr__", "__format__", "__bytes__"):
     setattr(Value, _name, _refusing(_name))
 
 

@@ -51,6 +51,10 @@ class RowValue:
             raise AttributeError(name)
         if name not in self.__names:
             raise Untraceable(f"the row has no field {name!r}")
+        if _row_attribute(name):
+            # In Python ``r.count`` is the Row's (a tuple's) method, not the
+            # field (:func:`~streams_spark.codec.row_class`): run it there.
+            raise Untraceable(f"row.{name} is the Row's own attribute in Python")
         return self.__value(self.__names.index(name))
 
     def __getitem__(self, key: Any) -> Value:
@@ -68,6 +72,13 @@ class RowValue:
         raise Untraceable("comparing a whole row")
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _row_attribute(name: str) -> bool:
+    """Whether a ``pyspark.sql.Row`` answers ``name`` itself (``count``, ``index``, ``asDict``)."""
+    from pyspark.sql import Row
+
+    return hasattr(Row, name)
 
 
 def fields_of(row: RowValue) -> list[Any]:

@@ -94,6 +94,9 @@ def lit(x: Any) -> Sql:
     settings (``2L``, ``0.5D``, ``'text'`` without quote or backslash), else
     as a cast: Spark parses, analyses, optimises and prints every node of a
     filter on each query, and a check's message holds several constants.
+
+    >>> print(lit("a b"), lit(2), lit(-0.5), lit("${x}"))
+    'a b' 2L (-0.5D) CAST(X'247B787D' AS STRING)
     """
     if isinstance(x, Sql):
         return x
@@ -114,7 +117,9 @@ def lit(x: Any) -> Sql:
         text = "NaN" if math.isnan(x) else "Infinity" if x > 0 else "-Infinity"
         return Sql(f"CAST('{text}' AS DOUBLE)")
     if type(x) is str:
-        if "'" not in x and "\\" not in x:
+        # Spark substitutes ``${name}`` in SQL text (spark.sql.variable.substitute),
+        # inside quotes too: a ``$`` goes as bytes, as a quote or a backslash does.
+        if "'" not in x and "\\" not in x and "$" not in x:
             return Sql(f"'{x}'")  # nothing to escape, in either escaping mode
         return Sql(f"CAST(X'{x.encode().hex().upper()}' AS STRING)")
     raise TypeError(f"no SQL literal for a {type(x).__name__}")

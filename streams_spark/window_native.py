@@ -92,13 +92,27 @@ def _refusal(t: Any) -> str:
     raise AssertionError(f"{t!r} is an event time")
 
 
+def _plain(given: Any, what: str) -> Callable[[Any], Any]:
+    """The window's ``time=`` or ``key=`` as a function to trace, or :class:`Untraceable`.
+
+    A function must pass :func:`~streams_spark.native.pure`, as a map's does:
+    one that calls (``str(r.n)``, ``isinstance``) or tests identity (``is
+    None``) would be traced to other values than Python computes.
+    """
+    from .native import pure  # native lowers windows through this module
+
+    if callable(given) and not pure(given):
+        raise Untraceable(f"a {what} function that does more than arithmetic on fields")
+    return key_function(given)
+
+
 def route(window: NodeSpec, element: Any, ansi: bool) -> Routing:
     """How ``window`` routes ``element`` (a row's stand-in), or :class:`Untraceable`."""
     event_time = window.traits.event_time
     assert event_time is not None
     row_guards: list[tuple[Any, Any]] = []
     non_null: set[str] = set()
-    t = lift(trace(key_function(event_time.time), element, row_guards, ansi=ansi,
+    t = lift(trace(_plain(event_time.time, "time"), element, row_guards, ansi=ansi,
                    non_null=non_null))
     if t.kind not in (INT, FLOAT):
         raise Untraceable("an event time other than a number")
@@ -111,7 +125,7 @@ def route(window: NodeSpec, element: Any, ansi: bool) -> Routing:
         row_guards.append((Sql(f"({seconds} = double('-inf'))"), _refusal(-math.inf)))
     key: Value | None = None
     if event_time.key is not None:
-        key = lift(trace(key_function(event_time.key), element, row_guards, ansi=ansi,
+        key = lift(trace(_plain(event_time.key, "key"), element, row_guards, ansi=ansi,
                          non_null=non_null))
         if key.kind not in _KEYS:
             raise Untraceable(f"a {key.kind} key (Spark groups it other than a dict does)")
