@@ -8,13 +8,16 @@ is what sessionising, deduplicating or alerting on a change needs.
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from ..core import Stream
-from ..pending import gather_pending
+from ..pending import emit_each, gather_pending
 from ._checks import check_callable, key_function
 from .expiry import ExpiringKeys, Expiry, check_ttl
+
+logger = logging.getLogger("streams")
 
 __all__ = ["StatefulMap"]
 
@@ -133,22 +136,21 @@ class StatefulMap(ExpiringKeys):
                             f"got {result!r:.80}") from None
         return new, list(outputs)  # a failing iterable is this node's error
 
-    def _advance(self, x: Any, pending: list[Any]) -> list[Any]:
-        """Take ``x`` into the state; return its outputs (may raise).
+    def _arrive(self, x: Any) -> tuple[Any, list[Any]]:
+        """``x``'s key and the keys its time expires (may raise: ``x``'s failure)."""
+        if self._key is None:
+            return None, []
+        k = self._key(x)
+        if self._expiry is None:
+            return k, []
+        return k, list(self._expiry.advance(k, self._expiry.seconds(x)))
 
-        The keys its time expires go first: their ``on_expire`` outputs are
-        emitted (their awaitables added to ``pending``) before the function
-        runs, so a failure of ``x`` loses none, and a failing ``on_expire``
-        is the expiring key's error, with ``(key, state)`` as at close.
-        """
+    def _advance(self, k: Any, x: Any) -> list[Any]:
+        """Take ``x`` (of key ``k``) into the state; return its outputs (may raise)."""
         if self._key is None:
             new, outputs = self._call(self._fresh() if self.state is None else self.state, x)
             self.state = new
             return outputs
-        k = self._key(x)
-        if self._expiry is not None:
-            for gone in self._expiry.advance(k, self._expiry.seconds(x)):
-                pending.extend(self._expired(gone))
         old = self.state.get(k)
         new, outputs = self._call(self._fresh() if old is None else old, x)
         if new is None:
@@ -159,14 +161,28 @@ class StatefulMap(ExpiringKeys):
             self.state[k] = new
         return outputs
 
-    def _expired(self, k: Any) -> list[Any]:
-        """Drop ``k``'s state and emit what ``on_expire`` returns for it (or its error)."""
+    def _expired(self, k: Any) -> Any:
+        """Drop ``k``'s state and emit what ``on_expire`` returns for it (or its error).
+
+        Every output goes, even after one fails downstream; the first such
+        failure is raised after.
+        """
         state = self.state.get(k)
         try:
             outputs = self._expire(k)
         except Exception as e:
-            return [self._fail((k, state), e)]
-        return [self._emit(y) for y in outputs]
+            return self._fail((k, state), e)
+        return emit_each(self._emit, outputs)
+
+    def _expire_all(self, keys: list[Any], pending: list[Any]) -> Exception | None:
+        """:meth:`_expired` of each of ``keys``, every one; the first failure, not raised."""
+        error: Exception | None = None
+        for k in keys:
+            try:
+                pending.append(self._expired(k))
+            except Exception as e:
+                error = error or e
+        return error
 
     def _expire(self, k: Any) -> list[Any]:
         """Drop ``k``'s state; what ``on_expire`` returns for it."""
@@ -176,19 +192,40 @@ class StatefulMap(ExpiringKeys):
         return list(self.on_expire(k, state))
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
-        pending: list[Any] = []
         try:
-            outputs = self._advance(x, pending)
+            k, gone = self._arrive(x)
         except Exception as e:
-            pending.append(self._fail(x, e))
-        else:
-            pending.extend(self._emit(y) for y in outputs)
+            return self._fail(x, e)
+        # The keys x's time expires go first, so that a failure of x loses
+        # none of their outputs; a failure downstream of them (or of their
+        # on_expire, under "raise") is theirs, raised once x has gone too.
+        pending: list[Any] = []
+        error = self._expire_all(gone, pending) if gone else None
+        try:
+            try:
+                outputs = self._advance(k, x)
+            except Exception as e:
+                pending.append(self._fail(x, e))
+            else:
+                for y in outputs:
+                    pending.append(self._emit(y))
+        except Exception as e:
+            if error is None:
+                raise
+            logger.error("%s: failed on element %r after an expired key's output failed "
+                         "(raised)", self._label(), x, exc_info=e)
+        if error is not None:
+            raise error
         pending = [p for p in pending if p is not None]
         return gather_pending(pending) if pending else None
 
     def _flush(self) -> Any:
         if self._expiry is None or self.on_expire is None:
             return None
-        # End of stream: event time ends, every key still held expires.
-        pending = [p for k in list(self._expiry.close()) for p in self._expired(k)]
+        # End of stream: event time ends, every key still held expires; one
+        # failing downstream does not keep the others' outputs back.
+        pending: list[Any] = []
+        error = self._expire_all(list(self._expiry.close()), pending)
+        if error is not None:
+            raise error
         return gather_pending(pending)

@@ -102,3 +102,45 @@ def test_snapshot_and_restore_carry_the_keys() -> None:
 def test_bad_arguments_fail_when_built() -> None:
     with pytest.raises(TypeError, match=r"stateful_map\(\) takes a function"):
         Stream().stateful_map(3)  # type: ignore[arg-type]
+
+
+def _counting(source: Stream[Any], ttl: float = 100) -> Stream[Any]:
+    return source.stateful_map(lambda n, x: (n + 1, [(x[0], n + 1)]), start=0, key=0,
+                               ttl=ttl, time=1, on_expire=lambda k, n: [("expired", k, n)])
+
+
+def _failing_on_expired(out: list[Any]) -> Any:
+    def write(v: Any) -> None:
+        if v[0] == "expired" and v[1] == "a":
+            raise RuntimeError("rejects a's expiry record")
+        out.append(v)
+    return write
+
+
+def test_a_failure_downstream_of_one_expired_key_keeps_back_no_other_at_close() -> None:
+    source = Stream()
+    out: list[Any] = []
+    node = _counting(source)
+    node.sink(_failing_on_expired(out))
+    for x in [("a", 1), ("b", 2), ("c", 3)]:
+        source.emit(x)
+    with pytest.raises(NodeError, match="rejects a's expiry record"):
+        source.close()
+    assert out[-2:] == [("expired", "b", 1), ("expired", "c", 1)]
+    assert node.state == {}
+
+
+@pytest.mark.parametrize("policy", ["raise", "skip", "route"])
+def test_a_failure_downstream_of_an_expired_key_is_raised_and_the_element_still_goes(
+        policy: str) -> None:
+    source = Stream()
+    out: list[Any] = []
+    node = _counting(source, ttl=1).on_error(policy)
+    node.sink(_failing_on_expired(out))
+    routed = node.errors.sink_to_list()
+    source.emit(("a", 0))
+    with pytest.raises(NodeError, match="rejects a's expiry record"):
+        source.emit(("b", 5))  # a expires: the failure is downstream's, not b's
+    source.emit(("b", 5.5))
+    assert out == [("a", 1), ("b", 1), ("b", 2)]
+    assert routed == []
