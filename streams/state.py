@@ -6,17 +6,13 @@ two elements. A *checkpoint* is a snapshot written to a directory
 atomically: a pipeline killed at any point finds either the previous
 checkpoint or the new one, never half of one (see
 :mod:`streams._checkpoint_io` for the file, ``<directory>/checkpoint``, and
-how it is written). Restarting a pipeline against its checkpoint restores
-every node and resumes each source at its saved offset: over a replayable
-source, with sinks that take part (see ``sink_to_durable_textfile``), every
-element's effect is seen exactly once.
+how it is written). Restarting a pipeline against its checkpoint restores every node and
+resumes each source at its saved offset: with a replayable source and sinks
+that take part, every element's effect is seen exactly once.
 
-Here lives the :class:`Checkpointer`, which takes the checkpoints of a
-running pipeline; a checkpoint's record (what is saved, and writing or
-reading one outside a running pipeline) lives in
-:mod:`streams.checkpoint_record`, snapshots in :mod:`streams.snapshot`, and
-the file in :mod:`streams._checkpoint_io`. Their public names are
-importable from here too.
+Here lives the :class:`Checkpointer`; a checkpoint's record lives in
+:mod:`streams.checkpoint_record`, snapshots in :mod:`streams.snapshot`, the
+file in :mod:`streams._checkpoint_io` (their public names import from here).
 
 Examples
 --------
@@ -101,11 +97,9 @@ class Checkpointer:
     only after all downstream work for it has finished, so no element is
     ever half in a checkpoint. Before taking one, nodes that buffer output
     (``sink_to_redis``, ``sink_to_durable_textfile``) hand it over, and
-    ``buffer``, ``latest`` and ``map_async``, whose ``await emit`` returns
-    while they still hold the element, deliver what they hold: the pipeline
-    pauses at each checkpoint while they drain. Nodes that hold elements by
-    design (windows, ``delay``, ``partition``) keep them in their state; a
-    timer they had is armed again on restore, with the time it had left.
+    ``buffer``, ``latest`` and ``map_async`` deliver what they hold (the
+    pipeline pauses while they drain); windows, ``delay`` and ``partition``
+    keep what they hold in their state, and re-arm their timers on restore.
 
     Taking a checkpoint (serialising the node states and source offsets) is
     synchronous, and so, by default, is writing it to disk (one write and,
@@ -150,9 +144,8 @@ class Checkpointer:
         Make each checkpoint durable against power loss (costs a disk
         flush per checkpoint; a killed process loses nothing without it).
     restore : bool
-        Resume from an existing checkpoint (False: remove it at once, before the
-        new run writes anything: a crash before its first checkpoint then starts
-        afresh, not from the old run's state).
+        Resume from an existing checkpoint (False: remove it at once, so that a
+        crash before the new run's first checkpoint starts afresh).
     background : bool
         Write checkpoints in one writer thread, started for the purpose, while
         the pipeline goes on (default False: in the pipeline's own thread,

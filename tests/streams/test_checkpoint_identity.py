@@ -28,11 +28,7 @@ def mul(s: int, x: int) -> int:
 
 
 def run_file(path: Path, ckpt: Path, func=add) -> list[int]:  # type: ignore[no-untyped-def]
-    source = Stream.from_textfile(str(path))
-    out = source.map(int).scan(func, start=0).sink_to_list()
-    Checkpointer(source, ckpt, every=2, fsync=False)
-    source.start()
-    return out
+    return run_path(str(path), ckpt, func)
 
 
 def test_a_checkpoint_over_one_file_is_refused_for_another(tmp_path: Path) -> None:
@@ -92,9 +88,9 @@ def test_a_checkpointer_with_no_source_to_count_is_refused(tmp_path: Path) -> No
     Checkpointer(source, tmp_path, every=1, manual=True).save()  # the caller drives it
 
 
-def run_path(path: Path | str, ckpt: Path) -> list[int]:
+def run_path(path: Path | str, ckpt: Path, func: Any = add) -> list[int]:
     source = Stream.from_textfile(path)
-    out = source.map(int).scan(add, start=0).sink_to_list()
+    out = source.map(int).scan(func, start=0).sink_to_list()
     Checkpointer(source, ckpt, every=2, fsync=False)
     source.start()
     return out
