@@ -78,7 +78,36 @@ def canonical_key(key: Any) -> Any:
     if isinstance(key, bool | float) and float(key).is_integer():
         return int(key)
     if isinstance(key, numbers.Integral) and not isinstance(key, bool):
-        return int(key)  # a NumPy integer is one key with the int
+        return int(key)  # a NumPy integer, an IntEnum: one key with the int
+    if kind is float or key is None:
+        return key
+    if isinstance(key, str):
+        return str.__str__(key)  # a str Enum member: one key with its value
+    if isinstance(key, tuple):
+        return tuple(map(canonical_key, key))  # a namedtuple: one key with its tuple
+    if isinstance(key, numbers.Number):
+        return _number(key)
+    return key
+
+
+def _number(key: Any) -> Any:
+    """One form for a number of another type (Decimal, Fraction, complex) a dict takes as one.
+
+    >>> from decimal import Decimal
+    >>> from fractions import Fraction
+    >>> _number(Decimal("1.10")), _number(Fraction(1, 2)), _number(2 + 0j), _number(Decimal("1.1"))
+    (Decimal('1.1'), 0.5, 2, Decimal('1.1'))
+    """
+    if isinstance(key, complex):
+        return canonical_key(key.real) if key.imag == 0 else key
+    try:
+        as_float = float(key)
+    except (TypeError, ValueError, OverflowError):
+        return key
+    if key == as_float:  # exactly a float (Python compares across types exactly)
+        return canonical_key(as_float)
+    if hasattr(key, "normalize"):  # a Decimal: 1.1 and 1.10 are one key
+        return key.normalize()
     return key
 
 

@@ -10,8 +10,13 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
+from collections import namedtuple
+from decimal import Decimal
+from enum import IntEnum, StrEnum
+from fractions import Fraction
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -73,3 +78,41 @@ def test_the_bytes_are_the_same_in_another_process() -> None:
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True).stdout
     assert other == repr([key_bytes(k) for k in probe])
+
+
+class Colour(StrEnum):
+    RED = "red"
+
+
+class Level(IntEnum):
+    HIGH = 2
+
+
+Point = namedtuple("Point", "x y")
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    (Decimal("1.1"), Decimal("1.10")),
+    (Decimal("10"), 10),
+    (Decimal("0.5"), 0.5),
+    (Fraction(1), 1),
+    (Fraction(1, 2), 0.5),
+    (Colour.RED, "red"),
+    (Level.HIGH, 2),
+    (Point(1, "a"), (1, "a")),
+    (1 + 0j, 1),
+    (0.5 + 0j, 0.5),
+])
+def test_keys_of_other_types_a_dict_takes_as_one_give_equal_bytes(a: Any, b: Any) -> None:
+    assert a == b and hash(a) == hash(b)  # one key of a dict
+    assert key_bytes(a) == key_bytes(b)
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    (Decimal("1.1"), 1.1),  # Python compares them exactly: two keys
+    (Fraction(1, 3), 1 / 3),
+    (1 + 1j, 1),
+])
+def test_keys_of_other_types_a_dict_tells_apart_give_other_bytes(a: Any, b: Any) -> None:
+    assert a != b
+    assert key_bytes(a) != key_bytes(b)
