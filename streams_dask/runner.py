@@ -145,6 +145,8 @@ class Runner(DeliversAsDone):
         self.broken = False
         #: A stateful stage's failed task: its chain of states is cut there.
         self.failed: DaskTaskError | None = None
+        #: Failed batches fetched with another one, each raised by a later call.
+        self.more_failures: deque[DaskTaskError] = deque()
 
     # -- submission ---------------------------------------------------------
 
@@ -366,14 +368,17 @@ class Runner(DeliversAsDone):
     def _collect(self, block: bool) -> None:
         if self.failed is not None:
             raise self.failed
-        failed = None
+        if self.more_failures:  # met with an earlier one, raised one a call
+            raise self.more_failures.popleft()
+        failures: list[DaskTaskError] = []
         for future, result in self.fetcher.next_batch(block=block):
             try:  # every result is kept: one dropped here would never be taken
                 self.store(future, result)
             except DaskTaskError as e:
-                failed = failed or e
-        if failed is not None:
-            raise failed
+                failures.append(e)
+        if failures:
+            self.more_failures.extend(failures[1:])
+            raise failures[0]
 
     def head_ready(self) -> bool:
         """Whether the next result to emit has been fetched."""
@@ -448,7 +453,14 @@ class Runner(DeliversAsDone):
         errors: list[BaseException] = []
         self.submit_close()
         while self.head() is not None:
-            self.wait_one()
+            try:
+                self.wait_one()
+            except DaskTaskError as e:
+                # A stateless stage's failed batch left the queue: the others
+                # still come. After a stateful stage's, nothing can.
+                errors.append(e)
+                if self.failed is not None:
+                    break
             self.replay.run(errors)
         self.replay.run(errors)
         return errors
