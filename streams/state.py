@@ -55,6 +55,7 @@ from ._checkpoint_io import (
     discard,
     remove_stale,
 )
+from .checkpoint_graph import taking_part
 from .checkpoint_record import _encode, read_checkpoint, write_checkpoint
 from .clock import get_clock, run_sync
 from .core import Stream
@@ -64,7 +65,7 @@ from .pending import gather_pending as _gather_pending
 from .snapshot import GraphSnapshot, _node_state, restore_graph, snapshot_graph
 
 if TYPE_CHECKING:
-    from .sources.base import Source
+    pass
 
 __all__ = [
     "FORMAT_VERSION",
@@ -215,8 +216,8 @@ class Checkpointer:
         self._held: list[Job] = []
         self._held_older: list[Job] = []
         self._last: Job | None = None
-        self._numbering: list[Stream[Any]] = []
-        self._sources = self._attach(node)
+        self._sources, self._numbering = taking_part(
+            self, node, needs_source=not manual and bool(every or interval))
         self._open = set(map(id, self._sources))
         if restore:
             try:
@@ -270,37 +271,6 @@ class Checkpointer:
     def superseded(self) -> int:
         """How many checkpoints were skipped because a newer one was taken first."""
         return self._writer.superseded
-
-    def _attach(self, node: Stream[Any]) -> list[Source]:
-        from .sources.base import Source
-
-        sources: list[Source] = []
-        for n in walk(node):
-            # A node whose state lives elsewhere, out of step with the
-            # checkpoint (Spark-managed state), says why it cannot take part.
-            refusal = getattr(n, "_checkpoint_refusal", None)
-            if refusal is not None and (why := refusal()):
-                raise CheckpointError(why)
-            if hasattr(n, "_attach_checkpointer"):
-                self._numbering.append(n)  # a sink that numbers its writes (sink_to_redis)
-            if not isinstance(n, Source):
-                continue
-            if not n._replayable:
-                raise CheckpointError(
-                    f"{n._label()} cannot resume from a checkpoint (it keeps no offset); "
-                    "checkpoint a pipeline fed by a replayable source")
-            if n._checkpointer is not None and n._checkpointer is not self:
-                raise CheckpointError(f"{n._label()} already has a Checkpointer")
-            n._checkpointer = self
-            sources.append(n)
-        if not sources and not self.manual and (self.every or self.interval):
-            raise CheckpointError(
-                f"Checkpointer(): the graph of {node._label()} has no source to resume "
-                "(elements given to emit() keep no offset, so no checkpoint would ever be "
-                "taken); feed it from a replayable source (Stream.from_iterable, "
-                "from_textfile, from_redis...), or pass manual=True and call step() or save() "
-                "yourself")
-        return sources
 
     def detach(self) -> None:
         """Stop taking checkpoints of this pipeline."""

@@ -47,19 +47,12 @@ from .kafka_producer import (
     begin_transaction,
     check_producer_config,
     commit_transaction,
+    message_part,
     open_producer,
 )
 from .kafka_recovery import SEQ, WRITER, already_written
 
 __all__ = ["ToKafka"]
-
-
-
-def _as_bytes(x: Any) -> Any:
-    if x is None or isinstance(x, (bytes, str)):
-        return x
-    raise TypeError(f"to_kafka writes str or bytes, got {type(x).__name__}; add .map(str) or "
-                    ".map(json.dumps) before it")
 
 
 @Stream.register_api()
@@ -246,8 +239,8 @@ class ToKafka(Stream[Any]):
     def _write(self, producer: Any, x: Any) -> Any:
         """:meth:`update` for a key, a transaction or a value to convert."""
         try:
-            value = _as_bytes(x)
-            key = _as_bytes(self.key(x)) if self.key is not None else None
+            value = message_part(x)
+            key = message_part(self.key(x)) if self.key is not None else None
         except Exception as e:
             return self._fail(x, e)
         headers = None

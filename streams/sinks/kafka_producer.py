@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .kafka import ToKafka
 
 __all__ = ["begin_transaction", "check_producer_config", "commit_transaction", "kafka_producer",
-           "open_producer"]
+           "message_part", "open_producer"]
 
 #: Settings that depend on the machine or reach the network, left out of the
 #: build-time check: librdkafka would connect to the brokers, load the TLS
@@ -203,3 +203,11 @@ def _producer_class() -> type:
             self._raise_kept()
 
     return RaisingProducer
+
+
+def message_part(x: Any) -> Any:
+    """A message's value or key as the producer takes it: str, bytes or None, else refused."""
+    if x is None or isinstance(x, (bytes, str)):
+        return x
+    raise TypeError(f"to_kafka writes str or bytes, got {type(x).__name__}; add .map(str) or "
+                    ".map(json.dumps) before it")

@@ -173,3 +173,11 @@ def test_a_set_source_is_refused_a_checkpoint(tmp_path: Path, items: Any) -> Non
     sorted_source = Stream.from_iterable(sorted(items))
     sorted_source.sink_to_list()
     Checkpointer(sorted_source, tmp_path, every=1)
+
+
+def test_a_refused_graph_leaves_no_source_attached(tmp_path: Path) -> None:
+    listed, unordered = Stream.from_iterable([1, 2]), Stream.from_iterable({"a", "b"})
+    listed.union(unordered).sink_to_list()
+    with pytest.raises(CheckpointError, match="set has no order"):
+        Checkpointer(listed, tmp_path, every=1)
+    assert listed._checkpointer is None  # type: ignore[attr-defined]
