@@ -91,9 +91,7 @@ def _param_identity(node: Stream[Any]) -> dict[str, str]:
     found: dict[str, str] = {}
     names = node._params if node._state_params is None else node._state_params
     for name in names:
-        value = getattr(node, name, None)
-        if isinstance(value, os.PathLike):
-            value = os.fspath(value)
+        value = _text_of_path(getattr(node, name, None))
         if isinstance(value, _PLAIN) or (
                 isinstance(value, tuple) and all(isinstance(v, _PLAIN) for v in value)):
             found[name] = repr(value)
@@ -116,10 +114,14 @@ def _source_identity(node: Stream[Any]) -> dict[str, Any] | None:
     if names is None:
         names = [n for n in node._params
                  if isinstance(getattr(node, n, None), (str, bytes, os.PathLike))]
-    found = {n: getattr(node, n, None) for n in names}
-    found = {n: os.fspath(v) if isinstance(v, os.PathLike) else v for n, v in found.items()}
+    found = {n: _text_of_path(getattr(node, n, None)) for n in names}
     return {n: v.decode("latin-1") if isinstance(v, bytes) else v for n, v in found.items()
             if v is None or isinstance(v, (str, bytes, int, float))}
+
+
+def _text_of_path(value: Any) -> Any:
+    """A path as its text (``Path("a")`` and ``"a"`` name one file); anything else as is."""
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
 def _function_identity(func: Any) -> dict[str, Any]:

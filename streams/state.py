@@ -6,9 +6,9 @@ two elements. A *checkpoint* is a snapshot written to a directory
 atomically: a pipeline killed at any point finds either the previous
 checkpoint or the new one, never half of one (see
 :mod:`streams._checkpoint_io` for the file, ``<directory>/checkpoint``, and
-how it is written). Restarting a pipeline against its checkpoint restores every node and
-resumes each source at its saved offset: with a replayable source and sinks
-that take part, every element's effect is seen exactly once.
+how it is written). Restarting a pipeline against its checkpoint restores
+every node and resumes each source at its saved offset: with a replayable
+source and sinks that take part, every element's effect is seen exactly once.
 
 Here lives the :class:`Checkpointer`; a checkpoint's record lives in
 :mod:`streams.checkpoint_record`, snapshots in :mod:`streams.snapshot`, the
@@ -42,7 +42,7 @@ import os
 import uuid
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._checkpoint_io import (
     FILENAME,
@@ -63,9 +63,6 @@ from .graph import walk
 from .loop_thread import asyncio_loop_running
 from .pending import gather_pending as _gather_pending
 from .snapshot import GraphSnapshot, _node_state, restore_graph, snapshot_graph
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "FORMAT_VERSION",

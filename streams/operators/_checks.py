@@ -71,8 +71,8 @@ def canonical_key(key: Any) -> Any:
     kind = type(key)
     if kind is str or kind is int:
         return key
-    if kind is tuple:
-        return tuple(map(canonical_key, key))
+    if isinstance(key, tuple):
+        return tuple(map(canonical_key, key))  # a namedtuple: one key with its tuple
     if kind is frozenset:
         return _FrozensetOf(tuple(sorted(map(canonical_key, key), key=key_bytes)))
     if isinstance(key, bool | float) and float(key).is_integer():
@@ -83,8 +83,6 @@ def canonical_key(key: Any) -> Any:
         return key
     if isinstance(key, str):
         return str.__str__(key)  # a str Enum member: one key with its value
-    if isinstance(key, tuple):
-        return tuple(map(canonical_key, key))  # a namedtuple: one key with its tuple
     if isinstance(key, numbers.Number):
         return _number(key)
     return key

@@ -202,13 +202,7 @@ class StatefulMap(ExpiringKeys):
         pending: list[Any] = []
         error = self._expire_all(gone, pending) if gone else None
         try:
-            try:
-                outputs = self._advance(k, x)
-            except Exception as e:
-                pending.append(self._fail(x, e))
-            else:
-                for y in outputs:
-                    pending.append(self._emit(y))
+            self._take(k, x, pending)
         except Exception as e:
             if error is None:
                 raise
@@ -218,6 +212,16 @@ class StatefulMap(ExpiringKeys):
             raise error
         pending = [p for p in pending if p is not None]
         return gather_pending(pending) if pending else None
+
+    def _take(self, k: Any, x: Any, pending: list[Any]) -> None:
+        """Run the function on ``x`` and emit its outputs (or its failure, to the policy)."""
+        try:
+            outputs = self._advance(k, x)
+        except Exception as e:
+            pending.append(self._fail(x, e))
+            return
+        for y in outputs:
+            pending.append(self._emit(y))
 
     def _flush(self) -> Any:
         if self._expiry is None or self.on_expire is None:
