@@ -98,7 +98,14 @@ def checked_in_order(steps: list[tuple[str, list[tuple[Any, Any]]]], row: Callab
     failing = cases[0][1]
     for _, condition, _ in cases[1:]:
         failing = failing | condition
-    message = F.concat(_first(cases, heads), row(), _first(cases, errors))
+    head = {f"{label} failed on element " for label, _, _ in cases}
+    tail = {": " + e if isinstance(e, str) else None for _, _, e in cases}
+    if isinstance(row, ElementText) and len(head) == len(tail) == 1 and None not in tail:
+        # One message for every guard: one format_string of it all where the
+        # element's text is one, a concat of three parts less to analyse and compile.
+        message = row.around(head.pop(), str(tail.pop()))
+    else:
+        message = F.concat(_first(cases, heads), row(), _first(cases, errors))
     checking_text = F.when(failing, F.raise_error(message)).otherwise(then)
     prefilter = F.lit(True) if _always(then) else F.when(failing, F.lit(True)).otherwise(then)
     return Check(str(checking_text), prefilter)
@@ -216,8 +223,43 @@ _NEVER = "spark_partition_id() < 0"
 
 
 def _kept_apart(text: str) -> str:
-    """A filter's condition Spark merges with no other (see :func:`checking`)."""
+    """A filter's condition Spark merges with no other (see :func:`checking`).
+
+    A condition that is one ``CASE`` gets the partition test as its first
+    branch, not around it: the same rows, one ``CASE`` less for Spark to
+    analyse and optimise on every query.
+
+    Examples
+    --------
+    >>> print(_kept_apart("CASE WHEN a THEN raise_error('x') ELSE b END"))
+    CASE WHEN spark_partition_id() < 0 THEN false WHEN a THEN raise_error('x') ELSE b END
+    >>> print(_kept_apart("CASE WHEN a THEN b END AND c"))
+    CASE WHEN spark_partition_id() < 0 THEN false ELSE CASE WHEN a THEN b END AND c END
+    """
+    if _one_case(text):
+        return f"CASE WHEN {_NEVER} THEN false {text[len('CASE '):]}"
     return f"CASE WHEN {_NEVER} THEN false ELSE {text} END"
+
+
+#: A name or string constant in SQL text (its words are not the text's own).
+_QUOTED_TEXT = re.compile(r"`(?:[^`]|``)+`|'[^']*'")
+
+
+def _one_case(text: str) -> bool:
+    """Whether ``text`` is one searched ``CASE``: its first word's ``END`` is its last word."""
+    if not text.startswith("CASE WHEN ") or not text.endswith(" END"):
+        return False
+    words = re.findall(r"\w+", _QUOTED_TEXT.sub("@", text))
+    depth = 0
+    for i, word in enumerate(words):
+        if word == "CASE":
+            depth += 1
+        elif word == "END":
+            depth -= 1
+            if depth == 0:
+                return i == len(words) - 1
+    return False
+
 
 
 #: The column types whose values Java prints as JSON writes them (their ``typeName()``).
@@ -296,8 +338,10 @@ def _first(cases: list[tuple[str, Any, Any]], values: list[Any]) -> Any:
     return chosen.otherwise(runs[-1][1])
 
 
-def element_repr(fields: list[Any]) -> Any:
+def element_repr(fields: list[Any], head: str = "", tail: str = "") -> Any:
     """The element a row stands for, as JSON (nulls included), for an error message.
+
+    ``head`` and ``tail``: text before and after it, for the whole message.
 
     Spark analyses, optimises and generates code for the message on every
     query, though it is evaluated only when the query fails. A row of
@@ -316,13 +360,19 @@ def element_repr(fields: list[Any]) -> Any:
     format_string('{"a":%s,"b%%":%s}', `a`, `b%`)
     >>> print(element_repr([StructField("s", StringType())]))
     to_json(struct(`s`), map('ignoreNullFields', 'false'))
+    >>> print(element_repr([StructField("a", LongType())], "f failed on ", ": 5% off"))
+    format_string('f failed on {"a":%s}: 5%% off', `a`)
     """
     F = functions()
     columns = [F.col(quoted(f.name)) for f in fields]
     if all(f.dataType.typeName() in _PRINTED_AS_JSON for f in fields):
         names = (json.dumps(f.name, ensure_ascii=False).replace("%", "%%") for f in fields)
-        return F.format_string("{" + ",".join(f"{n}:%s" for n in names) + "}", *columns)
-    return F.to_json(F.struct(*columns), F.create_map(F.lit("ignoreNullFields"), F.lit("false")))
+        text = "{" + ",".join(f"{n}:%s" for n in names) + "}"
+        return F.format_string(head.replace("%", "%%") + text + tail.replace("%", "%%"),
+                               *columns)
+    shown = F.to_json(F.struct(*columns),
+                      F.create_map(F.lit("ignoreNullFields"), F.lit("false")))
+    return F.concat(F.lit(head), shown, F.lit(tail)) if head or tail else shown
 
 
 class ElementText:
@@ -352,16 +402,34 @@ class ElementText:
         self._element = element  # a RowValue, or a one-column input's value
         self._fields = fields  # the input's
         self._placeholder = f"__element_{uuid.uuid4().hex}__"
+        #: The placeholders of whole messages (:meth:`around`): their head and tail.
+        self._messages: dict[str, tuple[str, str]] = {}
 
     def __call__(self) -> Any:
         """The text's placeholder, for a check's message."""
         return functions().Sql(self._placeholder)
 
+    def around(self, head: str, tail: str) -> Any:
+        """The placeholder of a whole message: ``head``, the element's text, ``tail``."""
+        placeholder = f"{self._placeholder}{len(self._messages)}__"
+        self._messages[placeholder] = (head, tail)
+        return functions().Sql(placeholder)
+
     def resolve(self, sql: Any) -> str:
-        """``sql`` (an expression's text) with the element's text in place of the placeholder."""
+        """``sql`` (an expression's text) with the element's text in place of the placeholders.
+
+        >>> from pyspark.sql.types import LongType, StructField
+        >>> text = ElementText(RowValue([StructField("a", LongType())]),
+        ...                    [StructField("a", LongType())])
+        >>> print(text.resolve(f"raise_error({text.around('f failed on ', ': E')})"))
+        raise_error(format_string('f failed on {"a":%s}: E', `a`))
+        """
         text = str(sql)
         if self._placeholder not in text:
             return text
         read = sorted(reads_of(self._element)) if isinstance(self._element, RowValue) else []
-        shown = element_repr([self._fields[i] for i in read] or self._fields)
-        return text.replace(self._placeholder, str(shown))
+        fields = [self._fields[i] for i in read] or self._fields
+        for placeholder, (head, tail) in self._messages.items():
+            if placeholder in text:
+                text = text.replace(placeholder, str(element_repr(fields, head, tail)))
+        return text.replace(self._placeholder, str(element_repr(fields)))

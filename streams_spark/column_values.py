@@ -448,8 +448,32 @@ def _compare(op: str, a: Any, b: Any) -> Value:
     if value.pushable:
         value.fails_where = failing
         if op == "==" and NONE not in (a.kind, b.kind):
-            value.where_true = a.col == b.col
+            value.where_true = _own_width(a, b)
     return value
+
+
+#: The smallest and largest value of a 32-bit integer column.
+_INT = (-(2 ** 31), 2 ** 31 - 1)
+
+
+def _own_width(a: Value, b: Value) -> Any:
+    """``a == b`` of a pushable test, an ``int`` column against a constant at its own width.
+
+    ``kind = 2``, not ``CAST(kind AS BIGINT) = 2L``: the same rows (Spark's
+    optimiser unwraps the cast itself), one cast less to analyse and
+    unwrap on every query.
+
+    >>> from pyspark.sql.types import IntegerType, StructField
+    >>> from streams_spark.row_values import column
+    >>> kind = column(functions().col("`kind`"), StructField("kind", IntegerType()))
+    >>> print(_own_width(kind, lift(2)), _own_width(kind, lift(2 ** 40)))
+    (`kind` = 2) (CAST(`kind` AS BIGINT) = 1099511627776L)
+    """
+    for x, y in ((a, b), (b, a)):
+        if (x.raw is not None and x.dtype is not None and x.dtype.typeName() == "integer"
+                and type(y.constant) is int and _INT[0] <= y.constant <= _INT[1]):
+            return functions().Sql(f"({x.raw} = {y.constant})")
+    return a.col == b.col
 
 
 def truth(x: Any) -> Any:
