@@ -169,7 +169,7 @@ def close_downstreams(node: Stream[Any]) -> Any:
     targets = list(node.downstreams)
     if node._errors is not None:
         targets.append(node._errors)
-    return emit_each(lambda d: d._on_close(node), targets)
+    return emit_each(lambda d: d._on_close(node), targets, node)
 
 
 def remove_upstream(node: Stream[Any], upstream: Stream[Any]) -> None:

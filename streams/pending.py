@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .core import Stream
+
+logger = logging.getLogger("streams")
 
 __all__ = ["DONE", "as_future", "asynchronous_of", "done", "emit_each", "finish_emit",
            "gather_pending", "settle", "until_done"]
@@ -68,18 +71,24 @@ def gather_pending(results: list[Any]) -> Any:
     return _all(pending)
 
 
-def emit_each(emit: Callable[[Any], Any], items: Iterable[Any]) -> Any:
+def emit_each(emit: Callable[[Any], Any], items: Iterable[Any], node: Stream[Any]) -> Any:
     """``emit(x)`` for every item, even after one fails downstream; their pending work.
 
-    For ``close()``, which has no later time to send what is left: the
-    first failure is raised once every item went (nothing held is lost).
+    For ``close()``, which has no later time to send what is left (and the
+    outputs of expired keys): the first failure is raised once every item
+    went (nothing held is lost).
+    The other items' work still pending then (a coroutine sink's), which
+    left unawaited would never run, is finished first, as ``node``'s
+    synchronous ``emit`` finishes it (:func:`settle`); a failure of it is
+    logged.
 
+    >>> from streams import Stream
     >>> sent = []
     >>> def emit(x):
     ...     if x == 2:
     ...         raise ValueError("no 2")
     ...     sent.append(x)
-    >>> emit_each(emit, [1, 2, 3])
+    >>> emit_each(emit, [1, 2, 3], Stream())
     Traceback (most recent call last):
     ValueError: no 2
     >>> sent
@@ -92,9 +101,16 @@ def emit_each(emit: Callable[[Any], Any], items: Iterable[Any]) -> Any:
             pending.append(emit(x))
         except Exception as e:
             error = error or e
-    if error is not None:
-        raise error
-    return gather_pending(pending)
+    if error is None:
+        return gather_pending(pending)
+    waiting = gather_pending(pending)
+    if waiting is not None:
+        try:
+            settle(waiting, node)
+        except Exception as e:  # the first failure is the one raised
+            logger.error("%s: another output failed too (the first failure is raised)",
+                         node._label(), exc_info=e)
+    raise error
 
 
 async def _all(pending: list[Awaitable[Any]]) -> None:

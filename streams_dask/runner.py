@@ -52,7 +52,7 @@ from .held_refs import HeldRefs
 from .key_groups import parts
 from .replay import Replay
 from .segment import Plan
-from .worker import Batch, StageResult, run_stage, warm
+from .worker import Batch, StageResult, run_prefix, run_stage, warm
 
 __all__ = ["POLL_EVERY", "DaskTaskError", "Runner"]
 
@@ -260,7 +260,7 @@ class Runner(DeliversAsDone):
         item: Any = batch
         assert self.chain is not None
         if self.plan.first is not None and batch and not self.chain.runs_prefix():
-            item = self._task(batch, run_stage, self.plan.first, Batch(batch))
+            item = self._task(batch, run_prefix, self.plan.first, Batch(batch))
         self.submitted += 1
         self.waiting.append((item, close, len(batch)))
         self._start_second()

@@ -14,6 +14,7 @@ from typing import Any
 
 from distributed.protocol import pickle
 
+from streams.errors import short_repr
 from streams.stage import (
     Failure,
     StageOp,
@@ -27,6 +28,7 @@ from streams.stage import (
 __all__ = [
     "Batch",
     "Failure",
+    "Pickled",
     "Sealed",
     "StageOp",
     "StagePlan",
@@ -34,6 +36,7 @@ __all__ = [
     "Tick",
     "run_after",
     "elements_of",
+    "run_prefix",
     "run_stage",
     "stage_input",
     "unsealed",
@@ -97,6 +100,70 @@ class Sealed:
         return (Sealed, (self.value,))
 
 
+class Pickled:
+    """A task's result pickled on the worker that made it, for tasks on others.
+
+    Distributed pickles a result only when another worker asks for it, and
+    a result that does not pickle fails that transfer, which the asking
+    task then waits on for ever. Pickled in the task (:func:`run_prefix`),
+    it fails that task instead, and those that take its result with it.
+    The bytes go as they are; each taking task unpickles them once.
+    """
+
+    __slots__ = ("_pickled", "_value")
+
+    def __init__(self, value: Any = None, pickled: bytes | None = None) -> None:
+        self._value = value
+        self._pickled = pickle.dumps(value, protocol=5) if pickled is None else pickled
+
+    @property
+    def value(self) -> Any:
+        if self._value is None:
+            self._value = pickle.loads(self._pickled)
+        return self._value
+
+    def __reduce__(self) -> Any:
+        return (Pickled, (None, self._pickled))
+
+
+def run_prefix(plan_bytes: bytes, items: Batch | list[Any]) -> Pickled:
+    """Run the stateless stage before a chained one in a task of its own; the Dask task.
+
+    Its result goes to the chained stage's tasks, on other workers: pickled
+    here, so that an output that cannot be pickled fails this task, naming
+    the step and the output, rather than the transfer.
+
+    >>> import cloudpickle
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> op = StageOp(source.map(lambda x: x + 1).describe(), ())
+    >>> plan = StagePlan("prefix-run", source.describe().id, (op.spec.id,), (op,), op.spec.id)
+    >>> elements_of(pickle.loads(pickle.dumps(run_prefix(cloudpickle.dumps(plan), [1, 2]))))
+    [2, 3]
+    """
+    result = run_stage(plan_bytes, items)
+    try:
+        return Pickled(result)
+    except Exception as e:
+        raise _not_sent_on(plan_bytes, result.events, e) from e
+
+
+def _not_sent_on(plan_bytes: bytes, events: list[Any], error: Exception) -> Exception:
+    """The error of a stage whose output could not be pickled, naming the output."""
+    plan: StagePlan = pickle.loads(plan_bytes)
+    label = next((op.spec.name for op in plan.ops if op.spec.id == plan.output_id), "a step")
+    for x in events:
+        try:
+            pickle.dumps(x, protocol=5)
+        except Exception as e:
+            return TypeError(
+                f"{label}: output {short_repr(x)} cannot be pickled to go on to the next "
+                f"stage on other Dask workers ({type(e).__name__}: {e}), so its batch of "
+                f"{len(events)} output(s) went no further; make {label} return plain data, "
+                "or keep such values out of the stream")
+    return error
+
+
 def elements_of(items: Any) -> list[Any]:
     """The elements a task runs over, from what it was given.
 
@@ -106,6 +173,8 @@ def elements_of(items: Any) -> list[Any]:
     """
     if isinstance(items, Batch):
         return items.items
+    if isinstance(items, Pickled):
+        return list(items.value[0])
     if isinstance(items, dict):
         return [x for part in items["parts"] for x in elements_of(part)]
     if isinstance(items, list):
@@ -144,6 +213,8 @@ def stage_input(items: Any, prefix: bytes | None = None) -> tuple[list[Any], flo
             return batch, 0.0
         result = run_stage(prefix, batch)
         return result.events, result.seconds
+    if isinstance(items, Pickled):
+        items = items.value
     return list(items[0]), items[2]
 
 

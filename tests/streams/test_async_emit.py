@@ -81,6 +81,39 @@ def test_sync_emit_without_loop_runs_coroutine_steps_to_completion() -> None:
     assert out == [1]
 
 
+@pytest.mark.parametrize("on_loop", [False, True])
+def test_a_flush_that_fails_on_one_window_still_runs_the_coroutine_of_another(
+        on_loop: bool) -> None:
+    # close() sends every key's window; the first went to a coroutine sink,
+    # the second failed synchronously: the first's coroutine was dropped,
+    # never run, and its window lost.
+    out: list[Any] = []
+
+    async def sink(w: Any) -> None:
+        await asyncio.sleep(0)
+        out.append(w)
+
+    def check(w: Any) -> Any:
+        if 2 in w[1]:
+            raise ValueError("no 2")
+        return w
+
+    def run() -> None:
+        source = Stream()
+        source.timed_window(10, time=lambda x: x, key=lambda x: x % 2).map(check).sink(sink)
+        source.emit(1)
+        source.emit(2)
+        with pytest.raises(NodeError, match="no 2"):
+            source.close()
+
+    async def main() -> None:
+        run()  # the synchronous API on a running loop: the coroutine is scheduled
+        await settle()
+
+    asyncio.run(main()) if on_loop else run()
+    assert out == [(1, [1])]
+
+
 def test_coroutine_sink_failure_names_the_node() -> None:
     async def broken(x: int) -> None:
         raise ValueError("bad")

@@ -110,7 +110,7 @@ def test_each_batch_runs_as_one_task_per_worker_thread(
     # and no merge task: the client merges what the group tasks return. The
     # map before the scan runs inside each group task: no task of its own.
     assert len(group_tasks) % 2 == 0 and len(group_tasks) >= 6
-    assert not [n for n in names if n.startswith(("merge_links", "run_stage"))]
+    assert not [n for n in names if n.startswith(("merge_links", "run_stage", "run_prefix"))]
 
 
 def tenths(x: int) -> tuple[int, int]:
@@ -160,7 +160,7 @@ def test_an_error_before_a_keyed_step_names_its_node_once(
         assert {(n, x) for n, x, _ in dask_raised} == {(label, 0)}
         assert sum(count for *_, count in dask_raised) == 4
     names = [str(t["key"]) for t in tasks.data]
-    assert any(n.startswith("run_stage") for n in names) is not in_parts
+    assert any(n.startswith("run_prefix") for n in names) is not in_parts
 
 
 def costly(x: int) -> tuple[int, int]:
@@ -194,7 +194,7 @@ def test_a_costly_step_before_a_keyed_one_runs_once_in_a_task_of_its_own(
         dask_source.close()
     assert dask_out == out
     names = [str(t["key"]) for t in tasks.data]
-    assert any(n.startswith("run_stage") for n in names)
+    assert any(n.startswith("run_prefix") for n in names)
 
 
 def _pipeline(client: Client, items: list[int], out: Path, ckpt: Path

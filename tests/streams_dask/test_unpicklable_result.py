@@ -142,3 +142,28 @@ def test_close_delivers_every_other_batch_after_a_failed_one_and_ends_the_stream
     # stream ended after gather().
     assert 3 not in out and any(x > 3 for x in out) and out == sorted(out), out
     assert gathered._closed and windows and sorted(windows[0]) == sorted(out)
+
+
+def keyed_lock_at_3(x: int) -> Any:
+    return (x % 2, threading.Lock() if x == 3 else x)
+
+
+@pytest.mark.dask
+def test_an_unpicklable_output_of_a_step_before_a_keyed_one_fails_instead_of_hanging(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The stateless step runs in a task of its own, whose result the keyed
+    # parts on the other worker fetch: that transfer failed to pickle the
+    # lock, and the parts waited for it for ever.
+    from tests.streams_dask.test_key_groups import in_each_part
+
+    in_each_part(monkeypatch, False)
+    source: Stream[Any] = Stream()
+    counts = (source.scatter(client=client, batch_size=4).map(keyed_lock_at_3)
+              .scan(lambda n, kx: n + 1, start=0, key=0).gather().sink_to_list())
+    raised = emitted_and_closed(source, range(8), "a keyed stage waited for ever for the "
+                                "output of the step before it")
+    assert raised and isinstance(raised[0], DaskTaskError), raised
+    text = str(raised[0])
+    assert "map(keyed_lock_at_3)" in text and "cannot be pickled" in text, text
+    assert "_thread.lock" in text, text
+    assert all(type(n) is int for n in counts), counts
