@@ -134,9 +134,7 @@ def on_close(node: Stream[Any], who: Stream[Any] | None) -> Any:
         return None
     # An upstream still flushing (a buffer draining on the loop) is not
     # done: it closes this node once it is (see _close_after).
-    if who is not None and any(
-        not u._closed or u._push != u._push_closed for u in node.upstreams if u is not who
-    ):
+    if who is not None and any(_open(u) for u in node.upstreams if u is not who):
         return None
     node._closed = True
     invalidate(node)  # compiled code upstream must stop at this node
@@ -150,6 +148,22 @@ def on_close(node: Stream[Any], who: Stream[Any] | None) -> Any:
         node._push = node._push_closed
         return node._close_downstreams()
     return _close_after(node, flushed)
+
+
+def _open(node: Stream[Any]) -> bool:
+    """Whether ``node`` has yet to send its end of stream on (not closed, or flushing).
+
+    A closed node whose downstreams' closing work runs on the loop (the
+    synchronous API on a running loop: a :class:`~streams.backlog.Backlog`
+    holds its push until that work is done) has sent it: it is not waited for.
+    """
+    from .backlog import Backlog
+
+    if not node._closed:
+        return True
+    backlog = Backlog.of(node)
+    push = backlog.saved if backlog is not None else node._push
+    return push != node._push_closed
 
 
 async def _close_after(node: Stream[Any], flushed: Awaitable[Any]) -> None:
@@ -169,7 +183,7 @@ def close_downstreams(node: Stream[Any]) -> Any:
     targets = list(node.downstreams)
     if node._errors is not None:
         targets.append(node._errors)
-    return emit_each(lambda d: d._on_close(node), targets, node)
+    return emit_each(lambda d: d._on_close(node), targets)
 
 
 def remove_upstream(node: Stream[Any], upstream: Stream[Any]) -> None:

@@ -10,14 +10,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .core import Stream
-
-logger = logging.getLogger("streams")
 
 __all__ = ["DONE", "as_future", "asynchronous_of", "done", "emit_each", "finish_emit",
            "gather_pending", "settle", "until_done"]
@@ -71,24 +68,24 @@ def gather_pending(results: list[Any]) -> Any:
     return _all(pending)
 
 
-def emit_each(emit: Callable[[Any], Any], items: Iterable[Any], node: Stream[Any]) -> Any:
+def emit_each(emit: Callable[[Any], Any], items: Iterable[Any]) -> Any:
     """``emit(x)`` for every item, even after one fails downstream; their pending work.
 
     For ``close()``, which has no later time to send what is left (and the
     outputs of expired keys): the first failure is raised once every item
-    went (nothing held is lost).
-    The other items' work still pending then (a coroutine sink's), which
-    left unawaited would never run, is finished first, as ``node``'s
-    synchronous ``emit`` finishes it (:func:`settle`); a failure of it is
-    logged.
+    went (nothing held is lost). Where other items' work is still pending
+    then (a coroutine sink's), which left unawaited would never run, that
+    work is returned, raising the first failure once it is done: the
+    caller finishes it as any pending work (an ``await``, or a synchronous
+    ``close()`` running it to the end; on a running loop, scheduled, its
+    failure logged).
 
-    >>> from streams import Stream
     >>> sent = []
     >>> def emit(x):
     ...     if x == 2:
     ...         raise ValueError("no 2")
     ...     sent.append(x)
-    >>> emit_each(emit, [1, 2, 3], Stream())
+    >>> emit_each(emit, [1, 2, 3])
     Traceback (most recent call last):
     ValueError: no 2
     >>> sent
@@ -101,23 +98,18 @@ def emit_each(emit: Callable[[Any], Any], items: Iterable[Any], node: Stream[Any
             pending.append(emit(x))
         except Exception as e:
             error = error or e
+    waiting = [p for p in pending if p is not None]
     if error is None:
-        return gather_pending(pending)
-    waiting = gather_pending(pending)
-    if waiting is not None:
-        try:
-            settle(waiting, node)
-        except Exception as e:  # the first failure is the one raised
-            logger.error("%s: another output failed too (the first failure is raised)",
-                         node._label(), exc_info=e)
-    raise error
+        return gather_pending(waiting)
+    if not waiting:
+        raise error
+    return _all(waiting, error)
 
 
-async def _all(pending: list[Awaitable[Any]]) -> None:
+async def _all(pending: list[Awaitable[Any]], error: Exception | None = None) -> None:
     # Every one is awaited even after one fails (a coroutine left unawaited
     # would never run: another branch's element lost); the first failure
-    # is raised once all are done.
-    error: Exception | None = None
+    # (``error``: one met before these ran) is raised once all are done.
     for p in pending:
         try:
             await p

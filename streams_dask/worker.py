@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dask.sizeof import sizeof
 from distributed.protocol import pickle
 
 from streams.errors import short_repr
@@ -28,7 +29,7 @@ from streams.stage import (
 __all__ = [
     "Batch",
     "Failure",
-    "Pickled",
+    "Passed",
     "Sealed",
     "StageOp",
     "StagePlan",
@@ -39,6 +40,7 @@ __all__ = [
     "run_prefix",
     "run_stage",
     "stage_input",
+    "Unsent",
     "unsealed",
     "warm",
 ]
@@ -100,38 +102,56 @@ class Sealed:
         return (Sealed, (self.value,))
 
 
-class Pickled:
-    """A task's result pickled on the worker that made it, for tasks on others.
+class Passed:
+    """A stateless stage's result, for the chained stage's tasks (:func:`run_prefix`).
 
-    Distributed pickles a result only when another worker asks for it, and
-    a result that does not pickle fails that transfer, which the asking
-    task then waits on for ever. Pickled in the task (:func:`run_prefix`),
-    it fails that task instead, and those that take its result with it.
-    The bytes go as they are; each taking task unpickles them once.
+    Distributed pickles a result only when a task on another worker needs
+    it, and a result that does not pickle then fails the transfer, which
+    that task waits on for ever. Pickled here, in that transfer, such a
+    result goes as an :class:`Unsent` naming the step and the output, which
+    fails the taking task. A task on the same worker takes the result as it
+    is, as it would without this wrapper: nothing is pickled that was not.
     """
 
-    __slots__ = ("_pickled", "_value")
+    __slots__ = ("_plan", "value")
 
-    def __init__(self, value: Any = None, pickled: bytes | None = None) -> None:
-        self._value = value
-        self._pickled = pickle.dumps(value, protocol=5) if pickled is None else pickled
-
-    @property
-    def value(self) -> Any:
-        if self._value is None:
-            self._value = pickle.loads(self._pickled)
-        return self._value
+    def __init__(self, value: StageResult, plan_bytes: bytes) -> None:
+        self.value = value
+        self._plan = plan_bytes
 
     def __reduce__(self) -> Any:
-        return (Pickled, (None, self._pickled))
+        try:
+            pickled = pickle.dumps(self.value, protocol=5)
+        except Exception as e:
+            return (Unsent, (_not_sent_on(self._plan, self.value.events, e),))
+        return (_unpickled, (pickled,))
 
 
-def run_prefix(plan_bytes: bytes, items: Batch | list[Any]) -> Pickled:
+def _unpickled(pickled: bytes) -> StageResult:
+    return pickle.loads(pickled)  # type: ignore[no-any-return]
+
+
+def _sizeof_passed(passed: Passed) -> int:
+    return int(sizeof(passed.value))  # what Dask weighs, spills and moves: the result
+
+
+sizeof.register(Passed, _sizeof_passed)
+
+
+class Unsent:
+    """What a stage's result that could not be pickled became: its error, for the task taking it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+
+def run_prefix(plan_bytes: bytes, items: Batch | list[Any]) -> Passed:
     """Run the stateless stage before a chained one in a task of its own; the Dask task.
 
-    Its result goes to the chained stage's tasks, on other workers: pickled
-    here, so that an output that cannot be pickled fails this task, naming
-    the step and the output, rather than the transfer.
+    Its result goes to the chained stage's tasks, on this worker or others
+    (see :class:`Passed`).
 
     >>> import cloudpickle
     >>> from streams import Stream
@@ -141,14 +161,10 @@ def run_prefix(plan_bytes: bytes, items: Batch | list[Any]) -> Pickled:
     >>> elements_of(pickle.loads(pickle.dumps(run_prefix(cloudpickle.dumps(plan), [1, 2]))))
     [2, 3]
     """
-    result = run_stage(plan_bytes, items)
-    try:
-        return Pickled(result)
-    except Exception as e:
-        raise _not_sent_on(plan_bytes, result.events, e) from e
+    return Passed(run_stage(plan_bytes, items), plan_bytes)
 
 
-def _not_sent_on(plan_bytes: bytes, events: list[Any], error: Exception) -> Exception:
+def _not_sent_on(plan_bytes: bytes, events: list[Any], error: Exception) -> str:
     """The error of a stage whose output could not be pickled, naming the output."""
     plan: StagePlan = pickle.loads(plan_bytes)
     label = next((op.spec.name for op in plan.ops if op.spec.id == plan.output_id), "a step")
@@ -156,12 +172,25 @@ def _not_sent_on(plan_bytes: bytes, events: list[Any], error: Exception) -> Exce
         try:
             pickle.dumps(x, protocol=5)
         except Exception as e:
-            return TypeError(
-                f"{label}: output {short_repr(x)} cannot be pickled to go on to the next "
-                f"stage on other Dask workers ({type(e).__name__}: {e}), so its batch of "
-                f"{len(events)} output(s) went no further; make {label} return plain data, "
-                "or keep such values out of the stream")
-    return error
+            error = e
+            shown = short_repr(x)
+            break
+    else:
+        shown = "of its batch"
+    return (f"{label}: output {shown} cannot be pickled to go on to the next stage on "
+            f"another Dask worker ({type(error).__name__}: {error}), so its batch of "
+            f"{len(events)} output(s) went no further; make {label} return plain data, or "
+            "keep such values out of the stream")
+
+
+def _taken(items: Any) -> Any:
+    """A previous stage's result as it came: a :class:`Passed` unwrapped, an
+    :class:`Unsent` raised."""
+    if isinstance(items, Passed):
+        return items.value
+    if isinstance(items, Unsent):
+        raise TypeError(items.error)
+    return items
 
 
 def elements_of(items: Any) -> list[Any]:
@@ -173,13 +202,11 @@ def elements_of(items: Any) -> list[Any]:
     """
     if isinstance(items, Batch):
         return items.items
-    if isinstance(items, Pickled):
-        return list(items.value[0])
     if isinstance(items, dict):
         return [x for part in items["parts"] for x in elements_of(part)]
     if isinstance(items, list):
         return items
-    return list(items[0])
+    return list(_taken(items)[0])
 
 
 def stage_input(items: Any, prefix: bytes | None = None) -> tuple[list[Any], float]:
@@ -213,9 +240,8 @@ def stage_input(items: Any, prefix: bytes | None = None) -> tuple[list[Any], flo
             return batch, 0.0
         result = run_stage(prefix, batch)
         return result.events, result.seconds
-    if isinstance(items, Pickled):
-        items = items.value
-    return list(items[0]), items[2]
+    result = _taken(items)
+    return list(result[0]), result[2]
 
 
 def unsealed(value: Any) -> Any:

@@ -242,7 +242,7 @@ def _kept_apart(text: str) -> str:
 
 
 #: A name or string constant in SQL text (its words are not the text's own).
-_QUOTED_TEXT = re.compile(r"`(?:[^`]|``)+`|'[^']*'")
+_QUOTED_TEXT = re.compile(rf"{_QUOTED}|'[^']*'")
 
 
 def _one_case(text: str) -> bool:
@@ -259,7 +259,6 @@ def _one_case(text: str) -> bool:
             if depth == 0:
                 return i == len(words) - 1
     return False
-
 
 
 #: The column types whose values Java prints as JSON writes them (their ``typeName()``).

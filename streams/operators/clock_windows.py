@@ -313,8 +313,7 @@ class ClockSlidingWindow(Stream[Any]):
         open_now = [i for i in range(-((self._inside - step) // width), step // width + 1)
                     if any(pane in self._panes for pane in range(max(width * i, 0), step + 1))]
         try:  # no later closing sends what a failure leaves: every window goes
-            sent = emit_each(lambda i: self._emit_window(self._outbox.emit, i, step), open_now,
-                             self)
+            sent = emit_each(lambda i: self._emit_window(self._outbox.emit, i, step), open_now)
         finally:
             for held in self._metadata.values():
                 for metadata in held.values():

@@ -189,7 +189,7 @@ class _EventWindows(LateSide):
         closed = self._unsent + self._take_closed(math.inf)
         self._unsent = []
         # No later closing sends what a failure leaves: every window goes.
-        return emit_each(self._emit, map(self._output, closed), self) if closed else None
+        return emit_each(self._emit, map(self._output, closed)) if closed else None
 
     # -- run by key group: an engine runs each key group's elements on a node
     # of its own, in element order, and tells each node the stream's watermark.

@@ -172,7 +172,7 @@ class StatefulMap(ExpiringKeys):
             outputs = self._expire(k)
         except Exception as e:
             return self._fail((k, state), e)
-        return emit_each(self._emit, outputs, self)
+        return emit_each(self._emit, outputs)
 
     def _expire_all(self, keys: list[Any], pending: list[Any]) -> Exception | None:
         """:meth:`_expired` of each of ``keys``, every one; the first failure, not raised."""

@@ -389,7 +389,7 @@ class TimedWindow(LateSide):
             windows, emit = self._windows, self._outbox.emit
             try:  # no later closing sends what a failure leaves: every window goes
                 sent = emit_each(lambda k: self._emit_window(emit, k, windows.pop(k)),
-                                 sorted(windows), self)
+                                 sorted(windows))
             finally:
                 self._forget_open()
             return _gather_pending([sent, self._outbox.wait()])

@@ -192,7 +192,7 @@ class Partition(Stream[Any]):
         # No later closing sends what a failure leaves: every group goes.
         emit = self._outbox.emit
         sent = emit_each(lambda k: self._emit_group(k, groups[k], emit),
-                         [k for k, g in groups.items() if g], self)
+                         [k for k, g in groups.items() if g])
         return _gather_pending([sent, self._outbox.wait()])
 
     def _emit_group(self, k: Any, group: list[Any], emit: Any) -> Any:

@@ -81,37 +81,97 @@ def test_sync_emit_without_loop_runs_coroutine_steps_to_completion() -> None:
     assert out == [1]
 
 
-@pytest.mark.parametrize("on_loop", [False, True])
+async def _slow_append(out: list[Any], w: Any) -> None:
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    out.append(w)
+
+
+def _check(w: Any) -> Any:
+    if 2 in w[1]:
+        raise ValueError("no 2")
+    return w
+
+
+@pytest.mark.parametrize("nested", [False, True])
 def test_a_flush_that_fails_on_one_window_still_runs_the_coroutine_of_another(
-        on_loop: bool) -> None:
+        nested: bool) -> None:
     # close() sends every key's window; the first went to a coroutine sink,
     # the second failed synchronously: the first's coroutine was dropped,
-    # never run, and its window lost.
+    # never run, and its window lost. Nested: the failing flush is itself
+    # part of a close's work on the private loop.
+    out: list[Any] = []
+    source = Stream()
+    windows = source.timed_window(10, time=lambda x: x, key=lambda x: x % 2)
+    if nested:
+        windows.sink(lambda w: _slow_append([], w))
+        windows = windows.map(lambda w: w[1][0]).timed_window(
+            10, time=lambda x: x, key=lambda x: x % 2)
+    windows.map(_check).sink(lambda w: _slow_append(out, w))
+    source.emit(1)
+    source.emit(2)
+    with pytest.raises(NodeError, match="no 2"):
+        source.close()
+    assert out == [(1, [1])]
+
+
+def test_awaited_close_raises_a_failed_window_after_the_others_went() -> None:
     out: list[Any] = []
 
-    async def sink(w: Any) -> None:
-        await asyncio.sleep(0)
-        out.append(w)
-
-    def check(w: Any) -> Any:
-        if 2 in w[1]:
-            raise ValueError("no 2")
-        return w
-
-    def run() -> None:
-        source = Stream()
-        source.timed_window(10, time=lambda x: x, key=lambda x: x % 2).map(check).sink(sink)
-        source.emit(1)
-        source.emit(2)
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.timed_window(10, time=lambda x: x, key=lambda x: x % 4).map(_check).sink(
+            lambda w: _slow_append(out, w))
+        for x in (1, 2, 3):
+            await source.emit(x)
         with pytest.raises(NodeError, match="no 2"):
-            source.close()
+            await source.close()
+        assert out == [(1, [1]), (3, [3])]  # done before close() returned
+
+    asyncio.run(main())
+
+
+def test_on_a_running_loop_a_failed_window_is_logged_and_the_others_go(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # The synchronous API on a running loop (a notebook): close() cannot
+    # wait, its work is scheduled and a failure in it logged.
+    out: list[Any] = []
 
     async def main() -> None:
-        run()  # the synchronous API on a running loop: the coroutine is scheduled
+        source = Stream()
+        source.timed_window(10, time=lambda x: x, key=lambda x: x % 2).map(_check).sink(
+            lambda w: _slow_append(out, w))
+        source.emit(1)
+        source.emit(2)
+        closing = source.close()
+        assert isinstance(closing, asyncio.Future)
+        await asyncio.wait((closing,))
+
+    with caplog.at_level(logging.ERROR, logger="streams"):
+        asyncio.run(main())
+    assert out == [(1, [1])]
+    assert "no 2" in caplog.text
+
+
+def test_a_union_closes_when_its_other_input_closes_during_the_first_ones_close() -> None:
+    # The first input's close left a coroutine sink's work on the loop (the
+    # synchronous API on a running loop); the union took that input for one
+    # still flushing, waited for it, and never closed: its window was lost.
+    joined: list[Any] = []
+
+    async def main() -> None:
+        s1, s2 = Stream(), Stream()
+        s1.timed_window(10, time=lambda x: x).sink(lambda w: _slow_append([], w))
+        s1.union(s2).timed_window(10, time=lambda x: x).sink(joined.append)
+        s1.emit(1)
+        s2.emit(3)
+        closing = s1.close()
+        s2.close()
+        await asyncio.wait((closing,))
         await settle()
 
-    asyncio.run(main()) if on_loop else run()
-    assert out == [(1, [1])]
+    asyncio.run(main())
+    assert joined == [[1, 3]]
 
 
 def test_coroutine_sink_failure_names_the_node() -> None:
