@@ -230,7 +230,7 @@ def pyspark_query(query: str, df: Any) -> Any:
     kind = F.col("kind")
     if query == "q0":
         return df
-    if query not in ("q1", "q2"):  # the windows' event time (q0-q2 would drop it again)
+    if query not in ("q1", "q2"):  # the windows' event time (q1 and q2 would drop it again)
         df = df.withColumn("et", F.timestamp_micros("dt"))
     bids = df.where(kind == BID)
     size = _micros(q.WINDOW)
