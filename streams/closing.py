@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import StreamClosedError
 from .fusion import invalidate
-from .pending import DONE, emit_each, settle
+from .pending import DONE, emit_each, failing_after, settle
 
 if TYPE_CHECKING:
     from .core import Stream
@@ -140,10 +140,9 @@ def on_close(node: Stream[Any], who: Stream[Any] | None) -> Any:
     invalidate(node)  # compiled code upstream must stop at this node
     try:
         flushed = node._flush()
-    except Exception:
+    except Exception as e:
         node._push = node._push_closed
-        node._close_downstreams()  # the other branches still end
-        raise
+        return _closed_after_failure(node, e)  # the other branches still end
     if flushed is None:
         node._push = node._push_closed
         return node._close_downstreams()
@@ -167,11 +166,30 @@ def _open(node: Stream[Any]) -> bool:
 
 
 async def _close_after(node: Stream[Any], flushed: Awaitable[Any]) -> None:
-    await flushed
+    try:
+        await flushed
+    except Exception as e:  # the node still ends, and what is below it
+        node._push = node._push_closed
+        await _closed_after_failure(node, e)  # raises e once they have closed
+        return
     node._push = node._push_closed
     pending = node._close_downstreams()
     if pending is not None:
         await pending
+
+
+def _closed_after_failure(node: Stream[Any], error: Exception) -> Any:
+    """Close ``node``'s downstreams after its flush failed with ``error``.
+
+    ``error`` is raised once their closing work is done (at once if none is
+    pending): left unawaited, that work would never run.
+    """
+    try:
+        pending = node._close_downstreams()
+    except Exception as e:
+        logger.error("%s: closing what is below it failed too", node._label(), exc_info=e)
+        raise error from None
+    return failing_after([pending], error)
 
 
 def close_downstreams(node: Stream[Any]) -> Any:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["DONE", "as_future", "asynchronous_of", "done", "emit_each", "finish_emit",
-           "gather_pending", "settle", "until_done"]
+__all__ = ["DONE", "as_future", "asynchronous_of", "done", "emit_each", "failing_after",
+           "finish_emit", "gather_pending", "settle", "until_done"]
 
 
 class _Done:
@@ -98,9 +98,31 @@ def emit_each(emit: Callable[[Any], Any], items: Iterable[Any]) -> Any:
             pending.append(emit(x))
         except Exception as e:
             error = error or e
-    waiting = [p for p in pending if p is not None]
     if error is None:
-        return gather_pending(waiting)
+        return gather_pending(pending)
+    return failing_after(pending, error)
+
+
+def failing_after(pending: list[Any], error: Exception) -> Any:
+    """``error``, raised once ``pending``'s work is done; at once if none is pending.
+
+    What a step returns that met ``error`` after other work of the same
+    element had started (a coroutine sink's): left unawaited, that work
+    would never run. The first failure is raised, after all of it.
+
+    >>> import asyncio
+    >>> ran = []
+    >>> async def sink():
+    ...     ran.append(1)
+    >>> async def main():
+    ...     await failing_after([None, sink()], ValueError("first"))
+    >>> asyncio.run(main())
+    Traceback (most recent call last):
+    ValueError: first
+    >>> ran
+    [1]
+    """
+    waiting = [p for p in pending if p is not None]
     if not waiting:
         raise error
     return _all(waiting, error)

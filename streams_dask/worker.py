@@ -111,6 +111,9 @@ class Passed:
     result goes as an :class:`Unsent` naming the step and the output, which
     fails the taking task. A task on the same worker takes the result as it
     is, as it would without this wrapper: nothing is pickled that was not.
+    One exception: a worker short of memory spills results to disk by
+    pickling them, and such a result, which it kept in memory before, is
+    spilled as its :class:`Unsent`.
     """
 
     __slots__ = ("_plan", "value")
@@ -177,10 +180,11 @@ def _not_sent_on(plan_bytes: bytes, events: list[Any], error: Exception) -> str:
             break
     else:
         shown = "of its batch"
-    return (f"{label}: output {shown} cannot be pickled to go on to the next stage on "
-            f"another Dask worker ({type(error).__name__}: {error}), so its batch of "
-            f"{len(events)} output(s) went no further; make {label} return plain data, or "
-            "keep such values out of the stream")
+    return (f"{label}: output {shown} cannot be pickled to leave its Dask worker (for the "
+            "next stage on another worker, or spilled to disk under memory pressure) "
+            f"({type(error).__name__}: {error}), so its batch of {len(events)} output(s) went "
+            f"no further; make {label} return plain data, or keep such values out of the "
+            "stream")
 
 
 def _taken(items: Any) -> Any:

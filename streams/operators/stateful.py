@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core import Stream
-from ..pending import emit_each, gather_pending
+from ..pending import emit_each, failing_after, gather_pending
 from ._checks import check_callable, key_function
 from .expiry import ExpiringKeys, Expiry, check_ttl
 
@@ -205,13 +205,13 @@ class StatefulMap(ExpiringKeys):
             self._take(k, x, pending)
         except Exception as e:
             if error is None:
-                raise
-            logger.error("%s: failed on element %r after an expired key's output failed "
-                         "(raised)", self._label(), x, exc_info=e)
-        if error is not None:
-            raise error
-        pending = [p for p in pending if p is not None]
-        return gather_pending(pending) if pending else None
+                error = e
+            else:
+                logger.error("%s: failed on element %r after an expired key's output "
+                             "failed (raised)", self._label(), x, exc_info=e)
+        if error is not None:  # raised after the work the others started
+            return failing_after(pending, error)
+        return gather_pending(pending)
 
     def _take(self, k: Any, x: Any, pending: list[Any]) -> None:
         """Run the function on ``x`` and emit its outputs (or its failure, to the policy)."""
@@ -231,5 +231,5 @@ class StatefulMap(ExpiringKeys):
         pending: list[Any] = []
         error = self._expire_all(list(self._expiry.close()), pending)
         if error is not None:
-            raise error
+            return failing_after(pending, error)
         return gather_pending(pending)

@@ -153,6 +153,60 @@ def test_on_a_running_loop_a_failed_window_is_logged_and_the_others_go(
     assert "no 2" in caplog.text
 
 
+def test_a_flush_that_fails_after_a_coroutine_still_ends_the_stream_below() -> None:
+    # The failure came once the coroutine sink's work was done: the window's
+    # other branch (a partition holding its windows) was never closed.
+    out: list[Any] = []
+    source = Stream()
+    windows = source.timed_window(10, time=lambda x: x, key=lambda x: x % 2)
+    windows.map(_check).sink(lambda w: _slow_append(out, w))
+    held = windows.partition(5).sink_to_list()
+    source.emit(1)
+    source.emit(2)
+    with pytest.raises(NodeError, match="no 2"):
+        source.close()
+    # The failing window stopped at its failing branch (a fan-out's order).
+    assert out == [(1, [1])] and held == [((1, [1]),)]
+
+
+def test_an_awaited_union_closes_after_its_first_input_failed_to_flush() -> None:
+    out: list[Any] = []
+    held: list[Any] = []
+
+    async def main() -> None:
+        s1, s2 = Stream(asynchronous=True), Stream(asynchronous=True)
+        windows = s1.timed_window(10, time=lambda x: x, key=lambda x: x % 2)
+        windows.map(_check).sink(lambda w: _slow_append(out, w))
+        windows.union(s2).partition(9).sink(held.append)
+        await s1.emit(1)
+        await s1.emit(2)
+        await s2.emit("s2")
+        with pytest.raises(NodeError, match="no 2"):
+            await s1.close()
+        await s2.close()
+
+    asyncio.run(main())
+    assert out == [(1, [1])]
+    assert held == [("s2", (1, [1]))]
+
+
+def test_expired_keys_failing_at_close_leave_no_coroutine_unrun() -> None:
+    # Key a's first output went to a coroutine sink, its second and key b's
+    # failed: a's coroutine was dropped with the failure.
+    out: list[Any] = []
+    source = Stream()
+    node = source.stateful_map(
+        lambda n, x: (n + 1, []), start=0, key=0, ttl=100, time=1,
+        on_expire=lambda k, n: [(k, 1), (k, 2)] if k == "a" else [(k, 2)])
+    node.map(lambda kv: kv if kv[1] != 2 else _check((kv[0], [2]))).sink(
+        lambda w: _slow_append(out, w))
+    source.emit(("a", 0))
+    source.emit(("b", 1))
+    with pytest.raises(NodeError, match="no 2"):
+        source.close()
+    assert out == [("a", 1)]
+
+
 def test_a_union_closes_when_its_other_input_closes_during_the_first_ones_close() -> None:
     # The first input's close left a coroutine sink's work on the loop (the
     # synchronous API on a running loop); the union took that input for one
