@@ -188,7 +188,7 @@ def _closed_after_failure(node: Stream[Any], error: Exception) -> Any:
         pending = node._close_downstreams()
     except Exception as e:
         logger.error("%s: closing what is below it failed too", node._label(), exc_info=e)
-        raise error from None
+        pending = None
     return failing_after([pending], error)
 
 

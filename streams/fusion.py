@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import inline
 from .backlog import Backlog
-from .pending import gather_pending
+from .pending import failing_after, gather_pending
 
 if TYPE_CHECKING:
     from .core import Stream
@@ -195,7 +195,8 @@ class Fuser:
         #: The fan-outs' branch functions, by name, with the node each goes
         #: to and the node it leaves (see :func:`invalidate`).
         self.branches: list[tuple[str, Stream[Any], Stream[Any]]] = []
-        self.namespace: dict[str, Any] = {"_gather": _gather, BRANCHES_KEY: self.branches}
+        self.namespace: dict[str, Any] = {"_gather": _gather, "_failing_after": failing_after,
+                                          BRANCHES_KEY: self.branches}
         self._names: dict[int, str] = {}
         self._functions: list[list[str]] = []
         self._body: list[str] = []
@@ -316,12 +317,18 @@ class Fuser:
         elif len(downs) == 1:
             self._chain(downs[0], node, x, path)
         else:
-            results = []
+            results: list[str] = []
             for d in downs:
                 branch = self._branch_function(d, node, path)
                 self.branches.append((branch, d, node))
                 r = self.fresh("r")
-                self.line(f"{r} = {branch}({x})")
+                if results:
+                    # A later branch's failure must not drop the work an earlier
+                    # one left pending (a coroutine sink's): it would never run.
+                    self.line(f"try:\n    {r} = {branch}({x})\nexcept Exception as e:\n"
+                              f"    return _failing_after([{', '.join(results)}], e)")
+                else:
+                    self.line(f"{r} = {branch}({x})")
                 results.append(r)
             self.line(
                 f"if {' is None and '.join(results)} is None:\n    return None\n"

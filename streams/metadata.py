@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .pending import gather_pending
+from .pending import failing_after, gather_pending
 
 if TYPE_CHECKING:
     from .core import Stream
@@ -124,6 +124,8 @@ def emit_with_metadata(node: Stream[Any], x: Any, metadata: list[dict[str, Any]]
     for d in list(node.downstreams):
         try:
             results.append(d.update(x, node, metadata))
+        except Exception as e:  # after the work earlier branches left pending
+            return failing_after(results, e)
         finally:
             release_refs(metadata)
     return gather_pending([r for r in results if r is not None])

@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .core import Stream
+
+logger = logging.getLogger("streams")
 
 __all__ = ["DONE", "as_future", "asynchronous_of", "done", "emit_each", "failing_after",
            "finish_emit", "gather_pending", "settle", "until_done"]
@@ -136,7 +139,11 @@ async def _all(pending: list[Awaitable[Any]], error: Exception | None = None) ->
         try:
             await p
         except Exception as e:
-            error = error or e
+            if error is None:
+                error = e
+            else:  # one exception is raised: the others are told here
+                logger.error("another failure of the same work, after the one raised: %s",
+                             e, exc_info=e)
     if error is not None:
         raise error
 

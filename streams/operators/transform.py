@@ -15,7 +15,7 @@ from typing import Any
 from ..core import NO_DEFAULT, Stream
 from ..errors import NodeError
 from ..fusion import Fuser
-from ..pending import gather_pending
+from ..pending import failing_after, gather_pending
 from ..spec import Traits
 from ._checks import check_callable
 
@@ -319,8 +319,10 @@ class Flatten(Stream[Any]):
                 p = self._emit(item) if metadata is None else self._emit(item, metadata)
                 if p is not None:
                     pending.append(p)
-        except NodeError:
-            raise  # a downstream node failed; it already named itself
+        except NodeError as e:
+            # A downstream node failed (it named itself), after the work
+            # earlier items left pending: raised once that has run.
+            return failing_after(pending, e)
         except Exception as e:
             pending.append(self._fail(x, e))
         if not pending:

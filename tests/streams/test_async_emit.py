@@ -8,6 +8,7 @@ virtual clock, never with sleeps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -226,6 +227,41 @@ def test_a_union_closes_when_its_other_input_closes_during_the_first_ones_close(
 
     asyncio.run(main())
     assert joined == [[1, 3]]
+
+
+def _boom(x: Any) -> Any:
+    raise ValueError("boom")
+
+
+@pytest.mark.parametrize("how", ["fused", "unfused", "metadata", "from_iterable"])
+def test_a_failing_branch_does_not_drop_an_earlier_branchs_coroutine(how: str) -> None:
+    # The first branch's coroutine sink had not run when the second raised:
+    # the element never reached it.
+    from streams import RefCounter
+    from streams.fusion import unfused
+
+    out: list[Any] = []
+    with unfused() if how == "unfused" else contextlib.nullcontext():
+        source = Stream.from_iterable([1]) if how == "from_iterable" else Stream()
+        source.sink(lambda x: _slow_append(out, x))
+        source.sink(_boom)
+        with pytest.raises(NodeError, match="boom"):
+            if how == "from_iterable":
+                source.start()
+            elif how == "metadata":
+                source.emit(1, metadata=[{"ref": RefCounter()}])
+            else:
+                source.emit(1)
+    assert out == [1]
+
+
+def test_a_flatten_whose_later_item_fails_still_runs_the_earlier_ones_coroutine() -> None:
+    out: list[Any] = []
+    source = Stream()
+    source.flatten().map(lambda x: 1 / (x - 2)).sink(lambda x: _slow_append(out, x))
+    with pytest.raises(NodeError, match="division"):
+        source.emit([1, 2])
+    assert out == [-1.0]
 
 
 def test_coroutine_sink_failure_names_the_node() -> None:
