@@ -479,7 +479,7 @@ class Scatter(SegmentEntry, Stream[Any]):
 
     def _close_exits(self) -> Any:
         """Close the ``gather()`` nodes (their downstreams see the end)."""
-        from streams.pending import gather_pending as _gather_pending
+        from streams.pending import emit_each
 
         segment = self._segment
         assert isinstance(segment, DaskSegment)
@@ -487,4 +487,5 @@ class Scatter(SegmentEntry, Stream[Any]):
             node._closed = True
         if self._runner is not None and self._runner.progress is not None:
             self._runner.progress.close()
-        return _gather_pending([g._on_close(g.upstreams[0]) for g in segment.exits])
+        # Every exit ends even if one fails; the first failure is raised after.
+        return emit_each(lambda g: g._on_close(g.upstreams[0]), segment.exits)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import Stream
 from ..errors import short_repr
-from ..pending import gather_pending
+from ..pending import emit_each
 from .window_bounds import bad_time, micros, seconds, watermark_micros
 
 if TYPE_CHECKING:
@@ -166,8 +166,9 @@ class LateSide(Stream[Any]):
 
     def _close_downstreams(self) -> Any:
         # The late stream ends with the node, as its error stream does.
-        closed = super()._close_downstreams()
         late: Stream[Any] | None = getattr(self, "_late", None)
         if late is None:
-            return closed
-        return gather_pending([closed, late._on_close(self)])
+            return super()._close_downstreams()
+        # Both end even if one fails; the first failure is raised after.
+        ends = [super()._close_downstreams, lambda: late._on_close(self)]
+        return emit_each(lambda end: end(), ends)

@@ -16,7 +16,7 @@ from toolz import identity
 from ..core import NO_DEFAULT, Stream
 from ..fusion import Fuser
 from ..metadata import release_refs, retain_refs
-from ..pending import gather_pending
+from ..pending import failing_after, gather_pending
 from ._checks import check_callable, check_count, key_function
 from .expiry import ExpiringKeys, Expiry, check_ttl
 
@@ -276,7 +276,11 @@ class Slice(Stream[Any]):
         if self.end is not None and self.state >= self.end:
             for u in list(self.upstreams):
                 u.disconnect(self)
-            pending = gather_pending([pending, self._on_close(None)])
+            try:
+                closed = self._on_close(None)
+            except Exception as e:  # raised after x's work (a coroutine sink's)
+                return failing_after([pending], e)
+            pending = gather_pending([pending, closed])
         return pending
 
 

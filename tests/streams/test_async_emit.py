@@ -264,6 +264,32 @@ def test_a_flatten_whose_later_item_fails_still_runs_the_earlier_ones_coroutine(
     assert out == [-1.0]
 
 
+def test_a_slice_ending_in_a_failure_still_runs_its_last_elements_coroutine() -> None:
+    # slice(end=1) closes itself after its element; closing failed below (a
+    # partition flushing into a failing map): the element's coroutine sink
+    # work was dropped with it.
+    out: list[Any] = []
+    source = Stream()
+    sliced = source.slice(end=1)
+    sliced.sink(lambda x: _slow_append(out, x))
+    sliced.partition(5).map(_boom)
+    with pytest.raises(NodeError, match="boom"):
+        source.emit(1)
+    assert out == [1]
+
+
+def test_a_windows_late_stream_ends_when_closing_below_the_window_fails() -> None:
+    source = Stream()
+    windows = source.timed_window(10, time=lambda x: x)
+    windows.partition(5).map(_boom)  # fails as the partition below the window closes
+    late = windows.late.partition(5).sink_to_list()
+    source.emit(20)
+    source.emit(1)  # late: its window [0, 10) had closed
+    with pytest.raises(NodeError, match="boom"):
+        source.close()
+    assert windows.late._closed and late == [(1,)]
+
+
 def test_coroutine_sink_failure_names_the_node() -> None:
     async def broken(x: int) -> None:
         raise ValueError("bad")

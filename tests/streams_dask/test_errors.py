@@ -220,3 +220,22 @@ def test_after_a_failed_task_each_emit_reports_one(
                 await source.aclose()
 
     asyncio.run(main())
+
+
+def _no_groups(group: Any) -> Any:
+    raise ValueError("no groups")
+
+
+@pytest.mark.dask
+def test_every_gather_ends_when_closing_below_the_first_one_fails(client: Client) -> None:
+    # The first gather()'s downstream failed as it closed (a partition flushing
+    # into a failing map): the second gather() was never closed, and the
+    # partition below it kept its elements.
+    source: Stream[Any] = Stream()
+    scattered = source.scatter(client=client).map(str)
+    scattered.gather().partition(5).map(_no_groups)
+    held = scattered.gather().partition(5).sink_to_list()
+    source.emit(1)
+    with pytest.raises(NodeError, match="no groups"):
+        source.close()
+    assert held == [("1",)]
