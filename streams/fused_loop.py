@@ -75,6 +75,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from . import fusion
+from .pending import Failing
 
 if TYPE_CHECKING:
     from .sources.base import Source
@@ -120,7 +121,12 @@ def drive(source: Source, items: Iterator[Any], counted: Callable[[int], None]) 
         if outcome is STOPPED:
             return False
         if outcome is not None:
-            run_sync(outcome)  # the item's pending work, before the next item
+            try:
+                run_sync(outcome)  # the item's pending work, before the next item
+            except BaseException:
+                if isinstance(outcome, Failing):  # the item failed: not gone through
+                    counted(-1)
+                raise
 
 
 def counting(items: Iterator[Any], counted: Callable[[int], None]

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("streams")
 
-__all__ = ["DONE", "as_future", "asynchronous_of", "done", "emit_each", "failing_after",
+__all__ = ["DONE", "Failing", "as_future", "asynchronous_of", "done", "emit_each", "failing_after",
            "finish_emit", "gather_pending", "settle", "until_done"]
 
 
@@ -111,24 +111,45 @@ def failing_after(pending: list[Any], error: Exception) -> Any:
 
     What a step returns that met ``error`` after other work of the same
     element had started (a coroutine sink's): left unawaited, that work
-    would never run. The first failure is raised, after all of it.
+    would never run. The first failure is raised, after all of it. A
+    source that counts the elements gone through does not count one whose
+    work is a :class:`Failing`. A ``RecursionError`` (the graph loops) is
+    raised at once: nothing more can run on that stack.
 
     >>> import asyncio
     >>> ran = []
     >>> async def sink():
     ...     ran.append(1)
     >>> async def main():
-    ...     await failing_after([None, sink()], ValueError("first"))
+    ...     await failing_after([None, [sink()]], ValueError("first"))
     >>> asyncio.run(main())
     Traceback (most recent call last):
     ValueError: first
     >>> ran
     [1]
     """
-    waiting = [p for p in pending if p is not None]
-    if not waiting:
+    __tracebackhide__ = True  # pytest, IPython: show the user's frames
+    waiting: list[Any] = []
+    for p in pending:  # a streamz-style update returns a list
+        for q in p if isinstance(p, list) else (p,):
+            if q is not None and q is not DONE:
+                waiting.append(q)
+    if not waiting or isinstance(error, RecursionError):
         raise error
-    return _all(waiting, error)
+    return Failing(waiting, error)
+
+
+class Failing:
+    """Work still to run for an element that failed: awaited, it runs, then raises."""
+
+    __slots__ = ("_work", "error")
+
+    def __init__(self, pending: list[Awaitable[Any]], error: Exception) -> None:
+        self.error = error
+        self._work = _all(pending, error)
+
+    def __await__(self) -> Any:
+        return self._work.__await__()
 
 
 async def _all(pending: list[Awaitable[Any]], error: Exception | None = None) -> None:

@@ -11,6 +11,7 @@ from .. import fusion
 from ..clock import run_sync
 from ..core import Stream
 from ..fused_loop import drive, skip
+from ..pending import Failing
 from .base import Source
 
 __all__ = ["FromIterable"]
@@ -115,7 +116,12 @@ class FromIterable(Source[T]):
                 if pending is not None:
                     self.offset += n
                     n = 0
-                    run_sync(pending)
+                    try:
+                        run_sync(pending)
+                    except BaseException:
+                        if isinstance(pending, Failing):  # x failed: not gone through
+                            self.offset -= 1
+                        raise
                 if ckpt is not None:
                     # The element is done: a checkpoint here is consistent.
                     self.offset += n
