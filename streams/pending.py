@@ -62,12 +62,17 @@ def done() -> Any:
 
 
 def gather_pending(results: list[Any]) -> Any:
-    """Combine the results of several ``update`` calls into one or None."""
+    """Combine the results of several ``update`` calls into one or None.
+
+    Work of which a part is :class:`Failing` is :class:`Failing` as a whole.
+    """
     pending = [r for r in results if r is not None]
     if not pending:
         return None
     if len(pending) == 1:
         return pending[0]
+    if any(isinstance(p, Failing) for p in pending):
+        return Failing(pending)
     return _all(pending)
 
 
@@ -100,7 +105,10 @@ def emit_each(emit: Callable[[Any], Any], items: Iterable[Any]) -> Any:
         try:
             pending.append(emit(x))
         except Exception as e:
-            error = error or e
+            if error is None:
+                error = e
+            else:  # one exception is raised: the others are told here
+                logger.error("another failure, after the one raised: %s", e, exc_info=e)
     if error is None:
         return gather_pending(pending)
     return failing_after(pending, error)
@@ -111,10 +119,11 @@ def failing_after(pending: list[Any], error: Exception) -> Any:
 
     What a step returns that met ``error`` after other work of the same
     element had started (a coroutine sink's): left unawaited, that work
-    would never run. The first failure is raised, after all of it. A
-    source that counts the elements gone through does not count one whose
-    work is a :class:`Failing`. A ``RecursionError`` (the graph loops) is
-    raised at once: nothing more can run on that stack.
+    would never run. The first failure is raised, after all of it.
+    ``from_iterable`` does not count an element whose work is a
+    :class:`Failing` as gone through (a restart reads it again). A
+    ``RecursionError`` (the graph loops) is raised at once: nothing more
+    can run on that stack.
 
     >>> import asyncio
     >>> ran = []
@@ -142,11 +151,10 @@ def failing_after(pending: list[Any], error: Exception) -> Any:
 class Failing:
     """Work still to run for an element that failed: awaited, it runs, then raises."""
 
-    __slots__ = ("_work", "error")
+    __slots__ = ("_work",)
 
-    def __init__(self, pending: list[Awaitable[Any]], error: Exception) -> None:
-        self.error = error
-        self._work = _all(pending, error)
+    def __init__(self, pending: list[Awaitable[Any]], error: Exception | None = None) -> None:
+        self._work = _all(pending, error)  # error: met before these ran, else one of theirs
 
     def __await__(self) -> Any:
         return self._work.__await__()

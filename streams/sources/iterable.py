@@ -154,7 +154,12 @@ class FromIterable(Source[T]):
             pending = self._push(x)
             self.offset += 1
             if pending is not None:
-                await pending
+                try:
+                    await pending
+                except BaseException:
+                    if isinstance(pending, Failing):  # x failed: not gone through
+                        self.offset -= 1
+                    raise
                 since_yield = 0
             else:
                 since_yield += 1

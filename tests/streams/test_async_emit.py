@@ -291,9 +291,9 @@ def test_a_windows_late_stream_ends_when_closing_below_the_window_fails() -> Non
     assert windows.late._closed and late == [(1,)]
 
 
-@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("how", ["fused", "unfused", "two_coroutines", "asynchronous"])
 def test_an_item_failing_beside_a_coroutine_branch_is_read_again_on_restart(
-        fused: bool) -> None:
+        how: str) -> None:
     # Its failure came with the coroutine's work: the item was counted as
     # gone through, and a restart skipped it for the branch that had failed.
     from streams.fusion import unfused
@@ -308,14 +308,33 @@ def test_an_item_failing_beside_a_coroutine_branch_is_read_again_on_restart(
             raise ValueError("boom")
         seen.append(x)
 
-    with contextlib.nullcontext() if fused else unfused():
-        source = Stream.from_iterable([1, 2, 3])
-        source.sink(lambda x: _slow_append(out, x))
-        source.sink(once)
-        with pytest.raises(NodeError, match="boom"):
+    def build() -> Stream[Any]:
+        source = Stream.from_iterable([1, 2, 3], asynchronous=how == "asynchronous")
+        # Two coroutines: the failing fan-out's work is gathered with a later branch's.
+        branch = source.map(lambda x: x) if how == "two_coroutines" else source
+        branch.sink(lambda x: _slow_append(out, x))
+        branch.sink(once)
+        if how == "two_coroutines":
+            source.sink(lambda x: _slow_append([], x))
+        return source
+
+    if how == "asynchronous":
+        async def main() -> Stream[Any]:
+            source = build()
+            with pytest.raises(NodeError, match="boom"):
+                await source.start()
+            assert source.offset == 1
+            await source.start()
+            return source
+
+        asyncio.run(main())
+    else:
+        with unfused() if how == "unfused" else contextlib.nullcontext():
+            source = build()
+            with pytest.raises(NodeError, match="boom"):
+                source.start()
+            assert source.offset == 1
             source.start()
-        assert source.offset == 1
-        source.start()
     assert seen == [1, 2, 3]
     assert out == [1, 2, 2, 3]  # at least once: the coroutine had run for 2
 
@@ -330,6 +349,17 @@ def test_a_loop_through_a_fan_out_with_a_coroutine_branch_is_still_explained() -
     with pytest.raises(RecursionError, match="went round the loop"):
         source.emit(0)
     gc.collect()  # their warnings come here, in this test
+
+
+def test_a_second_window_failing_at_close_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    source = Stream()
+    source.timed_window(10, time=lambda x: x, key=lambda x: x % 2).map(_boom)
+    source.emit(1)
+    source.emit(2)
+    with caplog.at_level(logging.ERROR, logger="streams"), \
+            pytest.raises(NodeError, match="boom"):
+        source.close()
+    assert "another failure, after the one raised" in caplog.text
 
 
 def test_coroutine_sink_failure_names_the_node() -> None:
