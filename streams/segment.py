@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from .core import Stream
 
-__all__ = ["NO_DEFAULT", "JoinedHere", "Segment", "SegmentEntry", "join_here", "raise_first",
-           "admit_connection", "segment_of", "unsendable"]
+__all__ = ["NO_DEFAULT", "JoinedHere", "Segment", "SegmentEntry", "admit_connection",
+           "join_here", "raise_first", "raised_after", "segment_of", "unsendable"]
 
 
 class _NoDefault:
@@ -182,6 +182,26 @@ def raise_first(errors: list[BaseException], engine: str) -> None:
         first.add_note(f"{len(errors) - 1} more error(s) were raised while the {engine} "
                        "segment delivered its results; every other result was delivered")
     raise first
+
+
+def raised_after(pending: Any, errors: list[BaseException], engine: str) -> Any:
+    """``pending`` (a segment's closing work), then :func:`raise_first` of ``errors``.
+
+    With errors and work pending, an awaitable doing both: that work, left
+    unawaited, would never run (a coroutine sink after ``gather()``).
+    """
+    if not errors or pending is None:
+        raise_first(errors, engine)
+        return pending
+    return _raised_after(pending, errors, engine)
+
+
+async def _raised_after(pending: Any, errors: list[BaseException], engine: str) -> None:
+    try:
+        await pending
+    except Exception as e:
+        errors.append(e)
+    raise_first(errors, engine)
 
 
 def unsendable(label: str, engine: str, batch: Sequence[Any],

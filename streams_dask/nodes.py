@@ -16,7 +16,7 @@ from distributed import Client
 from streams.core import Stream
 from streams.metadata import retain_refs
 from streams.operators._checks import check_count
-from streams.segment import SegmentEntry, raise_first
+from streams.segment import SegmentEntry, raised_after
 
 from .async_driver import AsyncDriver
 from .client import Connection, client_loop_running_here, connect, connect_async, inform_loop
@@ -455,9 +455,7 @@ class Scatter(SegmentEntry, Stream[Any]):
             finally:
                 runner.refs.release(everything=True)
                 runner.connection.close()
-        pending = self._close_exits()
-        raise_first(errors, "Dask")
-        return pending
+        return self._exits_closed(errors)
 
     async def _aclose_segment(self) -> None:
         if self._starting is None and (self._early or self._restored):
@@ -472,10 +470,20 @@ class Scatter(SegmentEntry, Stream[Any]):
             finally:
                 driver.runner.refs.release(everything=True)
                 await driver.runner.connection.aclose()
-        pending = self._close_exits()
+        pending = self._exits_closed(errors)
         if pending is not None:
             await pending
-        raise_first(errors, "Dask")
+
+    def _exits_closed(self, errors: list[BaseException]) -> Any:
+        """Close the exits, then raise the first of ``errors`` once their closing work ran."""
+        try:
+            pending = self._close_exits()
+        except Exception as e:
+            if not errors:
+                raise
+            errors.append(e)
+            pending = None
+        return raised_after(pending, errors, "Dask")
 
     def _close_exits(self) -> Any:
         """Close the ``gather()`` nodes (their downstreams see the end)."""
