@@ -212,29 +212,3 @@ def test_a_close_with_failed_batches_still_runs_the_closing_work_after_gather(
     raised = emitted_and_closed(source, range(10), "close() hung")
     assert raised and all(isinstance(e, DaskTaskError) for e in raised), raised
     assert len(windows) == 1 and sorted(windows[0]) == sorted(out), (windows, out)
-
-
-@pytest.mark.dask
-def test_an_awaited_close_raises_the_failed_batch_when_closing_work_fails_too(
-        client: Client) -> None:
-    # The closing work after gather() failed too: one of the two failures was
-    # lost without a word. The batch's is raised, the other counted in a note.
-    import asyncio
-
-    async def refuse(w: Any) -> None:
-        await asyncio.sleep(0)
-        raise ValueError("no window")
-
-    async def main() -> BaseException:
-        source: Stream[Any] = Stream(asynchronous=True)
-        gathered = source.scatter(client=client, batch_size=4).map(lock_at_3).gather()
-        gathered.timed_window(1000, time=lambda x: 0).sink(refuse)
-        for x in range(4):
-            await source.emit(x)
-        with pytest.raises(Exception) as info:
-            await source.close()
-        return info.value
-
-    raised = asyncio.run(main())
-    assert isinstance(raised, DaskTaskError), raised
-    assert any("1 more error(s)" in n for n in getattr(raised, "__notes__", ())), raised
