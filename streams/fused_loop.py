@@ -75,7 +75,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from . import fusion
-from .pending import Failing
+from .pending import uncounted_if_failing
 
 if TYPE_CHECKING:
     from .sources.base import Source
@@ -121,12 +121,8 @@ def drive(source: Source, items: Iterator[Any], counted: Callable[[int], None]) 
         if outcome is STOPPED:
             return False
         if outcome is not None:
-            try:
+            with uncounted_if_failing(outcome, lambda: counted(-1)):
                 run_sync(outcome)  # the item's pending work, before the next item
-            except BaseException:
-                if isinstance(outcome, Failing):  # the item failed: not gone through
-                    counted(-1)
-                raise
 
 
 def counting(items: Iterator[Any], counted: Callable[[int], None]

@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("streams")
 
 __all__ = ["DONE", "Failing", "as_future", "asynchronous_of", "done", "emit_each", "failing_after",
-           "finish_emit", "gather_pending", "settle", "until_done"]
+           "finish_emit", "gather_pending", "settle", "uncounted_if_failing",
+           "until_done"]
 
 
 class _Done:
@@ -105,10 +106,7 @@ def emit_each(emit: Callable[[Any], Any], items: Iterable[Any]) -> Any:
         try:
             pending.append(emit(x))
         except Exception as e:
-            if error is None:
-                error = e
-            else:  # one exception is raised: the others are told here
-                logger.error("another failure, after the one raised: %s", e, exc_info=e)
+            error = _kept_first(error, e, "another failure")
     if error is None:
         return gather_pending(pending)
     return failing_after(pending, error)
@@ -168,13 +166,32 @@ async def _all(pending: list[Awaitable[Any]], error: Exception | None = None) ->
         try:
             await p
         except Exception as e:
-            if error is None:
-                error = e
-            else:  # one exception is raised: the others are told here
-                logger.error("another failure of the same work, after the one raised: %s",
-                             e, exc_info=e)
+            error = _kept_first(error, e, "another failure of the same work")
     if error is not None:
         raise error
+
+
+def _kept_first(error: Exception | None, e: Exception, what: str) -> Exception:
+    """The failure to raise: ``error`` if one came first, else ``e``; a later one is logged."""
+    if error is None:
+        return e
+    logger.error("%s, after the one raised: %s", what, e, exc_info=e)  # one is raised
+    return error
+
+
+@contextlib.contextmanager
+def uncounted_if_failing(pending: Any, uncount: Callable[[], None]) -> Iterator[None]:
+    """Run the block (which runs ``pending``); ``uncount()`` if it fails as :class:`Failing`.
+
+    For a source counting its elements: one whose work was a failure is not
+    gone through, and a restart reads it again.
+    """
+    try:
+        yield
+    except BaseException:
+        if isinstance(pending, Failing):
+            uncount()
+        raise
 
 
 def settle(pending: Awaitable[Any], node: Stream[Any]) -> Any:

@@ -92,9 +92,6 @@ def checked_in_order(steps: list[tuple[str, list[tuple[Any, Any]]]], row: Callab
     cases = list(unique.values())
     # A constant error is one literal with its separator: Spark parses,
     # analyses, optimises and prints each node of the filter on every query.
-    errors = [F.lit(": " + e) if isinstance(e, str) else F.concat(F.lit(": "), e)
-              for _, _, e in cases]
-    heads = [F.lit(f"{label} failed on element ") for label, _, _ in cases]
     failing = cases[0][1]
     for _, condition, _ in cases[1:]:
         failing = failing | condition
@@ -105,6 +102,9 @@ def checked_in_order(steps: list[tuple[str, list[tuple[Any, Any]]]], row: Callab
         # element's text is one, a concat of three parts less to analyse and compile.
         message = row.around(head.pop(), str(tail.pop()))
     else:
+        errors = [F.lit(": " + e) if isinstance(e, str) else F.concat(F.lit(": "), e)
+                  for _, _, e in cases]
+        heads = [F.lit(f"{label} failed on element ") for label, _, _ in cases]
         message = F.concat(_first(cases, heads), row(), _first(cases, errors))
     checking_text = F.when(failing, F.raise_error(message)).otherwise(then)
     prefilter = F.lit(True) if _always(then) else F.when(failing, F.lit(True)).otherwise(then)
@@ -431,4 +431,6 @@ class ElementText:
         for placeholder, (head, tail) in self._messages.items():
             if placeholder in text:
                 text = text.replace(placeholder, str(element_repr(fields, head, tail)))
-        return text.replace(self._placeholder, str(element_repr(fields)))
+        if self._placeholder in text:
+            text = text.replace(self._placeholder, str(element_repr(fields)))
+        return text

@@ -11,7 +11,7 @@ from .. import fusion
 from ..clock import run_sync
 from ..core import Stream
 from ..fused_loop import drive, skip
-from ..pending import Failing
+from ..pending import uncounted_if_failing
 from .base import Source
 
 __all__ = ["FromIterable"]
@@ -94,6 +94,9 @@ class FromIterable(Source[T]):
     def _count(self, n: int) -> None:
         self.offset += n
 
+    def _uncount(self) -> None:
+        self.offset -= 1  # the last element failed: not gone through
+
     def _run_sync(self) -> None:
         __tracebackhide__ = True  # pytest, IPython: show the user's frames
         ckpt = self._checkpointer
@@ -116,12 +119,8 @@ class FromIterable(Source[T]):
                 if pending is not None:
                     self.offset += n
                     n = 0
-                    try:
+                    with uncounted_if_failing(pending, self._uncount):
                         run_sync(pending)
-                    except BaseException:
-                        if isinstance(pending, Failing):  # x failed: not gone through
-                            self.offset -= 1
-                        raise
                 if ckpt is not None:
                     # The element is done: a checkpoint here is consistent.
                     self.offset += n
@@ -154,12 +153,8 @@ class FromIterable(Source[T]):
             pending = self._push(x)
             self.offset += 1
             if pending is not None:
-                try:
+                with uncounted_if_failing(pending, self._uncount):
                     await pending
-                except BaseException:
-                    if isinstance(pending, Failing):  # x failed: not gone through
-                        self.offset -= 1
-                    raise
                 since_yield = 0
             else:
                 since_yield += 1
