@@ -75,7 +75,6 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from . import fusion
-from .pending import uncounted_if_failing
 
 if TYPE_CHECKING:
     from .sources.base import Source
@@ -121,8 +120,11 @@ def drive(source: Source, items: Iterator[Any], counted: Callable[[int], None]) 
         if outcome is STOPPED:
             return False
         if outcome is not None:
-            with uncounted_if_failing(outcome, lambda: counted(-1)):
+            try:
                 run_sync(outcome)  # the item's pending work, before the next item
+            except BaseException:
+                counted(-1)  # its work failed: a new start() reads it again
+                raise
 
 
 def counting(items: Iterator[Any], counted: Callable[[int], None]

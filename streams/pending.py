@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,8 +20,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("streams")
 
 __all__ = ["DONE", "Failing", "as_future", "asynchronous_of", "done", "emit_each", "failing_after",
-           "finish_emit", "gather_pending", "settle", "uncounted_if_failing",
-           "until_done"]
+           "finish_emit", "gather_pending", "settle", "until_done"]
 
 
 class _Done:
@@ -118,8 +117,8 @@ def failing_after(pending: list[Any], error: Exception) -> Any:
     What a step returns that met ``error`` after other work of the same
     element had started (a coroutine sink's): left unawaited, that work
     would never run. The first failure is raised, after all of it.
-    ``from_iterable`` does not count an element whose work is a
-    :class:`Failing` as gone through (a restart reads it again). A
+    A source counts no element whose work failed (contract 9: a restart
+    reads it again). A
     ``RecursionError`` (the graph loops) is raised at once: nothing more
     can run on that stack.
 
@@ -177,21 +176,6 @@ def _kept_first(error: Exception | None, e: Exception, what: str) -> Exception:
         return e
     logger.error("%s, after the one raised: %s", what, e, exc_info=e)  # one is raised
     return error
-
-
-@contextlib.contextmanager
-def uncounted_if_failing(pending: Any, uncount: Callable[[], None]) -> Iterator[None]:
-    """Run the block (which runs ``pending``); ``uncount()`` if it fails as :class:`Failing`.
-
-    For a source counting its elements: one whose work was a failure is not
-    gone through, and a restart reads it again.
-    """
-    try:
-        yield
-    except BaseException:
-        if isinstance(pending, Failing):
-            uncount()
-        raise
 
 
 def settle(pending: Awaitable[Any], node: Stream[Any]) -> Any:

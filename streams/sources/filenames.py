@@ -28,8 +28,10 @@ class Filenames(Source[str]):
         Start right away (needs a running loop).
 
     Files present at the first look are emitted too, in sorted order; each
-    name is emitted once. Without a running loop, ``start()`` polls from the
-    shared loop thread (:mod:`streams.loop_thread`), as streamz does.
+    name is emitted once, and counted as seen once its work is done: a
+    ``start()`` after a failure emits the failing name again. Without a
+    running loop, ``start()`` polls from the shared loop thread
+    (:mod:`streams.loop_thread`), as streamz does.
 
     Examples
     --------
@@ -68,15 +70,16 @@ class Filenames(Source[str]):
         super().__init__(start=start, **kwargs)
 
     def _new_names(self) -> list[str]:
-        new = sorted(set(glob(self.path)) - self.seen)
-        self.seen.update(new)
-        return new
+        return sorted(set(glob(self.path)) - self.seen)
 
     async def _run_async(self) -> None:
         while not self.stopped:
             for name in self._new_names():
+                if self.stopped:
+                    break  # the rest is for the next start()
                 pending = self._push(name)
                 if pending is not None:
-                    await pending
+                    await pending  # failing, the name is emitted again by a new start()
+                self.seen.add(name)
             if not self.stopped:
                 await self._clock.sleep(self.poll_interval)

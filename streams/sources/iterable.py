@@ -11,7 +11,6 @@ from .. import fusion
 from ..clock import run_sync
 from ..core import Stream
 from ..fused_loop import drive, skip
-from ..pending import uncounted_if_failing
 from .base import Source
 
 __all__ = ["FromIterable"]
@@ -94,9 +93,6 @@ class FromIterable(Source[T]):
     def _count(self, n: int) -> None:
         self.offset += n
 
-    def _uncount(self) -> None:
-        self.offset -= 1  # the last element failed: not gone through
-
     def _run_sync(self) -> None:
         __tracebackhide__ = True  # pytest, IPython: show the user's frames
         ckpt = self._checkpointer
@@ -115,12 +111,11 @@ class FromIterable(Source[T]):
                 # self._push each time, not a local: the graph may change, or
                 # close, while the source runs (a sink may connect a node).
                 pending = self._push(x)
-                n += 1
                 if pending is not None:
                     self.offset += n
                     n = 0
-                    with uncounted_if_failing(pending, self._uncount):
-                        run_sync(pending)
+                    run_sync(pending)  # failing, x is read again by a new start()
+                n += 1
                 if ckpt is not None:
                     # The element is done: a checkpoint here is consistent.
                     self.offset += n
@@ -134,7 +129,7 @@ class FromIterable(Source[T]):
                 self._end_sync()
                 return
         finally:
-            self.offset += n  # what was emitted counts, also after a failure
+            self.offset += n  # the items done count, also after a failure
 
     async def _run_async(self) -> None:
         since_yield = 0
@@ -151,10 +146,10 @@ class FromIterable(Source[T]):
             if ckpt is not None:
                 ckpt.begin()
             pending = self._push(x)
-            self.offset += 1
             if pending is not None:
-                with uncounted_if_failing(pending, self._uncount):
-                    await pending
+                await pending  # failing, x is read again by a new start()
+            self.offset += 1  # x's work is done
+            if pending is not None:
                 since_yield = 0
             else:
                 since_yield += 1

@@ -233,10 +233,11 @@ class FromRedis(RedisAcks):
             # goes on from the failing one, as from_textfile does.
             self._took(entries, done - 1, claimed)
             raise
-        self._took(entries, done, claimed)
-        if pending is not None:
-            return self._finish_async(pending, entries[done:], claimed)
-        return None
+        if pending is None:
+            self._took(entries, done, claimed)
+            return None
+        self._took(entries, done - 1, claimed)  # the last one's work is not done yet
+        return self._finish_async(pending, entries[done - 1:], claimed)
 
     def _took(self, entries: list[Any], done: int, claimed: bool) -> None:
         """The first ``done`` of ``entries`` went through the graph: move the offset."""
@@ -247,8 +248,10 @@ class FromRedis(RedisAcks):
                 self.processed.extend(e[0] for e in entries[:done])
 
     async def _finish_async(self, pending: Any, rest: list[Any], claimed: bool) -> None:
-        await pending
-        more = self._emit_batch(rest, claimed)
+        """Finish the work of ``rest``'s first entry, count it, push the others."""
+        await pending  # failing, the entry is read again by a new start()
+        self._took(rest, 1, claimed)
+        more = self._emit_batch(rest[1:], claimed)
         if more is not None:
             await more
 

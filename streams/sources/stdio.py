@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core import Stream
 from ..sinks.basic import check_encoding
-from .base import Source
+from .base import FileSource
 
 __all__ = ["FromStdin"]
 
@@ -46,7 +46,7 @@ def _parser(fmt: str, encoding: str) -> Callable[[bytes | str], Any]:
 
 
 @Stream.register_api(staticmethod)
-class FromStdin(Source[Any]):
+class FromStdin(FileSource[Any]):
     """Emit each line of standard input, parsed, then close at end of input.
 
     Parameters
@@ -68,7 +68,8 @@ class FromStdin(Source[Any]):
     A line that does not parse goes to the node's error policy (by default a
     :class:`~streams.errors.NodeError` showing the line). ``offset`` counts
     bytes: a pipeline reading a file redirected to stdin (``< file``) can
-    resume from a checkpoint; a pipe cannot be replayed. A text file object
+    resume from a checkpoint, and a ``start()`` after a failure reads the
+    failing line again; a pipe cannot be replayed. A text file object
     with no binary buffer (``io.StringIO``) is read as text, and ``offset``
     then counts characters, the positions such a file seeks to.
 
@@ -85,7 +86,7 @@ class FromStdin(Source[Any]):
 
     # _read_here: this source read the input up to offset (a start() after stop()
     # goes on there); _pipe: a pipe's reader and transport, kept across stop().
-    __slots__ = ("_parse", "_pipe", "_read_here", "encoding", "file", "format", "offset")
+    __slots__ = ("_parse", "_pipe", "_read_here", "encoding", "file", "format")
     _operator = "from_stdin"
     _replayable = True
     _params = ("format", "encoding")
@@ -132,16 +133,29 @@ class FromStdin(Source[Any]):
             shown = line if isinstance(line, str) else line.decode(self.encoding, "replace")
             return False, self._fail(shown, e)
 
+    def _failed(self, f: Any) -> None:
+        """After an element failed: a seekable input is read again from it by the next start().
+
+        ``offset`` has not counted that element's line (contract 9); a pipe
+        cannot go back, and goes on after it.
+        """
+        try:
+            self._read_here = not f.seekable()
+        except ValueError:  # closed by the pipeline
+            pass
+
     def _run_sync(self) -> None:
         f = self._input()
         self._read_here = True
-        for line in f:  # a line read is emitted, also after stop(): it is gone from a pipe
-            ok, x = self._element(line)
-            pending = self._push(x) if ok else x
-            self.offset += len(line)
-            self._element_done_sync(pending)
-            if self.stopped:
-                return
+        try:
+            for line in f:  # a line read is emitted, also after stop(): it is gone from a pipe
+                ok, x = self._element(line)
+                self._element_done_sync(self._push(x) if ok else x, len(line))
+                if self.stopped:
+                    return
+        except BaseException:
+            self._failed(f)
+            raise
         self._end_sync()
 
     async def _lines(self, f: Any) -> Any:
@@ -168,8 +182,16 @@ class FromStdin(Source[Any]):
         self._pipe = None
 
     async def _run_async(self) -> None:
+        f = self._input()
+        try:
+            await self._read_async(f)
+        except BaseException:
+            self._failed(f)
+            raise
+
+    async def _read_async(self, f: Any) -> None:
         ckpt = self._checkpointer
-        lines = self._lines(self._input())
+        lines = self._lines(f)
         self._read_here = True
         async for line in lines:
             # A line read is emitted, also after stop(): it is gone from a pipe.
@@ -177,9 +199,9 @@ class FromStdin(Source[Any]):
                 ckpt.begin()
             ok, x = self._element(line)
             pending = self._push(x) if ok else x
-            self.offset += len(line)
             if pending is not None:
-                await pending
+                await pending  # failing, the line is read again by a new start()
+            self.offset += len(line)
             if ckpt is not None and (pending := ckpt.step()) is not None:
                 await pending
             if self.stopped:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..clock import get_clock
 from ..core import Stream
-from .base import Source
+from .base import FileSource
 
 __all__ = ["FromTextfile"]
 
@@ -40,7 +40,7 @@ def _delimiter_bytes(delimiter: str, encoding: str) -> bytes:
 
 
 @Stream.register_api(staticmethod)
-class FromTextfile(Source[str]):
+class FromTextfile(FileSource[str]):
     """Emit the lines of a text file, delimiter included (as streamz does).
 
     The file is read incrementally: memory stays bounded (a chunk and the
@@ -108,7 +108,7 @@ class FromTextfile(Source[str]):
     # characters is not a file position once a line holds non-ASCII text).
     # _positioned: the first open has placed the file (from_end applied).
     __slots__ = ("_clock", "_delim", "_fp", "_positioned", "delimiter", "encoding", "file",
-                 "follow", "from_end", "offset", "poll_interval")
+                 "follow", "from_end", "poll_interval")
     _operator = "from_textfile"
     _replayable = True
     _params = ("file", "poll_interval", "delimiter", "from_end", "encoding", "follow")
@@ -212,9 +212,7 @@ class FromTextfile(Source[str]):
             for line in self._read_lines(self._open()):
                 if self.stopped:
                     return
-                pending = self._push(line.decode(encoding))
-                self.offset += len(line)
-                self._element_done_sync(pending)
+                self._element_done_sync(self._push(line.decode(encoding)), len(line))
         finally:
             self._close()
         self._end_sync()
@@ -240,9 +238,9 @@ class FromTextfile(Source[str]):
                     if ckpt is not None:
                         ckpt.begin()
                     pending = self._push(line.decode(encoding))
-                    self.offset += len(line)
                     if pending is not None:
-                        await pending
+                        await pending  # failing, the line is read again by a new start()
+                    self.offset += len(line)
                     if ckpt is not None and (pending := ckpt.step()) is not None:
                         await pending
             else:
@@ -252,9 +250,9 @@ class FromTextfile(Source[str]):
                 if ckpt is not None:
                     ckpt.begin()
                 pending = self._push(buffer.decode(encoding))
-                self.offset += len(buffer)
                 if pending is not None:
                     await pending
+                self.offset += len(buffer)
                 if ckpt is not None and (pending := ckpt.step()) is not None:
                     await pending
         finally:
