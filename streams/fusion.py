@@ -125,15 +125,23 @@ def compile_installed(node: Stream[Any]) -> Callable[[Any], Any]:
     the node's emits, the backlog's ``saved`` push, which runs the queued
     elements: one compiled there (the graph changed while they queued) must
     not go through the backlog, where it would wait behind itself.
+
+    A push already there is returned as it is: a source that took the node's
+    push into a local before the first element (``from_redis``, a batch at a
+    time) calls this for every element of that batch, and compiling for each
+    cost a Redis pipeline 0.64x its rate.
     """
+    owner = getattr(node._push, "__self__", None)
+    backlog = owner if isinstance(owner, Backlog) else None
+    installed = node._push if backlog is None else backlog.saved
+    if installed != node._compile_and_push:
+        return installed
     push = compile_push(node)
     compiled.add(node)
-    owner = getattr(node._push, "__self__", None)
-    if isinstance(owner, Backlog):
-        if owner.saved == node._compile_and_push:
-            owner.saved = push
-    elif node._push == node._compile_and_push:
+    if backlog is None:
         node._push = push
+    else:
+        backlog.saved = push
     return push
 
 

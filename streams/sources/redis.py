@@ -210,7 +210,7 @@ class FromRedis(RedisAcks):
         """
         if self._floor is not None and entries and not claimed:
             entries = self._skip_covered(entries)
-        push = self._push
+        push = self._pusher()
         with_id = self.with_id
         done = 0
         pending = None
