@@ -13,6 +13,7 @@ itself. Here the push function's body is written *into* the loop::
                     if _src._interrupted:        # stop(), or the graph changed
                         if _src.stopped:
                             _n -= 1              # read, not gone through
+                            _src._unsent = (x_1,)
                             return _STOPPED
                         return _src._push(x_1)   # new code from here
                     <the push function's body, each ``return None`` turned
@@ -20,6 +21,7 @@ itself. Here the push function's body is written *into* the loop::
                      ``_p = v; if _p is not None: return _p`` then ``continue``>
                 except BaseException:
                     _n -= 1              # this item did not go through
+                    _src._unsent = (x_1,)
                     raise
             return _EXHAUSTED
         finally:
@@ -56,6 +58,12 @@ list iterator forgets its index once it runs out: the source then stands at
 the list's end, so a list cut, during the run, below the position reached
 counts as read to its (new) end, where the numbering loop counted the items
 read.
+
+An item that did not go through, or whose pending work is returned (a
+pending result also keeps its item there), is kept in ``_src._unsent``:
+from an iterator, which cannot be read again, a source sends it first when
+started again (``from_iterable``). :func:`drive` forgets it once its work is
+done.
 
 Nothing else changes: items still go through the whole graph one at a
 time, depth first, user functions are called in the same order, and pending
@@ -125,6 +133,7 @@ def drive(source: Source, items: Iterator[Any], counted: Callable[[int], None]) 
             except BaseException:
                 counted(-1)  # its work failed: a new start() reads it again
                 raise
+            source._unsent = None  # the item the loop kept with its work went through
 
 
 def counting(items: Iterator[Any], counted: Callable[[int], None]
@@ -251,10 +260,14 @@ def _loop(_it, _src, _push, _counted{defaults}):
                         _n -= 1
                         _src._unsent = ({x},)
                         return _STOPPED
-                    return _src._push({x})
+                    _p = _src._push({x})
+                    if _p is not None:
+                        _src._unsent = ({x},)
+                    return _p
                 pass
             except BaseException:
                 _n -= 1
+                _src._unsent = ({x},)
                 raise
         return _EXHAUSTED
     finally:
@@ -265,17 +278,21 @@ def _loop(_it, _src, _push, _counted{defaults}):
 class _Returns(ast.NodeTransformer):
     """Turn the body's ``return v`` statements into the loop's next step."""
 
+    def __init__(self, x: str) -> None:
+        self.x = x  # the item's name
+
     def visit_Return(self, node: ast.Return) -> Any:
         value = node.value
         if value is None or (isinstance(value, ast.Constant) and value.value is None):
             return ast.Continue()
-        # return v  ->  _p = v; if _p is not None: return _p; continue
+        # return v  ->  _p = v; if _p is not None: _src._unsent = (x,); return _p; continue
         return [
             ast.Assign(targets=[ast.Name("_p", ast.Store())], value=value),
             ast.If(
                 test=ast.Compare(ast.Name("_p", ast.Load()), [ast.IsNot()],
                                  [ast.Constant(None)]),
-                body=[ast.Return(ast.Name("_p", ast.Load()))], orelse=[]),
+                body=[*ast.parse(f"_src._unsent = ({self.x},)").body,
+                      ast.Return(ast.Name("_p", ast.Load()))], orelse=[]),
             ast.Continue(),
         ]
 
@@ -339,7 +356,7 @@ def _loop_code(source: str, name: str, positional: bool,
     assert isinstance(for_loop, ast.For)
     guard = for_loop.body[0]
     assert isinstance(guard, ast.Try)
-    returns = _Returns()
+    returns = _Returns(x)
     guard.body[1:] = [new for stmt in body for new in _as_list(returns.visit(stmt))]
     tree = ast.fix_missing_locations(ast.Module(body=[loop], type_ignores=[]))
     text = f"# fused loop of {name}\n{ast.unparse(tree)}\n"
@@ -371,14 +388,16 @@ def _calling_loop(items: Iterator[Any], source: Any, push: Callable[[Any], Any],
                 n -= 1
                 return STOPPED
             try:
-                if source._push is not push:
-                    return source._push(x)
-                p = push(x)
+                p = push(x) if source._push is push else source._push(x)
             except BaseException:
                 n -= 1
+                source._unsent = (x,)
                 raise
             if p is not None:
+                source._unsent = (x,)
                 return p
+            if source._push is not push:
+                return None  # the graph changed: new code for the rest
         return EXHAUSTED
     finally:
         counted(n)

@@ -116,11 +116,10 @@ def failing_after(pending: list[Any], error: Exception) -> Any:
 
     What a step returns that met ``error`` after other work of the same
     element had started (a coroutine sink's): left unawaited, that work
-    would never run. The first failure is raised, after all of it.
-    A source counts no element whose work failed (contract 9: a restart
-    reads it again). A
-    ``RecursionError`` (the graph loops) is raised at once: nothing more
-    can run on that stack.
+    would never run. The first failure is raised, after all of it. A
+    source counts no element whose work failed (contract 9: a restart
+    reads it again). A ``RecursionError`` (the graph loops) is raised at
+    once: nothing more can run on that stack.
 
     >>> import asyncio
     >>> ran = []

@@ -408,7 +408,11 @@ class Source(Stream[T]):
 
 
 class FileSource(Source[T]):
-    """A source reading a file's lines, ``offset`` bytes in (its state, where it resumes)."""
+    """A source reading a file's lines, ``offset`` in (its state, where it resumes).
+
+    ``offset`` counts bytes, or characters where the file is read as text
+    (an ``io.StringIO``): the positions the file seeks to.
+    """
 
     __slots__ = ("offset",)
     offset: int

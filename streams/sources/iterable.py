@@ -28,8 +28,9 @@ class FromIterable(Source[T]):
     """Emit every item of an iterable, then close the stream.
 
     Started again after ``stop()`` or a failure, it resumes at ``offset``
-    (the items emitted so far): over a list or a range it passes over
-    them, an iterator goes on where it stands. (streamz's begins a list
+    (the items whose work is done): over a list or a range it passes over
+    them; an iterator goes on where it stands, sending first the item it
+    had taken and not sent, or whose work failed. (streamz's begins a list
     again from its first item.)
 
     Parameters
@@ -59,7 +60,7 @@ class FromIterable(Source[T]):
         if not isinstance(iterable, Iterable):
             raise TypeError(f"from_iterable() takes an iterable, got {type(iterable).__name__}")
         self.iterable = iterable
-        #: How many items have been emitted (the position to resume from).
+        #: How many items went through, their work done (the position to resume from).
         self.offset = 0
         self._skip = 0
         super().__init__(start=start, **kwargs)
@@ -87,8 +88,10 @@ class FromIterable(Source[T]):
         unsent, self._skip, self._unsent = self._unsent, 0, None
         if passed:
             return skip(it, passed)
-        # The item the stopped run had taken from the iterator first.
-        return it if unsent is None else itertools.chain(unsent, it)
+        if unsent is None or it is not self.iterable:  # a list is read again from offset
+            return it
+        # The item a stopped or failed run had taken from the iterator, first.
+        return itertools.chain(unsent, it)
 
     def _count(self, n: int) -> None:
         self.offset += n
@@ -110,11 +113,15 @@ class FromIterable(Source[T]):
                     break
                 # self._push each time, not a local: the graph may change, or
                 # close, while the source runs (a sink may connect a node).
-                pending = self._push(x)
-                if pending is not None:
-                    self.offset += n
-                    n = 0
-                    run_sync(pending)  # failing, x is read again by a new start()
+                try:
+                    pending = self._push(x)
+                    if pending is not None:
+                        self.offset += n
+                        n = 0
+                        run_sync(pending)
+                except BaseException:
+                    self._unsent = (x,)  # not gone through: a new start() sends it
+                    raise
                 n += 1
                 if ckpt is not None:
                     # The element is done: a checkpoint here is consistent.
@@ -145,10 +152,14 @@ class FromIterable(Source[T]):
                 break
             if ckpt is not None:
                 ckpt.begin()
-            pending = self._push(x)
-            if pending is not None:
-                await pending  # failing, x is read again by a new start()
-            self.offset += 1  # x's work is done
+            try:
+                pending = self._push(x)
+                if pending is not None:
+                    await pending
+            except BaseException:
+                self._unsent = (x,)  # not gone through: a new start() sends it
+                raise
+            self.offset += 1
             if pending is not None:
                 since_yield = 0
             else:

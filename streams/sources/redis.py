@@ -203,10 +203,13 @@ class FromRedis(RedisAcks):
     def _emit_batch(self, entries: list[Any], claimed: bool = False) -> Any:
         """Push entries; return None, or an awaitable when a step is asynchronous.
 
-        The offset and the ids to acknowledge are recorded once the batch is
-        done: a checkpoint is taken only between batches (see ``_batch_done``),
-        so the per-entry loop keeps them in locals. Entries ``claimed`` from
-        other consumers do not move the offset (their ids may be older).
+        The offset and the ids to acknowledge are recorded for the entries
+        whose work is done, when the loop ends (a checkpoint is taken only
+        between batches, see ``_batch_done``): an entry whose work is still
+        pending once that work is done (:meth:`_finish_async`), a failing
+        one not at all, and a new start() reads it again. Entries
+        ``claimed`` from other consumers do not move the offset (their ids
+        may be older).
         """
         if self._floor is not None and entries and not claimed:
             entries = self._skip_covered(entries)

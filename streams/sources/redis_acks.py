@@ -27,8 +27,8 @@ __all__ = ["RedisAcks"]
 class RedisAcks(Source[Any]):
     """A Redis stream source's offset and acknowledgements (see the module docs)."""
 
-    __slots__ = ("_acks", "_barriers", "_covered", "_deferred", "_floor", "_unconfirmed",
-                 "offset", "processed")
+    __slots__ = ("_acks", "_barriers", "_covered", "_deferred", "_floor", "_restored",
+                 "_unconfirmed", "offset", "processed")
     # Set by the subclass: the consumer group (None: XREAD, nothing to acknowledge)
     # and how long another consumer's entries wait before they are claimed.
     group: str | None
@@ -52,6 +52,8 @@ class RedisAcks(Source[Any]):
         # After a restore: the id of the last entry the checkpoint covers;
         # an entry read again at or below it is not processed again.
         self._floor: tuple[int, int] | None = None
+        #: Restored from a checkpoint, not yet started: ``processed`` is the checkpoint's.
+        self._restored = False
         super().__init__(**kwargs)
 
     def snapshot(self) -> dict[str, Any]:
@@ -71,6 +73,7 @@ class RedisAcks(Source[Any]):
     def restore(self, state: dict[str, Any]) -> None:
         """Restore the offset and the ids to acknowledge (chunks or single ids)."""
         super().restore(state)
+        self._restored = True
         self.processed = [i for chunk in self.processed
                           for i in chunk.split("\n" if isinstance(chunk, str) else b"\n")]
         # Not with claims: an entry claimed from another consumer and not
@@ -79,9 +82,18 @@ class RedisAcks(Source[Any]):
             self._floor = _id_key(self.offset)
 
     def _start_recovery(self) -> None:
-        """After a restore: the ids the checkpoint covers are done; acknowledge them."""
+        """At a start: acknowledge the ids processed before that nothing waits for.
+
+        After a restore, those the checkpoint covers. Started again after a
+        failure, those the last run processed: without a checkpoint, their
+        work is done; with one, they wait for the next checkpoint, which
+        covers them (acknowledged now, a crash before it and a restore from
+        the one before would lose them).
+        """
         self._barriers = [n for n in walk(self) if hasattr(n, "_barrier")]
-        if self.group is not None and self.processed:
+        covered = self._restored or self._checkpointer is None
+        self._restored = False
+        if self.group is not None and self.processed and covered:
             self._acks.extend(self.processed)
             self.processed.clear()
 

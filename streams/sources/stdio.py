@@ -133,20 +133,32 @@ class FromStdin(FileSource[Any]):
             shown = line if isinstance(line, str) else line.decode(self.encoding, "replace")
             return False, self._fail(shown, e)
 
-    def _failed(self, f: Any) -> None:
-        """After an element failed: a seekable input is read again from it by the next start().
-
-        ``offset`` has not counted that element's line (contract 9); a pipe
-        cannot go back, and goes on after it.
-        """
+    def _position(self, f: Any) -> tuple[int, int] | None:
+        """Where a seekable ``f`` stands, and ``offset`` there (None for a pipe)."""
         try:
-            self._read_here = not f.seekable()
-        except ValueError:  # closed by the pipeline
-            pass
+            return (f.tell(), self.offset) if f.seekable() else None
+        except (OSError, ValueError):
+            return None
+
+    def _failed(self, f: Any, at: tuple[int, int] | None) -> None:
+        """After an element failed: a seekable input goes back to the line after the last counted.
+
+        ``offset`` has not counted the failing element's line (contract 9):
+        the next start() reads it again. ``at`` is where the run began
+        (:meth:`_position`); ``offset`` counts from there, however far
+        into the file that was. A pipe cannot go back: it goes on after
+        the failing line.
+        """
+        if at is not None:
+            try:
+                f.seek(at[0] + self.offset - at[1])
+            except (OSError, ValueError):  # closed by the pipeline
+                pass
 
     def _run_sync(self) -> None:
         f = self._input()
         self._read_here = True
+        at = self._position(f)
         try:
             for line in f:  # a line read is emitted, also after stop(): it is gone from a pipe
                 ok, x = self._element(line)
@@ -154,7 +166,7 @@ class FromStdin(FileSource[Any]):
                 if self.stopped:
                     return
         except BaseException:
-            self._failed(f)
+            self._failed(f, at)
             raise
         self._end_sync()
 
@@ -183,10 +195,11 @@ class FromStdin(FileSource[Any]):
 
     async def _run_async(self) -> None:
         f = self._input()
+        at = self._position(f)
         try:
             await self._read_async(f)
         except BaseException:
-            self._failed(f)
+            self._failed(f, at)
             raise
 
     async def _read_async(self, f: Any) -> None:
