@@ -386,6 +386,7 @@ def _calling_loop(items: Iterator[Any], source: Any, push: Callable[[Any], Any],
         for n, x in enumerate(items, 1) if numbered else zip(repeat(0), items):
             if source.stopped:
                 n -= 1
+                source._unsent = (x,)
                 return STOPPED
             try:
                 p = push(x) if source._push is push else source._push(x)

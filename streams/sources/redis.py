@@ -213,6 +213,8 @@ class FromRedis(RedisAcks):
         """
         if self._floor is not None and entries and not claimed:
             entries = self._skip_covered(entries)
+        if self._known:
+            entries = self._skip_known(entries)
         push = self._pusher()
         with_id = self.with_id
         done = 0
@@ -288,6 +290,7 @@ class FromRedis(RedisAcks):
                 self._create_group(pipe)
                 self._group_created(pipe.execute(raise_on_error=False)[0])
                 self._drain_sync(r, "0")  # this consumer's pending entries, in order
+                self._pending_read()
                 self._claim_sync(r)
             self._drain_ahead_sync(r)
             if not self.stopped:  # the end of the stream; stop() leaves the stream open
@@ -431,6 +434,7 @@ class FromRedis(RedisAcks):
                     self._create_group(pipe)
                     self._group_created((await pipe.execute(raise_on_error=False))[0])
                 await self._drain_async(r, "0", follow=False)
+                self._pending_read()
                 await self._claim_async(r)
             await self._drain_async(r, ">", follow=True)
             if self._checkpointer is not None:

@@ -27,8 +27,8 @@ __all__ = ["RedisAcks"]
 class RedisAcks(Source[Any]):
     """A Redis stream source's offset and acknowledgements (see the module docs)."""
 
-    __slots__ = ("_acks", "_barriers", "_covered", "_deferred", "_floor", "_restored",
-                 "_unconfirmed", "offset", "processed")
+    __slots__ = ("_acks", "_barriers", "_covered", "_deferred", "_floor", "_known",
+                 "_restored", "_unconfirmed", "offset", "processed")
     # Set by the subclass: the consumer group (None: XREAD, nothing to acknowledge)
     # and how long another consumer's entries wait before they are claimed.
     group: str | None
@@ -54,6 +54,9 @@ class RedisAcks(Source[Any]):
         self._floor: tuple[int, int] | None = None
         #: Restored from a checkpoint, not yet started: ``processed`` is the checkpoint's.
         self._restored = False
+        # Started again without a restore: the ids processed before, which the
+        # next checkpoint covers; read again from the pending list, skipped.
+        self._known: set[Any] = set()
         super().__init__(**kwargs)
 
     def snapshot(self) -> dict[str, Any]:
@@ -84,18 +87,32 @@ class RedisAcks(Source[Any]):
     def _start_recovery(self) -> None:
         """At a start: acknowledge the ids processed before that nothing waits for.
 
-        After a restore, those the checkpoint covers. Started again after a
-        failure, those the last run processed: without a checkpoint, their
-        work is done; with one, they wait for the next checkpoint, which
-        covers them (acknowledged now, a crash before it and a restore from
-        the one before would lose them).
+        After a restore, those the checkpoint covers. Started again (after a
+        failure, or ``stop()``), those the last run processed: without a
+        checkpoint, their work is done; with one, they wait for the next
+        checkpoint, which covers them (acknowledged now, a crash before it
+        and a restore from the one before would lose them). Still pending in
+        the group, they are read again first, and skipped.
         """
         self._barriers = [n for n in walk(self) if hasattr(n, "_barrier")]
         covered = self._restored or self._checkpointer is None
         self._restored = False
-        if self.group is not None and self.processed and covered:
+        if self.group is None:
+            return
+        if covered:
             self._acks.extend(self.processed)
             self.processed.clear()
+        else:  # still pending in the group: read again, they are not processed twice
+            self._known = {*self.processed, *(i for _, ids, _ in self._covered for i in ids)}
+
+    def _skip_known(self, entries: list[Any]) -> list[Any]:
+        """``entries`` less those processed before this start (see :meth:`_start_recovery`)."""
+        known = self._known
+        return [e for e in entries if e[0] not in known]
+
+    def _pending_read(self) -> None:
+        """This consumer's pending entries were all read again: no known id comes after."""
+        self._known = set()
 
     def _skip_covered(self, entries: list[Any]) -> list[Any]:
         """``entries`` less those the restored checkpoint covers (acknowledged instead).

@@ -7,6 +7,7 @@ pipes: ``producer | python pipeline.py | consumer``.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import stat
@@ -134,7 +135,14 @@ class FromStdin(FileSource[Any]):
             return False, self._fail(shown, e)
 
     def _position(self, f: Any) -> tuple[int, int] | None:
-        """Where a seekable ``f`` stands, and ``offset`` there (None for a pipe)."""
+        """Where a seekable ``f`` stands, and ``offset`` there (None: it cannot go back).
+
+        Only a binary file or an ``io.StringIO``: their positions count what
+        ``offset`` counts (another text file's ``tell()`` is an opaque
+        number).
+        """
+        if not isinstance(f, (io.RawIOBase, io.BufferedIOBase, io.StringIO)):
+            return None
         try:
             return (f.tell(), self.offset) if f.seekable() else None
         except (OSError, ValueError):

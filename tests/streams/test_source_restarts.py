@@ -115,7 +115,7 @@ def test_from_iterable_with_a_checkpoint_resumes_an_iterator_after_the_failing_i
     # in a new generator of the same items: the last item is not sent twice.
     from streams import Checkpointer
 
-    def run(failing: bool) -> list[Any]:
+    def run(failing: bool) -> tuple[list[Any], int]:
         source = Stream.from_iterable(v for v in VALUES)
         seen, _ = _graph(source, "in a coroutine")  # the same graph: it fails on a "2"
         Checkpointer(source, tmp_path, every=1, fsync=False)
@@ -123,10 +123,10 @@ def test_from_iterable_with_a_checkpoint_resumes_an_iterator_after_the_failing_i
             _run_twice(source.start, on_loop=False)
         else:
             source.start()
-        return seen
+        return seen, source.offset
 
-    assert run(failing=True) == VALUES
-    assert run(failing=False) == []  # all of them went: nothing is read again
+    assert run(failing=True) == (VALUES, len(VALUES))
+    assert run(failing=False) == ([], len(VALUES))  # all of them went: none read again
 
 
 @pytest.mark.parametrize("on_loop", [False, True], ids=["sync", "on a loop"])
@@ -239,3 +239,60 @@ def test_from_redis_started_again_keeps_uncovered_entries_for_its_checkpoint(
     source, out = build()  # a new process, from the checkpoint on disk
     source.start()
     assert out[-1] == sum(range(10))
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("how", ["failed", "stopped"])
+@pytest.mark.parametrize("on_loop", [False, True], ids=["sync", "on a loop"])
+def test_from_redis_with_a_checkpoint_started_again_processes_each_entry_once(
+        r: Any, redis_url: str, tmp_path: Path, how: str, on_loop: bool) -> None:
+    # The entries processed since the last checkpoint stay pending in the
+    # group until the next one covers them: the run started again reads them
+    # first, and must not process them twice.
+    from streams import Checkpointer
+
+    for n in range(10):
+        r.xadd("in", {"n": n})
+    source = Stream.from_redis("in", url=redis_url, group="g", consumer="c", count=2,
+                               block=0.05, asynchronous=on_loop)
+    first = [True]
+
+    def once(n: int) -> int:
+        if n == 3 and first[0]:
+            first[0] = False
+            if how == "failed":
+                raise ValueError("once")
+            source.stop()
+        return n
+
+    values = source.map(lambda f: int(f["n"])).map(once)
+    seen = values.sink_to_list()
+    totals = values.scan(lambda a, b: a + b, start=0).sink_to_list()
+    values.sink(lambda n: source.stop() if on_loop and n == 9 else None)
+    Checkpointer(source, tmp_path, every=4, fsync=False)
+
+    async def twice() -> None:
+        if how == "failed":
+            with pytest.raises(NodeError, match="once"):
+                await source.start()
+        else:
+            await source.start()
+        await source.start()
+
+    if on_loop:
+        asyncio.run(twice())
+    else:
+        if how == "failed":
+            with pytest.raises(NodeError, match="once"):
+                source.start()
+        else:
+            source.start()
+        source.start()
+    expected = list(range(10))
+    if how == "stopped":  # the stopping element went through; nothing after it
+        assert seen == expected
+    else:
+        assert seen == [0, 1, 2, *expected[3:]]
+    assert totals[-1] == sum(range(10))
+    if not on_loop:  # the end of the stream: its last checkpoint covers every entry
+        assert r.xpending("in", "g")["pending"] == 0
