@@ -810,6 +810,44 @@ def test_emit_result_is_a_future_awaitable_twice_and_never_lost() -> None:
     assert out == [1, 2, 3, 4]
 
 
+def test_emit_runs_coroutine_work_up_to_its_first_wait_before_returning() -> None:
+    # Work that does not wait is done when emit returns (a done Future, no
+    # Task: a Task an element cost a sink awaiting one call in 100 39x a
+    # plain loop's time); work that waits goes on in a Task, and a failure,
+    # at once or later, or a cancellation, is the Future's.
+    out: list[Any] = []
+
+    async def sink(x: int) -> None:
+        if x % 2:
+            await asyncio.sleep(0)
+        if x == 3 or x == 4:
+            raise ValueError(f"bad {x}")
+        out.append(x)
+
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.sink(sink)
+        at_once = source.emit(0)
+        assert isinstance(at_once, asyncio.Future) and at_once.done() and out == [0]
+        waits = source.emit(1)
+        assert isinstance(waits, asyncio.Task) and not waits.done() and out == [0]
+        await waits
+        assert out == [0, 1]
+        failed_at_once, failed_later = source.emit(4), source.emit(3)
+        assert failed_at_once.done()
+        for failed in (failed_at_once, failed_later):
+            with pytest.raises(NodeError, match="bad"):
+                await failed
+        cancelled = source.emit(5)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        await asyncio.sleep(0)
+        assert out == [0, 1]  # 5 was cancelled at its wait
+
+    asyncio.run(main())
+
+
 def test_a_nodes_tornado_coroutine_update_runs_with_no_loop_running() -> None:
     # streamz's plugin reference (docs/source/plugins.rst): a node whose
     # update is a @gen.coroutine. Called with no loop running, Tornado would
