@@ -45,6 +45,7 @@ from typing import Any
 
 from ..clock import run_sync
 from ..core import Stream
+from ..fused_loop import take_push
 from ._redis_ids import _hiredis_pack, start_id
 from .redis_acks import RedisAcks
 from .redis_client import check_client, connect
@@ -215,14 +216,16 @@ class FromRedis(RedisAcks):
             entries = self._skip_covered(entries)
         if self._known:
             entries = self._skip_known(entries)
-        push = self._pusher()
+        push = take_push(self)
         with_id = self.with_id
         done = 0
         pending = None
         try:
             for eid, flat in entries:
-                if self.stopped:
-                    break
+                if self._interrupted:  # stop(), or the graph changed on the way
+                    if self.stopped:
+                        break
+                    push = take_push(self)
                 done += 1
                 if flat is None:  # deleted (trimmed) while pending: nothing to emit
                     continue

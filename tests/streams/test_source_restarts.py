@@ -296,3 +296,17 @@ def test_from_redis_with_a_checkpoint_started_again_processes_each_entry_once(
     assert totals[-1] == sum(range(10))
     if not on_loop:  # the end of the stream: its last checkpoint covers every entry
         assert r.xpending("in", "g")["pending"] == 0
+
+
+@pytest.mark.redis
+def test_from_redis_sees_a_graph_change_within_a_batch(r: Any, redis_url: str) -> None:
+    # A sink that connects a node on the way of entry "1": the entries after
+    # it in the same batch reach that node too, as from_iterable's do.
+    for v in VALUES:
+        r.xadd("in", {"n": v})
+    source = Stream.from_redis("in", url=redis_url, count=10)
+    values = source.map(lambda f: f["n"])
+    later: list[Any] = []
+    values.sink(lambda x: values.sink(later.append) if x == "1" else None)
+    source.start()
+    assert later == ["2", "3", "4"]
