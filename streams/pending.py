@@ -191,64 +191,22 @@ def as_future(pending: Any) -> Any:
     it, and it can be awaited any number of times, as streamz's ``emit``
     result can (issue 15). With no loop, the awaitable as is.
 
-    The work runs now, up to its first wait, as a synchronous step does
-    (Python 3.12's eager tasks do the same): work that finishes without
-    waiting (a coroutine sink that awaits one call in 100) returns a done
-    Future, and only work that waits goes on in a Task. A Task for every
-    element cost ``await emit(x)`` 39x a plain loop's time against 2.1x
-    (``benchmarks/asyncemit.py``).
+    Work that is a Future of the running loop already (``buffer``'s room,
+    ``rate_limit``'s turn) is returned as it is; other work runs in a Task
+    of its own, with its own context, as ``asyncio.timeout()`` and
+    ``current_task()`` in a coroutine sink need. That Task costs an element
+    whose sink awaits one call in 100 about 40x a plain loop's
+    ``await sink(x)`` (``benchmarks/asyncemit.py``): running the work at once
+    up to its first wait, in the caller's task, was tried and dropped for
+    that reason.
     """
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return pending
-    steps = pending.__await__()
-    try:
-        first = steps.send(None)
-    except StopIteration:
-        fut = _done_future
-        return fut if fut is not None and fut.get_loop() is loop else done()
-    except asyncio.CancelledError:
-        failed = loop.create_future()
-        failed.cancel()
-        return failed
-    except Exception as e:  # raised when awaited, as the Task's failure would be
-        failed = loop.create_future()
-        failed.set_exception(e)
-        return failed
-    return loop.create_task(_resumed(steps, first))
-
-
-class _Relay:
-    """Awaited in :func:`_resumed`: hands ``value`` to the Task, returns what it sends back."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __await__(self) -> Any:
-        return (yield self.value)
-
-
-async def _resumed(steps: Any, yielded: Any) -> Any:
-    """The rest of ``steps``, a started awaitable that yielded ``yielded``, for a Task."""
-    while True:
-        try:
-            sent = await _Relay(yielded)
-        except GeneratorExit:
-            steps.close()
-            raise
-        except BaseException as e:  # thrown in by the Task: a cancellation
-            try:
-                yielded = steps.throw(e)
-            except StopIteration as stop:
-                return stop.value
-        else:
-            try:
-                yielded = steps.send(sent)
-            except StopIteration as stop:
-                return stop.value
+    if asyncio.isfuture(pending) and pending.get_loop() is loop:
+        return pending
+    return asyncio.ensure_future(pending, loop=loop)
 
 
 def finish_emit(node: Stream[Any], pending: Any, asynchronous: bool) -> Any:

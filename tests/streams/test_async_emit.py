@@ -810,40 +810,41 @@ def test_emit_result_is_a_future_awaitable_twice_and_never_lost() -> None:
     assert out == [1, 2, 3, 4]
 
 
-def test_emit_runs_coroutine_work_up_to_its_first_wait_before_returning() -> None:
-    # Work that does not wait is done when emit returns (a done Future, no
-    # Task: a Task an element cost a sink awaiting one call in 100 39x a
-    # plain loop's time); work that waits goes on in a Task, and a failure,
-    # at once or later, or a cancellation, is the Future's.
+def test_coroutine_work_of_an_emit_runs_in_a_task_of_its_own() -> None:
+    # A coroutine sink's asyncio.timeout() and context variables are its
+    # own: its work runs in a Task, not in the task that emitted.
+    import contextvars
+
+    who: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="caller")
     out: list[Any] = []
 
     async def sink(x: int) -> None:
-        if x % 2:
-            await asyncio.sleep(0)
-        if x == 3 or x == 4:
-            raise ValueError(f"bad {x}")
-        out.append(x)
+        who.set("sink")
+        try:
+            async with asyncio.timeout(0):
+                await asyncio.sleep(1)
+        except TimeoutError:
+            out.append(x)
 
     async def main() -> None:
         source = Stream(asynchronous=True)
         source.sink(sink)
-        at_once = source.emit(0)
-        assert isinstance(at_once, asyncio.Future) and at_once.done() and out == [0]
-        waits = source.emit(1)
-        assert isinstance(waits, asyncio.Task) and not waits.done() and out == [0]
-        await waits
-        assert out == [0, 1]
-        failed_at_once, failed_later = source.emit(4), source.emit(3)
-        assert failed_at_once.done()
-        for failed in (failed_at_once, failed_later):
-            with pytest.raises(NodeError, match="bad"):
-                await failed
-        cancelled = source.emit(5)
-        cancelled.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await cancelled
-        await asyncio.sleep(0)
-        assert out == [0, 1]  # 5 was cancelled at its wait
+        await source.emit(1)
+        assert who.get() == "caller"
+
+    asyncio.run(main())
+    assert out == [1]
+
+
+def test_a_future_of_the_running_loop_is_the_emits_result_as_it_is() -> None:
+    # buffer's room for an element: no Task around it.
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.buffer(1).sink(lambda x: asyncio.sleep(0))
+        results = [source.emit(i) for i in range(3)]
+        assert not any(isinstance(r, asyncio.Task) for r in results)
+        assert not all(r.done() for r in results)  # one waits for room
+        await asyncio.gather(*results)
 
     asyncio.run(main())
 
