@@ -216,6 +216,8 @@ class FromRedis(RedisAcks):
             entries = self._skip_covered(entries)
         if self._known:
             entries = self._skip_known(entries)
+        if claimed and entries:
+            entries = self._skip_known(entries, self._held())
         push = take_push(self)
         with_id = self.with_id
         done = 0

@@ -77,6 +77,9 @@ class RedisAcks(Source[Any]):
         """Restore the offset and the ids to acknowledge (chunks or single ids)."""
         super().restore(state)
         self._restored = True
+        # What this object held before is the restored checkpoint's business now.
+        self._known = set()
+        self._covered.clear()
         self.processed = [i for chunk in self.processed
                           for i in chunk.split("\n" if isinstance(chunk, str) else b"\n")]
         # Not with claims: an entry claimed from another consumer and not
@@ -97,17 +100,28 @@ class RedisAcks(Source[Any]):
         self._barriers = [n for n in walk(self) if hasattr(n, "_barrier")]
         covered = self._restored or self._checkpointer is None
         self._restored = False
+        self._known = set()
         if self.group is None:
             return
         if covered:
             self._acks.extend(self.processed)
             self.processed.clear()
         else:  # still pending in the group: read again, they are not processed twice
-            self._known = {*self.processed, *(i for _, ids, _ in self._covered for i in ids)}
+            self._known = self._held()
 
-    def _skip_known(self, entries: list[Any]) -> list[Any]:
-        """``entries`` less those processed before this start (see :meth:`_start_recovery`)."""
-        known = self._known
+    def _held(self) -> set[Any]:
+        """The ids processed and not yet acknowledged: pending in the group, done here."""
+        return {*self.processed, *(i for _, ids, _ in self._covered for i in ids),
+                *(i for _, ids in self._unconfirmed for i in ids)}
+
+    def _skip_known(self, entries: list[Any], known: set[Any] | None = None) -> list[Any]:
+        """``entries`` less those processed before (:meth:`_start_recovery`, or ``known``).
+
+        ``XAUTOCLAIM`` hands back this consumer's own pending entries too: an
+        entry processed and waiting for a checkpoint to be acknowledged,
+        claimed once it is idle for ``claim_idle``, is skipped as well.
+        """
+        known = self._known if known is None else known
         return [e for e in entries if e[0] not in known]
 
     def _pending_read(self) -> None:
