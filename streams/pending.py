@@ -196,17 +196,17 @@ def as_future(pending: Any) -> Any:
     of its own, with its own context, as ``asyncio.timeout()`` and
     ``current_task()`` in a coroutine sink need. That Task costs an element
     whose sink awaits one call in 100 about 40x a plain loop's
-    ``await sink(x)`` (``benchmarks/asyncemit.py``): running the work at once
-    up to its first wait, in the caller's task, was tried and dropped for
-    that reason.
+    ``await sink(x)`` (``benchmarks/asyncemit.py``). Running the work at
+    once up to its first wait, in the emitting task, cut that to 6x but was
+    dropped: a sink's ``asyncio.timeout()`` then cancelled the producer, its
+    context variables became the producer's, and a Task cancelled before
+    its first step never reached the work already started.
     """
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return pending
-    if asyncio.isfuture(pending) and pending.get_loop() is loop:
-        return pending
-    return asyncio.ensure_future(pending, loop=loop)
+    return asyncio.ensure_future(pending, loop=loop)  # a Future of this loop as it is
 
 
 def finish_emit(node: Stream[Any], pending: Any, asynchronous: bool) -> Any:

@@ -216,8 +216,6 @@ class FromRedis(RedisAcks):
             entries = self._skip_covered(entries)
         if self._known:
             entries = self._skip_known(entries)
-        if claimed and entries:
-            entries = self._skip_known(entries, self._held())
         push = take_push(self)
         with_id = self.with_id
         done = 0
@@ -423,7 +421,7 @@ class FromRedis(RedisAcks):
             self._queue_claim(pipe, cursor)
             cursor, entries = pipe.execute()[-1][:2]
             self._begin()
-            self._settle(self._emit_batch(entries, claimed=True))
+            self._settle(self._emit_batch(self._skip_known(entries, self._held()), claimed=True))
             self._settle(self._batch_done(len(entries)))
             if cursor in ("0-0", b"0-0"):
                 return
@@ -484,7 +482,8 @@ class FromRedis(RedisAcks):
                 self._queue_claim(pipe, cursor)
                 cursor, entries = (await pipe.execute())[-1][:2]
             self._begin()
-            await self._wait(self._emit_batch(entries, claimed=True))
+            await self._wait(self._emit_batch(self._skip_known(entries, self._held()),
+                                              claimed=True))
             await self._wait(self._batch_done(len(entries)))
             if cursor in ("0-0", b"0-0"):
                 return

@@ -80,6 +80,7 @@ class RedisAcks(Source[Any]):
         # What this object held before is the restored checkpoint's business now.
         self._known = set()
         self._covered.clear()
+        self._floor = None
         self.processed = [i for chunk in self.processed
                           for i in chunk.split("\n" if isinstance(chunk, str) else b"\n")]
         # Not with claims: an entry claimed from another consumer and not

@@ -331,13 +331,16 @@ def test_from_redis_restored_after_failed_restarts_processes_what_its_checkpoint
         return n
 
     values = source.map(lambda f: int(f["n"])).map(down_on_5)
-    totals = values.scan(lambda a, b: a + b, start=0).sink_to_list()
+    running = values.scan(lambda a, b: a + b, start=0)
+    totals = running.sink_to_list()
     checkpointer = Checkpointer(source, tmp_path, every=4, fsync=False)
     for _ in range(2):
         with pytest.raises(NodeError, match="down"):
             source.start()
+        checkpointer.wait()  # on disk: the restore reads the first run's checkpoint
     checkpointer.detach()
     Checkpointer(source, tmp_path, every=4, fsync=False, restore=True)
+    assert running.snapshot()["state"] == sum(range(4))  # after 0-3; 4 is not in it
     broken[0] = False
     source.start()
     assert totals[-1] == sum(range(6))
