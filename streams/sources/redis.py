@@ -214,8 +214,6 @@ class FromRedis(RedisAcks):
         """
         if self._floor is not None and entries and not claimed:
             entries = self._skip_covered(entries)
-        if self._known:
-            entries = self._skip_known(entries)
         push = take_push(self)
         with_id = self.with_id
         done = 0
@@ -293,7 +291,6 @@ class FromRedis(RedisAcks):
                 self._create_group(pipe)
                 self._group_created(pipe.execute(raise_on_error=False)[0])
                 self._drain_sync(r, "0")  # this consumer's pending entries, in order
-                self._pending_read()
                 self._claim_sync(r)
             self._drain_ahead_sync(r)
             if not self.stopped:  # the end of the stream; stop() leaves the stream open
@@ -327,7 +324,7 @@ class FromRedis(RedisAcks):
             if not entries:
                 return
             self._begin()
-            self._settle(self._emit_batch(entries))
+            self._settle(self._emit_batch(entries if ident == ">" else self._skip_known(entries)))
             self._settle(self._batch_done(len(entries)))
             if ident != ">":
                 cursor = entries[-1][0]  # pending entries: page through by id
@@ -437,7 +434,6 @@ class FromRedis(RedisAcks):
                     self._create_group(pipe)
                     self._group_created((await pipe.execute(raise_on_error=False))[0])
                 await self._drain_async(r, "0", follow=False)
-                self._pending_read()
                 await self._claim_async(r)
             await self._drain_async(r, ">", follow=True)
             if self._checkpointer is not None:
@@ -467,7 +463,8 @@ class FromRedis(RedisAcks):
                 await self._claim_async(r)
                 continue
             self._begin()
-            await self._wait(self._emit_batch(entries))
+            await self._wait(self._emit_batch(entries if ident == ">" else
+                                              self._skip_known(entries)))
             await self._wait(self._batch_done(len(entries)))
             if ident != ">":
                 cursor = entries[-1][0]

@@ -55,7 +55,8 @@ class RedisAcks(Source[Any]):
         #: Restored from a checkpoint, not yet started: ``processed`` is the checkpoint's.
         self._restored = False
         # Started again without a restore: the ids processed before, which the
-        # next checkpoint covers; read again from the pending list, skipped.
+        # next checkpoint covers; read again from the pending list at the
+        # start, skipped.
         self._known: set[Any] = set()
         super().__init__(**kwargs)
 
@@ -116,18 +117,17 @@ class RedisAcks(Source[Any]):
                 *(i for _, ids in self._unconfirmed for i in ids)}
 
     def _skip_known(self, entries: list[Any], known: set[Any] | None = None) -> list[Any]:
-        """``entries`` less those processed before (:meth:`_start_recovery`, or ``known``).
+        """``entries`` less those processed before this start, or ``known``.
+
+        The pending entries read again at a start: those of
+        :meth:`_start_recovery`; nothing when none was set aside.
 
         ``XAUTOCLAIM`` hands back this consumer's own pending entries too: an
         entry processed and waiting for a checkpoint to be acknowledged,
         claimed once it is idle for ``claim_idle``, is skipped as well.
         """
         known = self._known if known is None else known
-        return [e for e in entries if e[0] not in known]
-
-    def _pending_read(self) -> None:
-        """This consumer's pending entries were all read again: no known id comes after."""
-        self._known = set()
+        return [e for e in entries if e[0] not in known] if known else entries
 
     def _skip_covered(self, entries: list[Any]) -> list[Any]:
         """``entries`` less those the restored checkpoint covers (acknowledged instead).
