@@ -7,7 +7,6 @@ import importlib
 import logging
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import nullcontext
@@ -21,6 +20,7 @@ from distributed import Client, Event
 
 from streams import NodeError, Stream
 from streams_dask import DaskTaskError
+from tests.polling import wait_until
 
 
 def invert(x: int) -> float:
@@ -69,14 +69,6 @@ def held_back(event: str, x: int) -> float:
     if x in (0, 5):
         Event(f"{event}-{x}").wait()
     return invert(x)
-
-
-def wait_until(done: Any, guard: float = 60.0) -> None:
-    """Poll another thread's progress (not a timing) until ``done()``."""
-    deadline = time.monotonic() + guard
-    while not done():
-        assert time.monotonic() < deadline, "the condition never held"
-        time.sleep(0.005)
 
 
 @pytest.mark.dask
