@@ -222,12 +222,13 @@ def checking(df: Any, condition: Any) -> Any:
 _NEVER = "spark_partition_id() < 0"
 
 
-def _kept_apart(text: str) -> str:
+def _kept_apart(text: str, guard: str | None = None) -> str:
     """A filter's condition Spark merges with no other (see :func:`checking`).
 
     A condition that is one ``CASE`` gets the partition test as its first
     branch, not around it: the same rows, one ``CASE`` less for Spark to
-    analyse and optimise on every query.
+    analyse and optimise on every query. ``guard``: only the rows where it
+    holds (not NULL) reach ``text`` (:func:`kept_rows`).
 
     Examples
     --------
@@ -235,10 +236,17 @@ def _kept_apart(text: str) -> str:
     CASE WHEN spark_partition_id() < 0 THEN false WHEN a THEN raise_error('x') ELSE b END
     >>> print(_kept_apart("CASE WHEN a THEN b END AND c"))
     CASE WHEN spark_partition_id() < 0 THEN false ELSE CASE WHEN a THEN b END AND c END
+    >>> print(_kept_apart("CASE WHEN a THEN raise_error('x') ELSE b END", "k = 2"))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    CASE WHEN spark_partition_id() < 0 THEN false WHEN NOT coalesce(k = 2, false) THEN false
+    WHEN a THEN raise_error('x') ELSE b END
     """
+    first = f"CASE WHEN {_NEVER} THEN false "
+    if guard is not None:
+        first += f"WHEN NOT coalesce({guard}, false) THEN false "
     if _one_case(text):
-        return f"CASE WHEN {_NEVER} THEN false {text[len('CASE '):]}"
-    return f"CASE WHEN {_NEVER} THEN false ELSE {text} END"
+        return first + text[len("CASE "):]
+    return f"{first}ELSE {text} END"
 
 
 #: A name or string constant in SQL text (its words are not the text's own).
@@ -272,15 +280,20 @@ def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str], row: ElementT
     ``row`` puts the failing element's text into ``keep``'s messages;
     ``prefiltered``: with ``keep``'s prefilter between the two.
 
-    The tests (:mod:`streams_spark.pushdown`) are a filter of their own, below
-    the checking one, which Spark pushes into the source. Not one filter of
-    both, though that is one analysis less to build (Nexmark q1: 24 ms
-    against 28): Spark SQL documents no order of evaluation among an AND's
-    operands, nor short-circuiting (its ``CombineFilters`` merges two filters
-    only if both are deterministic for that reason), and a check evaluated
-    first would fail on a row the tests rule out. Spark 4.3 kept the order
-    of one such filter over Parquet and over a Python data source; nothing
-    promises it will.
+    The tests (:mod:`streams_spark.pushdown`) lead one filter, which Spark
+    pushes into the source; the check follows as a ``CASE`` that tests them
+    again before its own branches (:func:`_kept_apart`). Spark SQL
+    documents no order of evaluation among an AND's operands, nor
+    short-circuiting, and a check evaluated first would fail on a row the
+    tests rule out; a ``CASE`` evaluates its branches in order, so the
+    check sees only the tests' rows whatever order Spark takes. The filter
+    is not deterministic: Spark merges no other filter into it and puts no
+    test's constant into its ``CASE`` (``ConstantPropagation`` leaves such
+    a condition as it is; a test pins it). One filter, not the tests' own
+    below the check's: one DataFrame less to build and to plan, one
+    operator less per row (Nexmark q1 over 1,000,000 events, both in one
+    process, 61 and 101 paired rounds: 1.026x and 1.040x PySpark's rate
+    against 0.987x and 1.019x with two filters; 2026-12-04).
 
     The prefilter (:class:`Check`), where it drops rows and reads fewer
     columns than the checks, goes between them: the checks then read the
@@ -293,11 +306,12 @@ def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str], row: ElementT
     kind) 1.05x and 0.98x (11 and 31 paired rounds; 2026-11-30).
 
     A prefilter that can fail on no row (:func:`harmless`: q2's ``CASE WHEN
-    auction IS NULL THEN TRUE ELSE pmod(auction, 123) <=> 0 END``) is one
-    filter with the tests, which Spark may evaluate in any order; one that
-    may (an overflow of ``auction * 2``) is kept apart, as the check is.
-    Over 1,000,000 events q2 ran at 0.93x PySpark's rate with it kept
-    apart, 1.01x merged, 1.10x merged and its kind tested as ``kind = 2``
+    auction IS NULL THEN TRUE ELSE pmod(auction, 123) <=> 0 END``) joins the
+    tests, though not the check's guard: where it does not hold the check
+    neither keeps the row nor fails. One that may fail (an overflow of
+    ``auction * 2``) is a filter kept apart below the check's. Over
+    1,000,000 events q2 ran at 0.93x PySpark's rate with it kept apart,
+    1.01x merged, 1.10x merged and its kind tested as ``kind = 2``
     (:attr:`~streams_spark.column_values.Value.where_true`; 32 paired rounds,
     2026-12-02): one DataFrame less to build, one filter less to plan, and
     no partition test on each row.
@@ -305,19 +319,20 @@ def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str], row: ElementT
     if keep is None:
         return narrowed(df, narrowing)
     text = row.resolve(keep)
+    if _never_fails(text):
+        return narrowed(df, [*narrowing, text])
+    tests = list(narrowing)
+    guard = " AND ".join(f"({t})" for t in tests) if tests else None
     prefilter = _prefilter(keep) if prefiltered else None
-    apart = None
-    if prefilter is not None and not _always(prefilter) and not _never_fails(text):
+    if prefilter is not None and not _always(prefilter):
         pre = row.resolve(prefilter)
         if set(_COLUMN.findall(text)) - set(_COLUMN.findall(pre)):
-            if harmless(pre):
-                narrowing = [*narrowing, pre]
-            else:
-                apart = pre
-    out = narrowed(df, narrowing)
-    if apart is not None:
-        out = out.where(_kept_apart(apart))
-    return checking(out, text)
+            if not harmless(pre):
+                return checking(narrowed(df, tests).where(_kept_apart(pre)), text)
+            tests.append(pre)
+    if not tests:
+        return checking(df, text)
+    return df.where(" AND ".join([*tests, _kept_apart(text, guard)]))
 
 
 def _first(cases: list[tuple[str, Any, Any]], values: list[Any]) -> Any:

@@ -24,8 +24,8 @@ before. Only steps with the default error policy (``raise``) are lowered:
 a skipped or routed failure needs the Python element.
 
 The leading filters' tests of columns against constants also go to Spark
-as a filter of their own, below the checking one, which Spark pushes into
-the source (:mod:`streams_spark.pushdown`).
+at the head of the checking filter, which Spark pushes into the source
+(:mod:`streams_spark.pushdown`, :func:`streams_spark.checks.kept_rows`).
 """
 
 from __future__ import annotations

@@ -177,9 +177,9 @@ def _test(value: Value, decision: bool) -> _Atom:
 def narrowed(df: Any, conditions: Sequence[str]) -> Any:
     """``df`` where ``conditions`` hold: a filter Spark pushes into the source.
 
-    It goes below the checking filter (:func:`streams_spark.checks.kept_rows`),
-    which Spark keeps apart: the checks then see only the rows these tests
-    keep, and Spark cannot rewrite a check with their constants.
+    Before a check, :func:`streams_spark.checks.kept_rows` puts these tests
+    at the head of the checking filter instead, and tests them again in the
+    check's ``CASE``: the checks see only the rows these tests keep.
     """
     return df.where(" AND ".join(conditions)) if conditions else df
 

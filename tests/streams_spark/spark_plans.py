@@ -13,6 +13,26 @@ def python_passes(frame: Any) -> int:
     return plan.count("MapInArrow") + plan.count("FlatMapGroupsInPandas")
 
 
+def filters(frame: Any) -> list[list[str]]:
+    """The filters of the frame's optimized plan, top down, each as its conjuncts in order."""
+    found: list[list[str]] = []
+
+    def conjuncts(e: Any) -> list[str]:
+        if e.nodeName() == "And":
+            return conjuncts(e.left()) + conjuncts(e.right())
+        return [str(e.toString())]
+
+    def walk(node: Any) -> None:
+        if node.nodeName() == "Filter":
+            found.append(conjuncts(node.condition()))
+        children = node.children()
+        for i in range(children.size()):
+            walk(children.apply(i))
+
+    walk(frame._jdf.queryExecution().optimizedPlan())
+    return found
+
+
 def in_process(rows: list[Any], build: Any) -> list[Any]:
     """What ``build(source)`` gives in-process for ``rows``, the open windows flushed."""
     from streams import Stream

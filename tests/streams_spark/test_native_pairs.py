@@ -17,7 +17,7 @@ import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
 from streams import Stream
 from streams_spark.column_values import Untraceable
 from streams_spark.window_pairs import pairing
-from tests.streams_spark.spark_plans import check_windows, in_process, python_passes
+from tests.streams_spark.spark_plans import check_windows, filters, in_process, python_passes
 
 pytestmark = pytest.mark.spark
 
@@ -118,18 +118,17 @@ def test_the_benchmark_s_q8_joins_in_the_jvm(spark: Any) -> None:
     out = sq.streams_query("q8", df)
     assert python_passes(out) == 0
     # Each row's window start is computed once, in the projection: no not-null
-    # filter on the join key computes it again. Each side has three filters:
-    # the kinds the query keeps, for a source to skip the rest; the checks,
+    # filter on the join key computes it again. Each side has two filters: the
+    # kinds the query keeps, for a source to skip the rest, leading the checks,
     # built once for both sides; the side's selection.
-    plan = str(out._jdf.queryExecution().optimizedPlan().toString())
-    filters = [line for line in plan.splitlines() if "Filter " in line]
-    assert len(filters) == 6 and not any("pmod" in f for f in filters), filters
-    assert sum(bool(re.search(r"Filter \(\(kind#\d+ = 0\) OR \(kind#\d+ = 1\)\)$", f))
-               for f in filters) == 2, filters
-    assert sum("raise_error" in f for f in filters) == 2, filters
-    assert sorted(re.sub(r"#\d+", "", f.split("Filter ")[1]) for f in filters
-                  if re.search(r"Filter \(kind#\d+ <=> [01]\)$", f)) == [
-                      "(kind <=> 0)", "(kind <=> 1)"], filters
+    found = filters(out)
+    assert len(found) == 4 and not any("pmod" in c for f in found for c in f), found
+    checks = [f for f in found if len(f) == 2]
+    assert len(checks) == 2 and all(
+        re.fullmatch(r"\(\(kind#\d+ = 0\) OR \(kind#\d+ = 1\)\)", f[0])
+        and "raise_error" in f[1] for f in checks), found
+    assert sorted(re.sub(r"#\d+", "", c) for f in found if len(f) == 1 for c in f) == [
+        "(kind <=> 0)", "(kind <=> 1)"], found
     assert sorted(map(tuple, out.collect()), key=repr) == sorted(
         map(tuple, sq.pyspark_query("q8", df).collect()), key=repr)
 

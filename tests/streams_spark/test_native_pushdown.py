@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
 from streams import Stream
-from tests.streams_spark.spark_plans import in_process, python_passes
+from streams_spark.checks import _kept_apart
+from tests.streams_spark.spark_plans import filters, in_process, python_passes
 
 pytestmark = pytest.mark.spark
 
@@ -253,25 +254,50 @@ def test_a_filter_on_a_window_s_output_leaves_its_checks_python_s(spark: Any) ->
 def test_only_a_filter_holding_checks_is_kept_apart(spark: Any) -> None:
     df = spark.createDataFrame([(0, None, 5), (2, 246, 7)], "kind int, auction long, price long")
 
-    def plan(build: Any) -> str:
-        out = build(Stream.from_spark(df)).to_dataframe("v long")
-        return str(out._jdf.queryExecution().optimizedPlan().toString())
+    def plan(build: Any) -> list[list[str]]:
+        return filters(build(Stream.from_spark(df)).to_dataframe("v long"))
 
     # No check: one filter, merged with the pushed test.
-    plain = plan(lambda s: s.filter(lambda r: r.kind == 2).map(lambda r: r.price))
-    assert "SPARK_PARTITION_ID" not in plain.upper() and plain.count("Filter ") == 1
-    checked = plan(lambda s: s.filter(lambda r: r.kind == 2).map(lambda r: r.auction * 2))
-    assert "SPARK_PARTITION_ID" in checked.upper() and checked.count("Filter ") == 2
+    [plain] = plan(lambda s: s.filter(lambda r: r.kind == 2).map(lambda r: r.price))
+    assert not any("SPARK_PARTITION_ID" in c.upper() for c in plain)
+    # A check: one filter too, the pushed test first, the check kept apart by
+    # its partition test (Spark merges no other filter into it).
+    [checked] = plan(lambda s: s.filter(lambda r: r.kind == 2).map(lambda r: r.auction * 2))
+    assert re.fullmatch(r"\(kind#\d+ = 2\)", checked[-2]), checked
+    assert checked[-1].upper().startswith("CASE WHEN (SPARK_PARTITION_ID() < 0) THEN FALSE")
 
 
-def test_the_checks_do_not_test_again_what_the_scan_s_filter_tests(spark: Any) -> None:
+@pytest.mark.parametrize("guard", ["kind = 2", "(kind = 2) AND (price > 6)"])
+def test_a_check_evaluated_before_the_tests_it_follows_sees_only_their_rows(
+        spark: Any, guard: str) -> None:
+    # Spark promises no order among an AND's operands: the check's CASE, even
+    # evaluated first (here alone), neither keeps nor fails a row its tests
+    # rule out, NULL (a missing kind) included.
+    df = spark.createDataFrame([(0, None, 5), (None, None, 6), (2, 246, 7), (2, 5, 6)],
+                               "kind int, auction long, price long")
+    check = "CASE WHEN auction IS NULL THEN raise_error('failed') ELSE auction > 6 END"
+    alone = df.where(_kept_apart(check, guard))
+    assert [tuple(r) for r in alone.collect()] == [(2, 246, 7)]
+    failing = spark.createDataFrame([(2, None, 7)], "kind int, auction long, price long")
+    with pytest.raises(Exception, match="failed"):
+        failing.where(_kept_apart(check, guard)).collect()
+
+
+def test_the_checks_test_again_what_the_scan_s_filter_tests_only_as_their_guard(
+        spark: Any) -> None:
     df = spark.createDataFrame([(0, None, 5), (2, 246, 7)], "kind int, auction long, price long")
     out = (Stream.from_spark(df).filter(lambda r: r.kind == 2 and r.auction % 123 == 0)
            .map(lambda r: r.price * 2).to_dataframe("v long"))
-    plan = str(out._jdf.queryExecution().optimizedPlan().toString())
-    # kind = 2 in the pushed filter only; the checks test the auction.
-    assert len(re.findall(r"kind#\d+ (?:=|<=>) 2\)", plan)) == 1, plan
-    assert "isnull(auction" in plan
+    [conjuncts] = filters(out)
+    # kind = 2 leads the filter, for the source; the check's CASE tests it
+    # again first, whatever order Spark evaluates the AND in, then the auction.
+    # Spark put no constant into the CASE: the guard is there after optimising.
+    check = conjuncts[-1]
+    assert any(re.fullmatch(r"\(kind#\d+ = 2\)", c) for c in conjuncts[:-1]), conjuncts
+    assert re.match(r"CASE WHEN \(SPARK_PARTITION_ID\(\) < 0\) THEN false "
+                    r"WHEN NOT coalesce\(\(kind#\d+ = 2\), false\) THEN false WHEN ", check), check
+    assert len(re.findall(r"kind#\d+ (?:=|<=>) 2\)", check)) == 1, check
+    assert "isnull(auction" in check
     assert [r.v for r in out.collect()] == [14]
     # A filter that keeps every row its pushed test keeps leaves no filter of its own.
     out = (Stream.from_spark(df).filter(lambda r: r.kind == 2).map(lambda r: r.price)
@@ -305,24 +331,23 @@ _SELECTIONS = [
 ]
 
 
-def _filters(frame: Any) -> list[str]:
-    plan = str(frame._jdf.queryExecution().optimizedPlan().toString())
-    return [line for line in plan.splitlines() if "Filter " in line]
-
-
 @pytest.mark.parametrize(("build", "prefilter"), _SELECTIONS)
 def test_a_check_reads_its_message_s_columns_only_on_the_rows_it_keeps_or_fails_on(
         spark: Any, build: Any, prefilter: str | None) -> None:
     df = spark.createDataFrame([(2, 6, 7, "a")], WIDE)
     out = build(Stream.from_spark(df)).to_dataframe("name string, v long")
-    filters = _filters(out)
-    prefilters = [f for f in filters if "auction#" in f and "raise_error" not in f]
-    assert len(prefilters) == (prefilter is not None), filters
+    plan = filters(out)
+    [checking] = [f for f in plan if "raise_error" in f[-1]]
+    # Spark reads a conjunct's columns just before testing it: a prefilter
+    # before the check spares the check's message columns the rows it drops.
+    prefilters = [(f, c) for f in plan for c in f if "auction#" in c and "raise_error" not in c]
+    assert len(prefilters) == (prefilter is not None), plan
     # It reads what the tests read, not the columns only the message names.
-    assert not any("name#" in f or "price#" in f for f in prefilters), prefilters
-    # One that may fail is kept apart as the check is; the others Spark merges.
-    assert all(("SPARK_PARTITION_ID" in f) == (prefilter == "apart") for f in prefilters), \
-        prefilters
+    assert not any("name#" in c or "price#" in c for _, c in prefilters), prefilters
+    # One that may fail is a filter kept apart below, as the check is; the
+    # others lead the check's filter.
+    for f, c in prefilters:
+        assert ("SPARK_PARTITION_ID" in c) == (prefilter == "apart") == (f is not checking), plan
 
 
 def test_a_failure_behind_a_prefilter_still_names_the_whole_element(spark: Any) -> None:
