@@ -267,6 +267,20 @@ def test_only_a_filter_holding_checks_is_kept_apart(spark: Any) -> None:
     assert checked[-1].upper().startswith("CASE WHEN (SPARK_PARTITION_ID() < 0) THEN FALSE")
 
 
+@pytest.mark.parametrize("where", [None, "kind = 2", "kind <=> 2", "v > 0"])
+@pytest.mark.parametrize("per_group", [1, 2])
+def test_a_check_in_one_filter_with_its_tests_never_sees_a_row_they_rule_out(
+        spark: Any, tmp_path: Path, where: str | None, per_group: int) -> None:
+    # A person without a price and a bid, in one Parquet row group or two: the
+    # check of the price runs on the bid only, whatever filter the user adds.
+    df = spark.read.parquet(write_sorted([(0, None), (2, 7)], tmp_path / "two", per_group))
+    out = (Stream.from_spark(df).filter(lambda r: r.kind == 2)
+           .map(lambda r: (r.kind, r.price * 2)).to_dataframe("kind long, v long"))
+    assert len(filters(out)) == 1
+    assert [tuple(r) for r in (out if where is None else out.where(where)).collect()] == [
+        (2, 14)]
+
+
 @pytest.mark.parametrize("guard", ["kind = 2", "(kind = 2) AND (price > 6)"])
 def test_a_check_evaluated_before_the_tests_it_follows_sees_only_their_rows(
         spark: Any, guard: str) -> None:
