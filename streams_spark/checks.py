@@ -27,9 +27,9 @@ class Check(Sql):
     """A condition that may fail the query, with where it keeps a row or fails.
 
     ``prefilter`` never fails and holds on every row the condition keeps or
-    fails on (``TRUE``: every row); None where that is not known. As a
-    filter of its own before the check (:func:`kept_rows`), it spares the
-    check the rows it would drop: a check reads every column its message
+    fails on (``TRUE``: every row); None where that is not known. Tested
+    before the check (:func:`kept_rows`), it spares the check the rows it
+    would drop: a check reads every column its message
     names on each row it sees (Spark's generated code reads a filter's
     columns before testing it), where the prefilter reads only those its
     tests read. Meaningful where the checked value is a filter's condition.
@@ -208,12 +208,14 @@ def checking(df: Any, condition: Any) -> Any:
     never tests. Spark merges a filter into another only if the one below is
     deterministic: this one is made not to be, by a test that never holds
     (``spark_partition_id() < 0``), at the cost of one comparison a row. A
-    condition without a check (``kind <=> 2``) stays a plain filter, which
-    Spark may merge and push down: kept apart, Nexmark q7's ran at 0.90x the
-    rate (31 paired rounds).
+    condition that can fail on no row (:func:`harmless`: ``kind <=> 2``)
+    stays a plain filter, which Spark may merge and push down: kept apart,
+    Nexmark q7's ran at 0.90x the rate (31 paired rounds). One without a
+    check that may still fail (an overflow of ``auction * 2`` under ANSI
+    mode, which Python never meets) is kept apart as a check is.
     """
     text = str(condition)
-    if _never_fails(text):
+    if harmless(text):
         return df.where(text)
     return df.where(_kept_apart(text))
 
@@ -319,7 +321,7 @@ def kept_rows(df: Any, keep: Any | None, narrowing: Sequence[str], row: ElementT
     if keep is None:
         return narrowed(df, narrowing)
     text = row.resolve(keep)
-    if _never_fails(text):
+    if harmless(text):  # no check, no overflow: Spark may test it anywhere
         return narrowed(df, [*narrowing, text])
     tests = list(narrowing)
     guard = " AND ".join(f"({t})" for t in tests) if tests else None

@@ -52,8 +52,9 @@ class Trace:
         #: Input columns (their text) that the guards so far prove never None.
         self.non_null: set[str] | None = None
         #: Tests (the text of their truth) that every row reaching the function
-        #: has passed (True) or failed (False): a filter below holds them
-        #: (streams_spark.pushdown.certain). A branch on one is not followed.
+        #: has passed (True) or failed (False): the checking filter's guard
+        #: tests them first (streams_spark.pushdown.certain,
+        #: streams_spark.checks.kept_rows). A branch on one is not followed.
         self.known: dict[str, bool] = {}
 
 

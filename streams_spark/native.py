@@ -212,7 +212,8 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
                     narrowing.append(str(condition))
                     tests = certain(leaves, keep_when=keeps)
                     if tests:
-                        # Below the checks, a filter tests these: the checks need
+                        # The checking filter tests these first, once, as its
+                        # guard (checks.kept_rows): the check's own branches need
                         # not test them again (q1's kind, 3.5% of its run).
                         known.update(tests)
                         guards = []

@@ -19,10 +19,11 @@ check is the test's own, the first on the path, of its column being None
 through too (``price IS NULL OR price > 10``).
 
 The tests made on every path (:func:`certain`) hold for every row the
-``CASE`` sees: it is traced again with them known, and does not make them
-a second time (Nexmark's q1, hand-written with and without its ``CASE``
+``CASE`` sees: it is traced again with them known, and its branches do not
+make them again (Nexmark's q1, hand-written with and without its ``CASE``
 testing ``kind <=> 2`` again: 1.037x and 1.073x PySpark's rate, 31 paired
-rounds, 2026-11-29).
+rounds, 2026-11-29); its guard tests them once, first
+(:func:`streams_spark.checks.kept_rows`).
 
 Examples
 --------
@@ -113,8 +114,9 @@ def implied(leaves: list[Leaf], keep_when: bool = True) -> Any | None:
 def certain(leaves: list[Leaf], keep_when: bool = True) -> dict[str, bool]:
     """The tests :func:`implied` holds on every path: their truth's text, and the way taken.
 
-    A filter of :func:`implied`'s condition below the function's check
-    makes them known there: the check need not test them again
+    The checking filter tests :func:`implied`'s condition first, as its
+    guard (:func:`streams_spark.checks.kept_rows`), which makes them known
+    to the check's branches: they need not test them again
     (:class:`~streams_spark.column_values.Trace`'s ``known``).
     (See the module's examples.)
     """
