@@ -92,6 +92,9 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     #: The parameters the state means something under: a checkpoint taken
     #: with others is refused on restore (None: all of ``_params``).
     _state_params: ClassVar[tuple[str, ...] | None] = None
+    #: Names of ``_state`` added since a checkpoint may have been taken: one
+    #: without them restores, and ``restore()`` starts them afresh.
+    _state_added: ClassVar[tuple[str, ...]] = ()
     #: How the node is drawn by ``visualize()``.
     _graphviz_shape: ClassVar[str] = "ellipse"
     _graphviz_style: ClassVar[str] = "rounded,filled"

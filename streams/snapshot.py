@@ -219,12 +219,21 @@ def _check_match(nodes: list[Stream[Any]], entries: tuple[dict[str, Any], ...],
                 f"{where} does not match the graph: the graph has {len(nodes)} nodes, the "
                 f"checkpoint {len(entries)}; node {i} ({n._label()}) is not in the checkpoint")
         got, want = got_all[i], entries[i]
-        if {k: got[k] for k in ("operator", "name", "state")} != {
-                k: want.get(k) for k in ("operator", "name", "state")}:
+        if n._state_added and want.get("state") == [
+                name for name in got["state"] if name not in n._state_added]:
+            got = {**got, "state": want["state"]}  # taken before: those start afresh
+        if {k: got[k] for k in ("operator", "name")} != {
+                k: want.get(k) for k in ("operator", "name")}:
             raise CheckpointError(
                 f"{where} does not match the graph at node {i}: the graph has "
                 f"{n._label()}, the checkpoint has {_describe_entry(want)}; a changed "
                 "pipeline cannot resume from an old checkpoint (remove it to start afresh)")
+        if got["state"] != want.get("state"):
+            raise CheckpointError(
+                f"{where} does not match the graph at node {i}: {n._label()} keeps "
+                f"{got['state']} here, the checkpoint {want.get('state')}: the node changed "
+                "(its parameters, or the library's version of it), and a changed pipeline "
+                "cannot resume from an old checkpoint (remove it to start afresh)")
         if "source" in want and not _recorded_equal(got.get("source") or {}, want["source"]):
             raise CheckpointError(
                 f"{where} was taken over another input: node {i} ({n._label()}) reads "

@@ -119,6 +119,11 @@ class Progress(Stream[Any]):
     With an unknown total the bar shows the count, the time elapsed and the
     rate, and no time left.
 
+    The count is the node's state: a pipeline restored from a checkpoint
+    (:class:`~streams.Checkpointer`) counts on from the elements counted
+    before it, and its rate from there. A checkpoint taken before the count
+    was kept restores the bar from 0.
+
     Examples
     --------
     >>> import io
@@ -136,6 +141,11 @@ class Progress(Stream[Any]):
     _operator = "progress"
     _local_only = "it draws in this process"
     _params = ("total", "desc", "unit")
+    _state = ("count",)
+    #: A changed label or total means the same count: the checkpoint still applies.
+    _state_params = ()
+    #: A checkpoint taken before the count was kept restores the bar from 0.
+    _state_added = ("count",)
     _graphviz_shape = "cds"
 
     def __init__(self, upstream: Stream[Any], total: int | None = None, desc: str | None = None,
@@ -153,11 +163,23 @@ class Progress(Stream[Any]):
         self._tick = self.bar.update
         cell_end.add(self)
 
+    @property
+    def count(self) -> int:
+        """The elements counted: in this run, and in the runs a restore carries on."""
+        return int(self.bar.n)
+
+    @count.setter
+    def count(self, n: int) -> None:
+        bar = self.bar
+        # tqdm's average rate is (n - initial) over the time since its start.
+        bar.n = bar.last_print_n = bar.initial = n
+        bar.refresh()
+
     def _traits(self) -> Traits:
         # In a Spark-resident segment it passes elements on, and Spark's
         # reports of the segment's micro-batches move the bar
-        # (streams_spark.listener).
-        return replace(super()._traits(), identity_on_engine=True)
+        # (streams_spark.listener). Its count is no state an engine keeps.
+        return replace(super()._traits(), identity_on_engine=True, stateful=False)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         self._tick()

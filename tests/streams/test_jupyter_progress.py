@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from streams import Stream, VirtualClock
+from streams import Checkpointer, Stream, VirtualClock
 from streams.jupyter import Progress, progress_bar
 
 
@@ -116,3 +118,49 @@ def test_progress_passes_metadata_on() -> None:
     ref = RefCounter()
     source.emit(1, metadata=[{"ref": ref}])
     assert ref.count == 1  # held by the partition
+
+
+def _checkpointed(path: Path, ckpt: Path, **kwargs: Any) -> tuple[Progress, list[int]]:
+    source = Stream.from_textfile(path)
+    counted = source.progress(file=io.StringIO(), smoothing=0, **kwargs)
+    totals = counted.map(int).scan(lambda s, x: s + x, start=0).sink_to_list()
+    Checkpointer(source, ckpt, every=1, fsync=False)
+    source.start()
+    return counted, totals
+
+
+def test_a_restored_pipeline_counts_on_from_its_checkpoint(tmp_path: Path) -> None:
+    data = tmp_path / "in.txt"
+    data.write_text("1\n2\n3\n")
+    first, _ = _checkpointed(data, tmp_path / "ckpt")
+    with data.open("a") as f:
+        f.write("4\n5\n")
+    # The label and total are shown, not kept: changing them keeps the checkpoint.
+    again, totals = _checkpointed(data, tmp_path / "ckpt", desc="lines", total=5)
+    assert first.count == 3
+    assert totals == [10, 15] and again.count == again.bar.n == 5
+    assert "5/5" in str(again.bar)
+
+
+def test_the_rate_after_a_restore_counts_only_this_run(clock: VirtualClock) -> None:
+    source = Stream()
+    counted = source.progress(unit="row", smoothing=0, file=io.StringIO())
+    counted.restore({"count": 1000})
+    for i in range(10):
+        clock.advance(0.5)
+        source.emit(i)
+    assert counted.count == 1010
+    assert "2.00row/s" in str(counted.bar)
+
+
+def test_a_checkpoint_taken_without_the_count_restores_the_bar_from_zero(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "in.txt"
+    data.write_text("1\n2\n3\n")
+    with monkeypatch.context() as m:  # a checkpoint as the code before the count kept it
+        m.setattr(Progress, "_state", ())
+        _checkpointed(data, tmp_path / "ckpt")
+    with data.open("a") as f:
+        f.write("4\n")
+    again, totals = _checkpointed(data, tmp_path / "ckpt")
+    assert totals == [10] and again.count == 1

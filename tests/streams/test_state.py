@@ -258,6 +258,19 @@ def test_restore_refuses_a_different_graph_naming_the_node() -> None:
         restore_graph(renamed, snap)
 
 
+def test_restore_refuses_a_node_keeping_other_state_naming_both(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    source = Stream()
+    totals = source.scan(add, start=0, stream_name="totals")
+    totals.sink_to_list()
+    snap = snapshot_graph(source)
+    # The same node as another version of the library keeps it.
+    monkeypatch.setattr(type(totals), "_state", ("state", "count"))
+    with pytest.raises(Exception, match=r"node 1: accumulate\(add\) 'totals' keeps \['state', "
+                                        r"'count'\] here, the checkpoint \['state'\]"):
+        restore_graph(source, snap)
+
+
 def test_unpicklable_state_names_the_node() -> None:
     from streams.state import CheckpointError, write_checkpoint
 
