@@ -15,7 +15,7 @@ from ..errors import NodeError, SourceError
 from ..pending import until_done
 
 __all__ = ["Source", "SourceRun", "listen", "on_loop_thread", "require_loop", "serve_here",
-           "stop_serving"]
+           "stop_serving", "underneath"]
 
 #: What a source emits: each source names it (``Source[bytes]``...), so
 #: that ``Stream.from_tcp(...)`` is a ``Stream[bytes]`` with the source's
@@ -405,6 +405,33 @@ class Source(Stream[T]):
 
     async def _run_async(self) -> None:
         raise NotImplementedError
+
+
+def underneath(f: Any, who: str) -> tuple[Any, int | None]:
+    """The file to read for a caller's file ``f``, and where the caller's reading stands.
+
+    A text file is read through its binary file, from where the text file's
+    own reading reached: a ``readline()`` of a header reads ahead into the
+    text file's buffer, and its binary file stands past what it returned.
+    ``io.StringIO`` has no binary file: it is read as text. None: a file
+    that cannot tell where it stands (a pipe), read from where it is: the
+    lines a ``readline()`` of its text file read ahead are not seen (read a
+    pipe's header with ``f.buffer.readline()``). ``who``: the source, for
+    the error.
+    """
+    raw = getattr(f, "buffer", None)
+    try:
+        here = f.tell() if f.seekable() else None
+    except (OSError, ValueError):
+        here = None
+    if raw is None or here is None:
+        return (f if raw is None else raw), here
+    if here >> 64:  # an opaque position: the text file's decoder holds part of a character
+        raise ValueError(
+            f"{who}(): the text file {getattr(f, 'name', f)!r} stands inside a "
+            "character; give its path or its binary file (open(path, 'rb')) instead")
+    raw.seek(here)
+    return raw, here
 
 
 class FileSource(Source[T]):

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..core import Stream
 from ..sinks.basic import check_encoding
-from .base import FileSource
+from .base import FileSource, underneath
 
 __all__ = ["FromStdin"]
 
@@ -115,6 +115,8 @@ class FromStdin(FileSource[Any]):
     def _input(self) -> Any:
         """The file to read: a text file's binary buffer when it has one."""
         f = sys.stdin if self.file is None else self.file
+        if not self.offset and not self._read_here:  # from where the caller's reading stands
+            return underneath(f, "from_stdin")[0]
         f = getattr(f, "buffer", f)
         if self.offset and not self._read_here:
             if not f.seekable():

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
 from collections.abc import Iterator
 from typing import Any
 
 from ..clock import get_clock
 from ..core import Stream
-from .base import FileSource
+from .base import FileSource, logger, underneath
 
 __all__ = ["FromTextfile"]
 
@@ -39,6 +41,14 @@ def _delimiter_bytes(delimiter: str, encoding: str) -> bytes:
     return delimiter.encode(encoding)[len(bom):]
 
 
+def _truncated(fp: Any) -> bool:
+    """Whether the file ``fp`` reads is now shorter than where its reading stands."""
+    try:
+        return bool(os.fstat(fp.fileno()).st_size < fp.tell())
+    except (AttributeError, OSError, ValueError):  # not a file on disk (a pipe, a StringIO)
+        return False
+
+
 @Stream.register_api(staticmethod)
 class FromTextfile(FileSource[str]):
     """Emit the lines of a text file, delimiter included (as streamz does).
@@ -56,12 +66,17 @@ class FromTextfile(FileSource[str]):
     - ``follow=True``: keep the file open like ``tail -f``: lines appended
       later are emitted as they are completed (a partial last line waits
       for its delimiter), checking every ``poll_interval`` seconds, until
-      ``stop()``. Needs a running loop (Tornado, ``asyncio.run``, Jupyter).
+      ``stop()``. A file truncated meanwhile is read again from its start,
+      with a warning. Needs a running loop (Tornado, ``asyncio.run``, Jupyter).
     - ``follow=None`` (default, as streamz): follow on a running loop,
       read to the end and close without one.
 
     On a loop each line is awaited through the graph before the next one
     (backpressure).
+
+    An open file is read from where it stands (after a header its caller
+    read) and stays open; ``offset`` is then its position in the file, as a
+    checkpoint records it.
 
     Parameters
     ----------
@@ -107,8 +122,8 @@ class FromTextfile(FileSource[str]):
     # after a restore lands exactly after the last emitted line (a count of
     # characters is not a file position once a line holds non-ASCII text).
     # _positioned: the first open has placed the file (from_end applied).
-    __slots__ = ("_clock", "_delim", "_fp", "_positioned", "delimiter", "encoding", "file",
-                 "follow", "from_end", "poll_interval")
+    __slots__ = ("_clock", "_delim", "_fp", "_line_encoding", "_positioned", "_text",
+                 "delimiter", "encoding", "file", "follow", "from_end", "poll_interval")
     _operator = "from_textfile"
     _replayable = True
     _params = ("file", "poll_interval", "delimiter", "from_end", "encoding", "follow")
@@ -133,7 +148,11 @@ class FromTextfile(FileSource[str]):
         self.poll_interval = poll_interval
         self.delimiter = delimiter
         self.encoding = getattr(f, "encoding", None) or encoding
-        self._delim = _delimiter_bytes(delimiter, self.encoding)
+        self._delim: Any = _delimiter_bytes(delimiter, self.encoding)
+        # A byte-order mark starts the file, not each line: the lines after it are UTF-8.
+        sig = codecs.lookup(self.encoding).name == "utf-8-sig"
+        self._line_encoding = "utf-8" if sig else self.encoding
+        self._text = False  # read as text (an io.StringIO), not bytes
         self.from_end = from_end
         self.follow = follow
         #: Bytes consumed so far: where a restart resumes.
@@ -163,15 +182,26 @@ class FromTextfile(FileSource[str]):
     def _open(self) -> Any:
         if self._fp is None:
             if hasattr(self.file, "read"):
-                # A text file object: read its bytes underneath when it has them.
-                fp = getattr(self.file, "buffer", self.file)
+                fp, here = underneath(self.file, "from_textfile")
             else:
-                fp = open(self.file, "rb")  # noqa: SIM115 - closed by _close()
+                fp, here = open(self.file, "rb"), 0  # noqa: SIM115 - closed by _close()
+            self._text = isinstance(fp, io.TextIOBase)
+            if self._text:
+                self._delim = self.delimiter
             if self.offset or self._positioned:  # resuming (or restored): that position wins
                 fp.seek(self.offset)
             elif self.from_end:
                 fp.seek(0, 2)
                 self.offset = fp.tell()
+            elif here is not None:
+                self.offset = here  # a caller's file: where its own reading stopped
+                if here == 0 and not self._text and self._line_encoding != self.encoding:
+                    if fp.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8:
+                        self.offset = len(codecs.BOM_UTF8)
+                    else:
+                        fp.seek(0)
+            elif self._line_encoding != self.encoding:
+                self._line_encoding = self.encoding  # a pipe: each line may start with a mark
             self._positioned = True
             self._fp = fp
         return self._fp
@@ -186,33 +216,46 @@ class FromTextfile(FileSource[str]):
         if fp is not None and not hasattr(self.file, "read"):
             fp.close()
 
-    def _split(self, buffer: bytes, data: bytes) -> tuple[list[bytes], bytes]:
-        """The complete lines of ``buffer + data``, and what is left after them."""
-        parts = (buffer + data).split(self._delim)
-        rest = parts.pop()
-        delim = self._delim
-        return [p + delim for p in parts], rest
+    def _split(self, rest: list[Any], data: Any) -> list[Any]:
+        """The complete lines of the chunks ``rest`` then ``data``; ``rest`` keeps what follows.
 
-    def _read_lines(self, fp: Any) -> Iterator[bytes]:
+        A chunk without the delimiter is only kept: joining the whole line
+        again at each chunk took time quadratic in a long line's length.
+        """
+        delim = self._delim
+        edge = len(delim) - 1  # a delimiter of several characters may straddle two chunks
+        if delim not in data and not (edge and rest and delim in (
+                data[:0].join(rest[-edge:])[-edge:] + data[:edge])):
+            rest.append(data)
+            return []
+        parts = data[:0].join([*rest, data]).split(delim)
+        last = parts.pop()
+        rest[:] = [last] if last else []
+        return [p + delim for p in parts]
+
+    def _read_lines(self, fp: Any) -> Iterator[Any]:
         """Every line to the end of the file, the last one maybe without delimiter."""
         if self._delim == b"\n" and hasattr(fp, "readline"):
-            yield from fp  # binary files iterate over b"\n" lines in C
+            # In C, line by line; not ``yield from fp``, which closing this
+            # generator would pass on to a caller's file, closing it.
+            yield from iter(fp.readline, b"")
             return
-        rest = b""
+        rest: list[Any] = []
         while data := fp.read(_CHUNK):
-            lines, rest = self._split(rest, data)
-            yield from lines
+            yield from self._split(rest, data)
         if rest:
-            yield rest
+            yield data[:0].join(rest)
 
     def _run_sync(self) -> None:
         __tracebackhide__ = True  # pytest, IPython: show the user's frames
-        encoding = self.encoding
+        fp = self._open()
+        encoding, text = self._line_encoding, self._text
         try:
-            for line in self._read_lines(self._open()):
+            for line in self._read_lines(fp):
                 if self.stopped:
                     return
-                self._element_done_sync(self._push(line.decode(encoding)), len(line))
+                self._element_done_sync(
+                    self._push(line if text else line.decode(encoding)), len(line))
         finally:
             self._close()
         self._end_sync()
@@ -220,24 +263,30 @@ class FromTextfile(FileSource[str]):
     async def _run_async(self) -> None:
         fp = self._open()
         follow = self.follow is not False
-        buffer = b""
+        buffer: list[Any] = []
         ckpt = self._checkpointer
-        encoding = self.encoding
+        encoding, text = self._line_encoding, self._text
         try:
             while not self.stopped:
                 data = fp.read(_CHUNK)
                 if not data:
                     if not follow:
                         break
+                    if _truncated(fp):  # as tail -f: read it again from its start
+                        logger.warning(
+                            "%s: the file was truncated (it holds fewer bytes than the %d "
+                            "read); reading it again from its start", self._label(), fp.tell())
+                        fp.seek(0)
+                        self.offset, buffer = 0, []
+                        continue
                     await self._clock.sleep(self.poll_interval)
                     continue
-                lines, buffer = self._split(buffer, data)
-                for line in lines:
+                for line in self._split(buffer, data):
                     if self.stopped:
                         break
                     if ckpt is not None:
                         ckpt.begin()
-                    pending = self._push(line.decode(encoding))
+                    pending = self._push(line if text else line.decode(encoding))
                     if pending is not None:
                         await pending  # failing, the line is read again by a new start()
                     self.offset += len(line)
@@ -247,12 +296,13 @@ class FromTextfile(FileSource[str]):
                 return  # stopped: a new start() resumes after the last emitted line
             if buffer and not self.stopped:
                 # follow=False at the end of the file: the last line has no delimiter.
+                last = buffer[0][:0].join(buffer)
                 if ckpt is not None:
                     ckpt.begin()
-                pending = self._push(buffer.decode(encoding))
+                pending = self._push(last if text else last.decode(encoding))
                 if pending is not None:
                     await pending
-                self.offset += len(buffer)
+                self.offset += len(last)
                 if ckpt is not None and (pending := ckpt.step()) is not None:
                     await pending
         finally:

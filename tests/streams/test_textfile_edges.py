@@ -1,0 +1,182 @@
+"""from_textfile and from_stdin at the edges: a caller's file read past a header,
+an in-memory file, a file truncated while followed, byte-order marks, long lines."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams import Checkpointer, Stream, VirtualClock
+from streams.sources import textfile
+
+
+def test_a_text_file_read_past_its_header_gives_the_lines_after_it(tmp_path: Path) -> None:
+    path = tmp_path / "in.csv"
+    path.write_text("id,name\n" + "".join(f"{i},n{i}\n" for i in range(5)))
+    with path.open() as f:
+        header = f.readline()  # the text file reads ahead, past the lines after it
+        source = Stream.from_textfile(f)
+        out = source.map(str.strip).sink_to_list()
+        source.start()
+        assert not f.closed
+    assert header == "id,name\n"
+    assert out == [f"{i},n{i}" for i in range(5)]
+    assert source.offset == path.stat().st_size  # a position in the file, as checkpoints keep
+
+
+def test_a_stopped_run_over_a_callers_file_leaves_it_open_and_goes_on(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("header\nl0\nl1\nl2\nl3\n")
+    with path.open("rb") as f:
+        f.readline()
+        source = Stream.from_textfile(f)
+        out = source.map(str.strip).sink_to_list()
+        source.filter(lambda x: x == "l1\n").sink(lambda x: source.stop())
+        source.start()
+        assert out == ["l0", "l1"] and not f.closed
+        source.start()
+    assert out == ["l0", "l1", "l2", "l3"]
+
+
+def test_a_stopped_run_on_a_loop_goes_on_where_it_stopped_in_a_callers_file(
+        tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("header\nl0\nl1\nl2\nl3\n")
+    with path.open("rb") as f:
+        f.readline()
+        source = Stream.from_textfile(f, follow=False)
+        out = source.map(str.strip).sink_to_list()
+        source.filter(lambda x: x == "l1\n").sink(lambda x: source.stop())
+
+        async def main() -> None:
+            await source.start()
+            await source.start()
+
+        asyncio.run(main())
+    assert out == ["l0", "l1", "l2", "l3"]
+
+
+def test_a_checkpoint_over_a_callers_file_resumes_at_its_position(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("header\n1\n2\n")
+
+    def run() -> list[int]:
+        with path.open() as f:
+            f.readline()
+            source = Stream.from_textfile(f)
+            totals = source.map(int).scan(lambda s, x: s + x, start=0).sink_to_list()
+            Checkpointer(source, tmp_path / "ckpt", every=1, fsync=False)
+            source.start()
+        return totals
+
+    assert run() == [1, 3]
+    with path.open("a") as f:
+        f.write("4\n")
+    assert run() == [7]
+
+
+@pytest.mark.parametrize("follow", [False, None])
+def test_an_in_memory_text_file_is_read(follow: bool | None) -> None:
+    source = Stream.from_textfile(io.StringIO("a\nbé\nc"), follow=follow)
+    out = source.sink_to_list()
+    if follow is False:
+        async def main() -> None:
+            await source.start()
+
+        asyncio.run(main())
+    else:
+        source.start()
+    assert out == ["a\n", "bé\n", "c"]
+    assert source.offset == 6  # characters, where a StringIO seeks
+
+
+def test_standard_input_read_past_its_header_gives_the_lines_after_it(tmp_path: Path) -> None:
+    path = tmp_path / "in.csv"
+    path.write_text("id\n" + "".join(f"{i}\n" for i in range(5)))
+    script = ("import sys\nfrom streams import Stream\nheader = sys.stdin.readline()\n"
+              "source = Stream.from_stdin(format='text')\nout = source.sink_to_list()\n"
+              "source.start()\nprint(repr(header), out)\n")
+    with path.open("rb") as stdin:
+        done = subprocess.run([sys.executable, "-c", script], stdin=stdin, capture_output=True,
+                              text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "'id\\n' ['0', '1', '2', '3', '4']"
+
+
+def test_a_followed_file_truncated_is_read_again_from_its_start(
+        tmp_path: Path, clock: VirtualClock, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "app.log"
+    path.write_text("old1\nold2\nold3\n")
+    source = Stream.from_textfile(str(path), follow=True, poll_interval=1.0)
+    out = source.map(str.strip).sink_to_list()
+
+    async def main() -> None:
+        task = source.start()
+        await clock.advance_async(1.0)
+        path.write_text("new1\n")  # truncated, then written again, as a rotated log
+        await clock.advance_async(1.0)
+        with path.open("a") as f:
+            f.write("new2\nnew3\nnew4\n")
+        await clock.advance_async(1.0)
+        source.stop()
+        await clock.advance_async(1.0)
+        await task
+
+    with caplog.at_level(logging.WARNING, logger="streams"):
+        asyncio.run(main())
+    assert out == ["old1", "old2", "old3", "new1", "new2", "new3", "new4"]
+    assert "was truncated" in caplog.text and "app.log" in caplog.text
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "loop"])
+def test_a_byte_order_mark_is_taken_off_the_file_not_off_each_line(
+        tmp_path: Path, sync: bool) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("a\n\ufeffb\nc\n", encoding="utf-8-sig")
+    source = Stream.from_textfile(str(path), encoding="utf-8-sig",
+                                   follow=None if sync else False)
+    out = source.sink_to_list()
+    if sync:
+        source.start()
+    else:
+        async def main() -> None:
+            await source.start()
+
+        asyncio.run(main())
+    with path.open(encoding="utf-8-sig") as f:
+        assert out == f.readlines() == ["a\n", "\ufeffb\n", "c\n"]
+
+
+_TEXT = st.text(alphabet="ab;\né", max_size=300)
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=_TEXT, delimiter=st.sampled_from([";", ";;", "ab", "\n", "é;"]),
+       chunk=st.integers(1, 9), sync=st.booleans())
+def test_lines_across_chunks_are_those_of_the_whole_text(
+        tmp_path_factory: pytest.TempPathFactory, text: str, delimiter: str, chunk: int,
+        sync: bool) -> None:
+    path = tmp_path_factory.mktemp("chunks") / "in.txt"
+    path.write_text(text, encoding="utf-8")
+    parts = text.split(delimiter)
+    expected = [p + delimiter for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(textfile, "_CHUNK", chunk)  # a line, and a delimiter, over many reads
+        source = Stream.from_textfile(str(path), delimiter=delimiter, follow=False)
+        out = source.sink_to_list()
+        if sync:
+            source.start()
+        else:
+            async def main() -> None:
+                await source.start()
+
+            asyncio.run(main())
+    assert out == expected
+    assert source.offset == len(text.encode())
