@@ -85,7 +85,9 @@ def seconds_of(t: Any) -> float:
         raise TypeError(f"an event time must be a number of seconds or a datetime, got {t!r}")
     if isinstance(t, Real):  # numpy's numbers, fractions...
         return seconds_of(float(t))
-    timestamp = getattr(t, "timestamp", None)  # pandas' Timestamp, a datetime subclass...
+    if isinstance(t, datetime):  # pandas' Timestamp: naive as local time too, as a datetime
+        return seconds_of(datetime.timestamp(t))  # (its own timestamp() reads naive as UTC)
+    timestamp = getattr(t, "timestamp", None)
     if timestamp is None:
         raise TypeError(f"an event time must be a number of seconds or a datetime, "
                         f"got {short_repr(t)} ({type(t).__name__})")

@@ -91,7 +91,8 @@ class Expiry:
         ``k`` itself may expire (idle for longer than ``ttl``) before it is
         recorded at ``t``. Consume the iterator fully.
         """
-        us = event_micros(t)  # first: a time without a microsecond changes nothing
+        hash(k)  # first: a key that cannot be one, or a time without a
+        us = event_micros(t)  # microsecond, fails the element before it moves anything
         if t > self.max_time:
             self.max_time, self._max_us = t, us
         yield from self._expire(final=False)

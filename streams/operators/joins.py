@@ -31,7 +31,7 @@ from typing import Any
 
 from ..core import NO_DEFAULT, Stream
 from ..errors import short_repr
-from ..pending import gather_pending
+from ..pending import emit_each
 from ..spec import JoinTime, Traits
 from ._checks import key_function
 from ._late import LateElementError, LateSide, seconds_of
@@ -245,21 +245,22 @@ class IntervalJoin(LateSide):
                 f"two sides' largest times seen, {min(self._max_time)!r}, - lateness "
                 f"{self.lateness!r}): partners within {self.within!r} may already be "
                 "forgotten; raise lateness= to accept it"))
-        pending = []
+        within = self._within_us
         partners = self._sides[1 - side].get(k)
-        if partners:
-            within = self._within_us
-            for up, other in list(partners.values()):
-                if abs(us - up) <= within:
-                    pair = (x, other) if side == 0 else (other, x)
-                    if (p := self._emit(pair)) is not None:
-                        pending.append(p)
+        found = [other for up, other in partners.values() if abs(us - up) <= within
+                 ] if partners else None
+        # Held, and the watermark moved, before its pairs go: a pair failing
+        # downstream leaves it held for the partners still to come. What
+        # this forgets cannot pair with it: the watermark stays at or below it.
         self._hold(side, k, us, x)
         if t > self._max_time[side]:
             self._max_time[side] = t
             self._mark_us = watermark_micros(min(self._max_time), self._late_us)
             self._forget(self._mark_us - self._within_us)
-        return gather_pending(pending) if pending else None
+        if not found:
+            return None
+        # Every pair goes, even after one fails downstream; the first failure is raised.
+        return emit_each(self._emit, [(x, o) if side == 0 else (o, x) for o in found])
 
     def restore(self, state: dict[str, Any]) -> None:
         if state.get("_units") != "micros":  # a checkpoint from before: times in seconds

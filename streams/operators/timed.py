@@ -205,6 +205,11 @@ class TimedWindow(LateSide):
         if self._time is None:
             self._timer = arm(self._clock, self._deadline, self._on_timer)
 
+    @property
+    def _on_clock(self) -> bool:
+        """Whether its windows close on the clock (processing time), not on elements' times."""
+        return self._time is None
+
     def _traits(self) -> Traits:
         traits = super()._traits()
         if self._time is None:

@@ -317,9 +317,11 @@ class Source(Stream[T]):
         from ..graph import walk
 
         # A source's own clock (a file's polling) is covered by _needs_loop;
-        # a window on event time reads the elements' time, never a timer.
+        # a window on event time reads the elements' time, never a timer
+        # (``_on_clock``: also where its traits do not say so, its late
+        # elements being sunk).
         return any(isinstance(getattr(n, "_clock", None), LoopClock)
-                   and n._traits().event_time is None
+                   and n._traits().event_time is None and getattr(n, "_on_clock", True)
                    for n in walk(self) if not isinstance(n, Source))
 
     def _check_start(self, on_loop: bool) -> None:
