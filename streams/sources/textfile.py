@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from .._checkpoint_io import CheckpointError
 from ..clock import get_clock
 from ..core import Stream
 from .base import FileSource, logger, underneath
@@ -16,6 +17,8 @@ __all__ = ["FromTextfile"]
 
 #: Bytes read at a time: memory stays bounded by this plus the longest line.
 _CHUNK = 1 << 16
+#: Bytes before its offset a checkpoint keeps, to know the file again.
+_BEFORE = 256
 
 
 def _delimiter_bytes(delimiter: str, encoding: str) -> bytes:
@@ -76,7 +79,9 @@ class FromTextfile(FileSource[str]):
 
     An open file is read from where it stands (after a header its caller
     read) and stays open; ``offset`` is then its position in the file, as a
-    checkpoint records it.
+    checkpoint records it. A checkpoint also keeps the 256 bytes before
+    the offset: restored over another file at the path (a rotated log, an
+    export written again), it is refused, not applied to other bytes.
 
     Parameters
     ----------
@@ -127,7 +132,11 @@ class FromTextfile(FileSource[str]):
     _operator = "from_textfile"
     _replayable = True
     _params = ("file", "poll_interval", "delimiter", "from_end", "encoding", "follow")
-    _state = ("offset",)
+    # _before: the bytes before the offset, which say the file is the one
+    # the offset was taken in (a checkpoint over a file replaced at the same
+    # path is refused, not applied to other bytes).
+    _state = ("offset", "_before")
+    _state_added = ("_before",)
 
     def __init__(self, f: Any, poll_interval: float = 0.1, delimiter: str = "\n",
                  start: bool = False, from_end: bool = False, encoding: str = "utf-8",
@@ -206,8 +215,41 @@ class FromTextfile(FileSource[str]):
             self._fp = fp
         return self._fp
 
+    @property
+    def _before(self) -> bytes | None:
+        """Up to :data:`_BEFORE` bytes before ``offset`` (None: a file that cannot tell)."""
+        return self._bytes_before(self.offset)
+
+    @_before.setter
+    def _before(self, expected: bytes | None) -> None:
+        """Check, restoring, that the file holds ``expected`` before ``offset``."""
+        if expected is None:  # a checkpoint from before, or of a file that cannot tell
+            return
+        found = self._bytes_before(self.offset)
+        if found is not None and found != expected:
+            raise CheckpointError(
+                f"{self._label()}: the file is not the one the checkpoint was taken over: "
+                + (f"it holds fewer than the checkpoint's {self.offset} bytes"
+                   if len(found) < len(expected) else
+                   f"the bytes before the checkpoint's offset {self.offset} differ")
+                + " (replaced or rewritten); remove the checkpoint to start afresh")
+
+    def _bytes_before(self, offset: int) -> bytes | None:
+        fp = self._fp
+        if fp is None and not hasattr(self.file, "read"):
+            try:
+                with open(self.file, "rb") as f:
+                    return os.pread(f.fileno(), min(offset, _BEFORE), offset - min(offset, _BEFORE))
+            except OSError:
+                return None
+        f = fp if fp is not None else getattr(self.file, "buffer", self.file)
+        try:
+            return os.pread(f.fileno(), min(offset, _BEFORE), offset - min(offset, _BEFORE))
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            return None  # not a file on disk: a pipe, an io.StringIO
+
     def restore(self, state: dict[str, Any]) -> None:
-        super().restore(state)
+        super().restore({"_before": None, **state})
         self._positioned = True  # a restored offset wins over from_end, 0 too
 
     def _close(self) -> None:

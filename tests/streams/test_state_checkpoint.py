@@ -264,7 +264,8 @@ def test_textfile_offsets_are_bytes_and_resume_exactly(tmp_path: Path) -> None:
 
     assert run() == lines[:2]
     assert read_checkpoint(ckpt).states[0] == {  # type: ignore[union-attr]
-        "offset": len("".join(lines[:2]).encode())}
+        "offset": len("".join(lines[:2]).encode()),
+        "_before": "".join(lines[:2]).encode()}  # to know the file again: under 256 bytes
     with open(path, "a", encoding="utf-8") as f:
         f.write("".join(lines[2:]))
     assert run() == lines[2:]

@@ -180,3 +180,54 @@ def test_lines_across_chunks_are_those_of_the_whole_text(
             asyncio.run(main())
     assert out == expected
     assert source.offset == len(text.encode())
+
+
+@pytest.mark.parametrize("then", ["replaced", "truncated", "appended"])
+def test_a_checkpoint_is_refused_for_another_file_at_its_path(tmp_path: Path, then: str) -> None:
+    from streams import CheckpointError
+
+    path = tmp_path / "events.log"
+    path.write_text("".join(f"day1-event{i}\n" for i in range(4)))
+
+    def run() -> list[str]:
+        source = Stream.from_textfile(str(path))
+        out = source.map(str.strip).sink_to_list()
+        Checkpointer(source, tmp_path / "ckpt", every=1, fsync=False)
+        source.start()
+        return out
+
+    run()
+    if then == "replaced":  # rotated: a new file, as long, at the same path
+        path.rename(tmp_path / "events.log.1")
+        path.write_text("".join(f"d2-e{i}\n" for i in range(8)))
+    elif then == "truncated":
+        path.write_text("day1-event0\n")
+    else:
+        with path.open("a") as f:
+            f.write("day1-event4\n")
+    if then == "appended":
+        assert run() == ["day1-event4"]
+        return
+    why = "differ" if then == "replaced" else "fewer than the checkpoint's 48 bytes"
+    with pytest.raises(CheckpointError, match=f"not the one the checkpoint was taken over.*{why}"):
+        run()
+
+
+def test_a_checkpoint_taken_before_the_bytes_before_its_offset_were_kept_restores(
+        tmp_path: Path) -> None:
+    from streams.snapshot import restore_graph, snapshot_graph
+
+    path = tmp_path / "in.txt"
+    path.write_text("a\nb\n")
+    source = Stream.from_textfile(str(path))
+    source.sink_to_list()
+    source.start()
+    snap = snapshot_graph(source)
+    older = type(snap)(tuple({**e, "state": ["offset"]} if e["operator"] == "from_textfile"
+                             else e for e in snap.nodes),
+                       ({"offset": 2}, *snap.states[1:]))
+    again = Stream.from_textfile(str(path))
+    out = again.sink_to_list()
+    restore_graph(again, older)
+    again.start()
+    assert out == ["b\n"]
