@@ -130,7 +130,14 @@ class FromProcess(Source[bytes]):
             transport, _ = await loop.connect_read_pipe(
                 lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe)
             while not self.stopped:
-                line = await reader.readline()
+                try:
+                    line = await reader.readline()
+                except ValueError as e:  # asyncio's "chunk is longer than limit"
+                    raise ValueError(
+                        f"{self._label()}: a line of the process's output is longer than "
+                        f"{_LINE_LIMIT // (1 << 20)} MiB, the longest this source reads; "
+                        "have the program split it (or write it to a file and read that "
+                        "with from_textfile)") from e
                 if not line or (not line.endswith(b"\n") and not self.with_end):
                     ended = True
                     break

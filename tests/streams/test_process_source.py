@@ -121,3 +121,16 @@ def test_the_process_can_stay_in_the_callers_session() -> None:
     lines = own.sink_to_list()
     own.start()
     assert lines == [b"True\n"]
+
+
+@pytest.mark.timeout(60)
+def test_a_line_over_the_limit_says_the_limit_and_ends_the_process() -> None:
+    long_line = "import sys\nsys.stdout.write('x' * (2 << 20) + '\\n')\nsys.stdout.flush()"
+    source = Stream.from_process([sys.executable, "-c", long_line])
+    out = source.sink_to_list()
+    try:
+        with pytest.raises(ValueError, match=r"longer than 1 MiB, the longest this source reads"):
+            source.start()
+        assert out == [] and source.returncode is not None
+    finally:
+        _kill(source)
