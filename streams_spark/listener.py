@@ -12,7 +12,6 @@ starts on ``to_dataframe()``) reports to the bar.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -81,20 +80,9 @@ def _listen(session: Any) -> None:
 
 
 def watch(session: Any, name: str, watcher: Watcher) -> None:
-    """Call ``watcher(rows, (query id, batch id))`` for each micro-batch reporting ``name``.
-
-    A :class:`BatchCounter` whose nodes are all gone is let go here, at the
-    next watcher added: its bars went with their graph.
-    """
+    """Call ``watcher(rows, (query id, batch id))`` for each micro-batch reporting ``name``."""
     with _lock:
         _listen(session)
-        for known in list(_watchers):
-            kept = [w for w in _watchers[known]
-                    if not isinstance(w, BatchCounter) or w.nodes()]
-            if kept:
-                _watchers[known] = kept
-            else:
-                del _watchers[known]
         _watchers.setdefault(name, []).append(watcher)
 
 
@@ -156,17 +144,11 @@ class BatchCounter:
     """
 
     def __init__(self, nodes: list[Any]) -> None:
-        # Weakly: the watchers hold the counter for as long as the session
-        # lives, and a graph the user let go must go with its bars.
-        self._nodes = [weakref.ref(n) for n in nodes]
+        self.nodes = nodes
         self.rows = 0
         self.batches = 0
         self._last: dict[str, int] = {}  # query id -> the last micro-batch counted
         self._lock = threading.Lock()
-
-    def nodes(self) -> list[Any]:
-        """The ``.progress()`` nodes counted onto that still exist."""
-        return [n for n in (r() for r in self._nodes) if n is not None]
 
     def __call__(self, rows: int, batch: tuple[str, int] | None = None) -> None:
         """Count ``rows`` of the micro-batch ``batch`` (``(query id, batch id)``; None:
@@ -177,14 +159,14 @@ class BatchCounter:
                 self.batches += 1
                 if batch is not None:  # a query's inputs report one after another
                     self._last[batch[0]] = batch[1]
-            for node in self.nodes():
+            for node in self.nodes:
                 node.bar.update(rows)
                 node.bar.set_postfix(batches=self.batches, refresh=False)
 
 
 #: The counter of each ``.progress()`` node of a Spark-resident segment, shared
-#: by the inputs that reach it, while the node exists.
-_counters: weakref.WeakKeyDictionary[Any, BatchCounter] = weakref.WeakKeyDictionary()
+#: by the inputs that reach it; kept as long as the watchers that hold them are.
+_counters: dict[Any, BatchCounter] = {}
 
 
 def count_input(df: Any, nodes: list[Any], label: Callable[[], str]) -> Any:

@@ -198,31 +198,3 @@ def test_a_bar_before_a_join_of_one_input_with_itself_counts_each_row_once(
     run_to_end(spark, pairs.map(lambda p: (p[0][2], p[1][2])).to_dataframe("l long, r long"),
                tmp_path / "c")
     assert counted.bar.n == 3  # the rows taken in, though Spark reads them for each side
-
-
-def test_a_graph_let_go_takes_its_bars_watchers_with_it(spark: Any, tmp_path: Path) -> None:
-    import gc
-    import weakref
-
-    from streams_spark import listener
-
-    def counted_frame(name: str) -> tuple[Any, Any]:
-        df = (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1)
-              .parquet(str(tmp_path / "in")))
-        counted = Stream.from_spark(df, stream_name=name).progress(file=io.StringIO())
-        return counted, counted.map(lambda x: {"id": x}).to_dataframe("id long")
-
-    write_files(tmp_path / "in", files=1, rows=3)
-    counted, frame = counted_frame("first")
-    run_to_end(spark, frame, tmp_path / "ckpt1")
-    assert counted.bar.n == 3
-    first = [n for n in listener._watchers if "first" in n]
-    assert first
-    gone = weakref.ref(counted)
-    del counted, frame
-    gc.collect()
-    assert gone() is None  # the watchers held the node, and its graph, for good
-    kept, frame = counted_frame("second")  # a later graph's watcher lets the first's go
-    assert not [n for n in listener._watchers if n in first]
-    run_to_end(spark, frame, tmp_path / "ckpt2")
-    assert kept.bar.n == 3
