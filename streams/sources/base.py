@@ -423,9 +423,16 @@ def underneath(f: Any, who: str) -> tuple[Any, int | None]:
     """
     raw = getattr(f, "buffer", None)
     try:
-        here = f.tell() if f.seekable() else None
+        seekable = f.seekable()
     except (OSError, ValueError):
-        here = None
+        seekable = False
+    try:
+        here = f.tell() if seekable else None
+    except OSError as e:  # a text file read by next() or a for loop cannot tell
+        raise ValueError(
+            f"{who}(): the file {getattr(f, 'name', f)!r} was read by iteration (next(f), "
+            "a for loop), after which it cannot tell where it stands and what it read "
+            "ahead; read its header with f.readline(), or give its path") from e
     if raw is None or here is None:
         return (f if raw is None else raw), here
     if here >> 64:  # an opaque position: the text file's decoder holds part of a character

@@ -115,8 +115,12 @@ class FromStdin(FileSource[Any]):
     def _input(self) -> Any:
         """The file to read: a text file's binary buffer when it has one."""
         f = sys.stdin if self.file is None else self.file
-        if not self.offset and not self._read_here:  # from where the caller's reading stands
-            return underneath(f, "from_stdin")[0]
+        if not self.offset and not self._read_here:
+            # From where the caller's reading stands; ``offset`` a file position
+            # then, as a restore seeks to it (a pipe's counts from its start).
+            f, here = underneath(f, "from_stdin")
+            self.offset = here or 0
+            return f
         f = getattr(f, "buffer", f)
         if self.offset and not self._read_here:
             if not f.seekable():

@@ -190,10 +190,13 @@ class FromTextfile(FileSource[str]):
 
     def _open(self) -> Any:
         if self._fp is None:
-            if hasattr(self.file, "read"):
-                fp, here = underneath(self.file, "from_textfile")
+            here: int | None = 0
+            if not hasattr(self.file, "read"):
+                fp = open(self.file, "rb")  # noqa: SIM115 - closed by _close()
+            elif self._positioned:  # started again: the file is where this source left it
+                fp, here = getattr(self.file, "buffer", self.file), None
             else:
-                fp, here = open(self.file, "rb"), 0  # noqa: SIM115 - closed by _close()
+                fp, here = underneath(self.file, "from_textfile")
             self._text = isinstance(fp, io.TextIOBase)
             if self._text:
                 self._delim = self.delimiter
@@ -204,16 +207,34 @@ class FromTextfile(FileSource[str]):
                 self.offset = fp.tell()
             elif here is not None:
                 self.offset = here  # a caller's file: where its own reading stopped
-                if here == 0 and not self._text and self._line_encoding != self.encoding:
-                    if fp.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8:
-                        self.offset = len(codecs.BOM_UTF8)
-                    else:
-                        fp.seek(0)
-            elif self._line_encoding != self.encoding:
-                self._line_encoding = self.encoding  # a pipe: each line may start with a mark
             self._positioned = True
             self._fp = fp
+            self._past_mark(fp)
         return self._fp
+
+    def _past_mark(self, fp: Any) -> None:
+        """At the start of a file of ``utf-8-sig``, past its byte-order mark (a line's own stays).
+
+        A pipe, which cannot tell where it stands, is looked at when it can
+        be (``peek``); else its lines are decoded as ``utf-8-sig`` each.
+        """
+        if self._text or self._line_encoding == self.encoding:
+            return
+        mark = codecs.BOM_UTF8
+        try:
+            at_start = fp.tell() == 0
+        except (OSError, ValueError):
+            if hasattr(fp, "peek") and not self.offset:
+                if fp.peek(len(mark))[:len(mark)] == mark:
+                    self.offset += len(fp.read(len(mark)))
+            else:
+                self._line_encoding = self.encoding
+            return
+        if at_start:
+            if fp.read(len(mark)) == mark:
+                self.offset = len(mark)
+            else:
+                fp.seek(0)
 
     @property
     def _before(self) -> bytes | None:
@@ -320,6 +341,7 @@ class FromTextfile(FileSource[str]):
                             "read); reading it again from its start", self._label(), fp.tell())
                         fp.seek(0)
                         self.offset, buffer = 0, []
+                        self._past_mark(fp)
                         continue
                     await self._clock.sleep(self.poll_interval)
                     continue

@@ -231,3 +231,59 @@ def test_a_checkpoint_taken_before_the_bytes_before_its_offset_were_kept_restore
     restore_graph(again, older)
     again.start()
     assert out == ["b\n"]
+
+
+def test_a_run_over_a_callers_text_file_stopped_and_started_again_reads_each_line_once(
+        tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    lines = [f"é{i}\n" for i in range(20_000)]  # past the text file's read-ahead
+    path.write_text("héader\n" + "".join(lines), encoding="utf-8")
+    with path.open(encoding="utf-8") as f:
+        f.readline()
+        source = Stream.from_textfile(f, follow=False)
+        out = source.sink_to_list()
+        source.filter(lambda x: x == "é2\n").sink(lambda x: source.stop())
+        source.start()
+        assert out == lines[:3]
+        source.start()  # the text file's own position means nothing now: this source's does
+    assert out == lines
+
+
+def test_a_text_file_read_by_iteration_is_refused_saying_how_to_read_a_header(
+        tmp_path: Path) -> None:
+    path = tmp_path / "in.csv"
+    path.write_text("id\n1\n2\n")
+    with path.open() as f:
+        next(f)  # after which the text file cannot tell where it stands
+        source = Stream.from_textfile(f)
+        source.sink_to_list()
+        with pytest.raises(ValueError, match=r"read by iteration.*f\.readline\(\)"):
+            source.start()
+
+
+def test_a_byte_order_mark_is_taken_off_at_a_restored_start_too(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("h\n1\n", encoding="utf-8-sig")
+    source = Stream.from_textfile(str(path), encoding="utf-8-sig")
+    out = source.sink_to_list()
+    source.restore({"offset": 0})
+    source.start()
+    assert out == ["h\n", "1\n"]
+
+
+def test_from_stdin_offsets_are_file_positions_as_a_restore_seeks_them(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("header\n1\n2\n3\n")
+    with path.open() as f:
+        f.readline()
+        source = Stream.from_stdin(file=f)
+        first = source.sink_to_list()
+        source.start()
+    assert first == [1, 2, 3] and source.offset == path.stat().st_size
+    with path.open() as f:  # a checkpoint taken after the element 1, restored
+        f.readline()
+        again = Stream.from_stdin(file=f)
+        out = again.sink_to_list()
+        again.restore({"offset": len("header\n1\n")})
+        again.start()
+    assert out == [2, 3]
