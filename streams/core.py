@@ -93,7 +93,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     #: with others is refused on restore (None: all of ``_params``).
     _state_params: ClassVar[tuple[str, ...] | None] = None
     #: Names of ``_state`` added since a checkpoint may have been taken: one
-    #: without them restores, and ``restore()`` starts them afresh.
+    #: without some of them restores, and ``restore()`` leaves those fresh.
     _state_added: ClassVar[tuple[str, ...]] = ()
     #: How the node is drawn by ``visualize()``.
     _graphviz_shape: ClassVar[str] = "ellipse"
@@ -424,7 +424,8 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         each restore a copy (:func:`~streams.snapshot.restore_graph` copies).
         """
         for name in self._state:
-            setattr(self, name, state[name])
+            if name in state or name not in self._state_added:  # an added one stays fresh
+                setattr(self, name, state[name])
         _invalidate(self)  # fused code may have specialised on the old state
 
     def _label(self) -> str:

@@ -168,6 +168,20 @@ def _same_function(got: dict[str, Any], want: dict[str, Any] | None) -> bool:
     return bool(got["python"] != want.get("python") or got["code"] == want.get("code"))
 
 
+def _older_state(names: list[str], taken: Any, added: tuple[str, ...]) -> bool:
+    """Whether a checkpoint's state ``taken`` is ``names`` without some of those ``added`` since.
+
+    >>> _older_state(["a", "b", "c"], ["a", "c"], ("b", "c"))
+    True
+    >>> _older_state(["a", "b"], ["b"], ("b",))
+    False
+    """
+    if not added or not isinstance(taken, list):
+        return False
+    return (all(name in added for name in names if name not in taken)
+            and [name for name in names if name in taken] == taken)
+
+
 def _describe_entry(entry: dict[str, Any]) -> str:
     text = str(entry["operator"])
     if entry.get("name"):
@@ -219,9 +233,8 @@ def _check_match(nodes: list[Stream[Any]], entries: tuple[dict[str, Any], ...],
                 f"{where} does not match the graph: the graph has {len(nodes)} nodes, the "
                 f"checkpoint {len(entries)}; node {i} ({n._label()}) is not in the checkpoint")
         got, want = got_all[i], entries[i]
-        if n._state_added and want.get("state") == [
-                name for name in got["state"] if name not in n._state_added]:
-            got = {**got, "state": want["state"]}  # taken before: those start afresh
+        if _older_state(got["state"], want.get("state"), n._state_added):
+            got = {**got, "state": want["state"]}  # taken before some were kept: restored
         if {k: got[k] for k in ("operator", "name")} != {
                 k: want.get(k) for k in ("operator", "name")}:
             raise CheckpointError(

@@ -35,6 +35,7 @@ import threading
 from typing import Any
 
 from streams.operators._checks import key_function
+from streams.operators._late import seconds_of
 from streams.operators.timed import LateElementError
 from streams.operators.window_bounds import event_micros, micros
 from streams.stage import Failure, Stage
@@ -235,8 +236,7 @@ class LateElements:
             if isinstance(x, Failure):
                 continue  # an error before the window failed the batch already
             try:
-                t = self.time(x)
-                t = float(t if isinstance(t, int | float) else t.timestamp())
+                t = seconds_of(self.time(x))  # as the rows are stamped (naive: local time)
                 key = None if self.key is None else self.key(x)
             except Exception:
                 continue

@@ -86,7 +86,12 @@ def seconds_of(t: Any) -> float:
     if isinstance(t, Real):  # numpy's numbers, fractions...
         return seconds_of(float(t))
     if isinstance(t, datetime):  # pandas' Timestamp: naive as local time too, as a datetime
-        return seconds_of(datetime.timestamp(t))  # (its own timestamp() reads naive as UTC)
+        try:  # (its own timestamp() reads naive as UTC)
+            return seconds_of(datetime.timestamp(t))
+        except (TypeError, ValueError, OverflowError):  # pandas' NaT, a time out of range
+            raise ValueError(f"an event time must be a number of seconds or a datetime, got "
+                             f"{short_repr(t)} ({type(t).__name__}), which has no time"
+                             ) from None
     timestamp = getattr(t, "timestamp", None)
     if timestamp is None:
         raise TypeError(f"an event time must be a number of seconds or a datetime, "

@@ -116,7 +116,7 @@ class SessionWindow(_EventWindows):
     _operator = "session_window"
     _params = ("gap", "time", "lateness", "key", "bounds")
     _state = ("_sessions", "_max_time", "_seq", "_unsent", "_units", "_emitted")
-    _state_added = ("_emitted",)
+    _state_added = ("_unsent", "_units", "_emitted")  # older checkpoints: see restore()
 
     def __init__(self, upstream: Stream[Any], gap: float | str, time: Any = None,
                  lateness: float | str = 0.0, key: Any = None, bounds: bool = False,
@@ -171,10 +171,12 @@ class SessionWindow(_EventWindows):
         self._seq = seq  # sessions are ordered by their elements' numbers: any rising ones do
 
     def _next_close(self) -> float:
-        if not self._closing:
-            return math.inf
-        # A session closes once the watermark is past its end: at its end + 1.
-        return closes_at(self._closing[0][0] + 1, self._late_us)
+        # A session closes once the watermark is past its end: at its end + 1;
+        # a session emitted is forgotten at the same rise wherever it runs
+        # (an engine's key group runs _take_closed only when this comes).
+        due = min(self._closing[0][0] if self._closing else math.inf,
+                  self._forgetting[0][0] if self._forgetting else math.inf)
+        return math.inf if due == math.inf else closes_at(due + 1, self._late_us)
 
     def _place(self, x: Any, t: float, k: Any) -> str | None:
         try:  # event_micros(t), written in: once per element

@@ -442,13 +442,23 @@ def test_a_restored_session_window_remembers_the_sessions_it_emitted() -> None:
     restore_graph(again, snap)
     again.emit(1)  # within a gap after the session emitted before the restore
     assert late == [1]
-    # A checkpoint taken before the emitted sessions were kept restores, without them.
+    # A checkpoint taken before the emitted sessions (and the unsent ones) were
+    # kept restores, without them.
+    added = ("_unsent", "_emitted")
     older = replace(snap, nodes=tuple(
-        {**e, "state": [n for n in e["state"] if n != "_emitted"]} for e in snap.nodes),
+        {**e, "state": [n for n in e["state"] if n not in added]} for e in snap.nodes),
         states=tuple(s if s is None or "_emitted" not in s
-                     else {k: v for k, v in s.items() if k != "_emitted"} for s in snap.states))
+                     else {k: v for k, v in s.items() if k not in added} for s in snap.states))
     old, out, late = graph()
     restore_graph(old, older)
     old.emit(1)
     old.close()
     assert (out, late) == ([[6, 1]], [])
+
+
+def test_pandas_nat_as_a_time_says_it_has_none() -> None:
+    from streams.operators._late import seconds_of
+
+    pd = pytest.importorskip("pandas")
+    with pytest.raises(ValueError, match=r"got NaT \(NaTType\), which has no time"):
+        seconds_of(pd.NaT)
