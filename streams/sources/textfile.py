@@ -299,10 +299,13 @@ class FromTextfile(FileSource[str]):
     def _read_lines(self, fp: Any) -> Iterator[Any]:
         """Every line to the end of the file, the last one maybe without delimiter."""
         if self._delim == b"\n" and hasattr(fp, "readline"):
-            # In C, line by line; not ``yield from fp``, which closing this
-            # generator would pass on to a caller's file, closing it.
-            yield from iter(fp.readline, b"")
-            return
+            # The file itself, line by line in C. (A generator's ``yield from
+            # fp`` would pass its closing on to a caller's file, closing it.)
+            return iter(fp)
+        return self._chunked_lines(fp)
+
+    def _chunked_lines(self, fp: Any) -> Iterator[Any]:
+        """The lines of ``fp`` read in chunks, split at the delimiter."""
         rest: list[Any] = []
         while data := fp.read(_CHUNK):
             yield from self._split(rest, data)
