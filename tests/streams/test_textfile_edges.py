@@ -9,6 +9,7 @@ import logging
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +17,18 @@ from hypothesis import strategies as st
 
 from streams import Checkpointer, Stream, VirtualClock
 from streams.sources import textfile
+
+
+def read_to_end(source: Stream[Any], on_loop: bool) -> None:
+    """Run ``source`` to its end: without a loop, or awaited on one."""
+    if not on_loop:
+        source.start()
+        return
+
+    async def main() -> None:
+        await source.start()
+
+    asyncio.run(main())
 
 
 def test_a_text_file_read_past_its_header_gives_the_lines_after_it(tmp_path: Path) -> None:
@@ -87,13 +100,7 @@ def test_a_checkpoint_over_a_callers_file_resumes_at_its_position(tmp_path: Path
 def test_an_in_memory_text_file_is_read(follow: bool | None) -> None:
     source = Stream.from_textfile(io.StringIO("a\nbé\nc"), follow=follow)
     out = source.sink_to_list()
-    if follow is False:
-        async def main() -> None:
-            await source.start()
-
-        asyncio.run(main())
-    else:
-        source.start()
+    read_to_end(source, on_loop=follow is False)
     assert out == ["a\n", "bé\n", "c"]
     assert source.offset == 6  # characters, where a StringIO seeks
 
@@ -143,13 +150,7 @@ def test_a_byte_order_mark_is_taken_off_the_file_not_off_each_line(
     source = Stream.from_textfile(str(path), encoding="utf-8-sig",
                                    follow=None if sync else False)
     out = source.sink_to_list()
-    if sync:
-        source.start()
-    else:
-        async def main() -> None:
-            await source.start()
-
-        asyncio.run(main())
+    read_to_end(source, on_loop=not sync)
     with path.open(encoding="utf-8-sig") as f:
         assert out == f.readlines() == ["a\n", "\ufeffb\n", "c\n"]
 
@@ -171,13 +172,7 @@ def test_lines_across_chunks_are_those_of_the_whole_text(
         m.setattr(textfile, "_CHUNK", chunk)  # a line, and a delimiter, over many reads
         source = Stream.from_textfile(str(path), delimiter=delimiter, follow=False)
         out = source.sink_to_list()
-        if sync:
-            source.start()
-        else:
-            async def main() -> None:
-                await source.start()
-
-            asyncio.run(main())
+        read_to_end(source, on_loop=not sync)
     assert out == expected
     assert source.offset == len(text.encode())
 
