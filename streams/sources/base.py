@@ -423,7 +423,7 @@ def underneath(f: Any, who: str) -> tuple[Any, int | None]:
     """
     raw = getattr(f, "buffer", None)
     try:
-        seekable = f.seekable()
+        seekable = bool(getattr(f, "seekable", lambda: False)())  # an object with read() only
     except (OSError, ValueError):
         seekable = False
     try:

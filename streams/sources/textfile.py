@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import io
 import os
+import stat
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,12 +45,26 @@ def _delimiter_bytes(delimiter: str, encoding: str) -> bytes:
     return delimiter.encode(encoding)[len(bom):]
 
 
-def _truncated(fp: Any) -> bool:
-    """Whether the file ``fp`` reads is now shorter than where its reading stands."""
+def _size_of(fp: Any) -> int | None:
+    """The size of the regular file ``fp`` reads directly (None: a pipe, a compressed file...)."""
+    if not isinstance(fp, (io.BufferedReader, io.FileIO)):
+        return None  # gzip's tell() counts its data, not the file's bytes
     try:
-        return bool(os.fstat(fp.fileno()).st_size < fp.tell())
-    except (AttributeError, OSError, ValueError):  # not a file on disk (a pipe, a StringIO)
-        return False
+        st = os.fstat(fp.fileno())
+    except (OSError, ValueError):
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+def _pread_before(fp: Any, offset: int) -> bytes | None:
+    """Up to :data:`_BEFORE` bytes of ``fp``'s file before ``offset`` (None: not a file on disk)."""
+    if _size_of(fp) is None:
+        return None
+    n = min(offset, _BEFORE)
+    try:
+        return os.pread(fp.fileno(), n, offset - n)
+    except (OSError, ValueError):
+        return None
 
 
 @Stream.register_api(staticmethod)
@@ -125,10 +140,14 @@ class FromTextfile(FileSource[str]):
 
     # The file is read as bytes and ``offset`` counts bytes, so that seek()
     # after a restore lands exactly after the last emitted line (a count of
-    # characters is not a file position once a line holds non-ASCII text).
+    # characters is not a file position once a line holds non-ASCII text);
+    # an io.StringIO, read as text, counts and seeks characters.
     # _positioned: the first open has placed the file (from_end applied).
-    __slots__ = ("_clock", "_delim", "_fp", "_line_encoding", "_positioned", "_text",
-                 "delimiter", "encoding", "file", "follow", "from_end", "poll_interval")
+    # _expected: a restored checkpoint's bytes before the offset, checked at
+    # the next open; _closed_at: (offset, those bytes) when the file closed.
+    __slots__ = ("_clock", "_closed_at", "_delim", "_expected", "_fp", "_line_encoding",
+                 "_positioned", "_text", "delimiter", "encoding", "file", "follow", "from_end",
+                 "poll_interval")
     _operator = "from_textfile"
     _replayable = True
     _params = ("file", "poll_interval", "delimiter", "from_end", "encoding", "follow")
@@ -168,6 +187,8 @@ class FromTextfile(FileSource[str]):
         self.offset = 0
         self._fp: Any = None
         self._positioned = False
+        self._expected: bytes | None = None
+        self._closed_at: tuple[int, bytes | None] | None = None
         # Following polls on the clock in force at creation (a virtual one in tests).
         self._clock = get_clock()
         super().__init__(start=start, **kwargs)
@@ -202,6 +223,7 @@ class FromTextfile(FileSource[str]):
                 self._delim = self.delimiter
             if self.offset or self._positioned:  # resuming (or restored): that position wins
                 fp.seek(self.offset)
+                self._check_before(fp)
             elif self.from_end:
                 fp.seek(0, 2)
                 self.offset = fp.tell()
@@ -238,15 +260,27 @@ class FromTextfile(FileSource[str]):
 
     @property
     def _before(self) -> bytes | None:
-        """Up to :data:`_BEFORE` bytes before ``offset`` (None: a file that cannot tell)."""
-        return self._bytes_before(self.offset)
+        """Up to :data:`_BEFORE` bytes before ``offset`` (None: a file that cannot tell).
+
+        Read from the open file, or kept when it closed: the path is never
+        opened again for it (a FIFO would block; another file may be there).
+        """
+        if self._fp is not None:
+            return _pread_before(self._fp, self.offset)
+        if self._closed_at is not None and self._closed_at[0] == self.offset:
+            return self._closed_at[1]
+        return None
 
     @_before.setter
     def _before(self, expected: bytes | None) -> None:
-        """Check, restoring, that the file holds ``expected`` before ``offset``."""
+        self._expected = expected  # restoring: checked when the file is opened
+
+    def _check_before(self, fp: Any) -> None:
+        """Refuse a restored offset into another file than the checkpoint's."""
+        expected, self._expected = self._expected, None
         if expected is None:  # a checkpoint from before, or of a file that cannot tell
             return
-        found = self._bytes_before(self.offset)
+        found = _pread_before(fp, self.offset)
         if found is not None and found != expected:
             raise CheckpointError(
                 f"{self._label()}: the file is not the one the checkpoint was taken over: "
@@ -255,26 +289,14 @@ class FromTextfile(FileSource[str]):
                    f"the bytes before the checkpoint's offset {self.offset} differ")
                 + " (replaced or rewritten); remove the checkpoint to start afresh")
 
-    def _bytes_before(self, offset: int) -> bytes | None:
-        fp = self._fp
-        if fp is None and not hasattr(self.file, "read"):
-            try:
-                with open(self.file, "rb") as f:
-                    return os.pread(f.fileno(), min(offset, _BEFORE), offset - min(offset, _BEFORE))
-            except OSError:
-                return None
-        f = fp if fp is not None else getattr(self.file, "buffer", self.file)
-        try:
-            return os.pread(f.fileno(), min(offset, _BEFORE), offset - min(offset, _BEFORE))
-        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
-            return None  # not a file on disk: a pipe, an io.StringIO
-
     def restore(self, state: dict[str, Any]) -> None:
         super().restore({"_before": None, **state})
         self._positioned = True  # a restored offset wins over from_end, 0 too
 
     def _close(self) -> None:
         """Close the file if the source opened it (a caller's file stays open)."""
+        if self._fp is not None:
+            self._closed_at = (self.offset, _pread_before(self._fp, self.offset))
         fp, self._fp = self._fp, None
         if fp is not None and not hasattr(self.file, "read"):
             fp.close()
@@ -332,22 +354,30 @@ class FromTextfile(FileSource[str]):
         buffer: list[Any] = []
         ckpt = self._checkpointer
         encoding, text = self._line_encoding, self._text
+        mark = codecs.BOM_UTF8 if encoding != self.encoding else b""  # taken off the file only
+        last_size: int | None = None  # the file's size at the last end reached
         try:
             while not self.stopped:
                 data = fp.read(_CHUNK)
                 if not data:
                     if not follow:
                         break
-                    if _truncated(fp):  # as tail -f: read it again from its start
+                    size = _size_of(fp)
+                    if size is not None and last_size is not None and size < min(
+                            last_size, fp.tell()):  # truncated, as tail -f sees it
                         logger.warning(
                             "%s: the file was truncated (it holds fewer bytes than the %d "
                             "read); reading it again from its start", self._label(), fp.tell())
                         fp.seek(0)
                         self.offset, buffer = 0, []
                         self._past_mark(fp)
-                        continue
+                    last_size = size
                     await self._clock.sleep(self.poll_interval)
                     continue
+                if not self.offset and not buffer and mark and data.startswith(mark):
+                    # A followed file empty when opened: its mark came with its first write.
+                    data = data[len(mark):]
+                    self.offset = len(mark)
                 for line in self._split(buffer, data):
                     if self.stopped:
                         break

@@ -282,3 +282,85 @@ def test_from_stdin_offsets_are_file_positions_as_a_restore_seeks_them(tmp_path:
         again.restore({"offset": len("header\n1\n")})
         again.start()
     assert out == [2, 3]
+
+
+def test_a_compressed_file_followed_is_not_taken_for_a_truncated_one(
+        tmp_path: Path, clock: VirtualClock, caplog: pytest.LogCaptureFixture) -> None:
+    import gzip
+
+    path = tmp_path / "in.gz"
+    with gzip.open(path, "wt") as f:  # its tell() counts its data, past the file's size
+        f.write("".join(f"line {i} {'x' * 50}\n" for i in range(200)))
+    with gzip.open(path) as f:
+        source = Stream.from_textfile(f, follow=True, poll_interval=1.0)
+        out = source.sink_to_list()
+
+        async def main() -> None:
+            task = source.start()
+            for _ in range(3):
+                await clock.advance_async(1.0)
+            source.stop()
+            await clock.advance_async(1.0)
+            await task
+
+        with caplog.at_level(logging.WARNING, logger="streams"):
+            asyncio.run(main())
+    assert len(out) == 200 and "truncated" not in caplog.text
+
+
+@pytest.mark.timeout(60)
+def test_a_named_pipe_with_a_checkpoint_ends_without_opening_it_again(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "lines.fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen([sys.executable, "-c", f"open({str(fifo)!r}, 'w').write('a\\nb\\n')"])
+    try:
+        source = Stream.from_textfile(str(fifo))
+        out = source.sink_to_list()
+        Checkpointer(source, tmp_path / "ckpt", every=1, fsync=False)
+        source.start()  # the last checkpoint, at the end, opened the FIFO again and blocked
+    finally:
+        writer.wait(timeout=30)
+    assert out == ["a\n", "b\n"]
+
+
+def test_a_checkpoint_restored_while_its_file_is_missing_is_refused_when_it_starts(
+        tmp_path: Path) -> None:
+    from streams import CheckpointError
+
+    path = tmp_path / "in.txt"
+    path.write_text("a\nb\n")
+    first = Stream.from_textfile(str(path))
+    first.sink_to_list()
+    Checkpointer(first, tmp_path / "ckpt", every=1, fsync=False)
+    first.start()
+    path.unlink()
+    again = Stream.from_textfile(str(path))
+    again.sink_to_list()
+    Checkpointer(again, tmp_path / "ckpt", every=1, fsync=False)  # restored: no file to look at
+    path.write_text("Q\nR\nS\nT\n")  # another file, at the path
+    with pytest.raises(CheckpointError, match="bytes before the checkpoint's offset 4 differ"):
+        again.start()
+
+
+def test_a_followed_file_empty_when_opened_loses_its_byte_order_mark(
+        tmp_path: Path, clock: VirtualClock) -> None:
+    path = tmp_path / "app.log"
+    path.write_text("")
+    source = Stream.from_textfile(str(path), encoding="utf-8-sig", follow=True,
+                                  poll_interval=1.0)
+    out = source.sink_to_list()
+
+    async def main() -> None:
+        task = source.start()
+        await clock.advance_async(1.0)
+        with path.open("a", encoding="utf-8-sig") as f:  # the mark comes with the first write
+            f.write("first\nsecond\n")
+        await clock.advance_async(1.0)
+        source.stop()
+        await clock.advance_async(1.0)
+        await task
+
+    asyncio.run(main())
+    assert out == ["first\n", "second\n"]
