@@ -80,10 +80,11 @@ def emit_each(emit: Callable[[Any], Any], items: Iterable[Any]) -> Any:
     """``emit(x)`` for every item, even after one fails downstream; their pending work.
 
     For ``close()``, which has no later time to send what is left (and the
-    outputs of expired keys): the first failure is raised once every item
-    went (nothing held is lost). Where other items' work is still pending
-    then (a coroutine sink's), which left unawaited would never run, that
-    work is returned, raising the first failure once it is done: the
+    outputs of expired keys), and a join's pairs of one element: the first
+    failure is raised once every item went (nothing held is lost). Where
+    other items' work is still pending then (a coroutine sink's), which
+    left unawaited would never run, that work is returned, raising the
+    first failure once it is done: the
     caller finishes it as any pending work (an ``await``, or a synchronous
     ``close()`` running it to the end; on a running loop, scheduled, its
     failure logged).

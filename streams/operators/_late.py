@@ -90,8 +90,8 @@ def seconds_of(t: Any) -> float:
             return seconds_of(datetime.timestamp(t))
         except (TypeError, ValueError, OverflowError):  # pandas' NaT, a time out of range
             raise ValueError(f"an event time must be a number of seconds or a datetime, got "
-                             f"{short_repr(t)} ({type(t).__name__}), which has no time"
-                             ) from None
+                             f"{short_repr(t)} ({type(t).__name__}), which has no time in "
+                             "seconds (NaT, or out of range)") from None
     timestamp = getattr(t, "timestamp", None)
     if timestamp is None:
         raise TypeError(f"an event time must be a number of seconds or a datetime, "

@@ -305,6 +305,7 @@ class SlidingTimedWindow(_EventWindows):
     _operator = "timed_window"
     _params = ("interval", "time", "lateness", "slide", "key", "bounds")
     _state = ("_windows", "_max_time", "_opened", "_unsent")
+    _state_added = ("_opened", "_unsent")  # older checkpoints lack them: see restore()
 
     def __init__(self, upstream: Stream[Any], interval: float | str, time: Any = None,
                  lateness: float | str = 0.0, slide: float | str | None = None, key: Any = None,

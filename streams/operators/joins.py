@@ -180,6 +180,7 @@ class IntervalJoin(LateSide):
     _local_only = None
     _params = ("key", "within", "time", "lateness")
     _state = ("_sides", "_heaps", "_max_time", "_seq", "_units")
+    _state_added = ("_units",)  # older checkpoints held seconds: see restore()
 
     def __init__(self, left: Stream[Any], right: Stream[Any], key: Any, within: float | str,
                  time: Any, lateness: float | str = 0.0, **kwargs: Any) -> None:

@@ -428,3 +428,30 @@ def test_pandas_nat_as_a_time_says_it_has_none() -> None:
     pd = pytest.importorskip("pandas")
     with pytest.raises(ValueError, match=r"got NaT \(NaTType\), which has no time"):
         seconds_of(pd.NaT)
+
+
+def test_a_join_checkpoint_of_times_in_seconds_restores() -> None:
+    from dataclasses import replace
+
+    from streams.snapshot import restore_graph, snapshot_graph
+
+    def graph() -> tuple[Stream[Any], Stream[Any], list[Any]]:
+        left, right = Stream(), Stream()
+        return left, right, left.join(right, key=0, within=10, time=1).sink_to_list()
+
+    left, _, _ = graph()
+    left.emit(("k", 1.5))
+    snap = snapshot_graph(left)
+    i = next(n for n, e in enumerate(snap.nodes) if e["operator"] == "join")
+    # As a checkpoint from before the join kept microseconds holds it.
+    state = {k: v for k, v in snap.states[i].items() if k != "_units"}  # type: ignore[union-attr]
+    state["_sides"] = ({"k": {0: (1.5, ("k", 1.5))}}, {})
+    state["_heaps"] = ([(1.5, 0, "k")], [])
+    nodes, states = list(snap.nodes), list(snap.states)
+    nodes[i] = {**nodes[i], "state": [n for n in nodes[i]["state"] if n != "_units"]}
+    states[i] = state
+    older = replace(snap, nodes=tuple(nodes), states=tuple(states))
+    left, right, pairs = graph()
+    restore_graph(left, older)
+    right.emit(("k", 2))
+    assert pairs == [(("k", 1.5), ("k", 2))]
