@@ -92,8 +92,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     #: The parameters the state means something under: a checkpoint taken
     #: with others is refused on restore (None: all of ``_params``).
     _state_params: ClassVar[tuple[str, ...] | None] = None
-    #: Names of ``_state`` added since a checkpoint may have been taken: one
-    #: without some of them restores, and ``restore()`` leaves those fresh.
+    #: ``_state`` names added since older checkpoints, which restore them fresh.
     _state_added: ClassVar[tuple[str, ...]] = ()
     #: How the node is drawn by ``visualize()``.
     _graphviz_shape: ClassVar[str] = "ellipse"

@@ -8,6 +8,7 @@ import io
 import logging
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,31 @@ def read_to_end(source: Stream[Any], on_loop: bool) -> None:
 
     async def main() -> None:
         await source.start()
+
+    asyncio.run(main())
+
+
+def read_checkpointed(path: Path, ckpt: Path) -> list[str]:
+    """The lines ``from_textfile(path)`` reads, checkpointed in ``ckpt`` after each one."""
+    source = Stream.from_textfile(str(path))
+    out = source.sink_to_list()
+    Checkpointer(source, ckpt, every=1, fsync=False)
+    source.start()
+    return out
+
+
+def follow(source: Stream[Any], clock: VirtualClock, *writes: Callable[[], Any]) -> None:
+    """Follow ``source`` on a loop: a poll, then each of ``writes`` and a poll; then stop."""
+
+    async def main() -> None:
+        task = source.start()
+        await clock.advance_async(1.0)
+        for write in writes:
+            write()
+            await clock.advance_async(1.0)
+        source.stop()
+        await clock.advance_async(1.0)
+        await task
 
     asyncio.run(main())
 
@@ -124,20 +150,13 @@ def test_a_followed_file_truncated_is_read_again_from_its_start(
     source = Stream.from_textfile(str(path), follow=True, poll_interval=1.0)
     out = source.map(str.strip).sink_to_list()
 
-    async def main() -> None:
-        task = source.start()
-        await clock.advance_async(1.0)
-        path.write_text("new1\n")  # truncated, then written again, as a rotated log
-        await clock.advance_async(1.0)
+    def append() -> None:
         with path.open("a") as f:
             f.write("new2\nnew3\nnew4\n")
-        await clock.advance_async(1.0)
-        source.stop()
-        await clock.advance_async(1.0)
-        await task
 
     with caplog.at_level(logging.WARNING, logger="streams"):
-        asyncio.run(main())
+        # Truncated, then written again, as a rotated log.
+        follow(source, clock, lambda: path.write_text("new1\n"), append)
     assert out == ["old1", "old2", "old3", "new1", "new2", "new3", "new4"]
     assert "was truncated" in caplog.text and "app.log" in caplog.text
 
@@ -185,11 +204,7 @@ def test_a_checkpoint_is_refused_for_another_file_at_its_path(tmp_path: Path, th
     path.write_text("".join(f"day1-event{i}\n" for i in range(4)))
 
     def run() -> list[str]:
-        source = Stream.from_textfile(str(path))
-        out = source.map(str.strip).sink_to_list()
-        Checkpointer(source, tmp_path / "ckpt", every=1, fsync=False)
-        source.start()
-        return out
+        return [line.strip() for line in read_checkpointed(path, tmp_path / "ckpt")]
 
     run()
     if then == "replaced":  # rotated: a new file, as long, at the same path
@@ -294,17 +309,8 @@ def test_a_compressed_file_followed_is_not_taken_for_a_truncated_one(
     with gzip.open(path) as f:
         source = Stream.from_textfile(f, follow=True, poll_interval=1.0)
         out = source.sink_to_list()
-
-        async def main() -> None:
-            task = source.start()
-            for _ in range(3):
-                await clock.advance_async(1.0)
-            source.stop()
-            await clock.advance_async(1.0)
-            await task
-
         with caplog.at_level(logging.WARNING, logger="streams"):
-            asyncio.run(main())
+            follow(source, clock, lambda: None, lambda: None)  # ends of file, polled again
     assert len(out) == 200 and "truncated" not in caplog.text
 
 
@@ -331,10 +337,7 @@ def test_a_checkpoint_restored_while_its_file_is_missing_is_refused_when_it_star
 
     path = tmp_path / "in.txt"
     path.write_text("a\nb\n")
-    first = Stream.from_textfile(str(path))
-    first.sink_to_list()
-    Checkpointer(first, tmp_path / "ckpt", every=1, fsync=False)
-    first.start()
+    assert read_checkpointed(path, tmp_path / "ckpt") == ["a\n", "b\n"]
     path.unlink()
     again = Stream.from_textfile(str(path))
     again.sink_to_list()
@@ -352,15 +355,9 @@ def test_a_followed_file_empty_when_opened_loses_its_byte_order_mark(
                                   poll_interval=1.0)
     out = source.sink_to_list()
 
-    async def main() -> None:
-        task = source.start()
-        await clock.advance_async(1.0)
+    def write() -> None:
         with path.open("a", encoding="utf-8-sig") as f:  # the mark comes with the first write
             f.write("first\nsecond\n")
-        await clock.advance_async(1.0)
-        source.stop()
-        await clock.advance_async(1.0)
-        await task
 
-    asyncio.run(main())
+    follow(source, clock, write)
     assert out == ["first\n", "second\n"]
