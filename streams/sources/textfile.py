@@ -218,6 +218,7 @@ class FromTextfile(FileSource[str]):
                 fp, here = getattr(self.file, "buffer", self.file), None
             else:
                 fp, here = underneath(self.file, "from_textfile")
+            self._fp = fp  # closed by _close() (if its own), whatever fails next
             self._text = isinstance(fp, io.TextIOBase)
             if self._text:
                 self._delim = self.delimiter
@@ -230,7 +231,6 @@ class FromTextfile(FileSource[str]):
             elif here is not None:
                 self.offset = here  # a caller's file: where its own reading stopped
             self._positioned = True
-            self._fp = fp
             self._past_mark(fp)
         return self._fp
 
@@ -265,6 +265,8 @@ class FromTextfile(FileSource[str]):
         Read from the open file, or kept when it closed: the path is never
         opened again for it (a FIFO would block; another file may be there).
         """
+        if self._expected is not None:  # restored, not yet checked: the checkpoint's stand
+            return self._expected
         if self._fp is not None:
             return _pread_before(self._fp, self.offset)
         if self._closed_at is not None and self._closed_at[0] == self.offset:
@@ -277,17 +279,17 @@ class FromTextfile(FileSource[str]):
 
     def _check_before(self, fp: Any) -> None:
         """Refuse a restored offset into another file than the checkpoint's."""
-        expected, self._expected = self._expected, None
-        if expected is None:  # a checkpoint from before, or of a file that cannot tell
+        expected = self._expected
+        found = None if expected is None else _pread_before(fp, self.offset)
+        if expected is None or found is None or found == expected:
+            self._expected = None  # checked (or nothing to check): the file's own from now
             return
-        found = _pread_before(fp, self.offset)
-        if found is not None and found != expected:
-            raise CheckpointError(
-                f"{self._label()}: the file is not the one the checkpoint was taken over: "
-                + (f"it holds fewer than the checkpoint's {self.offset} bytes"
-                   if len(found) < len(expected) else
-                   f"the bytes before the checkpoint's offset {self.offset} differ")
-                + " (replaced or rewritten); remove the checkpoint to start afresh")
+        raise CheckpointError(  # the expected bytes are kept: a start() again checks again
+            f"{self._label()}: the file is not the one the checkpoint was taken over: "
+            + (f"it holds fewer than the checkpoint's {self.offset} bytes"
+               if len(found) < len(expected) else
+               f"the bytes before the checkpoint's offset {self.offset} differ")
+            + " (replaced or rewritten); remove the checkpoint to start afresh")
 
     def restore(self, state: dict[str, Any]) -> None:
         super().restore({"_before": None, **state})
@@ -336,9 +338,9 @@ class FromTextfile(FileSource[str]):
 
     def _run_sync(self) -> None:
         __tracebackhide__ = True  # pytest, IPython: show the user's frames
-        fp = self._open()
-        encoding, text = self._line_encoding, self._text
         try:
+            fp = self._open()
+            encoding, text = self._line_encoding, self._text
             for line in self._read_lines(fp):
                 if self.stopped:
                     return
@@ -349,14 +351,14 @@ class FromTextfile(FileSource[str]):
         self._end_sync()
 
     async def _run_async(self) -> None:
-        fp = self._open()
         follow = self.follow is not False
         buffer: list[Any] = []
         ckpt = self._checkpointer
-        encoding, text = self._line_encoding, self._text
-        mark = codecs.BOM_UTF8 if encoding != self.encoding else b""  # taken off the file only
         last_size: int | None = None  # the file's size at the last end reached
         try:
+            fp = self._open()
+            encoding, text = self._line_encoding, self._text
+            mark = codecs.BOM_UTF8 if encoding != self.encoding else b""  # off the file only
             while not self.stopped:
                 data = fp.read(_CHUNK)
                 if not data:
