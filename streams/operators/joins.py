@@ -248,8 +248,8 @@ class IntervalJoin(LateSide):
                 "forgotten; raise lateness= to accept it"))
         within = self._within_us
         partners = self._sides[1 - side].get(k)
-        found = [other for up, other in partners.values() if abs(us - up) <= within
-                 ] if partners else None
+        pairs = [(x, other) if side == 0 else (other, x) for up, other in partners.values()
+                 if abs(us - up) <= within] if partners else None
         # Held, and the watermark moved, before its pairs go: a pair failing
         # downstream leaves it held for the partners still to come. What
         # this forgets cannot pair with it: the watermark stays at or below it.
@@ -258,10 +258,10 @@ class IntervalJoin(LateSide):
             self._max_time[side] = t
             self._mark_us = watermark_micros(min(self._max_time), self._late_us)
             self._forget(self._mark_us - self._within_us)
-        if not found:
+        if not pairs:
             return None
         # Every pair goes, even after one fails downstream; the first failure is raised.
-        return emit_each(self._emit, [(x, o) if side == 0 else (o, x) for o in found])
+        return emit_each(self._emit, pairs)
 
     def restore(self, state: dict[str, Any]) -> None:
         if state.get("_units") != "micros":  # a checkpoint from before: times in seconds
