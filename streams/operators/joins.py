@@ -117,8 +117,11 @@ class IntervalJoin(LateSide):
         may be and still be joined completely.
 
     Elements held at close have met every partner they could: nothing is
-    emitted then. On Dask, with both sides branching from one
-    ``scatter()``, the result is the in-process one.
+    emitted then. Once one side closes, the other side's elements are
+    paired with what the join holds and not kept (no partner will come),
+    so a join whose one side has ended holds no more than it did. On
+    Dask, with both sides branching from one ``scatter()``, the result is
+    the in-process one.
 
     On Spark, between two inputs that start at ``Stream.from_spark(df)``
     (static or streaming), through steps without state, and ending in
@@ -170,9 +173,9 @@ class IntervalJoin(LateSide):
     [('ad1', 90)]
     """
 
-    __slots__ = ("_heaps", "_key_of", "_late_us", "_left", "_mark_us", "_max_time", "_right",
-                 "_seq", "_sides", "_time_of", "_units", "_within_us", "key", "lateness", "time",
-                 "within")
+    __slots__ = ("_ended", "_heaps", "_key_of", "_late_us", "_left", "_mark_us", "_max_time",
+                 "_right", "_seq", "_sides", "_time_of", "_units", "_within_us", "key",
+                 "lateness", "time", "within")
     _operator = "join"
     # Both sides from one scatter(), a Dask stage runs it as here, in order, its
     # state carried from batch to batch; Spark runs its own stream-stream join
@@ -205,6 +208,7 @@ class IntervalJoin(LateSide):
         self._mark_us = -math.inf  # the watermark's microsecond
         self._seq = 0
         self._units = "micros"  # in checkpoints: older ones held the times in seconds
+        self._ended = [False, False]  # per side: its upstream has closed
         Stream.__init__(self, upstreams=[left, right], **kwargs)
 
     def _traits(self) -> Traits:
@@ -253,7 +257,8 @@ class IntervalJoin(LateSide):
         # Held, and the watermark moved, before its pairs go: a pair failing
         # downstream leaves it held for the partners still to come. What
         # this forgets cannot pair with it: the watermark stays at or below it.
-        self._hold(side, k, us, x)
+        if not self._ended[1 - side]:  # else no partner will come for it
+            self._hold(side, k, us, x)
         if t > self._max_time[side]:
             self._max_time[side] = t
             self._mark_us = watermark_micros(min(self._max_time), self._late_us)
@@ -272,6 +277,18 @@ class IntervalJoin(LateSide):
                                      for heap in state["_heaps"])}  # still heaps: same order
         super().restore(state)
         self._mark_us = watermark_micros(min(self._max_time), self._late_us)
+
+    def _on_close(self, who: Stream[Any] | None) -> Any:
+        # A side that ended sends no more partners: the other side's held
+        # elements, which waited only for them, go, and that side's later
+        # elements are paired but not held. The watermark stays as it was
+        # (what is late does not change), and the state no longer grows.
+        for side, upstream in enumerate((self._left, self._right)):
+            if who is upstream and not self._ended[side]:
+                self._ended[side] = True
+                self._sides[1 - side].clear()
+                self._heaps[1 - side].clear()
+        return super()._on_close(who)
 
     def _hold(self, side: int, k: Any, us: int, x: Any) -> None:
         seq = self._seq

@@ -166,6 +166,37 @@ def test_one_silent_side_keeps_the_other_side_held() -> None:
     assert joined.held == 3  # left 48 and 49 (within 1 of the watermark) and the right one
 
 
+@pytest.mark.parametrize("ended", [0, 1])
+def test_a_closed_side_frees_the_other_and_the_state_stops_growing(ended: int) -> None:
+    # A closed side sends no partner again: the other side's held elements
+    # wait for nothing, and its later ones are paired but not held. The
+    # pairs and what is late are those of a join whose side stayed open.
+    def run(close: bool) -> tuple[list[Any], list[Any], IntervalJoin]:
+        left, right = Stream(), Stream()
+        joined = left.join(right, key=0, within=2, time=1)
+        assert isinstance(joined, IntervalJoin)
+        out, late = joined.sink_to_list(), joined.late.sink_to_list()
+        sides = (left, right)
+        for t in range(20):
+            sides[0].emit(("k", t))
+            sides[1].emit(("k", t + 0.5))
+        if close:
+            sides[ended].close()
+        for t in range(5_000):  # the open side goes on, on time; the watermark stays
+            sides[1 - ended].emit(("k", 20 + t % 7))
+        return out, late, joined
+
+    out, late, joined = run(close=True)
+    expected_out, expected_late, still_open = run(close=False)
+    assert (out, late) == (expected_out, expected_late)
+    assert late == []
+    assert len(out) > 1_000  # the open side's later elements met the closed side's held ones
+    assert still_open.held > 5_000  # the open side's elements, waiting for partners
+    # The closed side's elements within reach of the watermark, no more.
+    assert joined.held == len(joined._heaps[ended]) <= 4
+    assert not joined._closed  # the join ends when both sides have
+
+
 def test_late_elements_go_to_the_error_policy_named() -> None:
     left, right = Stream(), Stream()
     left.join(right, key=0, within=1, time=1, lateness=2)
