@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
-import stat
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -18,19 +16,11 @@ from typing import Any
 from ..core import Stream
 from ..sinks.basic import check_encoding
 from .base import FileSource, underneath
+from .pipes import PipeReader, pollable
 
 __all__ = ["FromStdin"]
 
 _FORMATS = ("json", "text")
-
-
-def _pollable(f: Any) -> bool:
-    """Whether the loop can wait for ``f`` to be readable (pipe, socket, terminal)."""
-    try:
-        mode = os.fstat(f.fileno()).st_mode
-    except (OSError, ValueError, AttributeError):
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
 
 
 def _parser(fmt: str, encoding: str) -> Callable[[bytes | str], Any]:
@@ -65,7 +55,8 @@ class FromStdin(FileSource[Any]):
         Start right away.
 
     Without a running loop the input is read to its end and the stream
-    closes. On a loop, a pipe or terminal is read without blocking the loop.
+    closes. On a loop, a pipe or terminal is read without blocking the loop,
+    and ``stop()`` ends a wait for its writer at once.
     A line that does not parse goes to the node's error policy (by default a
     :class:`~streams.errors.NodeError` showing the line). ``offset`` counts
     bytes: a pipeline reading a file redirected to stdin (``< file``) can
@@ -86,7 +77,7 @@ class FromStdin(FileSource[Any]):
     """
 
     # _read_here: this source read the input up to offset (a start() after stop()
-    # goes on there); _pipe: a pipe's reader and transport, kept across stop().
+    # goes on there); _pipe: a pipe's reader, kept across stop().
     __slots__ = ("_parse", "_pipe", "_read_here", "encoding", "file", "format")
     _operator = "from_stdin"
     _replayable = True
@@ -105,7 +96,7 @@ class FromStdin(FileSource[Any]):
         #: Bytes consumed so far (where a restart over a seekable input resumes).
         self.offset = 0
         self._read_here = False
-        self._pipe: tuple[Any, Any] | None = None
+        self._pipe: PipeReader | None = None
         super().__init__(start=start, **kwargs)
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -186,26 +177,30 @@ class FromStdin(FileSource[Any]):
 
     async def _lines(self, f: Any) -> Any:
         """Lines from ``f`` without blocking the loop (pipes, terminals)."""
-        if self._pipe is None and not _pollable(f):
+        if self._pipe is None and not pollable(f):
             # A regular file (or an in-memory one) cannot be polled, and
             # reading it never blocks for long.
             for line in f:
                 yield line
             return
-        loop = asyncio.get_running_loop()
-        if self._pipe is None or self._pipe[0]._loop is not loop:  # of another run's loop
-            reader = asyncio.StreamReader(limit=2**24)
-            transport, _ = await loop.connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(reader), f)
-            self._pipe = (reader, transport)
-        # Kept when stop() ends the run: closing the transport would close the
-        # caller's file, and lose the lines its reader holds (which it keeps
-        # after the pipe's end, where the transport closes itself).
-        reader, transport = self._pipe
-        while line := await reader.readline():
+        if self._pipe is None or self._pipe.loop is not asyncio.get_running_loop():
+            self._pipe = await PipeReader.connect(f)  # the one before was another run's loop's
+        # Kept when stop() ends the run: closing it would close the caller's
+        # file, and lose the lines its reader holds (which it keeps after
+        # the pipe's end, where its transport closes itself).
+        pipe = self._pipe
+        while line := await pipe.readline():
             yield line
-        transport.close()
+        if line is None:  # stop() while the pipe was silent: nothing was read
+            return
+        pipe.close()
         self._pipe = None
+
+    def stop(self) -> Any:
+        end = super().stop()
+        if self._pipe is not None:
+            self._pipe.wake()  # a silent pipe's wait ends now, not at its next line
+        return end
 
     async def _run_async(self) -> None:
         f = self._input()
@@ -233,4 +228,5 @@ class FromStdin(FileSource[Any]):
                 await pending
             if self.stopped:
                 return
-        await self._end_async()
+        if self._pipe is None:  # else stopped while the pipe was silent: it is kept
+            await self._end_async()

@@ -176,6 +176,37 @@ def test_stop_and_start_again_on_a_pipe_goes_on_where_it_stopped(on_loop: bool) 
     assert out == [0, 1, 2, 3, 4, 5]
 
 
+@pytest.mark.timeout(60)
+def test_stop_on_a_silent_pipe_ends_the_run_at_once_and_loses_nothing() -> None:
+    # Its writer sends nothing more: the run waits for a line; stop() ends
+    # that wait (it waited for the next line, forever if none came). What
+    # comes meanwhile, and the partial line held, is read by the next start.
+    import os
+
+    read, write = os.pipe()
+
+    async def main() -> tuple[list[str], list[str]]:
+        with os.fdopen(read, "rb", buffering=0) as f:
+            source = Stream.from_stdin(format="text", file=f)
+            out: list[str] = []
+            got = asyncio.Event()
+            source.sink(lambda x: (out.append(x), got.set()))
+            run = source.start()
+            os.write(write, b"a\nb")
+            await got.wait()  # "a" emitted; "b" waits for its newline
+            await source.stop()  # returns with the pipe silent
+            assert run.done() and not run.cancelled() and not source._closed
+            before = list(out)
+            os.write(write, b"c\nd\n")
+            os.close(write)
+            await source.start()  # to the pipe's end
+            return before, out
+
+    before, out = asyncio.run(asyncio.wait_for(main(), 30))
+    assert before == ["a"]
+    assert out == ["a", "bc", "d"]
+
+
 @pytest.mark.parametrize(("fmt", "expected"), [("text", ['"é"', '"b"']), ("json", ["é", "b"])])
 def test_a_text_file_object_without_a_binary_buffer(fmt: str, expected: list[str]) -> None:
     source = Stream.from_stdin(format=fmt, file=io.StringIO('"é"\n"b"\n'))
