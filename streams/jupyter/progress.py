@@ -160,7 +160,8 @@ class Progress(Stream[Any]):
         #: The ``tqdm`` bar.
         self.bar = progress_bar(self.total, self.desc,
                                 " elements" if unit == "it" else unit, **kwargs)
-        self._tick = self.bar.update
+        # A disabled tqdm bar counts nothing; the count is still the state.
+        self._tick = self._count_one if self.bar.disable else self.bar.update
         cell_end.add(self)
 
     @property
@@ -174,6 +175,9 @@ class Progress(Stream[Any]):
         # tqdm's average rate is (n - initial) over the time since its start.
         bar.n = bar.last_print_n = bar.initial = n
         bar.refresh()
+
+    def _count_one(self) -> None:
+        self.bar.n += 1
 
     def _traits(self) -> Traits:
         # In a Spark-resident segment it passes elements on, and Spark's

@@ -142,6 +142,18 @@ def test_a_restored_pipeline_counts_on_from_its_checkpoint(tmp_path: Path) -> No
     assert "5/5" in str(again.bar)
 
 
+def test_a_disabled_bar_still_counts_and_a_restore_counts_on(tmp_path: Path) -> None:
+    # tqdm(disable=True) counts nothing itself: the count, the node's state, is kept apart.
+    data = tmp_path / "in.txt"
+    data.write_text("1\n2\n3\n")
+    first, _ = _checkpointed(data, tmp_path / "ckpt", disable=True)
+    assert first.count == 3
+    with data.open("a") as f:
+        f.write("4\n")
+    again, totals = _checkpointed(data, tmp_path / "ckpt", disable=True)
+    assert totals == [10] and again.count == 4
+
+
 def test_the_rate_after_a_restore_counts_only_this_run(clock: VirtualClock) -> None:
     source = Stream()
     counted = source.progress(unit="row", smoothing=0, file=io.StringIO())
