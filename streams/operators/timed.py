@@ -434,6 +434,18 @@ class TimedWindowUnique(TimedWindow):
     _operator = "timed_window_unique"
     _params = ("interval", "key", "keep")
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        # Its windows follow the clock, as streamz's: TimedWindow's event-time
+        # and sliding arguments would be taken and ignored (keys not unique).
+        given = [f"{n}=" for n in ("time", "lateness", "slide", "bounds") if n in kwargs]
+        if given:
+            raise TypeError(
+                f"timed_window_unique(): {', '.join(given)} not supported: its windows "
+                "follow the clock, as streamz's; on event time, or sliding, use "
+                "timed_window(..., time=, slide=) and keep each window's unique elements "
+                "in a map()")
+        return super(TimedWindow, cls).__new__(cls)
+
     def __init__(self, upstream: Stream[Any], interval: float | str, key: Any = identity,
                  keep: str = "first", **kwargs: Any) -> None:
         if keep not in ("first", "last"):

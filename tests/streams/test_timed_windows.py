@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import math
 from datetime import UTC
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
@@ -215,6 +216,16 @@ def test_timed_window_unique(clock: VirtualClock) -> None:
     clock.advance(1.0)
     assert first == [(1, 2, 3), ()]
     assert last == [(3, 2, 1), ()]
+
+
+@pytest.mark.parametrize("given", [{"time": 1}, {"slide": 0.5}, {"bounds": True},
+                                   {"lateness": 1, "time": 1}])
+def test_timed_window_unique_refuses_event_time_and_sliding_arguments(
+        given: dict[str, Any]) -> None:
+    # Taken by the timed_window underneath, they were ignored, or (time=)
+    # gave lists with the keys repeated.
+    with pytest.raises(TypeError, match=r"timed_window_unique\(\): .*not supported.*timed_window"):
+        Stream().timed_window_unique(1.0, key=len, **given)
 
 
 def test_timed_window_unique_by_key_flushes_at_close(clock: VirtualClock) -> None:
