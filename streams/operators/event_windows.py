@@ -45,6 +45,7 @@ from typing import Any
 
 from ..core import Stream
 from ..fusion import Fuser
+from ..metadata import emit_held, retain_refs
 from ..pending import emit_each, gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
@@ -71,8 +72,11 @@ Closed = tuple[float, int, Any, list[Any], "tuple[float, float] | None"]
 class _EventWindows(LateSide):
     """What sliding and session windows share: event time, keys, watermark, emission."""
 
-    __slots__ = ("_key", "_late_us", "_max_time", "_time", "_unsent", "bounds", "key", "lateness",
-                 "time")
+    # _held: streamz's metadata of the elements a window holds (their refs
+    # retained), by the id of the window's list as emitted; None until an
+    # element comes with metadata (it is no state: the refs live in this process).
+    __slots__ = ("_held", "_key", "_late_us", "_max_time", "_time", "_unsent", "bounds", "key",
+                 "lateness", "time")
     _local_only = None
     _graphviz_shape = "octagon"
 
@@ -88,6 +92,7 @@ class _EventWindows(LateSide):
         self._key = None if key is None else key_function(key)
         self.bounds = check_bounds(op, bounds)
         self._max_time = -math.inf
+        self._held: dict[int, list[Any]] | None = None
         # Windows taken as closed but not emitted yet: those after one whose
         # emission raised (a downstream failure), sent at the next closing.
         self._unsent: list[Closed] = []
@@ -106,7 +111,7 @@ class _EventWindows(LateSide):
             t, k = self._stamp(x)
         except Exception as e:
             return self._fail(x, e)
-        return self._arrive(x, t, k)
+        return self._arrive(x, t, k, metadata)
 
     def _stamp(self, x: Any) -> tuple[float, Any]:
         """``x``'s event time and key (raising what the user's functions raise)."""
@@ -134,14 +139,22 @@ class _EventWindows(LateSide):
     def _fuse_arrive(self, f: Fuser, x: str, t: str, k: str) -> None:
         f.line(f"return {f.bind(self, 'node')}._arrive({x}, {t}, {k})")
 
-    def _arrive(self, x: Any, t: float, k: Any) -> Any:
-        """Place ``x``, of time ``t`` and key ``k``; emit the windows it closes."""
+    def _arrive(self, x: Any, t: float, k: Any, metadata: Any = None) -> Any:
+        """Place ``x``, of time ``t`` and key ``k``; emit the windows it closes.
+
+        ``metadata`` (streamz's): held with ``x`` in each window it joins,
+        its refs retained until that window is emitted, with it.
+        """
         try:
             late = self._place(x, t, k)  # refuses NaN and infinities (bad_time)
         except Exception as e:
             return self._fail(x, e)
         if late is not None:
             return self._fail(x, late_error(t, late, self._max_time, self.lateness))
+        if metadata:
+            if self._held is None:
+                self._held = {}
+            self._hold(t, k, metadata)
         if t <= self._max_time:
             return None
         self._max_time = t
@@ -150,6 +163,29 @@ class _EventWindows(LateSide):
     def _place(self, x: Any, t: float, k: Any) -> str | None:
         """Put ``x`` in its windows, or say why it is late."""
         raise NotImplementedError
+
+    def _hold(self, t: float, k: Any, metadata: list[Any]) -> None:
+        """Hold the metadata of the element just placed (time ``t``, key ``k``) with it."""
+        raise NotImplementedError
+
+    def _held_for(self, window: list[Any], metadata: list[Any]) -> None:
+        """Hold ``metadata`` (refs retained) until the list ``window`` is emitted."""
+        assert self._held is not None
+        retain_refs(metadata)
+        self._held.setdefault(id(window), []).append(metadata)
+
+    def _held_by(self, window: list[Any], metadata: list[list[Any] | None]) -> None:
+        """Metadata held already (refs retained), until the list ``window`` is emitted."""
+        assert self._held is not None
+        held = [m for m in metadata if m]
+        if held:
+            self._held[id(window)] = held
+
+    def _send(self, closed: Closed) -> Any:
+        """Emit a closed window, with its elements' metadata if they came with some."""
+        if not self._held:
+            return self._emit(self._output(closed))
+        return emit_held(self._emit, self._output(closed), self._held.pop(id(closed[3]), None))
 
     def _take_closed(self, max_time: float) -> list[Closed]:
         """Take the windows closed once ``max_time`` is the largest time seen, by end then opening.
@@ -177,7 +213,7 @@ class _EventWindows(LateSide):
         pending = []
         for i, c in enumerate(closed):
             try:
-                pending.append(self._emit(self._output(c)))
+                pending.append(self._send(c))
             except BaseException:
                 # A downstream node failed on this window (its error names it):
                 # the others closed with it are not lost, but sent next time.
@@ -189,7 +225,7 @@ class _EventWindows(LateSide):
         closed = self._unsent + self._take_closed(math.inf)
         self._unsent = []
         # No later closing sends what a failure leaves: every window goes.
-        return emit_each(self._emit, map(self._output, closed)) if closed else None
+        return emit_each(self._send, closed) if closed else None
 
     # -- run by key group: an engine runs each key group's elements on a node
     # of its own, in element order, and tells each node the stream's watermark.
@@ -402,6 +438,11 @@ class SlidingTimedWindow(_EventWindows):
             self._hi = first_time(min((last + 1) * slide, int(self._end(first))))
             self._appends = tuple(windows[i][None].append for i in range(first, last + 1))
         return None
+
+    def _hold(self, t: float, k: Any, metadata: list[Any]) -> None:
+        us = event_micros(t)
+        for i in range((us - self._size_us) // self._slide_us + 1, us // self._slide_us + 1):
+            self._held_for(self._windows[i][k], metadata)
 
     def _take_closed(self, max_time: float) -> list[Closed]:
         if max_time < self._due:

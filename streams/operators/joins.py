@@ -31,6 +31,7 @@ from typing import Any
 
 from ..core import NO_DEFAULT, Stream
 from ..errors import short_repr
+from ..metadata import release_refs, retain_refs
 from ..pending import emit_each
 from ..spec import JoinTime, Traits
 from ._checks import key_function
@@ -118,10 +119,9 @@ class IntervalJoin(LateSide):
 
     Elements held at close have met every partner they could: nothing is
     emitted then. Once one side closes, the other side's elements are
-    paired with what the join holds and not kept (no partner will come),
-    so a join whose one side has ended holds no more than it did. On
-    Dask, with both sides branching from one ``scatter()``, the result is
-    the in-process one.
+    paired with what the join holds and not kept (no partner will come).
+    On Dask, with both sides branching from one ``scatter()``, the result
+    is the in-process one.
 
     On Spark, between two inputs that start at ``Stream.from_spark(df)``
     (static or streaming), through steps without state, and ending in
@@ -173,8 +173,10 @@ class IntervalJoin(LateSide):
     [('ad1', 90)]
     """
 
+    # _meta: streamz's metadata of held elements (refs retained), by arrival
+    # number; None until an element comes with some (no state: refs are local).
     __slots__ = ("_ended", "_heaps", "_key_of", "_late_us", "_left", "_mark_us", "_max_time",
-                 "_right", "_seq", "_sides", "_time_of", "_units", "_within_us", "key",
+                 "_meta", "_right", "_seq", "_sides", "_time_of", "_units", "_within_us", "key",
                  "lateness", "time", "within")
     _operator = "join"
     # Both sides from one scatter(), a Dask stage runs it as here, in order, its
@@ -209,6 +211,7 @@ class IntervalJoin(LateSide):
         self._seq = 0
         self._units = "micros"  # in checkpoints: older ones held the times in seconds
         self._ended = [False, False]  # per side: its upstream has closed
+        self._meta: dict[int, list[Any]] | None = None
         Stream.__init__(self, upstreams=[left, right], **kwargs)
 
     def _traits(self) -> Traits:
@@ -258,6 +261,11 @@ class IntervalJoin(LateSide):
         # downstream leaves it held for the partners still to come. What
         # this forgets cannot pair with it: the watermark stays at or below it.
         if not self._ended[1 - side]:  # else no partner will come for it
+            if metadata:  # held with x, its refs retained until x is forgotten
+                retain_refs(metadata)
+                if self._meta is None:
+                    self._meta = {}
+                self._meta[self._seq] = metadata
             self._hold(side, k, us, x)
         if t > self._max_time[side]:
             self._max_time[side] = t
@@ -265,8 +273,19 @@ class IntervalJoin(LateSide):
             self._forget(self._mark_us - self._within_us)
         if not pairs:
             return None
+        if metadata or self._meta:
+            return self._emit_held(x, side, us, partners or {}, metadata)
         # Every pair goes, even after one fails downstream; the first failure is raised.
         return emit_each(self._emit, pairs)
+
+    def _emit_held(self, x: Any, side: int, us: int, partners: dict[int, tuple[int, Any]],
+                   metadata: Any) -> Any:
+        """The pairs of ``x``, as ``update`` makes them, each with its two elements' metadata."""
+        own, held, within = metadata or [], self._meta or {}, self._within_us
+        out = [((x, other), own + (held.get(seq) or [])) if side == 0 else
+               ((other, x), (held.get(seq) or []) + own)  # in the pair's order
+               for seq, (up, other) in partners.items() if abs(us - up) <= within]
+        return emit_each(lambda p: self._emit(*p) if p[1] else self._emit(p[0]), out)
 
     def restore(self, state: dict[str, Any]) -> None:
         if state.get("_units") != "micros":  # a checkpoint from before: times in seconds
@@ -280,15 +299,26 @@ class IntervalJoin(LateSide):
 
     def _on_close(self, who: Stream[Any] | None) -> Any:
         # A side that ended sends no more partners: the other side's held
-        # elements, which waited only for them, go, and that side's later
-        # elements are paired but not held. The watermark stays as it was
-        # (what is late does not change), and the state no longer grows.
+        # elements go, its later ones are paired but not held. The watermark
+        # stays (what is late does not change); the state no longer grows.
         for side, upstream in enumerate((self._left, self._right)):
             if who is upstream and not self._ended[side]:
                 self._ended[side] = True
+                self._release(self._sides[1 - side])
                 self._sides[1 - side].clear()
                 self._heaps[1 - side].clear()
         return super()._on_close(who)
+
+    def _flush(self) -> Any:
+        for held in self._sides:  # closed: it met every partner it could
+            self._release(held)
+
+    def _release(self, held: dict[Any, dict[int, tuple[int, Any]]]) -> None:
+        """Release the metadata refs of the elements ``held`` (one side's)."""
+        if self._meta:
+            for of_key in held.values():
+                for seq in of_key:
+                    release_refs(self._meta.pop(seq, None))
 
     def _hold(self, side: int, k: Any, us: int, x: Any) -> None:
         seq = self._seq
@@ -306,6 +336,8 @@ class IntervalJoin(LateSide):
                 del of_key[seq]
                 if not of_key:
                     del held[k]
+                if self._meta:
+                    release_refs(self._meta.pop(seq, None))
 
 
 class Tombstone:
@@ -440,7 +472,7 @@ class LookupJoin(Stream[Any]):
                     f"key {short_repr(k)} is not in the table; give lookup(..., default=) "
                     "to join a default value instead"))
             value = self.default
-        return self._emit((x, value))
+        return self._emit((x, value)) if metadata is None else self._emit((x, value), metadata)
 
     def _change(self, x: Any) -> Any:
         """Apply a table element: set or delete its key."""

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from ..core import Stream
+from ..metadata import retain_refs
 from ..spec import EventTime
 from .durations import check_interval
 from .event_windows import Closed, _EventWindows
@@ -113,7 +114,9 @@ class SessionWindow(_EventWindows):
     # as Spark's session_window() compares them: in float seconds 0.3 + 0.6
     # is 0.8999999999999999, which put 0.9 a gap after 0.3 outside the
     # session Spark gives both.
-    __slots__ = ("_closing", "_gap_us", "_seq", "_sessions", "_units", "gap")
+    # _by_seq: streamz's metadata of held elements, by arrival number (see
+    # _EventWindows._held), until their session closes.
+    __slots__ = ("_by_seq", "_closing", "_gap_us", "_seq", "_sessions", "_units", "gap")
     _operator = "session_window"
     _params = ("gap", "time", "lateness", "key", "bounds")
     _state = ("_sessions", "_max_time", "_seq", "_unsent", "_units")
@@ -137,6 +140,7 @@ class SessionWindow(_EventWindows):
         # skipped when popped.
         self._closing: list[tuple[int, int, Any]] = []
         self._units = "micros"  # in checkpoints: older ones held the sessions' times in seconds
+        self._by_seq: dict[int, list[Any]] = {}
         Stream.__init__(self, upstream, **kwargs)
 
     def _event_time(self) -> EventTime:
@@ -197,6 +201,10 @@ class SessionWindow(_EventWindows):
         heapq.heappush(self._closing, (merged[1] + gap, seq, k))
         return None
 
+    def _hold(self, t: float, k: Any, metadata: list[Any]) -> None:
+        retain_refs(metadata)
+        self._by_seq[self._seq - 1] = metadata  # the element just placed
+
     def _take_closed(self, max_time: float) -> list[Closed]:
         ready: list[Closed] = []
         closing, gap = self._closing, self._gap_us
@@ -213,7 +221,10 @@ class SessionWindow(_EventWindows):
             for s in sessions:
                 end = s[1] + gap
                 if end < watermark:
-                    ready.append((end, s[3], k, [x for _, x in s[2]],
+                    elements = [x for _, x in s[2]]
+                    if self._by_seq:  # their metadata goes with the list emitted
+                        self._held_by(elements, [self._by_seq.pop(seq, None) for seq, _ in s[2]])
+                    ready.append((end, s[3], k, elements,
                                   (seconds(s[0]), seconds(end)) if self.bounds else None))
                 else:
                     keep.append(s)

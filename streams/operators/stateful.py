@@ -202,7 +202,7 @@ class StatefulMap(ExpiringKeys):
         pending: list[Any] = []
         error = self._expire_all(gone, pending) if gone else None
         try:
-            self._take(k, x, pending)
+            self._take(k, x, pending, metadata)
         except Exception as e:
             if error is None:
                 error = e
@@ -213,15 +213,18 @@ class StatefulMap(ExpiringKeys):
             return failing_after(pending, error)
         return gather_pending(pending)
 
-    def _take(self, k: Any, x: Any, pending: list[Any]) -> None:
-        """Run the function on ``x`` and emit its outputs (or its failure, to the policy)."""
+    def _take(self, k: Any, x: Any, pending: list[Any], metadata: Any = None) -> None:
+        """Run the function on ``x`` and emit its outputs (or its failure, to the policy).
+
+        Its outputs carry ``x``'s metadata, as a ``map``'s output does.
+        """
         try:
             outputs = self._advance(k, x)
         except Exception as e:
             pending.append(self._fail(x, e))
             return
         for y in outputs:
-            pending.append(self._emit(y))
+            pending.append(self._emit(y) if metadata is None else self._emit(y, metadata))
 
     def _flush(self) -> Any:
         if self._expiry is None or self.on_expire is None:

@@ -122,6 +122,65 @@ def test_event_time_windows_carry_their_own_elements_metadata() -> None:
     assert out == [[{"t": 1}, {"t": 3}], [{"t": 12}], [{"t": 25}]]
 
 
+def _emit_refs(source: Stream[Any], items: list[Any]) -> list[RefCounter]:
+    refs = []
+    for x in items:
+        refs.append(RefCounter())
+        source.emit(x, metadata=[{"ref": refs[-1], "x": x}])
+    return refs
+
+
+def test_keyed_sliding_and_session_windows_hold_references_until_emitted() -> None:
+    # Each window holds its elements' refs (one per window an element is in)
+    # and emits their metadata: a Kafka offset is not committed while a
+    # window still holds its element.
+    cases = [  # (window, counts after the four elements, each window's elements)
+        (lambda s: s.timed_window(10, time=1, key=0), [0, 0, 1, 1],
+         [[("a", 1)], [("b", 2)], [("a", 12)], [("b", 13)]]),
+        (lambda s: s.timed_window(10, time=1, slide=5), [0, 1, 2, 2],
+         [[("a", 1)], [("a", 1), ("b", 6)], [("b", 6), ("a", 12), ("b", 13)],
+          [("a", 12), ("b", 13)]]),
+        (lambda s: s.session_window(5, time=1, key=0), [0, 1, 1, 1],
+         [[("a", 1)], [("b", 6), ("b", 9)], [("a", 12)]]),
+    ]
+    for make, counts, windows in cases:
+        source = Stream()
+        out = Metadata(make(source)).sink_to_list()
+        items = [x for w in windows for x in w]
+        items = sorted(set(items), key=items.index)
+        refs = _emit_refs(source, items)
+        assert [r.count for r in refs] == counts
+        source.close()
+        assert [r.count for r in refs] == [0] * len(refs)
+        assert [[m["x"] for m in ms] for ms in out] == windows
+
+
+def test_a_join_holds_references_while_it_holds_elements_and_pairs_carry_both() -> None:
+    left, right = Stream(), Stream()
+    out = Metadata(left.join(right, key=0, within=5, time=1)).sink_to_list()
+    [a1] = _emit_refs(left, [("a", 1)])
+    [a2] = _emit_refs(right, [("a", 2)])
+    assert out == [[{"ref": a1, "x": ("a", 1)}, {"ref": a2, "x": ("a", 2)}]]  # the pair's order
+    assert (a1.count, a2.count) == (1, 1)  # both held for partners to come
+    _emit_refs(left, [("a", 30)])
+    [r30] = _emit_refs(right, [("a", 30)])  # the watermark, 30, forgets both
+    assert (a1.count, a2.count, r30.count) == (0, 0, 1)
+    right.close()  # the left's elements wait for nothing now
+    left.close()
+    assert r30.count == 0
+
+
+def test_lookup_and_stateful_map_pass_the_elements_metadata_on() -> None:
+    source, table = Stream(), Stream()
+    looked = Metadata(source.lookup(table, key=0)).sink_to_list()
+    mapped = Metadata(source.stateful_map(lambda n, x: (n + 1, [x, n]), start=0)).sink_to_list()
+    table.emit(("a", 5))
+    [r] = _emit_refs(source, [("a",)])
+    assert looked == [[{"ref": r, "x": ("a",)}]]
+    assert mapped == [[{"ref": r, "x": ("a",)}]] * 2
+    assert r.count == 0
+
+
 def test_delay_holds_references_until_it_releases_the_element() -> None:
     with use_clock(VirtualClock()) as clock:
         source = Stream()
