@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import importlib.util
 import os
 import sys
 from typing import Any
 
-from streams import Stream
+from streams import NodeError, Stream
 
 # Subcommands of the command-line tools (streams.cli), when installed.
 CLI_COMMANDS = ("relay", "tap", "clock")
@@ -30,7 +31,8 @@ def _positive(kind: type) -> Any:
         except ValueError:
             value = 0
         if not value > 0:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0")
+            whole = "whole " if kind is int else ""
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {whole}number above 0")
         return value
 
     parse.__name__ = kind.__name__  # argparse names the type in its messages
@@ -105,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return int(cli.main(argv) or 0)
     demos_named = ("events", "dask", "spark", "redis", "words")
+    implicit = bool(argv) and argv[0] not in demos_named
     if argv and not argv[0].startswith("-") and argv[0] not in demos_named:
         argv = ["words", *argv]  # `python -m streams FILE...`, as before
     elif argv and argv[0] not in ("-h", "--help") and argv[0] not in demos_named:
@@ -117,12 +120,26 @@ def main(argv: list[str] | None = None) -> int:
     if demo == "words":
         missing = [f for f in args.files if not os.path.isfile(f)]
         if missing:
-            print(f"python -m streams: no such file: {', '.join(missing)}", file=sys.stderr)
+            close = difflib.get_close_matches(missing[0], demos_named, n=1) if implicit else []
+            named = f" (the demo {close[0]!r}?)" if close else ""
+            print(f"python -m streams: no such file: {', '.join(missing)}{named}",
+                  file=sys.stderr)
             return 2
-        asyncio.run(demos.run_words(args.files, args.follow, args.window, args.top))
+        try:
+            asyncio.run(demos.run_words(args.files, args.follow, args.window, args.top))
+        except KeyboardInterrupt:  # how --follow ends
+            pass
         return 0
     if demo == "redis":
-        asyncio.run(demos.run_redis(args.url, args.seconds, args.rate))
+        try:
+            asyncio.run(demos.run_redis(args.url, args.seconds, args.rate))
+        except Exception as e:
+            # The server refused or went away: redis-py's errors, as the source raises them.
+            if not isinstance(e, OSError | NodeError) and not type(e).__module__.startswith(
+                    "redis"):
+                raise
+            print(f"python -m streams: redis demo: {args.url}: {e}", file=sys.stderr)
+            return 1
         return 0
     seconds = getattr(args, "seconds", 4.0)
     rate = getattr(args, "rate", 2000.0)

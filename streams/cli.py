@@ -16,7 +16,7 @@ exit status 0). A source that never ends (a server: ``tcp://``, ``http://``,
 ``ws://``; an ``mqtt://`` subscription) needs ``--follow``; a server then
 says on standard error which port it listens on. A bad URI or option is
 reported in one line, with exit status 2; a file or connection that fails,
-in one line with status 1.
+or an element that does (bad data), in one line with status 1.
 
 See :mod:`streams.uri` for the URI schemes and their options.
 """
@@ -28,6 +28,7 @@ import asyncio
 import datetime as _dt
 import importlib
 import json
+import os
 import re
 import signal
 import sys
@@ -36,6 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .core import Stream
+from .errors import NodeError
 from .uri import from_uri, parse_uri, to_uri
 
 __all__ = ["main", "parse_interval", "text_of"]
@@ -98,6 +100,10 @@ def _load(spec: str) -> Callable[[Any], Any]:
     module, sep, name = spec.partition(":")
     if not sep or not module or not name:
         raise ValueError(f"--map {spec!r}: write module:function, e.g. mypackage.clean:line")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        # A module of the current directory, as ``python -m streams`` finds it
+        # (the installed ``streams`` script's path starts at its own directory).
+        sys.path.insert(0, os.getcwd())
     try:
         func = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as e:
@@ -185,10 +191,21 @@ def _run(source: Stream[Any], follow: bool, command: str) -> None:
     asyncio.run(forever())
 
 
+def _json(uri: str, role: str) -> bool:
+    """Whether ``uri`` is ``stdio://?format=json``: its elements are JSON documents."""
+    return parse_uri(uri, role)[1] == "stdio" and "format=json" in uri
+
+
 def _relay(args: argparse.Namespace) -> None:
     _check_ends(args.input, args.follow)
     source = from_uri(args.input, **_source_options(args.input, args.offset))
-    node = source.map(text_of)
+    node: Stream[Any] = source
+    if not _json(args.output, "sink"):
+        node = source.map(text_of)
+    elif not _json(args.input, "source"):
+        # Each line holds a JSON document (a Kafka value, a Redis entry as
+        # text_of writes it): the sink writes that, not a JSON string of it.
+        node = source.map(text_of).map(json.loads)
     if args.map:
         node = node.map(_load(args.map))
     to_uri(node, args.output, **_sink_options(args.output))
@@ -275,7 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         args.run(args)
-    except ValueError as e:
+    except NodeError as e:  # an element, or the source, failed while running (its node named)
+        print(f"streams {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except ValueError as e:  # a bad URI or option
         print(f"streams {args.command}: error: {e}", file=sys.stderr)
         return 2
     except (RuntimeError, OSError) as e:  # a file, a connection, a broker: in its own words
@@ -283,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # a client library's own failure (redis-py's ConnectionError...)
+        print(f"streams {args.command}: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -161,6 +161,12 @@ async def run_redis(url: str, seconds: float = 4.0, rate: float = 2000.0,
 
     import redis.asyncio as aredis
 
+    client = aredis.Redis.from_url(url)
+    try:
+        await client.ping()  # a server that is not there: one error, before anything runs
+    except BaseException:
+        await client.aclose()
+        raise
     key = f"streams-demo-{uuid.uuid4().hex[:8]}"
     write = _writer(out, progress)
     producer: Stream[Any] = Stream(asynchronous=True, stream_name="page views")
@@ -178,7 +184,6 @@ async def run_redis(url: str, seconds: float = 4.0, rate: float = 2000.0,
     reader.stop()
     await run
     await reader.aclose()  # the last window is flushed
-    client = aredis.Redis.from_url(url)
     await client.delete(key)
     await client.aclose()
     write(f"{n:,} page views through Redis stream {key!r} (deleted); views per page: "

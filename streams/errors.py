@@ -94,6 +94,7 @@ class NodeError(Exception):
         return super().__new__(cls)
 
     def __init__(self, node: Stream[Any], element: Any, error: BaseException) -> None:
+        _adopt(self, error)
         self.node = node
         self.element = element
         self.error = error
@@ -112,9 +113,25 @@ class NodeError(Exception):
         # quotes its argument, OSError formats errno).
         return str(self.args[0]) if self.args else ""
 
+    def __repr__(self) -> str:
+        # Not the original type's, which may read what its own __init__ set.
+        return f"{type(self).__name__}({str(self)!r})"
+
     def __reduce__(self) -> Any:
         # Nodes do not pickle (they hold the graph); keep the message.
         return (RemoteNodeError, (str(self),))
+
+
+def _adopt(wrapper: BaseException, error: BaseException) -> None:
+    """Give ``wrapper`` the attributes ``error``'s __init__ set (its type's methods read them).
+
+    A NodeError is an instance of the original type, built without that
+    type's __init__: redis-py's errors' ``repr`` read an ``error_type`` it
+    sets, and failed (in asyncio's report of a failed task, among others).
+    """
+    attributes = getattr(error, "__dict__", None)
+    if attributes:
+        wrapper.__dict__.update({k: v for k, v in attributes.items() if k != "__notes__"})
 
 
 _typed_classes: dict[tuple[type[NodeError], type[BaseException]], type[NodeError]] = {}
@@ -165,6 +182,7 @@ class SourceError(NodeError):
         return super(NodeError, cls).__new__(cls)  # the original type's, as NodeError
 
     def __init__(self, node: Stream[Any], error: BaseException) -> None:
+        _adopt(self, error)
         self.node = node
         self.element = None
         self.error = error

@@ -92,6 +92,49 @@ def test_relay_file_to_stdout_with_a_map(tmp_path: Path) -> None:
     assert done.stdout == "ALPHA\nBETA\n"
 
 
+def test_a_local_map_module_is_found_by_the_installed_script_too(tmp_path: Path) -> None:
+    # The console script's path starts at its own directory, not the current one.
+    (tmp_path / "shout.py").write_text("def shout(line):\n    return line.upper()\n")
+    data = tmp_path / "in.txt"
+    data.write_text("alpha\n")
+    script = ("import sys; sys.path.remove(''); from streams.cli import main; "
+              "raise SystemExit(main())")
+    done = subprocess.run(
+        [sys.executable, "-c", script, "relay", "--input", f"file://{data}",
+         "--output", "stdio://", "--map", "shout:shout"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ALPHA\n"
+
+
+def test_a_json_relay_writes_each_document_once() -> None:
+    lines = ['{"a": 1}', "[2, 3]", '"text"']
+    done = streams_cli("relay", "--input", "stdio://?format=json",
+                       "--output", "stdio://?format=json", stdin="".join(f"{x}\n" for x in lines))
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(x) for x in done.stdout.splitlines()] == [{"a": 1}, [2, 3], "text"]
+
+
+def test_bad_data_is_one_line_with_status_one() -> None:
+    # Status 2 is a bad URI or option; a line that does not parse is a failure at run time.
+    done = streams_cli("tap", "stdio://?format=json", stdin='{"a": 1}\nnot json\n')
+    assert done.returncode == 1
+    assert done.stdout == '{"a": 1}\n'
+    assert "not json" in done.stderr and "JSONDecodeError" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_redis_server_that_is_not_there_is_one_line() -> None:
+    with socket.socket() as s:  # a free port, nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = streams_cli("tap", f"redis://127.0.0.1:{port}/x")
+    assert done.returncode == 1
+    assert "ConnectionError" in done.stderr and str(port) in done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.kafka
 def test_stdin_to_kafka_then_tap(kafka_broker: Any, kafka_topic: str) -> None:
     uri = f"kafka://{kafka_broker.bootstrap}/{kafka_topic}"

@@ -73,11 +73,45 @@ def test_a_missing_file_is_one_line() -> None:
     assert result.stderr == "python -m streams: no such file: nope.txt\n"
 
 
+def test_a_misspelled_demo_is_named() -> None:
+    result = python_m_streams("evnts")
+    assert result.returncode == 2
+    assert result.stderr == "python -m streams: no such file: evnts (the demo 'events'?)\n"
+
+
+def test_the_redis_demo_without_a_server_is_one_line() -> None:
+    import socket
+
+    with socket.socket() as s:  # a free port, nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = python_m_streams("redis", f"redis://127.0.0.1:{port}/0", "--seconds", "1")
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"python -m streams: redis demo: redis://127.0.0.1:{port}/0")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_interrupting_a_followed_word_count_ends_it_quietly(tmp_path: Path) -> None:
+    import signal
+
+    text = tmp_path / "in.txt"
+    text.write_text("streams streams words\n")
+    proc = subprocess.Popen([sys.executable, "-m", "streams", "words", str(text), "--follow",
+                             "--window", "2"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "streams=2\n"  # following now
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["redis", "notaurl"], "argument url: 'notaurl' is not a Redis URL"),
     (["--seconds", "-1"], "argument --seconds: '-1' is not a number above 0"),
     (["spark", "--rate", "0"], "argument --rate: '0' is not a number above 0"),
-    (["words", "x.txt", "--window", "0"], "argument --window: '0' is not a number above 0"),
+    (["words", "x.txt", "--window", "0"], "argument --window: '0' is not a whole number above 0"),
 ])
 def test_bad_demo_arguments_are_one_usage_error(args: list[str], message: str) -> None:
     result = python_m_streams(*args)

@@ -157,3 +157,20 @@ def test_error_after_a_timer_is_logged_and_the_node_keeps_going(
         clock.advance(1.0)
     assert out == [1.0, 0.5]
     assert "ZeroDivisionError" in caplog.text
+
+
+def test_a_node_error_has_the_attributes_its_original_type_reads() -> None:
+    # redis-py's errors' repr reads an attribute their __init__ sets; the
+    # NodeError, of that type, failed to repr (asyncio's report of a task).
+    import redis
+
+    source = Stream()
+
+    def fail(x: Any) -> None:
+        raise redis.ConnectionError("refused")
+
+    source.sink(fail)
+    with pytest.raises(redis.ConnectionError) as info:
+        source.emit(1)
+    assert repr(info.value).startswith("NodeError[ConnectionError](")
+    assert info.value.error_type == info.value.error.error_type  # type: ignore[attr-defined]
