@@ -415,7 +415,7 @@ class SlidingTimedWindow(_EventWindows):
         first, last = (us - size) // slide + 1, us // slide
         if self._end(first) <= watermark_micros(self._max_time, self._late_us):
             start, end = sliding_bounds(first, self.slide, self.interval)
-            return f"falls in window [{start!r}, {end!r}), already emitted"
+            return f"falls in window [{start!r}, {end!r}), already closed"
         windows, opened = self._windows, self._opened
         for i in range(first, last + 1):
             by_key = windows.get(i)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..core import Stream
@@ -27,7 +27,8 @@ class StatefulMap(ExpiringKeys):
     """Update a state with each element and emit what the function returns.
 
     ``func(state, x)`` returns ``(new_state, outputs)``: ``outputs`` is an
-    iterable of the elements to emit, in order (empty to emit nothing).
+    iterable of the elements to emit, in order (empty to emit nothing); a
+    string or a dict is refused, as one output it would go as its parts.
     Returning ``None`` as the new state discards the state: the next element
     starts again from ``start``. With ``key``, each key has its own state,
     independent of the others (so an engine may keep keys apart: Spark keeps
@@ -134,6 +135,12 @@ class StatefulMap(ExpiringKeys):
         except (TypeError, ValueError):
             raise TypeError(f"stateful_map(): the function must return (new_state, outputs), "
                             f"got {result!r:.80}") from None
+        if isinstance(outputs, str | bytes | Mapping):  # one output, not its characters or keys
+            raise TypeError(
+                f"stateful_map(): outputs must be a list of elements, got the "
+                f"{type(outputs).__name__} {outputs!r:.60}, which would go as its "
+                f"{'keys' if isinstance(outputs, Mapping) else 'characters'}; return "
+                "(new_state, [output])")
         return new, list(outputs)  # a failing iterable is this node's error
 
     def _arrive(self, x: Any) -> tuple[Any, list[Any]]:

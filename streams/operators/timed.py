@@ -316,7 +316,7 @@ class TimedWindow(LateSide):
         if end <= watermark_micros(self._max_time, self._late_us):
             return self._fail(x, late_error(
                 t, f"falls in window [{seconds(end - self._size_us)!r}, {seconds(end)!r}), "
-                "already emitted", self._max_time, self.lateness))
+                "already closed", self._max_time, self.lateness))
         window = self._windows.get(k)
         if window is None:
             window = self._windows[k] = []

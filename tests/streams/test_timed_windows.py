@@ -272,14 +272,14 @@ def test_event_time_late_element_is_routed_not_dropped() -> None:
     assert L == [[(1, "a"), (8, "c")]]
     assert [r.element for r in errors] == [(9, "late")]
     assert isinstance(errors[0].exception, LateElementError)
-    assert "already emitted" in str(errors[0].exception)
+    assert "already closed" in str(errors[0].exception)
 
 
 def test_event_time_late_element_raises_by_default() -> None:
     source = Stream()
     source.timed_window(1, time=lambda x: x).sink_to_list()
     source.emit(5)
-    with pytest.raises(NodeError, match="already emitted"):
+    with pytest.raises(NodeError, match="already closed"):
         source.emit(0)
 
 

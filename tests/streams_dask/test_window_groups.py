@@ -74,7 +74,7 @@ def test_a_late_element_raises_under_the_default_policy(client: Client) -> None:
     out = window.gather().sink_to_list()
     source.emit(("a", 9))
     source.emit(("b", 1))
-    with pytest.raises(NodeError, match="already emitted") as raised:
+    with pytest.raises(NodeError, match="already closed") as raised:
         source.close()
     assert raised.value.element == ("b", 1)
     assert out == [("a", [("a", 9)])] * 2

@@ -74,6 +74,15 @@ def test_a_function_of_the_wrong_shape_is_named() -> None:
         source.emit(1)
 
 
+@pytest.mark.parametrize("output", ["hi", b"hi", {"a": 1}])
+def test_one_output_not_in_a_list_is_refused_not_split(output: Any) -> None:
+    source = Stream()
+    out = source.stateful_map(lambda s, x: (s, output), start=0).sink_to_list()
+    with pytest.raises(NodeError, match=r"outputs must be a list of elements.*\[output\]"):
+        source.emit(1)
+    assert out == []
+
+
 def test_an_error_leaves_the_state_as_it_was_and_routes() -> None:
     def fragile(n: int, x: int) -> tuple[int, list[int]]:
         return n + 10 // x, [n + 10 // x]
