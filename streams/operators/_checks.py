@@ -6,6 +6,8 @@ operator and saying what to pass instead, never later inside a worker.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import io
 import numbers
 import operator
@@ -15,7 +17,8 @@ from typing import Any
 
 from ..errors import short_repr
 
-__all__ = ["canonical_key", "check_callable", "check_count", "key_bytes", "key_function"]
+__all__ = ["canonical_key", "check_callable", "check_count", "check_keywords", "key_bytes",
+           "key_function"]
 
 
 def check_callable(op: str, func: Any, what: str = "a function as its first argument",
@@ -35,6 +38,39 @@ def check_callable(op: str, func: Any, what: str = "a function as its first argu
             f"{op}() takes {what}, got {short_repr(func)} "
             f"({type(func).__name__}); e.g. {op}({example})"
         )
+
+
+def check_keywords(op: str, func: Any, kwargs: dict[str, Any], options: tuple[str, ...]) -> None:
+    """Refuse a keyword ``func`` cannot take: the keywords after the function go to it.
+
+    As streamz's, ``map(f, scale=2)`` calls ``f(x, scale=2)``; a keyword
+    ``f`` has no parameter for (and no ``**kwargs``) would fail on the first
+    element, so it is refused now, an operator's ``options`` it resembles
+    named (a misspelled ``start=``). A function whose signature cannot be
+    read (some built-ins) is left to its call.
+
+    >>> import operator
+    >>> check_keywords("scan", operator.add, {"strat": 0}, ("start", "returns_state"))
+    Traceback (most recent call last):
+    TypeError: scan(): strat= is no option of scan(), and add takes no such argument (the ...
+    """
+    if not kwargs or func is None:
+        return
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return
+    named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    for name in kwargs:
+        if name not in named:
+            close = difflib.get_close_matches(name, [*options, *sorted(named)], n=1, cutoff=0.7)
+            hint = f"; did you mean {close[0]}=?" if close else ""
+            what = getattr(func, "__name__", None) or type(func).__name__
+            raise TypeError(
+                f"{op}(): {name}= is no option of {op}(), and {what} takes no such argument "
+                f"(the keywords after the function are passed to it){hint}")
 
 
 def check_count(op: str, name: str, value: Any, minimum: int = 1,

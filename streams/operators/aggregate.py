@@ -17,7 +17,7 @@ from ..core import NO_DEFAULT, Stream
 from ..fusion import Fuser
 from ..metadata import release_refs, retain_refs
 from ..pending import failing_after, gather_pending
-from ._checks import check_callable, check_count, key_function
+from ._checks import check_callable, check_count, check_keywords, key_function
 from .expiry import ExpiringKeys, Expiry, check_ttl
 
 __all__ = ["Accumulate", "Collect", "Frequencies", "Slice", "Unique"]
@@ -116,6 +116,8 @@ class Accumulate(ExpiringKeys):
         check_callable("scan", func, "a function of (state, x) as its first argument "
                        "(accumulate() is the same operator)", "lambda state, x: state + x, start=0")
         self._expiry: Expiry | None = check_ttl("scan", ttl, time, key)
+        check_keywords("scan", func, kwargs, ("start", "returns_state", "stream_name",
+                                              "with_state", "key", "ttl", "time"))
         self.ttl = ttl
         self.time = time
         self.func = func

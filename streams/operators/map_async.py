@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core import Stream
 from ..metadata import emit_held, release_refs, retain_refs
-from ._checks import check_callable, check_count
+from ._checks import check_callable, check_count, check_keywords
 from ._outbox import being_cancelled, running_loop
 from .flow import _Worker
 
@@ -91,6 +91,8 @@ class MapAsync(_Worker):
         self.func = func
         self.args = args
         stream_name = kwargs.pop("stream_name", None)
+        check_keywords("map_async", func, kwargs, ("parallelism", "stop_on_exception",
+                                                   "stream_name"))
         self.kwargs = kwargs
         # (element, its call, its streamz metadata or None) in input order;
         # the waiting ones have no slot yet, their producer waits on ``room``.

@@ -17,7 +17,7 @@ from ..errors import NodeError
 from ..fusion import Fuser
 from ..pending import failing_after, gather_pending
 from ..spec import Traits
-from ._checks import check_callable
+from ._checks import check_callable, check_keywords
 
 __all__ = ["Filter", "Flatten", "Map", "Pluck", "Remove", "Starmap"]
 
@@ -34,6 +34,7 @@ class _FunctionNode(Stream[Any]):
         self, upstream: Stream[Any], func: Callable[..., Any] | None, *args: Any, **kwargs: Any
     ) -> None:
         stream_name = kwargs.pop("stream_name", None)
+        check_keywords(self._operator, func, kwargs, ("stream_name",))
         self.func = func
         self.args = args
         self.kwargs = kwargs

@@ -13,7 +13,7 @@ from typing import IO, Any
 
 from ..core import NO_DEFAULT, Stream
 from ..fusion import Fuser
-from ..operators._checks import check_callable
+from ..operators._checks import check_callable, check_keywords
 from ..operators._outbox import being_cancelled
 
 __all__ = ["Sink", "SinkToList", "SinkToTextfile", "check_encoding",
@@ -92,6 +92,7 @@ class Sink(Stream[Any]):
             check_callable("sink", func)
             func = _deferred_tornado_coroutine(func)
         stream_name = kwargs.pop("stream_name", None)
+        check_keywords("sink", func, kwargs, ("stream_name",))
         self.func = func
         self.args = args
         self.kwargs = kwargs

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import operator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,3 +52,30 @@ def test_arguments_that_do_not_fit_name_the_operator_and_its_signature() -> None
                                         r"'slid'; it takes timed_window\(interval, "
                                         r".*slide=None.*stream_name$"):
         Stream().timed_window(10, time=1, slid=5)
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda s: s.scan(operator.add, strat=0), r"scan\(\): strat= .* did you mean start=\?"),
+    (lambda s: s.accumulate(operator.add, start=0, retruns_state=True),
+     r"scan\(\): retruns_state= .* did you mean returns_state=\?"),
+    (lambda s: s.map(lambda x, scale=1: x * scale, sclae=2),
+     r"map\(\): sclae= .* did you mean scale=\?"),
+    (lambda s: s.filter(lambda x: x, strem_name="y"), r"filter\(\): .*stream_name="),
+    (lambda s: s.sink(print, stram_name="out"), r"sink\(\): .*stream_name="),
+])
+def test_a_keyword_the_function_cannot_take_is_refused_when_built(
+        build: Any, message: str) -> None:
+    # The keywords after the function go to it (as streamz's): one it has
+    # no parameter for failed on the first element, naming the function.
+    with pytest.raises(TypeError, match=message):
+        build(Stream())
+
+
+def test_keywords_the_function_takes_still_go_to_it() -> None:
+    source = Stream()
+    scaled = source.map(lambda x, scale=1: x * scale, scale=3).sink_to_list()
+    kept = source.filter(lambda x, **options: x > options["above"], above=1).sink_to_list()
+    unread = source.map(str, stream_name="as text").sink_to_list()  # str's signature: unknown
+    for x in [1, 2]:
+        source.emit(x)
+    assert (scaled, kept, unread) == ([3, 6], [2], ["1", "2"])
