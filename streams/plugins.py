@@ -48,19 +48,22 @@ def _stream() -> Any:
     return Stream
 
 
+def _streamz_hint(klass: Any) -> str:
+    """What to change, for a class still deriving from streamz's ``Stream``."""
+    if isinstance(klass, type) and any(
+            c.__module__.startswith("streamz") and c.__name__ == "Stream" for c in klass.__mro__):
+        return ": it derives from streamz's Stream; import Stream from streams instead"
+    return ""
+
+
 def _lazy(ep: EntryPoint, modifier: Any) -> Any:
     def load(*args: Any, **kwargs: Any) -> Any:
         klass = ep.load()
         Stream = _stream()
         if not (isinstance(klass, type) and issubclass(klass, Stream)):
-            hint = ""
-            if isinstance(klass, type) and any(
-                    c.__module__.startswith("streamz") and c.__name__ == "Stream"
-                    for c in klass.__mro__):
-                hint = ": it derives from streamz's Stream; import Stream from streams instead"
             raise TypeError(
                 f"entry point {ep.name!r} ({ep.value}) must name a subclass of "
-                f"streams.Stream{hint}"
+                f"streams.Stream{_streamz_hint(klass)}"
             )
         Stream.register_api(modifier=modifier, attribute_name=ep.name)(klass)
         return klass(*args, **kwargs)
@@ -95,9 +98,10 @@ def register_entry_point(cls: Any, entry_point: Any, modifier: Any = identity) -
     def stub(*args: Any, **kwargs: Any) -> Any:
         node = entry_point.load()
         if not (isinstance(node, type) and issubclass(node, _stream())):
-            raise TypeError(f"Error loading {name} from module "
-                            f"{getattr(entry_point, 'module_name', '?')}: "
-                            f"{node.__class__.__name__} must be a subclass of Stream")
+            module = (getattr(entry_point, "module_name", None)
+                      or getattr(entry_point, "module", None) or "?")
+            raise TypeError(f"Error loading {name} from module {module}: {node!r} "
+                            f"must be a subclass of streams.Stream{_streamz_hint(node)}")
         if getattr(cls, name).__name__ == "stub":
             cls.register_api(modifier=modifier, attribute_name=name)(node)
             getattr(cls, name).__name__ = node.__name__  # as streamz's functools.wraps

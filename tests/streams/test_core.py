@@ -202,6 +202,31 @@ def test_plugins_from_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         sys.modules.pop("streams_plugin_demo", None)
 
 
+def test_an_entry_point_to_a_streamz_class_says_what_to_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib.metadata import EntryPoint
+
+    (tmp_path / "streamz_plugin_demo.py").write_text(textwrap.dedent("""
+        import streamz
+
+        class Triple(streamz.Stream):
+            def update(self, x, who=None, metadata=None):
+                return self._emit(3 * x)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    Stream.register_plugin_entry_point(
+        EntryPoint("streamz_triple", "streamz_plugin_demo:Triple", "streams.nodes"))
+    try:
+        with pytest.raises(TypeError, match=r"^Error loading streamz_triple from module "
+                           r"streamz_plugin_demo: .*Triple'> must be a subclass of "
+                           r"streams\.Stream: it derives from streamz's Stream; import Stream "
+                           r"from streams instead$"):
+            Stream().streamz_triple()
+    finally:
+        delattr(Stream, "streamz_triple")
+        sys.modules.pop("streamz_plugin_demo", None)
+
+
 def test_unknown_attribute_is_a_plain_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no_such_operator"):
         Stream.no_such_operator
