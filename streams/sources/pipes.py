@@ -68,9 +68,18 @@ class PipeReader:
         """The next line (``b""`` at the end of the pipe), or None if woken."""
         return await self._wait(self._reader.readline())
 
-    async def read(self, n: int) -> bytes | None:
-        """Up to ``n`` bytes as they come (``b""`` at the end), or None if woken."""
-        return await self._wait(self._reader.read(n))
+    async def readuntil(self, separator: bytes) -> bytes | None:
+        """The next line ending in ``separator`` (the last one maybe without), or None if woken.
+
+        ``b""`` at the end of the pipe.
+        """
+        return await self._wait(self._until(separator))
+
+    async def _until(self, separator: bytes) -> bytes:
+        try:
+            return await self._reader.readuntil(separator)
+        except asyncio.IncompleteReadError as end:  # the writer closed it mid-line
+            return end.partial
 
     async def _wait(self, read: Any) -> bytes | None:
         task = asyncio.current_task()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import io
 import os
@@ -13,6 +14,7 @@ from .._checkpoint_io import CheckpointError
 from ..clock import get_clock
 from ..core import Stream
 from .base import FileSource, logger, underneath
+from .pipes import PipeReader, pollable
 
 __all__ = ["FromTextfile"]
 
@@ -90,7 +92,11 @@ class FromTextfile(FileSource[str]):
       read to the end and close without one.
 
     On a loop each line is awaited through the graph before the next one
-    (backpressure).
+    (backpressure), and a pipe or FIFO is read without blocking the loop:
+    ``stop()`` ends a wait for its writer at once, and the next ``start()``
+    reads what came meanwhile. A FIFO named by its path, followed, waits for
+    its next writer when one closes it; a pipe has no positions, so it goes
+    on where it stands (it cannot be replayed from a checkpoint).
 
     An open file is read from where it stands (after a header its caller
     read) and stays open; ``offset`` is then its position in the file, as a
@@ -145,7 +151,8 @@ class FromTextfile(FileSource[str]):
     # _positioned: the first open has placed the file (from_end applied).
     # _expected: a restored checkpoint's bytes before the offset, checked at
     # the next open; _closed_at: (offset, those bytes) when the file closed.
-    __slots__ = ("_clock", "_closed_at", "_delim", "_expected", "_fp", "_line_encoding",
+    # _pipe: a pipe's (or FIFO's) reader on the loop, kept across stop().
+    __slots__ = ("_clock", "_closed_at", "_delim", "_expected", "_fp", "_line_encoding", "_pipe",
                  "_positioned", "_text", "delimiter", "encoding", "file", "follow", "from_end",
                  "poll_interval")
     _operator = "from_textfile"
@@ -186,6 +193,7 @@ class FromTextfile(FileSource[str]):
         #: Bytes consumed so far: where a restart resumes.
         self.offset = 0
         self._fp: Any = None
+        self._pipe: PipeReader | None = None
         self._positioned = False
         self._expected: bytes | None = None
         self._closed_at: tuple[int, bytes | None] | None = None
@@ -209,10 +217,15 @@ class FromTextfile(FileSource[str]):
                 "start() inside a running loop (asyncio.run, Tornado, Jupyter), or pass "
                 "follow=False to read the file to its end")
 
-    def _open(self) -> Any:
+    def _open(self, on_loop: bool = False) -> Any:
         if self._fp is None:
             here: int | None = 0
-            if not hasattr(self.file, "read"):
+            if on_loop and not hasattr(self.file, "read") and stat.S_ISFIFO(
+                    os.stat(self.file).st_mode):
+                # Opened for reading, a FIFO waits for a writer: not on the loop.
+                fd = os.open(self.file, os.O_RDONLY | os.O_NONBLOCK)
+                fp: Any = os.fdopen(fd, "rb", buffering=0)
+            elif not hasattr(self.file, "read"):
                 fp = open(self.file, "rb")  # noqa: SIM115 - closed by _close()
             elif self._positioned:  # started again: the file is where this source left it
                 fp, here = getattr(self.file, "buffer", self.file), None
@@ -222,7 +235,9 @@ class FromTextfile(FileSource[str]):
             self._text = isinstance(fp, io.TextIOBase)
             if self._text:
                 self._delim = self.delimiter
-            if self.offset or self._positioned:  # resuming (or restored): that position wins
+            if pollable(fp):
+                pass  # a pipe has no positions: it goes on where it stands (no replay)
+            elif self.offset or self._positioned:  # resuming (or restored): that position wins
                 fp.seek(self.offset)
                 self._check_before(fp)
             elif self.from_end:
@@ -231,7 +246,8 @@ class FromTextfile(FileSource[str]):
             elif here is not None:
                 self.offset = here  # a caller's file: where its own reading stopped
             self._positioned = True
-            self._past_mark(fp)
+            if not (on_loop and pollable(fp)):  # the loop's pipe: off its first line
+                self._past_mark(fp)
         return self._fp
 
     def _past_mark(self, fp: Any) -> None:
@@ -350,8 +366,63 @@ class FromTextfile(FileSource[str]):
             self._close()
         self._end_sync()
 
+    def stop(self) -> Any:
+        end = super().stop()
+        if self._pipe is not None:
+            self._pipe.wake()  # a silent pipe's wait ends now, not at its next line
+        return end
+
+    async def _read_pipe(self, follow: bool) -> bool:
+        """Emit a pipe's lines through the loop; whether it ended (else stopped).
+
+        Its reads would hold up the loop. The reader, with what it holds, is
+        kept when stopped. At the end of a FIFO named by a path, following
+        waits for its next writer; of another pipe, the stream ends.
+        """
+        ckpt, encoding = self._checkpointer, self._line_encoding
+        mark = codecs.BOM_UTF8 if encoding != self.encoding else b""
+        while not self.stopped:
+            if self._pipe is None or self._pipe.loop is not asyncio.get_running_loop():
+                fp = self._open(on_loop=True)  # the transport reads a copy, a file of its own
+                self._pipe = await PipeReader.connect(os.fdopen(os.dup(fp.fileno()), "rb", 0))
+            line = await self._pipe.readuntil(self._delim)
+            if line is None:  # stopped while the pipe was silent: nothing was read
+                return False
+            if not line:  # its writers closed it
+                self._pipe.close()
+                self._pipe = None
+                self._close()
+                if not follow or hasattr(self.file, "read"):
+                    return True
+                await self._clock.sleep(self.poll_interval)
+                continue
+            if mark and not self.offset and line.startswith(mark):
+                line, self.offset = line[len(mark):], len(mark)
+            if ckpt is not None:
+                ckpt.begin()
+            pending = self._push(line.decode(encoding))
+            if pending is not None:
+                await pending
+            self.offset += len(line)
+            if ckpt is not None and (pending := ckpt.step()) is not None:
+                await pending
+        return False
+
     async def _run_async(self) -> None:
         follow = self.follow is not False
+        try:
+            pipe = self._pipe is not None or pollable(self._open(on_loop=True))
+        except BaseException:  # a checkpoint refused at the open: the file is closed
+            self._close()
+            raise
+        if pipe:
+            try:
+                ended = await self._read_pipe(follow)
+            finally:
+                self._close()
+            if ended:
+                await self._end_async()
+            return
         buffer: list[Any] = []
         ckpt = self._checkpointer
         last_size: int | None = None  # the file's size at the last end reached
