@@ -25,7 +25,7 @@ from toolz import identity
 from . import closing, plugins
 from ._api import OperatorAPI
 from .cycles import check_connect, recursion_error
-from .errors import StreamClosedError, apply_policy, check_policy, error_stream
+from .errors import StreamClosedError, apply_policy, check_policy, error_stream, not_a_stream
 from .fusion import compile_installed as _compile_installed
 from .fusion import invalidate as _invalidate
 from .pending import asynchronous_of
@@ -136,7 +136,7 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
             self.upstreams = []
         for u in self.upstreams:
             if not isinstance(u, Stream):
-                raise TypeError(f"{type(self).__name__}: upstream must be a Stream, got {u!r}")
+                raise not_a_stream(self._operator, u)
         self._asynchronous_given: bool | None = asynchronous
         self.asynchronous: bool = asynchronous_of(self, asynchronous)
         self.stream_name = stream_name

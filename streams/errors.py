@@ -23,6 +23,7 @@ __all__ = [
     "StreamClosedError",
     "apply_policy",
     "error_stream",
+    "not_a_stream",
     "short_repr",
 ]
 
@@ -49,6 +50,20 @@ def short_repr(x: Any) -> str:
     text = _repr.repr(x)
     # reprlib bounds each part, not the whole: nested containers add up.
     return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 3] + "..."
+
+
+def not_a_stream(op: str, value: Any) -> TypeError:
+    """The error for an input of ``op`` that is not a Stream (a list of them: pass them apart).
+
+    Examples
+    --------
+    >>> print(not_a_stream("union", [1, 2]))
+    union(): every input must be a Stream, got [1, 2]; give streams one by one: a.union(b, c), a.union(*streams)
+    """  # noqa: E501
+    hint = ""
+    if isinstance(value, list | tuple):
+        hint = f"; give streams one by one: a.{op}(b, c), a.{op}(*streams)"
+    return TypeError(f"{op}(): every input must be a Stream, got {short_repr(value)}{hint}")
 
 
 class NodeError(Exception):

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from toolz import identity
 
 from ..core import NO_DEFAULT, Stream
+from ..errors import short_repr
 from ..fusion import Fuser
 from ..metadata import release_refs, retain_refs
 from ..pending import failing_after, gather_pending
@@ -137,7 +138,12 @@ class Accumulate(ExpiringKeys):
             return x, x
         result = self.func(state, x, **self.kwargs)
         if self.returns_state:
-            return result  # type: ignore[no-any-return]
+            try:
+                new, out = result
+            except (TypeError, ValueError):
+                raise TypeError(f"with returns_state=True the function must return "
+                                f"(new_state, output), got {short_repr(result)}") from None
+            return new, out
         return result, result
 
     def _advance(self, x: Any) -> Any:
@@ -331,6 +337,11 @@ class Unique(Stream[Any]):
         try:
             k = self._key(x)
             new = self._remember(k)
+        except TypeError as e:
+            if self.hashable and "unhashable" in str(e):  # say what to do
+                e = TypeError(f"{e}; give unique(hashable=False) to compare such elements "
+                              "by equality (slower)")
+            return self._fail(x, e)
         except Exception as e:
             return self._fail(x, e)
         if not new:

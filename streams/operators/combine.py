@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..core import Stream
+from ..errors import short_repr
 from ..metadata import release_refs, retain_refs
 from ..pending import gather_pending
 from ._checks import check_count
@@ -198,8 +199,9 @@ class Zip(Stream[Any]):
         self._wake()  # closed: no room will come
         left = sum(len(b) for b in self.buffers)
         if left:
-            logger.warning("%s closed with %d unpaired element(s); they cannot form a tuple",
-                           self._label(), left)
+            held = {i: list(b) for i, b in enumerate(self.buffers) if b}
+            logger.warning("%s closed with %d unpaired element(s), by input: %s; they cannot "
+                           "form a tuple", self._label(), left, short_repr(held))
         return None
 
 

@@ -434,7 +434,8 @@ class TimedWindowUnique(TimedWindow):
     _operator = "timed_window_unique"
     _params = ("interval", "key", "keep")
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+    def __new__(cls, upstream: Stream[Any], interval: float | str, key: Any = identity,
+                keep: str = "first", **kwargs: Any) -> Any:
         # Its windows follow the clock, as streamz's: TimedWindow's event-time
         # and sliding arguments would be taken and ignored (keys not unique).
         given = [f"{n}=" for n in ("time", "lateness", "slide", "bounds") if n in kwargs]

@@ -260,7 +260,12 @@ class SinkToTextfile(Stream[Any]):
         if hasattr(file, "write"):
             self._fp: IO[str] = file
         else:  # closed at close()
-            self._fp = open(file, mode=mode, buffering=1, encoding=encoding)  # noqa: SIM115
+            try:
+                self._fp = open(file, mode=mode, buffering=1, encoding=encoding)  # noqa: SIM115
+            except OSError as e:  # the same type, its message naming the operator
+                hint = " (make its directory first)" if isinstance(e, FileNotFoundError) else ""
+                raise type(e)(e.errno, f"sink_to_textfile(): cannot write to {file!r}: "
+                                       f"{e.strerror}{hint}") from e
             weakref.finalize(self, self._fp.close)
         Stream.__init__(self, upstream, **kwargs)
         _global_sinks.add(self)

@@ -79,3 +79,17 @@ def test_keywords_the_function_takes_still_go_to_it() -> None:
     for x in [1, 2]:
         source.emit(x)
     assert (scaled, kept, unread) == ([3, 6], [2], ["1", "2"])
+
+
+def test_streams_given_as_a_list_are_refused_saying_to_give_them_one_by_one() -> None:
+    a, b, c = Stream(), Stream(), Stream()
+    with pytest.raises(TypeError, match=r"^union\(\): every input must be a Stream, got "
+                                        r"\[.*\]; give streams one by one: a\.union\(b, c\)"):
+        a.union([b, c])
+
+
+def test_a_text_file_that_cannot_be_opened_names_the_sink(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-dir" / "out.txt"
+    with pytest.raises(FileNotFoundError, match=r"sink_to_textfile\(\): cannot write to "
+                                                r".*out\.txt.*make its directory first"):
+        Stream().sink_to_textfile(str(missing))

@@ -174,3 +174,16 @@ def test_a_node_error_has_the_attributes_its_original_type_reads() -> None:
         source.emit(1)
     assert repr(info.value).startswith("NodeError[ConnectionError](")
     assert info.value.error_type == info.value.error.error_type  # type: ignore[attr-defined]
+
+
+def test_messages_say_what_to_do_for_unhashable_elements_and_returns_state() -> None:
+    source = Stream()
+    source.unique().sink_to_list()
+    with pytest.raises(TypeError, match=r"unhashable type: 'list'; give "
+                                        r"unique\(hashable=False\)"):
+        source.emit([1])
+    source = Stream()
+    source.accumulate(operator.add, start=0, returns_state=True).sink_to_list()
+    with pytest.raises(TypeError, match=r"with returns_state=True the function must return "
+                                        r"\(new_state, output\), got 1"):
+        source.emit(1)

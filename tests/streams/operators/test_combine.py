@@ -46,7 +46,7 @@ def test_zip_unpaired_elements_at_close_are_reported(caplog: pytest.LogCaptureFi
     with caplog.at_level(logging.WARNING, logger="streams"):
         a.close()
         b.close()
-    assert "1 unpaired element" in caplog.text
+    assert "1 unpaired element(s), by input: {0: [1]}" in caplog.text
 
 
 def test_combine_latest_emits_once_all_have_values() -> None:
