@@ -175,7 +175,7 @@ class TimedWindow(LateSide):
         # __new__ sends a call that gives them to SlidingTimedWindow.
         self.interval = check_interval(self._operator, interval)
         self.lateness = check_interval(self._operator, lateness, "lateness", zero=True)
-        if time is None and lateness:
+        if time is None and self.lateness:  # "0s" is none either
             raise ValueError(f"{self._operator}(): lateness= needs time=, the element's "
                              "event time; without it windows follow the clock")
         self.time = time

@@ -431,3 +431,10 @@ def test_delay_delivers_every_element_once_in_order_and_on_time(
     assert [x for x, _ in out] == [x for x, _ in sent]
     for (_, t_out), (_, t_in) in zip(out[:released], sent, strict=False):
         assert t_out == pytest.approx(t_in + 1.0)
+
+
+def test_a_lateness_of_none_written_as_text_needs_no_time() -> None:
+    # "0s" is no lateness, as 0 is: only a real lateness needs time=.
+    assert Stream().timed_window(1.0, lateness="0s").lateness == 0
+    with pytest.raises(ValueError, match=r"lateness= needs time="):
+        Stream().timed_window(1.0, lateness="1s")
