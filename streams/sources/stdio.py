@@ -183,24 +183,32 @@ class FromStdin(FileSource[Any]):
             for line in f:
                 yield line
             return
-        if self._pipe is None or self._pipe.loop is not asyncio.get_running_loop():
-            self._pipe = await PipeReader.connect(f)  # the one before was another run's loop's
-        # Kept when stop() ends the run: closing it would close the caller's
-        # file, and lose the lines its reader holds (which it keeps after
-        # the pipe's end, where its transport closes itself).
         pipe = self._pipe
-        while line := await pipe.readline():
+        if pipe is None or pipe.loop is not asyncio.get_running_loop():
+            pipe = self._pipe = await PipeReader.connect(f, pipe)  # pipe: another loop's
+        # Kept when stop() ends the run: the next start() reads what its reader holds.
+        while not self.stopped:
+            line = await pipe.readuntil(b"\n")
+            if not line:
+                break
             yield line
-        if line is None:  # stop() while the pipe was silent: nothing was read
+        if self.stopped:  # (maybe while the pipe was silent): nothing is lost
             return
-        pipe.close()
+        pipe.close()  # its end
         self._pipe = None
 
     def stop(self) -> Any:
         end = super().stop()
-        if self._pipe is not None:
-            self._pipe.wake()  # a silent pipe's wait ends now, not at its next line
+        pipe = self._pipe  # once: the run may let it go meanwhile
+        if pipe is not None:
+            pipe.wake()  # a silent pipe's wait ends now, not at its next line
         return end
+
+    def _flush(self) -> Any:
+        pipe, self._pipe = self._pipe, None
+        if pipe is not None:  # closed while stopped
+            pipe.close()
+        return super()._flush()
 
     async def _run_async(self) -> None:
         f = self._input()

@@ -152,9 +152,10 @@ class FromTextfile(FileSource[str]):
     # _expected: a restored checkpoint's bytes before the offset, checked at
     # the next open; _closed_at: (offset, those bytes) when the file closed.
     # _pipe: a pipe's (or FIFO's) reader on the loop, kept across stop().
+    # _restored: the offset is a restored checkpoint's, not yet applied.
     __slots__ = ("_clock", "_closed_at", "_delim", "_expected", "_fp", "_line_encoding", "_pipe",
-                 "_positioned", "_text", "delimiter", "encoding", "file", "follow", "from_end",
-                 "poll_interval")
+                 "_positioned", "_restored", "_text", "delimiter", "encoding", "file", "follow",
+                 "from_end", "poll_interval")
     _operator = "from_textfile"
     _replayable = True
     _params = ("file", "poll_interval", "delimiter", "from_end", "encoding", "follow")
@@ -194,7 +195,7 @@ class FromTextfile(FileSource[str]):
         self.offset = 0
         self._fp: Any = None
         self._pipe: PipeReader | None = None
-        self._positioned = False
+        self._positioned = self._restored = False
         self._expected: bytes | None = None
         self._closed_at: tuple[int, bytes | None] | None = None
         # Following polls on the clock in force at creation (a virtual one in tests).
@@ -235,8 +236,12 @@ class FromTextfile(FileSource[str]):
             self._text = isinstance(fp, io.TextIOBase)
             if self._text:
                 self._delim = self.delimiter
-            if pollable(fp):
-                pass  # a pipe has no positions: it goes on where it stands (no replay)
+            if pollable(fp):  # a pipe has no positions: it goes on where it stands
+                if self._restored and self.offset:
+                    raise CheckpointError(
+                        f"{self._label()}: cannot resume at byte {self.offset}: the file is a "
+                        "pipe, which cannot be read again; remove the checkpoint to start "
+                        "afresh")
             elif self.offset or self._positioned:  # resuming (or restored): that position wins
                 fp.seek(self.offset)
                 self._check_before(fp)
@@ -245,7 +250,7 @@ class FromTextfile(FileSource[str]):
                 self.offset = fp.tell()
             elif here is not None:
                 self.offset = here  # a caller's file: where its own reading stopped
-            self._positioned = True
+            self._positioned, self._restored = True, False
             if not (on_loop and pollable(fp)):  # the loop's pipe: off its first line
                 self._past_mark(fp)
         return self._fp
@@ -309,7 +314,7 @@ class FromTextfile(FileSource[str]):
 
     def restore(self, state: dict[str, Any]) -> None:
         super().restore({"_before": None, **state})
-        self._positioned = True  # a restored offset wins over from_end, 0 too
+        self._positioned = self._restored = True  # a restored offset wins over from_end, 0 too
 
     def _close(self) -> None:
         """Close the file if the source opened it (a caller's file stays open)."""
@@ -368,9 +373,16 @@ class FromTextfile(FileSource[str]):
 
     def stop(self) -> Any:
         end = super().stop()
-        if self._pipe is not None:
-            self._pipe.wake()  # a silent pipe's wait ends now, not at its next line
+        pipe = self._pipe  # once: the run may let it go meanwhile
+        if pipe is not None:
+            pipe.wake()  # a silent pipe's wait ends now, not at its next line
         return end
+
+    def _flush(self) -> Any:
+        pipe, self._pipe = self._pipe, None
+        if pipe is not None:  # closed while stopped
+            pipe.close()
+        return super()._flush()
 
     async def _read_pipe(self, follow: bool) -> bool:
         """Emit a pipe's lines through the loop; whether it ended (else stopped).
@@ -382,14 +394,15 @@ class FromTextfile(FileSource[str]):
         ckpt, encoding = self._checkpointer, self._line_encoding
         mark = codecs.BOM_UTF8 if encoding != self.encoding else b""
         while not self.stopped:
-            if self._pipe is None or self._pipe.loop is not asyncio.get_running_loop():
-                fp = self._open(on_loop=True)  # the transport reads a copy, a file of its own
-                self._pipe = await PipeReader.connect(os.fdopen(os.dup(fp.fileno()), "rb", 0))
-            line = await self._pipe.readuntil(self._delim)
+            pipe = self._pipe
+            if pipe is None or pipe.loop is not asyncio.get_running_loop():
+                pipe = self._pipe = await PipeReader.connect(self._open(on_loop=True), pipe)
+                continue  # stopped meanwhile?
+            line = await pipe.readuntil(self._delim)
             if line is None:  # stopped while the pipe was silent: nothing was read
                 return False
             if not line:  # its writers closed it
-                self._pipe.close()
+                pipe.close()
                 self._pipe = None
                 self._close()
                 if not follow or hasattr(self.file, "read"):
@@ -402,7 +415,7 @@ class FromTextfile(FileSource[str]):
                 ckpt.begin()
             pending = self._push(line.decode(encoding))
             if pending is not None:
-                await pending
+                await pending  # failing, the line is gone: a pipe cannot be read again
             self.offset += len(line)
             if ckpt is not None and (pending := ckpt.step()) is not None:
                 await pending

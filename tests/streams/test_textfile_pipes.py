@@ -132,3 +132,93 @@ def test_a_pipe_object_with_another_delimiter_ends_with_its_writer() -> None:
         return out
 
     assert asyncio.run(asyncio.wait_for(main(), GUARD)) == ["é;", "b;", "c"]
+
+
+def test_dev_null_on_a_loop_is_read_as_a_file_and_ends() -> None:
+    # epoll refuses it: taken for a pipe, the run waited for ever.
+    async def main() -> tuple[list[str], list[str]]:
+        text = Stream.from_textfile("/dev/null", follow=False)
+        out = text.sink_to_list()
+        await text.start()
+        with open("/dev/null", "rb") as f:
+            stdin = Stream.from_stdin(format="text", file=f)
+            lines = stdin.sink_to_list()
+            await stdin.start()
+        return out, lines
+
+    assert asyncio.run(asyncio.wait_for(main(), GUARD)) == ([], [])
+
+
+def test_a_callers_pipe_after_its_header_loses_nothing_and_is_left_blocking() -> None:
+    read, write = os.pipe()
+    os.write(write, b"header\na\nb\n")
+
+    async def main() -> tuple[str, list[str], bool]:
+        with os.fdopen(read, "rb") as f:
+            header = f.readline().decode()  # reads ahead into f's buffer: a and b
+            source = Stream.from_textfile(f, follow=False)
+            out = source.sink_to_list()
+            run = source.start()
+            os.write(write, b"c\n")
+            await until(lambda: len(out) == 3)
+            os.close(write)
+            await run
+            return header, out, os.get_blocking(f.fileno())
+
+    assert asyncio.run(asyncio.wait_for(main(), GUARD)) == ("header\n", ["a\n", "b\n", "c\n"],
+                                                            True)
+
+
+def test_stop_at_once_after_start_does_not_wait_for_the_writer(fifo: Path) -> None:
+    async def main() -> bool:
+        source = Stream.from_textfile(str(fifo), follow=True)
+        source.sink_to_list()
+        source.start()
+        await source.stop()  # while the run opens the FIFO and connects to it
+        return source.stopped
+
+    assert run_on_a_thread(main, fifo)
+
+
+def test_a_line_longer_than_the_buffer_comes_whole_across_a_stop(fifo: Path) -> None:
+    long = b"x" * 300_000  # several times what the reader holds before it waits
+
+    async def main() -> list[str]:
+        source = Stream.from_textfile(str(fifo), follow=True, poll_interval=0.01)
+        out = source.sink_to_list()
+        source.start()
+        writer = await Writer.once_read(fifo)
+        writer.write(b"short\n")
+        await until(lambda: len(out) == 1)
+        for i in range(0, len(long), 65_536):  # the pipe holds 64 KiB: write as it drains
+            while True:
+                try:
+                    writer.write(long[i:i + 65_536])
+                    break
+                except BlockingIOError:
+                    await asyncio.sleep(0)
+        await source.stop()  # in the middle of the long line (its end not written yet)
+        writer.write(b"\nlast\n")
+        writer.close()
+        run = source.start()
+        await until(lambda: len(out) == 3)
+        await source.stop()
+        await run
+        return out
+
+    assert run_on_a_thread(main, fifo) == ["short\n", long.decode() + "\n", "last\n"]
+
+
+def test_a_checkpoint_restored_over_a_pipe_is_refused(tmp_path: Path, fifo: Path) -> None:
+    from streams import CheckpointError
+
+    source = Stream.from_textfile(str(fifo))
+    source.sink_to_list()
+    source.restore({"offset": 10, "_before": None})
+
+    async def main() -> None:
+        with pytest.raises(CheckpointError, match=r"cannot resume at byte 10: the file is a "
+                                                  r"pipe, which cannot be read again"):
+            await source.start()
+
+    run_on_a_thread(main, fifo)
