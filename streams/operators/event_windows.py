@@ -45,7 +45,7 @@ from typing import Any
 
 from ..core import Stream
 from ..fusion import Fuser
-from ..metadata import emit_held, retain_refs
+from ..metadata import emit_held, release_refs, retain_refs
 from ..pending import emit_each, gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
@@ -167,6 +167,17 @@ class _EventWindows(LateSide):
     def _hold(self, t: float, k: Any, metadata: list[Any]) -> None:
         """Hold the metadata of the element just placed (time ``t``, key ``k``) with it."""
         raise NotImplementedError
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self._let_go()  # the windows held go: their elements' refs with them
+        super().restore(state)
+
+    def _let_go(self) -> None:
+        """Release the refs held for the windows as they stand (replaced by a restore)."""
+        for held in (self._held or {}).values():
+            for metadata in held:
+                release_refs(metadata)
+        self._held = None
 
     def _held_for(self, window: list[Any], metadata: list[Any]) -> None:
         """Hold ``metadata`` (refs retained) until the list ``window`` is emitted."""

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from ..core import Stream
-from ..metadata import retain_refs
+from ..metadata import release_refs, retain_refs
 from ..spec import EventTime
 from .durations import check_interval
 from .event_windows import Closed, _EventWindows
@@ -200,6 +200,12 @@ class SessionWindow(_EventWindows):
         self._sessions[k] = [s for s in sessions if all(s is not u for u in touching)] + [merged]
         heapq.heappush(self._closing, (merged[1] + gap, seq, k))
         return None
+
+    def _let_go(self) -> None:
+        super()._let_go()
+        for metadata in self._by_seq.values():  # restored arrival numbers start again
+            release_refs(metadata)
+        self._by_seq = {}
 
     def _hold(self, t: float, k: Any, metadata: list[Any]) -> None:
         retain_refs(metadata)

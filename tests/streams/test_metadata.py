@@ -162,12 +162,41 @@ def test_a_join_holds_references_while_it_holds_elements_and_pairs_carry_both() 
     [a2] = _emit_refs(right, [("a", 2)])
     assert out == [[{"ref": a1, "x": ("a", 1)}, {"ref": a2, "x": ("a", 2)}]]  # the pair's order
     assert (a1.count, a2.count) == (1, 1)  # both held for partners to come
-    _emit_refs(left, [("a", 30)])
+    [l30] = _emit_refs(left, [("a", 30)])
     [r30] = _emit_refs(right, [("a", 30)])  # the watermark, 30, forgets both
-    assert (a1.count, a2.count, r30.count) == (0, 0, 1)
-    right.close()  # the left's elements wait for nothing now
+    assert (a1.count, a2.count, l30.count, r30.count) == (0, 0, 1, 1)
+    right.close()  # the left's elements wait for nothing now: theirs go, the right's stay
+    assert (l30.count, r30.count) == (0, 1)
+    [l31] = _emit_refs(left, [("a", 31)])  # paired with the right's 30, not held
+    assert (l31.count, r30.count) == (0, 1)
+    assert out[-1] == [{"ref": l31, "x": ("a", 31)}, {"ref": r30, "x": ("a", 30)}]
     left.close()
     assert r30.count == 0
+
+
+def test_restored_windows_and_joins_let_go_of_the_references_they_held() -> None:
+    # A restore replaces what a node holds: the refs held for it go, and the
+    # arrival numbers and windows of the restored state pick up none of them.
+    from streams.snapshot import restore_graph, snapshot_graph
+
+    for make in (lambda s: s.timed_window(10, time=1, key=0),
+                 lambda s: s.session_window(5, time=1, key=0)):
+        source = Stream()
+        out = Metadata(make(source)).sink_to_list()
+        snapshot = snapshot_graph(source)
+        held = _emit_refs(source, [("a", 1), ("a", 2)])
+        assert [r.count for r in held] == [1, 1]
+        restore_graph(source, snapshot)
+        assert [r.count for r in held] == [0, 0]
+        [fresh] = _emit_refs(source, [("a", 3)])
+        source.close()
+        assert out == [[{"ref": fresh, "x": ("a", 3)}]] and fresh.count == 0
+    left, right = Stream(), Stream()
+    left.join(right, key=0, within=5, time=1)
+    snapshot = snapshot_graph(left)
+    [held1] = _emit_refs(left, [("a", 1)])
+    restore_graph(left, snapshot)
+    assert held1.count == 0
 
 
 def test_lookup_and_stateful_map_pass_the_elements_metadata_on() -> None:
