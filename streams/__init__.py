@@ -25,7 +25,7 @@ from .errors import ErrorRecord, NodeError, SourceError, StreamClosedError
 from .graph import GraphSpec, NodeSpec, describe, visualize, walk
 from .metadata import RefCounter  # issue 15: streamz's metadata reference counts
 from .networkx_graph import create_graph
-from .operators.joins import Tombstone  # deletes a key from a lookup() table
+from .operators.lookup import Tombstone  # deletes a key from a lookup() table
 from .operators.window_bounds import Window  # an event-time window with its bounds
 from .plugins import load_plugins
 from .sinks.basic import Sink, SinkToList, SinkToTextfile

@@ -5,7 +5,8 @@ from .combine import CombineLatest, Union, Zip, ZipLatest
 from .event_windows import SlidingTimedWindow
 from .flow import Buffer, Latest
 from .gather import Gather
-from .joins import IntervalJoin, LookupJoin
+from .joins import IntervalJoin
+from .lookup import LookupJoin
 from .map_async import MapAsync
 from .pacing import Delay, RateLimit
 from .session_windows import SessionWindow

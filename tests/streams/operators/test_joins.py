@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 import streams_dask  # noqa: F401 - registers scatter()
 import streams_spark  # noqa: F401 - registers to_spark()
 from streams import NodeError, Stream, Tombstone
-from streams.operators.joins import IntervalJoin, LookupJoin
+from streams.operators.joins import IntervalJoin
+from streams.operators.lookup import LookupJoin
 from streams.operators.timed import LateElementError
 from streams.snapshot import restore_graph, snapshot_graph
 from streams.spec import build
