@@ -127,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         try:
             asyncio.run(demos.run_words(args.files, args.follow, args.window, args.top))
-        except KeyboardInterrupt:  # how --follow ends
-            pass
+        except KeyboardInterrupt:  # how --follow ends; a read once was cut short
+            return 0 if args.follow else 130
         return 0
     if demo == "redis":
         try:

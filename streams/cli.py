@@ -10,7 +10,10 @@ Installed as the ``streams`` console script (and run by ``python -m streams``)::
 Elements travel as text lines: Kafka values are decoded (UTF-8), Redis
 entries become JSON objects (an entry with the single field ``data`` becomes
 its value), file lines lose their newline, an MQTT message becomes its
-payload. Without ``--follow`` a relay or tap reads what its source holds and
+payload. A ``stdio://?format=json`` output takes JSON documents: a JSON
+input's as they are (``--map`` gets those), each line of another input as
+the document it holds, or what ``--map`` makes of the line. Without
+``--follow`` a relay or tap reads what its source holds and
 exits; with it, it follows the source until interrupted (SIGINT or SIGTERM;
 exit status 0). A source that never ends (a server: ``tcp://``, ``http://``,
 ``ws://``; an ``mqtt://`` subscription) needs ``--follow``; a server then
@@ -33,6 +36,7 @@ import re
 import signal
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -102,8 +106,9 @@ def _load(spec: str) -> Callable[[Any], Any]:
         raise ValueError(f"--map {spec!r}: write module:function, e.g. mypackage.clean:line")
     if "" not in sys.path and os.getcwd() not in sys.path:
         # A module of the current directory, as ``python -m streams`` finds it
-        # (the installed ``streams`` script's path starts at its own directory).
-        sys.path.insert(0, os.getcwd())
+        # (the installed ``streams`` script's path starts at its own directory);
+        # last, so that it shadows no installed module.
+        sys.path.append(os.getcwd())
     try:
         func = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as e:
@@ -193,21 +198,22 @@ def _run(source: Stream[Any], follow: bool, command: str) -> None:
 
 def _json(uri: str, role: str) -> bool:
     """Whether ``uri`` is ``stdio://?format=json``: its elements are JSON documents."""
-    return parse_uri(uri, role)[1] == "stdio" and "format=json" in uri
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(uri).query)
+    return parse_uri(uri, role)[1] == "stdio" and query.get("format") == ["json"]
 
 
 def _relay(args: argparse.Namespace) -> None:
     _check_ends(args.input, args.follow)
     source = from_uri(args.input, **_source_options(args.input, args.offset))
     node: Stream[Any] = source
-    if not _json(args.output, "sink"):
+    if not _json(args.input, "source") or not _json(args.output, "sink"):
         node = source.map(text_of)
-    elif not _json(args.input, "source"):
-        # Each line holds a JSON document (a Kafka value, a Redis entry as
-        # text_of writes it): the sink writes that, not a JSON string of it.
-        node = source.map(text_of).map(json.loads)
     if args.map:
         node = node.map(_load(args.map))
+    elif node is not source and _json(args.output, "sink"):
+        # Each line holds a JSON document (a Kafka value, a Redis entry as
+        # text_of writes it): the sink writes that, not a JSON string of it.
+        node = node.map(json.loads)
     to_uri(node, args.output, **_sink_options(args.output))
     _run(source, args.follow, "relay")
 

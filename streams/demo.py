@@ -157,16 +157,20 @@ async def run_redis(url: str, seconds: float = 4.0, rate: float = 2000.0,
                     clock: Clock | None = None) -> int:
     """The events demo through Redis: written with ``sink_to_redis``, read back by
     ``from_redis`` in a consumer group (acknowledged once processed)."""
-    import uuid
-
     import redis.asyncio as aredis
 
     client = aredis.Redis.from_url(url)
     try:
         await client.ping()  # a server that is not there: one error, before anything runs
-    except BaseException:
+        return await _redis_round_trip(client, url, seconds, rate, out, progress, clock)
+    finally:
         await client.aclose()
-        raise
+
+
+async def _redis_round_trip(client: Any, url: str, seconds: float, rate: float,
+                            out: TextIO | None, progress: bool, clock: Clock | None) -> int:
+    import uuid
+
     key = f"streams-demo-{uuid.uuid4().hex[:8]}"
     write = _writer(out, progress)
     producer: Stream[Any] = Stream(asynchronous=True, stream_name="page views")
@@ -185,7 +189,6 @@ async def run_redis(url: str, seconds: float = 4.0, rate: float = 2000.0,
     await run
     await reader.aclose()  # the last window is flushed
     await client.delete(key)
-    await client.aclose()
     write(f"{n:,} page views through Redis stream {key!r} (deleted); views per page: "
           + ", ".join(f"{p} {c:,}" for p, c in sorted(totals.items(), key=lambda kv: -kv[1])))
     return n

@@ -115,6 +115,20 @@ def test_a_json_relay_writes_each_document_once() -> None:
     assert [json.loads(x) for x in done.stdout.splitlines()] == [{"a": 1}, [2, 3], "text"]
 
 
+def test_a_map_to_a_json_output_gets_each_line_and_its_result_is_written(
+        tmp_path: Path) -> None:
+    # The usual --map of a JSON relay: a CSV line made a record.
+    (tmp_path / "csv_row.py").write_text(
+        "def record(line):\n"
+        "    name, n = line.split(',')\n"
+        "    return {'name': name, 'n': int(n)}\n")
+    done = streams_cli("relay", "--input", "stdio://", "--output", "stdio://?format=json",
+                       "--map", "csv_row:record", stdin="a,1\nb,2\n", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(x) for x in done.stdout.splitlines()] == [{"name": "a", "n": 1},
+                                                                 {"name": "b", "n": 2}]
+
+
 def test_bad_data_is_one_line_with_status_one() -> None:
     # Status 2 is a bad URI or option; a line that does not parse is a failure at run time.
     done = streams_cli("tap", "stdio://?format=json", stdin='{"a": 1}\nnot json\n')
