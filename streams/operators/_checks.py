@@ -56,8 +56,8 @@ def check_keywords(op: str, func: Any, kwargs: dict[str, Any], options: tuple[st
     """
     if not kwargs or func is None:
         return
-    try:
-        parameters = inspect.signature(func).parameters.values()
+    try:  # the callable's own: a decorator's wrapper may take what the wrapped one does not
+        parameters = inspect.signature(func, follow_wrapped=False).parameters.values()
     except (TypeError, ValueError):
         return
     if any(p.kind is p.VAR_KEYWORD for p in parameters):
