@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import operator
 from pathlib import Path
 from typing import Any
@@ -76,9 +77,21 @@ def test_keywords_the_function_takes_still_go_to_it() -> None:
     scaled = source.map(lambda x, scale=1: x * scale, scale=3).sink_to_list()
     kept = source.filter(lambda x, **options: x > options["above"], above=1).sink_to_list()
     unread = source.map(str, stream_name="as text").sink_to_list()  # str's signature: unknown
+
+    def passing(f: Any) -> Any:  # a decorator whose wrapper takes what the function does not
+        @functools.wraps(f)
+        def wrapper(x: Any, **options: Any) -> Any:
+            return f(x) + options.get("plus", 0)
+        return wrapper
+
+    @passing
+    def same(x: int) -> int:
+        return x
+
+    wrapped = source.map(same, plus=10).sink_to_list()
     for x in [1, 2]:
         source.emit(x)
-    assert (scaled, kept, unread) == ([3, 6], [2], ["1", "2"])
+    assert (scaled, kept, unread, wrapped) == ([3, 6], [2], ["1", "2"], [11, 12])
 
 
 def test_streams_given_as_a_list_are_refused_saying_to_give_them_one_by_one() -> None:
