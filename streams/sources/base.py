@@ -447,11 +447,28 @@ class FileSource(Source[T]):
     """A source reading a file's lines, ``offset`` in (its state, where it resumes).
 
     ``offset`` counts bytes, or characters where the file is read as text
-    (an ``io.StringIO``): the positions the file seeks to.
+    (an ``io.StringIO``): the positions the file seeks to. ``_pipe``: the
+    reader of a pipe on the loop (:class:`~streams.sources.pipes.PipeReader`),
+    kept across ``stop()`` (what it holds is read by the next ``start()``)
+    until the stream closes.
     """
 
-    __slots__ = ("offset",)
+    __slots__ = ("_pipe", "offset")
     offset: int
+    _pipe: Any
+
+    def stop(self) -> Any:
+        end = super().stop()
+        pipe = getattr(self, "_pipe", None)  # once: the run may let it go meanwhile
+        if pipe is not None:
+            pipe.wake()  # a silent pipe's wait ends now, not at its next line
+        return end
+
+    def _flush(self) -> Any:
+        pipe, self._pipe = getattr(self, "_pipe", None), None
+        if pipe is not None:  # closed while stopped
+            pipe.close()
+        return super()._flush()
 
     def _element_done_sync(self, pending: Any, read: int) -> None:
         """Finish an element's pending work, count the ``read`` bytes it came from, checkpoint.

@@ -77,8 +77,8 @@ class FromStdin(FileSource[Any]):
     """
 
     # _read_here: this source read the input up to offset (a start() after stop()
-    # goes on there); _pipe: a pipe's reader, kept across stop().
-    __slots__ = ("_parse", "_pipe", "_read_here", "encoding", "file", "format")
+    # goes on there).
+    __slots__ = ("_parse", "_read_here", "encoding", "file", "format")
     _operator = "from_stdin"
     _replayable = True
     _params = ("format", "encoding")
@@ -196,19 +196,6 @@ class FromStdin(FileSource[Any]):
             return
         pipe.close()  # its end
         self._pipe = None
-
-    def stop(self) -> Any:
-        end = super().stop()
-        pipe = self._pipe  # once: the run may let it go meanwhile
-        if pipe is not None:
-            pipe.wake()  # a silent pipe's wait ends now, not at its next line
-        return end
-
-    def _flush(self) -> Any:
-        pipe, self._pipe = self._pipe, None
-        if pipe is not None:  # closed while stopped
-            pipe.close()
-        return super()._flush()
 
     async def _run_async(self) -> None:
         f = self._input()

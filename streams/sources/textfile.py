@@ -151,9 +151,8 @@ class FromTextfile(FileSource[str]):
     # _positioned: the first open has placed the file (from_end applied).
     # _expected: a restored checkpoint's bytes before the offset, checked at
     # the next open; _closed_at: (offset, those bytes) when the file closed.
-    # _pipe: a pipe's (or FIFO's) reader on the loop, kept across stop().
     # _restored: the offset is a restored checkpoint's, not yet applied.
-    __slots__ = ("_clock", "_closed_at", "_delim", "_expected", "_fp", "_line_encoding", "_pipe",
+    __slots__ = ("_clock", "_closed_at", "_delim", "_expected", "_fp", "_line_encoding",
                  "_positioned", "_restored", "_text", "delimiter", "encoding", "file", "follow",
                  "from_end", "poll_interval")
     _operator = "from_textfile"
@@ -370,19 +369,6 @@ class FromTextfile(FileSource[str]):
         finally:
             self._close()
         self._end_sync()
-
-    def stop(self) -> Any:
-        end = super().stop()
-        pipe = self._pipe  # once: the run may let it go meanwhile
-        if pipe is not None:
-            pipe.wake()  # a silent pipe's wait ends now, not at its next line
-        return end
-
-    def _flush(self) -> Any:
-        pipe, self._pipe = self._pipe, None
-        if pipe is not None:  # closed while stopped
-            pipe.close()
-        return super()._flush()
 
     async def _read_pipe(self, follow: bool) -> bool:
         """Emit a pipe's lines through the loop; whether it ended (else stopped).

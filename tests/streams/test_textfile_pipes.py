@@ -66,6 +66,14 @@ async def until(condition: Callable[[], bool]) -> None:
         await asyncio.sleep(0)
 
 
+async def start_until(source: Stream[Any], out: list[Any], n: int) -> None:
+    """Start ``source`` again, let it emit until ``out`` holds ``n``, then stop it."""
+    run = source.start()
+    await until(lambda: len(out) == n)
+    await source.stop()
+    await run
+
+
 @pytest.fixture
 def fifo(tmp_path: Path) -> Path:
     path = tmp_path / "lines.fifo"
@@ -105,10 +113,7 @@ def test_following_a_fifo_reads_each_writer_and_stop_loses_nothing(fifo: Path) -
         stopped = list(out)
         second.write(b"ee\nfour\n")
         second.close()
-        run = source.start()
-        await until(lambda: len(out) == 4)
-        await source.stop()
-        await run
+        await start_until(source, out, 4)
         return stopped, out
 
     stopped, out = run_on_a_thread(main, fifo)
@@ -200,10 +205,7 @@ def test_a_line_longer_than_the_buffer_comes_whole_across_a_stop(fifo: Path) -> 
         await source.stop()  # in the middle of the long line (its end not written yet)
         writer.write(b"\nlast\n")
         writer.close()
-        run = source.start()
-        await until(lambda: len(out) == 3)
-        await source.stop()
-        await run
+        await start_until(source, out, 3)
         return out
 
     assert run_on_a_thread(main, fifo) == ["short\n", long.decode() + "\n", "last\n"]
