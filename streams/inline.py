@@ -84,7 +84,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import copy
 import inspect
 import os
 import sys
@@ -92,7 +91,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .inline_source import returned_expression
+from .inline_source import returned_expression, tree_copy
 
 __all__ = ["SAFE_BUILTINS", "assignment", "boolean", "enabled", "expression", "passes"]
 
@@ -234,7 +233,7 @@ def expression(func: Any, arg: str, bind: Callable[[Any, str], str]) -> str | No
     if returned is None or not _allowed(returned, func):
         return None
     # A copy: the parsed file is cached, and the renaming rewrites the tree.
-    return ast.unparse(_Rename(func, arg, bind).visit(copy.deepcopy(returned)))
+    return ast.unparse(_Rename(func, arg, bind).visit(tree_copy(returned)))
 
 
 def boolean(func: Any) -> bool:

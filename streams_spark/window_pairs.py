@@ -42,7 +42,6 @@ as Python's function fails on its window.
 from __future__ import annotations
 
 import ast
-import copy
 import functools
 import inspect
 import textwrap
@@ -51,6 +50,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from streams.inline_source import tree_copy
 from streams.operators.window_bounds import micros
 from streams.spec import NodeSpec
 
@@ -314,7 +314,7 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
         names[p.key] = 2
         stand_ins.append(Value(Sql("`__l`.`__k`"), routing.key.kind, routing.key.nullable))
     guards = []
-    pair = _function(_PAIR, _Pair(names).visit(copy.deepcopy(p.result)), func.func,
+    pair = _function(_PAIR, _Pair(names).visit(tree_copy(p.result)), func.func,
                      p.filename)
     result = trace(pair, tuple(stand_ins), guards, ansi=ansi)
     columns = outputs(result, schema, ansi)
