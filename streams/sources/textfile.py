@@ -235,7 +235,8 @@ class FromTextfile(FileSource[str]):
             self._text = isinstance(fp, io.TextIOBase)
             if self._text:
                 self._delim = self.delimiter
-            if pollable(fp):  # a pipe has no positions: it goes on where it stands
+            pipe = pollable(fp)
+            if pipe:  # a pipe has no positions: it goes on where it stands
                 if self._restored and self.offset:
                     raise CheckpointError(
                         f"{self._label()}: cannot resume at byte {self.offset}: the file is a "
@@ -250,7 +251,7 @@ class FromTextfile(FileSource[str]):
             elif here is not None:
                 self.offset = here  # a caller's file: where its own reading stopped
             self._positioned, self._restored = True, False
-            if not (on_loop and pollable(fp)):  # the loop's pipe: off its first line
+            if not (on_loop and pipe):  # the loop's pipe: off its first line (_unmarked)
                 self._past_mark(fp)
         return self._fp
 
@@ -277,6 +278,17 @@ class FromTextfile(FileSource[str]):
                 self.offset = len(mark)
             else:
                 fp.seek(0)
+
+    def _unmarked(self, data: bytes, mark: bytes) -> bytes:
+        """``data`` without ``mark`` (the byte-order mark or b""), where ``data`` starts the file.
+
+        Read on the loop: a followed file empty when opened, whose mark came
+        with its first write, and a pipe, which is not looked at when opened.
+        """
+        if mark and not self.offset and data.startswith(mark):
+            self.offset = len(mark)
+            return data[len(mark):]
+        return data
 
     @property
     def _before(self) -> bytes | None:
@@ -395,8 +407,7 @@ class FromTextfile(FileSource[str]):
                     return True
                 await self._clock.sleep(self.poll_interval)
                 continue
-            if mark and not self.offset and line.startswith(mark):
-                line, self.offset = line[len(mark):], len(mark)
+            line = self._unmarked(line, mark)  # offset 0: the pipe's first line
             if ckpt is not None:
                 ckpt.begin()
             pending = self._push(line.decode(encoding))
@@ -446,10 +457,8 @@ class FromTextfile(FileSource[str]):
                     last_size = size
                     await self._clock.sleep(self.poll_interval)
                     continue
-                if not self.offset and not buffer and mark and data.startswith(mark):
-                    # A followed file empty when opened: its mark came with its first write.
-                    data = data[len(mark):]
-                    self.offset = len(mark)
+                if not buffer:
+                    data = self._unmarked(data, mark)
                 for line in self._split(buffer, data):
                     if self.stopped:
                         break
