@@ -9,6 +9,7 @@ which names the node and shows the element, or handled by the node's policy
 from __future__ import annotations
 
 import logging
+import operator
 import reprlib
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -117,8 +118,8 @@ class NodeError(Exception):
         # other arguments (UnicodeDecodeError takes five).
         BaseException.__init__(
             self,
-            f"{node._label()} failed on element {short_repr(element)}: "
-            f"{type(error).__name__}: {error}"
+            f"{node._label()} failed on element {short_repr(element)}"
+            f"{_failed_argument(node, element, error)}: {type(error).__name__}: {error}"
         )
         self.add_note(f"streams: raised in node {node._label()} "
                       f"on element {short_repr(element)}")
@@ -135,6 +136,43 @@ class NodeError(Exception):
     def __reduce__(self) -> Any:
         # Nodes do not pickle (they hold the graph); keep the message.
         return (RemoteNodeError, (str(self),))
+
+
+#: The attributes where nodes keep the functions of their ``time=``, ``key=``
+#: and ``table_key=`` arguments, by argument.
+_READERS = (("time", "_time"), ("key", "_key"), ("table_key", "_table_key"))
+
+
+def _failed_argument(node: Stream[Any], element: Any, error: BaseException) -> str:
+    """`` in time=1``: the item argument of ``node`` that fails on ``element`` as ``error`` did.
+
+    An item key (``key=0``, ``time="ts"``) runs as inline code, so no line
+    of the user's shows in the traceback: the node's several such readers
+    are tried again on the element (item access has no side effects), and
+    those failing with the same error are named.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> _ = source.timed_window(60.0, time=1, key=0).sink(print)
+    >>> try:
+    ...     source.emit(("u",))
+    ... except IndexError as e:
+    ...     print(e)
+    timed_window(60.0) failed on element ('u',) in time=1: IndexError: tuple index out of range
+    """
+    failing = []
+    for argument, attribute in _READERS:
+        reader = getattr(node, attribute, None)
+        if type(reader) is not operator.itemgetter:  # a user's function may have effects
+            continue
+        try:
+            reader(element)
+        except Exception as e:  # compared with the error, not handled
+            if type(e) is type(error) and str(e) == str(error):
+                failing.append(f"{argument}={reader.__reduce__()[1][0]!r}")
+    return f" in {' and '.join(failing)}" if failing else ""
 
 
 def _adopt(wrapper: BaseException, error: BaseException) -> None:

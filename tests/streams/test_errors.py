@@ -187,3 +187,21 @@ def test_messages_say_what_to_do_for_unhashable_elements_and_returns_state() -> 
     with pytest.raises(TypeError, match=r"with returns_state=True the function must return "
                                         r"\(new_state, output\), got 1"):
         source.emit(1)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("build, element, argument", [
+    (lambda s: s.timed_window(60.0, time=1, key=0), ("u",), "in time=1:"),
+    (lambda s: s.timed_window(60.0, time=1, key=0), (), "in time=1 and key=0:"),
+    (lambda s: s.scan(operator.add, key="k"), {"j": 1}, "in key='k':"),
+    (lambda s: s.session_window(5.0, time="t", key="k"), {"t": 1.0}, "in key='k':"),
+    (lambda s: s.scan(operator.add, key=lambda e: e["k"]), {"j": 1}, "on element {'j': 1}: "),
+])
+def test_an_item_key_that_fails_is_named(build, element, argument, fused: bool) -> None:
+    # An item key runs as inline code: no line of the user's names it in the traceback.
+    source = Stream()
+    upstream = source if fused else source.union(Stream())
+    build(upstream).sink(print)
+    with pytest.raises(NodeError) as info:
+        source.emit(element)
+    assert argument in str(info.value)
