@@ -19,7 +19,9 @@ exit status 0). A source that never ends (a server: ``tcp://``, ``http://``,
 ``ws://``; an ``mqtt://`` subscription) needs ``--follow``; a server then
 says on standard error which port it listens on. A bad URI or option is
 reported in one line, with exit status 2; a file or connection that fails,
-or an element that does (bad data), in one line with status 1.
+or an element that does (bad data), in one line with status 1; with
+``--traceback``, its traceback comes first (a ``--map`` function's line that
+failed, or a bug's).
 
 See :mod:`streams.uri` for the URI schemes and their options.
 """
@@ -36,6 +38,7 @@ import re
 import signal
 import sys
 import time
+import traceback
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
@@ -260,7 +263,12 @@ def _parser() -> argparse.ArgumentParser:
         "redis://, stdio://, file://, tcp://, http://).",
         epilog="URIs and their options: see the streams.uri module.")
     sub = ap.add_subparsers(dest="command", required=True, metavar="{relay,tap,clock}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--traceback", action="store_true",
+                        help="on a failure, print its traceback too (where it failed: a --map "
+                             "function's line, or a bug's)")
     relay = sub.add_parser("relay", help="copy a stream to another, optionally mapped",
+                           parents=[common],
                            description="Copy every element of --input to --output.")
     relay.add_argument("--input", required=True, metavar="URI", help="the source")
     relay.add_argument("--output", required=True, metavar="URI", help="the sink")
@@ -272,6 +280,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="keep following the source until interrupted")
     relay.set_defaults(run=_relay)
     tap = sub.add_parser("tap", help="print a stream to stdout, one element a line",
+                         parents=[common],
                          description="Print the elements of a stream, one a line.")
     tap.add_argument("uri", metavar="URI")
     tap.add_argument("--offset", metavar="WHERE",
@@ -282,6 +291,7 @@ def _parser() -> argparse.ArgumentParser:
     tap.add_argument("--follow", action="store_true", help="keep printing new elements")
     tap.set_defaults(run=_tap)
     clock = sub.add_parser("clock", help="write a tick every interval",
+                           parents=[common],
                            description='Write {"tick": n, "time": seconds} every interval.')
     clock.add_argument("uri", metavar="URI")
     clock.add_argument("--interval", type=parse_interval, default=1.0,
@@ -292,26 +302,35 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _failure(e: Exception) -> tuple[int, str, bool]:
+    """The exit status, the line that says what failed, and whether its traceback may help."""
+    if isinstance(e, NodeError):  # an element, or the source, failed while running (its node named)
+        return 1, str(e), True  # a --map function's line
+    if isinstance(e, ValueError):  # a bad URI or option
+        return 2, str(e), False
+    if isinstance(e, RuntimeError | OSError):  # a file, a connection, a broker: in its own words
+        return 1, str(e), False
+    # A client library's own failure (redis-py's ConnectionError) says what
+    # failed; one of Python's types raised from here is more likely a bug.
+    return 1, f"{type(e).__name__}: {e}", type(e).__module__.partition(".")[0] in (
+        "builtins", "streams")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); return the exit status."""
     ap = _parser()
     args = ap.parse_args(argv)
     try:
         args.run(args)
-    except NodeError as e:  # an element, or the source, failed while running (its node named)
-        print(f"streams {args.command}: error: {e}", file=sys.stderr)
-        return 1
-    except ValueError as e:  # a bad URI or option
-        print(f"streams {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except (RuntimeError, OSError) as e:  # a file, a connection, a broker: in its own words
-        print(f"streams {args.command}: error: {e}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return 130
-    except Exception as e:  # a client library's own failure (redis-py's ConnectionError...)
-        print(f"streams {args.command}: error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+    except Exception as e:
+        if args.traceback:
+            traceback.print_exc()
+        status, message, where = _failure(e)
+        hint = " (--traceback shows where)" if where and not args.traceback else ""
+        print(f"streams {args.command}: error: {message}{hint}", file=sys.stderr)
+        return status
     return 0
 
 

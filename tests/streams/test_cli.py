@@ -138,6 +138,21 @@ def test_bad_data_is_one_line_with_status_one() -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_a_failing_map_says_where_with_traceback(tmp_path: Path) -> None:
+    (tmp_path / "ratio.py").write_text("def ratio(line):\n    return 1 / int(line)\n")
+    args = ["relay", "--input", "stdio://", "--output", "stdio://", "--map", "ratio:ratio"]
+    short = streams_cli(*args, stdin="1\n0\n", cwd=tmp_path)
+    assert short.returncode == 1 and short.stdout == "1.0\n"
+    assert short.stderr.splitlines() == [
+        "streams relay: error: map(ratio) failed on element '0': ZeroDivisionError: "
+        "division by zero (--traceback shows where)"]
+    full = streams_cli(*args, "--traceback", stdin="1\n0\n", cwd=tmp_path)
+    assert full.returncode == 1 and full.stdout == "1.0\n"
+    assert "Traceback" in full.stderr and "return 1 / int(line)" in full.stderr
+    assert full.stderr.splitlines()[-1] == short.stderr.splitlines()[0].replace(
+        " (--traceback shows where)", "")
+
+
 def test_a_redis_server_that_is_not_there_is_one_line() -> None:
     with socket.socket() as s:  # a free port, nothing listening
         s.bind(("127.0.0.1", 0))
