@@ -139,7 +139,7 @@ class NodeError(Exception):
 
 
 #: The attributes where nodes keep the functions of their ``time=``, ``key=``
-#: and ``table_key=`` arguments, by argument.
+#: and ``table_key=`` arguments, by argument (and an ``Expiry``'s ``time``).
 _READERS = (("time", "_time"), ("key", "_key"), ("table_key", "_table_key"))
 
 
@@ -163,8 +163,9 @@ def _failed_argument(node: Stream[Any], element: Any, error: BaseException) -> s
     timed_window(60.0) failed on element ('u',) in time=1: IndexError: tuple index out of range
     """
     failing = []
-    for argument, attribute in _READERS:
-        reader = getattr(node, attribute, None)
+    expiry = getattr(node, "_expiry", None)  # ttl='s time=
+    readers = [(argument, getattr(node, attribute, None)) for argument, attribute in _READERS]
+    for argument, reader in [*readers, ("time", getattr(expiry, "time", None))]:
         if type(reader) is not operator.itemgetter:  # a user's function may have effects
             continue
         try:

@@ -194,6 +194,9 @@ def test_messages_say_what_to_do_for_unhashable_elements_and_returns_state() -> 
     (lambda s: s.timed_window(60.0, time=1, key=0), ("u",), "in time=1:"),
     (lambda s: s.timed_window(60.0, time=1, key=0), (), "in time=1 and key=0:"),
     (lambda s: s.scan(operator.add, key="k"), {"j": 1}, "in key='k':"),
+    (lambda s: s.scan(operator.add, key=0, ttl=5, time=2), ("u", 1), "in time=2:"),
+    (lambda s: s.stateful_map(lambda st, x: (st, [x]), key=0, ttl=5, time=2), ("u", 1),
+     "in time=2:"),
     (lambda s: s.session_window(5.0, time="t", key="k"), {"t": 1.0}, "in key='k':"),
     (lambda s: s.scan(operator.add, key=lambda e: e["k"]), {"j": 1}, "on element {'j': 1}: "),
 ])
