@@ -121,18 +121,22 @@ def _load(spec: str) -> Callable[[Any], Any]:
     return func  # type: ignore[no-any-return]
 
 
-def _source_options(uri: str, offset: str | None) -> dict[str, Any]:
+def _source_options(uri: str, offset: str | None, since: str | None = None) -> dict[str, Any]:
     """Default options for a source made by the tools (text stdin; where to start)."""
     _, scheme = parse_uri(uri, "source")
     opts: dict[str, Any] = {}
     if scheme == "stdio" and "format=" not in uri:
         opts["format"] = "text"
+    if since is not None:
+        at = _position(since)
+        if not isinstance(at, float):
+            raise ValueError(f"--since {since!r}: not an ISO 8601 time (2026-01-01T12:00:00)")
+        offset = since
     if offset is not None:
-        at = _position(offset)
         if scheme == "kafka":
-            opts["offset"] = at
+            opts["offset"] = _position(offset)
         elif scheme == "redis":
-            opts["start"] = at
+            opts["start"] = _redis_start(offset)
         else:
             raise ValueError(f"--offset/--since: a {scheme}:// source has no offsets")
     return opts
@@ -149,6 +153,36 @@ def _position(text: str) -> Any:
     if when.tzinfo is None:
         when = when.replace(tzinfo=_dt.UTC)
     return when.timestamp()
+
+
+#: A Redis entry id: milliseconds, and a sequence number.
+_ENTRY_ID = re.compile(r"([0-9]+)(?:-([0-9]+))?")
+
+
+def _redis_start(text: str) -> Any:
+    """``from_redis``'s ``start`` (after which it reads) for ``--offset`` / ``--since``.
+
+    An entry id is the first one shown (``from_redis`` reads after its
+    ``start``); an id without its sequence number is its first, ``-0``.
+
+    >>> _redis_start("earliest"), _redis_start("latest"), _redis_start("1001")
+    ('0', '$', '1000-18446744073709551615')
+    >>> _redis_start("1700000000000-3"), _redis_start("1970-01-01T00:00:02+00:00")
+    ('1700000000000-2', 2.0)
+    """
+    if text in ("earliest", "latest"):
+        return "0" if text == "earliest" else "$"
+    entry = _ENTRY_ID.fullmatch(text)
+    if entry:
+        ms, seq = int(entry.group(1)), int(entry.group(2) or 0)
+        if seq:
+            return f"{ms}-{seq - 1}"
+        return "0" if ms == 0 else f"{ms - 1}-{2**64 - 1}"
+    at = _position(text)
+    if not isinstance(at, float):
+        raise ValueError(f"--offset {text!r}: a redis:// source starts at earliest, latest, "
+                         "an entry id (1700000000000-0) or an ISO 8601 time")
+    return at
 
 
 def _sink_options(uri: str) -> dict[str, Any]:
@@ -222,12 +256,12 @@ def _relay(args: argparse.Namespace) -> None:
 
 
 def _tap(args: argparse.Namespace) -> None:
-    offset = args.since if args.since is not None else args.offset
+    offset = args.offset
     _check_ends(args.uri, args.follow)
     _, scheme = parse_uri(args.uri, "source")
-    if offset is None and scheme == "kafka":
+    if offset is None and args.since is None and scheme == "kafka":
         offset = "earliest"
-    source = from_uri(args.uri, **_source_options(args.uri, offset))
+    source = from_uri(args.uri, **_source_options(args.uri, offset, args.since))
     # Followed, each line is shown as it comes (as tail -f); else block-buffered (faster).
     source.map(text_of).sink_to_stdout(format="text", flush=args.follow)
     _run(source, args.follow, "tap")
@@ -285,7 +319,7 @@ def _parser() -> argparse.ArgumentParser:
     tap.add_argument("uri", metavar="URI")
     tap.add_argument("--offset", metavar="WHERE",
                      help="where to start: earliest (Kafka's default), latest, an offset "
-                          "(Kafka) or entry id (Redis)")
+                          "(Kafka) or entry id (Redis), the first shown")
     tap.add_argument("--since", metavar="TIME",
                      help="start at the first element at or after this ISO 8601 time")
     tap.add_argument("--follow", action="store_true", help="keep printing new elements")

@@ -210,6 +210,31 @@ def test_redis_to_kafka_relay_and_a_clock(kafka_broker: Any, kafka_topic: str,
     r.close()
 
 
+@pytest.mark.redis
+def test_a_redis_tap_starts_where_offset_says(redis_url: str) -> None:
+    import redis
+
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    stream = f"ids-{uuid.uuid4().hex}"
+    for i in range(3):
+        r.xadd(stream, {"data": f"e{i}"}, id=f"{1000 + i}-0")
+    r.close()
+    uri = f"redis://{redis_url.split('//')[1].split('/')[0]}/{stream}"
+
+    def tap(*args: str) -> list[str]:
+        done = streams_cli("tap", uri, *args)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    assert tap("--offset", "earliest") == ["e0", "e1", "e2"]
+    assert tap("--offset", "1001") == tap("--offset", "1001-0") == ["e1", "e2"]
+    assert tap("--offset", "latest") == []
+    assert tap("--since", "1970-01-01T00:00:01.001+00:00") == ["e1", "e2"]
+    bad = streams_cli("tap", uri, "--offset", "soon")
+    assert bad.returncode == 2 and "entry id" in bad.stderr
+    assert streams_cli("tap", uri, "--since", "1001").returncode == 2
+
+
 def test_a_missing_file_or_a_directory_is_one_line_naming_it(tmp_path: Path) -> None:
     missing = tmp_path / "nonexistent.txt"
     done = streams_cli("tap", f"file://{missing}")
