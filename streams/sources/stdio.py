@@ -16,6 +16,7 @@ from typing import Any
 from ..core import Stream
 from ..sinks.basic import check_encoding
 from .base import FileSource, underneath
+from .line_bytes import delimiter_bytes
 from .pipes import PipeReader, pollable
 
 __all__ = ["FromStdin"]
@@ -89,6 +90,7 @@ class FromStdin(FileSource[Any]):
         if format not in _FORMATS:
             raise ValueError(f"from_stdin(): format must be one of {_FORMATS}, got {format!r}")
         check_encoding("from_stdin", encoding)
+        delimiter_bytes("from_stdin", "\n", encoding)  # its lines are split as bytes
         self.format = format
         self.file = file
         self.encoding = encoding

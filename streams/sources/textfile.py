@@ -14,6 +14,7 @@ from .._checkpoint_io import CheckpointError
 from ..clock import get_clock
 from ..core import Stream
 from .base import FileSource, logger, underneath
+from .line_bytes import delimiter_bytes
 from .pipes import PipeReader, pollable
 
 __all__ = ["FromTextfile"]
@@ -22,29 +23,6 @@ __all__ = ["FromTextfile"]
 _CHUNK = 1 << 16
 #: Bytes before its offset a checkpoint keeps, to know the file again.
 _BEFORE = 256
-
-
-def _delimiter_bytes(delimiter: str, encoding: str) -> bytes:
-    """The bytes that end a line in a file of ``encoding``, without a byte-order mark.
-
-    Lines are split as bytes, then decoded: an encoding whose characters
-    take several bytes each (UTF-16, UTF-32) would find a delimiter's bytes
-    across two characters, and is refused.
-
-    >>> _delimiter_bytes("\\n", "utf-8-sig"), _delimiter_bytes("\\r\\n", "latin-1")
-    (b'\\n', b'\\r\\n')
-    >>> _delimiter_bytes("\\n", "utf-16")
-    Traceback (most recent call last):
-    ...
-    ValueError: from_textfile(): encoding 'utf-16' writes each character in several bytes, ...
-    """
-    bom = "".encode(encoding)  # utf-8-sig's, utf-16's: at the start of the file only
-    if "\n x".encode(encoding)[len(bom):] != b"\n x":
-        raise ValueError(
-            f"from_textfile(): encoding {encoding!r} writes each character in several bytes, "
-            "so its lines cannot be split as bytes; convert the file to UTF-8 (iconv -f "
-            f"{encoding} -t utf-8), or read it yourself and emit its lines")
-    return delimiter.encode(encoding)[len(bom):]
 
 
 def _size_of(fp: Any) -> int | None:
@@ -183,7 +161,7 @@ class FromTextfile(FileSource[str]):
         self.poll_interval = poll_interval
         self.delimiter = delimiter
         self.encoding = getattr(f, "encoding", None) or encoding
-        self._delim: Any = _delimiter_bytes(delimiter, self.encoding)
+        self._delim: Any = delimiter_bytes("from_textfile", delimiter, self.encoding)
         # A byte-order mark starts the file, not each line: the lines after it are UTF-8.
         sig = codecs.lookup(self.encoding).name == "utf-8-sig"
         self._line_encoding = "utf-8" if sig else self.encoding

@@ -111,8 +111,27 @@ def test_from_textfile_reads_a_file_that_starts_with_a_byte_order_mark(tmp_path:
     source.start()
     assert out == ["a\n", "b\n", "c"]
     with pytest.raises(ValueError, match=r"encoding 'utf-16' writes each character in "
-                                         r"several bytes.*convert the file to UTF-8"):
+                                         r"several bytes.*convert the input to UTF-8"):
         Stream.from_textfile(str(path), encoding="utf-16")
+
+
+def test_lines_are_split_only_where_the_delimiter_stands_alone(tmp_path: Path) -> None:
+    # "ポ" is b"\x83|" in Shift_JIS: split at "|" it would be cut in two.
+    text = "ポスト|メモ|"
+    for encoding in ("shift_jis", "big5", "gbk", "iso2022_jp"):
+        with pytest.raises(ValueError, match=rf"from_textfile\(\): encoding '{encoding}' may "
+                                             "write the delimiter's bytes inside another"):
+            Stream.from_textfile(str(tmp_path / "x"), delimiter="|", encoding=encoding)
+    for encoding in ("euc_jp", "shift_jis"):
+        path = tmp_path / f"{encoding}.txt"
+        delimiter = "|" if encoding == "euc_jp" else "\n"
+        path.write_text(text.replace("|", delimiter), encoding=encoding)
+        source = Stream.from_textfile(str(path), delimiter=delimiter, encoding=encoding)
+        out = source.sink_to_list()
+        source.start()
+        assert out == [f"ポスト{delimiter}", f"メモ{delimiter}"]
+    with pytest.raises(ValueError, match=r"from_stdin\(\): encoding 'utf-16' writes each "):
+        Stream.from_stdin(format="text", encoding="utf-16")
 
 
 def test_from_textfile_custom_delimiter(tmp_path: Path) -> None:
