@@ -6,6 +6,7 @@ operator and saying what to pass instead, never later inside a worker.
 
 from __future__ import annotations
 
+import datetime as _dt
 import difflib
 import inspect
 import io
@@ -121,7 +122,29 @@ def canonical_key(key: Any) -> Any:
         return str.__str__(key)  # a str Enum member: one key with its value
     if isinstance(key, numbers.Number):
         return _number(key)
+    if isinstance(key, _dt.datetime | _dt.timedelta):
+        return _moment(key)
     return key
+
+
+def _moment(key: _dt.datetime | _dt.timedelta) -> Any:
+    """One form for times a dict takes as one: an aware datetime in UTC, a subclass's
+    (pandas' ``Timestamp``) as the plain type's, without ``fold`` (equality ignores it).
+
+    >>> from datetime import datetime, timedelta, timezone
+    >>> paris = timezone(timedelta(hours=1))
+    >>> _moment(datetime(2024, 1, 1, 1, tzinfo=paris)) == _moment(datetime(2024, 1, 1, 0,
+    ...     tzinfo=timezone.utc)), key_bytes(datetime(2024, 1, 1, 1, tzinfo=paris)) == key_bytes(
+    ...     datetime(2024, 1, 1, 0, tzinfo=timezone.utc))
+    (True, True)
+    """
+    if isinstance(key, _dt.timedelta):
+        return _dt.timedelta(key.days, key.seconds, key.microseconds)
+    aware = key.utcoffset() is not None
+    if aware:
+        key = key.astimezone(_dt.UTC)
+    return _dt.datetime(key.year, key.month, key.day, key.hour, key.minute, key.second,
+                        key.microsecond, tzinfo=_dt.UTC if aware else None)
 
 
 def _number(key: Any) -> Any:

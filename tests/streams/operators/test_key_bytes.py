@@ -11,6 +11,7 @@ import pickle
 import subprocess
 import sys
 from collections import namedtuple
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from enum import IntEnum, StrEnum
 from fractions import Fraction
@@ -116,3 +117,20 @@ def test_keys_of_other_types_a_dict_takes_as_one_give_equal_bytes(a: Any, b: Any
 def test_keys_of_other_types_a_dict_tells_apart_give_other_bytes(a: Any, b: Any) -> None:
     assert a != b
     assert key_bytes(a) != key_bytes(b)
+
+
+@given(st.datetimes(timezones=st.one_of(st.none(), st.timezones())),
+       st.integers(-14 * 60, 14 * 60))
+def test_equal_times_give_equal_bytes(when: datetime, minutes: int) -> None:
+    # An aware time in another zone, pandas' types, a naive one's fold: equal, one key.
+    import pandas as pd
+
+    twins = [pd.Timestamp(when)]
+    if when.utcoffset() is None:
+        twins.append(when.replace(fold=1 - when.fold))  # equality ignores it
+    else:
+        twins.append(when.astimezone(timezone(timedelta(minutes=minutes))))
+    for twin in twins:
+        assert twin == when
+        assert key_bytes(twin) == key_bytes(when)
+    assert key_bytes(pd.Timedelta(seconds=minutes)) == key_bytes(timedelta(seconds=minutes))
