@@ -18,6 +18,7 @@ from ..sinks.basic import check_encoding
 from .base import FileSource, underneath
 from .line_bytes import delimiter_bytes
 from .pipes import PipeReader, pollable
+from .positions import bytes_before, check_before
 
 __all__ = ["FromStdin"]
 
@@ -78,12 +79,15 @@ class FromStdin(FileSource[Any]):
     """
 
     # _read_here: this source read the input up to offset (a start() after stop()
-    # goes on there).
-    __slots__ = ("_parse", "_read_here", "encoding", "file", "format")
+    # goes on there). _expected: a restored checkpoint's bytes before the
+    # offset, checked when the input is opened: a checkpoint over another
+    # file redirected is refused, not applied to its bytes.
+    __slots__ = ("_expected", "_parse", "_read_here", "encoding", "file", "format")
     _operator = "from_stdin"
     _replayable = True
     _params = ("format", "encoding")
-    _state = ("offset",)
+    _state = ("offset", "_before")
+    _state_added = ("_before",)
 
     def __init__(self, format: str = "json", file: Any = None, encoding: str = "utf-8",
                  start: bool = False, **kwargs: Any) -> None:
@@ -98,12 +102,25 @@ class FromStdin(FileSource[Any]):
         #: Bytes consumed so far (where a restart over a seekable input resumes).
         self.offset = 0
         self._read_here = False
+        self._expected: bytes | None = None
         self._pipe: PipeReader | None = None
         super().__init__(start=start, **kwargs)
 
     def restore(self, state: dict[str, Any]) -> None:
-        super().restore(state)
+        super().restore({"_before": None, **state})
         self._read_here = False  # the offset is a checkpoint's: seek to it
+
+    @property
+    def _before(self) -> bytes | None:
+        """The bytes before ``offset`` in the input, a file (None: one that cannot tell)."""
+        if self._expected is not None:  # restored, not yet checked: the checkpoint's stand
+            return self._expected
+        f = sys.stdin if self.file is None else self.file
+        return bytes_before(getattr(f, "buffer", f), self.offset)
+
+    @_before.setter
+    def _before(self, expected: bytes | None) -> None:
+        self._expected = expected  # restoring: checked when the input is opened
 
     def _input(self) -> Any:
         """The file to read: a text file's binary buffer when it has one."""
@@ -121,6 +138,8 @@ class FromStdin(FileSource[Any]):
                     f"{self._label()}: cannot resume at byte {self.offset}: standard input "
                     "is a pipe, which cannot be replayed (redirect a file instead)")
             f.seek(self.offset)
+            check_before(self._label(), f, self.offset, self._expected)
+            self._expected = None  # checked (or nothing to check)
         return f
 
     def _element(self, line: bytes | str) -> tuple[bool, Any]:

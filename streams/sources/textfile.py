@@ -16,37 +16,12 @@ from ..core import Stream
 from .base import FileSource, logger, underneath
 from .line_bytes import delimiter_bytes
 from .pipes import PipeReader, pollable
+from .positions import bytes_before, check_before, size_of
 
 __all__ = ["FromTextfile"]
 
 #: Bytes read at a time: memory stays bounded by this plus the longest line.
 _CHUNK = 1 << 16
-#: Bytes before its offset a checkpoint keeps, to know the file again.
-_BEFORE = 256
-
-
-def _size_of(fp: Any) -> int | None:
-    """The size of the regular file ``fp`` reads directly (None: a pipe, a compressed file...)."""
-    if not isinstance(fp, (io.BufferedReader, io.FileIO)):
-        return None  # gzip's tell() counts its data, not the file's bytes
-    try:
-        st = os.fstat(fp.fileno())
-    except (OSError, ValueError):
-        return None
-    return st.st_size if stat.S_ISREG(st.st_mode) else None
-
-
-def _pread_before(fp: Any, offset: int) -> bytes | None:
-    """Up to :data:`_BEFORE` bytes of ``fp``'s file before ``offset`` (None: not a file on disk)."""
-    if _size_of(fp) is None:
-        return None
-    n = min(offset, _BEFORE)
-    try:
-        return os.pread(fp.fileno(), n, offset - n)
-    except (OSError, ValueError):
-        return None
-
-
 @Stream.register_api(staticmethod)
 class FromTextfile(FileSource[str]):
     """Emit the lines of a text file, delimiter included (as streamz does).
@@ -270,7 +245,7 @@ class FromTextfile(FileSource[str]):
 
     @property
     def _before(self) -> bytes | None:
-        """Up to :data:`_BEFORE` bytes before ``offset`` (None: a file that cannot tell).
+        """The bytes before ``offset`` that tell the file (None: a file that cannot tell).
 
         Read from the open file, or kept when it closed: the path is never
         opened again for it (a FIFO would block; another file may be there).
@@ -278,7 +253,7 @@ class FromTextfile(FileSource[str]):
         if self._expected is not None:  # restored, not yet checked: the checkpoint's stand
             return self._expected
         if self._fp is not None:
-            return _pread_before(self._fp, self.offset)
+            return bytes_before(self._fp, self.offset)
         if self._closed_at is not None and self._closed_at[0] == self.offset:
             return self._closed_at[1]
         return None
@@ -289,17 +264,9 @@ class FromTextfile(FileSource[str]):
 
     def _check_before(self, fp: Any) -> None:
         """Refuse a restored offset into another file than the checkpoint's."""
-        expected = self._expected
-        found = None if expected is None else _pread_before(fp, self.offset)
-        if expected is None or found is None or found == expected:
-            self._expected = None  # checked (or nothing to check): the file's own from now
-            return
-        raise CheckpointError(  # the expected bytes are kept: a start() again checks again
-            f"{self._label()}: the file is not the one the checkpoint was taken over: "
-            + (f"it holds fewer than the checkpoint's {self.offset} bytes"
-               if len(found) < len(expected) else
-               f"the bytes before the checkpoint's offset {self.offset} differ")
-            + " (replaced or rewritten); remove the checkpoint to start afresh")
+        # The expected bytes are kept on a refusal: a start() again checks again.
+        check_before(self._label(), fp, self.offset, self._expected)
+        self._expected = None  # checked (or nothing to check): the file's own from now
 
     def restore(self, state: dict[str, Any]) -> None:
         super().restore({"_before": None, **state})
@@ -308,7 +275,7 @@ class FromTextfile(FileSource[str]):
     def _close(self) -> None:
         """Close the file if the source opened it (a caller's file stays open)."""
         if self._fp is not None:
-            self._closed_at = (self.offset, _pread_before(self._fp, self.offset))
+            self._closed_at = (self.offset, bytes_before(self._fp, self.offset))
         fp, self._fp = self._fp, None
         if fp is not None and not hasattr(self.file, "read"):
             fp.close()
@@ -419,7 +386,7 @@ class FromTextfile(FileSource[str]):
                 if not data:
                     if not follow:
                         break
-                    size = _size_of(fp)
+                    size = size_of(fp)
                     if size is not None and last_size is not None and size < min(
                             last_size, fp.tell()):  # truncated, as tail -f sees it
                         logger.warning(

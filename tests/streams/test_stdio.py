@@ -113,6 +113,36 @@ def test_resume_from_a_checkpoint_over_a_seekable_input(tmp_path: Path) -> None:
     assert run(io.BytesIO(data)) == [10, 15]
 
 
+def test_a_checkpoint_over_another_file_redirected_is_refused(tmp_path: Path) -> None:
+    # `python job.py < a.txt`, then the same checkpoint with `< b.txt`: the
+    # offset into a would cut b's bytes anywhere.
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent("""
+        import sys
+        from streams import Checkpointer, Stream
+        source = Stream.from_stdin(format="text")
+        source.sink_to_stdout(format="text")
+        Checkpointer(source, sys.argv[1], every=1, fsync=False)
+        source.start()
+    """))
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("alice\nbob\n")
+    b.write_text("users-alice\nusers-bob\nusers-carol\n")
+
+    def run(redirected: Path) -> subprocess.CompletedProcess[str]:
+        with redirected.open("rb") as f:
+            return subprocess.run([sys.executable, str(job), str(tmp_path / "ckpt")], stdin=f,
+                                  capture_output=True, text=True, timeout=60)
+
+    assert run(a).stdout == "alice\nbob\n"
+    with a.open("a") as f:
+        f.write("carol\n")
+    assert run(a).stdout == "carol\n"  # the same file, grown: resumed
+    refused = run(b)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert "not the one the checkpoint was taken over" in refused.stderr
+
+
 def test_a_pipe_cannot_be_resumed(tmp_path: Path) -> None:
     source = Stream.from_stdin(file=io.BytesIO(b"1\n"))
     source.offset = 2
