@@ -109,8 +109,9 @@ class FromRedis(RedisAcks):
     _operator = "from_redis"
     _replayable = True
     _params = ("stream", "group", "consumer", "start_at", "count", "claim_idle", "with_id")
-    # What a checkpoint's offsets are offsets into (where reading began does not matter).
-    _identity_params = ("stream", "group", "consumer")
+    # What a checkpoint's offsets are offsets into (where reading began does not
+    # matter; nor the server's address, which a failover to a replica changes).
+    _identity_params = ("stream", "group", "consumer", "db")
     # Acknowledgements wait for the next read's round trip, so a checkpoint
     # holds those not yet sent (_acks) as well as the ids it covers.
     _state = ("offset", "processed", "_acks")
@@ -141,6 +142,16 @@ class FromRedis(RedisAcks):
         self.decode = decode
         self._client = client
         super().__init__(**kwargs)
+
+    @property
+    def db(self) -> int:
+        """The number of the database the stream is in (of ``url``, or of ``client``)."""
+        if self._client is not None:
+            pool = getattr(self._client, "connection_pool", None)
+            return int(getattr(pool, "connection_kwargs", {}).get("db", 0))
+        from redis.connection import parse_url
+
+        return int(parse_url(self.url).get("db", 0))  # type: ignore[no-untyped-call]
 
     # -- the Redis side ------------------------------------------------------
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from streams import Checkpointer, NodeError, Stream
+from streams.state import CheckpointError
 
 redis = pytest.importorskip("redis")
 pytestmark = pytest.mark.redis
@@ -171,6 +172,33 @@ def test_checkpoint_resumes_an_xread_after_the_last_id(r: Any, redis_url: str,
     assert run() == [0, 1, 3, 6, 10]
     fill(r, "in", 2, start=5)
     assert run() == [15, 21]
+
+
+def test_a_checkpoint_over_the_stream_of_another_database_is_refused(
+        r: Any, redis_url: str, tmp_path: Path) -> None:
+    # The same name in another database is another stream: the checkpoint's
+    # offset would skip its first entries, and acknowledge ids of the other.
+    def url(db: int) -> str:
+        return f"{redis_url.rsplit('/', 1)[0]}/{db}"
+
+    other = redis.Redis.from_url(url(1))
+    fill(r, "events", 3)
+    fill(other, "events", 3, start=10)
+    other.close()
+
+    def run(db: int) -> list[Any]:
+        source = Stream.from_redis("events", group="g", consumer="c", url=url(db))
+        out = source.map(lambda f: int(f["n"])).sink_to_list()
+        Checkpointer(source, tmp_path, every=1, fsync=False)
+        source.start()
+        return out
+
+    assert run(0) == [0, 1, 2]
+    with pytest.raises(CheckpointError,
+                       match=r"reads {.*'db': 1}, the checkpoint's read {.*'db': 0}"):
+        run(1)
+    fill(r, "events", 1, start=3)
+    assert run(0) == [3]
 
 
 # ----------------------------------------------------------------------
