@@ -28,7 +28,10 @@ class SinkToDurableTextfile(Stream[Any]):
     """Write every element, a string, as a line of a file that rolls back with checkpoints.
 
     Without a checkpoint this is ``sink_to_textfile`` with ``mode="w"`` (the
-    file is truncated at the first write). With a
+    file is truncated at the first write): a run after a crash writes it
+    anew, which loses the lines of what a source that resumes (a Redis
+    consumer group) had acknowledged; without a checkpoint, give each run
+    its own file. With a
     :class:`~streams.state.Checkpointer`, the file's length is part of each
     checkpoint and a restored pipeline truncates the file to it, so the file
     holds each output line exactly once however often the process is killed.
