@@ -55,7 +55,10 @@ class FromTextfile(FileSource[str]):
     read) and stays open; ``offset`` is then its position in the file, as a
     checkpoint records it. A checkpoint also keeps the 256 bytes before
     the offset: restored over another file at the path (a rotated log, an
-    export written again), it is refused, not applied to other bytes.
+    export written again), it is refused, not applied to other bytes. A
+    last line without its delimiter, emitted with ``follow=False``, counts
+    as read: a file still being written and read again from a checkpoint
+    gives the rest of that line as a line of its own (follow it instead).
 
     Parameters
     ----------
