@@ -217,7 +217,13 @@ def plan_stages(segment: DaskSegment) -> Plan:
     first = None
     if prefix:
         members = {id(n) for n in prefix}
-        ops = tuple(_op(n, exit_index, members) for n in prefix)
+        # Only ``last`` of the prefix can feed a gather() (every node before
+        # it feeds the next, alone). Its output goes on as plain values, and
+        # the second stage, whose root it is, pushes them to all its
+        # downstreams, exits included, in its order: an exit here would emit
+        # twice, and its (exit, value) events would reach the second stage
+        # as elements.
+        ops = tuple(_op(n, exit_index if n is not last else {}, members) for n in prefix)
         stage1 = StagePlan(token + "-1", entry._node_id,
                            _downstream_codes(entry, exit_index, members), ops,
                            last._node_id)
