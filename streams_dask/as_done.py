@@ -16,7 +16,7 @@ from typing import Any
 from distributed import Future
 
 from .delivery_lock import DeliveryLock
-from .fetching import DaskTaskError
+from .fetching import BatchNotSent, DaskTaskError
 from .replay import Replay
 
 __all__ = ["DeliversAsDone"]
@@ -89,9 +89,19 @@ class DeliversAsDone:
                 while (not self.closed and self._tracked(future)
                        and future.key not in self.fetched):
                     self._collect(block=True)
-            self._take_fetched()
-            self.pump()
+            unsent = None
+            try:
+                self._take_fetched()  # may start a stateful stage's next round
+                self.pump()
+            except BatchNotSent as e:
+                # A batch that could not be pickled (see Runner._task) is
+                # done with and the runner goes on: the close still waits
+                # for the batches in flight. Raised after the results
+                # before it.
+                unsent = e
             self.replay.run(self.background_errors)
+            if unsent is not None:
+                self.background_errors.append(unsent)
         except Exception as e:  # for the producer's next call
             self.broken = self.broken or not isinstance(e, DaskTaskError)
             self.background_errors.append(e)

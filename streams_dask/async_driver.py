@@ -70,7 +70,7 @@ class AsyncDriver:
         if self.error is not None:
             errors.append(self.error)
             self.error = None
-        runner.submit_close()
+        errors.extend(runner.submit_close())
         while runner.head() is not None:
             await self.await_one()
             await self.runner.replay.run_async(errors)

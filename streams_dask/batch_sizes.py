@@ -11,6 +11,8 @@ of ``batch_size``.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["FIRST_BATCH", "GROWTH", "TARGET_SECONDS", "BatchSizes"]
 
 #: About how long one task should work: long against Dask's per-task cost
@@ -73,3 +75,15 @@ class BatchSizes:
                    else int(TARGET_SECONDS / self.per_element))
         self.cap = max(1, min(self.batch_size, GROWTH * self.largest, by_time,
                               self.element_bound or self.batch_size))
+
+    def last(self, pending: list[Any], tasks: int) -> list[list[Any]]:
+        """``pending``, the stream's last elements, cut in batches (one, empty, if none).
+
+        Smaller than :attr:`cap`, spread over ``tasks`` tasks: the workers
+        finish together, not one of them alone on a long last batch.
+
+        >>> BatchSizes(100).last(list(range(5)), 2), BatchSizes(100).last([], 2)
+        ([[0, 1, 2], [3, 4]], [[]])
+        """
+        size = max(1, min(self.cap, -(-len(pending) // tasks)))
+        return [pending[i:i + size] for i in range(0, len(pending), size)] or [[]]

@@ -362,6 +362,13 @@ class StateChain:
             self.stalled = False
         return result, done.size
 
+    def forget(self) -> None:
+        """Let go of every task: the stream ended (after a failed round, some
+        are still held, and with them the states on the workers)."""
+        self.rounds.clear()
+        self.held = []
+        self.links = None
+
     def futures(self) -> list[Future]:
         """Every future the chain holds (the rounds' and the parts' since the anchor)."""
         return [f for r in self.rounds for f in r.futures] + self.held

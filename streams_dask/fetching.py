@@ -9,7 +9,14 @@ from typing import Any
 
 from distributed import Future, as_completed
 
-__all__ = ["DaskTaskError", "FetchFailed", "Fetcher", "checked"]
+__all__ = ["BatchNotSent", "DaskTaskError", "FetchFailed", "Fetcher", "checked"]
+
+
+class BatchNotSent(TypeError):
+    """A batch for the workers that could not be pickled: not sent, its elements not processed.
+
+    The batches before and after it go on (a TypeError, as pickle's own).
+    """
 
 
 class DaskTaskError(RuntimeError):

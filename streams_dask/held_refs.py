@@ -17,30 +17,42 @@ class HeldRefs:
     streamz holds an element's references while its futures are in flight;
     here they are held from the element's arrival at ``scatter()`` until its
     results have been replayed. Positions count the items (elements and
-    ticks) sent to the cluster (:attr:`sent`) and taken back from it
-    (:attr:`taken`): an element's results are replayed once ``taken``
-    passes its position.
+    ticks) sent to the cluster (:attr:`sent`); each batch's are marked
+    :meth:`done` when its results are taken back, and an element's
+    references go at the next :meth:`release` (once its results are
+    replayed). Batches may come back out of order (``ordered=False``, a
+    failed batch): each releases its own elements' references, never
+    those of an earlier batch still out.
 
     Examples
     --------
     >>> from streams import RefCounter
-    >>> ref = RefCounter()
+    >>> first, second = RefCounter(), RefCounter()
     >>> refs = HeldRefs()
-    >>> refs.hold([{"ref": ref}], position=0)
-    >>> ref.count
-    1
-    >>> refs.sent = refs.taken = 1  # the element went, and its results came back
+    >>> refs.hold([{"ref": first}], position=0)
+    >>> refs.hold([{"ref": second}], position=1)
+    >>> refs.sent = 2  # each element went in a batch of its own
+    >>> refs.done(range(1, 2))  # the second one's results came back first
     >>> refs.release()
-    >>> ref.count
+    >>> first.count, second.count
+    (1, 0)
+    >>> refs.done(range(0, 1))
+    >>> refs.release()
+    >>> first.count
     0
     """
 
-    __slots__ = ("_held", "sent", "taken")
+    __slots__ = ("_ahead", "_fresh", "_held", "sent", "taken")
 
     def __init__(self) -> None:
         self._held: deque[tuple[int, Any]] = deque()
         self.sent = 0
+        #: Every item before this position is done.
         self.taken = 0
+        #: Batches done while an earlier one is not: start -> end position.
+        self._ahead: dict[int, int] = {}
+        #: Those of them whose references are still to release.
+        self._fresh: list[tuple[int, int]] = []
 
     def __bool__(self) -> bool:
         return bool(self._held)
@@ -54,8 +66,34 @@ class HeldRefs:
         """Take ``(position, metadata)`` pairs whose references are retained already."""
         self._held.extend(held)
 
+    def done(self, positions: range) -> None:
+        """The items at ``positions`` (a batch's) are done with.
+
+        Their results were taken back, or will never come (a failed batch).
+        """
+        start, end = positions.start, positions.stop
+        if start > self.taken:
+            self._ahead[start] = end
+            self._fresh.append((start, end))
+            return
+        self.taken = max(self.taken, end)
+        # Batches are cut one after the other: one done ahead starts where
+        # the one before it ends.
+        while self.taken in self._ahead:
+            self.taken = self._ahead.pop(self.taken)
+
     def release(self, everything: bool = False) -> None:
-        """Release the references of the items taken back (or of every item)."""
+        """Release the references of the items done with (or of every item)."""
         held = self._held
         while held and (everything or held[0][0] < self.taken):
             release_refs(held.popleft()[1])
+        if self._fresh and held:
+            fresh = self._fresh
+            kept: deque[tuple[int, Any]] = deque()
+            for item in held:
+                if any(start <= item[0] < end for start, end in fresh):
+                    release_refs(item[1])
+                else:
+                    kept.append(item)
+            self._held = kept
+        self._fresh = []

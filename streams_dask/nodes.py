@@ -453,7 +453,7 @@ class Scatter(SegmentEntry, Stream[Any]):
                     if runner.failed is not None and not errors:
                         errors = [runner.failed]  # a stateful stage's end was never reached
             finally:
-                runner.refs.release(everything=True)
+                runner.forget()
                 runner.connection.close()
         return self._exits_closed(errors)
 
@@ -468,7 +468,7 @@ class Scatter(SegmentEntry, Stream[Any]):
             try:
                 errors = await driver.finish()
             finally:
-                driver.runner.refs.release(everything=True)
+                driver.runner.forget()
                 await driver.runner.connection.aclose()
         pending = self._exits_closed(errors)
         if pending is not None:

@@ -47,7 +47,7 @@ from .batch_sizes import BatchSizes
 from .chain import StateChain
 from .client import Connection
 from .delivery_lock import DeliveryLock
-from .fetching import DaskTaskError, Fetcher, checked
+from .fetching import BatchNotSent, DaskTaskError, Fetcher, checked
 from .held_refs import HeldRefs
 from .key_groups import parts
 from .replay import Replay
@@ -112,8 +112,8 @@ class Runner(DeliversAsDone):
         self.threads = threads
         self.eager = max_in_flight if threads is None else max(1, min(max_in_flight, 2 * threads))
         self.pending: list[Any] = []
-        # Parallel plans: one future per batch, in input order.
-        self.in_flight: deque[tuple[Future, int]] = deque()
+        # Parallel plans: one future per batch, in order, with its items' positions.
+        self.in_flight: deque[tuple[Future, range]] = deque()
         # Chained plans: batches (or first-stage futures) waiting for the
         # second stage (while an anchor is on its way), with the
         # end-of-stream flag of each; and the second stage's rounds.
@@ -140,8 +140,8 @@ class Runner(DeliversAsDone):
         self.as_done = False
         #: Errors met delivering in the background, for the producer's next call.
         self.background_errors: list[BaseException] = []
-        #: One is the runner's own (a stateful stage's task failed, a batch
-        #: was not sent), not raised downstream: the close cannot wait for it.
+        #: One is the runner's own (a stateful stage's task failed), not
+        #: raised downstream: the close cannot wait for it.
         self.broken = False
         #: A stateful stage's failed task: its chain of states is cut there.
         self.failed: DaskTaskError | None = None
@@ -156,10 +156,8 @@ class Runner(DeliversAsDone):
         return len(self.in_flight) + len(self.waiting) + chained
 
     def running(self) -> int:
-        """Tasks running or queued on the cluster (no result fetched yet).
-
-        A chained round counts once, until all its parts' results are in.
-        """
+        """Tasks running or queued on the cluster (no result fetched yet); a chained
+        round counts once, until all its parts' results are in."""
         if self.chain is not None:  # then every task the fetcher follows is a round's
             return len(self.waiting) + self.chain.unfinished(self.fetched)
         return len(self.in_flight) - len(self.fetched)
@@ -223,13 +221,18 @@ class Runner(DeliversAsDone):
             self._track(future)
         return futures is not None
 
-    def _taken(self, seconds: float, size: int) -> None:
-        """A task's result for ``size`` elements, which ran ``seconds``, was taken."""
+    def _taken(self, seconds: float, positions: range) -> None:
+        """A task's result for the items at ``positions``, which ran ``seconds``, was taken."""
         if self.progress is not None:
             self.progress.update(1)
-        self.sizes.measure(seconds, size)
+        self.sizes.measure(seconds, len(positions))
+        self.submitted_elements -= len(positions)
+        self.refs.done(positions)
+
+    def _not_sent(self, size: int) -> None:
+        """The last ``size`` items sent were not: done with, as a failed task's (see store)."""
         self.submitted_elements -= size
-        self.refs.taken += size
+        self.refs.done(range(self.refs.sent - size, self.refs.sent))
 
     def warm_workers(self, threads: dict[str, int]) -> None:
         """Have each worker import the engine now (see :func:`~.worker.warm`).
@@ -252,15 +255,16 @@ class Runner(DeliversAsDone):
         self.submitted_elements += len(batch)
         if self.plan.second is None:
             if batch:  # an empty close needs no task: nothing holds state
-                future = self._task(batch, run_stage, self.plan.first, Batch(batch))
+                future = self._sent(batch, run_stage, self.plan.first, Batch(batch))
                 self.submitted += 1
-                self.in_flight.append((future, len(batch)))
+                self.in_flight.append((future, range(self.refs.sent - len(batch),
+                                                     self.refs.sent)))
                 self._track(future)
             return
         item: Any = batch
         assert self.chain is not None
         if self.plan.first is not None and batch and not self.chain.runs_prefix():
-            item = self._task(batch, run_prefix, self.plan.first, Batch(batch))
+            item = self._sent(batch, run_prefix, self.plan.first, Batch(batch))
         self.submitted += 1
         self.waiting.append((item, close, len(batch)))
         self._start_second()
@@ -270,10 +274,15 @@ class Runner(DeliversAsDone):
         try:
             return self.client.submit(*args, pure=False, **kwargs)
         except TypeError as e:  # Dask's "Could not serialize object of type ..."
-            # Done with, as a failed task's batch (store): not waited for.
-            self.submitted_elements -= len(batch)
-            self.refs.taken += len(batch)
-            raise unsendable(self.label, "Dask workers", batch, e) from e
+            error = unsendable(self.label, "Dask workers", batch, e)
+            raise BatchNotSent(*error.args) from error.__cause__ or e
+
+    def _sent(self, batch: list[Any], *args: Any) -> Future:  # the last batch sent's
+        try:
+            return self._task(batch, *args)
+        except BatchNotSent:
+            self._not_sent(len(batch))
+            raise
 
     def _start_second(self) -> None:
         chain = self.chain
@@ -288,41 +297,67 @@ class Runner(DeliversAsDone):
             total += size
         arg = items[0] if len(items) == 1 else {"parts": items}
         batch = [x for b in items if isinstance(b, Batch) for x in b.items]
-        for future in chain.start(batch, arg, total, close):
+        try:
+            futures = chain.start(batch, arg, total, close)
+        except BatchNotSent:
+            # The round was not sent, the batches that waited: the last ones sent.
+            self._not_sent(total)
+            raise
+        for future in futures:
             self._track(future)
 
-    def submit_close(self) -> None:
+    def submit_close(self) -> list[BaseException]:
         """Submit everything pending, and the end of stream for stateful stages.
 
-        Only the first call does anything.
+        Only the first call does anything. Returns the errors of batches
+        that could not be sent (see :meth:`_task`): the batches after one
+        still go, and the end of stream still reaches the stateful stage.
         """
         if self.closed:
-            return
+            return []
         self.closed = True
-        # The last batches are cut smaller, so that workers finish together
-        # rather than one of them working alone on a long last batch.
-        size = max(1, min(self.sizes.cap, -(-len(self.pending) // self.max_in_flight)))
-        while len(self.pending) > size:
-            batch = self.pending[:size]
-            del self.pending[:size]
-            self._submit(batch, close=False)
-        batch, self.pending = self.pending, []
-        self._submit(batch, close=True)
+        batches, self.pending = self.sizes.last(self.pending, self.max_in_flight), []
+        errors: list[BaseException] = []
+        for i, batch in enumerate(batches, 1):
+            try:
+                self._submit(batch, close=i == len(batches))
+            except BatchNotSent as e:
+                errors.append(e)
+                if i == len(batches):
+                    self._submit([], close=True)
+        return errors
 
     # -- results ------------------------------------------------------------
 
-    def _take(self, done: list[tuple[Future, int]], results: list[StageResult]) -> None:
-        for (_, size), result in zip(done, results, strict=True):
-            self._taken(result.seconds, size)
+    def _take(self, done: list[tuple[Future, range]], results: list[StageResult]) -> None:
+        for (_, positions), result in zip(done, results, strict=True):
+            self._taken(result.seconds, positions)
             self.replay.ready.extend(result.events)
 
     def _take_second(self, results: list[Any]) -> None:
         assert self.chain is not None
         result, size = self.chain.take(results)
-        if size:
-            self._taken(result.seconds, size)
+        if size:  # rounds come back in order: the first items not done
+            self._taken(result.seconds, range(self.refs.taken, self.refs.taken + size))
         self.replay.ready.extend(result.events)
         self._start_second()
+
+    def forget(self) -> None:
+        """End of stream: release every reference, let go of every task (a failed stateful
+        stage's states too) and error kept (their tracebacks hold futures); send nothing more."""
+        self.closed = True
+        self.pending.clear()
+        self.refs.release(everything=True)
+        self.fetcher.clear()
+        self.fetched.clear()
+        self.in_flight.clear()
+        self.waiting.clear()
+        self.warming = []
+        self.failed = None
+        self.more_failures.clear()
+        self.background_errors = []
+        if self.chain is not None:
+            self.chain.forget()
 
     def head(self) -> Future | None:
         """The future whose result is needed next, if any."""
@@ -361,8 +396,8 @@ class Runner(DeliversAsDone):
                 self.broken = True
             else:
                 self.in_flight.remove(item)
-                self.submitted_elements -= item[1]
-                self.refs.taken += item[1]
+                self.submitted_elements -= len(item[1])
+                self.refs.done(item[1])
             raise
 
     def _collect(self, block: bool) -> None:
@@ -450,8 +485,7 @@ class Runner(DeliversAsDone):
         Errors raised downstream do not stop the drain (that would lose the
         results after them): they are returned, in order.
         """
-        errors: list[BaseException] = []
-        self.submit_close()
+        errors = self.submit_close()
         while self.head() is not None:
             try:
                 self.wait_one()

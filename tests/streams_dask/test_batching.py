@@ -58,7 +58,7 @@ def test_partial_batches_wait_while_every_thread_has_a_task_queued(
         source.emit(x)
     runner = scatter._runner
     assert runner is not None
-    assert [size for _, size in runner.in_flight] == [1, 1, 1, 1] + [FIRST_BATCH] * 4
+    assert [len(items) for _, items in runner.in_flight] == [1, 1, 1, 1] + [FIRST_BATCH] * 4
     assert len(runner.pending) == 3
     release.set()
     source.close()

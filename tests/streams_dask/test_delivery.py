@@ -194,3 +194,93 @@ def test_results_finishing_while_the_producer_holds_the_lock_keep_no_callback_wa
     assert collect.seen == list(range(1, 11))
     source.close()
     assert collect.seen == list(range(1, 11))
+
+
+
+class TaskAborted(BaseException):
+    """Not a user function's error (no node policy takes it): its task fails."""
+
+
+def first_held(x: int, name: str) -> int:
+    """``x + 1``, for 0 once the event ``name`` is set, waiting off the
+    worker's thread (so that the other tasks run meanwhile, on any worker);
+    for 1 its task fails."""
+    if x == 0:
+        from distributed import secede
+
+        secede()
+        if not Event(name).wait(timeout=60):
+            raise TimeoutError(f"event {name} was never set")
+    if x == 1:
+        raise TaskAborted
+    return x + 1
+
+
+@pytest.mark.dask
+def test_unordered_results_release_only_their_own_elements_references(client: Client) -> None:
+    # Element 0 comes back last: the others' references go with their own
+    # results, and 0's are held until its own.
+    name = f"release-{uuid.uuid4().hex}"
+    seen: list[int] = []
+    released: list[tuple[int, bool]] = []  # element, and whether its result was in
+    others_released = threading.Event()
+
+    def release(x: int) -> None:
+        released.append((x, x + 1 in seen))
+        if len(released) == 4:
+            others_released.set()
+
+    source: Stream[Any] = Stream()
+    (source.scatter(client=client, batch_size=1, ordered=False)
+     .map(first_held, name).gather().sink(seen.append))
+    refs = [RefCounter(cb=lambda x=x: release(x)) for x in (0, 2, 3, 4, 5)]
+    try:
+        for x, ref in zip((0, 2, 3, 4, 5), refs, strict=True):
+            source.emit(x, metadata=[{"ref": ref}])
+        assert others_released.wait(60), (seen, released)
+        assert refs[0].count == 1
+    finally:
+        Event(name, client=client).set()
+    source.close()
+    assert sorted(seen) == [1, 3, 4, 5, 6]
+    assert sorted(released) == [(x, True) for x in (0, 2, 3, 4, 5)]
+
+
+@pytest.mark.dask
+def test_a_failed_batch_behind_a_running_one_releases_only_its_own_references(
+        client: Client) -> None:
+    # Element 0 runs; the batch of 1, sent after it, fails: 1's references
+    # go, 0's are held until its results come back.
+    from streams_dask import DaskTaskError
+
+    name = f"release-{uuid.uuid4().hex}"
+    source: Stream[Any] = Stream()
+    scatter = source.scatter(client=client, batch_size=1)
+    out = scatter.map(first_held, name).gather().sink_to_list()
+    refs = [RefCounter() for _ in range(4)]
+    failed = threading.Event()
+    try:
+        source.emit(0, metadata=[{"ref": refs[0]}])
+        runner = scatter._runner
+        store = runner.store
+
+        def watched(future: Any, result: Any) -> None:
+            try:
+                store(future, result)
+            except DaskTaskError:
+                failed.set()
+                raise
+
+        runner.store = watched
+        for x in (2, 3, 1):  # 1 last: no emit raises its failure
+            source.emit(x, metadata=[{"ref": refs[x]}])
+        assert failed.wait(60)  # 1's task failed
+        with runner.lock:  # once the callback that met it is done
+            runner.refs.release()
+        assert [r.count for r in refs] == [1, 0, 1, 1]
+    finally:
+        Event(name, client=client).set()
+    with pytest.raises(DaskTaskError, match="TaskAborted"):
+        source.close()
+    assert out == [1, 3, 4]
+    assert [r.count for r in refs] == [0, 0, 0, 0]

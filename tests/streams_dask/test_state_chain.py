@@ -176,3 +176,58 @@ def test_small_states_come_back_with_the_events_and_others_stay_on_the_workers(
         assert events == 0
     else:  # all but the first rounds (no state yet) and the anchors
         assert events >= parts // 2
+
+
+def count(n: int, x: Any) -> int:
+    return n + 1
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+@pytest.mark.parametrize("batch_size", [None, 4])
+def test_a_step_before_the_state_that_also_feeds_a_gather_delivers_each_result_once(
+        client: Client, keyed: bool, batch_size: int | None) -> None:
+    # The step before the first stateful one is the last of the stateless
+    # stage, and its results go both to that state and to a gather().
+    def build(head: Stream[Any], gather: Any) -> tuple[list[Any], list[Any]]:
+        stepped = head.map(lambda x: x + 1)
+        counted = stepped.scan(count, start=0, key=(lambda x: 0) if keyed else None)
+        return gather(counted).sink_to_list(), gather(stepped).sink_to_list()
+
+    def outputs(dask: bool) -> tuple[list[Any], list[Any]]:
+        source: Stream[Any] = Stream()
+        head = source.scatter(client=client, batch_size=batch_size) if dask else source
+        got = build(head, (lambda n: n.gather()) if dask else (lambda n: n))
+        for x in range(10):
+            source.emit(x)
+        source.close()
+        return got
+
+    assert outputs(dask=True) == outputs(dask=False)
+
+
+def lock_at_300(total: int) -> Any:
+    import threading
+
+    return threading.Lock() if total == 300 else total
+
+
+def test_a_failed_stateful_stage_lets_go_of_its_tasks_at_close(client: Client) -> None:
+    # The running total 300's result cannot come back: the chain is cut
+    # there. The rounds in flight and the part tasks since the last anchor
+    # (whose results are the states on the workers) must not outlive close().
+    from streams_dask import DaskTaskError
+
+    source: Stream[Any] = Stream()
+    scatter = source.scatter(client=client, batch_size=4)
+    scatter.scan(lambda a, b: a + b).map(lock_at_300).gather().sink_to_list()
+    for x in range(200):
+        try:
+            source.emit(x)
+        except DaskTaskError:
+            pass  # each call after the failure raises it
+    with pytest.raises(DaskTaskError):
+        source.close()
+    runner = scatter._runner
+    state_chain = chain_of(scatter)
+    assert state_chain.futures() == [] and state_chain.links is None
+    assert runner.count() == 0 and runner.warming == [] and runner.fetched == {}

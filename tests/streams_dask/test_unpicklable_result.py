@@ -10,11 +10,13 @@ that the broken behaviour fails this test instead of hanging the suite.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 import pytest
-from distributed import Client
+from distributed import Client, Event
 
 from streams import Stream
 from streams_dask import DaskTaskError
@@ -212,3 +214,76 @@ def test_a_close_with_failed_batches_still_runs_the_closing_work_after_gather(
     raised = emitted_and_closed(source, range(10), "close() hung")
     assert raised and all(isinstance(e, DaskTaskError) for e in raised), raised
     assert len(windows) == 1 and sorted(windows[0]) == sorted(out), (windows, out)
+
+
+def is_lock_batch(batch: list[Any]) -> bool:
+    return any(isinstance(x, type(threading.Lock())) for x in batch)
+
+
+def watch_unsent(scatter: Any, then: Any) -> None:
+    """Call ``then()`` once the runner of ``scatter`` has failed to send a batch
+    holding a lock (whichever thread sent it)."""
+    runner = scatter._runner
+    task = runner._task
+
+    def watched(batch: list[Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return task(batch, *args, **kwargs)
+        finally:
+            if is_lock_batch(batch):
+                then()
+
+    runner._task = watched
+
+
+@pytest.mark.dask
+def test_a_batch_not_sent_from_the_callback_thread_loses_nothing_else(client: Client) -> None:
+    # The lock waits for a batch while the one task allowed runs; when that
+    # task ends, distributed's callback thread delivers its result and sends
+    # the next batch, which fails to pickle. The elements after it must
+    # still all come back by the end of close().
+    from tests.streams_dask.test_batching import HOLD_SECONDS, held
+
+    release = Event(f"release-{uuid.uuid4().hex}", client=client)
+    tried = threading.Event()
+    try:
+        source: Stream[Any] = Stream()
+        scatter = source.scatter(client=client, batch_size=2, max_in_flight=1)
+        out = scatter.map(partial(held, release.name, 0)).gather().sink_to_list()
+        source.emit(0)  # runs until released
+        watch_unsent(scatter, tried.set)
+        source.emit(threading.Lock())
+        assert len(scatter._runner.pending) == 1  # no room on the cluster: it waits
+        release.set()
+        assert tried.wait(HOLD_SECONDS), "the callback thread never sent the lock's batch"
+        with pytest.raises(TypeError, match="cannot be pickled to send"):
+            source.emit(2)  # the background error, raised once 2 is accepted
+        for x in range(3, 10):
+            source.emit(x)
+        source.close()
+    finally:
+        release.set()
+    assert out == [1, *range(3, 11)]
+
+
+@pytest.mark.dask
+def test_a_batch_not_sent_at_close_loses_nothing_else_and_ends_the_stream(
+        client: Client) -> None:
+    from tests.streams_dask.test_batching import held
+
+    release = Event(f"release-{uuid.uuid4().hex}", client=client)
+    try:
+        source: Stream[Any] = Stream()
+        scatter = source.scatter(client=client, batch_size=2, max_in_flight=1)
+        gathered = scatter.map(partial(held, release.name, 0)).gather()
+        out = gathered.sink_to_list()
+        source.emit(0)  # runs until the close has tried to send the lock's batch
+        watch_unsent(scatter, release.set)
+        source.emit(threading.Lock())
+        assert len(scatter._runner.pending) == 1
+        with pytest.raises(TypeError, match="cannot be pickled to send"):
+            source.close()
+    finally:
+        release.set()
+    assert out == [1]
+    assert gathered._closed
