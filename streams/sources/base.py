@@ -485,12 +485,3 @@ class FileSource(Source[T]):
         ckpt = self._checkpointer
         if ckpt is not None and (pending := ckpt.step()) is not None:
             run_sync(pending)
-
-    async def _element_done(self, pending: Any, read: int) -> None:
-        """:meth:`_element_done_sync` on a loop (the element's ``begin()`` came before it)."""
-        if pending is not None:
-            await pending
-        self.offset += read
-        ckpt = self._checkpointer
-        if ckpt is not None and (pending := ckpt.step()) is not None:
-            await pending

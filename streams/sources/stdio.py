@@ -236,8 +236,12 @@ class FromStdin(FileSource[Any]):
             if ckpt is not None:
                 ckpt.begin()
             ok, x = self._element(line)
-            # Failing, the line is read again by a new start().
-            await self._element_done(self._push(x) if ok else x, len(line))
+            pending = self._push(x) if ok else x
+            if pending is not None:
+                await pending  # failing, the line is read again by a new start()
+            self.offset += len(line)
+            if ckpt is not None and (pending := ckpt.step()) is not None:
+                await pending
             if self.stopped:
                 return
         if self._pipe is None:  # else stopped while the pipe was silent: it is kept

@@ -358,8 +358,12 @@ class FromTextfile(FileSource[str]):
             line = self._unmarked(line, mark)  # offset 0: the pipe's first line
             if ckpt is not None:
                 ckpt.begin()
-            # Failing, the line is gone: a pipe cannot be read again.
-            await self._element_done(self._push(line.decode(encoding)), len(line))
+            pending = self._push(line.decode(encoding))
+            if pending is not None:
+                await pending  # failing, the line is gone: a pipe cannot be read again
+            self.offset += len(line)
+            if ckpt is not None and (pending := ckpt.step()) is not None:
+                await pending
         return False
 
     async def _run_async(self) -> None:
@@ -408,9 +412,12 @@ class FromTextfile(FileSource[str]):
                         break
                     if ckpt is not None:
                         ckpt.begin()
-                    # Failing, the line is read again by a new start().
-                    await self._element_done(
-                        self._push(line if text else line.decode(encoding)), len(line))
+                    pending = self._push(line if text else line.decode(encoding))
+                    if pending is not None:
+                        await pending  # failing, the line is read again by a new start()
+                    self.offset += len(line)
+                    if ckpt is not None and (pending := ckpt.step()) is not None:
+                        await pending
             else:
                 return  # stopped: a new start() resumes after the last emitted line
             if buffer and not self.stopped:
@@ -418,8 +425,12 @@ class FromTextfile(FileSource[str]):
                 last = buffer[0][:0].join(buffer)
                 if ckpt is not None:
                     ckpt.begin()
-                await self._element_done(
-                    self._push(last if text else last.decode(encoding)), len(last))
+                pending = self._push(last if text else last.decode(encoding))
+                if pending is not None:
+                    await pending
+                self.offset += len(last)
+                if ckpt is not None and (pending := ckpt.step()) is not None:
+                    await pending
         finally:
             # A partial last line read but not emitted is read again by the
             # next start(), which reopens the file at the last emitted line.
