@@ -476,7 +476,10 @@ class FileSource(Source[T]):
         The bytes count once the work is done: an element whose work fails
         is read again by the next ``start()`` (contract 9). Between two
         elements nothing is half-processed, so a checkpoint taken here is
-        consistent.
+        consistent. On a loop, the line loops of ``from_textfile`` and
+        ``from_stdin`` write the same steps inline: a call per line cost
+        reading a file 14% (a method returning what to await) and 37% (a
+        coroutine) of its time (500,000 lines, 2026-12-05).
         """
         __tracebackhide__ = True  # pytest, IPython: show the user's frames
         if pending is not None:
