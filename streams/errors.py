@@ -163,7 +163,7 @@ def _failed_argument(node: Stream[Any], element: Any, error: BaseException) -> s
     timed_window(60.0) failed on element ('u',) in time=1: IndexError: tuple index out of range
     """
     failing = []
-    expiry = getattr(node, "_expiry", None)  # ttl='s time=
+    expiry = getattr(node, "_expiry", None)  # a ttl's time=
     readers = [(argument, getattr(node, attribute, None)) for argument, attribute in _READERS]
     for argument, reader in [*readers, ("time", getattr(expiry, "time", None))]:
         if type(reader) is not operator.itemgetter:  # a user's function may have effects

@@ -19,6 +19,7 @@ import functools
 
 __all__ = ["delimiter_bytes"]
 
+
 def delimiter_bytes(op: str, delimiter: str, encoding: str) -> bytes:
     """The bytes that end a line in ``encoding``, without a byte-order mark.
 
@@ -33,7 +34,6 @@ def delimiter_bytes(op: str, delimiter: str, encoding: str) -> bytes:
     (b'\\r\\n', b'|')
     >>> delimiter_bytes("from_textfile", "\\n", "shift_jis")
     b'\\n'
-
     >>> delimiter_bytes("from_textfile", "|", "shift_jis")
     Traceback (most recent call last):
     ...
