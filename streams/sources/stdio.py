@@ -130,6 +130,7 @@ class FromStdin(FileSource[Any]):
             # then, as a restore seeks to it (a pipe's counts from its start).
             f, here = underneath(f, "from_stdin")
             self.offset = here or 0
+            self._expected = None  # a checkpoint's at 0 holds nothing to check
             return f
         f = getattr(f, "buffer", f)
         if self.offset and not self._read_here:

@@ -143,6 +143,30 @@ def test_a_checkpoint_over_another_file_redirected_is_refused(tmp_path: Path) ->
     assert "not the one the checkpoint was taken over" in refused.stderr
 
 
+def test_a_checkpoint_at_the_start_of_a_file_then_resumes_it_grown(tmp_path: Path) -> None:
+    # The first run's checkpoint holds no bytes before its offset 0: the
+    # second run's must hold its own, or a third run's resume is refused.
+    from streams import Checkpointer
+
+    path = tmp_path / "in.txt"
+
+    def run() -> list[str]:
+        with path.open("rb") as f:
+            source = Stream.from_stdin(file=f, format="text")
+            out = source.sink_to_list()
+            Checkpointer(source, tmp_path / "ckpt", every=1, fsync=False)
+            source.start()
+        return out
+
+    path.write_bytes(b"")
+    assert run() == []
+    path.write_bytes(b"1\n2\n")
+    assert run() == ["1", "2"]
+    with path.open("ab") as f:
+        f.write(b"3\n")
+    assert run() == ["3"]
+
+
 def test_a_pipe_cannot_be_resumed(tmp_path: Path) -> None:
     source = Stream.from_stdin(file=io.BytesIO(b"1\n"))
     source.offset = 2
