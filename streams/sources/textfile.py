@@ -198,6 +198,7 @@ class FromTextfile(FileSource[str]):
                         f"{self._label()}: cannot resume at byte {self.offset}: the file is a "
                         "pipe, which cannot be read again; remove the checkpoint to start "
                         "afresh")
+                self._expected = None  # a checkpoint's at 0: nothing to check
             elif self.offset or self._positioned:  # resuming (or restored): that position wins
                 fp.seek(self.offset)
                 self._check_before(fp)
