@@ -131,6 +131,10 @@ def _moment(key: _dt.datetime | _dt.timedelta) -> Any:
     """One form for times a dict takes as one: an aware datetime in UTC, a subclass's
     (pandas' ``Timestamp``) as the plain type's, without ``fold`` (equality ignores it).
 
+    A time finer than a microsecond (a ``Timestamp``'s nanoseconds) keeps its
+    type, in UTC if aware; one that cannot say its offset (``NaT``) or has no
+    UTC form (``datetime.min`` east of Greenwich) is left as it is.
+
     >>> from datetime import datetime, timedelta, timezone
     >>> paris = timezone(timedelta(hours=1))
     >>> _moment(datetime(2024, 1, 1, 1, tzinfo=paris)) == _moment(datetime(2024, 1, 1, 0,
@@ -139,10 +143,17 @@ def _moment(key: _dt.datetime | _dt.timedelta) -> Any:
     (True, True)
     """
     if isinstance(key, _dt.timedelta):
+        if getattr(key, "nanoseconds", 0):
+            return key
         return _dt.timedelta(key.days, key.seconds, key.microseconds)
-    aware = key.utcoffset() is not None
-    if aware:
-        key = key.astimezone(_dt.UTC)
+    try:
+        aware = key.utcoffset() is not None
+        if aware:
+            key = key.astimezone(_dt.UTC)
+    except (ValueError, OverflowError):  # NaT; out of range in UTC
+        return key
+    if getattr(key, "nanosecond", 0):
+        return key
     return _dt.datetime(key.year, key.month, key.day, key.hour, key.minute, key.second,
                         key.microsecond, tzinfo=_dt.UTC if aware else None)
 

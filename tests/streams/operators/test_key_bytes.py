@@ -134,3 +134,17 @@ def test_equal_times_give_equal_bytes(when: datetime, minutes: int) -> None:
         assert twin == when
         assert key_bytes(twin) == key_bytes(when)
     assert key_bytes(pd.Timedelta(seconds=minutes)) == key_bytes(timedelta(seconds=minutes))
+
+
+def test_times_a_dict_tells_apart_stay_apart_and_odd_ones_do_not_fail() -> None:
+    import pandas as pd
+
+    one, two = pd.Timestamp("2024-01-01 00:00:00.000000001"), pd.Timestamp(
+        "2024-01-01 00:00:00.000000002")
+    assert one != two and key_bytes(one) != key_bytes(two)  # a nanosecond apart
+    paris = pd.Timestamp("2024-01-01 01:00:00.000000001", tz="Europe/Paris")
+    assert key_bytes(paris) == key_bytes(paris.tz_convert("UTC"))
+    assert key_bytes(pd.Timedelta(1, "ns")) != key_bytes(pd.Timedelta(2, "ns"))
+    east = datetime.min.replace(tzinfo=timezone(timedelta(hours=1)))  # no UTC form
+    for odd in (pd.NaT, east):
+        assert key_bytes(odd) == key_bytes(odd)
