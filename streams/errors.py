@@ -138,18 +138,20 @@ class NodeError(Exception):
         return (RemoteNodeError, (str(self),))
 
 
-#: The attributes where nodes keep the functions of their ``time=``, ``key=``
-#: and ``table_key=`` arguments, by argument (and an ``Expiry``'s ``time``).
-_READERS = (("time", "_time"), ("key", "_key"), ("table_key", "_table_key"))
+#: The attributes where nodes of one input keep the functions of their
+#: ``time=`` and ``key=`` arguments, by argument (and an ``Expiry``'s ``time``).
+_READERS = (("time", "_time"), ("key", "_key"))
 
 
 def _failed_argument(node: Stream[Any], element: Any, error: BaseException) -> str:
     """`` in time=1``: the item argument of ``node`` that fails on ``element`` as ``error`` did.
 
     An item key (``key=0``, ``time="ts"``) runs as inline code, so no line
-    of the user's shows in the traceback: the node's several such readers
-    are tried again on the element (item access has no side effects), and
-    those failing with the same error are named.
+    of the user's shows in the traceback: the node's such readers are tried
+    again on the element, and those failing with the same error are named.
+    Only a node of one input (a join's or a lookup's readers are each of one
+    side) and an element whose item access changes nothing (a tuple, a list,
+    a dict; a ``defaultdict`` adds the key it is asked for).
 
     Examples
     --------
@@ -162,9 +164,12 @@ def _failed_argument(node: Stream[Any], element: Any, error: BaseException) -> s
     ...     print(e)
     timed_window(60.0) failed on element ('u',) in time=1: IndexError: tuple index out of range
     """
-    failing = []
+    if len(node.upstreams) != 1 or not (isinstance(element, tuple)
+                                        or type(element) in (list, dict)):
+        return ""
     expiry = getattr(node, "_expiry", None)  # a ttl's time=
     readers = [(argument, getattr(node, attribute, None)) for argument, attribute in _READERS]
+    failing = []
     for argument, reader in [*readers, ("time", getattr(expiry, "time", None))]:
         if type(reader) is not operator.itemgetter:  # a user's function may have effects
             continue

@@ -199,6 +199,9 @@ def test_messages_say_what_to_do_for_unhashable_elements_and_returns_state() -> 
      "in time=2:"),
     (lambda s: s.session_window(5.0, time="t", key="k"), {"t": 1.0}, "in key='k':"),
     (lambda s: s.scan(operator.add, key=lambda e: e["k"]), {"j": 1}, "on element {'j': 1}: "),
+    # One side's readers are not tried on the other's elements.
+    (lambda s: s.lookup(Stream(), key="id", table_key="id"), {"user": 7},
+     "on element {'user': 7}: "),
 ])
 def test_an_item_key_that_fails_is_named(build, element, argument, fused: bool) -> None:
     # An item key runs as inline code: no line of the user's names it in the traceback.
