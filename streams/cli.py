@@ -163,14 +163,15 @@ def _redis_start(text: str) -> Any:
     """``from_redis``'s ``start`` (after which it reads) for ``--offset`` / ``--since``.
 
     An entry id is the first one shown (``from_redis`` reads after its
-    ``start``); an id without its sequence number is its first, ``-0``.
+    ``start``); an id without its sequence number is its first, ``-0``;
+    ``$`` is Redis' own word for ``latest``.
 
     >>> _redis_start("earliest"), _redis_start("latest"), _redis_start("1001")
     ('0', '$', '1000-18446744073709551615')
     >>> _redis_start("1700000000000-3"), _redis_start("1970-01-01T00:00:02+00:00")
     ('1700000000000-2', 2.0)
     """
-    if text in ("earliest", "latest"):
+    if text in ("earliest", "latest", "$"):
         return "0" if text == "earliest" else "$"
     entry = _ENTRY_ID.fullmatch(text)
     if entry:

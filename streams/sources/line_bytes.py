@@ -8,8 +8,8 @@ in an encoding of one byte a character (latin-1, cp1252); in another, for
 a delimiter whose bytes no other character writes, nor a shift escape (a
 newline in EUC-JP, Shift_JIS, ISO-2022-JP). They do not in UTF-16 and
 UTF-32, nor for a delimiter whose byte a character's second byte may be
-(``|`` in Shift_JIS, Big5, GBK, GB18030, cp949: "ポ" is ``b"\\x83|"`` in
-Shift_JIS; in ISO-2022-JP, Japanese text is ASCII bytes between escapes).
+(``|`` in Shift_JIS, Big5, GBK, GB18030: "ポ" is ``b"\\x83|"`` in Shift_JIS;
+in ISO-2022-JP, Japanese text is ASCII bytes between escapes).
 """
 
 from __future__ import annotations

@@ -228,7 +228,7 @@ def test_a_redis_tap_starts_where_offset_says(redis_url: str) -> None:
 
     assert tap("--offset", "earliest") == ["e0", "e1", "e2"]
     assert tap("--offset", "1001") == tap("--offset", "1001-0") == ["e1", "e2"]
-    assert tap("--offset", "latest") == []
+    assert tap("--offset", "latest") == tap("--offset", "$") == []
     assert tap("--since", "1970-01-01T00:00:01.001+00:00") == ["e1", "e2"]
     bad = streams_cli("tap", uri, "--offset", "soon")
     assert bad.returncode == 2 and "entry id" in bad.stderr
