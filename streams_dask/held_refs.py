@@ -1,4 +1,8 @@
-"""The references of elements in flight on Dask, held until their results are replayed."""
+"""The references of elements in flight on Dask, held until their results are replayed.
+
+And, for a stage without state, the metadata of each batch's elements,
+which its results carry downstream of ``gather()`` (see :meth:`HeldRefs.mark`).
+"""
 
 from __future__ import annotations
 
@@ -42,7 +46,7 @@ class HeldRefs:
     0
     """
 
-    __slots__ = ("_ahead", "_fresh", "_held", "sent", "taken")
+    __slots__ = ("_ahead", "_batches", "_fresh", "_held", "sent", "taken")
 
     def __init__(self) -> None:
         self._held: deque[tuple[int, Any]] = deque()
@@ -53,6 +57,8 @@ class HeldRefs:
         self._ahead: dict[int, int] = {}
         #: Those of them whose references are still to release.
         self._fresh: list[tuple[int, int]] = []
+        #: Marked batches in flight, by first position: each item's metadata, or None.
+        self._batches: dict[int, list[Any]] = {}
 
     def __bool__(self) -> bool:
         return bool(self._held)
@@ -66,12 +72,50 @@ class HeldRefs:
         """Take ``(position, metadata)`` pairs whose references are retained already."""
         self._held.extend(held)
 
+    def mark(self, positions: range) -> bool:
+        """Keep the metadata of the items at ``positions``, a batch being sent.
+
+        Returns whether any of them has metadata: then its results are to
+        carry it (its task marks where each item's events begin, see
+        :func:`~streams_dask.worker.run_marked`), and :meth:`marks` gives
+        it back when they are taken. Items are held in position order: a
+        batch with no metadata is told apart at its last item.
+
+        >>> refs = HeldRefs()
+        >>> refs.hold([{"offset": 7}], position=1)
+        >>> refs.sent = 3  # one batch of three elements, the second with metadata
+        >>> refs.mark(range(0, 3)), refs.marks(range(0, 3))
+        (True, [None, [{'offset': 7}], None])
+        """
+        held = self._held
+        start, end = positions.start, positions.stop
+        if not held or held[-1][0] < start:
+            return False
+        found = False
+        metadata: list[Any] = [None] * len(positions)
+        for position, item in reversed(held):  # elements still pending come last
+            if position < start:
+                break
+            if position < end:
+                metadata[position - start] = item
+                found = True
+        if found:
+            self._batches[start] = metadata
+        return found
+
+    def marks(self, positions: range) -> list[Any] | None:
+        """The metadata :meth:`mark` kept for the batch at ``positions``
+        (one per item, None where it has none), or None."""
+        return self._batches.pop(positions.start, None) if self._batches else None
+
     def done(self, positions: range) -> None:
         """The items at ``positions`` (a batch's) are done with.
 
         Their results were taken back, or will never come (a failed batch).
         """
         start, end = positions.start, positions.stop
+        if self._batches:
+            self._batches.pop(start, None)
         if start > self.taken:
             self._ahead[start] = end
             self._fresh.append((start, end))
@@ -85,6 +129,8 @@ class HeldRefs:
     def release(self, everything: bool = False) -> None:
         """Release the references of the items done with (or of every item)."""
         held = self._held
+        if everything:
+            self._batches.clear()
         while held and (everything or held[0][0] < self.taken):
             release_refs(held.popleft()[1])
         if self._fresh and held:

@@ -20,7 +20,6 @@ from streams.segment import SegmentEntry, raised_after
 
 from .async_driver import AsyncDriver
 from .client import Connection, client_loop_running_here, connect, connect_async, inform_loop
-from .key_groups import GroupStates
 from .runner import Runner
 from .segment import DaskSegment, plan_stages
 from .ticks import WindowClock
@@ -84,6 +83,17 @@ class Scatter(SegmentEntry, Stream[Any]):
     and records it; a pipeline restarted from it resumes that state on the
     cluster. (The cluster drains at each checkpoint: checkpoint every few
     batches' worth of elements, not every few elements.)
+
+    streamz's metadata (``emit(x, metadata=[{"ref": RefCounter}])``) stays
+    on the client, and an element's references are held until its results
+    have gone on from ``gather()``. If no step of the segment keeps state
+    (``map``, ``filter``, ``flatten``...), ``gather()`` emits each result
+    with its element's metadata, as in-process: a window after ``gather()``
+    holds the references. With a stateful step on the workers (a window, a
+    ``scan``), results go on without metadata, and an element's references
+    are released once its batch's results have, even while that step holds
+    the element: where a source commits what is released (streamz's Kafka
+    checkpointing), put such a step after ``gather()``.
 
     Parameters
     ----------
@@ -197,17 +207,8 @@ class Scatter(SegmentEntry, Stream[Any]):
         if self._overlap and not self.asynchronous:
             runner.deliver_as_done()
         if plan.second is not None and self._restored is not None:
-            # The stateful stage resumes from a checkpoint.
-            grouped = {isinstance(s, GroupStates) for s in self._restored.values()}
-            if grouped and grouped != {plan.keyed}:
-                raise ValueError(
-                    f"{self._label()}: the checkpoint holds this segment's state "
-                    f"{'by key group' if True in grouped else 'as one state'}, but the "
-                    f"segment now runs {'by key group' if plan.keyed else 'as one stage'}: "
-                    "the graph changed since it was taken; restart without it")
-            assert runner.chain is not None
-            runner.chain.states = {segment.nodes[position]._node_id: state
-                                   for position, state in self._restored.items()}
+            assert runner.chain is not None  # the stateful stage resumes from a checkpoint
+            runner.chain.states = segment.by_node(self._restored, plan.keyed)
         if self.show_progress:
             from streams.jupyter.progress import progress_bar
 
@@ -405,8 +406,6 @@ class Scatter(SegmentEntry, Stream[Any]):
         await self._aflush()
 
     def _running_states(self) -> dict[int, Any] | None:
-        # Keyed by each node's position in the segment (node ids change from
-        # run to run).
         # The states at the chain's last anchor: after a checkpoint's barrier,
         # those of every element whose results were replayed.
         runner = self._runner
@@ -415,8 +414,7 @@ class Scatter(SegmentEntry, Stream[Any]):
             return None
         segment = self._segment
         assert isinstance(segment, DaskSegment)
-        position = {n._node_id: i for i, n in enumerate(segment.nodes)}
-        return {position[node_id]: state for node_id, state in states.items()}
+        return segment.by_position(states)
 
     # -- end of stream -------------------------------------------------------
 

@@ -52,15 +52,13 @@ from .held_refs import HeldRefs
 from .key_groups import parts
 from .replay import Replay
 from .segment import Plan
-from .worker import Batch, StageResult, run_prefix, run_stage, warm
+from .sync_driving import POLL_EVERY, DrivesSynchronously
+from .worker import Batch, StageResult, run_marked, run_prefix, run_stage, warm
 
 __all__ = ["POLL_EVERY", "DaskTaskError", "Runner"]
 
-#: A synchronous producer looks for finished results every this many elements.
-POLL_EVERY = 16
 
-
-class Runner(DeliversAsDone):
+class Runner(DeliversAsDone, DrivesSynchronously):
     """Runs one Dask segment for its ``scatter()`` node.
 
     Parameters
@@ -255,10 +253,11 @@ class Runner(DeliversAsDone):
         self.submitted_elements += len(batch)
         if self.plan.second is None:
             if batch:  # an empty close needs no task: nothing holds state
-                future = self._sent(batch, run_stage, self.plan.first, Batch(batch))
+                positions = range(self.refs.sent - len(batch), self.refs.sent)
+                task = run_marked if self.refs.mark(positions) else run_stage
+                future = self._sent(batch, task, self.plan.first, Batch(batch))
                 self.submitted += 1
-                self.in_flight.append((future, range(self.refs.sent - len(batch),
-                                                     self.refs.sent)))
+                self.in_flight.append((future, positions))
                 self._track(future)
             return
         item: Any = batch
@@ -331,8 +330,8 @@ class Runner(DeliversAsDone):
 
     def _take(self, done: list[tuple[Future, range]], results: list[StageResult]) -> None:
         for (_, positions), result in zip(done, results, strict=True):
+            self.replay.add(result, self.refs.marks(positions))  # done() forgets them
             self._taken(result.seconds, positions)
-            self.replay.ready.extend(result.events)
 
     def _take_second(self, results: list[Any]) -> None:
         assert self.chain is not None
@@ -365,10 +364,8 @@ class Runner(DeliversAsDone):
             return self.in_flight[0][0]
         return None if self.chain is None else self.chain.head()
 
-    # -- synchronous driving -----------------------------------------------------
-    # The client's loop (its own thread, for a synchronous client) fetches
-    # results as tasks finish, so the head result is usually here when needed:
-    # the producer waits for no round trip to a worker unless the bound is reached.
+    # -- results fetched as tasks finish ------------------------------------------
+    # (A synchronous producer waits for them through DrivesSynchronously.)
 
     def _track(self, future: Future) -> None:
         self.fetcher.add(future)
@@ -443,58 +440,3 @@ class Runner(DeliversAsDone):
         """Collect finished results at the head, without waiting."""
         self._collect(block=False)
         self._take_fetched()
-
-    def accept(self, x: Any, metadata: Any = None) -> None:
-        """Take ``x`` from a synchronous producer; return once it may go on.
-
-        Finished results are looked for every :data:`POLL_EVERY` elements
-        (looking costs about as much as the rest of the way of an element),
-        and at every element while the bound is reached.
-        """
-        self.pending.append(x)
-        if metadata is not None:
-            self.hold_refs(metadata)
-        self.pump()
-        self.accepted += 1
-        if not self.accepted % POLL_EVERY or self.full():
-            self.poll()
-            while self.full():
-                self.wait_any()
-                self.pump()
-            self.pump()
-
-    def wait_any(self) -> None:
-        """Block until some task is done, then collect what is done.
-
-        Any task, not only the head: a finished task frees a place on the
-        cluster even while its result waits for an earlier one.
-        """
-        if not self.head_ready():
-            self._collect(block=True)
-        self._take_fetched()
-
-    def wait_one(self) -> None:
-        """Block until the head result is in, then collect what is done."""
-        while not self.head_ready():
-            self._collect(block=True)
-        self._take_fetched()
-
-    def drain(self) -> list[BaseException]:
-        """Wait for every task and replay everything (end of stream).
-
-        Errors raised downstream do not stop the drain (that would lose the
-        results after them): they are returned, in order.
-        """
-        errors = self.submit_close()
-        while self.head() is not None:
-            try:
-                self.wait_one()
-            except DaskTaskError as e:
-                # A stateless stage's failed batch left the queue: the others
-                # still come. After a stateful stage's, nothing can.
-                errors.append(e)
-                if self.failed is not None:
-                    break
-            self.replay.run(errors)
-        self.replay.run(errors)
-        return errors

@@ -23,6 +23,8 @@ from streams.errors import short_repr
 from streams.segment import join_here
 from streams.stage import StageOp, StagePlan
 
+from .key_groups import GroupStates
+
 if TYPE_CHECKING:
     from .nodes import Scatter
 
@@ -131,6 +133,30 @@ class DaskSegment(Segment):
         if not all(isinstance(o, DaskSegment) for o in others):
             return None
         return join_here(node)
+
+    def by_position(self, states: dict[int, Any]) -> dict[int, Any]:
+        """``states`` (by node id) by each node's position in the segment instead.
+
+        A checkpoint keeps them so: node ids change from run to run.
+        """
+        position = {n._node_id: i for i, n in enumerate(self.nodes)}
+        return {position[node_id]: state for node_id, state in states.items()}
+
+    def by_node(self, states: dict[int, Any], keyed: bool) -> dict[int, Any]:
+        """A checkpoint's ``states`` (see :meth:`by_position`) by node id, for the stateful
+        stage, which runs by key group if ``keyed``.
+
+        States kept by key group for a stage that now runs as one, or the
+        other way round, are refused: the graph changed since.
+        """
+        grouped = {isinstance(s, GroupStates) for s in states.values()}
+        if grouped and grouped != {keyed}:
+            raise ValueError(
+                f"{self.entry._label()}: the checkpoint holds this segment's state "
+                f"{'by key group' if True in grouped else 'as one state'}, but the "
+                f"segment now runs {'by key group' if keyed else 'as one stage'}: "
+                "the graph changed since it was taken; restart without it")
+        return {self.nodes[position]._node_id: state for position, state in states.items()}
 
     def add_exit(self, gather: Stream[Any]) -> None:
         """Register a ``gather()`` node: results come back through it."""
