@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from .fetching import BatchNotSent
 from .runner import Runner
 
 __all__ = ["AsyncDriver"]
@@ -72,7 +73,10 @@ class AsyncDriver:
             self.error = None
         errors.extend(runner.submit_close())
         while runner.head() is not None:
-            await self.await_one()
+            try:
+                await self.await_one()
+            except BatchNotSent as e:  # a stateful round that waited (see Runner._start_second)
+                errors.append(e)
             await self.runner.replay.run_async(errors)
         await self.runner.replay.run_async(errors)
         return errors

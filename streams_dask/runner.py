@@ -299,8 +299,12 @@ class Runner(DeliversAsDone, DrivesSynchronously):
         try:
             futures = chain.start(batch, arg, total, close)
         except BatchNotSent:
-            # The round was not sent, the batches that waited: the last ones sent.
+            # The round was not sent, the batches that waited (the last ones
+            # sent) with it; the end of stream it carried goes on its own.
             self._not_sent(total)
+            if close:
+                self.waiting.append(([], True, 0))
+                self._start_second()
             raise
         for future in futures:
             self._track(future)

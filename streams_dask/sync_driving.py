@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .fetching import DaskTaskError
+from .fetching import BatchNotSent, DaskTaskError
 from .replay import Replay
 
 __all__ = ["POLL_EVERY", "DrivesSynchronously"]
@@ -107,6 +107,11 @@ class DrivesSynchronously:
                 errors.append(e)
                 if self.failed is not None:
                     break
+            except BatchNotSent as e:
+                # A stateful stage's round that waited could not be sent
+                # (see Runner._start_second): the rounds before it still
+                # come, and the end of stream still goes.
+                errors.append(e)
             self.replay.run(errors)
         self.replay.run(errors)
         return errors

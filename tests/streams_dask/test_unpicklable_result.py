@@ -9,6 +9,9 @@ that the broken behaviour fails this test instead of hanging the suite.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import re
 import threading
 import uuid
 from collections.abc import Iterable
@@ -286,4 +289,56 @@ def test_a_batch_not_sent_at_close_loses_nothing_else_and_ends_the_stream(
     finally:
         release.set()
     assert out == [1]
+    assert gathered._closed
+
+
+def held_add(name: str, total: int, x: Any) -> int:
+    """``total + x``, once event ``name`` is set for 0."""
+    from tests.streams_dask.test_batching import HOLD_SECONDS
+
+    if x == 0 and not Event(name).wait(timeout=HOLD_SECONDS):
+        raise TimeoutError(f"event {name} was never set")
+    return total + x
+
+
+@pytest.mark.dask
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_stateful_round_not_sent_at_close_lets_the_rounds_before_it_end_the_stream(
+        client: Client, asynchronous: bool) -> None:
+    # The first round runs until released; the batches after it wait for it
+    # and go as one round, at close, which cannot be pickled: the rounds
+    # before it come back, and the end of stream still reaches the scan.
+    release = Event(f"release-{uuid.uuid4().hex}", client=client)
+    source: Stream[Any] = Stream(asynchronous=asynchronous)
+    scatter = source.to_dask(client).scatter(batch_size=2, max_in_flight=8)
+    gathered = scatter.scan(partial(held_add, release.name), start=0).gather()
+    out = gathered.sink_to_list()
+
+    async def run() -> None:
+        for x in [0, 1, 2, 3, 4, 5, 6, 7, threading.Lock(), 9]:
+            await source.emit(x)
+        assert scatter._runner.waiting  # batches wait for the rounds ahead
+        release.set()
+        await source.aclose()
+
+    try:
+        with pytest.raises(TypeError, match=r"element\(s\) of its batch were not sent") as info:
+            if asynchronous:
+                asyncio.run(run())
+            else:
+                for x in [0, 1, 2, 3, 4, 5, 6, 7, threading.Lock(), 9]:
+                    source.emit(x)
+                assert scatter._runner.waiting
+                release.set()
+                source.close()
+    finally:
+        release.set()
+    found = re.search(r"so the (\d+) element", str(info.value))
+    assert found is not None
+    lost = int(found.group(1))
+    # Lost: the lock's round, the batches that waited with it (elements in a
+    # row, the lock among them); the scan's totals are those of the others.
+    sent = [[x for k, x in enumerate([*range(8), None, 9]) if not i <= k < i + lost]
+            for i in range(9 - lost, 9) if i >= 0]
+    assert out in [list(itertools.accumulate(kept)) for kept in sent]
     assert gathered._closed
