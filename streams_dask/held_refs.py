@@ -118,7 +118,8 @@ class HeldRefs:
             self._batches.pop(start, None)
         if start > self.taken:
             self._ahead[start] = end
-            self._fresh.append((start, end))
+            if self._held:  # else none of its items is (they were held before being sent)
+                self._fresh.append((start, end))
             return
         self.taken = max(self.taken, end)
         # Batches are cut one after the other: one done ahead starts where

@@ -284,3 +284,15 @@ def test_a_failed_batch_behind_a_running_one_releases_only_its_own_references(
         source.close()
     assert out == [1, 3, 4]
     assert [r.count for r in refs] == [0, 0, 0, 0]
+
+
+def test_batches_done_out_of_order_keep_nothing_when_no_reference_is_held() -> None:
+    from streams_dask.held_refs import HeldRefs
+
+    refs = HeldRefs()
+    for start in range(0, 2_000, 2):  # each pair of one-item batches back the other way round
+        refs.sent = start + 2
+        refs.done(range(start + 1, start + 2))
+        refs.done(range(start, start + 1))
+    assert refs.taken == 2_000
+    assert refs._fresh == [] and refs._ahead == {}
