@@ -28,6 +28,7 @@ from .cycles import check_connect, recursion_error
 from .errors import StreamClosedError, apply_policy, check_policy, error_stream, not_a_stream
 from .fusion import compile_installed as _compile_installed
 from .fusion import invalidate as _invalidate
+from .metadata import emit_with_metadata
 from .pending import asynchronous_of
 from .pending import done as _done
 from .pending import finish_emit as _finish_emit
@@ -178,8 +179,6 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         """
         if metadata is None:
             return self._push(x)
-        from .metadata import emit_with_metadata
-
         return emit_with_metadata(self, x, metadata)
 
     def emit(self, x: T, asynchronous: bool = False, metadata: Any = None) -> Any:
