@@ -288,26 +288,53 @@ class Runner(DeliversAsDone, DrivesSynchronously):
         if chain is None or not chain.ready() or not self.waiting:
             return
         # Batches that waited (for a round ahead, or an anchor) run as one round.
-        items: list[Any] = []
-        total = 0
-        while self.waiting:
-            item, close, size = self.waiting.popleft()
-            items.append(item if isinstance(item, Future) else Batch(item))
-            total += size
+        waited = list(self.waiting)
+        self.waiting.clear()
+        try:
+            self._start_round(chain, waited)
+            return
+        except BatchNotSent as e:
+            error: BatchNotSent | None = e
+        # Not sent: then each batch as a round of its own, so that only the one
+        # that cannot be pickled is lost. They were the last ones sent.
+        first = self.refs.sent - sum(size for _, _, size in waited)
+        errors = []
+        for i, entry in enumerate(waited if len(waited) > 1 else []):
+            if not chain.ready():  # an anchor on its way: the rest wait for it
+                self.waiting.extend(waited[i:])
+                break
+            try:
+                self._start_round(chain, [entry])
+            except BatchNotSent as e:
+                errors.append(e)
+                self._lost(first, entry)
+            first += entry[2]
+        if len(waited) == 1:
+            self._lost(first, waited[0])
+        else:
+            error = errors[0] if errors else None
+            self.background_errors.extend(errors[1:])  # raised by the calls after
+        self._start_second()  # an end of stream that was lost goes on its own
+        if error is not None:
+            raise error
+
+    def _start_round(self, chain: StateChain, waited: list[tuple[Any, bool, int]]) -> None:
+        """Submit the batches ``waited`` (with their end-of-stream flags, sizes) as one round."""
+        items = [item if isinstance(item, Future) else Batch(item) for item, _, _ in waited]
         arg = items[0] if len(items) == 1 else {"parts": items}
         batch = [x for b in items if isinstance(b, Batch) for x in b.items]
-        try:
-            futures = chain.start(batch, arg, total, close)
-        except BatchNotSent:
-            # The round was not sent, the batches that waited (the last ones
-            # sent) with it; the end of stream it carried goes on its own.
-            self._not_sent(total)
-            if close:
-                self.waiting.append(([], True, 0))
-                self._start_second()
-            raise
-        for future in futures:
+        total = sum(size for _, _, size in waited)
+        for future in chain.start(batch, arg, total, waited[-1][1]):
             self._track(future)
+
+    def _lost(self, first: int, entry: tuple[Any, bool, int]) -> None:
+        """The waited batch ``entry``, at positions from ``first``, was not sent; its end of
+        stream (if it carried it) waits to go on its own."""
+        _, close, size = entry
+        self.submitted_elements -= size
+        self.refs.done(range(first, first + size))
+        if close:
+            self.waiting.append(([], True, 0))
 
     def submit_close(self) -> list[BaseException]:
         """Submit everything pending, and the end of stream for stateful stages.
