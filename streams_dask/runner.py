@@ -263,7 +263,12 @@ class Runner(DeliversAsDone, DrivesSynchronously):
         item: Any = batch
         assert self.chain is not None
         if self.plan.first is not None and batch and not self.chain.runs_prefix():
-            item = self._sent(batch, run_prefix, self.plan.first, Batch(batch))
+            try:
+                item = self._sent(batch, run_prefix, self.plan.first, Batch(batch))
+            except BatchNotSent:
+                if close:  # the end of stream goes on its own (as _lost's)
+                    self._submit([], close=True)
+                raise
         self.submitted += 1
         self.waiting.append((item, close, len(batch)))
         self._start_second()
@@ -349,12 +354,10 @@ class Runner(DeliversAsDone, DrivesSynchronously):
         batches, self.pending = self.sizes.last(self.pending, self.max_in_flight), []
         errors: list[BaseException] = []
         for i, batch in enumerate(batches, 1):
-            try:
+            try:  # a batch not sent sends its end of stream on its own
                 self._submit(batch, close=i == len(batches))
             except BatchNotSent as e:
                 errors.append(e)
-                if i == len(batches):
-                    self._submit([], close=True)
         return errors
 
     # -- results ------------------------------------------------------------

@@ -344,3 +344,31 @@ def test_a_stateful_round_not_sent_at_close_lets_the_rounds_before_it_end_the_st
             for i in range(9 - lost, 9) if i >= 0]
     assert out in [list(itertools.accumulate(kept)) for kept in sent]
     assert gathered._closed
+
+
+@pytest.mark.dask
+def test_a_last_batch_not_sent_at_close_ends_a_stateful_stage_once(client: Client) -> None:
+    # Its end of stream goes on its own, once: a window's flush that keeps
+    # its buffer would emit it again at a second end.
+    def build(head: Stream[Any], name: str | None) -> Stream[Any]:
+        add = partial(held_add, name) if name else (lambda total, x: total + x)
+        return head.scan(add, start=0).sliding_window(3, return_partial=False)
+
+    reference: Stream[Any] = Stream()
+    expected = build(reference, None).sink_to_list()
+    reference.emit(0)  # the lock's batch, 1 with it, is lost
+    reference.close()
+    release = Event(f"release-{uuid.uuid4().hex}", client=client)
+    try:
+        source: Stream[Any] = Stream()
+        scatter = source.scatter(client=client, batch_size=4, max_in_flight=1)
+        out = build(scatter, release.name).gather().sink_to_list()
+        for x in [0, 1, threading.Lock()]:
+            source.emit(x)
+        assert len(scatter._runner.pending) == 2  # 1 and the lock: no room while 0 runs
+        release.set()
+        with pytest.raises(TypeError, match="cannot be pickled to send"):
+            source.close()
+    finally:
+        release.set()
+    assert out == expected == [(0,)]
