@@ -318,7 +318,9 @@ class Runner(DeliversAsDone, DrivesSynchronously):
             self._lost(first, waited[0])
         else:
             error = errors[0] if errors else None
-            self.background_errors.extend(errors[1:])  # raised by the calls after
+            for other in errors[1:]:  # with the first: an asynchronous stream has no later call
+                assert error is not None
+                error.add_note(f"and another batch was not sent: {other}")
         self._start_second()  # an end of stream that was lost goes on its own
         if error is not None:
             raise error

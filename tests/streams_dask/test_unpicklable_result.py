@@ -372,3 +372,42 @@ def test_a_last_batch_not_sent_at_close_ends_a_stateful_stage_once(client: Clien
     finally:
         release.set()
     assert out == expected == [(0,)]
+
+
+@pytest.mark.dask
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_each_batch_not_sent_of_a_stateful_round_is_reported(client: Client,
+                                                            asynchronous: bool) -> None:
+    # Two batches that waited cannot be pickled: the error raised names the
+    # first, and says the other (an asynchronous stream has no later call to
+    # raise it).
+    release = Event(f"release-{uuid.uuid4().hex}", client=client)
+    source: Stream[Any] = Stream(asynchronous=asynchronous)
+    scatter = source.to_dask(client).scatter(batch_size=2, max_in_flight=8)
+    out = scatter.scan(partial(held_add, release.name), start=0).gather().sink_to_list()
+    elements = [0, 1, 2, 3, 4, 5, threading.Lock(), 7, threading.Lock(), 9, 10]
+
+    async def run() -> None:
+        for x in elements:
+            await source.emit(x)
+        assert len(scatter._runner.waiting) >= 2
+        release.set()
+        await source.aclose()
+
+    try:
+        with pytest.raises(TypeError, match="cannot be pickled to send") as info:
+            if asynchronous:
+                asyncio.run(run())
+            else:
+                for x in elements:
+                    source.emit(x)
+                assert len(scatter._runner.waiting) >= 2
+                release.set()
+                source.close()
+    finally:
+        release.set()
+    said = [str(info.value), *getattr(info.value, "__notes__", [])]
+    lost = [int(m.group(1)) for text in said
+            for m in re.finditer(r"so the (\d+) element", text)]
+    assert len(lost) == 2 and "another batch was not sent" in said[-1]
+    assert len(out) + sum(lost) == len(elements)
