@@ -300,9 +300,17 @@ class Stage:
         else:
             window.tick()
 
-    def feed(self, items: Sequence[Any]) -> None:
-        """Push ``items`` (elements, :class:`Failure` and :class:`Tick`), in order."""
+    def feed(self, items: Sequence[Any], starts: list[int] | None = None) -> None:
+        """Push ``items`` (elements, :class:`Failure` and :class:`Tick`), in order.
+
+        ``starts``: where each item's events begin in :attr:`events` is appended.
+        """
         events = self.events
+        if starts is not None:
+            for x in items:
+                starts.append(len(events))
+                self.feed((x,))
+            return
         push = self.root._pusher()  # taken now: restore() recompiles
         for x in items:
             kind = type(x)
@@ -325,12 +333,13 @@ class Stage:
         return out
 
     def run(self, items: Sequence[Any], states: dict[int, Any] | None = None,
-            close: bool = False) -> StageResult:
-        """Restore ``states``, run ``items`` (and close), and return what happened."""
+            close: bool = False, starts: list[int] | None = None) -> StageResult:
+        """Restore ``states``, run ``items`` (and close), and return what happened
+        (``starts``: see :meth:`feed`)."""
         started = time.perf_counter()
         try:
             self.restore(states)
-            self.feed(items)
+            self.feed(items, starts)
             if close:
                 self.close()
             out = list(self.events)

@@ -72,6 +72,10 @@ class HeldRefs:
         """Take ``(position, metadata)`` pairs whose references are retained already."""
         self._held.extend(held)
 
+    def last(self, size: int) -> range:
+        """The positions of the last ``size`` items sent."""
+        return range(self.sent - size, self.sent)
+
     def mark(self, positions: range) -> bool:
         """Keep the metadata of the items at ``positions``, a batch being sent.
 

@@ -227,10 +227,10 @@ class Runner(DeliversAsDone, DrivesSynchronously):
         self.submitted_elements -= len(positions)
         self.refs.done(positions)
 
-    def _not_sent(self, size: int) -> None:
-        """The last ``size`` items sent were not: done with, as a failed task's (see store)."""
-        self.submitted_elements -= size
-        self.refs.done(range(self.refs.sent - size, self.refs.sent))
+    def _not_sent(self, positions: range) -> None:
+        """The items at ``positions`` were not sent: done with, as a failed task's (see store)."""
+        self.submitted_elements -= len(positions)
+        self.refs.done(positions)
 
     def warm_workers(self, threads: dict[str, int]) -> None:
         """Have each worker import the engine now (see :func:`~.worker.warm`).
@@ -253,7 +253,7 @@ class Runner(DeliversAsDone, DrivesSynchronously):
         self.submitted_elements += len(batch)
         if self.plan.second is None:
             if batch:  # an empty close needs no task: nothing holds state
-                positions = range(self.refs.sent - len(batch), self.refs.sent)
+                positions = self.refs.last(len(batch))
                 task = run_marked if self.refs.mark(positions) else run_stage
                 future = self._sent(batch, task, self.plan.first, Batch(batch))
                 self.submitted += 1
@@ -285,7 +285,7 @@ class Runner(DeliversAsDone, DrivesSynchronously):
         try:
             return self._task(batch, *args)
         except BatchNotSent:
-            self._not_sent(len(batch))
+            self._not_sent(self.refs.last(len(batch)))
             raise
 
     def _start_second(self) -> None:
@@ -302,7 +302,7 @@ class Runner(DeliversAsDone, DrivesSynchronously):
             error: BatchNotSent | None = e
         # Not sent: then each batch as a round of its own, so that only the one
         # that cannot be pickled is lost. They were the last ones sent.
-        first = self.refs.sent - sum(size for _, _, size in waited)
+        first = self.refs.last(sum(size for _, _, size in waited)).start
         errors = []
         for i, entry in enumerate(waited if len(waited) > 1 else []):
             if not chain.ready():  # an anchor on its way: the rest wait for it
@@ -338,8 +338,7 @@ class Runner(DeliversAsDone, DrivesSynchronously):
         """The waited batch ``entry``, at positions from ``first``, was not sent; its end of
         stream (if it carried it) waits to go on its own."""
         _, close, size = entry
-        self.submitted_elements -= size
-        self.refs.done(range(first, first + size))
+        self._not_sent(range(first, first + size))
         if close:
             self.waiting.append(([], True, 0))
 

@@ -10,7 +10,6 @@ that keeps a batch opaque to Dask.
 
 from __future__ import annotations
 
-import time
 from typing import Any, NamedTuple
 
 from dask.sizeof import sizeof
@@ -327,20 +326,10 @@ def run_marked(plan_bytes: bytes, items: Batch | list[Any]) -> MarkedResult:
     ([(0, 1), (0, 2), (0, 3)], [0, 2, 2])
     """
     stage = checkout(plan_bytes)
-    started = time.perf_counter()
-    events = stage.events
     starts: list[int] = []
-    try:
-        stage.restore(None)
-        for x in elements_of(items):
-            starts.append(len(events))
-            stage.feed((x,))
-        out = list(events)
-    finally:  # a cached stage starts its next batch empty
-        events.clear()
-        stage.failed.clear()
+    result = stage.run(elements_of(items), starts=starts)
     release(stage)
-    return MarkedResult(out, None, time.perf_counter() - started, starts)
+    return MarkedResult(result.events, None, result.seconds, starts)
 
 
 def run_after(plan_bytes: bytes, previous: StageResult,
