@@ -16,6 +16,7 @@ from typing import Any
 
 from ..core import Stream
 from ..metadata import emit_held, release_refs, retain_refs
+from ..pending import until_done
 from ._checks import check_callable, check_count, check_keywords
 from ._outbox import being_cancelled, running_loop
 from .flow import _Worker
@@ -53,6 +54,8 @@ class MapAsync(_Worker):
         the sources upstream are stopped (:meth:`stop`). The elements
         already here are kept, not dropped: they resume, in order, when an
         element arrives again, when :meth:`start` is called, or at close.
+        A checkpoint taken meanwhile waits for them too, so that it never
+        covers an element whose result is not out.
 
     Examples
     --------
@@ -72,8 +75,8 @@ class MapAsync(_Worker):
     [0, 2, 4, 6, 8]
     """
 
-    __slots__ = ("_running", "_stopped", "_waiting", "args", "func", "kwargs", "parallelism",
-                 "stop_on_exception")
+    __slots__ = ("_resumed", "_running", "_stopped", "_waiting", "args", "func",
+                 "kwargs", "parallelism", "stop_on_exception")
     _operator = "map_async"
     _takes_function = True
     _local_only = "coroutines run on this process's event loop"
@@ -99,6 +102,7 @@ class MapAsync(_Worker):
         self._running: deque[tuple[Any, asyncio.Future[Any], Any]] = deque()
         self._waiting: deque[tuple[Any, asyncio.Future[None], Any]] = deque()
         self._stopped = False  # by a failed call under stop_on_exception
+        self._resumed: asyncio.Future[None] | None = None  # a checkpoint waits on it
         super().__init__(upstream, stream_name=stream_name)
 
     @property
@@ -204,6 +208,9 @@ class MapAsync(_Worker):
 
     def _resume(self, loop: asyncio.AbstractEventLoop) -> None:
         self._stopped = False
+        if self._resumed is not None:
+            resumed, self._resumed = self._resumed, None
+            resumed.set_result(None)
         self._admit(loop)
         if self._running and self._idle():
             self._start_worker(loop, self._drain())
@@ -219,6 +226,24 @@ class MapAsync(_Worker):
         loop = running_loop()
         if self._stopped and loop is not None:
             self._resume(loop)
+
+    def _barrier(self) -> Any:
+        if self._stopped and self._held():
+            return self._delivered()
+        return super()._barrier()
+
+    async def _delivered(self) -> None:
+        # A stop holds elements with no worker running: the sources upstream
+        # counted them done, so a checkpoint taken now would lose them in a
+        # crash. It waits until start() (or close) has sent them on; what a
+        # stop at close holds is close's to report.
+        await super()._delivered()
+        while self._stopped and self._held() and not self._closed:
+            if self._resumed is None:
+                held = self._running[0][1] if self._running else self._waiting[0][1]
+                self._resumed = held.get_loop().create_future()
+            await until_done(self._resumed)
+            await super()._delivered()
 
     def _flush(self) -> Any:
         loop = running_loop()

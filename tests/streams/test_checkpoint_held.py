@@ -64,6 +64,50 @@ def test_no_checkpoint_covers_an_element_whose_output_is_not_out(tmp_path: Path,
     assert _offset(tmp_path) == 40
 
 
+async def _turns(n: int = 200) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("saved", ["before the stop", "during the stop"])
+def test_a_checkpoint_waits_for_what_a_stop_on_exception_holds(tmp_path: Path,
+                                                               saved: str) -> None:
+    async def fails_on_2(x: int) -> int:
+        await slow_str(x)
+        if x == 2:
+            raise RuntimeError("fails on 2")
+        return x
+
+    async def main() -> tuple[list[int], int | None, int]:
+        source = Stream.from_iterable(range(20))
+        mapped = source.map_async(fails_on_2, parallelism=4, stop_on_exception=True)
+        out = mapped.sink_to_list()
+        cp = Checkpointer(source, tmp_path, manual=True, fsync=False)
+        source.start()
+        if saved == "before the stop":
+            await asyncio.sleep(0)  # calls in flight, 2's not failed yet
+            assert not source.stopped
+            saving = asyncio.ensure_future(cp.save())
+        await _turns()
+        assert source.stopped and mapped._held()  # 3, 4, 5 ran; their results wait
+        if saved == "during the stop":
+            saving = asyncio.ensure_future(cp.save())
+        await _turns()
+        written_while_stopped = None if read_checkpoint(tmp_path) is None else \
+            _offset(tmp_path)
+        mapped.start()  # sends them on, then restarts the source
+        await asyncio.wait_for(saving, 10)
+        await cp.wait_async()
+        source.stop()
+        await _turns()
+        return out, written_while_stopped, _offset(tmp_path)
+
+    out, written_while_stopped, offset = asyncio.run(main())
+    assert written_while_stopped is None  # it would cover 3, 4, 5: lost in a crash
+    assert offset > 3
+    assert [x for x in range(offset) if x != 2] == out[:offset - 1]  # 2 failed
+
+
 def _buffer_graph() -> tuple[Stream[Any], list[Any]]:
     source = Stream(asynchronous=True)
     return source, source.buffer(2).sink_to_list()
