@@ -22,6 +22,8 @@ class AsyncDriver:
 
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
+        #: The loop it runs on, where the stream's timers send their ticks.
+        self.loop = asyncio.get_running_loop()
         self.task: asyncio.Task[None] | None = None
         self.changed = asyncio.Event()
         self.error: BaseException | None = None

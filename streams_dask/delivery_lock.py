@@ -95,6 +95,36 @@ class DeliveryLock:
             self._missed.remove(future)
         return True
 
+    def acquire_if_free(self) -> bool:
+        """Take the lock if no other thread holds it; never wait.
+
+        For a thread that must not wait (a timer on the shared loop thread,
+        which the holder may itself be waiting for): whoever holds the lock
+        takes over its work instead. Let go with :meth:`release_to_callbacks`.
+        """
+        if not self._lock.acquire(blocking=False):
+            return False
+        self._depth += 1
+        return True
+
+    def release_to_callbacks(self) -> None:
+        """Let go; the callbacks missed meanwhile are armed again rather than settled here.
+
+        Settling delivers results downstream on this thread; a thread that
+        took the lock with :meth:`acquire_if_free` leaves that to
+        distributed's callback thread.
+        """
+        if self._depth > 1:
+            self._depth -= 1
+            self._lock.release()
+            return
+        self._depth = 0
+        self._lock.release()
+        with self._missed_lock:
+            missed, self._missed = self._missed, []
+        for future in missed:
+            self._arm(future)
+
     def release(self) -> None:
         """Let go of the lock; the last release settles the callbacks missed meanwhile."""
         if self._depth > 1:

@@ -22,7 +22,7 @@ from .async_driver import AsyncDriver
 from .client import Connection, client_loop_running_here, connect, connect_async, inform_loop
 from .runner import Runner
 from .segment import DaskSegment, plan_stages
-from .ticks import WindowClock
+from .ticks import TickInbox, TimedWindows, WindowClock
 from .to_dask import bound_client
 
 __all__ = ["Scatter"]
@@ -33,7 +33,7 @@ DEFAULT_BATCH_SIZE = 1000
 
 
 @Stream.register_api()
-class Scatter(SegmentEntry, Stream[Any]):
+class Scatter(TimedWindows, SegmentEntry, Stream[Any]):
     """Run the operators below this node on Dask, until ``gather()``.
 
     Elements are sent to workers in batches, many tasks in flight; each
@@ -138,6 +138,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         "_driver",
         "_early",
         "_early_refs",
+        "_inbox",
         "_on_loop",
         "_overlap",
         "_restored",
@@ -175,6 +176,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         self._ticks: WindowClock | None = None
         self._early: list[Any] = []
         self._early_refs: list[tuple[int, Any]] = []
+        self._inbox = TickInbox()  # a synchronous stream's ticks, from its timers' thread
         self._restored: dict[int, Any] | None = None
         #: Whether ``emit`` returns before the element's results are back
         #: (decided when the segment starts, see ``_make_runner``).
@@ -216,6 +218,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         # Ticks of windows that closed before the first element, and elements
         # that arrived while an asynchronous client was being resolved.
         runner.pending.extend(self._early)
+        self._inbox.move(runner.pending)
         runner.refs.adopt(self._early_refs)  # held already, at these positions
         self._early.clear()
         self._early_refs.clear()
@@ -227,19 +230,6 @@ class Scatter(SegmentEntry, Stream[Any]):
             if self._ticks is None:
                 self._ticks = WindowClock(self._on_ticks)
             self._ticks.add(node)
-
-    def _on_ticks(self, ticks: list[Any]) -> None:
-        """A window closed while no element arrived: send its tick on."""
-        runner = self._runner
-        if runner is None:
-            self._early.extend(ticks)
-            return
-        if runner.closed:
-            return
-        runner.pending.extend(ticks)
-        runner.pump()
-        if self._driver is not None:
-            self._driver.kick()
 
     def _start(self) -> Runner:
         connection = connect(self.client)
@@ -270,21 +260,23 @@ class Scatter(SegmentEntry, Stream[Any]):
                 self._on_loop = True
                 return self._update_async(x, metadata)
             runner = self._start()
-        if self._ticks is not None:
-            self._ticks.due(runner.pending)
-        if not self._overlap:
-            runner.pending.append(x)
-            if metadata is not None:
-                runner.hold_refs(metadata)
-            self.flush()
-            return None
         with runner.lock:
-            runner.accept(x, metadata)
-            if runner.replay.ready:
-                runner.replay.run()
-            # An error met delivering earlier results in the background is
-            # raised here, after ``x`` is safely accepted.
-            self._raise_background(runner)
+            self._inbox.move(runner.pending)
+            if self._ticks is not None:
+                self._ticks.due(runner.pending)
+            if not self._overlap:
+                runner.pending.append(x)
+                if metadata is not None:
+                    runner.hold_refs(metadata)
+                self.flush()
+            else:
+                runner.accept(x, metadata)
+                if runner.replay.ready:
+                    runner.replay.run()
+                # An error met delivering earlier results in the background
+                # is raised here, after ``x`` is safely accepted.
+                self._raise_background(runner)
+        self._inbox.send(runner)  # ticks a timer left while this thread held the runner
         return None
 
     @staticmethod
@@ -363,6 +355,7 @@ class Scatter(SegmentEntry, Stream[Any]):
         runner = self._runner
         with runner.lock:
             self._raise_background(runner)
+            self._inbox.move(runner.pending)
             runner.pump()
             while runner.head() is not None or runner.pending or runner.anchor():
                 runner.wait_one()
@@ -437,11 +430,12 @@ class Scatter(SegmentEntry, Stream[Any]):
             return self._aclose_segment()
         errors: list[BaseException] = []
         runner = self._runner
-        if runner is None and (self._early or self._restored):
+        if runner is None and (self._early or self._inbox.ticks or self._restored):
             runner = self._start()  # restored state ends with the stream: windows flush
         if runner is not None:
             try:
                 with runner.lock:
+                    self._inbox.move(runner.pending)
                     # Errors raised downstream in the background (a
                     # node's "raise" policy) do not stop the drain: the
                     # results after them are replayed. A broken runner's

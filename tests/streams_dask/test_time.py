@@ -7,8 +7,10 @@ what the in-process windows hold, empty ones included.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import threading
 from operator import add
 from typing import Any
 
@@ -118,3 +120,47 @@ def test_the_original_example_runs_as_written(cluster: LocalCluster,
     # One running total per non-empty window, the last covering every record.
     assert in_process.count("dtype") > 5
     assert on_dask.rstrip().endswith("id        1770.0\ndtype: float64")
+
+
+@pytest.mark.dask
+def test_a_tick_leaves_a_runner_another_thread_holds_to_that_thread(
+        client: Client, clock: VirtualClock) -> None:
+    # A synchronous stream's timers run on the shared loop thread, while the
+    # producer may be inside the runner (a tick put among its pending elements
+    # then can be cut off with a batch). Here another thread advances the clock.
+    source: Stream[Any] = Stream()
+    entry = source.scatter(client=client, batch_size=4)
+    out = entry.timed_window(1.0).gather().sink_to_list()
+    source.emit(1)
+    runner = entry._runner
+    assert runner is not None
+    with runner.lock:  # as the producer does, inside the runner
+        before = list(runner.pending)
+        timer = threading.Thread(target=clock.advance, args=(1.5,))
+        timer.start()
+        timer.join()
+        assert runner.pending == before  # the tick did not cut in
+    source.emit(2)  # the producer sends it on first
+    source.close()
+    assert out == [[1], [2]]
+
+
+@pytest.mark.dask
+def test_an_asynchronous_stream_ticks_on_its_own_loop(cluster: LocalCluster,
+                                                      clock: VirtualClock) -> None:
+    # Its timers may fire on another thread (a pipeline built where no loop
+    # ran arms them on the shared loop thread): each tick goes to its loop.
+    async def main() -> list[Any]:
+        async with Client(cluster.scheduler_address, asynchronous=True,
+                          set_as_default=False) as client:
+            source: Stream[Any] = Stream(asynchronous=True)
+            entry = source.scatter(client=client, batch_size=4)
+            out = entry.timed_window(1.0).gather().sink_to_list()
+            await source.emit(1)
+            await entry.flush()  # nothing in flight: no task drives the runner
+            await asyncio.get_running_loop().run_in_executor(None, clock.advance, 1.5)
+            await source.emit(2)
+            await source.aclose()
+            return out
+
+    assert asyncio.run(main()) == [[1], [2]]
