@@ -117,14 +117,18 @@ def emit_with_metadata(node: Stream[Any], x: Any, metadata: list[dict[str, Any]]
     """``node._emit(x, metadata)``: each downstream's ``update`` gets the metadata.
 
     Each downstream holds a reference while its ``update`` runs (it retains
-    its own if it keeps the element), as in streamz.
+    its own if it keeps the element), as in streamz. A branch that raises
+    stops the branches after it, which then hold none.
     """
     results = []
-    retain_refs(metadata, len(node.downstreams))
-    for d in list(node.downstreams):
+    downstreams = list(node.downstreams)
+    retain_refs(metadata, len(downstreams))
+    for i, d in enumerate(downstreams):
         try:
             results.append(d.update(x, node, metadata))
         except Exception as e:  # after the work earlier branches left pending
+            if later := len(downstreams) - i - 1:
+                release_refs(metadata, later)  # the branches it stopped never got x
             return failing_after(results, e)
         finally:
             release_refs(metadata)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from streams import RefCounter, Stream, VirtualClock, use_clock
+import pytest
+
+from streams import NodeError, RefCounter, Stream, VirtualClock, use_clock
 
 
 class Metadata(Stream[Any]):
@@ -283,3 +285,15 @@ def test_emission_put_off_by_the_outbox_holds_its_own_reference() -> None:
         assert r.count == 0
 
     asyncio.run(main())
+
+
+def test_a_failing_branch_leaves_no_reference_held_by_the_branches_it_stopped() -> None:
+    done: list[str] = []
+    source = Stream()
+    source.map(lambda x: 1 // x).sink(done.append)
+    out = source.sink_to_list()  # a later branch: not reached when the first fails
+    r = RefCounter(cb=lambda: done.append("released"))
+    with pytest.raises(NodeError):
+        source.emit(0, metadata=[{"ref": r}])
+    assert out == []
+    assert r.count == 0 and done == ["released"]  # a source commits what is released
