@@ -9,7 +9,9 @@ function over such values, following each branch on a column both ways.
 from __future__ import annotations
 
 import contextvars
+import dis
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -212,16 +214,16 @@ class Value:
         return _compare("!=", self, other)
 
     def __lt__(self, other: Any) -> Value:
-        return _compare("<", self, other)
+        return _compare("<", self, other, _written(sys._getframe(1), "<"))
 
     def __le__(self, other: Any) -> Value:
-        return _compare("<=", self, other)
+        return _compare("<=", self, other, _written(sys._getframe(1), "<="))
 
     def __gt__(self, other: Any) -> Value:
-        return _compare(">", self, other)
+        return _compare(">", self, other, _written(sys._getframe(1), ">"))
 
     def __ge__(self, other: Any) -> Value:
-        return _compare(">=", self, other)
+        return _compare(">=", self, other, _written(sys._getframe(1), ">="))
 
     def __getattr__(self, name: str) -> Any:
         raise Untraceable(f"attribute {name!r} of a column value")
@@ -412,7 +414,26 @@ def _comparable(a: Value, b: Value) -> bool:
     return len(kinds) == 1 and OTHER not in kinds
 
 
-def _compare(op: str, a: Any, b: Any) -> Value:
+#: Each order's mirror: Python tries ``b.__gt__(a)`` for ``a < b`` when ``a``'s fails.
+_MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _written(frame: Any, op: str) -> bool:
+    """Whether the caller's code wrote ``op`` (False: the mirror, reflected here).
+
+    ``3 < r.n`` calls ``r.n.__gt__(3)``: Python's message names ``<`` and the
+    operands in the order they were written, read here from the comparison
+    the caller's frame is running. A comparison made elsewhere (``min()``,
+    ``operator.lt``) is taken as written.
+    """
+    for instruction in dis.get_instructions(frame.f_code):
+        if instruction.offset == frame.f_lasti:
+            written = instruction.argrepr.removeprefix("bool(").removesuffix(")")
+            return instruction.opname != "COMPARE_OP" or written != _MIRRORED[op]
+    return True
+
+
+def _compare(op: str, a: Any, b: Any, written: bool = True) -> Value:
     a, b = lift(a), lift(b)
     F = functions()
     if op in ("==", "!="):
@@ -439,8 +460,10 @@ def _compare(op: str, a: Any, b: Any) -> Value:
         nulls = _any_null(a, b)
         if nulls is not None:
             first = len(TRACE.get().guards)
+            shown = (op, a, b) if written else (_MIRRORED[op], b, a)
             col = _fail(nulls, _type_names(
-                f"'{op}' not supported between instances of '{{a}}' and '{{b}}'", a, b), col)
+                f"'{shown[0]}' not supported between instances of '{{a}}' and '{{b}}'",
+                shown[1], shown[2]), col)
             failing = (first, len(TRACE.get().guards), nulls)
     value = Value(col, BOOL, False)
     value.total = total  # NaN's CASE is never null either
@@ -449,32 +472,10 @@ def _compare(op: str, a: Any, b: Any) -> Value:
     if value.pushable:
         value.fails_where = failing
         if op == "==" and NONE not in (a.kind, b.kind):
-            value.where_true = _own_width(a, b)
+            from .pushdown import own_width  # which builds on this module
+
+            value.where_true = own_width(a, b)
     return value
-
-
-#: The smallest and largest value of a 32-bit integer column.
-_INT = (-(2 ** 31), 2 ** 31 - 1)
-
-
-def _own_width(a: Value, b: Value) -> Any:
-    """``a == b`` of a pushable test, an ``int`` column against a constant at its own width.
-
-    ``kind = 2``, not ``CAST(kind AS BIGINT) = 2L``: the same rows (Spark's
-    optimiser unwraps the cast itself), one cast less to analyse and
-    unwrap on every query.
-
-    >>> from pyspark.sql.types import IntegerType, StructField
-    >>> from streams_spark.row_values import column
-    >>> kind = column(functions().col("`kind`"), StructField("kind", IntegerType()))
-    >>> print(_own_width(kind, lift(2)), _own_width(kind, lift(2 ** 40)))
-    (`kind` = 2) (CAST(`kind` AS BIGINT) = 1099511627776L)
-    """
-    for x, y in ((a, b), (b, a)):
-        if (x.raw is not None and x.dtype is not None and x.dtype.typeName() == "integer"
-                and type(y.constant) is int and _INT[0] <= y.constant <= _INT[1]):
-            return functions().Sql(f"({x.raw} = {y.constant})")
-    return a.col == b.col
 
 
 def truth(x: Any) -> Any:

@@ -71,7 +71,7 @@ from typing import Any
 
 from .column_values import Value, functions, has_constant, truth
 
-__all__ = ["Leaf", "certain", "implied", "narrowed"]
+__all__ = ["Leaf", "certain", "implied", "narrowed", "own_width"]
 
 #: Paths an implied condition joins with OR, at most: beyond, Spark's
 #: optimiser spends more on it than a scan gains.
@@ -215,3 +215,28 @@ def _truth_on(leaf: Leaf) -> bool | None:
     if result is None or isinstance(result, bool | int | float | str):
         return bool(result)
     return None
+
+
+#: The smallest and largest value of a 32-bit integer column.
+_INT = (-(2 ** 31), 2 ** 31 - 1)
+
+
+def own_width(a: Value, b: Value) -> Any:
+    """``a == b`` of a pushable test, an ``int`` column against a constant at its own width.
+
+    ``kind = 2``, not ``CAST(kind AS BIGINT) = 2L``: the same rows (Spark's
+    optimiser unwraps the cast itself), one cast less to analyse and
+    unwrap on every query.
+
+    >>> from pyspark.sql.types import IntegerType, StructField
+    >>> from streams_spark.column_values import lift
+    >>> from streams_spark.row_values import column
+    >>> kind = column(functions().col("`kind`"), StructField("kind", IntegerType()))
+    >>> print(own_width(kind, lift(2)), own_width(kind, lift(2 ** 40)))
+    (`kind` = 2) (CAST(`kind` AS BIGINT) = 1099511627776L)
+    """
+    for x, y in ((a, b), (b, a)):
+        if (x.raw is not None and x.dtype is not None and x.dtype.typeName() == "integer"
+                and type(y.constant) is int and _INT[0] <= y.constant <= _INT[1]):
+            return functions().Sql(f"({x.raw} = {y.constant})")
+    return a.col == b.col

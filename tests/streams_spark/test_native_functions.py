@@ -345,6 +345,15 @@ def test_ordering_a_null_and_dividing_by_zero_fail_as_in_python(spark: Any) -> N
     with pytest.raises(Exception, match=r"'<' not supported between instances of 'NoneType' "
                                         r"and 'int'"):
         order.collect()
+    # Written the other way round, Python calls the column's mirrored method;
+    # its message still names the operator and the operands as written.
+    reflected = Stream.from_spark(df).filter(lambda r: 3 > r.n).to_dataframe(SCHEMA)  # noqa: SIM300
+    with pytest.raises(Exception, match=r"'>' not supported between instances of 'int' "
+                                        r"and 'NoneType'"):
+        reflected.collect()
+    with pytest.raises(TypeError, match="'>' not supported between instances of 'int' "
+                                        "and 'NoneType'"):
+        3 > None  # noqa: B015  (what Python says)
     divide = Stream.from_spark(df).map(lambda r: 1.0 / r.x).to_dataframe("v double")
     with pytest.raises(Exception, match=r"ZeroDivisionError: float division by zero"):
         divide.collect()
