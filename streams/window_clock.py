@@ -99,6 +99,11 @@ class _Window:
         self.index = 0
         self.deadline = times.at(times.next_closing(0))
 
+    def upcoming(self) -> float:
+        """The first closing tick's time after now, the ticks that came left in place."""
+        index = self.index + self.times.due(self.index, self.clock.now())
+        return self.times.at(self.times.next_closing(index))
+
     def due(self, out: list[int]) -> None:
         """Append this window's node id once for every tick that has come."""
         count = self.times.due(self.index, self.clock.now())
@@ -121,6 +126,12 @@ class WindowClock:
     ----------
     on_tick : callable
         Called with the ticks a timer found due (to send them on).
+    on_due : callable, optional
+        In place of ``on_tick``: a timer takes no ticks, it calls
+        ``on_due()`` and the thread that sends the elements takes them
+        (:meth:`due`), so that each goes before the elements that arrive
+        after it, whatever thread the timer runs on (a synchronous stream's
+        timers run on the shared loop thread).
 
     Examples
     --------
@@ -139,9 +150,11 @@ class WindowClock:
     []
     """
 
-    def __init__(self, on_tick: Callable[[list[int]], None]) -> None:
+    def __init__(self, on_tick: Callable[[list[int]], None] | None = None, *,
+                 on_due: Callable[[], None] | None = None) -> None:
         self.windows: list[_Window] = []
         self.on_tick = on_tick
+        self.on_due = on_due
         self.timers: list[Handle | None] = []
         self.stopped = False
 
@@ -161,11 +174,16 @@ class WindowClock:
         for window in self.windows:
             window.due(out)
 
-    def _arm(self, i: int) -> None:
+    def closing(self) -> bool:
+        """Whether a window's closing tick has come and is still to be taken."""
+        return any(w.clock.now() >= w.deadline - EPSILON for w in self.windows)
+
+    def _arm(self, i: int, deadline: float | None = None) -> None:
         window = self.windows[i]
+        when = window.deadline if deadline is None else deadline
         try:
             self.timers[i] = window.clock.call_later(
-                max(window.deadline - window.clock.now() - EPSILON, 0.0), self._fire, i)
+                max(when - window.clock.now() - EPSILON, 0.0), self._fire, i)
         except RuntimeError:  # no loop to run a timer: arrivals and close() suffice
             self.timers[i] = None
 
@@ -173,10 +191,14 @@ class WindowClock:
         self.timers[i] = None
         if self.stopped:
             return
+        if self.on_due is not None:
+            self._arm(i, self.windows[i].upcoming())
+            self.on_due()
+            return
         ticks: list[int] = []
         self.windows[i].due(ticks)
         self._arm(i)
-        if ticks:
+        if ticks and self.on_tick is not None:
             self.on_tick(ticks)
 
     def stop(self) -> None:

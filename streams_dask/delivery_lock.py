@@ -59,7 +59,8 @@ class DeliveryLock:
     ['running']
     """
 
-    __slots__ = ("_arm", "_depth", "_lock", "_missed", "_missed_lock", "_settle")
+    __slots__ = ("_arm", "_depth", "_lock", "_missed", "_missed_lock", "_settle",
+                 "after_release")
 
     def __init__(self, arm: Callable[[Future], None],
                  settle: Callable[[list[Future]], list[Future]]) -> None:
@@ -69,6 +70,9 @@ class DeliveryLock:
         self._missed_lock = threading.Lock()
         self._arm = arm
         self._settle = settle
+        #: Called by the last release, the lock let go (what came meanwhile
+        #: for the holder: a timer's ticks, see streams_dask.ticks).
+        self.after_release: Callable[[], None] | None = None
 
     def __enter__(self) -> DeliveryLock:
         self._lock.acquire()
@@ -146,5 +150,7 @@ class DeliveryLock:
             # A callback that found the lock held before this release left
             # its future before trying: it is seen here, or by the next holder.
             if not self._missed or not self._lock.acquire(blocking=False):
-                return
+                break
             self._depth = 1
+        if self.after_release is not None:
+            self.after_release()

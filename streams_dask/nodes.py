@@ -22,7 +22,7 @@ from .async_driver import AsyncDriver
 from .client import Connection, client_loop_running_here, connect, connect_async, inform_loop
 from .runner import Runner
 from .segment import DaskSegment, plan_stages
-from .ticks import TickInbox, TimedWindows, WindowClock
+from .ticks import TimedWindows, WindowClock
 from .to_dask import bound_client
 
 __all__ = ["Scatter"]
@@ -138,7 +138,6 @@ class Scatter(TimedWindows, SegmentEntry, Stream[Any]):
         "_driver",
         "_early",
         "_early_refs",
-        "_inbox",
         "_on_loop",
         "_overlap",
         "_restored",
@@ -176,7 +175,6 @@ class Scatter(TimedWindows, SegmentEntry, Stream[Any]):
         self._ticks: WindowClock | None = None
         self._early: list[Any] = []
         self._early_refs: list[tuple[int, Any]] = []
-        self._inbox = TickInbox()  # a synchronous stream's ticks, from its timers' thread
         self._restored: dict[int, Any] | None = None
         #: Whether ``emit`` returns before the element's results are back
         #: (decided when the segment starts, see ``_make_runner``).
@@ -218,7 +216,6 @@ class Scatter(TimedWindows, SegmentEntry, Stream[Any]):
         # Ticks of windows that closed before the first element, and elements
         # that arrived while an asynchronous client was being resolved.
         runner.pending.extend(self._early)
-        self._inbox.move(runner.pending)
         runner.refs.adopt(self._early_refs)  # held already, at these positions
         self._early.clear()
         self._early_refs.clear()
@@ -228,15 +225,18 @@ class Scatter(TimedWindows, SegmentEntry, Stream[Any]):
         """A node joined the segment: time it if it is a processing-time window."""
         if WindowClock.wants(node):
             if self._ticks is None:
-                self._ticks = WindowClock(self._on_ticks)
+                self._ticks = WindowClock(self._on_due)
             self._ticks.add(node)
 
     def _start(self) -> Runner:
         connection = connect(self.client)
         workers = connection.client.nthreads()
-        self._runner = self._make_runner(connection, sum(workers.values()))
-        self._runner.warm_workers(workers)
-        return self._runner
+        runner = self._make_runner(connection, sum(workers.values()))
+        if self._ticks is not None:
+            runner.lock.after_release = self._after_release  # see TimedWindows
+        self._runner = runner
+        runner.warm_workers(workers)
+        return runner
 
     async def _astart(self) -> None:
         connection = await connect_async(self.client)
@@ -261,7 +261,6 @@ class Scatter(TimedWindows, SegmentEntry, Stream[Any]):
                 return self._update_async(x, metadata)
             runner = self._start()
         with runner.lock:
-            self._inbox.move(runner.pending)
             if self._ticks is not None:
                 self._ticks.due(runner.pending)
             if not self._overlap:
@@ -276,7 +275,6 @@ class Scatter(TimedWindows, SegmentEntry, Stream[Any]):
                 # An error met delivering earlier results in the background
                 # is raised here, after ``x`` is safely accepted.
                 self._raise_background(runner)
-        self._inbox.send(runner)  # ticks a timer left while this thread held the runner
         return None
 
     @staticmethod
@@ -355,9 +353,12 @@ class Scatter(TimedWindows, SegmentEntry, Stream[Any]):
         runner = self._runner
         with runner.lock:
             self._raise_background(runner)
-            self._inbox.move(runner.pending)
-            runner.pump()
-            while runner.head() is not None or runner.pending or runner.anchor():
+            while True:
+                if self._ticks is not None:
+                    self._ticks.due(runner.pending)  # a timer's, while this waits
+                runner.pump()
+                if runner.head() is None and not runner.pending and not runner.anchor():
+                    break
                 runner.wait_one()
                 runner.pump()
                 runner.replay.run()
@@ -416,8 +417,6 @@ class Scatter(TimedWindows, SegmentEntry, Stream[Any]):
             return None
         self._closed = True
         self._push = self._push_closed
-        if self._ticks is not None:
-            self._ticks.stop()
         if self._on_loop and not self.asynchronous and self._driver is not None \
                 and not self._client_loop_running_here():
             # Driven on the client's loop, closed from another thread: the
@@ -430,12 +429,14 @@ class Scatter(TimedWindows, SegmentEntry, Stream[Any]):
             return self._aclose_segment()
         errors: list[BaseException] = []
         runner = self._runner
-        if runner is None and (self._early or self._inbox.ticks or self._restored):
+        if runner is None and (self._early or self._restored or self._ticks_came()):
             runner = self._start()  # restored state ends with the stream: windows flush
-        if runner is not None:
+        if runner is None:
+            self._last_ticks(None)
+        else:
             try:
                 with runner.lock:
-                    self._inbox.move(runner.pending)
+                    self._last_ticks(runner.pending)
                     # Errors raised downstream in the background (a
                     # node's "raise" policy) do not stop the drain: the
                     # results after them are replayed. A broken runner's
@@ -450,12 +451,13 @@ class Scatter(TimedWindows, SegmentEntry, Stream[Any]):
         return self._exits_closed(errors)
 
     async def _aclose_segment(self) -> None:
-        if self._starting is None and (self._early or self._restored):
+        if self._starting is None and (self._early or self._restored or self._ticks_came()):
             self._starting = asyncio.ensure_future(self._astart())
         if self._starting is not None:
             await self._starting
         driver = self._driver
         errors: list[BaseException] = []
+        self._last_ticks(None if driver is None else driver.runner.pending)
         if driver is not None:
             try:
                 errors = await driver.finish()

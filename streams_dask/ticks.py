@@ -9,7 +9,6 @@ the tick reaches it.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,29 +21,32 @@ if TYPE_CHECKING:
     from .async_driver import AsyncDriver
     from .runner import Runner
 
-__all__ = ["TickInbox", "TimedWindows", "WindowClock"]
+__all__ = ["TimedWindows", "WindowClock"]
 
 
 class WindowClock(window_clock.WindowClock):
     """The core's :class:`~streams.window_clock.WindowClock`, ticking with :class:`Tick`.
 
+    Its timers take no ticks: they call ``on_due()``, and the thread that
+    sends the elements takes them with :meth:`due` (see :class:`TimedWindows`).
+
     Examples
     --------
     >>> from streams import Stream, VirtualClock, use_clock
     >>> with use_clock(VirtualClock()) as clock:
-    ...     ticks = WindowClock(print)
+    ...     ticks = WindowClock(lambda: print("due"))
     ...     ticks.add(Stream().timed_window(1.0))
-    >>> out = []
     >>> clock.advance(2.5)
-    [Tick(node_id=...)]
-    [Tick(node_id=...)]
+    due
+    due
+    >>> out = []
     >>> ticks.due(out)
-    >>> len(out)
-    0
+    >>> out
+    [Tick(node_id=...), Tick(node_id=...)]
     """
 
-    def __init__(self, on_tick: Callable[[list[Any]], None]) -> None:
-        super().__init__(lambda ids: on_tick([Tick(i) for i in ids]))
+    def __init__(self, on_due: Callable[[], None]) -> None:
+        super().__init__(on_due=on_due)
 
     def due(self, out: list[Any]) -> None:
         """Put the ticks that are due into ``out`` (before the next element)."""
@@ -53,81 +55,71 @@ class WindowClock(window_clock.WindowClock):
         out.extend(Tick(i) for i in ids)
 
 
-class TickInbox:
-    """Ticks of a synchronous stream's timers, for the thread that drives its runner.
-
-    A synchronous stream's timers run on the shared loop thread, while the
-    producer (or distributed's callback thread) may be inside the runner:
-    a tick added to its pending elements then could be cut off with a batch
-    (or an element with it). So a timer leaves its ticks here and sends
-    them only if no other thread holds the runner's lock; never waiting for
-    it, since the holder may be waiting for the loop thread. Whoever holds
-    the lock moves them first (:meth:`move`), and the producer looks again
-    once it lets go (:meth:`send`): a tick left while it held the lock is
-    left before the timer tries it, so the producer sees it.
-
-    Examples
-    --------
-    >>> inbox = TickInbox()
-    >>> inbox.ticks.extend(["t1", "t2"])
-    >>> pending = ["x"]
-    >>> inbox.move(pending)
-    >>> pending
-    ['x', 't1', 't2']
-    """
-
-    __slots__ = ("ticks",)
-
-    def __init__(self) -> None:
-        self.ticks: deque[Any] = deque()  # appended and popped thread-safely
-
-    def move(self, pending: list[Any]) -> None:
-        """Put the ticks left here into ``pending`` (its runner's lock held)."""
-        ticks = self.ticks
-        while ticks:
-            pending.append(ticks.popleft())
-
-    def send(self, runner: Runner) -> None:
-        """Send the ticks left here on, unless another thread holds the runner."""
-        while self.ticks and not runner.closed and runner.lock.acquire_if_free():
-            try:
-                self.move(runner.pending)
-                runner.pump()
-            finally:
-                runner.lock.release_to_callbacks()
-
-
 class TimedWindows:
-    """Where the ticks of a Dask segment's processing-time windows go (the entry node's part).
+    """Where a Dask segment's processing-time windows tick (the entry node's part).
 
-    Each tick goes where the runner is driven: on the loop of an
-    asynchronous stream's driver, or through a synchronous stream's
-    :class:`TickInbox`.
+    A tick must go before every element that arrives after its time, so it
+    is taken (:meth:`WindowClock.due`) only by the thread that sends the
+    elements, where it sends them: on an asynchronous stream's loop, and,
+    for a synchronous stream, by whichever thread holds the runner's lock
+    (the producer takes them before each element). A timer, which may run
+    on another thread (a synchronous stream's timers run on the shared loop
+    thread), only asks for that: on the loop, with ``call_soon_threadsafe``;
+    for a synchronous runner, it takes them itself if no thread holds the
+    lock, and never waits for it, as the holder may be waiting for the loop
+    thread; the holder then takes them when it lets go (``after_release``).
+    Before the runner starts, the first element or the close takes them.
     """
 
     __slots__ = ()
     asynchronous: bool
+    _on_loop: bool
     _driver: AsyncDriver | None
-    _early: list[Any]
-    _inbox: TickInbox
     _runner: Runner | None
+    _ticks: WindowClock | None
 
-    def _on_ticks(self, ticks: list[Any]) -> None:
-        """A window closed while no element arrived: send its tick on."""
+    def _on_due(self) -> None:
+        """A timer: ticks are due. Have them taken where the elements are sent."""
         driver = self._driver
-        if driver is None:
-            if self.asynchronous and self._runner is None:
-                self._early.extend(ticks)  # the loop's: before the elements queued after
-                return
-            self._inbox.ticks.extend(ticks)  # a synchronous stream's: see TickInbox
-            if self._runner is not None:
-                self._inbox.send(self._runner)
+        if driver is not None:
+            if running_loop() is driver.loop:
+                self._take_due_on_loop()
+            elif not driver.loop.is_closed():
+                driver.loop.call_soon_threadsafe(self._take_due_on_loop)
+        elif self._runner is not None and not (self.asynchronous or self._on_loop):
+            self._take_due(self._runner)
+
+    def _take_due(self, runner: Runner) -> None:
+        """A synchronous runner's due ticks, sent on unless another thread holds it."""
+        ticks = self._ticks
+        if ticks is None or runner.closed or not runner.lock.acquire_if_free():
             return
-        if running_loop() is not driver.loop:  # a timer armed on the shared loop thread
-            driver.loop.call_soon_threadsafe(self._on_ticks, ticks)
+        try:
+            ticks.due(runner.pending)
+            runner.pump()
+        finally:
+            runner.lock.release_to_callbacks()
+
+    def _after_release(self) -> None:
+        """The runner's lock let go: send the ticks that came while it was held."""
+        if self._ticks is not None and self._ticks.closing() and self._runner is not None:
+            self._take_due(self._runner)
+
+    def _take_due_on_loop(self) -> None:
+        driver = self._driver
+        if driver is None or driver.runner.closed or self._ticks is None:
             return
-        if driver.runner.closed:
-            return
-        driver.runner.pending.extend(ticks)
+        self._ticks.due(driver.runner.pending)
         driver.runner.pump()
         driver.kick()
+
+    def _ticks_came(self) -> bool:
+        """Whether a window's closing tick came before the runner started (at the close)."""
+        return self._ticks is not None and self._ticks.closing()
+
+    def _last_ticks(self, pending: list[Any] | None) -> None:
+        """At the close: the ticks due into ``pending`` (if the runner started), no timer more."""
+        if self._ticks is not None:
+            if pending is not None:
+                self._ticks.due(pending)
+            self._ticks.stop()

@@ -122,45 +122,57 @@ def test_the_original_example_runs_as_written(cluster: LocalCluster,
     assert on_dask.rstrip().endswith("id        1770.0\ndtype: float64")
 
 
+def advance_elsewhere(clock: VirtualClock, dt: float) -> None:
+    """Advance ``clock`` on another thread (where a synchronous stream's timers run)."""
+    timer = threading.Thread(target=clock.advance, args=(dt,))
+    timer.start()
+    timer.join()
+
+
 @pytest.mark.dask
-def test_a_tick_leaves_a_runner_another_thread_holds_to_that_thread(
+def test_a_tick_goes_in_when_the_thread_inside_the_runner_lets_go(
         client: Client, clock: VirtualClock) -> None:
     # A synchronous stream's timers run on the shared loop thread, while the
-    # producer may be inside the runner (a tick put among its pending elements
-    # then can be cut off with a batch). Here another thread advances the clock.
+    # producer (or distributed's callback thread) may be inside the runner: a
+    # tick put among its pending elements then could be cut off with a batch.
     source: Stream[Any] = Stream()
     entry = source.scatter(client=client, batch_size=4)
     out = entry.timed_window(1.0).gather().sink_to_list()
     source.emit(1)
-    runner = entry._runner
-    assert runner is not None
+    runner, ticks = entry._runner, entry._ticks
+    assert runner is not None and ticks is not None
     with runner.lock:  # as the producer does, inside the runner
         before = list(runner.pending)
-        timer = threading.Thread(target=clock.advance, args=(1.5,))
-        timer.start()
-        timer.join()
+        advance_elsewhere(clock, 1.5)
         assert runner.pending == before  # the tick did not cut in
-    source.emit(2)  # the producer sends it on first
+        assert ticks.closing()
+    assert not ticks.closing()  # taken as the lock was let go, with no element to wait for
+    source.emit(2)
     source.close()
     assert out == [[1], [2]]
 
 
 @pytest.mark.dask
-def test_an_asynchronous_stream_ticks_on_its_own_loop(cluster: LocalCluster,
-                                                      clock: VirtualClock) -> None:
+@pytest.mark.parametrize("first", ["an element", "the time"])
+def test_an_asynchronous_stream_ticks_on_its_own_loop_before_later_elements(
+        cluster: LocalCluster, clock: VirtualClock, first: str) -> None:
     # Its timers may fire on another thread (a pipeline built where no loop
-    # ran arms them on the shared loop thread): each tick goes to its loop.
+    # ran arms them on the shared loop thread). A tick that came goes before
+    # every element emitted after it, even one emitted before the loop had a
+    # turn to run the timer's call; and before the runner started.
     async def main() -> list[Any]:
         async with Client(cluster.scheduler_address, asynchronous=True,
                           set_as_default=False) as client:
             source: Stream[Any] = Stream(asynchronous=True)
             entry = source.scatter(client=client, batch_size=4)
             out = entry.timed_window(1.0).gather().sink_to_list()
-            await source.emit(1)
-            await entry.flush()  # nothing in flight: no task drives the runner
-            await asyncio.get_running_loop().run_in_executor(None, clock.advance, 1.5)
+            if first == "an element":
+                await source.emit(1)
+                await entry.flush()  # nothing in flight: no task drives the runner
+            advance_elsewhere(clock, 1.5)  # the loop gets no turn until emit(2) is in
             await source.emit(2)
             await source.aclose()
             return out
 
-    assert asyncio.run(main()) == [[1], [2]]
+    expected = [[1], [2]] if first == "an element" else [[], [2]]
+    assert asyncio.run(main()) == expected
