@@ -204,16 +204,30 @@ class MapAsync(_Worker):
         logger.warning("%s: stopping after a call raised %s: %s (it resumes on the next "
                        "element, start() or close)", self._label(), type(exc).__name__, exc)
         self._stopped = True
+        if not self._closed:  # what a stop at close holds is close's to report
+            self._resumed = asyncio.get_running_loop().create_future()
         self.stop()
 
     def _resume(self, loop: asyncio.AbstractEventLoop) -> None:
         self._stopped = False
-        if self._resumed is not None:
-            resumed, self._resumed = self._resumed, None
+        resumed, self._resumed = self._resumed, None
+        if resumed is not None and not resumed.done():
             resumed.set_result(None)
         self._admit(loop)
         if self._running and self._idle():
             self._start_worker(loop, self._drain())
+
+    def _wake(self) -> None:
+        """Resume after a stop, on the node's loop (start() and close may come from
+        another thread: the shared loop thread runs a synchronous stream's calls)."""
+        resumed = self._resumed
+        if resumed is None:
+            return
+        loop = resumed.get_loop()
+        if running_loop() is loop:
+            self._resume(loop)
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake)
 
     def start(self) -> Any:
         """Resume after a stop on exception, then start the sources upstream."""
@@ -223,30 +237,23 @@ class MapAsync(_Worker):
     def _upstream_started(self) -> None:
         # A source upstream starts again (streams.sources.base): its run that
         # this node stopped may wait for the elements held here.
-        loop = running_loop()
-        if self._stopped and loop is not None:
-            self._resume(loop)
+        self._wake()
 
     def _barrier(self) -> Any:
-        if self._stopped and self._held():
+        if self._resumed is not None and self._held():
             return self._delivered()
         return super()._barrier()
 
     async def _delivered(self) -> None:
         # A stop holds elements with no worker running: the sources upstream
         # counted them done, so a checkpoint taken now would lose them in a
-        # crash. It waits until start() (or close) has sent them on; what a
-        # stop at close holds is close's to report.
+        # crash. It waits until start() (or close) has sent them on. The
+        # future is read before the test: a resume in between has set it.
         await super()._delivered()
-        while self._stopped and self._held() and not self._closed:
-            if self._resumed is None:
-                held = self._running[0][1] if self._running else self._waiting[0][1]
-                self._resumed = held.get_loop().create_future()
-            await until_done(self._resumed)
+        while (resumed := self._resumed) is not None and self._held():
+            await until_done(resumed)
             await super()._delivered()
 
     def _flush(self) -> Any:
-        loop = running_loop()
-        if self._stopped and loop is not None:
-            self._resume(loop)  # close delivers what a stop held
+        self._wake()  # close delivers what a stop held
         return super()._flush()

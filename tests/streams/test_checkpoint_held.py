@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from streams import Checkpointer, CheckpointError, Stream, VirtualClock, use_clock
+from streams.loop_thread import loop_thread
 from streams.snapshot import GraphSnapshot, restore_graph, snapshot_graph
 from streams.state import read_checkpoint
 
@@ -72,12 +73,6 @@ async def _turns(n: int = 200) -> None:
 @pytest.mark.parametrize("saved", ["before the stop", "during the stop"])
 def test_a_checkpoint_waits_for_what_a_stop_on_exception_holds(tmp_path: Path,
                                                                saved: str) -> None:
-    async def fails_on_2(x: int) -> int:
-        await slow_str(x)
-        if x == 2:
-            raise RuntimeError("fails on 2")
-        return x
-
     async def main() -> tuple[list[int], int | None, int]:
         source = Stream.from_iterable(range(20))
         mapped = source.map_async(fails_on_2, parallelism=4, stop_on_exception=True)
@@ -106,6 +101,36 @@ def test_a_checkpoint_waits_for_what_a_stop_on_exception_holds(tmp_path: Path,
     assert written_while_stopped is None  # it would cover 3, 4, 5: lost in a crash
     assert offset > 3
     assert [x for x in range(offset) if x != 2] == out[:offset - 1]  # 2 failed
+
+
+async def fails_on_2(x: int) -> int:
+    await slow_str(x)
+    if x == 2:
+        raise RuntimeError("fails on 2")
+    return x
+
+
+def test_a_stop_on_exception_resumed_from_another_thread_lets_its_checkpoint_finish(
+        tmp_path: Path) -> None:
+    # A synchronous pipeline with a timer runs on the shared loop thread, as
+    # streamz's does; the user starts it again from their own thread.
+    source = Stream.from_iterable(range(10))
+    mapped = source.map_async(fails_on_2, parallelism=4, stop_on_exception=True)
+    mapped.on_error("skip")
+    out = mapped.sink_to_list()
+    mapped.timed_window(3600.0).sink(lambda w: None)  # a timer: the loop thread runs it
+    Checkpointer(source, tmp_path, every=5, fsync=False)
+    first = source.start()
+
+    async def stopped() -> bool:
+        await _turns()
+        return source.stopped and bool(mapped._held())
+
+    assert asyncio.run_coroutine_threadsafe(stopped(), loop_thread()).result(10)
+    mapped.start().result(10)  # here no loop runs: the node resumes on its own
+    first.result(10)  # the run it stopped, whose checkpoint waited for the held elements
+    assert out == [0, 1, *range(3, 10)]
+    assert _offset(tmp_path) == 10
 
 
 def _buffer_graph() -> tuple[Stream[Any], list[Any]]:
