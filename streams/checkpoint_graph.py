@@ -3,6 +3,7 @@
 :func:`taking_part` checks the whole graph first (a node whose state lives
 elsewhere, a source that keeps no offset or has another Checkpointer) and
 only then attaches the sources: a refused graph is left as it was.
+:func:`barrier_levels` orders the nodes a checkpoint waits for.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from .core import Stream
     from .sources.base import Source
 
-__all__ = ["taking_part"]
+__all__ = ["barrier_levels", "taking_part"]
 
 
 def taking_part(checkpointer: Any, node: Stream[Any], needs_source: bool
@@ -57,3 +58,43 @@ def taking_part(checkpointer: Any, node: Stream[Any], needs_source: bool
     for s in sources:
         s._checkpointer = checkpointer
     return sources, numbering
+
+
+def barrier_levels(nodes: list[Stream[Any]]) -> list[list[Stream[Any]]]:
+    """The nodes with a barrier among ``nodes`` (topological), by how far down they are.
+
+    A node's barrier sends on what it holds (``buffer``, ``map_async``) or
+    writes what it buffered (a sink); what one sends may reach another node
+    that holds elements further down, whose barrier must then be asked
+    after it. So a checkpoint asks each level's barriers together, once the
+    levels above have done theirs. A node's level is one more than that of
+    the deepest node feeding it (its upstreams, or the node whose errors or
+    late elements it takes).
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> from streams.graph import walk
+    >>> source = Stream()
+    >>> buffered = source.buffer(2)
+    >>> _ = buffered.map_async(lambda x: x).sink_to_list()
+    >>> _ = source.buffer(3)
+    >>> [[n._label() for n in level] for level in barrier_levels(walk(source))]
+    [['buffer(2)', 'buffer(3)'], ['map_async(<lambda>)']]
+    """
+    feeds: dict[int, list[Stream[Any]]] = {}  # a node's error or late stream -> the node
+    for n in nodes:
+        for side in (n._errors, getattr(n, "_late", None)):
+            if side is not None:
+                feeds.setdefault(id(side), []).append(n)
+    depth: dict[int, int] = {}
+    levels: list[list[Stream[Any]]] = []
+    for n in nodes:  # upstreams first (a cycle's way back counts as the top)
+        above = [*n.upstreams, *feeds.get(id(n), ())]
+        d = depth[id(n)] = 1 + max((depth.get(id(u), -1) for u in above), default=-1)
+        if hasattr(n, "_barrier") and not hasattr(n, "_checkpoint_state"):
+            # (a file sink hands its data over with its state instead)
+            while len(levels) <= d:
+                levels.append([])
+            levels[d].append(n)
+    return [level for level in levels if level]

@@ -55,7 +55,7 @@ from ._checkpoint_io import (
     discard,
     remove_stale,
 )
-from .checkpoint_graph import taking_part
+from .checkpoint_graph import barrier_levels, taking_part
 from .checkpoint_record import _encode, read_checkpoint, write_checkpoint
 from .clock import get_clock, run_sync
 from .core import Stream
@@ -393,27 +393,32 @@ class Checkpointer:
             self._due = self._clock.now() + self.interval
         self._submit_held()
         nodes = walk(self.node)
-        sync = not asyncio_loop_running()
-        confirms: list[tuple[Any, int]] = []
-        flushes = []
-        for n in nodes:
-            if not hasattr(n, "_barrier") or hasattr(n, "_checkpoint_state"):
-                continue  # a file sink hands its data over with its state
-            if sync and hasattr(n, "_barrier_send"):
-                # Sent now, confirmed before the checkpoint is written (see poll).
-                confirms.append((n, n._barrier_send()))
-            else:
-                flushes.append(n._barrier())
-        flushed = _gather_pending(flushes)
-        if flushed is None:
-            self._take(nodes, confirms)
-            return None
-        return self._take_after(flushed, nodes, confirms)
+        return self._barriers(nodes, barrier_levels(nodes), not asyncio_loop_running(), [])
 
-    async def _take_after(self, flushed: Awaitable[Any], nodes: list[Stream[Any]],
-                          confirms: list[tuple[Any, int]]) -> None:
-        await flushed
+    def _barriers(self, nodes: list[Stream[Any]], levels: list[list[Any]], sync: bool,
+                  confirms: list[tuple[Any, int]]) -> Any:
+        """Ask the barriers, a level at a time (see barrier_levels), then take the checkpoint."""
+        for i, level in enumerate(levels):
+            flushes = []
+            for n in level:
+                if sync and hasattr(n, "_barrier_send"):
+                    # Sent now, confirmed before the checkpoint is written (see poll).
+                    confirms.append((n, n._barrier_send()))
+                else:
+                    flushes.append(n._barrier())
+            flushed = _gather_pending(flushes)
+            if flushed is not None:
+                return self._barriers_after(flushed, nodes, levels[i + 1:], sync, confirms)
         self._take(nodes, confirms)
+        return None
+
+    async def _barriers_after(self, flushed: Awaitable[Any], nodes: list[Stream[Any]],
+                              levels: list[list[Any]], sync: bool,
+                              confirms: list[tuple[Any, int]]) -> None:
+        await flushed
+        rest = self._barriers(nodes, levels, sync, confirms)
+        if rest is not None:
+            await rest
 
     def _take(self, nodes: list[Stream[Any]], confirms: list[tuple[Any, int]]) -> None:
         fds: list[int] = []

@@ -65,6 +65,26 @@ def test_no_checkpoint_covers_an_element_whose_output_is_not_out(tmp_path: Path,
     assert _offset(tmp_path) == 40
 
 
+@pytest.mark.parametrize("first", ["map_async", "buffer"])
+def test_a_checkpoint_waits_for_what_a_node_sends_on_to_another_that_holds(
+        tmp_path: Path, first: str) -> None:
+    async def main() -> tuple[list[str], list[str]]:
+        source = Stream(asynchronous=True)
+        held = (source.map_async(slow_str, parallelism=8) if first == "map_async"
+                else source.buffer(8))
+        out = held.map_async(slow_str, parallelism=8).sink_to_list()
+        cp = Checkpointer(source, tmp_path, manual=True, fsync=False)
+        for i in range(6):
+            await source.emit(i)  # returns once the first node holds it
+        await cp.save()
+        taken = list(out)  # what was out when the checkpoint was taken
+        await source.aclose()
+        return taken, out
+
+    taken, out = asyncio.run(main())
+    assert taken == out == [str(i) for i in range(6)]
+
+
 async def _turns(n: int = 200) -> None:
     for _ in range(n):
         await asyncio.sleep(0)
