@@ -280,7 +280,7 @@ class Slice(Stream[Any]):
         self.state = i + 1
         pending = None
         if i >= self.start and (i - self.start) % self.step == 0:
-            pending = self._emit(x)
+            pending = self._emit(x) if metadata is None else self._emit(x, metadata)
         if self.end is not None and self.state >= self.end:
             for u in list(self.upstreams):
                 u.disconnect(self)

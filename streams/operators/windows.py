@@ -14,7 +14,7 @@ from toolz import identity
 
 from ..clock import Handle, get_clock
 from ..core import Stream
-from ..metadata import release_refs, retain_refs
+from ..metadata import emit_held, release_refs, retain_refs
 from ..pending import emit_each
 from ..pending import gather_pending as _gather_pending
 from ..spec import Traits
@@ -231,7 +231,7 @@ class PartitionUnique(Stream[Any]):
     [(1, 2), (3, 4)]
     """
 
-    __slots__ = ("_buffer", "_key", "keep", "key", "n")
+    __slots__ = ("_buffer", "_key", "_metadata", "keep", "key", "n")
     _operator = "partition_unique"
     _local_only = None
     _graphviz_shape = "diamond"  # as streamz draws it
@@ -248,6 +248,7 @@ class PartitionUnique(Stream[Any]):
         self._key = key_function(key)
         self.keep = keep
         self._buffer: dict[Any, Any] = {}
+        self._metadata: dict[Any, Any] = {}  # the kept elements' streamz metadata, by key
         Stream.__init__(self, upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
@@ -259,20 +260,32 @@ class PartitionUnique(Stream[Any]):
             # Re-insert so the group's order reflects the kept elements' order.
             self._buffer.pop(k, None)
             self._buffer[k] = x
+            if self._metadata:
+                release_refs(self._metadata.pop(k, None))  # the element replaced is done
+            self._hold(k, metadata)
         elif k not in self._buffer:
             self._buffer[k] = x
+            self._hold(k, metadata)
         if len(self._buffer) == self.n:
-            result = tuple(self._buffer.values())
-            self._buffer.clear()
-            return self._emit(result)
+            return self._emit_group()
         return None
+
+    def _hold(self, k: Any, metadata: Any) -> None:
+        if metadata:
+            retain_refs(metadata)  # released once its group is emitted
+            self._metadata[k] = metadata
+
+    def _emit_group(self) -> Any:
+        result = tuple(self._buffer.values())
+        held = [self._metadata[k] for k in self._buffer if k in self._metadata]
+        self._buffer.clear()
+        self._metadata.clear()
+        return emit_held(self._emit, result, held)
 
     def _flush(self) -> Any:
         if not self._buffer:
             return None
-        result = tuple(self._buffer.values())
-        self._buffer.clear()
-        return self._emit(result)
+        return self._emit_group()
 
 
 @Stream.register_api()

@@ -297,3 +297,31 @@ def test_a_failing_branch_leaves_no_reference_held_by_the_branches_it_stopped() 
         source.emit(0, metadata=[{"ref": r}])
     assert out == []
     assert r.count == 0 and done == ["released"]  # a source commits what is released
+
+
+@pytest.mark.parametrize(("keep", "released", "groups"), [
+    ("first", [1, 0, 2], [[0, 2], [3]]),  # the second 1 is dropped: done at once
+    ("last", [0, 1, 2], [[1, 2], [3]]),  # the first 1 is replaced: done then
+])
+def test_partition_unique_holds_references_until_its_group_is_emitted(
+        keep: str, released: list[int], groups: list[list[int]]) -> None:
+    done: list[int] = []
+    source = Stream()
+    out = Metadata(source.partition_unique(2, keep=keep)).sink_to_list()
+    refs = [RefCounter(cb=lambda i=i: done.append(i)) for i in range(4)]
+    for r, x in zip(refs, [1, 1, 2, 3], strict=True):
+        source.emit(x, metadata=[{"ref": r}])
+    assert done == released and refs[3].count == 1  # 3 waits for its group
+    source.close()
+    assert done == [*released, 3]
+    assert out == [[{"ref": refs[i]} for i in group] for group in groups]
+
+
+def test_slice_passes_the_metadata_of_the_elements_it_keeps() -> None:
+    source = Stream()
+    out = Metadata(source.slice(1, None, 2)).sink_to_list()
+    refs = [RefCounter() for _ in range(4)]
+    for i, r in enumerate(refs):
+        source.emit(i, metadata=[{"ref": r}])
+    assert out == [[{"ref": refs[1]}], [{"ref": refs[3]}]]
+    assert all(r.count == 0 for r in refs)
