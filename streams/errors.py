@@ -101,6 +101,8 @@ class NodeError(Exception):
     0 True
     """
 
+    _message: str
+
     def __new__(cls, node: Stream[Any], element: Any, error: BaseException) -> NodeError:
         # The error keeps its type (contract 7): ``NodeError(node, x, exc)`` is
         # an instance of a subclass of both NodeError and ``type(exc)``, so code
@@ -114,20 +116,16 @@ class NodeError(Exception):
         self.node = node
         self.element = element
         self.error = error
-        # BaseException's, not the original type's __init__: that one may want
-        # other arguments (UnicodeDecodeError takes five).
-        BaseException.__init__(
-            self,
-            f"{node._label()} failed on element {short_repr(element)}"
-            f"{_failed_argument(node, element, error)}: {type(error).__name__}: {error}"
-        )
+        _take_arguments(self, error, f"{node._label()} failed on element {short_repr(element)}"
+                        f"{_failed_argument(node, element, error)}: {type(error).__name__}: "
+                        f"{error}")
         self.add_note(f"streams: raised in node {node._label()} "
                       f"on element {short_repr(element)}")
 
     def __str__(self) -> str:
         # The message, whatever the original type's __str__ does (KeyError
         # quotes its argument, OSError formats errno).
-        return str(self.args[0]) if self.args else ""
+        return str(self.__dict__.get("_message", ""))
 
     def __repr__(self) -> str:
         # Not the original type's, which may read what its own __init__ set.
@@ -193,6 +191,44 @@ def _adopt(wrapper: BaseException, error: BaseException) -> None:
         wrapper.__dict__.update({k: v for k, v in attributes.items() if k != "__notes__"})
 
 
+#: Fields the built-in exception types keep outside ``args`` and ``__dict__``.
+_BUILTIN_FIELDS = ("errno", "strerror", "filename", "filename2", "encoding", "object",
+                   "start", "end", "reason", "name", "path", "msg", "lineno", "offset",
+                   "text", "end_lineno", "end_offset", "value", "code")
+
+
+def _take_arguments(wrapper: NodeError, error: BaseException, message: str) -> None:
+    """``wrapper``'s message, and the arguments and fields of ``error`` that handlers read.
+
+    ``except KeyError as e: e.args[0]``, ``except OSError as e: e.errno``,
+    ``e.filename``, a ``UnicodeDecodeError``'s ``reason``: as streamz, which
+    raises the original error, gives them. BaseException's ``__init__``, not
+    the original type's: that one may want other arguments
+    (``UnicodeDecodeError`` takes five).
+
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> _ = source.map(lambda d: open(d["path"])).sink(print)
+    >>> try:
+    ...     source.emit({})
+    ... except KeyError as e:
+    ...     print(e.args)
+    ('path',)
+    >>> try:
+    ...     source.emit({"path": "/no/such/file"})
+    ... except FileNotFoundError as e:
+    ...     print(e.errno, e.filename)
+    2 /no/such/file
+    """
+    wrapper._message = message
+    BaseException.__init__(wrapper, *error.args)
+    for name in _BUILTIN_FIELDS:
+        try:
+            setattr(wrapper, name, getattr(error, name))
+        except (AttributeError, TypeError):  # not this type's, or read-only
+            continue
+
+
 _typed_classes: dict[tuple[type[NodeError], type[BaseException]], type[NodeError]] = {}
 
 
@@ -245,7 +281,7 @@ class SourceError(NodeError):
         self.node = node
         self.element = None
         self.error = error
-        BaseException.__init__(self, f"{node._label()} failed: {type(error).__name__}: {error}")
+        _take_arguments(self, error, f"{node._label()} failed: {type(error).__name__}: {error}")
         self.add_note(f"streams: raised by source {node._label()}")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import operator
+import os
 from typing import Any
 
 import pytest
@@ -145,6 +146,32 @@ def test_node_error_of_a_type_with_its_own_init_and_str() -> None:
     with pytest.raises(KeyError) as info:
         source.emit({})
     assert str(info.value).startswith("map(<lambda>) failed on element {}")
+
+
+def test_a_node_error_keeps_the_arguments_and_fields_handlers_read(tmp_path: Any) -> None:
+    # As streamz, which raises the original error: e.args[0] of a KeyError,
+    # e.errno and e.filename of an OSError, a UnicodeDecodeError's fields.
+    missing = str(tmp_path / "missing.txt")
+    source = Stream()
+    source.map(lambda d: os.stat(d["path"])).sink_to_list()
+    with pytest.raises(KeyError) as key_error:
+        source.emit({})
+    assert key_error.value.args == ("path",)
+    with pytest.raises(FileNotFoundError) as os_error:
+        source.emit({"path": missing})
+    assert (os_error.value.errno, os_error.value.filename) == (2, missing)
+    assert os_error.value.args == (2, "No such file or directory")
+    decode = Stream()
+    decode.map(lambda b: b.decode("ascii")).sink_to_list()
+    with pytest.raises(UnicodeDecodeError) as unicode_error:
+        decode.emit(b"a\xff")
+    e = unicode_error.value
+    assert (e.encoding, e.object, e.start, e.end, e.reason) == (
+        "ascii", b"a\xff", 1, 2, "ordinal not in range(128)")
+    assert str(e).startswith("map(<lambda>) failed on element b'a\\xff'")
+    with pytest.raises(FileNotFoundError) as source_error:
+        Stream.from_textfile(missing).start()
+    assert (source_error.value.errno, source_error.value.filename) == (2, missing)
 
 
 def test_error_after_a_timer_is_logged_and_the_node_keeps_going(
