@@ -241,7 +241,7 @@ def _bucket_state(saved: bytes, buckets: int, label: str) -> Any:
 
 
 def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSpec] | None = None,
-               rows_of: Rows | None = None, buckets: int = 0
+               rows_of: Rows | None = None, buckets: int = 0, closes: bool = False
                ) -> Callable[[Any, Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
     """The ``applyInPandasWithState`` function of a node with per-key state.
 
@@ -251,7 +251,10 @@ def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSp
     store (with ``buckets``, checked on restore), followed by the stateless
     nodes ``after`` it. Its outputs leave as rows routed for ``route_to`` (so
     no pass of its own is needed to route them), or to ``rows_of()``.
-    Control and error rows (key ``b""``) pass through.
+    Control and error rows (key ``b""``) pass through. ``closes``: a group
+    is the whole input (a static DataFrame), so the stream ends after it:
+    the node closes, as in-process (a ``ttl``'s ``on_expire`` of the keys
+    still held).
     """
     specs = [spec, *(after or ())]
     plan = chain_plan(specs)
@@ -276,6 +279,9 @@ def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSp
         else:
             for s, sb, x in zip(seqs, subs, xs, strict=True):
                 drive.push(s, sb, x)
+        if closes:
+            stage.close()
+            drive.drain(END_SEQ, 0)
         state.update((pickle.dumps((buckets, by_position(specs, stage.snapshot())),
                                    protocol=5),))
         yield rows.frame()
@@ -284,13 +290,14 @@ def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSp
 
 
 def sequential_chain(specs: list[NodeSpec], route_to: Route | None = None,
-                     rows_of: Rows | None = None) -> Callable[
+                     rows_of: Rows | None = None, closes: bool = False) -> Callable[
         [Any, Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
     """The ``applyInPandasWithState`` function of a chain with stateful nodes.
 
     All rows share one group (:data:`ONE_GROUP`); the nodes' states are the
-    group's state. A ``FLUSH`` row flushes what the nodes hold. Output rows
-    are routed for ``route_to``.
+    group's state. A ``FLUSH`` row flushes what the nodes hold, and so does
+    the end of the group with ``closes`` (a static DataFrame: the group is
+    the whole input). Output rows are routed for ``route_to``.
     """
     plan = chain_plan(specs)
     last = specs[-1] if specs else None
@@ -313,6 +320,9 @@ def sequential_chain(specs: list[NodeSpec], route_to: Route | None = None,
             elif kind == FLUSH:
                 stage.close()
                 rows.passthrough(s, drive.drain(s, sb << 16), FLUSH, item)
+        if closes:
+            stage.close()
+            drive.drain(END_SEQ, 0)
         state.update((pickle.dumps(by_position(specs, stage.snapshot()), protocol=5),))
         yield rows.frame()
 
@@ -336,6 +346,9 @@ def _columns(frames: Iterator[pd.DataFrame]) -> tuple[list[Any], ...]:
 #: its first element (the shift of :meth:`Driver.push` takes the other 16).
 FIRST_BITS = 47
 FIRST_MASK = (1 << FIRST_BITS) - 1
+#: The ``seq`` of what a static input's end lets out: after every row's
+#: (:func:`_partition_base`), within the bits a window numbers outputs by.
+END_SEQ = FIRST_MASK
 
 
 def _ordered_windows(batch: pa.RecordBatch | pa.Table) -> list[tuple[int, int, Any]]:

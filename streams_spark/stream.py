@@ -178,8 +178,10 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
             route = None  # that chain routes its own outputs
         if isinstance(stage, ChainStage | KeyedStage):
             to = rows_of if last else None
-            group = (sequential_chain(stage.specs, route, to) if isinstance(stage, ChainStage)
-                     else keyed_scan(stage.spec, route, stage.after, to, stage.buckets))
+            group = (sequential_chain(stage.specs, route, to, closes=static)
+                     if isinstance(stage, ChainStage)
+                     else keyed_scan(stage.spec, route, stage.after, to, stage.buckets,
+                                     closes=static))
             schema = out_schema if last else mid
             if df.isStreaming:
                 df = df.groupBy("k").applyInPandasWithState(

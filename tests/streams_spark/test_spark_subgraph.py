@@ -195,3 +195,31 @@ def test_unions_and_branches_the_segment_cannot_run_are_refused_when_built(
     with pytest.raises(ValueError, match="union of streaming and static DataFrames"):
         Stream.from_spark(spark.createDataFrame([(1,)], "n long")).union(stream).to_dataframe(
             "n long")
+
+
+def closing_steps(source: Stream[Any]) -> Outputs:
+    """Steps that let out what they hold when the stream ends: the end of a static input."""
+    def clicks(n: int, r: Any) -> tuple[int, list[Any]]:
+        return n + 1, []
+
+    expiring = source.stateful_map(clicks, start=0, key=0, ttl=10, time=1,
+                                   on_expire=lambda user, n: [{"key": user, "n": n}])
+    pairs = source.map(lambda r: r[1]).partition(2).map(lambda p: {"n": len(p), "t": p[0]})
+    window = source.timed_window(5, time=1)
+    window.late.sink(lambda r: None)  # a window with its late stream runs in element order
+    ids = window.map(lambda w: {"ids": ",".join(r[0] for r in w)})
+    return {"expiring": (expiring, "key string, n long"),
+            "pairs": (pairs, "n long, t double"), "window": (ids, "ids string")}
+
+
+def test_what_steps_hold_at_the_end_of_a_static_dataframe_comes_out(spark: Any) -> None:
+    # A static DataFrame is a whole stream: its end closes the steps, as
+    # close() does in-process (a ttl's on_expire of the keys still held, a
+    # partition's last group, the last window of an in-order chain).
+    rows = [("a", 0.0), ("b", 3.0), ("a", 5.0), ("b", 12.0), ("a", 30.0)]
+    df = spark.createDataFrame(rows, "key string, t double").coalesce(1)
+    expected = in_process(closing_steps, rows)
+    got = {name: frame.collect() for name, frame in frames(closing_steps, df).items()}
+    for name, values in expected.items():
+        assert as_set(got[name]) == as_set(values), name
+    assert ("a", 1) in as_set(expected["expiring"])  # a's state, let out at the end
