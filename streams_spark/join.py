@@ -11,7 +11,7 @@ at ``Stream.from_spark(df)`` and end in ``to_dataframe(schema)`` becomes:
     -> mapInArrow (the steps after the join on the pairs (l, r), typed rows out)
 
 The time condition is the in-process one: each time's nearest microsecond
-(:func:`~streams_spark.stream.timestamp_of`, as
+(:func:`~streams_spark.time_sql.timestamp_of`, as
 :func:`~streams.operators.window_bounds.event_micros` takes it in Python),
 at most ``within`` (in whole microseconds) apart, so a pair is joined
 exactly when in-process. Written as a range on the timestamps, it also lets
@@ -39,7 +39,6 @@ naming the join, the side and the earliest such element (see
 from __future__ import annotations
 
 import logging
-import math
 import pickle
 import threading
 from collections.abc import Callable, Iterator
@@ -59,10 +58,10 @@ from .event_seconds import on_spark
 from .listener import DroppingMarks, count_input, observed, watch_progress
 from .plan import chain_plan
 from .stages import COLUMNS, Driver, Rows, chain_task
-from .stream import interval, timestamp_of
+from .time_sql import interval, spark_delay, timestamp_of
 from .worker_heap import freeze_worker_heap
 
-__all__ = ["SIDE_SCHEMA", "SideMaxima", "SideRows", "join_frame", "pair_task", "spark_delay",
+__all__ = ["SIDE_SCHEMA", "SideMaxima", "SideRows", "join_frame", "pair_task",
            "watch_late"]
 
 logger = logging.getLogger("streams")
@@ -152,23 +151,6 @@ def pair_task(specs: list[NodeSpec], rows_of: Rows
             yield rows.batch()
 
     return run
-
-
-def spark_delay(lateness: float) -> str:
-    """The watermark delay under which Spark forgets only what in-process forgets.
-
-    Spark's watermark is whole milliseconds behind its largest time seen,
-    and after each micro-batch it forgets held rows at its bound, not only
-    below it; in-process, an element at the watermark is still on time. One
-    millisecond more than ``lateness`` (rounded up) keeps Spark's watermark
-    strictly below the in-process one.
-
-    Examples
-    --------
-    >>> spark_delay(0), spark_delay(2.5), spark_delay(0.0001)
-    ('1 milliseconds', '2501 milliseconds', '2 milliseconds')
-    """
-    return f"{math.ceil(round(lateness * 1000, 6)) + 1} milliseconds"
 
 
 class SideMaxima:

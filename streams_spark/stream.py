@@ -27,7 +27,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from streams.operators.window_bounds import micros
 from streams.spec import EventTime
 
 from .batch import encode_chunks
@@ -56,10 +55,10 @@ from .stages import (
     sequential_chain,
 )
 from .storage import location, scratch_location
+from .time_sql import spark_window, timestamp_of, watermark_delay
 from .window_sessions import sessions
 
-__all__ = ["StreamRunner", "build_query_frame", "interval", "micros_of", "spark_window",
-           "timestamp_of", "window_groups"]
+__all__ = ["StreamRunner", "build_query_frame", "window_groups"]
 
 #: The kinds of rows that reach ``gather()`` (or a node's error policy).
 DELIVERED = (DATA, WINDOW, WINDOW_ITEMS, ERROR)
@@ -98,34 +97,6 @@ def _routed_schema(route: Route | None) -> Any:
     schema = _spark_schema(MID_SPANS if route is not None and route.spans else MID_SCHEMA)
     return (schema if route is None or route.rows is None
             else schema.add("r", ArrayType(route.rows, containsNull=False)))
-
-
-def timestamp_of(seconds: Any) -> str:
-    """SQL of the timestamp of ``seconds`` (a double): its nearest microsecond.
-
-    As :func:`streams.operators.window_bounds.event_micros` takes it in
-    Python, so windows and their bounds are the same on both sides. Spark's
-    own ``timestamp_seconds()`` truncates, which puts a time written as
-    ``micros / 1e6`` a microsecond early one time in fifty.
-
-    >>> timestamp_of("`t`")
-    'timestamp_micros(CAST(rint(`t` * 1E6) AS BIGINT))'
-    """
-    return f"timestamp_micros({micros_of(seconds)})"
-
-
-def micros_of(seconds: Any) -> str:
-    """SQL of the nearest microsecond of ``seconds`` (a double), a long: :func:`timestamp_of`'s.
-
-    >>> micros_of("`t`")
-    'CAST(rint(`t` * 1E6) AS BIGINT)'
-    """
-    return f"CAST(rint({seconds} * 1E6) AS BIGINT)"
-
-
-def interval(x: float) -> str:
-    """``x`` seconds as Spark reads a duration (whole microseconds)."""
-    return f"{micros(x)} microseconds"
 
 
 def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
@@ -199,7 +170,7 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
             df = df.withColumn("et", F.expr(timestamp_of("`t`")))
             if spans:
                 df = df.withColumn("lt", F.expr(timestamp_of("coalesce(`u`, `t`)")))
-            df = _windows(df.withWatermark("et", interval(event_time.lateness)), event_time,
+            df = _windows(df.withWatermark("et", watermark_delay(event_time)), event_time,
                           "lt" if spans else None, carried)
             spans = carried = False
             if nxt is None and output is None:
@@ -217,18 +188,6 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
     if first:
         df = df.mapInArrow(chain_task([], None, first), mid)
     return df.select("seq", "sub", "kind", "p")
-
-
-def spark_window(event_time: EventTime, column: str) -> Any:
-    """Spark's ``window()`` (tumbling or sliding) or ``session_window()`` of ``column``."""
-    from pyspark.sql import functions as F
-
-    size = interval(event_time.size)
-    if event_time.session:
-        return F.session_window(column, size)
-    if event_time.slide is not None:
-        return F.window(column, size, interval(event_time.slide))
-    return F.window(column, size)
 
 
 def window_groups(rows: Any, event_time: EventTime, keys: list[str],

@@ -24,7 +24,7 @@ No row crosses to Python. Each element's checks (a ``None`` where Python
 would raise) run on the rows, before they are grouped; each window's (a
 ``min`` meeting a ``None``) on the groups. Windows are cut from the event
 time exactly as the Python routing cuts them (the nearest microsecond of the
-time as a double, :func:`~streams_spark.stream.timestamp_of`), so the results
+time as a double, :func:`~streams_spark.time_sql.timestamp_of`), so the results
 are those of the windows Spark forms from Python's routing.
 """
 
@@ -44,7 +44,8 @@ from .column_values import BOOL, FLOAT, INT, NONE, STR, Untraceable, Value, lift
 from .event_seconds import BEYOND, FIRST_SECOND, LAST_SECOND
 from .row_values import RowValue, fields_of, reads_of
 from .sql_text import Sql, named
-from .stream import interval, timestamp_of, window_groups
+from .stream import window_groups
+from .time_sql import timestamp_of, watermark_delay
 from .tracing import trace
 from .window_aggregates import Aggregates, WindowValue
 from .window_starts import bounds_of, by_start, grouped
@@ -199,7 +200,7 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
     kept = kept_rows(df, keep, narrowing, row)
     rows = kept.selectExpr(*map(row.resolve, columns_in))
     if kept.isStreaming:  # a static DataFrame's watermark is dropped by Spark's analyser
-        rows = rows.withWatermark("__et", interval(event_time.lateness))
+        rows = rows.withWatermark("__et", watermark_delay(event_time))
     keys = ["__k"] if keyed else []
     parts = aggregates.columns() or [("count(1)", "__n")]
     if aggregates.counter is not None:

@@ -58,7 +58,7 @@ from .checks import ElementText, after, checked, checked_in_order, checking, kep
 from .column_values import Untraceable, Value, truth
 from .row_values import RowValue, fields_of
 from .sql_text import Sql
-from .stream import interval, micros_of
+from .time_sql import interval, micros_of
 from .tracing import trace
 from .window_native import route, stamped, windowed
 from .window_starts import bounds_of, start_of

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyspark.sql import Row
 
 import streams_spark  # noqa: F401 - registers to_spark()
 from streams import NodeError, Stream
@@ -169,3 +170,33 @@ def test_a_query_of_two_windowed_outputs_logs_its_drops_once_naming_both(
     assert len(warned) == 1
     assert warned[0].count("timed_window") == 2
     assert "dropped 4 window group(s)" in warned[0]  # [-30, -20), [-10, 0); [-40, -20), [-20, 0)
+
+
+def test_a_session_the_watermark_has_just_reached_is_still_open_as_in_process(
+        spark: Any, tmp_path: Path) -> None:
+    # In-process a session stays open until the watermark is past its end:
+    # c at 108 (gap 2, so ending at 110) comes after b moved the watermark to
+    # 110, on time. Spark closes a session at the watermark: it dropped c.
+    batches = [[("a", 100.0, 0), ("b", 110.0, 1)], [("c", 108.0, 2)], [("d", 130.0, 3)]]
+
+    def sessions(source: Stream[Any]) -> Stream[Any]:
+        return (source.session_window(2, time="t", key="k", bounds=True)
+                .map(lambda kw: (kw[0], kw[1].start, sum(r.i for r in kw[1].elements))))
+
+    source = Stream()
+    expected = sessions(source).sink_to_list()
+    written: list[tuple[Any, ...]] = []
+    for i, part in enumerate(batches):
+        for k, t, n in part:
+            source.emit(Row(k=k, t=t, i=n))  # not closed: the query's last session stays open
+        # Each batch a run of the query of its own, resumed from its checkpoint.
+        spark.createDataFrame(part, "k string, t double, i long").write.json(
+            str(tmp_path / "in" / f"b{i}"))
+        df = (spark.readStream.schema("k string, t double, i long")
+              .json(str(tmp_path / "in" / "*")))
+        out = sessions(Stream.from_spark(df)).to_dataframe("k string, start double, ids long")
+        (out.writeStream.foreachBatch(lambda b, _: written.extend(map(tuple, b.collect())))
+         .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True)
+         .start().awaitTermination())
+    assert sorted(written) == sorted(expected) == [
+        ("a", 100.0, 0), ("b", 110.0, 1), ("c", 108.0, 2)]
