@@ -10,7 +10,6 @@ the rows by these columns.
 
 from __future__ import annotations
 
-import pickle
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -37,11 +36,11 @@ KEY_BUCKETS = 128
 
 
 def key_bucket(kbytes: bytes, buckets: int = KEY_BUCKETS) -> bytes:
-    """The group of a pickled key among ``buckets`` (the same in every worker process).
+    """The group of a key's bytes (:func:`key_bytes`) among ``buckets``, in every process.
 
     Examples
     --------
-    >>> key_bucket(pickle.dumps("a", protocol=5)) == key_bucket(pickle.dumps("a", protocol=5))
+    >>> key_bucket(key_bytes(0.0)) == key_bucket(key_bytes(-0.0)) == key_bucket(key_bytes(0))
     True
     """
     return b"%d" % (zlib.crc32(kbytes) % buckets)
@@ -69,17 +68,17 @@ def element_routes(route: Route | None) -> Callable[[Any], tuple[bytes | None, A
     traits = route.spec.traits
     if route.kind == "key":
         keyf = key_function(traits.key)
-        dumps = pickle.dumps
-        # Keys repeat: pickle each once. Equal keys share one pickle, as they
-        # share one state in-process (a dict: 1, 1.0 and True are one key).
-        pickled: dict[Any, bytes] = {}
+        # Keys repeat: take each one's bytes once. Equal keys have the same
+        # bytes in every task, as they share one state in-process (a dict: 1,
+        # 1.0 and True are one key, so are 0.0 and -0.0), and so one bucket.
+        taken: dict[Any, bytes] = {}
 
         def by_key(x: Any) -> tuple[bytes, None]:
             k = keyf(x)
             try:
-                return pickled[k], None
+                return taken[k], None
             except KeyError:
-                b = pickled[k] = dumps(k, protocol=5)
+                b = taken[k] = key_bytes(k)
                 return b, None
             # An unhashable key raises TypeError: an error of the node, as in-process.
 

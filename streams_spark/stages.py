@@ -217,26 +217,36 @@ def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool | str,
 
 
 class KeyBucketsChanged(ValueError):
-    """A keyed query restarted from a checkpoint written with another number of key buckets."""
+    """A keyed query restarted from a checkpoint written with other key buckets."""
+
+
+#: How a key's bucket is hashed from it: the bytes of :func:`key_bytes`, one
+#: for keys a dict takes as one (before: a key's pickle, which splits 0.0 and -0.0).
+KEY_HASH = "key_bytes"
 
 
 def _bucket_state(saved: bytes, buckets: int, label: str) -> Any:
-    """The node states a keyed group saved, checked against today's ``buckets``.
+    """The node states a keyed group saved, checked against today's ``buckets`` and hash.
 
-    With another number of buckets most keys land in groups whose saved state
-    is not theirs, and would silently start again; the first group that
-    meets a saved state refuses the restart (the micro-batch then fails, and
-    nothing of it is committed).
+    With another number of buckets, or another hash of the keys, most keys
+    land in groups whose saved state is not theirs, and would silently start
+    again; the first group that meets a saved state refuses the restart (the
+    micro-batch then fails, and nothing of it is committed).
     """
     loaded = pickle.loads(saved)
-    # Before 128 buckets, the states alone were saved, for 16 buckets.
-    had, states = loaded if isinstance(loaded, tuple) else (16, loaded)
-    if had != buckets:
+    # Before 128 buckets, the states alone were saved, for 16 buckets; before
+    # the hash was saved, it was the keys' pickles.
+    had, states, hashed = ((16, loaded, "pickle") if not isinstance(loaded, tuple)
+                           else (*loaded, "pickle") if len(loaded) == 2 else loaded)
+    if had != buckets or hashed != KEY_HASH:
+        what = (f"in {had} key buckets, and this version of streams hashes keys into "
+                f"{buckets}" if had != buckets else
+                "in buckets of the keys' pickles, and this version of streams hashes keys "
+                "as one where a dict takes them as one (0.0 and -0.0, 1 and 1.0)")
         raise KeyBucketsChanged(
-            f"{label}: this query's checkpoint holds its keyed state in {had} key buckets, "
-            f"and this version of streams hashes keys into {buckets}, so a key's state "
-            "would not be found; restart from a new checkpoint location (replaying the "
-            "input), or with the version of streams that wrote the checkpoint")
+            f"{label}: this query's checkpoint holds its keyed state {what}, so a key's "
+            "state would not be found; restart from a new checkpoint location (replaying "
+            "the input), or with the version of streams that wrote the checkpoint")
     return states
 
 
@@ -282,7 +292,7 @@ def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSp
         if closes:
             stage.close()
             drive.drain(END_SEQ, 0)
-        state.update((pickle.dumps((buckets, by_position(specs, stage.snapshot())),
+        state.update((pickle.dumps((buckets, by_position(specs, stage.snapshot()), KEY_HASH),
                                    protocol=5),))
         yield rows.frame()
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
 from streams import Stream
+from streams.operators._checks import key_bytes
 
 pytestmark = pytest.mark.spark
 
@@ -261,8 +262,8 @@ def test_a_keyed_query_restarts_from_its_checkpoint_only_with_its_key_buckets(
 
     # "c" hashes to bucket 4 of 16 and of 128: its saved state is met.
     data = [("c", 1), ("a", 5), ("c", 3), ("c", 2), ("a", 1), ("c", 7)]
-    assert route_columns.key_bucket(pickle.dumps("c", protocol=5), 16) == route_columns.key_bucket(
-        pickle.dumps("c", protocol=5), 128)
+    assert route_columns.key_bucket(key_bytes("c"), 16) == route_columns.key_bucket(
+        key_bytes("c"), 128)
 
     def run(part: int, buckets: int) -> None:
         as_rows(spark, data[3 * part:3 * part + 3]).coalesce(1).write.mode("overwrite") \
@@ -285,6 +286,31 @@ def test_a_keyed_query_restarts_from_its_checkpoint_only_with_its_key_buckets(
     expected = in_process(as_rows(spark, data).collect(), keyed_total)
     assert sorted(tuple(r) for r in written) == sorted(
         (d["key"], d["total"]) for d in expected)
+
+
+def test_equal_keys_from_different_partitions_share_one_state(spark: Any) -> None:
+    # A dict takes 0.0 and -0.0, 1.0 and 1 as one key: one state in-process.
+    # Their pickles differ, and put them in different buckets on Spark.
+    rows = [(0.0, 1), (1.0, 10), (-0.0, 2), (1.0, 20)]  # two partitions of two rows
+    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 2), "x double, i long")
+
+    def totals(source: Stream[Any]) -> Stream[Any]:
+        keyed = source.map(lambda r: (r.x if r.i % 20 else int(r.x), r.i))  # 1.0, then 1
+        return keyed.scan(lambda total, kv: total + kv[1], start=0, key=0).map(
+            lambda kt: kt[1])
+
+    got = sorted(r.v for r in totals(Stream.from_spark(df)).map(lambda t: {"v": t})
+                 .to_dataframe("v long").collect())
+    assert got == sorted(in_process(df.collect(), totals)) == [1, 3, 10, 30]
+
+
+def test_a_keyed_checkpoint_of_keys_hashed_by_their_pickles_is_refused() -> None:
+    from streams_spark.stages import KEY_HASH, KeyBucketsChanged, _bucket_state
+
+    states = {0: {"a": 1}}
+    assert _bucket_state(pickle.dumps((128, states, KEY_HASH)), 128, "scan") == states
+    with pytest.raises(KeyBucketsChanged, match=r"scan: .* in buckets of the keys' pickles"):
+        _bucket_state(pickle.dumps((128, states)), 128, "scan")  # written before the hash
 
 
 def test_a_keyed_stage_spreads_over_more_tasks_than_the_old_16_groups(spark: Any) -> None:
