@@ -376,12 +376,17 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
             "(a static side has no watermark); read both as streams "
             "(spark.readStream) or both as tables")
     for n in lineage:
-        if isinstance(n, LateSide) and n._traits().join is not None and n._late_is_sunk():
-            raise ValueError(
-                f"to_dataframe(): {n._label()} has its late stream connected, which Spark "
-                "cannot feed: its join takes a late row in, with the partners its state "
-                "still holds (a warning names such rows). Disconnect node.late, or "
-                "gather() each side and join in-process")
+        if isinstance(n, LateSide) and n._late_is_sunk():
+            if n._traits().join is not None:
+                why = ("its join takes a late row in, with the partners its state still "
+                       "holds (a warning names such rows). Disconnect node.late, or gather() "
+                       "each side and join in-process")
+            else:
+                why = ("a late row would fail the query. Disconnect node.late (Spark's "
+                       "windows then leave out the rows behind the watermark, and a warning "
+                       "counts them), or gather() and window in-process")
+            raise ValueError(f"to_dataframe(): {n._label()} has its late stream connected, "
+                             f"which Spark cannot feed: {why}")
         if n._policy == "route":
             raise ValueError(
                 f"to_dataframe(): {n._label()} routes its errors to a Python stream, which "

@@ -57,7 +57,11 @@ class FromSpark(Stream[Any]):
     ----------
     df : pyspark.sql.DataFrame
         A streaming DataFrame (``spark.readStream...``), or a static one (a
-        backfill: :meth:`start` runs one job).
+        backfill: :meth:`start` runs one job; its end closes the steps, as
+        ``close()`` does in-process). A static DataFrame has no watermark:
+        an event-time window counts every row in its windows, none is late,
+        where in-process a row that comes behind the watermark, in the
+        DataFrame's order, would be.
     checkpoint : str, optional
         The checkpoint directory: Spark's offsets and state, and the batch
         delivered last with the states of the nodes after ``gather()``. A

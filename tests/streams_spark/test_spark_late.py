@@ -200,3 +200,13 @@ def test_a_session_the_watermark_has_just_reached_is_still_open_as_in_process(
          .start().awaitTermination())
     assert sorted(written) == sorted(expected) == [
         ("a", 100.0, 0), ("b", 110.0, 1), ("c", 108.0, 2)]
+
+
+def test_a_window_whose_late_stream_is_connected_is_refused_by_to_dataframe(spark: Any) -> None:
+    # A DataFrame cannot feed node.late: a late row would fail the query.
+    df = spark.createDataFrame([(100.0,), (110.0,), (101.0,)], "t double")
+    window = Stream.from_spark(df).timed_window(5, time="t")
+    window.late.sink(print)
+    with pytest.raises(ValueError, match=r"timed_window\(5\.0\) has its late stream connected.*"
+                                         r"Disconnect node.late"):
+        window.map(len).to_dataframe("n long")
