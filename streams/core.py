@@ -243,6 +243,8 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     def connect(self, downstream: Stream[Any]) -> None:
         """Connect ``downstream`` so that it receives this node's elements.
 
+        Connecting it again does nothing (streamz keeps downstreams in a set).
+
         Examples
         --------
         >>> a, b = Stream(), Stream()
@@ -254,6 +256,8 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
         """
         if not isinstance(downstream, Stream):
             raise TypeError(f"connect() takes a Stream, got {downstream!r}")
+        if any(d is downstream for d in self.downstreams):
+            return  # connected already (a notebook cell run twice): sent once, as in streamz
         check_connect(self, downstream)
         admit_connection(self, downstream)
         downstream._add_upstream(self)  # first: it may refuse, leaving all as it was

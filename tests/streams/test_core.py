@@ -256,3 +256,18 @@ def test_a_refused_connect_leaves_the_graph_as_it_was() -> None:
     third.map(str)  # a change: the push function is compiled again
     third.emit(2)
     assert seen == [1, 2]
+
+
+def test_a_node_connected_twice_gets_each_element_once() -> None:
+    # As streamz, whose downstreams are a set: a notebook cell that calls
+    # a.connect(b) run twice does not double b's elements.
+    a, b = Stream(), Stream()
+    out = b.sink_to_list()
+    a.connect(b)
+    a.connect(b)
+    a.emit(1)
+    assert out == [1]
+    assert a.downstreams.count(b) == 1 and b.upstreams == [a]
+    a.disconnect(b)
+    a.emit(2)
+    assert out == [1]
