@@ -33,6 +33,7 @@ from .pending import asynchronous_of
 from .pending import done as _done
 from .pending import finish_emit as _finish_emit
 from .segment import NO_DEFAULT, Segment, admit_connection, segment_of
+from .streamz_extras import StreamzExtras
 
 if TYPE_CHECKING:
     from .errors import ErrorPolicy, ErrorRecord
@@ -43,7 +44,7 @@ __all__ = ["NO_DEFAULT", "Stream", "Segment"]
 T = TypeVar("T")
 
 
-class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
+class Stream(StreamzExtras, OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
     """A node in a push-based stream graph.
 
     A bare ``Stream()`` is a source: push elements into it with
@@ -437,23 +438,6 @@ class Stream(OperatorAPI[T], Generic[T], metaclass=plugins.StreamType):
 
     def __repr__(self) -> str:
         return f"<{self._label()}>"
-
-    def __str__(self) -> str:
-        """streamz's format: ``<map: inc>``, ``<name; Stream>``, ``<partition: 2>``.
-
-        Examples
-        --------
-        >>> str(Stream().partition(2)), str(Stream(stream_name="in"))
-        ('<partition: 2>', '<in; Stream>')
-        """
-        from .graph import streamz_str
-
-        return streamz_str(self)
-
-    @property
-    def name(self) -> str | None:
-        """streamz's name for :attr:`stream_name`."""
-        return self.stream_name
 
     # ------------------------------------------------------------------
     # Sources

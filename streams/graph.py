@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 #: Attributes shown by ``str(node)``, as streamz's ``str_list``.
-_STR_ATTRIBUTES = ("func", "predicate", "n", "interval")
+_STR_ATTRIBUTES = ("func", "n", "interval")  # filter's ``predicate`` is its ``func``
 
 
 @dataclass(frozen=True)
@@ -106,10 +106,27 @@ def describe(node: Stream[Any]) -> GraphSpec:
     return GraphSpec(tuple(n.describe() for n in walk(node)))
 
 
+def operator_of(node: Stream[Any]) -> str:
+    """The operator's name; a class that names none of its own is named by its class.
+
+    A user's subclass of ``Stream`` (registered or not) inherits ``stream``:
+    streamz names every node by its class.
+
+    >>> from streams import Stream
+    >>> class Custom(Stream):
+    ...     pass
+    >>> operator_of(Stream().map(str)), operator_of(Custom())
+    ('map', 'Custom')
+    """
+    kind = type(node)
+    return node._operator if "_operator" in kind.__dict__ or kind.__name__ == "Stream" \
+        else kind.__name__
+
+
 def label(node: Stream[Any]) -> str:
     """A short human name: ``map(parse) 'clean'`` for a named map node."""
     func = getattr(node, "func", None)
-    text = node._operator
+    text = operator_of(node)
     if func is not None:
         fname = getattr(func, "__name__", None) or type(func).__name__
         text = f"{text}({fname})"
@@ -227,7 +244,7 @@ def streamz_str(node: Stream[Any]) -> str:
     """
     from .core import Stream
 
-    kind = "Stream" if type(node) is Stream else node._operator
+    kind = "Stream" if type(node) is Stream else operator_of(node)
     parts = [f"{node.stream_name}; {kind}" if node.stream_name else kind]
     for attr in _STR_ATTRIBUTES:
         value = getattr(node, attr, None)

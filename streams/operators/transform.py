@@ -168,6 +168,11 @@ class Filter(_FunctionNode):
 
     __slots__ = ()
     _operator = "filter"
+
+    @property
+    def predicate(self) -> Callable[..., Any] | None:
+        """streamz's name for the function (:attr:`func`); None keeps truthy elements."""
+        return self.func
     _keep = True
 
     def __init__(self, upstream: Stream[Any], predicate: Callable[..., Any] | None,

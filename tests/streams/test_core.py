@@ -7,6 +7,7 @@ import sys
 import textwrap
 import weakref
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -271,3 +272,40 @@ def test_a_node_connected_twice_gets_each_element_once() -> None:
     a.disconnect(b)
     a.emit(2)
     assert out == [1]
+
+
+def test_a_streamz_plugin_holding_elements_counts_their_references_as_in_streamz() -> None:
+    from streams import RefCounter
+
+    class pairs(Stream):  # streamz names node classes as their methods
+        """A streamz-style node: holds one element, emits pairs, with their metadata."""
+
+        def __init__(self, upstream: Stream, **kwargs: Any) -> None:
+            self.held: list[Any] = []
+            self.held_metadata: list[Any] = []
+            Stream.__init__(self, upstream, **kwargs)
+
+        def update(self, x: Any, who: Any = None, metadata: Any = None) -> Any:
+            self._retain_refs(metadata)
+            self.held.append(x)
+            self.held_metadata.extend(metadata or [])
+            if len(self.held) < 2:
+                return None
+            out, self.held = tuple(self.held), []
+            metadata, self.held_metadata = self.held_metadata, []
+            pending = self._emit(out, metadata)
+            self._release_refs(metadata)
+            return pending
+
+    source = Stream()
+    node = pairs(source)
+    out = node.sink_to_list()
+    first, second = RefCounter(), RefCounter()
+    source.emit(1, metadata=[{"ref": first}])
+    assert first.count == 1  # held
+    source.emit(2, metadata=[{"ref": second}])
+    assert (first.count, second.count, out) == (0, 0, [(1, 2)])
+    # Named by its class, as streamz names every node; filter's function as streamz's.
+    assert str(node) == "<pairs>" and node._label() == "pairs"
+    keep = lambda x: x > 0
+    assert source.filter(keep).predicate is keep
