@@ -256,7 +256,8 @@ def check_subclass(cls: Any) -> None:
 
     * A class overriding ``_emit`` (streamz code does) gets an ``emit`` that
       goes through the override: it must see every element, so the
-      compiled push is not called directly.
+      compiled push is not called directly; and, without an ``update`` of
+      its own, an ``update`` that does too (the elements from upstream).
     * A streamz plugin's ``@gen.coroutine def update`` runs only once
       awaited, on the loop that finishes it (as a sink's coroutine).
     * A class defining its own ``update`` without saying whether its
@@ -264,8 +265,11 @@ def check_subclass(cls: Any) -> None:
       only: engines refuse it until it sets ``_local_only = None``.
     """
     Stream = _stream()
-    if cls._emit is not Stream._emit and "emit" not in cls.__dict__:
-        cls.emit = _emit_through_override
+    if cls._emit is not Stream._emit:
+        if "emit" not in cls.__dict__:
+            cls.emit = _emit_through_override
+        if cls.update is Stream.update:
+            cls.update = _update_through_override
     update = cls.__dict__.get("update")
     if update is not None and getattr(update, "__tornado_coroutine__", False):
         from .sinks.basic import _deferred_tornado_coroutine
@@ -276,6 +280,11 @@ def check_subclass(cls: Any) -> None:
         cls._local_only = (
             f"{cls.__name__} does not declare that an engine can run it (its "
             "author can set _local_only = None once its NodeSpec rebuilds it)")
+
+
+def _update_through_override(self: Any, x: Any, who: Any = None, metadata: Any = None) -> Any:
+    # ``update`` of a class that overrides ``_emit`` and not ``update``; see check_subclass.
+    return self._emit(x) if metadata is None else self._emit(x, metadata)
 
 
 def _emit_through_override(self: Any, x: Any, asynchronous: bool = False,

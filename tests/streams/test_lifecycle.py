@@ -116,6 +116,22 @@ def test_overridden_emit_sees_every_element() -> None:
     assert tags == [("tag", 1)] and out == [1]
 
 
+def test_a_subclass_overriding_emit_sees_the_elements_from_upstream() -> None:
+    # As streamz: its default update emits through _emit.
+    seen = []
+
+    class Tap(Stream):
+        def _emit(self, x, metadata=None):
+            seen.append(x)
+            return super()._emit(x, metadata)
+
+    source = Stream()
+    out = Tap(source).sink_to_list()
+    source.emit(1)
+    source.emit(2)
+    assert seen == [1, 2] and out == [1, 2]
+
+
 @pytest.mark.parametrize("predicate", [None, lambda x: x])
 def test_a_truth_test_that_raises_follows_the_policy(predicate) -> None:
     class Ambiguous:
