@@ -44,6 +44,7 @@ from .sources.kafka_batched import FromKafkaBatched  # issue 16
 from .sources.mqtt import FromMqtt  # streamz's MQTT source (paho-mqtt imported lazily)
 from .sources.periodic import FromPeriodic
 from .sources.process import FromProcess
+from .sources.queue import FromQ  # streamz's from_q: a queue.Queue other threads fill
 from .sources.redis import FromRedis  # issue 6: Redis Streams (redis-py imported lazily)
 from .sources.stdio import FromStdin  # issue 6: JSON lines from stdin
 from .sources.tcp import FromTcp
@@ -96,6 +97,7 @@ __all__ = [
     "FromMqtt",
     "FromPeriodic",
     "FromProcess",
+    "FromQ",
     "FromRedis",
     "FromStdin",
     "FromTcp",

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .sources.mqtt import FromMqtt
     from .sources.periodic import FromPeriodic
     from .sources.process import FromProcess
+    from .sources.queue import FromQ
     from .sources.redis import FromRedis
     from .sources.stdio import FromStdin
     from .sources.tcp import FromTcp
@@ -190,6 +191,9 @@ class OperatorAPI(Generic[T]):
         @staticmethod
         def from_periodic(callback: Callable[[], Any], poll_interval: float | str = 0.1,
                           start: bool = False, **kwargs: Any) -> FromPeriodic: ...
+        @staticmethod
+        def from_q(q: Any, sleep_time: float | str = 0.01, start: bool = False,
+                   **kwargs: Any) -> FromQ: ...
         @staticmethod
         def from_tcp(port: int, delimiter: bytes = b"\n", address: str = "127.0.0.1",
                      server_kwargs: dict[str, Any] | None = None, start: bool = False,

@@ -87,6 +87,47 @@ def test_periodic_without_a_loop_runs_on_the_loop_thread() -> None:
         Stream.from_periodic(lambda: 1, poll_interval=0)
 
 
+def test_from_q_takes_what_another_thread_puts_and_goes_on_after_a_stop() -> None:
+    # streamz's from_q: a queue.Queue another thread fills; here each item is
+    # handed over as it is put, on the loop thread as in streamz.
+    import queue
+    import threading
+
+    q: queue.Queue[int] = queue.Queue()
+    source = Stream.from_q(q, sleep_time=0.005)
+    three = threading.Event()
+    seen: list[tuple[int, str]] = []
+
+    def record(x: int) -> None:
+        seen.append((x, threading.current_thread().name))
+        if len(seen) == 3:
+            three.set()
+
+    source.sink(record)
+    run = source.start()
+    producer = threading.Thread(target=lambda: [q.put(i) for i in range(3)])
+    producer.start()
+    producer.join()
+    assert three.wait(30)
+    source.stop()
+    run.result(30)  # the run ends within sleep_time of the stop, the queue empty
+    assert seen == [(i, "streams-loop") for i in range(3)]
+    q.put(3)  # put while stopped: left in the queue, for the next run
+    assert q.qsize() == 1
+    three.clear()
+    seen.clear()
+    source.start()
+    q.put(4)
+    q.put(5)
+    assert three.wait(30)
+    source.stop()
+    assert [x for x, _ in seen] == [3, 4, 5]
+    with pytest.raises(TypeError, match=r"from_q\(\) takes a queue\.Queue"):
+        Stream.from_q([1, 2])
+    with pytest.raises(ValueError, match="sleep_time"):
+        Stream.from_q(q, sleep_time=0)
+
+
 # -- from_textfile, following ------------------------------------------------------
 
 
