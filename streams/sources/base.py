@@ -14,8 +14,12 @@ from ..cycles import recursion_error
 from ..errors import NodeError, SourceError
 from ..pending import until_done
 
-__all__ = ["Source", "SourceRun", "listen", "on_loop_thread", "require_loop", "serve_here",
-           "stop_serving", "underneath"]
+__all__ = ["YIELD_EVERY", "Source", "SourceRun", "listen", "on_loop_thread", "require_loop",
+           "serve_here", "stop_serving", "underneath"]
+
+#: Elements a run emits between two yields to the loop when no step awaited
+#: (the loop's other tasks run meanwhile; not a timing device).
+YIELD_EVERY = 1000
 
 #: What a source emits: each source names it (``Source[bytes]``...), so
 #: that ``Stream.from_tcp(...)`` is a ``Stream[bytes]`` with the source's

@@ -11,14 +11,12 @@ from .. import fusion
 from ..clock import run_sync
 from ..core import Stream
 from ..fused_loop import drive, skip
-from .base import Source
+from .base import YIELD_EVERY, Source
 
 __all__ = ["FromIterable"]
 
 T = TypeVar("T")
 
-#: Elements emitted between two yields to the loop when no step awaited.
-_YIELD_EVERY = 1000
 #: What ``next()`` gives for an iterator that ran out (no item is this object).
 _END = object()
 
@@ -164,7 +162,7 @@ class FromIterable(Source[T]):
                 since_yield = 0
             else:
                 since_yield += 1
-                if since_yield >= _YIELD_EVERY:
+                if since_yield >= YIELD_EVERY:
                     await asyncio.sleep(0)  # let the loop breathe; not a timing device
                     since_yield = 0
             if ckpt is not None and (pending := ckpt.step()) is not None:

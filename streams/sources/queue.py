@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import queue as queues
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from ..core import Stream
 from ..operators.durations import check_interval
-from .base import Source
+from .base import YIELD_EVERY, Source
 
 __all__ = ["FromQ"]
 
@@ -73,7 +74,7 @@ class FromQ(Source[Any]):
         super().__init__(start=start, **kwargs)
 
     async def _run_async(self) -> None:
-        loop = asyncio.get_running_loop()
+        since_yield = 0
         while not self.stopped:
             if self._unsent is not None:
                 (x,), self._unsent = self._unsent, None
@@ -81,13 +82,49 @@ class FromQ(Source[Any]):
                 try:
                     x = self.q.get_nowait()
                 except queues.Empty:
-                    try:
-                        x = await loop.run_in_executor(None, self.q.get, True, self.sleep_time)
-                    except queues.Empty:
+                    taken = await self._wait_for_item()
+                    if taken is None:
                         continue
+                    (x,) = taken
                     if self.stopped:
-                        self._unsent = (x,)  # taken as stop() came: first at the next start
+                        self._unsent = taken  # taken as stop() came: first at the next start
                         return
             pending = self._push(x)
             if pending is not None:
                 await pending
+                since_yield = 0
+            else:
+                since_yield += 1
+                if since_yield >= YIELD_EVERY:  # a full queue must not hold the loop
+                    await asyncio.sleep(0)
+                    since_yield = 0
+
+    async def _wait_for_item(self) -> tuple[Any] | None:
+        """The next item put, as a 1-tuple, or None after ``sleep_time`` without one.
+
+        The wait runs in an executor thread, which a cancelled run cannot
+        stop: an item it takes then is kept for the next ``start()``.
+        """
+        waiting = _executor().submit(self.q.get, True, self.sleep_time)
+        try:
+            return (await asyncio.wrap_future(waiting),)
+        except queues.Empty:
+            return None
+        except asyncio.CancelledError:
+            waiting.add_done_callback(self._keep_taken)
+            raise
+
+    def _keep_taken(self, waiting: Future[Any]) -> None:
+        if not waiting.cancelled() and waiting.exception() is None:
+            self._unsent = (waiting.result(),)
+
+
+_waiters: ThreadPoolExecutor | None = None
+
+
+def _executor() -> ThreadPoolExecutor:
+    """The threads waiting on queues (one per source waiting; made on first use)."""
+    global _waiters
+    if _waiters is None:
+        _waiters = ThreadPoolExecutor(thread_name_prefix="streams-from-q")
+    return _waiters

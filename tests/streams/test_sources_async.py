@@ -128,6 +128,33 @@ def test_from_q_takes_what_another_thread_puts_and_goes_on_after_a_stop() -> Non
         Stream.from_q(q, sleep_time=0)
 
 
+def test_from_q_over_a_full_queue_lets_the_loop_run_other_tasks() -> None:
+    import queue
+
+    async def main() -> tuple[int, int]:
+        q: queue.Queue[int] = queue.Queue()
+        for i in range(5000):
+            q.put(i)
+        source = Stream.from_q(q)
+        out = source.sink_to_list()
+        through: list[int] = []
+
+        async def other() -> None:
+            await asyncio.sleep(0)
+            through.append(len(out))
+
+        task = asyncio.ensure_future(other())
+        source.start()
+        await task
+        while len(out) < 5000:
+            await asyncio.sleep(0)
+        source.stop()
+        return through[0], len(out)
+
+    seen_by_other, total = asyncio.run(main())
+    assert seen_by_other < total == 5000  # the other task ran before the queue was empty
+
+
 # -- from_textfile, following ------------------------------------------------------
 
 
