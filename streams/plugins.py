@@ -265,6 +265,7 @@ def check_subclass(cls: Any) -> None:
       only: engines refuse it until it sets ``_local_only = None``.
     """
     Stream = _stream()
+    own_update = "update" in cls.__dict__  # the author's, not the one given below
     if cls._emit is not Stream._emit:
         if "emit" not in cls.__dict__:
             cls.emit = _emit_through_override
@@ -276,7 +277,7 @@ def check_subclass(cls: Any) -> None:
 
         cls.update = _deferred_tornado_coroutine(update)
     declared = any("_local_only" in vars(b) for b in cls.__mro__ if b is not Stream)
-    if "update" in cls.__dict__ and not declared:
+    if own_update and not declared:
         cls._local_only = (
             f"{cls.__name__} does not declare that an engine can run it (its "
             "author can set _local_only = None once its NodeSpec rebuilds it)")

@@ -130,6 +130,7 @@ def test_a_subclass_overriding_emit_sees_the_elements_from_upstream() -> None:
     source.emit(1)
     source.emit(2)
     assert seen == [1, 2] and out == [1, 2]
+    assert Tap._local_only is None  # no update of its author's: engines may run it
 
 
 @pytest.mark.parametrize("predicate", [None, lambda x: x])
