@@ -126,12 +126,6 @@ class WindowClock:
     ----------
     on_tick : callable
         Called with the ticks a timer found due (to send them on).
-    on_due : callable, optional
-        In place of ``on_tick``: a timer takes no ticks, it calls
-        ``on_due()`` and the thread that sends the elements takes them
-        (:meth:`due`), so that each goes before the elements that arrive
-        after it, whatever thread the timer runs on (a synchronous stream's
-        timers run on the shared loop thread).
 
     Examples
     --------
@@ -150,11 +144,9 @@ class WindowClock:
     []
     """
 
-    def __init__(self, on_tick: Callable[[list[int]], None] | None = None, *,
-                 on_due: Callable[[], None] | None = None) -> None:
+    def __init__(self, on_tick: Callable[[list[int]], None]) -> None:
         self.windows: list[_Window] = []
         self.on_tick = on_tick
-        self.on_due = on_due
         self.timers: list[Handle | None] = []
         self.stopped = False
 
@@ -191,14 +183,10 @@ class WindowClock:
         self.timers[i] = None
         if self.stopped:
             return
-        if self.on_due is not None:
-            self._arm(i, self.windows[i].upcoming())
-            self.on_due()
-            return
         ticks: list[int] = []
         self.windows[i].due(ticks)
         self._arm(i)
-        if ticks and self.on_tick is not None:
+        if ticks:
             self.on_tick(ticks)
 
     def stop(self) -> None:

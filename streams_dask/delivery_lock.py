@@ -59,7 +59,7 @@ class DeliveryLock:
     ['running']
     """
 
-    __slots__ = ("_arm", "_depth", "_lock", "_missed", "_missed_lock", "_settle",
+    __slots__ = ("_arm", "_depth", "_lock", "_missed", "_missed_lock", "_settle", "_work_left",
                  "after_release")
 
     def __init__(self, arm: Callable[[Future], None],
@@ -70,9 +70,10 @@ class DeliveryLock:
         self._missed_lock = threading.Lock()
         self._arm = arm
         self._settle = settle
-        #: Called by the last release, the lock let go (what came meanwhile
-        #: for the holder: a timer's ticks, see streams_dask.ticks).
+        #: Called by the last release, the lock let go, when a thread found it
+        #: held in :meth:`acquire_if_free` (a timer's ticks: streams_dask.ticks).
         self.after_release: Callable[[], None] | None = None
+        self._work_left = False
 
     def __enter__(self) -> DeliveryLock:
         self._lock.acquire()
@@ -104,36 +105,33 @@ class DeliveryLock:
 
         For a thread that must not wait (a timer on the shared loop thread,
         which the holder may itself be waiting for): whoever holds the lock
-        takes over its work instead. Let go with :meth:`release_to_callbacks`.
+        takes over its work instead. Let go with ``release(settle=False)``.
         """
+        self._work_left = True  # before trying: the holder looks after it lets go
         if not self._lock.acquire(blocking=False):
-            return False
+            return False  # left to the holder: its last release calls after_release
+        self._work_left = False
         self._depth += 1
         return True
 
-    def release_to_callbacks(self) -> None:
-        """Let go; the callbacks missed meanwhile are armed again rather than settled here.
+    def release(self, settle: bool = True) -> None:
+        """Let go of the lock; the last release settles the callbacks missed meanwhile.
 
-        Settling delivers results downstream on this thread; a thread that
-        took the lock with :meth:`acquire_if_free` leaves that to
-        distributed's callback thread.
+        ``settle=False``: arm them again instead (settling delivers results
+        downstream on this thread; one that took the lock with
+        :meth:`acquire_if_free` leaves that to distributed's callback thread).
         """
         if self._depth > 1:
             self._depth -= 1
             self._lock.release()
             return
-        self._depth = 0
-        self._lock.release()
-        with self._missed_lock:
-            missed, self._missed = self._missed, []
-        for future in missed:
-            self._arm(future)
-
-    def release(self) -> None:
-        """Let go of the lock; the last release settles the callbacks missed meanwhile."""
-        if self._depth > 1:
-            self._depth -= 1
+        if not settle:
+            self._depth = 0
             self._lock.release()
+            with self._missed_lock:
+                left, self._missed = self._missed, []
+            for future in left:
+                self._arm(future)
             return
         while True:
             missed: list[Future] = []
@@ -152,5 +150,6 @@ class DeliveryLock:
             if not self._missed or not self._lock.acquire(blocking=False):
                 break
             self._depth = 1
-        if self.after_release is not None:
+        if self._work_left and self.after_release is not None:
+            self._work_left = False
             self.after_release()

@@ -261,8 +261,7 @@ class Scatter(TimedWindows, SegmentEntry, Stream[Any]):
                 return self._update_async(x, metadata)
             runner = self._start()
         with runner.lock:
-            if self._ticks is not None:
-                self._ticks.due(runner.pending)
+            self._take_ticks(runner.pending)
             if not self._overlap:
                 runner.pending.append(x)
                 if metadata is not None:
@@ -353,13 +352,11 @@ class Scatter(TimedWindows, SegmentEntry, Stream[Any]):
         runner = self._runner
         with runner.lock:
             self._raise_background(runner)
-            while True:
-                if self._ticks is not None:
-                    self._ticks.due(runner.pending)  # a timer's, while this waits
-                runner.pump()
-                if runner.head() is None and not runner.pending and not runner.anchor():
-                    break
+            self._take_ticks(runner.pending)
+            runner.pump()
+            while runner.head() is not None or runner.pending or runner.anchor():
                 runner.wait_one()
+                self._take_ticks(runner.pending)  # a timer's, while this waits
                 runner.pump()
                 runner.replay.run()
         return None

@@ -28,7 +28,9 @@ class WindowClock(window_clock.WindowClock):
     """The core's :class:`~streams.window_clock.WindowClock`, ticking with :class:`Tick`.
 
     Its timers take no ticks: they call ``on_due()``, and the thread that
-    sends the elements takes them with :meth:`due` (see :class:`TimedWindows`).
+    sends the elements takes them with :meth:`due` (see :class:`TimedWindows`),
+    so that each goes before the elements that arrive after it, whatever
+    thread the timer runs on.
 
     Examples
     --------
@@ -46,7 +48,19 @@ class WindowClock(window_clock.WindowClock):
     """
 
     def __init__(self, on_due: Callable[[], None]) -> None:
-        super().__init__(on_due=on_due)
+        super().__init__(self._ticks_not_taken)
+        self.on_due = on_due
+
+    @staticmethod
+    def _ticks_not_taken(ids: list[int]) -> None:
+        raise AssertionError("this clock's timers take no ticks")  # pragma: no cover
+
+    def _fire(self, i: int) -> None:
+        self.timers[i] = None
+        if self.stopped:
+            return
+        self._arm(i, self.windows[i].upcoming())  # the ticks that came are left in place
+        self.on_due()
 
     def due(self, out: list[Any]) -> None:
         """Put the ticks that are due into ``out`` (before the next element)."""
@@ -93,16 +107,21 @@ class TimedWindows:
         """A synchronous runner's due ticks, sent on unless another thread holds it."""
         ticks = self._ticks
         if ticks is None or runner.closed or not runner.lock.acquire_if_free():
-            return
+            return  # (the holder sends them as it lets go: after_release)
         try:
             ticks.due(runner.pending)
             runner.pump()
         finally:
-            runner.lock.release_to_callbacks()
+            runner.lock.release(settle=False)
+
+    def _take_ticks(self, pending: list[Any]) -> None:
+        """The due ticks into ``pending``, by the thread holding the runner's lock."""
+        if self._ticks is not None:
+            self._ticks.due(pending)
 
     def _after_release(self) -> None:
-        """The runner's lock let go: send the ticks that came while it was held."""
-        if self._ticks is not None and self._ticks.closing() and self._runner is not None:
+        """The runner's lock let go: send the ticks a timer could not (it found it held)."""
+        if self._runner is not None:
             self._take_due(self._runner)
 
     def _take_due_on_loop(self) -> None:

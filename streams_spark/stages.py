@@ -357,8 +357,8 @@ def _columns(frames: Iterator[pd.DataFrame]) -> tuple[list[Any], ...]:
 FIRST_BITS = 47
 FIRST_MASK = (1 << FIRST_BITS) - 1
 #: The ``seq`` of what a static input's end lets out: after every row's
-#: (:func:`_partition_base`), within the bits a window numbers outputs by.
-END_SEQ = FIRST_MASK
+#: (:func:`_partition_base`, whatever the number of partitions).
+END_SEQ = 2 ** 63 - 1
 
 
 def _ordered_windows(batch: pa.RecordBatch | pa.Table) -> list[tuple[int, int, Any]]:
