@@ -61,15 +61,15 @@ def taking_part(checkpointer: Any, node: Stream[Any], needs_source: bool
 
 
 def barrier_levels(nodes: list[Stream[Any]]) -> list[list[Stream[Any]]]:
-    """The nodes with a barrier among ``nodes`` (topological), by how far down they are.
+    """The nodes with a barrier among ``nodes``, by how many barriers lead to them.
 
     A node's barrier sends on what it holds (``buffer``, ``map_async``) or
     writes what it buffered (a sink); what one sends may reach another node
-    that holds elements further down, whose barrier must then be asked
-    after it. So a checkpoint asks each level's barriers together, once the
-    levels above have done theirs. A node's level is one more than that of
-    the deepest node feeding it (its upstreams, or the node whose errors or
-    late elements it takes).
+    with a barrier further down, which must then be asked after it. So a
+    checkpoint asks each level's barriers together, once the levels above
+    have done theirs. A node's level is one more than the deepest of the
+    barriers that feed it, through its upstreams or the node whose errors or
+    late elements it takes (0: none does); unrelated branches share levels.
 
     Examples
     --------
@@ -78,7 +78,7 @@ def barrier_levels(nodes: list[Stream[Any]]) -> list[list[Stream[Any]]]:
     >>> source = Stream()
     >>> buffered = source.buffer(2)
     >>> _ = buffered.map_async(lambda x: x).sink_to_list()
-    >>> _ = source.buffer(3)
+    >>> _ = source.map(str).buffer(3)
     >>> [[n._label() for n in level] for level in barrier_levels(walk(source))]
     [['buffer(2)', 'buffer(3)'], ['map_async(<lambda>)']]
     """
@@ -87,14 +87,31 @@ def barrier_levels(nodes: list[Stream[Any]]) -> list[list[Stream[Any]]]:
         for side in (n._errors, getattr(n, "_late", None)):
             if side is not None:
                 feeds.setdefault(id(side), []).append(n)
-    depth: dict[int, int] = {}
+    deepest: dict[int, int] = {}  # the deepest barrier level at or above a node (-1: none)
+
+    def level_of(n: Stream[Any], visiting: set[int]) -> int:
+        key = id(n)
+        if key in deepest:
+            return deepest[key]
+        if key in visiting:
+            return -1  # a cycle's way back
+        visiting.add(key)
+        above = max((level_of(u, visiting) for u in [*n.upstreams, *feeds.get(key, ())]),
+                    default=-1)
+        visiting.discard(key)
+        deepest[key] = above + 1 if _has_barrier(n) else above
+        return deepest[key]
+
     levels: list[list[Stream[Any]]] = []
-    for n in nodes:  # upstreams first (a cycle's way back counts as the top)
-        above = [*n.upstreams, *feeds.get(id(n), ())]
-        d = depth[id(n)] = 1 + max((depth.get(id(u), -1) for u in above), default=-1)
-        if hasattr(n, "_barrier") and not hasattr(n, "_checkpoint_state"):
-            # (a file sink hands its data over with its state instead)
+    for n in nodes:  # in the graph's order within a level
+        d = level_of(n, set())
+        if _has_barrier(n):
             while len(levels) <= d:
                 levels.append([])
             levels[d].append(n)
-    return [level for level in levels if level]
+    return levels
+
+
+def _has_barrier(n: Stream[Any]) -> bool:
+    # A file sink hands its data over with its state instead.
+    return hasattr(n, "_barrier") and not hasattr(n, "_checkpoint_state")

@@ -85,6 +85,20 @@ def test_a_checkpoint_waits_for_what_a_node_sends_on_to_another_that_holds(
     assert taken == out == [str(i) for i in range(6)]
 
 
+def test_a_barrier_fed_through_an_error_stream_is_asked_after_the_one_feeding_it() -> None:
+    from streams.checkpoint_graph import barrier_levels
+    from streams.graph import walk
+
+    handler = Stream(stream_name="handler")  # made first: walk() places it first
+    handled = handler.map_async(slow_str)
+    source = Stream()
+    risky = source.map(int).map(int).map(int).buffer(4).map(lambda x: 1 / x,
+                                                             stream_name="risky")
+    risky.on_error("route")
+    risky.errors.connect(handler)
+    assert barrier_levels(walk(source)) == [[risky.upstreams[0]], [handled]]
+
+
 async def _turns(n: int = 200) -> None:
     for _ in range(n):
         await asyncio.sleep(0)
