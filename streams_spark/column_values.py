@@ -214,16 +214,16 @@ class Value:
         return _compare("!=", self, other)
 
     def __lt__(self, other: Any) -> Value:
-        return _compare("<", self, other, _written(sys._getframe(1), "<"))
+        return _compare("<", self, other, sys._getframe(1))
 
     def __le__(self, other: Any) -> Value:
-        return _compare("<=", self, other, _written(sys._getframe(1), "<="))
+        return _compare("<=", self, other, sys._getframe(1))
 
     def __gt__(self, other: Any) -> Value:
-        return _compare(">", self, other, _written(sys._getframe(1), ">"))
+        return _compare(">", self, other, sys._getframe(1))
 
     def __ge__(self, other: Any) -> Value:
-        return _compare(">=", self, other, _written(sys._getframe(1), ">="))
+        return _compare(">=", self, other, sys._getframe(1))
 
     def __getattr__(self, name: str) -> Any:
         raise Untraceable(f"attribute {name!r} of a column value")
@@ -433,7 +433,7 @@ def _written(frame: Any, op: str) -> bool:
     return True
 
 
-def _compare(op: str, a: Any, b: Any, written: bool = True) -> Value:
+def _compare(op: str, a: Any, b: Any, caller: Any = None) -> Value:
     a, b = lift(a), lift(b)
     F = functions()
     if op in ("==", "!="):
@@ -460,6 +460,7 @@ def _compare(op: str, a: Any, b: Any, written: bool = True) -> Value:
         nulls = _any_null(a, b)
         if nulls is not None:
             first = len(TRACE.get().guards)
+            written = caller is None or _written(caller, op)  # read only for a message
             shown = (op, a, b) if written else (_MIRRORED[op], b, a)
             col = _fail(nulls, _type_names(
                 f"'{shown[0]}' not supported between instances of '{{a}}' and '{{b}}'",

@@ -382,9 +382,12 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
                        "holds (a warning names such rows). Disconnect node.late, or gather() "
                        "each side and join in-process")
             else:
-                why = ("a late row would fail the query. Disconnect node.late (Spark's "
-                       "windows then leave out the rows behind the watermark, and a warning "
-                       "counts them), or gather() and window in-process")
+                then = ("Spark's windows then leave out the rows behind the watermark, and a "
+                        "warning counts them" if any(e.df.isStreaming for e, _ in paths) else
+                        "a static DataFrame has no watermark: every row then counts in its "
+                        "windows")
+                why = ("a late row would fail the query. Disconnect node.late "
+                       f"({then}), or gather() and window in-process")
             raise ValueError(f"to_dataframe(): {n._label()} has its late stream connected, "
                              f"which Spark cannot feed: {why}")
         if n._policy == "route":

@@ -208,5 +208,6 @@ def test_a_window_whose_late_stream_is_connected_is_refused_by_to_dataframe(spar
     window = Stream.from_spark(df).timed_window(5, time="t")
     window.late.sink(print)
     with pytest.raises(ValueError, match=r"timed_window\(5\.0\) has its late stream connected.*"
-                                         r"Disconnect node.late"):
+                                         r"Disconnect node.late \(a static DataFrame has no "
+                                         r"watermark"):
         window.map(len).to_dataframe("n long")
