@@ -56,6 +56,20 @@ class FakeDataFrame:
     __hash__ = object.__hash__
 
 
+class FakeQueue:
+    """Stands for a queue.Queue (which holds locks, and does not pickle): from_q() keeps it."""
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        raise NotImplementedError
+
+    get_nowait = get
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FakeQueue)
+
+    __hash__ = object.__hash__
+
+
 Make = Callable[[Stream[Any]], Stream[Any]]
 
 #: One example per registered operator, built below an upstream (ignored by sources).
@@ -106,6 +120,7 @@ EXAMPLES: dict[str, Make] = {
     "from_tcp": lambda s: Stream.from_tcp(9999),
     "from_http_server": lambda s: Stream.from_http_server(8080, path="/in"),
     "from_periodic": lambda s: Stream.from_periodic(int, poll_interval=2.0),
+    "from_q": lambda s: Stream.from_q(FakeQueue(), sleep_time=0.5),
     "from_process": lambda s: Stream.from_process(["cat"], with_stderr=True),
     "from_redis": lambda s: Stream.from_redis("events", group="g", consumer="c"),
     "from_stdin": lambda s: Stream.from_stdin(format="text"),
