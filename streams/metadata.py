@@ -123,11 +123,11 @@ def emit_with_metadata(node: Stream[Any], x: Any, metadata: list[dict[str, Any]]
     results = []
     downstreams = list(node.downstreams)
     retain_refs(metadata, len(downstreams))
-    for i, d in enumerate(downstreams):
+    for d in downstreams:
         try:
             results.append(d.update(x, node, metadata))
         except Exception as e:  # after the work earlier branches left pending
-            if later := len(downstreams) - i - 1:
+            if later := len(downstreams) - len(results) - 1:
                 release_refs(metadata, later)  # the branches it stopped never got x
             return failing_after(results, e)
         finally:
