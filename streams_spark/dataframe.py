@@ -436,7 +436,7 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     out = frames[0]
     for frame in frames[1:]:
         out = out.union(frame)
-    windows = [n._label() for n in lineage if n._traits().event_time is not None]
+    windows = [n for n in lineage if n._traits().event_time is not None]
     if windows and out.isStreaming:  # no driver in the path to name what Spark drops
         out = watch_dropped(out, windows)
     return out

@@ -191,12 +191,13 @@ class SideMaxima:
 
 
 def _side(df: Any, plan: Any, prefix: str, times: JoinTime, label: str,
-          maxima: tuple[SideMaxima, int]) -> Any:
+          maxima: tuple[SideMaxima, int], join: Stream[Any]) -> Any:
     """The rows of one side as columns ``{prefix}p``, ``k``, ``et`` (watermarked; ``et`` the
     timestamp of ``t``, its nearest microsecond).
 
     A streaming side is observed for the rows it brings behind the watermark
-    (see :func:`watch_late`): ``maxima`` and the side's index in it.
+    (see :func:`watch_late`, for as long as ``join`` may need it): ``maxima``
+    and the side's index in it.
     """
     from pyspark.sql import functions as F
 
@@ -204,7 +205,7 @@ def _side(df: Any, plan: Any, prefix: str, times: JoinTime, label: str,
     if frame.isStreaming:
         frame, name = observed(frame, label, F.min("t").alias("min_t"),
                                F.min_by("p", "t").alias("first"), F.max("t").alias("max_t"))
-        watch_late(frame.sparkSession, name, label, maxima)
+        watch_late(frame.sparkSession, name, label, maxima, join)
     return (frame.select(F.col("p").alias(f"{prefix}p"), F.col("k").alias(f"{prefix}k"),
                          F.expr(timestamp_of("t")).alias(f"{prefix}et"))
             .withWatermark(f"{prefix}et", spark_delay(times.lateness)))
@@ -232,7 +233,7 @@ def join_frame(segment: Any, join: Stream[Any], output: Stream[Any], after: list
         plan = chain_task(specs, None, COLUMNS, rows)
         label = f"{join._label()} ({('left', 'right')[side]} side, from {entry._label()})"
         sides.append(_side(count_input(entry.df, steps[side], entry._label), plan,
-                           prefix, times, label, (maxima, side)))
+                           prefix, times, label, (maxima, side), join))
     left, right = sides
     within = f"INTERVAL {interval(times.within)}"
     condition = ((F.col("lk") == F.col("rk"))
@@ -248,7 +249,8 @@ def _side_rows(spec: NodeSpec, side: int, last: NodeSpec | None,
     return make
 
 
-def watch_late(session: Any, name: str, label: str, maxima: tuple[SideMaxima, int]) -> None:
+def watch_late(session: Any, name: str, label: str, maxima: tuple[SideMaxima, int],
+               join: Stream[Any]) -> None:
     """Log, on the driver, each micro-batch that brings a side's rows behind the watermark.
 
     ``name`` is the metric observed on the side (its rows, earliest, latest
@@ -301,4 +303,4 @@ def watch_late(session: Any, name: str, label: str, maxima: tuple[SideMaxima, in
                        progress.batchId, progress.name or progress.id, shown, seen["min_t"],
                        first)
 
-    watch_progress(session, name, report)
+    watch_progress(session, name, report, [join])

@@ -41,7 +41,7 @@ from streams.operators.window_bounds import event_micros, micros
 from streams.stage import Failure, Stage
 
 from .codec import ERROR, carried_error
-from .listener import DroppingMarks, observed, watch_progress, watermark_us
+from .listener import DroppingMarks, observed, watch_progress, watched, watermark_us
 from .plan import ChainStage, Plan, WindowStage, chain_plan
 
 __all__ = ["LateElements", "watch_dropped"]
@@ -74,18 +74,22 @@ _watched: dict[str, list[str]] = {}
 _watched_lock = threading.Lock()
 
 
-def watch_dropped(df: Any, labels: list[str]) -> Any:
+def watch_dropped(df: Any, windows: list[Any]) -> Any:
     """``df`` (a streaming query's output), with each micro-batch of dropped rows logged.
 
     Spark counts what its stateful operators drop behind the watermark of
     the micro-batch before (``numRowsDroppedByWatermark``: rows after its
     partial aggregation, one per window and key) and says nothing else;
-    ``labels`` are the windows of ``df``, named in the warning. The count is
-    the query's, of all its stateful operators: where a user's query runs
-    two such outputs (a union of them), one warning names the windows of both.
+    ``windows`` are the window nodes of ``df``, named in the warning, and
+    watched for while a query may run them (:func:`~.listener.watch`). The
+    count is the query's, of all its stateful operators: where a user's query
+    runs two such outputs (a union of them), one warning names the windows of both.
     """
+    labels = [w._label() for w in windows]
     df, name = observed(df, ", ".join(labels))
     with _watched_lock:
+        for gone in [n for n in _watched if not watched(n)]:  # forgotten by the listener
+            del _watched[gone]
         _watched[name] = labels
     marks = DroppingMarks()
 
@@ -109,7 +113,7 @@ def watch_dropped(df: Any, labels: list[str]) -> Any:
             "(one per window and key, not elements) " + what,
             progress.name or progress.id, label, progress.batchId, dropped)
 
-    watch_progress(df.sparkSession, name, report)
+    watch_progress(df.sparkSession, name, report, windows)
     return df
 
 

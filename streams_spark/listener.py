@@ -12,12 +12,13 @@ starts on ``to_dataframe()``) reports to the bar.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
 __all__ = ["BatchCounter", "DroppingMarks", "count_input", "observed", "settle", "watch",
-           "watch_progress", "watermark_us"]
+           "watch_progress", "watched", "watermark_us"]
 
 #: ``(rows, batch)`` of one micro-batch: its row count and ``(query id, batch id)``.
 Watcher = Callable[[int, tuple[str, int]], None]
@@ -25,36 +26,115 @@ Watcher = Callable[[int, tuple[str, int]], None]
 ProgressWatcher = Callable[[Any], None]
 
 _lock = threading.Lock()
-_listeners: dict[int, Any] = {}  # id(SparkSession) -> its listener
-_watchers: dict[str, list[Watcher]] = {}
-_progress_watchers: dict[str, list[ProgressWatcher]] = {}
+_listeners: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # session -> its
 _names: dict[str, int] = {}
+
+
+class _Metric:
+    """The watchers of one observed metric, and what keeps them.
+
+    A metric is watched for the nodes that built it (``owners``: a bar, a
+    window, a join). Until a query that reports it has ended, the metric
+    keeps them (``pinned``): a pipeline built and started in one expression
+    keeps its bars while its query runs, though nothing of the user's holds
+    the graph. Once no query reports it any more, it keeps them only while
+    the user does: the same DataFrame started again reports to them, and
+    the metric is forgotten with the graph. A session stopped with the
+    query running ends no query; its metrics are forgotten with it.
+    """
+
+    __slots__ = ("owners", "pinned", "queries", "readers", "session", "watchers")
+
+    def __init__(self, session: Any) -> None:
+        self.session = weakref.ref(session)
+        self.watchers: list[Watcher] = []
+        self.readers: list[ProgressWatcher] = []
+        self.owners: list[weakref.ref[Any]] = []
+        self.pinned: list[Any] | None = []  # the owners, held while a query may report
+        self.queries: set[str] = set()  # the running queries that reported it
+
+    def own(self, owners: Iterable[Any]) -> None:
+        for owner in owners:
+            self.owners.append(weakref.ref(owner))
+            if self.pinned is not None:
+                self.pinned.append(owner)
+
+    def reported_by(self, query: str) -> None:
+        self.queries.add(query)
+        if self.pinned is None:  # started again: its owners are alive, or it is gone
+            self.pinned = [o for o in (r() for r in self.owners) if o is not None]
+
+    def ended(self, query: str) -> None:
+        self.queries.discard(query)
+        if not self.queries:
+            self.pinned = None
+
+    def gone(self) -> bool:
+        """Whether nothing can report to it, or nothing is left to report to."""
+        session = self.session()
+        if session is None or _stopped(session):
+            return True
+        return self.pinned is None and all(r() is None for r in self.owners)
+
+
+_metrics: dict[str, _Metric] = {}
+
+
+def _stopped(session: Any) -> bool:
+    try:
+        return session.sparkContext._jsc is None
+    except Exception:  # Spark Connect, or a session past repair: nothing to report
+        return True
 
 
 def _listener_class() -> Any:
     from pyspark.sql.streaming import StreamingQueryListener
 
     class SegmentListener(StreamingQueryListener):
-        """Dispatches the observed row counts of each micro-batch by metric name."""
+        """Dispatches the observed metrics of each micro-batch by name."""
 
         def onQueryStarted(self, event: Any) -> None:
             return None
 
         def onQueryProgress(self, event: Any) -> None:
             progress = event.progress
+            query = str(progress.id)
             for name, row in (progress.observedMetrics or {}).items():
-                for watcher in list(_watchers.get(name, ())):
-                    watcher(int(row["rows"]), (str(progress.id), int(progress.batchId)))
-                for reader in list(_progress_watchers.get(name, ())):
+                with _lock:
+                    metric = _metrics.get(name)
+                    if metric is None:
+                        continue
+                    metric.reported_by(query)
+                    watchers, readers = list(metric.watchers), list(metric.readers)
+                for watcher in watchers:
+                    watcher(int(row["rows"]), (query, int(progress.batchId)))
+                for reader in readers:
                     reader(progress)
 
         def onQueryIdle(self, event: Any) -> None:
             return None
 
         def onQueryTerminated(self, event: Any) -> None:
-            return None
+            query = str(event.id)
+            with _lock:
+                for metric in _metrics.values():
+                    if query in metric.queries:
+                        metric.ended(query)
+                _forget_gone()
 
     return SegmentListener
+
+
+def _forget_gone() -> None:
+    """Drop the metrics nothing reports to any more (call with the lock held)."""
+    for name in [n for n, m in _metrics.items() if m.gone()]:
+        del _metrics[name]
+
+
+def watched(name: str) -> bool:
+    """Whether the metric ``name`` is still watched (not yet forgotten)."""
+    with _lock:
+        return name in _metrics
 
 
 def observed(df: Any, label: str, *more: Any) -> tuple[Any, str]:
@@ -73,24 +153,42 @@ def observed(df: Any, label: str, *more: Any) -> tuple[Any, str]:
 
 def _listen(session: Any) -> None:
     """Add the session's one listener, once (call with the lock held)."""
-    if id(session) not in _listeners:
+    if session not in _listeners:
         listener = _listener_class()()
         session.streams.addListener(listener)
-        _listeners[id(session)] = listener
+        _listeners[session] = listener
 
 
-def watch(session: Any, name: str, watcher: Watcher) -> None:
-    """Call ``watcher(rows, (query id, batch id))`` for each micro-batch reporting ``name``."""
+def _metric(session: Any, name: str, owners: Iterable[Any]) -> _Metric:
+    """The metric ``name``, kept for ``owners`` (call with the lock held)."""
+    _listen(session)
+    _forget_gone()
+    metric = _metrics.get(name)
+    if metric is None:
+        metric = _metrics[name] = _Metric(session)
+    metric.own(owners)
+    return metric
+
+
+def watch(session: Any, name: str, watcher: Watcher, owners: Iterable[Any]) -> None:
+    """Call ``watcher(rows, (query id, batch id))`` for each micro-batch reporting ``name``.
+
+    ``owners`` are the nodes the watcher serves: it is kept while a query
+    may report ``name``, and after that while they are alive (:class:`_Metric`).
+    The watcher must not hold them itself.
+    """
     with _lock:
-        _listen(session)
-        _watchers.setdefault(name, []).append(watcher)
+        _metric(session, name, owners).watchers.append(watcher)
 
 
-def watch_progress(session: Any, name: str, reader: ProgressWatcher) -> None:
-    """Call ``reader(progress)`` for each micro-batch of a query reporting the metric ``name``."""
+def watch_progress(session: Any, name: str, reader: ProgressWatcher,
+                   owners: Iterable[Any]) -> None:
+    """Call ``reader(progress)`` for each micro-batch of a query reporting the metric ``name``.
+
+    ``owners`` as for :func:`watch`.
+    """
     with _lock:
-        _listen(session)
-        _progress_watchers.setdefault(name, []).append(reader)
+        _metric(session, name, owners).readers.append(reader)
 
 
 def watermark_us(iso: str | None) -> int | None:
@@ -144,7 +242,8 @@ class BatchCounter:
     """
 
     def __init__(self, nodes: list[Any]) -> None:
-        self.nodes = nodes
+        # Weakly: the metric keeps the nodes while a query may report (:class:`_Metric`).
+        self._nodes = [weakref.ref(n) for n in nodes]
         self.rows = 0
         self.batches = 0
         self._last: dict[str, int] = {}  # query id -> the last micro-batch counted
@@ -159,14 +258,14 @@ class BatchCounter:
                 self.batches += 1
                 if batch is not None:  # a query's inputs report one after another
                     self._last[batch[0]] = batch[1]
-            for node in self.nodes:
+            for node in filter(None, (r() for r in self._nodes)):
                 node.bar.update(rows)
                 node.bar.set_postfix(batches=self.batches, refresh=False)
 
 
 #: The counter of each ``.progress()`` node of a Spark-resident segment, shared
-#: by the inputs that reach it; kept as long as the watchers that hold them are.
-_counters: dict[Any, BatchCounter] = {}
+#: by the inputs that reach it, as long as the node is alive.
+_counters: weakref.WeakKeyDictionary[Any, BatchCounter] = weakref.WeakKeyDictionary()
 
 
 def count_input(df: Any, nodes: list[Any], label: Callable[[], str]) -> Any:
@@ -181,6 +280,6 @@ def count_input(df: Any, nodes: list[Any], label: Callable[[], str]) -> Any:
     df, name = observed(df, label())
     with _lock:
         counters = [_counters.setdefault(bar, BatchCounter([bar])) for bar in bars]
-    for counter in counters:
-        watch(df.sparkSession, name, counter)
+    for bar, counter in zip(bars, counters, strict=True):
+        watch(df.sparkSession, name, counter, [bar])
     return df

@@ -8,7 +8,9 @@ starts at ``from_spark``, from what the driver ships after ``to_spark()``.
 
 from __future__ import annotations
 
+import gc
 import io
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +200,36 @@ def test_a_bar_before_a_join_of_one_input_with_itself_counts_each_row_once(
     run_to_end(spark, pairs.map(lambda p: (p[0][2], p[1][2])).to_dataframe("l long, r long"),
                tmp_path / "c")
     assert counted.bar.n == 3  # the rows taken in, though Spark reads them for each side
+
+
+def test_a_query_keeps_the_graph_its_bars_serve_until_it_ends(
+        spark: Any, tmp_path: Path) -> None:
+    # Built and started in one go, as a notebook cell does: nothing of the
+    # user's holds the graph, yet its bar counts while the query runs, and the
+    # graph is let go once the query ends (a cell run again built another).
+    counted = Stream.from_spark(id_files(spark, tmp_path / "in", files=2, rows=3)).progress(
+        file=io.StringIO())
+    bar, graph = counted.bar, weakref.ref(counted)
+    frame = counted.map(lambda x: {"id": x}).to_dataframe("id long")
+    query = (frame.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "c"))
+             .start())
+    del counted, frame
+    gc.collect()
+    assert graph() is not None
+    query.processAllAvailable()
+    settle(spark)
+    assert bar.n == 6
+    query.stop()
+    settle(spark)
+    gc.collect()
+    assert graph() is None
+
+
+def test_a_kept_dataframe_started_again_counts_on_its_bar(spark: Any, tmp_path: Path) -> None:
+    counted = Stream.from_spark(id_files(spark, tmp_path / "in", files=2, rows=3)).progress(
+        file=io.StringIO())
+    frame = counted.map(lambda x: {"id": x}).to_dataframe("id long")
+    run_to_end(spark, frame, tmp_path / "c1")
+    gc.collect()  # the first query ended: the bar is kept by the user's graph alone
+    run_to_end(spark, frame, tmp_path / "c2")  # a new checkpoint: every row again
+    assert (counted.bar.n, counted.bar.postfix) == (12, "batches=4")
