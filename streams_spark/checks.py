@@ -169,7 +169,8 @@ _TOKEN = re.compile(r"\w+|<=>|<=|>=|\S")
 #: :mod:`~streams_spark.column_values` makes a positive constant.
 _HARMLESS = frozenset({
     "CASE", "WHEN", "THEN", "ELSE", "END", "IS", "NOT", "NULL", "AND", "OR", "TRUE", "FALSE",
-    "AS", "DOUBLE", "CAST", "pmod", "isnan", "coalesce", "length",
+    "AS", "DOUBLE", "CAST", "pmod", "isnan", "coalesce", "length", "try_add", "try_subtract",
+    "try_multiply",
     "(", ")", ",", "=", "<=>", "<", "<=", ">", ">=", "@"})
 
 

@@ -9,11 +9,12 @@ function over such values, following each branch on a column both ways.
 from __future__ import annotations
 
 import contextvars
-import dis
 import math
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from .caller_code import MIRRORED, written_as
 
 __all__ = ["BOOL", "FLOAT", "INT", "MAX_PATHS", "NONE", "OTHER", "STR", "Untraceable", "Value",
            "functions", "has_constant", "kind_of", "lift", "truth"]
@@ -366,12 +367,8 @@ def _arith(op: str, a: Any, b: Any) -> Value:
         raise Untraceable(_WRAPS)
     x = a.col.cast("double") if floating and a.kind == INT else a.col
     y = b.col.cast("double") if floating and b.kind == INT else b.col
-    if op == "+":
-        col = x + y
-    elif op == "-":
-        col = x - y
-    elif op == "*":
-        col = x * y
+    if op in ("+", "-", "*"):
+        col = _beyond_64_bits(op, a, b) if not floating else F.Sql(f"({x} {op} {y})")
     elif op == "/":
         col = _fail(y == 0, "ZeroDivisionError: float division by zero", x / y)
     elif op == "%":
@@ -391,12 +388,30 @@ def _arith(op: str, a: Any, b: Any) -> Value:
 _WRAPS = "integer arithmetic with spark.sql.ansi.enabled off (it would wrap)"
 
 
+def _beyond_64_bits(op: str, a: Value, b: Value) -> Any:
+    """``a op b`` of two integers; the step fails, naming its element, beyond 64 bits.
+
+    Python's integers grow; Spark's plain ``+ - *`` would fail the query with
+    an overflow naming neither the step nor the element.
+    """
+    F = functions()
+    col = F.exact(op, a.col, b.col)
+    beyond = col.isNull()
+    for v in (a, b):
+        if v.nullable:  # None: Python's TypeError, checked apart
+            beyond = beyond & ~v.col.isNull()
+    return _fail(beyond, F.lit(
+        f"OverflowError: the result of {op} is beyond Spark's 64-bit integers (Python's "
+        "grow): run this step in Python (a function that calls anything runs there)"), col)
+
+
 def _negative(a: Value) -> Value:
     """``-a``: Spark's unary minus keeps a zero's sign, as Python does (``0.0 - a`` does not)."""
     if a.kind == INT and not TRACE.get().ansi:
         raise Untraceable(_WRAPS)
     F = functions()
-    col = F.Sql(f"(- {a.col})")  # an integer's overflow (-2 ** 63) fails, under ANSI mode
+    col = (_beyond_64_bits("-", lift(0), a) if a.kind == INT  # -(-2 ** 63)
+           else F.Sql(f"(- {a.col})"))
     nulls = _any_null(a)
     if nulls is not None:
         col = _fail(nulls, "TypeError: bad operand type for unary -: 'NoneType'", col)
@@ -412,25 +427,6 @@ def _comparable(a: Value, b: Value) -> bool:
         return ((type(i.constant) is int and abs(i.constant) <= _EXACT)
                 or (type(f.constant) is float and abs(f.constant) < _EXACT))
     return len(kinds) == 1 and OTHER not in kinds
-
-
-#: Each order's mirror: Python tries ``b.__gt__(a)`` for ``a < b`` when ``a``'s fails.
-_MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
-
-
-def _written(frame: Any, op: str) -> bool:
-    """Whether the caller's code wrote ``op`` (False: the mirror, reflected here).
-
-    ``3 < r.n`` calls ``r.n.__gt__(3)``: Python's message names ``<`` and the
-    operands in the order they were written, read here from the comparison
-    the caller's frame is running. A comparison made elsewhere (``min()``,
-    ``operator.lt``) is taken as written.
-    """
-    for instruction in dis.get_instructions(frame.f_code):
-        if instruction.offset == frame.f_lasti:
-            written = instruction.argrepr.removeprefix("bool(").removesuffix(")")
-            return instruction.opname != "COMPARE_OP" or written != _MIRRORED[op]
-    return True
 
 
 def _compare(op: str, a: Any, b: Any, caller: Any = None) -> Value:
@@ -460,8 +456,8 @@ def _compare(op: str, a: Any, b: Any, caller: Any = None) -> Value:
         nulls = _any_null(a, b)
         if nulls is not None:
             first = len(TRACE.get().guards)
-            written = caller is None or _written(caller, op)  # read only for a message
-            shown = (op, a, b) if written else (_MIRRORED[op], b, a)
+            written = caller is None or written_as(caller, op)  # read only for a message
+            shown = (op, a, b) if written else (MIRRORED[op], b, a)
             col = _fail(nulls, _type_names(
                 f"'{shown[0]}' not supported between instances of '{{a}}' and '{{b}}'",
                 shown[1], shown[2]), col)

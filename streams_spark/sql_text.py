@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["Sql", "coalesce", "col", "concat", "create_map", "format_string", "isnan", "length",
+__all__ = ["Sql", "coalesce", "col", "concat", "create_map", "exact", "format_string", "isnan",
+           "length",
            "lit", "named", "pmod", "raise_error", "struct", "to_json", "type_name", "when"]
 
 _LONG = (-(2 ** 63), 2 ** 63 - 1)
@@ -149,6 +150,19 @@ def when(condition: Any, value: Any) -> _When:
 
 def _call(name: str, *args: Any) -> Sql:
     return Sql(f"{name}({', '.join(_sql(a) for a in args)})")
+
+
+#: The integer operators, as functions that give NULL where the result is beyond 64 bits.
+_EXACT = {"+": "try_add", "-": "try_subtract", "*": "try_multiply"}
+
+
+def exact(op: str, a: Any, b: Any) -> Sql:
+    """``a op b`` for ``+ - *`` of integers, or NULL beyond 64 bits (ANSI mode or not).
+
+    >>> print(exact("*", col("`x`"), 4))
+    try_multiply(`x`, 4L)
+    """
+    return _call(_EXACT[op], a, b)
 
 
 def pmod(a: Any, b: Any) -> Sql:

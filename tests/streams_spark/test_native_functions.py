@@ -256,6 +256,23 @@ def test_a_null_in_arithmetic_fails_as_python_raises_naming_node_and_element(
         in_process(df.collect(), lambda s: s.map(lambda r: (r.k, r.n * 0.5)))
 
 
+@pytest.mark.parametrize(("func", "op"), [(lambda r: (r.k, r.n * 4), "*"),
+                                        (lambda r: (r.k, r.n + -(2 ** 62)), "+"),
+                                        (lambda r: (r.k, -r.n), "-")])
+def test_an_integer_beyond_64_bits_fails_naming_node_and_element(
+        spark: Any, func: Any, op: str) -> None:
+    # Python's integer grows; Spark's plain overflow named neither the step
+    # nor the element, and told to set spark.sql.ansi.enabled off.
+    df = spark.createDataFrame([("a", 1, 0.5, True, 1), ("b", -(2 ** 63), 1.0, False, 2)],
+                               SCHEMA)
+    out = Stream.from_spark(df).map(func).to_dataframe("k string, v long")
+    assert python_passes(out) == 0
+    with pytest.raises(Exception, match=(
+            r'map\(<lambda>\) failed on element \{"k":"b","n":-9223372036854775808\}: '
+            rf"OverflowError: the result of \{op} is beyond Spark's 64-bit integers")):
+        out.collect()
+
+
 def test_a_wide_table_is_read_only_in_the_columns_the_functions_read(
         spark: Any, tmp_path: Path) -> None:
     # The checks name the element by the fields read: naming the whole row
