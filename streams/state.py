@@ -57,6 +57,7 @@ from ._checkpoint_io import (
 )
 from .checkpoint_graph import barrier_levels, taking_part
 from .checkpoint_record import _encode, read_checkpoint, write_checkpoint
+from .checkpoint_timer import DueTimer
 from .clock import get_clock, run_sync
 from .core import Stream
 from .graph import walk
@@ -88,8 +89,9 @@ class Checkpointer:
     graph is restored from it at once (:attr:`restored` is then True) and the
     sources resume from their saved offsets. Then a checkpoint is taken
     every ``every`` elements and/or every ``interval`` seconds (time from
-    :func:`streams.clock.get_clock`, checked as elements complete), and once
-    more when every source has closed.
+    :func:`streams.clock.get_clock`, checked as elements complete and, on an
+    event loop, by a timer while the sources wait for input: see
+    :mod:`streams.checkpoint_timer`), and once more when every source has closed.
 
     Checkpoints are taken between elements: a source reports an element
     only after all downstream work for it has finished, so no element is
@@ -205,6 +207,7 @@ class Checkpointer:
         self._every: float = float("inf") if every is None else every
         self._clock = get_clock()
         self._due = self._clock.now() + interval if interval is not None else float("inf")
+        self._timer = DueTimer(self)
         self._inflight = 0
         # Of those, the ones the current task began (each async source runs in a task).
         self._begun: contextvars.ContextVar[int] = contextvars.ContextVar("begun", default=0)
@@ -271,6 +274,7 @@ class Checkpointer:
 
     def detach(self) -> None:
         """Stop taking checkpoints of this pipeline."""
+        self._timer.cancel()
         for s in self._sources:
             s._checkpointer = None
 
@@ -299,6 +303,8 @@ class Checkpointer:
         taken while another source's element is still in flight.
         """
         self._count += n
+        if self._timer.failure is not None:  # a checkpoint its timer took failed
+            self._raise_failure()
         if self._inflight:
             self._inflight -= 1
             if begun := self._begun.get():
@@ -308,8 +314,10 @@ class Checkpointer:
         if self._count >= self._every:
             return self.save()
         # Reading the clock costs more than the rest of this step: only when timed.
-        if self.interval is not None and self._clock.now() >= self._due:
-            return self.save()
+        if self.interval is not None:
+            if self._clock.now() >= self._due:
+                return self.save()
+            self._timer.arm()  # for a pause in the input (on a loop)
         return None
 
     def source_closed(self, source: Stream[Any]) -> Any:
@@ -321,6 +329,7 @@ class Checkpointer:
         self._open.discard(id(source))
         if self._open:
             return None
+        self._timer.cancel()
         pending = self.save()
         if asyncio_loop_running():
             return self._save_then_wait(pending)
@@ -375,6 +384,9 @@ class Checkpointer:
         self._raise_failure()
 
     def _raise_failure(self) -> None:
+        timed, self._timer.failure = self._timer.failure, None
+        if timed is not None:
+            raise timed
         error = self._writer.error
         if error is not None:
             raise CheckpointError(str(error)) from error.__cause__
