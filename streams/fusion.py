@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import inline
 from .backlog import Backlog
-from .pending import failing_after, gather_pending
+from .pending import failing_after, gather_branches
 
 if TYPE_CHECKING:
     from .core import Stream
@@ -172,7 +172,7 @@ def is_fusable(node: Stream[Any]) -> bool:
 
 
 def _gather(results: tuple[Any, ...]) -> Any:
-    return gather_pending(list(results))
+    return gather_branches(list(results))
 
 
 def _nothing(x: Any) -> None:

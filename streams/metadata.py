@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .pending import failing_after, gather_pending
+from .pending import failing_after, gather_branches
 
 if TYPE_CHECKING:
     from .core import Stream
@@ -132,4 +132,4 @@ def emit_with_metadata(node: Stream[Any], x: Any, metadata: list[dict[str, Any]]
             return failing_after(results, e)
         finally:
             release_refs(metadata)
-    return gather_pending([r for r in results if r is not None])
+    return gather_branches([r for r in results if r is not None])

@@ -1,0 +1,103 @@
+"""What an asynchronous ``emit`` hands its producer: branches run together, and giving up
+waiting loses nothing.
+
+Concurrency is controlled with events, never with sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from streams import Stream
+
+
+def test_the_coroutine_sinks_of_one_element_s_branches_run_together() -> None:
+    # As in streamz: await emit takes the slowest branch's time, not their
+    # sum. Each sink here waits for the other to have started: one after
+    # the other, the first would wait for ever.
+    started = {"a": asyncio.Event(), "b": asyncio.Event()}
+    done: list[str] = []
+
+    def sink(me: str, other: str) -> Any:
+        async def run(x: int) -> None:
+            started[me].set()
+            await started[other].wait()
+            done.append(me)
+        return run
+
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.sink(sink("a", "b"))
+        source.map(str).sink(sink("b", "a"))  # through a step: a branch of its own
+        await asyncio.wait_for(source.emit(1), timeout=30)  # a guard, not a timing
+
+    asyncio.run(main())
+    assert sorted(done) == ["a", "b"]
+
+
+def test_successive_elements_held_by_a_node_still_reach_a_coroutine_sink_in_order() -> None:
+    # close() sends what a window held, one element after the other: not together.
+    seen: list[Any] = []
+
+    async def sink(x: Any) -> None:
+        seen.append(("in", x))
+        await asyncio.sleep(0)
+        seen.append(("out", x))
+
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.partition(3).flatten().sink(sink)
+        await source.emit(1)
+        await source.emit(2)
+        await source.close()
+
+    asyncio.run(main())
+    assert seen == [("in", 1), ("out", 1), ("in", 2), ("out", 2)]
+
+
+def test_a_producer_that_stops_waiting_does_not_take_the_element_with_it() -> None:
+    # asyncio.wait_for timing out cancels what it awaits; the element still
+    # goes through (streamz: [1, 2]; before, the sink was cancelled: [2]).
+    release = asyncio.Event()
+    out: list[int] = []
+
+    async def slow(x: int) -> None:
+        await release.wait()
+        out.append(x)
+
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.sink(slow)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(source.emit(1), timeout=0)
+        release.set()
+        await source.emit(2)
+        await source.close()
+
+    asyncio.run(main())
+    assert out == [1, 2]
+
+
+def test_a_failure_nobody_awaits_any_more_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    release = asyncio.Event()
+
+    async def failing(x: int) -> None:
+        await release.wait()
+        raise ValueError(f"bad {x}")
+
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.sink(failing)
+        handed = source.emit(1)
+        handed.cancel()  # the producer gave up
+        release.set()
+        for _ in range(10):
+            await asyncio.sleep(0)
+
+    with caplog.at_level(logging.ERROR, logger="streams"):
+        asyncio.run(main())
+    assert "no longer awaited" in caplog.text and "bad 1" in caplog.text
