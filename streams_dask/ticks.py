@@ -82,12 +82,18 @@ class TimedWindows:
     for a synchronous runner, it takes them itself if no thread holds the
     lock, and never waits for it, as the holder may be waiting for the loop
     thread; the holder then takes them when it lets go (``after_release``).
+    A plain ``scatter()`` (no batching: each ``emit`` waits for its
+    element's results) delivers a tick's results as an ``emit`` would:
+    the timer waits for them, else a window closed while the producer is
+    quiet would come out only with its next element.
     Before the runner starts, the first element or the close takes them.
     """
 
     __slots__ = ()
     asynchronous: bool
     _on_loop: bool
+    _overlap: bool
+    flush: Callable[[], Any]
     _driver: AsyncDriver | None
     _runner: Runner | None
     _ticks: WindowClock | None
@@ -109,8 +115,11 @@ class TimedWindows:
         if ticks is None or runner.closed or not runner.lock.acquire_if_free():
             return  # (the holder sends them as it lets go: after_release)
         try:
-            ticks.due(runner.pending)
-            runner.pump()
+            if self._overlap:
+                ticks.due(runner.pending)
+                runner.pump()  # delivered as they finish (deliver_as_done)
+            else:  # plain scatter(): results are delivered by whoever sends, here the timer
+                self.flush()
         finally:
             runner.lock.release(settle=False)
 

@@ -153,6 +153,26 @@ def test_a_tick_goes_in_when_the_thread_inside_the_runner_lets_go(
 
 
 @pytest.mark.dask
+@pytest.mark.parametrize("batch_size", [None, 4], ids=["plain", "batched"])
+def test_a_window_that_closes_while_the_producer_is_quiet_comes_out_then(
+        client: Client, clock: VirtualClock, batch_size: int | None) -> None:
+    # A plain scatter() (streamz's) delivers each element's results before
+    # emit returns; a tick's results came out only with the next element.
+    source: Stream[Any] = Stream()
+    entry = source.scatter(client=client, batch_size=batch_size)
+    out = entry.timed_window(0.5).gather().sink_to_list()
+    source.emit(1)
+    source.emit(2)
+    clock.advance(0.5)
+    if batch_size is not None:  # delivered as they finish: on distributed's thread
+        entry.flush()
+    assert out == [[1, 2]]
+    clock.advance(0.5)
+    source.close()
+    assert out == [[1, 2], []]
+
+
+@pytest.mark.dask
 @pytest.mark.parametrize("first", ["an element", "the time"])
 def test_an_asynchronous_stream_ticks_on_its_own_loop_before_later_elements(
         cluster: LocalCluster, clock: VirtualClock, first: str) -> None:
