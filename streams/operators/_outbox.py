@@ -76,6 +76,34 @@ def arm(clock: Clock, when: float, callback: Callable[[float], Any]) -> Handle |
         return None
 
 
+def armed_here(timer: Handle | None) -> bool:
+    """Whether a node's processing-time ``timer`` will fire where its elements run.
+
+    None is not; nor is a timer of an event loop since closed (a pipeline
+    built under one ``asyncio.run()``, fed under the next: the timer went
+    with the old loop). An asynchronous node built with no loop running
+    arms none (:func:`arm_for`): its first element arms it on its loop.
+    """
+    if timer is None:
+        return False
+    loop = getattr(timer, "_loop", None)  # an asyncio TimerHandle's
+    return loop is None or not loop.is_closed()
+
+
+def arm_for(node: Stream[Any], clock: Clock, when: float,
+            callback: Callable[[float], Any]) -> Handle | None:
+    """:func:`arm` for ``node``, unless it is asynchronous and no loop runs here.
+
+    An asynchronous stream's elements run on its loop: a timer on the shared
+    loop thread (where :class:`~streams.clock.LoopClock` puts one armed with
+    no loop running) would send its windows from another thread, into
+    coroutines and queues of that loop. None then: the first element arms it.
+    """
+    if node.asynchronous and isinstance(clock, LoopClock) and running_loop() is None:
+        return None
+    return arm(clock, when, callback)
+
+
 def being_cancelled() -> bool:
     """Whether the running task itself is being cancelled.
 

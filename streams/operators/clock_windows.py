@@ -46,7 +46,7 @@ from ..pending import emit_each, gather_pending
 from ..spec import Traits
 from ..window_clock import TickTimes
 from ._checks import key_function
-from ._outbox import EPSILON, Outbox, arm
+from ._outbox import EPSILON, Outbox, arm, arm_for, armed_here
 from .durations import check_interval, check_slide
 
 __all__ = ["ClockSlidingWindow"]
@@ -149,7 +149,7 @@ class ClockSlidingWindow(Stream[Any]):
         self._timer: Handle | None = None
         self._outbox = Outbox(self)
         Stream.__init__(self, upstream, **kwargs)
-        self._arm()
+        self._arm(arm_for)
 
     def _traits(self) -> Traits:
         return replace(super()._traits(), ticked=True)
@@ -187,11 +187,13 @@ class ClockSlidingWindow(Stream[Any]):
 
     # -- the schedule --------------------------------------------------------
 
-    def _arm(self) -> None:
+    def _arm(self, how: Callable[..., Handle | None] | None = None) -> None:
+        """Arm the timer for the next closing (``how``: :func:`arm_for`, when built)."""
         if not self._closed:
             times = self._tick_times
-            self._timer = arm(self._clock, times.at(times.next_closing(self._step)),
-                              self._on_timer)
+            when = times.at(times.next_closing(self._step))
+            self._timer = (arm(self._clock, when, self._on_timer) if how is None
+                           else how(self, self._clock, when, self._on_timer))
 
     def _on_timer(self, due: float) -> None:
         self._timer = None
@@ -296,8 +298,8 @@ class ClockSlidingWindow(Stream[Any]):
         if metadata:
             retain_refs(metadata)
             self._metadata.setdefault(self._step, {}).setdefault(k, []).append(metadata)
-        if self._timer is None:
-            self._arm()  # built with no loop running: start the timer once one is
+        if not armed_here(self._timer):
+            self._arm()  # built with no loop running (or one since closed): start it now
         if pending is None:
             return self._outbox.wait()
         return pending

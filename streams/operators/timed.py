@@ -26,7 +26,7 @@ from ..pending import gather_pending as _gather_pending
 from ..spec import EventTime, Traits
 from ._checks import key_function
 from ._late import LateElementError, LateSide, late_error, seconds_code, seconds_of
-from ._outbox import EPSILON, Outbox, arm
+from ._outbox import EPSILON, Outbox, arm, arm_for, armed_here
 from .durations import check_interval
 from .window_bounds import (
     closes_at,
@@ -203,7 +203,7 @@ class TimedWindow(LateSide):
         self._outbox = Outbox(self)
         Stream.__init__(self, upstream, **kwargs)
         if self._time is None:
-            self._timer = arm(self._clock, self._deadline, self._on_timer)
+            self._timer = arm_for(self, self._clock, self._deadline, self._on_timer)
 
     @property
     def _on_clock(self) -> bool:
@@ -265,8 +265,9 @@ class TimedWindow(LateSide):
         if metadata:
             retain_refs(metadata)
             self._metadata.setdefault(None, []).append(metadata)
-        if self._timer is None and not self._closed:
-            # Built with no loop running: start the timer once one is.
+        if not self._closed and not armed_here(self._timer):
+            # Built with no loop running (or under a loop since closed): start
+            # the timer on the loop running now, if one is.
             self._timer = arm(self._clock, self._deadline, self._on_timer)
         if pending is None:
             return self._outbox.wait()
