@@ -22,13 +22,18 @@ before sending the next nor unpickles the states.
   rather than cost a task. No merge task: on a worker it waited for a free
   thread, behind the next round's part task, which held back every round's
   results by a part's run time.
-* **A cheap stateless stage before a keyed one runs in each part.** The
-  parts of a round read the whole batch anyway (a keyed window needs every
-  element's time): each runs the stage before over the batch the client
-  pickled, rather than fetch its output from a task of its own (pickled on
-  one worker, unpickled on the others), while that costs little beside the
-  part's own work (:meth:`StateChain.runs_prefix`). A failure of that stage
-  comes back from the part of key group 0 only.
+* **A cheap, pure stateless stage before a keyed one runs in each part.**
+  The parts of a round read the whole batch anyway (a keyed window needs
+  every element's time): each runs the stage before over the batch the
+  client pickled, rather than fetch its output from a task of its own
+  (pickled on one worker, unpickled on the others), while that costs
+  little beside the part's own work (:meth:`StateChain.runs_prefix`). Only
+  a stage whose every step is deterministic and free of side effects
+  (:func:`~streams_dask.pure_steps.replicable`): each part keeps the key
+  groups it owns of what it computed, so a step that salts keys at random
+  would lose some elements and duplicate others, and a side effect would
+  run once per part. A failure of that stage comes back from the part of
+  key group 0 only.
 * **The state travels as bytes.** A part's task returns its state
   pickled: the next round's task unpickles its own copy, so a task never
   changes a result that Dask may still hand to another (a recomputation,
@@ -207,7 +212,10 @@ class StateChain:
         a stage that runs as one task per round.
     prefix : bytes, optional
         The pickled plan of the stateless stage before, for the parts to
-        run over the batches themselves (see :meth:`runs_prefix`).
+        run over the batches themselves (see :meth:`runs_prefix`): only
+        for a stage every part computes alike
+        (:func:`~streams_dask.pure_steps.replicable`). None: the batches
+        come as that stage's results.
     """
 
     def __init__(self, submit: Callable[..., Future], plan: bytes,
@@ -282,7 +290,8 @@ class StateChain:
         running it once per part. Worth it while it costs a small share of
         a part's run time (:data:`PREFIX_SHARE`), as a filter before a
         keyed window does; a costly step (a parser) runs once, in a task
-        of its own, and the parts take its result.
+        of its own, and the parts take its result, as does any stage that
+        is not provably pure (then :attr:`prefix` is None).
         """
         return self.prefix is not None and (
             self.part_seconds < PREFIX_JUDGED_AFTER

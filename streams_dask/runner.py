@@ -50,6 +50,7 @@ from .delivery_lock import DeliveryLock
 from .fetching import BatchNotSent, DaskTaskError, Fetcher, checked
 from .held_refs import HeldRefs
 from .key_groups import parts
+from .pure_steps import replicable
 from .replay import Replay
 from .segment import Plan
 from .sync_driving import POLL_EVERY, DrivesSynchronously
@@ -118,9 +119,13 @@ class Runner(DeliversAsDone, DrivesSynchronously):
         self.waiting: deque[tuple[Any, bool, int]] = deque()
         self.chain: StateChain | None = None
         if plan.second is not None:
+            # The parts of a keyed round may each run the stage before them
+            # only if it gives them all the same elements: else they would
+            # disagree about an element's key (see :mod:`.pure_steps`).
+            replicated = plan.first is not None and plan.keyed and replicable(plan.first)
             self.chain = StateChain(self._task, plan.second,
                                     parts(threads or 1) if plan.keyed else None,
-                                    plan.first if plan.keyed else None)
+                                    plan.first if replicated else None)
         #: The events of the results taken, to push downstream.
         self.replay = Replay(nodes, exits, self.refs)
         self.submitted = 0  # tasks whose results are measured (one per batch)
