@@ -63,6 +63,8 @@ from typing import Any, NamedTuple
 from distributed import Future
 from distributed.protocol import pickle as dask_pickle
 
+from streams.carried_errors import StateNotPickled, state_not_pickled
+
 from .key_groups import GroupStates, run_key_groups, states_of, updated
 from .worker import Sealed, run_stage, stage_input, unsealed
 
@@ -120,13 +122,32 @@ class Link(NamedTuple):
     prefix_seconds: float = 0.0
 
 
-def _pickled(states: Any) -> bytes | None:
+def _pickled(states: Any, plan_bytes: bytes) -> bytes | None:
     if states is None:
         return None
     # distributed's pickle: plain pickle, or cloudpickle for what refers to
     # ``__main__`` (a class a script defines would not load on a worker).
-    pickled: bytes = dask_pickle.dumps(states, protocol=5)
+    try:
+        pickled: bytes = dask_pickle.dumps(states, protocol=5)
+    except Exception as e:
+        raise _not_pickled(states, plan_bytes, e) from e
     return pickled
+
+
+def _not_pickled(states: dict[int, Any], plan_bytes: bytes, error: Exception
+                 ) -> StateNotPickled:
+    """The error naming the node whose state did not pickle (found by pickling each)."""
+    names = {op.spec.id: op.spec.name for op in pickle.loads(plan_bytes).ops}
+    culprit = next((nid for nid, state in states.items() if not _pickles(state)), None)
+    return state_not_pickled(names.get(culprit, "a stateful step"), error)
+
+
+def _pickles(state: Any) -> bool:
+    try:
+        dask_pickle.dumps(state, protocol=5)
+    except Exception:
+        return False
+    return True
 
 
 def _loaded(states: bytes | None) -> Any:
@@ -156,7 +177,7 @@ def run_link(plan_bytes: bytes, items: Any, groups: tuple[int, ...] | None,
         # Sorted here, where the parts run at once: the client's merge of
         # sorted parts is then a linear pass.
         result.events.sort(key=_by_tag)
-    pickled = _pickled(after)
+    pickled = _pickled(after, plan_bytes)
     return Link(result.events, pickled, time.perf_counter() - started,
                 len(pickled or b""), prefix_seconds)
 
@@ -259,8 +280,9 @@ class StateChain:
 
     @states.setter
     def states(self, states: dict[int, Any] | None) -> None:
-        self.anchored = [_pickled(states if groups is None else states_of(states, groups))
-                         for groups in self.parts]
+        self.anchored = [
+            _pickled(states if groups is None else states_of(states, groups), self.plan)
+            for groups in self.parts]
         self.state_bytes = [len(s or b"") for s in self.anchored]
 
     # -- rounds ---------------------------------------------------------------

@@ -9,6 +9,8 @@ from typing import Any
 
 from distributed import Future, as_completed
 
+from streams.carried_errors import StateNotPickled
+
 __all__ = ["BatchNotSent", "DaskTaskError", "FetchFailed", "Fetcher", "checked"]
 
 
@@ -82,6 +84,8 @@ def checked(label: str, future: Future, result: Any) -> Any:
 
 
 def _task_failed(label: str, exc: BaseException, why: str | None = None) -> DaskTaskError:
+    if isinstance(exc, StateNotPickled):
+        return DaskTaskError(f"a Dask task of {label} failed: {exc}")
     if why is None:
         why = ("errors of user functions go to their node's error policy; this is the "
                "task itself, e.g. a function that cannot be unpickled on the workers")

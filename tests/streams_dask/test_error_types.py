@@ -140,3 +140,25 @@ def test_what_cannot_travel_becomes_a_runtime_error_naming_its_type(
         error: BaseException, text: str) -> None:
     carried = portable_error(error)
     assert type(carried) is RuntimeError and str(carried) == text
+
+
+def remember(state: Any, x: int) -> Any:
+    """A state that holds a lock from the third element on (a connection cached in it)."""
+    return threading.Lock() if x == 2 else x
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["plain", "keyed"])
+def test_a_state_that_does_not_pickle_is_named_with_its_node(client: Client,
+                                                             keyed: bool) -> None:
+    # In-process a state is never pickled; on Dask it goes from batch to
+    # batch pickled. The message named neither the node nor the state, and
+    # blamed "a function that cannot be unpickled on the workers".
+    from streams_dask.fetching import DaskTaskError
+
+    source: Stream[Any] = Stream()
+    key = {"key": lambda x: x % 2} if keyed else {}
+    source.scatter(client=client).scan(remember, start=0, **key).gather().sink_to_list()
+    source.emit(1)
+    with pytest.raises(DaskTaskError, match=r"accumulate\(remember\): its state .* does not "
+                                            r"pickle \(TypeError: cannot pickle '_thread.lock'"):
+        source.emit(2)
