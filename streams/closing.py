@@ -218,26 +218,68 @@ def destroy(node: Stream[Any], streams: list[Stream[Any]] | None = None) -> None
     """``node.destroy(streams)``: cut ``node`` from its upstreams and downstreams.
 
     With ``streams``, only disconnect it from those upstreams (as streamz).
+
+    What the node holds (a ``delay``'s elements, a partial ``partition`` or
+    window) is dropped, as streamz drops it: ``close()`` is the way to send
+    it on. Its timer (any node's ``_timer``) is cancelled, so nothing fires
+    into a node cut from the graph.
     """
     if streams is not None:
         for u in list(streams):
             u.disconnect(node)
         return
     invalidate(node)
-    for u in list(node.upstreams):
-        u.downstreams.remove(node)
-    node.upstreams.clear()
-    for d in list(node.downstreams):
-        # As in disconnect(): nodes with per-upstream state (zip's buffers, a
-        # Jupyter live view that must stop) learn that this upstream is gone.
-        d._remove_upstream(node)
-    node.downstreams.clear()
-    node._closed = True
-    # A function, not a bound method: a destroyed node is in no reference
-    # cycle, so it is freed as soon as the user drops it (streamz's test).
-    message = f"{node._label()} was destroyed; create a new stream to emit into"
+    # A timed node's lock (see streams.operators.pacing): its timer may be
+    # sending on the loop thread right now, into what is being cut.
+    lock: Any = getattr(node, "_lock", None)
+    held = lock is not None and _hold(lock)
+    try:
+        for u in list(node.upstreams):
+            u.downstreams.remove(node)
+        node.upstreams.clear()
+        for d in list(node.downstreams):
+            # As in disconnect(): nodes with per-upstream state (zip's buffers, a
+            # Jupyter live view that must stop) learn that this upstream is gone.
+            d._remove_upstream(node)
+        node.downstreams.clear()
+        node._closed = True  # a timer that fires now sends nothing, and arms no other
+        _cancel_timer(node)
+        # A function, not a bound method: a destroyed node is in no reference
+        # cycle, so it is freed as soon as the user drops it (streamz's test).
+        message = f"{node._label()} was destroyed; create a new stream to emit into"
 
-    def push_destroyed(x: Any) -> Any:
-        raise StreamClosedError(message)
+        def push_destroyed(x: Any) -> Any:
+            raise StreamClosedError(message)
 
-    node._push = push_destroyed
+        node._push = push_destroyed
+    finally:
+        if held:
+            lock.release()
+
+
+def _hold(lock: Any) -> bool:
+    """Take ``lock``; False, without waiting, if a loop runs here and another thread has it.
+
+    A thread running a loop must not wait (the holder may be waiting for
+    that loop). Destroyed without it, the node is still closed before the
+    timer next looks at it; only an emission already under way may fail.
+    """
+    if lock.acquire(False):
+        return True
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return bool(lock.acquire())
+    return False
+
+
+def _cancel_timer(node: Stream[Any]) -> None:
+    """Cancel ``node``'s timer, if it keeps one in ``_timer`` (the timed operators do).
+
+    Left armed, it would fire into a node cut from the graph: its emission
+    fails and is logged as an error, for elements nobody can receive. The
+    cancelled handle stays in ``_timer``: a closed node arms no other.
+    """
+    cancel = getattr(getattr(node, "_timer", None), "cancel", None)
+    if cancel is not None:
+        cancel()

@@ -3,6 +3,15 @@
 As the windows of :mod:`streams.operators.timed`, they read time only from
 the clock in force when the node is created (a virtual clock in tests), and
 nothing they hold is dropped at close.
+
+A node whose timer changes what it holds (``delay`` here, ``partition(n,
+timeout=)``) keeps one thread at a time inside with a re-entrant lock: with
+no loop running, its timer fires on the shared loop thread
+(:mod:`streams.loop_thread`) while its producer emits from its own. Its
+emissions happen under the lock too, so they stay in order. A thread
+running a loop never waits for that lock (:func:`call_when_free`,
+:func:`retry_when_free`): it would stop the loop, and the holder, a
+synchronous ``emit``, may be waiting for work on that loop.
 """
 
 from __future__ import annotations
@@ -10,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -30,9 +40,60 @@ from ._outbox import (
 )
 from .durations import check_interval
 
-__all__ = ["Delay", "RateLimit"]
+__all__ = ["Delay", "RateLimit", "call_when_free", "retry_when_free"]
 
 logger = logging.getLogger("streams")
+
+
+def call_when_free(lock: Any, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` holding ``lock``, a re-entrant lock another thread holds now.
+
+    For an element arriving at a node (``fn`` its ``update``, which takes
+    the lock again). A thread with no loop running waits its turn. A thread
+    running a loop gets an awaitable instead, which takes the lock once it
+    is free, runs ``fn`` and awaits what it returns: the element's producer
+    awaits it, and sends its later elements behind it.
+
+    >>> import asyncio, threading
+    >>> lock = threading.RLock()
+    >>> call_when_free(lock, lambda x: x + 1, 1)
+    2
+    >>> async def main():
+    ...     return await call_when_free(lock, lambda x: None, 1)
+    >>> asyncio.run(main())
+    """
+    if running_loop() is None:
+        with lock:
+            return fn(*args)
+    return _when_free(lock, fn, args)
+
+
+async def _when_free(lock: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    while not lock.acquire(False):
+        # A turn of the loop (its select() lets the GIL go): the holder, in
+        # another thread, goes on meanwhile, and other work on this loop too.
+        await asyncio.sleep(0)
+    try:
+        pending = fn(*args)
+    finally:
+        lock.release()
+    if pending is not None:
+        await pending
+
+
+def retry_when_free(lock: Any, fn: Callable[..., Any], *args: Any) -> None:
+    """``fn(*args)`` holding ``lock``, for a timer that found another thread holding it.
+
+    On a loop, ``fn`` (the timer callback, which takes the lock again) is
+    tried again on the loop's next turn rather than waited for; with no
+    loop (a virtual clock advanced from another thread), it waits its turn.
+    """
+    loop = running_loop()
+    if loop is not None:
+        loop.call_soon(fn, *args)
+        return
+    with lock:
+        fn(*args)
 
 
 @Stream.register_api()
@@ -43,7 +104,9 @@ class Delay(Stream[Any]):
     streamz), only for downstream work still running from earlier elements.
     With no loop running, held elements are emitted when a later element
     arrives after their time, and at close; close emits whatever is still
-    held rather than dropping it.
+    held rather than dropping it. Its timer then fires on the shared loop
+    thread (streams-loop) while the producer emits from its own: the node
+    lets one thread in at a time, and the elements still go out in order.
 
     Examples
     --------
@@ -58,7 +121,7 @@ class Delay(Stream[Any]):
     ['a', 'b']
     """
 
-    __slots__ = ("_clock", "_held", "_metadata", "_outbox", "_timer", "interval")
+    __slots__ = ("_clock", "_held", "_lock", "_metadata", "_outbox", "_timer", "interval")
     _operator = "delay"
     _local_only = "time-based delivery is done in this process"
     _params = ("interval",)
@@ -75,20 +138,28 @@ class Delay(Stream[Any]):
         self._metadata: deque[Any] | None = None
         self._timer: Handle | None = None
         self._outbox = Outbox(self)
+        # Its timer may fire on the loop thread while its producer emits (see
+        # the module docstring); held across emissions, which stay in order.
+        self._lock = threading.RLock()
         Stream.__init__(self, upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
-        now = self._clock.now()
-        pending = self._release(now, self._outbox.emit)
-        if metadata is not None or self._metadata is not None:
-            if self._metadata is None:  # the first metadata: earlier elements had none
-                self._metadata = deque([] for _ in self._held)
-            retain_refs(metadata)
-            self._metadata.append(metadata or [])
-        self._held.append((now + self.interval, x))
-        if self._timer is None:
-            self._timer = arm(self._clock, self._held[0][0], self._on_timer)
-        return pending if pending is not None else self._outbox.wait()
+        if not self._lock.acquire(False):
+            return call_when_free(self._lock, self.update, x, who, metadata)
+        try:
+            now = self._clock.now()
+            pending = self._release(now, self._outbox.emit)
+            if metadata is not None or self._metadata is not None:
+                if self._metadata is None:  # the first metadata: earlier elements had none
+                    self._metadata = deque([] for _ in self._held)
+                retain_refs(metadata)
+                self._metadata.append(metadata or [])
+            self._held.append((now + self.interval, x))
+            if self._timer is None:
+                self._timer = arm(self._clock, self._held[0][0], self._on_timer)
+            return pending if pending is not None else self._outbox.wait()
+        finally:
+            self._lock.release()
 
     def snapshot(self) -> dict[str, Any]:
         """The held elements with the time each has left to wait.
@@ -96,10 +167,15 @@ class Delay(Stream[Any]):
         A clock's readings mean nothing in another process: restored, each
         waits what it had left (the time the pipeline was down does not count).
         """
-        now = self._clock.now()
-        return {"_held": deque((due - now, x) for due, x in self._held), "relative": True}
+        with self._lock:
+            now = self._clock.now()
+            return {"_held": deque((due - now, x) for due, x in self._held), "relative": True}
 
     def restore(self, state: dict[str, Any]) -> None:
+        with self._lock:
+            self._restore(state)
+
+    def _restore(self, state: dict[str, Any]) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -125,17 +201,30 @@ class Delay(Stream[Any]):
         return _gather_pending(pending)
 
     def _on_timer(self, due: float) -> None:
-        self._timer = None
-        self._release(max(self._clock.now(), due), self._outbox.send)
-        if self._held:
-            self._timer = arm(self._clock, self._held[0][0], self._on_timer)
+        if not self._lock.acquire(False):
+            retry_when_free(self._lock, self._on_timer, due)
+            return
+        try:
+            if self._closed:  # flushed, or destroyed: what it held is not its to send
+                return
+            self._timer = None
+            self._release(max(self._clock.now(), due), self._outbox.send)
+            if self._held:
+                self._timer = arm(self._clock, self._held[0][0], self._on_timer)
+        finally:
+            self._lock.release()
 
     def _flush(self) -> Any:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        return _gather_pending([self._release(math.inf, self._outbox.emit),
-                                self._outbox.wait()])
+        if not self._lock.acquire(False):
+            return call_when_free(self._lock, self._flush)
+        try:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            return _gather_pending([self._release(math.inf, self._outbox.emit),
+                                    self._outbox.wait()])
+        finally:
+            self._lock.release()
 
 
 @Stream.register_api()

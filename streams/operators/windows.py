@@ -6,6 +6,7 @@ partial partition or an incomplete sliding window goes downstream at close.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from dataclasses import replace
 from typing import Any
@@ -20,6 +21,7 @@ from ..pending import gather_pending as _gather_pending
 from ..spec import Traits
 from ._checks import check_count, key_function
 from ._outbox import EPSILON, Outbox, arm
+from .pacing import call_when_free, retry_when_free
 
 __all__ = ["Partition", "PartitionUnique", "SlidingWindow"]
 
@@ -36,6 +38,9 @@ class Partition(Stream[Any]):
         Emit a partial group this many seconds after its first element. The
         deadline is checked by a timer on the clock (``streams.clock``) and
         whenever an element arrives, so it holds without a running loop too.
+        With no loop running, that timer fires on the shared loop thread
+        while the producer emits from its own: the node lets one in at a
+        time (see :mod:`streams.operators.pacing`), and groups go out in order.
     key : callable or hashable, optional
         Group separately per key (``key(x)`` or ``x[key]``).
 
@@ -66,8 +71,8 @@ class Partition(Stream[Any]):
     [(0, 1, 2), (3, 4, 5), (6,)]
     """
 
-    __slots__ = ("_buffer", "_clock", "_key", "_metadata", "_outbox", "_started", "_timer",
-                 "key", "n", "timeout")
+    __slots__ = ("_buffer", "_clock", "_key", "_lock", "_metadata", "_outbox", "_started",
+                 "_timer", "key", "n", "timeout")
     _operator = "partition"
     _local_only = None
     _graphviz_shape = "diamond"  # as streamz draws it
@@ -92,6 +97,9 @@ class Partition(Stream[Any]):
         self._started: dict[Any, float] = {}
         self._timer: Handle | None = None
         self._clock = get_clock() if timeout is not None else None
+        # With a timeout, its timer may fire on the loop thread while its
+        # producer emits (see streams.operators.pacing); without, no lock.
+        self._lock = threading.RLock() if timeout is not None else None
         self._outbox = Outbox(self)
         Stream.__init__(self, upstream, **kwargs)
 
@@ -103,42 +111,59 @@ class Partition(Stream[Any]):
             "on an engine"))
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
-        if self._key is None:
-            k = None
-        else:
-            try:
-                k = self._key(x)
-            except Exception as e:
-                return self._fail(x, e)
-        expired = None
-        if self.timeout is not None:
-            assert self._clock is not None
-            expired = self._expire(self._outbox.emit, self._clock.now())
-        group = self._buffer.get(k)
-        if group is None:
-            group = self._buffer[k] = []
+        lock = self._lock  # None without a timeout: no timer, and nothing to pay for one
+        if lock is not None and not lock.acquire(False):
+            return call_when_free(lock, self.update, x, who, metadata)
+        try:
+            if self._key is None:
+                k = None
+            else:
+                try:
+                    k = self._key(x)
+                except Exception as e:
+                    return self._fail(x, e)
+            expired = None
             if self.timeout is not None:
-                self._start_group(k)
-        group.append(x)
-        if metadata:
-            retain_refs(metadata)
-            self._metadata.setdefault(k, []).append(metadata)
-        if len(group) >= self.n:
-            del self._buffer[k]
-            self._started.pop(k, None)
-            return _gather_pending([expired, self._emit_group(k, group, self._outbox.emit)])
-        return expired if expired is not None else self._outbox.wait()
+                assert self._clock is not None
+                expired = self._expire(self._outbox.emit, self._clock.now())
+            group = self._buffer.get(k)
+            if group is None:
+                group = self._buffer[k] = []
+                if self.timeout is not None:
+                    self._start_group(k)
+            group.append(x)
+            if metadata:
+                retain_refs(metadata)
+                self._metadata.setdefault(k, []).append(metadata)
+            if len(group) >= self.n:
+                del self._buffer[k]
+                self._started.pop(k, None)
+                return _gather_pending([expired, self._emit_group(k, group, self._outbox.emit)])
+            return expired if expired is not None else self._outbox.wait()
+        finally:
+            if lock is not None:
+                lock.release()
 
     def snapshot(self) -> dict[str, Any]:
-        state = super().snapshot()
-        if self._clock is not None:
+        if self._lock is None:
+            return super().snapshot()
+        assert self._clock is not None
+        with self._lock:
+            state = super().snapshot()
             # How long each open group has waited: its timeout goes on from
             # there after a restore (the time the pipeline was down does not count).
             now = self._clock.now()
             state["waited"] = {k: now - t for k, t in self._started.items()}
-        return state
+            return state
 
     def restore(self, state: dict[str, Any]) -> None:
+        if self._lock is None:
+            super().restore(state)
+            return
+        with self._lock:
+            self._restore(state)
+
+    def _restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
         if self._timer is not None:
             self._timer.cancel()
@@ -178,22 +203,37 @@ class Partition(Stream[Any]):
         return _gather_pending(pending)
 
     def _on_timer(self, due: float) -> None:
-        assert self._clock is not None and self.timeout is not None
-        self._timer = None
-        self._expire(self._outbox.send, max(self._clock.now(), due))
-        self._arm_first()
+        assert self._clock is not None and self._lock is not None
+        if not self._lock.acquire(False):
+            retry_when_free(self._lock, self._on_timer, due)
+            return
+        try:
+            if self._closed:  # flushed, or destroyed: what it held is not its to send
+                return
+            self._timer = None
+            self._expire(self._outbox.send, max(self._clock.now(), due))
+            self._arm_first()
+        finally:
+            self._lock.release()
 
     def _flush(self) -> Any:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        groups, self._buffer = self._buffer, {}
-        self._started.clear()
-        # No later closing sends what a failure leaves: every group goes.
-        emit = self._outbox.emit
-        sent = emit_each(lambda k: self._emit_group(k, groups[k], emit),
-                         [k for k, g in groups.items() if g])
-        return _gather_pending([sent, self._outbox.wait()])
+        lock = self._lock
+        if lock is not None and not lock.acquire(False):
+            return call_when_free(lock, self._flush)
+        try:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            groups, self._buffer = self._buffer, {}
+            self._started.clear()
+            # No later closing sends what a failure leaves: every group goes.
+            emit = self._outbox.emit
+            sent = emit_each(lambda k: self._emit_group(k, groups[k], emit),
+                             [k for k, g in groups.items() if g])
+            return _gather_pending([sent, self._outbox.wait()])
+        finally:
+            if lock is not None:
+                lock.release()
 
     def _emit_group(self, k: Any, group: list[Any], emit: Any) -> Any:
         """Emit ``group`` with its elements' metadata, if any, then release their refs."""
