@@ -64,7 +64,9 @@ class Stream(StreamzExtras, OperatorAPI[T], Generic[T], metaclass=plugins.Stream
         downstream step for the element has finished (backpressure).
         Inherited from the upstream when not given.
     loop : tornado.ioloop.IOLoop, optional
-        The loop this node's timers and sources use (streamz's ``loop``).
+        The loop a source runs on (streamz's ``loop``). Unlike streamz, a
+        synchronous ``emit`` runs in its caller's thread and timers on the
+        running loop (with none, the shared loop thread), not on ``loop``.
     ensure_io_loop : bool, optional
         With no ``loop``, set ``loop`` to the running loop, else to the
         shared loop thread's, started now (:mod:`streams.loop_thread`).
