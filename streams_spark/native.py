@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import dis
 import types
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from streams.spec import NodeSpec
@@ -51,9 +53,11 @@ from .column_values import (
 )
 from .pushdown import Leaf, certain, implied
 from .row_values import RowValue, column, quoted
+from .sql_text import Sql
 from .tracing import trace
 from .window_native import lower_window, windowed
 from .window_pairs import flattened, lower_pairs
+from .window_starts import bounds_of, by_start
 
 __all__ = ["ALLOWED", "lower_native", "pure"]
 
@@ -123,8 +127,24 @@ def pure(func: Any) -> bool:
 
 # -- lowering ----------------------------------------------------------------------
 
-def _output(x: Any, field: Any, ansi: bool) -> str:
-    """The column ``x`` becomes in ``field``, as ``to_dataframe()`` writes it from Python."""
+#: The integer columns narrower than Python's integers here (64 bits): their ranges.
+_NARROW = {"byte": 8, "short": 16, "integer": 32}
+
+#: Checks a narrowing output column: ``(guards, column)`` to the column that fails the
+#: query, naming the step and the element, where a guard holds (see :func:`_output`).
+Checking = Callable[[list[tuple[Any, Any]], Any], Any]
+
+
+def _output(x: Any, field: Any, ansi: bool, check: Checking | None = None,
+            last: str = "") -> str:
+    """The column ``x`` becomes in ``field``, as ``to_dataframe()`` writes it from Python.
+
+    An integer for a narrower integer column is checked against its range
+    by ``check``, with the message of the Python path (which names ``last``,
+    the step that returned it): Spark's cast would fail the query with a
+    bare ``CAST_OVERFLOW``, naming neither. Without ``check`` (the pairs of
+    a window's elements) such an output stays in Python.
+    """
     v = lift(x)
     target = field.dataType
     kind = kind_of(target)
@@ -137,8 +157,19 @@ def _output(x: Any, field: Any, ansi: bool) -> str:
     elif v.dtype is not None and v.dtype == target:
         # A column passed through: numbers back to their own width.
         col = v.col.cast(target) if v.kind in (INT, FLOAT) else v.col
-    elif v.kind == kind == INT and (ansi or target.typeName() == "long"):
-        col = v.col.cast(target)  # an overflow fails, as Arrow's conversion raises
+    elif v.kind == kind == INT and target.typeName() == "long":
+        col = v.col.cast(target)
+    elif v.kind == kind == INT and ansi and check is not None:
+        bits = _NARROW[target.typeName()]
+        low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+        F = functions()
+        error = F.concat(F.lit(f"OutputError: to_dataframe(): column {field.name!r} "
+                               f"({target.simpleString()}) cannot hold what {last} "
+                               "returned: "), v.col.cast("string"),
+                         F.lit(f" is not in range: {low} to {high}"))
+        # The cast itself fails only beyond the range: the check comes first.
+        col = check([((v.col < F.lit(low)) | (v.col > F.lit(high)), error)],
+                    v.col.cast(target))
     elif (v.kind == kind and kind in (BOOL, STR)) or (
             v.kind == FLOAT and target.typeName() == "double"):
         col = v.col
@@ -150,18 +181,42 @@ def _output(x: Any, field: Any, ansi: bool) -> str:
     return name if str(col) == name else f"{col} AS {name}"
 
 
-def _outputs(result: Any, schema: Any, ansi: bool) -> list[str]:
-    """The output columns of ``result`` as SQL text, as ``to_dataframe()`` makes a row of it."""
+def _outputs(result: Any, schema: Any, ansi: bool, check: Checking | None = None,
+             last: str = "") -> list[str]:
+    """The output columns of ``result`` as SQL text, as ``to_dataframe()`` makes a row of it.
+
+    ``check`` and ``last``: see :func:`_output`.
+    """
     fields = schema.fields
     if isinstance(result, dict):
-        return [_output(result.get(f.name), f, ansi) for f in fields]
+        return [_output(result.get(f.name), f, ansi, check, last) for f in fields]
     if isinstance(result, tuple | list):
         if len(result) != len(fields):
             raise Untraceable("a result with another number of values than columns")
-        return [_output(x, f, ansi) for x, f in zip(result, fields, strict=True)]
+        return [_output(x, f, ansi, check, last) for x, f in zip(result, fields, strict=True)]
     if isinstance(result, RowValue) or len(fields) != 1:
         raise Untraceable("a row, or one value for several columns")
-    return [_output(result, fields[0], ansi)]
+    return [_output(result, fields[0], ansi, check, last)]
+
+
+def _checking(label: str, row: ElementText) -> Checking:
+    """A column that fails the query where a guard holds, naming ``label`` and ``row``."""
+    return lambda guards, col: checked(guards, label, row, col)
+
+
+def _window_checking(window: NodeSpec, func: NodeSpec, streaming: bool) -> Checking:
+    """As :func:`_checking`, for the result of ``window``'s function ``func``.
+
+    The window is named as its own checks name it (by its bounds and key, in
+    :func:`~streams_spark.window_native.lower_window`'s groups).
+    """
+    event_time = window.traits.event_time
+    assert event_time is not None
+    keyed = event_time.key is not None or event_time.session
+    bounds = (bounds_of("`__s`", event_time.size) if by_start(event_time, streaming)
+              else "'start', `__w`.`start`, 'end', `__w`.`end`")
+    text = Sql(f"to_json(named_struct({bounds}, 'key', {'`__k`' if keyed else 'NULL'}))")
+    return lambda guards, col: checked(guards, func.name, lambda: text, col)
 
 
 def _traceable(spec: NodeSpec) -> bool:
@@ -239,17 +294,21 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
             cut, cut_keep, cut_narrowing = i + 1, keep, list(narrowing)
     else:
         if current is not element:
+            last = specs[-1].name
             try:
-                columns = _outputs(current, schema, ansi)
+                columns = _outputs(current, schema, ansi, _checking(last, row), last)
             except Untraceable:
                 columns = None
             if columns is not None:
                 out = kept_rows(df, keep, narrowing, row, prefiltered=True)
-                return out, [], out.selectExpr(*columns)
+                return out, [], out.selectExpr(*map(row.resolve, columns))
     if len(specs) == cut + 2 and windowed(specs[cut]):
         try:  # a window and its function, as Spark aggregates
-            frame = lower_window(df, cut_keep, element, specs[cut], specs[cut + 1], schema,
-                                 row, ansi, _outputs, narrowing=cut_narrowing)
+            window, func = specs[cut], specs[cut + 1]
+            outputs = partial(_outputs, check=_window_checking(window, func, df.isStreaming),
+                              last=func.name)
+            frame = lower_window(df, cut_keep, element, window, func, schema, row, ansi,
+                                 outputs, narrowing=cut_narrowing)
             return df, [], frame
         except Untraceable:
             pass
