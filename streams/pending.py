@@ -61,10 +61,12 @@ def done() -> Any:
     return fut
 
 
-def gather_pending(results: list[Any]) -> Any:
+def gather_pending(results: list[Any], together: bool = False) -> Any:
     """Combine the results of several ``update`` calls into one or None.
 
     Work of which a part is :class:`Failing` is :class:`Failing` as a whole.
+    The parts run one after the other (successive elements' work: ``close()``
+    sending what a node held), or ``together`` (see :func:`gather_branches`).
     """
     pending = [r for r in results if r is not None]
     if not pending:
@@ -73,7 +75,7 @@ def gather_pending(results: list[Any]) -> Any:
         return pending[0]
     if any(isinstance(p, Failing) for p in pending):
         return Failing(pending)
-    return _all(pending)
+    return _all(pending, together=together)
 
 
 def gather_branches(results: list[Any]) -> Any:
@@ -82,18 +84,9 @@ def gather_branches(results: list[Any]) -> Any:
     A node's downstreams get the same element; their pending work (each
     branch's coroutine sink) runs concurrently, as in streamz (whose
     ``emit`` waits for the branches' futures together): ``await emit``
-    takes the slowest branch's time, not their sum. Successive elements'
-    work (``close()`` sending what a node held) stays in order:
-    :func:`gather_pending`.
+    takes the slowest branch's time, not their sum.
     """
-    pending = [r for r in results if r is not None]
-    if not pending:
-        return None
-    if len(pending) == 1:
-        return pending[0]
-    if any(isinstance(p, Failing) for p in pending):
-        return Failing(pending)
-    return _all(pending, together=True)
+    return gather_pending(results, together=True)
 
 
 def emit_each(emit: Callable[[Any], Any], items: Iterable[Any]) -> Any:

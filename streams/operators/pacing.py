@@ -40,7 +40,7 @@ from ._outbox import (
 )
 from .durations import check_interval
 
-__all__ = ["Delay", "RateLimit", "call_when_free", "retry_when_free"]
+__all__ = ["Delay", "RateLimit", "call_when_free", "locked_timer", "retry_when_free"]
 
 logger = logging.getLogger("streams")
 
@@ -94,6 +94,26 @@ def retry_when_free(lock: Any, fn: Callable[..., Any], *args: Any) -> None:
         return
     with lock:
         fn(*args)
+
+
+def locked_timer(body: Callable[[Any, float], None]) -> Callable[[Any, float], None]:
+    """A node's timer callback, run holding its lock, and not at all once it is closed.
+
+    ``body(node, due)`` runs with the node's ``_timer`` cleared; a timer that
+    finds the lock held is retried (:func:`retry_when_free`). Flushed or
+    destroyed, what the node held is not its to send.
+    """
+    def on_timer(node: Any, due: float) -> None:
+        if not node._lock.acquire(False):
+            retry_when_free(node._lock, node._on_timer, due)
+            return
+        try:
+            if not node._closed:
+                node._timer = None
+                body(node, due)
+        finally:
+            node._lock.release()
+    return on_timer
 
 
 @Stream.register_api()
@@ -200,19 +220,11 @@ class Delay(Stream[Any]):
                 pending.append(emit_held(emit, x, [self._metadata.popleft()]))
         return _gather_pending(pending)
 
+    @locked_timer
     def _on_timer(self, due: float) -> None:
-        if not self._lock.acquire(False):
-            retry_when_free(self._lock, self._on_timer, due)
-            return
-        try:
-            if self._closed:  # flushed, or destroyed: what it held is not its to send
-                return
-            self._timer = None
-            self._release(max(self._clock.now(), due), self._outbox.send)
-            if self._held:
-                self._timer = arm(self._clock, self._held[0][0], self._on_timer)
-        finally:
-            self._lock.release()
+        self._release(max(self._clock.now(), due), self._outbox.send)
+        if self._held:
+            self._timer = arm(self._clock, self._held[0][0], self._on_timer)
 
     def _flush(self) -> Any:
         if not self._lock.acquire(False):

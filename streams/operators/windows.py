@@ -21,7 +21,7 @@ from ..pending import gather_pending as _gather_pending
 from ..spec import Traits
 from ._checks import check_count, key_function
 from ._outbox import EPSILON, Outbox, arm
-from .pacing import call_when_free, retry_when_free
+from .pacing import call_when_free, locked_timer
 
 __all__ = ["Partition", "PartitionUnique", "SlidingWindow"]
 
@@ -202,19 +202,11 @@ class Partition(Stream[Any]):
             pending.append(self._emit_group(k, self._buffer.pop(k), emit))
         return _gather_pending(pending)
 
+    @locked_timer
     def _on_timer(self, due: float) -> None:
-        assert self._clock is not None and self._lock is not None
-        if not self._lock.acquire(False):
-            retry_when_free(self._lock, self._on_timer, due)
-            return
-        try:
-            if self._closed:  # flushed, or destroyed: what it held is not its to send
-                return
-            self._timer = None
-            self._expire(self._outbox.send, max(self._clock.now(), due))
-            self._arm_first()
-        finally:
-            self._lock.release()
+        assert self._clock is not None
+        self._expire(self._outbox.send, max(self._clock.now(), due))
+        self._arm_first()
 
     def _flush(self) -> Any:
         lock = self._lock
