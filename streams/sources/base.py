@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, TypeVar
@@ -142,6 +143,12 @@ class SourceRun(asyncio.Task[None]):
         """Display nothing: the run is shown by the views of the stream."""
 
 
+#: The run whose element the current code works for: the run's task, and the
+#: tasks its graph starts (each branch's coroutine sink), which copy its context.
+_RUN: contextvars.ContextVar[asyncio.Task[None] | None] = contextvars.ContextVar(
+    "streams_source_run", default=None)
+
+
 class _RunEnd:
     """What ``stop()`` returns on a loop: awaiting it waits for the run to end."""
 
@@ -151,7 +158,7 @@ class _RunEnd:
         self._task = task
 
     def __await__(self) -> Any:
-        if asyncio.current_task() is self._task:
+        if _RUN.get() is self._task:
             return None  # called by the run's own graph: it ends after this element
         return (yield from self._task.__await__())
 
@@ -344,6 +351,7 @@ class Source(Stream[T]):
         return SourceError(self, error)
 
     async def _run_guarded(self) -> None:
+        _RUN.set(asyncio.current_task())  # in this run's own context (its task's copy)
         try:
             await self._run_async()
         except Exception as e:

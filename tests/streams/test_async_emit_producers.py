@@ -101,3 +101,24 @@ def test_a_failure_nobody_awaits_any_more_is_logged(caplog: pytest.LogCaptureFix
     with caplog.at_level(logging.ERROR, logger="streams"):
         asyncio.run(main())
     assert "no longer awaited" in caplog.text and "bad 1" in caplog.text
+
+
+def test_a_branch_stopping_its_source_while_another_branch_waits_does_not_deadlock() -> None:
+    # stop() returns the run's end; a sink returning it awaits it. From the
+    # run's own element that awaits nothing (the run ends after it), also in
+    # the task a branch's coroutine runs in; before, it waited for the run,
+    # which waited for the branch.
+    out: list[int] = []
+
+    async def slow(x: int) -> None:
+        await asyncio.sleep(0)
+        out.append(x)
+
+    async def main() -> None:
+        source = Stream.from_iterable(range(10), asynchronous=True)
+        source.sink(slow)
+        source.sink(lambda x: source.stop() if x == 3 else None)
+        await asyncio.wait_for(source.start(), timeout=30)  # a guard, not a timing
+
+    asyncio.run(main())
+    assert out == [0, 1, 2, 3]
