@@ -4,7 +4,10 @@ Elements are buffered and written ``batch`` at a time in one round trip
 (one script call, or a pipeline of ``XADD`` commands). The buffer is also
 written before a checkpoint, before the source acknowledges the entries that
 produced it, and when the stream closes, so a crash loses nothing that was
-acknowledged.
+acknowledged. A process that exits without closing the stream writes the
+buffer of a synchronous sink at exit; what it cannot write there (the
+buffer of a sink on a loop that is gone, a write that fails) is reported
+in a warning naming the sink and how many elements were not written.
 
 Without a :class:`~streams.state.Checkpointer` delivery is at least once:
 after a crash, entries written since the last acknowledgement are written
@@ -30,12 +33,16 @@ confirmation or close, naming its element as always.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import warnings
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from ..core import Stream
 from ..fusion import Fuser
+from ..sources.redis_client import check_url, twin
 from .redis_script import XADD_MANY, script_args
 from .redis_values import all_writable, name_the_field, writable
 
@@ -46,6 +53,18 @@ try:
     from hiredis import pack_command as _hiredis_pack
 except ImportError:  # pragma: no cover - depends on the environment
     _hiredis_pack = None
+
+#: Every sink alive: at exit, those still holding elements write or report them.
+_sinks: weakref.WeakSet[SinkToRedis] = weakref.WeakSet()
+
+
+def _write_held_at_exit() -> None:
+    for sink in list(_sinks):
+        sink._write_at_exit()
+
+
+atexit.register(_write_held_at_exit)
+
 
 @Stream.register_api()
 class SinkToRedis(Stream[Any]):
@@ -60,8 +79,13 @@ class SinkToRedis(Stream[Any]):
     approximate : bool
         ``False`` trims to exactly ``maxlen`` (slower for Redis).
     url : str
-        The server; or pass ``client`` (``redis.Redis`` without a loop,
-        ``redis.asyncio.Redis`` on one).
+        The server (``redis://``, ``rediss://`` or ``unix://``); or pass ``client``.
+    client : redis.Redis or redis.asyncio.Redis, optional
+        A client to write with. One of the other kind than where the sink
+        writes (a ``redis.Redis`` on a loop, a ``redis.asyncio.Redis``
+        without one) lends its connection settings to a client of the
+        right kind, to the same server, database and credentials, which
+        the sink closes with the stream; the one given is left open.
     batch : int
         Elements per round trip.
     field : str
@@ -99,7 +123,7 @@ class SinkToRedis(Stream[Any]):
     """
 
     __slots__ = ("_aclient", "_aloop", "_ascript", "_buffer", "_client", "_confirmed", "_conn",
-                 "_deferring", "_inflight", "_own", "_script", "_sent", "approximate", "batch",
+                 "_deferring", "_given", "_inflight", "_script", "_sent", "approximate", "batch",
                  "field", "maxlen", "method", "seq_key", "stream", "url", "writer", "written")
     _operator = "sink_to_redis"
     _local_only = "its side effects belong in this process"
@@ -129,7 +153,7 @@ class SinkToRedis(Stream[Any]):
         self.method = method
         self.maxlen = maxlen
         self.approximate = approximate
-        self.url = url
+        self.url = check_url("sink_to_redis", url)
         self.batch = batch
         self.field = field
         self.seq_key = seq_key if seq_key is not None else f"{stream}:written"
@@ -138,12 +162,14 @@ class SinkToRedis(Stream[Any]):
         self.writer = ""
         #: How many elements were handed to writes (the last one's number).
         self.written = 0
+        # The clients written with, without a loop and on one. Those made
+        # here (from ``url``, or from a client given of the other kind) are
+        # closed when the stream closes, not the one ``_given``; an asyncio
+        # one serves the loop it was made on (``_aloop``), so a graph run
+        # under one asyncio.run() and then another gets a new one.
+        self._given = client
         self._client: Any = None
         self._aclient: Any = None
-        # Clients made here from ``url`` are closed when the stream closes;
-        # an asyncio one serves the loop it was made on (``_aloop``), so a
-        # graph run under one asyncio.run() and then another gets a new one.
-        self._own = client is None
         self._aloop: asyncio.AbstractEventLoop | None = None
         if isinstance(client, redis.asyncio.Redis):
             self._aclient = client
@@ -162,6 +188,7 @@ class SinkToRedis(Stream[Any]):
         self._confirmed = 0
         self._deferring = False
         Stream.__init__(self, upstream, **kwargs)
+        _sinks.add(self)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         buf = self._buffer
@@ -218,7 +245,7 @@ class SinkToRedis(Stream[Any]):
 
     def _own_async_here(self) -> bool:
         """Whether an asyncio client made here serves the running loop (closed on it)."""
-        if not self._own or self._aclient is None:
+        if self._aclient is None or self._aclient is self._given:
             return False
         try:
             return self._aloop is asyncio.get_running_loop()
@@ -228,16 +255,15 @@ class SinkToRedis(Stream[Any]):
     def _close_own(self) -> None:
         """Close the clients made here (not one given as ``client=``).
 
-        An asyncio client is closed on its loop (:meth:`_close_own_async`);
-        one of a loop that is not running here (gone, or another thread's)
-        is let go.
+        An asyncio client is closed on its loop (:meth:`_close_own_async`); one
+        of a loop not running here (gone, or another thread's) is let go.
         """
-        if not self._own:
-            return
-        client, self._client, self._script = self._client, None, None
-        if client is not None:
+        client = self._client
+        if client is not None and client is not self._given:
+            self._client, self._script = None, None
             client.close()
-        self._aclient, self._ascript, self._aloop = None, None, None
+        if self._aclient is not self._given:
+            self._aclient, self._ascript, self._aloop = None, None, None
 
     async def _close_own_async(self) -> None:
         if self._own_async_here():
@@ -315,12 +341,19 @@ class SinkToRedis(Stream[Any]):
         for x in bad:
             self._fail_batch([x], DataError("not a value Redis stores"))
 
-    def _write_sync(self, items: list[Any], base: int) -> None:
-        if self._client is None:
-            import redis
+    def _new_client(self, asynchronous: bool) -> Any:
+        """A client to write with, without a loop or on one (see ``_given``)."""
+        if self._given is not None:
+            where = "the sink writes " + ("on a loop" if asynchronous else "without a loop")
+            return twin(self._given, asynchronous, self._label(), where)
+        import redis.asyncio
 
-            self._client = redis.Redis.from_url(self.url)
+        return (redis.asyncio.Redis if asynchronous else redis.Redis).from_url(self.url)
+
+    def _write_sync(self, items: list[Any], base: int) -> None:
         try:
+            if self._client is None:
+                self._client = self._new_client(asynchronous=False)
             if self.method == "script":
                 if self._script is None:
                     self._script = self._client.register_script(XADD_MANY)
@@ -416,12 +449,11 @@ class SinkToRedis(Stream[Any]):
 
     async def _write_async(self, items: list[Any], base: int) -> None:
         loop = asyncio.get_running_loop()
-        if self._aclient is None or (self._own and self._aloop is not loop):
-            import redis.asyncio
-
-            self._aclient = redis.asyncio.Redis.from_url(self.url)
-            self._aloop, self._ascript = loop, None
         try:
+            if self._aclient is None or (self._aclient is not self._given
+                                         and self._aloop is not loop):
+                self._aclient = self._new_client(asynchronous=True)
+                self._aloop, self._ascript = loop, None
             if self.method == "script":
                 if self._ascript is None:
                     self._ascript = self._aclient.register_script(XADD_MANY)
@@ -434,6 +466,25 @@ class SinkToRedis(Stream[Any]):
                     await pipe.execute()
         except Exception as e:
             self._fail_batch(items, e)
+
+    def _write_at_exit(self) -> None:
+        """At exit: write and confirm what is held, or warn (its loop is gone, the write fails)."""
+        held = len(self._buffer) + sum(len(items) for items, _ in self._inflight)
+        if not held:
+            return
+        if self.asynchronous or self._aloop is not None:
+            why = ("its loop is gone: await source.aclose() (or close the stream) before "
+                   "the loop ends")
+        else:
+            try:
+                self._barrier()
+                self._close_own()
+                return
+            except Exception as e:
+                why = f"{type(e).__name__}: {e}"
+        warnings.warn(f"{self._label()}: {held} element(s) were not written to Redis stream "
+                      f"{self.stream!r} when the process exited without closing the stream; "
+                      f"{why}", RuntimeWarning, stacklevel=1)
 
     def _fail_batch(self, items: list[Any], exc: Exception) -> None:
         """Name the element that could not be written (the first unwritable one)."""

@@ -46,9 +46,10 @@ from typing import Any
 from ..clock import run_sync
 from ..core import Stream
 from ..fused_loop import take_push
+from ..operators.durations import check_interval
 from ._redis_ids import _hiredis_pack, start_id
 from .redis_acks import RedisAcks
-from .redis_client import check_client, connect
+from .redis_client import check_client, check_start, check_url, connect, stream_entries
 
 __all__ = ["FromRedis", "start_id"]
 
@@ -74,12 +75,13 @@ class FromRedis(RedisAcks):
         settings are used to open an asyncio client to the same server.
     count : int
         Entries read per round trip.
-    block : float
-        On a loop, seconds a read waits for new entries before checking
-        ``stop()`` and claiming again. Without a loop the source reads to the
-        end of the stream and closes.
-    claim_idle : float, optional
-        Claim entries pending for other consumers longer than this (seconds).
+    block : float or str
+        On a loop, seconds (at least 0.001, or a duration such as ``"500ms"``)
+        a read waits for new entries before checking ``stop()`` and claiming
+        again. Without a loop the source reads to the end of the stream and closes.
+    claim_idle : float or str, optional
+        Claim entries pending for other consumers longer than this (seconds,
+        or a duration such as ``"10s"``).
     with_id : bool
         Emit ``(entry_id, fields)`` instead of ``fields``.
     decode : bool
@@ -128,16 +130,17 @@ class FromRedis(RedisAcks):
             raise ValueError("from_redis(): give both group= and consumer=, or neither")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"from_redis(): count must be an int >= 1, got {count!r}")
-        if not block > 0:
-            raise ValueError(f"from_redis(): block must be > 0 seconds, got {block!r}")
+        self.block = check_interval("from_redis", block, "block")
+        if self.block < 0.001:  # Redis waits whole milliseconds, and BLOCK 0 forever
+            raise ValueError(f"from_redis(): block must be at least 0.001 seconds, got {block!r}")
+        self.claim_idle = (None if claim_idle is None else
+                           check_interval("from_redis", claim_idle, "claim_idle", zero=True))
         self.stream = stream
         self.group = group
         self.consumer = consumer
-        self.start_at = start_id(start)
-        self.url = url
+        self.start_at = check_start(start)
+        self.url = check_url("from_redis", url)
         self.count = count
-        self.block = block
-        self.claim_idle = claim_idle
         self.with_id = with_id
         self.decode = decode
         self._client = client
@@ -199,16 +202,6 @@ class FromRedis(RedisAcks):
         assert self.claim_idle is not None
         pipe.xautoclaim(self.stream, self.group, self.consumer,
                         int(self.claim_idle * 1000), start_id=cursor, count=self.count)
-
-    @staticmethod
-    def _entries(reply: Any) -> list[Any]:
-        """The ``[id, [field, value, ...]]`` entries of a raw XREAD(GROUP) reply."""
-        if not reply:
-            return []
-        if isinstance(reply, dict):  # RESP3: {stream: entries}
-            (entries,) = reply.values()
-            return entries  # type: ignore[no-any-return]
-        return reply[0][1]  # type: ignore[no-any-return]
 
     # -- the stream side -----------------------------------------------------
 
@@ -292,6 +285,13 @@ class FromRedis(RedisAcks):
 
     def _run_sync_named(self) -> None:
         r = self._connect(asynchronous=False)
+        try:
+            self._read_sync(r)
+        finally:
+            if self._client is None:
+                r.close()  # of our own: closed when start() fails too, not left to gc
+
+    def _read_sync(self, r: Any) -> None:
         self._start_recovery()
         self._deferred = [b for b in self._barriers if hasattr(b, "_barrier_send")]
         for b in self._deferred:
@@ -318,8 +318,6 @@ class FromRedis(RedisAcks):
         if self._acks:
             r.xack(self.stream, self.group, *self._acks)
             self._acks = []
-        if self._client is None:
-            r.close()
 
     @staticmethod
     def _settle(pending: Any) -> None:
@@ -331,7 +329,7 @@ class FromRedis(RedisAcks):
         while not self.stopped:
             pipe = r.pipeline(transaction=False)
             self._queue_read(pipe, cursor)
-            entries = self._entries(pipe.execute()[-1])
+            entries = stream_entries(pipe.execute()[-1])
             if not entries:
                 return
             self._begin()
@@ -354,7 +352,7 @@ class FromRedis(RedisAcks):
             while expected:
                 n, expected = expected, 0  # read in full, error replies too
                 replies = self._read_replies(conn, n)
-                entries = self._entries(replies[-1])
+                entries = stream_entries(replies[-1])
                 if not entries or self.stopped:
                     return
                 expected = self._send_read(conn, entries[-1][0])
@@ -467,7 +465,7 @@ class FromRedis(RedisAcks):
         while not self.stopped:
             async with r.pipeline(transaction=False) as pipe:
                 self._queue_read(pipe, cursor, block)
-                entries = self._entries((await pipe.execute())[-1])
+                entries = stream_entries((await pipe.execute())[-1])
             if not entries:
                 if not follow:
                     return
