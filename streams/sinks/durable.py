@@ -13,6 +13,7 @@ disk says.
 
 from __future__ import annotations
 
+import codecs
 import os
 import weakref
 from typing import IO, Any
@@ -43,7 +44,10 @@ class SinkToDurableTextfile(Stream[Any]):
     end : str
         Written after each element.
     encoding : str
-        How the text is encoded (checked when the sink is built).
+        How the text is encoded (checked when the sink is built). An
+        encoding with a byte-order mark (``utf-16``, ``utf-8-sig``...) writes
+        it once, at the start of the file: not when the file is written on
+        from a restored length.
     fsync : bool
         Flush the file to disk at each checkpoint (needed to survive a power
         loss; a killed process loses nothing without it).
@@ -65,7 +69,10 @@ class SinkToDurableTextfile(Stream[Any]):
     '1\\n'
     """
 
-    __slots__ = ("_fp", "encoding", "end", "file", "fsync", "length")
+    # _encoder: the codec's incremental encoder, which writes a byte-order
+    # mark at the start of the file only (encoding each line alone wrote one
+    # before every line).
+    __slots__ = ("_encoder", "_fp", "encoding", "end", "file", "fsync", "length")
     _operator = "sink_to_durable_textfile"
     _local_only = "its side effects belong in this process"
     _params = ("file", "end", "encoding", "fsync")
@@ -86,6 +93,7 @@ class SinkToDurableTextfile(Stream[Any]):
         #: The file's committed length in bytes (what a restore truncates to).
         self.length = 0
         self._fp: IO[bytes] | None = None
+        self._encoder = codecs.getincrementalencoder(encoding)()  # a new one at each _open
         Stream.__init__(self, upstream, **kwargs)
 
     def _open(self) -> IO[bytes]:
@@ -100,7 +108,10 @@ class SinkToDurableTextfile(Stream[Any]):
                 f"{self.length}; the file was changed or lost outside the pipeline")
         fp.truncate(self.length)
         fp.seek(self.length)
-        self._fp = fp
+        encoder = codecs.getincrementalencoder(self.encoding)()
+        if self.length:
+            encoder.setstate(0)  # written on: its mark, if any, is at the start (as io does)
+        self._fp, self._encoder = fp, encoder
         weakref.finalize(self, fp.close)
         return fp
 
@@ -111,8 +122,11 @@ class SinkToDurableTextfile(Stream[Any]):
                 ".map(str) or .map(json.dumps) before it"))
         try:
             fp = self._fp if self._fp is not None else self._open()
-            fp.write((x + self.end).encode(self.encoding))
+            # final: a stateful codec's line ends complete, where a checkpoint may cut.
+            fp.write(self._encoder.encode(x + self.end, final=True))
         except Exception as e:
+            if self._fp is not None and not self._fp.closed and not self._fp.tell():
+                self._encoder.reset()  # utf-8-sig counts its mark written even when this failed
             return self._fail(x, e)
         return None
 

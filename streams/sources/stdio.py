@@ -11,11 +11,12 @@ import io
 import json
 import sys
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 from ..core import Stream
 from ..sinks.basic import check_encoding
-from .base import FileSource, underneath
+from .base import YIELD_EVERY, FileSource, underneath
 from .line_bytes import delimiter_bytes
 from .pipes import PipeReader, pollable
 from .positions import bytes_before, check_before
@@ -198,22 +199,40 @@ class FromStdin(FileSource[Any]):
         self._end_sync()
 
     async def _lines(self, f: Any) -> Any:
-        """Lines from ``f`` without blocking the loop (pipes, terminals)."""
+        """Lines from ``f`` without blocking the loop (pipes, terminals).
+
+        Neither a regular file's lines nor those a pipe holds wait: the
+        loop's other tasks run after each :data:`YIELD_EVERY` of them, or
+        they would wait until a synchronous graph had taken them all. Ends
+        early when stopped then.
+        """
         if self._pipe is None and not pollable(f):
             # A regular file (or an in-memory one) cannot be polled, and
-            # reading it never blocks for long.
-            for line in f:
-                yield line
-            return
+            # reading it never blocks for long. Counted by the slice (a count
+            # per line cost 3%); islice reads no line ahead, which stop() would lose.
+            while True:
+                line = None
+                for line in islice(f, YIELD_EVERY):
+                    yield line
+                if line is None:
+                    return
+                await asyncio.sleep(0)  # not a timing device
+                if self.stopped:
+                    return
         pipe = self._pipe
         if pipe is None or pipe.loop is not asyncio.get_running_loop():
             pipe = self._pipe = await PipeReader.connect(f, pipe)  # pipe: another loop's
         # Kept when stop() ends the run: the next start() reads what its reader holds.
+        countdown = YIELD_EVERY  # small beside the await of each line
         while not self.stopped:
             line = await pipe.readuntil(b"\n")
             if not line:
                 break
             yield line
+            countdown -= 1
+            if not countdown:
+                countdown = YIELD_EVERY
+                await asyncio.sleep(0)  # not a timing device
         if self.stopped:  # (maybe while the pipe was silent): nothing is lost
             return
         pipe.close()  # its end
@@ -245,5 +264,5 @@ class FromStdin(FileSource[Any]):
                 await pending
             if self.stopped:
                 return
-        if self._pipe is None:  # else stopped while the pipe was silent: it is kept
+        if self._pipe is None and not self.stopped:  # else stopped between lines (_lines)
             await self._end_async()

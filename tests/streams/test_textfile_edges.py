@@ -369,3 +369,74 @@ def test_a_followed_file_empty_when_opened_loses_its_byte_order_mark(
 
     follow(source, clock, write)
     assert out == ["first\n", "second\n"]
+
+
+def streamz_from_end(given: Callable[[], Any], append: Callable[[], Any]) -> list[str]:
+    """The lines of streamz's ``from_textfile(given(), from_end=True)``, then ``append()``.
+
+    Its first poll emits what the file holds past where the source stood.
+    """
+    import streamz
+
+    async def main() -> list[str]:
+        source = streamz.Stream.from_textfile(given(), from_end=True, asynchronous=True)
+        out = source.sink_to_list()
+        append()
+        await source._run()  # one poll, no wait: the file holds lines
+        source.file.close()
+        return out
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("on_loop", [False, True], ids=["sync", "loop"])
+@pytest.mark.parametrize("kind", ["path", "file"])
+def test_from_end_reads_the_lines_appended_before_start_as_streamz(
+        tmp_path: Path, kind: str, on_loop: bool) -> None:
+    # streamz seeks to the end when the source is built: a line appended
+    # between building the graph and start() is read, not skipped.
+    path = tmp_path / "app.log"
+
+    def given() -> Any:
+        path.write_text("old\n")
+        return str(path) if kind == "path" else open(path)
+
+    def append() -> None:
+        with path.open("a") as f:
+            f.write("new\n")
+
+    theirs = streamz_from_end(given, append)
+    source = Stream.from_textfile(given(), from_end=True, follow=False)
+    out = source.sink_to_list()
+    append()
+    read_to_end(source, on_loop)
+    if kind == "file":
+        source.file.close()
+    assert out == theirs == ["new\n"]
+
+
+@pytest.mark.parametrize("change", ["created", "replaced", "truncated"])
+def test_from_end_starts_at_the_end_at_start_where_the_file_built_over_is_not_there(
+        tmp_path: Path, clock: VirtualClock, change: str) -> None:
+    # No file when built (streamz raises then), another file at the path, or
+    # fewer bytes than when built: the end recorded then is not this file's;
+    # the source starts at the end the file has at start().
+    import os
+
+    path = tmp_path / "app.log"
+    if change != "created":
+        path.write_text("old1\nold2\n")
+    source = Stream.from_textfile(str(path), from_end=True, poll_interval=1.0)
+    out = source.sink_to_list()
+    if change == "replaced":  # a rotated log: a new file, longer than the old one
+        (tmp_path / "next.log").write_text("rotated1\nrotated2\nrotated3\n")
+        os.replace(tmp_path / "next.log", path)
+    else:
+        path.write_text("x\n")
+
+    def append() -> None:
+        with path.open("a") as f:
+            f.write("after\n")
+
+    follow(source, clock, append)
+    assert out == ["after\n"]
