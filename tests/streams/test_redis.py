@@ -72,6 +72,21 @@ def test_sink_error_names_the_node_and_the_element(redis_url: str) -> None:
         source.close()
 
 
+def emit_then_close(source: Stream[Any], items: list[Any]) -> None:
+    """Emit ``items`` into ``source`` and close it: awaited on a loop if it is asynchronous."""
+    async def run() -> None:
+        for x in items:
+            await source.emit(x)
+        await source.aclose()
+
+    if source.asynchronous:
+        asyncio.run(run())
+    else:
+        for x in items:
+            source.emit(x)
+        source.close()
+
+
 @pytest.mark.parametrize("method", ["script", "pipeline"])
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 def test_an_element_redis_cannot_store_fails_alone(r: Any, redis_url: str, method: str,
@@ -81,18 +96,7 @@ def test_an_element_redis_cannot_store_fails_alone(r: Any, redis_url: str, metho
     source = Stream(asynchronous=asynchronous)
     sink = source.sink_to_redis("out", url=redis_url, batch=100, method=method)
     errors = sink.on_error("route").errors.map(lambda e: e.element).sink_to_list()
-
-    async def run() -> None:
-        for x in items:
-            await source.emit(x)
-        await source.aclose()
-
-    if asynchronous:
-        asyncio.run(run())
-    else:
-        for x in items:
-            source.emit(x)
-        source.close()
+    emit_then_close(source, items)
     assert errors == [None, {"b": [3]}, True]
     assert [f for _, f in r.xrange("out")] == [
         {"data": "1"}, {"a": "2"}, {"data": "6.5"}, {"data": "x"}]

@@ -12,7 +12,6 @@ sink holds, or warns of what it could not write.
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import textwrap
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from streams import NodeError, Stream
+from tests.streams.test_redis import emit_then_close
 
 pytestmark = pytest.mark.redis
 
@@ -82,18 +82,7 @@ def test_an_empty_dict_or_a_field_name_redis_cannot_store_fails_alone(
     source = Stream(asynchronous=asynchronous)
     sink = source.sink_to_redis("out", url=redis_url, batch=100, method=method)
     errors = sink.on_error("route").errors.sink_to_list()
-
-    async def run() -> None:
-        for x in items:
-            await source.emit(x)
-        await source.aclose()
-
-    if asynchronous:
-        asyncio.run(run())
-    else:
-        for x in items:
-            source.emit(x)
-        source.close()
+    emit_then_close(source, items)
     assert [e.element for e in errors] == [{}, {None: 3}, {"c": 4, (1, 2): 5}]
     assert "an empty dict" in str(errors[0].exception)
     assert "field name None" in str(errors[1].exception)
