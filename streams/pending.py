@@ -11,6 +11,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("streams")
 
 __all__ = ["DONE", "Failing", "as_future", "asynchronous_of", "done", "emit_each", "failing_after",
-           "finish_emit", "gather_branches", "gather_pending", "settle", "until_done"]
+           "ELEMENT_TASKS", "element_task", "finish_emit", "gather_branches", "gather_pending",
+           "settle", "until_done"]
 
 
 class _Done:
@@ -177,14 +179,30 @@ async def _all(pending: list[Awaitable[Any]], error: Exception | None = None,
     # (``error``: one met before these ran) is raised once all are done.
     # ``together``: all started first, each in a Task (branches; see gather_branches).
     if together:
-        pending = [asyncio.ensure_future(p) for p in pending]
-    for p in pending:
+        pending = [element_task(p) for p in pending]
+    for i, p in enumerate(pending):
         try:
             await p
         except Exception as e:
             error = _kept_first(error, e, "another failure of the same work")
+        except BaseException:  # cancelled (or interrupted): the branches started go too
+            for rest in pending[i + 1:] if together else ():
+                rest.cancel()  # type: ignore[attr-defined]
+            raise
     if error is not None:
         raise error
+
+
+#: The Tasks the library starts for an element's work (a branch, what ``emit``
+#: hands out): a source's run counts them as its own (see streams.sources.base).
+ELEMENT_TASKS: weakref.WeakSet[asyncio.Future[Any]] = weakref.WeakSet()
+
+
+def element_task(work: Awaitable[Any]) -> asyncio.Future[Any]:
+    """``work`` in a Task of its own, known as an element's (:data:`ELEMENT_TASKS`)."""
+    task = asyncio.ensure_future(work)
+    ELEMENT_TASKS.add(task)
+    return task
 
 
 def _kept_first(error: Exception | None, e: Exception, what: str) -> Exception:
@@ -235,7 +253,7 @@ def as_future(pending: Any) -> Any:
     handed = loop.create_future()
     # Not kept here: until it runs the loop holds the Task, then whatever it
     # awaits does (as long as that can still finish it), as for any Task.
-    loop.create_task(_work(pending, handed))  # noqa: RUF006
+    ELEMENT_TASKS.add(loop.create_task(_work(pending, handed)))
     return handed
 
 
@@ -252,6 +270,10 @@ async def _work(pending: Awaitable[Any], handed: asyncio.Future[None]) -> None:
     except asyncio.CancelledError:
         if not handed.done():
             handed.cancel()
+        raise
+    except (KeyboardInterrupt, SystemExit) as e:  # the loop's to stop on, not a failure
+        if not handed.done():
+            handed.set_exception(e)
         raise
     except BaseException as e:
         if not handed.done():

@@ -433,6 +433,13 @@ class Checkpointer:
             await rest
 
     def _take(self, nodes: list[Stream[Any]], confirms: list[tuple[Any, int]]) -> None:
+        if self._inflight:
+            # An element came in while the barriers drained (a source that did
+            # not wait for this checkpoint: another source, or one the timer's
+            # checkpoint did not pause): the states would hold part of its work,
+            # the offsets none of it. The next element's step() takes one.
+            self._count = max(self._count, 1)
+            return
         fds: list[int] = []
         try:
             data = _encode(nodes, [_node_state(n, fds) for n in nodes], self.sequence)

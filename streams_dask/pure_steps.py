@@ -92,15 +92,18 @@ def _immutable(value: Any) -> bool:
     return isinstance(value, (tuple, frozenset)) and all(_immutable(v) for v in value)
 
 
+def _global(func: types.FunctionType, name: str) -> Any:
+    """The value of the global ``name`` as ``func`` reads it (its module's, else a builtin)."""
+    if name in func.__globals__:  # a module's own ``len`` shadows the builtin
+        return func.__globals__[name]
+    table = getattr(func, "__builtins__", builtins.__dict__)
+    table = table if isinstance(table, dict) else vars(table)
+    return table.get(name)
+
+
 def _builtin_named(func: types.FunctionType, name: str) -> bool:
     """Whether the global ``name`` read by ``func`` is a builtin of :data:`PURE_BUILTINS`."""
-    if name in func.__globals__:  # a module's own ``len`` shadows the builtin
-        value = func.__globals__[name]
-    else:
-        table = getattr(func, "__builtins__", builtins.__dict__)
-        table = table if isinstance(table, dict) else vars(table)
-        value = table.get(name)
-    return _pure_builtin(value)
+    return _pure_builtin(_global(func, name))
 
 
 def _pure_builtin(value: Any) -> bool:
@@ -119,6 +122,12 @@ def _calls_only_pure_builtins(func: types.FunctionType) -> bool:
         if op == "BINARY_OP" and ins.argrepr.endswith("="):
             return False  # in place: may mutate what a global or the element holds
         if op == "LOAD_ATTR" and _METHOD_ATTR and ins.arg is not None and ins.arg & 1:
+            return False
+        if op == "LOAD_GLOBAL" and not (ins.arg is not None and ins.arg & 1) and not (
+                _immutable(_global(func, ins.argval))):
+            # A global read as a value must be a constant or a class: a module
+            # (``sys.modules``), a generator a builtin would iterate, a dict
+            # another call changes, differ from process to process or call to call.
             return False
         if op == "LOAD_GLOBAL" and ins.arg is not None and ins.arg & 1:
             # The global starts a call (a NULL is pushed before it): it must
@@ -142,6 +151,9 @@ def pure_function(func: Any) -> bool:
     (True, True)
     >>> pure_function(lambda x: (random.randrange(8), x)), pure_function(print)
     (False, False)
+    >>> import sys
+    >>> pure_function(lambda kv: (len(sys.modules) % 8, kv))  # a module's state: per process
+    False
     """
     if _pure_builtin(func):
         return True

@@ -45,6 +45,10 @@ __all__ = ["Delay", "RateLimit", "call_when_free", "locked_timer", "retry_when_f
 logger = logging.getLogger("streams")
 
 
+#: Seconds between a loop thread's tries of a lock another thread holds.
+_RETRY = 0.001
+
+
 def call_when_free(lock: Any, fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` holding ``lock``, a re-entrant lock another thread holds now.
 
@@ -70,9 +74,10 @@ def call_when_free(lock: Any, fn: Callable[..., Any], *args: Any) -> Any:
 
 async def _when_free(lock: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     while not lock.acquire(False):
-        # A turn of the loop (its select() lets the GIL go): the holder, in
-        # another thread, goes on meanwhile, and other work on this loop too.
-        await asyncio.sleep(0)
+        # The holder, in another thread, goes on meanwhile, and other work on
+        # this loop too; a millisecond, not a turn: the loop would spin, taking
+        # the GIL from the very thread it waits for.
+        await asyncio.sleep(_RETRY)
     try:
         pending = fn(*args)
     finally:
@@ -90,7 +95,7 @@ def retry_when_free(lock: Any, fn: Callable[..., Any], *args: Any) -> None:
     """
     loop = running_loop()
     if loop is not None:
-        loop.call_soon(fn, *args)
+        loop.call_later(_RETRY, fn, *args)  # not call_soon: see _when_free
         return
     with lock:
         fn(*args)

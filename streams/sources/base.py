@@ -13,7 +13,7 @@ from ..clock import LoopClock, run_sync
 from ..core import Stream
 from ..cycles import recursion_error
 from ..errors import NodeError, SourceError
-from ..pending import until_done
+from ..pending import ELEMENT_TASKS, until_done
 
 __all__ = ["YIELD_EVERY", "Source", "SourceRun", "listen", "on_loop_thread", "require_loop",
            "serve_here", "stop_serving", "underneath"]
@@ -144,7 +144,9 @@ class SourceRun(asyncio.Task[None]):
 
 
 #: The run whose element the current code works for: the run's task, and the
-#: tasks its graph starts (each branch's coroutine sink), which copy its context.
+#: tasks the library starts for its elements (each branch's coroutine sink), which
+#: copy its context (so do a sink's own tasks, which are not the run's: see
+#: streams.pending.ELEMENT_TASKS).
 _RUN: contextvars.ContextVar[asyncio.Task[None] | None] = contextvars.ContextVar(
     "streams_source_run", default=None)
 
@@ -158,7 +160,8 @@ class _RunEnd:
         self._task = task
 
     def __await__(self) -> Any:
-        if _RUN.get() is self._task:
+        current = asyncio.current_task()
+        if current is self._task or (_RUN.get() is self._task and current in ELEMENT_TASKS):
             return None  # called by the run's own graph: it ends after this element
         return (yield from self._task.__await__())
 
