@@ -122,3 +122,77 @@ def test_a_branch_stopping_its_source_while_another_branch_waits_does_not_deadlo
 
     asyncio.run(main())
     assert out == [0, 1, 2, 3]
+
+
+def test_a_task_a_sink_starts_waits_for_the_run_to_end_when_it_stops_it() -> None:
+    # Only the run's own work skips waiting for its end; a controller task
+    # the graph starts (copying the run's context) waits, as it did.
+    log: list[Any] = []
+
+    async def main() -> None:
+        source = Stream.from_iterable(range(3), asynchronous=True)
+        release = asyncio.Event()
+
+        async def controller() -> None:
+            await source.stop()
+            log.append(("stopped", source._task is not None and source._task.done()))
+
+        async def sink(x: int) -> None:
+            if x == 0:
+                asyncio.ensure_future(controller())
+                await asyncio.sleep(0)
+                release.set()
+            await release.wait()
+            log.append(("sink", x))
+
+        source.sink(sink)
+        await asyncio.wait_for(source.start(), timeout=30)
+        for _ in range(10):
+            await asyncio.sleep(0)
+
+    asyncio.run(main())
+    assert log == [("sink", 0), ("stopped", True)]
+
+
+def test_system_exit_in_a_coroutine_sink_ends_the_loop() -> None:
+    async def leave(x: int) -> None:
+        raise SystemExit(3)
+
+    async def main() -> None:
+        source = Stream(asynchronous=True)
+        source.sink(leave)
+        source.emit(1)  # not awaited: still the program's exit
+        for _ in range(10):
+            await asyncio.sleep(0)
+
+    with pytest.raises(SystemExit):
+        asyncio.run(main())
+
+
+def test_branches_started_together_are_cancelled_together() -> None:
+    started: list[str] = []
+    cancelled: list[str] = []
+
+    def sink(name: str) -> Any:
+        async def run(x: int) -> None:
+            started.append(name)
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.append(name)
+                raise
+        return run
+
+    async def main() -> None:
+        source = Stream.from_iterable([1], asynchronous=True)
+        source.sink(sink("a"))
+        source.map(str).sink(sink("b"))
+        run = source.start()
+        for _ in range(10):
+            await asyncio.sleep(0)
+        run.cancel()  # the run's element is in both branches: both go
+        for _ in range(10):
+            await asyncio.sleep(0)
+
+    asyncio.run(main())
+    assert sorted(started) == sorted(cancelled) == ["a", "b"]
