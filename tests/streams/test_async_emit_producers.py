@@ -132,6 +132,7 @@ def test_a_task_a_sink_starts_waits_for_the_run_to_end_when_it_stops_it() -> Non
     async def main() -> None:
         source = Stream.from_iterable(range(3), asynchronous=True)
         release = asyncio.Event()
+        tasks: list[Any] = []
 
         async def controller() -> None:
             await source.stop()
@@ -139,7 +140,7 @@ def test_a_task_a_sink_starts_waits_for_the_run_to_end_when_it_stops_it() -> Non
 
         async def sink(x: int) -> None:
             if x == 0:
-                asyncio.ensure_future(controller())
+                tasks.append(asyncio.ensure_future(controller()))
                 await asyncio.sleep(0)
                 release.set()
             await release.wait()
