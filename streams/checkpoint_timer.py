@@ -62,9 +62,11 @@ class DueTimer:
         if ckpt._clock.now() < ckpt._due:  # one was taken since this was armed
             self.arm()
             return
+        ckpt._timed = True  # not written if an element comes in meanwhile (see its _take)
         try:
             pending = ckpt.save()
         except BaseException as e:  # raised from the checkpointer's next call
+            ckpt._timed = False
             self.failure = e
             return
         if pending is not None:

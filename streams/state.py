@@ -208,6 +208,7 @@ class Checkpointer:
         self._clock = get_clock()
         self._due = self._clock.now() + interval if interval is not None else float("inf")
         self._timer = DueTimer(self)
+        self._timed = False  # the checkpoint under way is the timer's (see _take)
         self._inflight = 0
         # Of those, the ones the current task began (each async source runs in a task).
         self._begun: contextvars.ContextVar[int] = contextvars.ContextVar("begun", default=0)
@@ -433,11 +434,11 @@ class Checkpointer:
             await rest
 
     def _take(self, nodes: list[Stream[Any]], confirms: list[tuple[Any, int]]) -> None:
-        if self._inflight:
-            # An element came in while the barriers drained (a source that did
-            # not wait for this checkpoint: another source, or one the timer's
-            # checkpoint did not pause): the states would hold part of its work,
-            # the offsets none of it. The next element's step() takes one.
+        timed, self._timed = self._timed, False
+        if timed and self._inflight:
+            # An element came in while the barriers of the timer's checkpoint
+            # drained (nothing paused the sources): the states would hold part
+            # of its work, the offsets none of it. Its step() takes the next.
             self._count = max(self._count, 1)
             return
         fds: list[int] = []

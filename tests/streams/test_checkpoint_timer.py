@@ -95,7 +95,8 @@ def test_no_checkpoint_is_written_while_an_element_came_in_during_its_barriers(
     total.sink_to_list()
     cp = Checkpointer(source, tmp_path / "ckpt", fsync=False, manual=True)
     source.emit(1)
-    cp.begin()  # an element on its way, as an asynchronous source says
+    cp._timed = True  # the timer's checkpoint (DueTimer), its barriers draining...
+    cp.begin()  # ...while an element comes in, as an asynchronous source says
     source.emit(2)
     cp.save_sync()
     cp.wait()
