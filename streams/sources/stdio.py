@@ -16,7 +16,8 @@ from typing import Any
 
 from ..core import Stream
 from ..sinks.basic import check_encoding
-from .base import YIELD_EVERY, FileSource, underneath
+from .base import YIELD_EVERY
+from .file_source import FileSource, underneath
 from .line_bytes import delimiter_bytes
 from .pipes import PipeReader, pollable
 from .positions import bytes_before, check_before

@@ -13,7 +13,8 @@ from typing import Any
 from .._checkpoint_io import CheckpointError
 from ..clock import get_clock
 from ..core import Stream
-from .base import YIELD_EVERY, FileSource, logger, underneath
+from .base import YIELD_EVERY, logger
+from .file_source import FileSource, underneath
 from .line_bytes import delimiter_bytes
 from .pipes import PipeReader, pollable
 from .positions import bytes_before, check_before, size_of
