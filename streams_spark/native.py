@@ -53,11 +53,10 @@ from .column_values import (
 )
 from .pushdown import Leaf, certain, implied
 from .row_values import RowValue, column, quoted
-from .sql_text import Sql
 from .tracing import trace
-from .window_native import lower_window, windowed
+from .window_native import lower_window, window_text, windowed
 from .window_pairs import flattened, lower_pairs
-from .window_starts import bounds_of, by_start
+from .window_starts import by_start
 
 __all__ = ["ALLOWED", "lower_native", "pure"]
 
@@ -212,10 +211,8 @@ def _window_checking(window: NodeSpec, func: NodeSpec, streaming: bool) -> Check
     """
     event_time = window.traits.event_time
     assert event_time is not None
-    keyed = event_time.key is not None or event_time.session
-    bounds = (bounds_of("`__s`", event_time.size) if by_start(event_time, streaming)
-              else "'start', `__w`.`start`, 'end', `__w`.`end`")
-    text = Sql(f"to_json(named_struct({bounds}, 'key', {'`__k`' if keyed else 'NULL'}))")
+    text = window_text(event_time, by_start(event_time, streaming),
+                       event_time.key is not None or event_time.session)
     return lambda guards, col: checked(guards, func.name, lambda: text, col)
 
 

@@ -51,7 +51,7 @@ from .window_aggregates import Aggregates, WindowValue
 from .window_starts import bounds_of, by_start, grouped
 from .window_values import trace_window
 
-__all__ = ["Routing", "lower_window", "route", "stamped"]
+__all__ = ["Routing", "lower_window", "route", "stamped", "window_text"]
 
 _BEYOND = f"ValueError: {BEYOND}"
 
@@ -211,12 +211,8 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
         groups = window_groups(rows, event_time, keys, parts, key is not None)
     if group_guards:
         # A window's failure names the window: its bounds and key.
-        bounds = (bounds_of("`__s`", event_time.size) if starts
-                  else "'start', `__w`.`start`, 'end', `__w`.`end`")
-        window_text = Sql(f"to_json(named_struct({bounds}, 'key', "
-                          f"{'`__k`' if keyed else 'NULL'}))")
-        groups = checking(groups, checked(group_guards, func.name, lambda: window_text,
-                                          Sql("true")))
+        text = window_text(event_time, starts, keyed)
+        groups = checking(groups, checked(group_guards, func.name, lambda: text, Sql("true")))
     return groups.selectExpr(*columns)
 
 
@@ -250,3 +246,14 @@ def _by_entries(rows: Any, keys: list[str], aggregates: Aggregates, event_time: 
     first, second = aggregates.levels()
     entries = grouped(rows, event_time, [*keys, "__c"], first)  # rows count __c
     return entries.groupBy("__s", *keys).agg(*[named(s, n) for s, n in second])
+
+
+def window_text(event_time: Any, starts: bool, keyed: bool) -> Sql:
+    """A window's text in the failures its checks raise: its bounds and key, as JSON.
+
+    ``starts``: the rows are grouped by their windows' starts (``__s``), else
+    by Spark's window column (``__w``); ``keyed``: grouped by a key (``__k``).
+    """
+    bounds = (bounds_of("`__s`", event_time.size) if starts
+              else "'start', `__w`.`start`, 'end', `__w`.`end`")
+    return Sql(f"to_json(named_struct({bounds}, 'key', {'`__k`' if keyed else 'NULL'}))")
