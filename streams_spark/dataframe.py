@@ -39,6 +39,7 @@ import pyarrow as pa
 from streams.core import Stream
 from streams.operators._late import LateSide
 from streams.spec import build
+from streams_spark.round_trips import select_expr
 
 from .codec import DATA, ERROR, OutputError, carried_error, elements_of, fail_on_executor
 from .join import join_frame
@@ -338,7 +339,7 @@ def _passed_through(df: Any, schema: Any) -> Any:
     if list(fields) == schema.names:
         return df
     # As text: a Column built in Python costs several round trips to the JVM.
-    return df.selectExpr(*[quoted(f.name) for f in schema.fields])
+    return select_expr(df, [quoted(f.name) for f in schema.fields])
 
 
 def _infer(segment: SparkSegment, node: Stream[Any]) -> Any:
@@ -414,7 +415,7 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     paths = segment.paths(self)
     lineage = [] if any(self is e for e in segment.entries) else segment.lineage(self)
     join = next((n for n in lineage if n._traits().join is not None), None)
-    if len({entry.df.isStreaming for entry, _ in paths}) > 1:
+    if len(paths) > 1 and len({entry.df.isStreaming for entry, _ in paths}) > 1:
         raise ValueError(
             f"to_dataframe(): {self._label()} reads a {'join' if join else 'union'} of "
             "streaming and static DataFrames, which Spark cannot run as one query here "

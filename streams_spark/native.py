@@ -37,6 +37,7 @@ from functools import partial
 from typing import Any
 
 from streams.spec import NodeSpec
+from streams_spark.round_trips import select_expr
 
 from .checks import ElementText, after, checked, kept_rows
 from .column_values import (
@@ -298,7 +299,7 @@ def lower_native(df: Any, specs: list[NodeSpec], schema: Any
                 columns = None
             if columns is not None:
                 out = kept_rows(df, keep, narrowing, row, prefiltered=True)
-                return out, [], out.selectExpr(*map(row.resolve, columns))
+                return out, [], select_expr(out, list(map(row.resolve, columns)))
     if len(specs) == cut + 2 and windowed(specs[cut]):
         try:  # a window and its function, as Spark aggregates
             window, func = specs[cut], specs[cut + 1]

@@ -94,7 +94,8 @@ class FromSpark(Stream[Any]):
 
     def __init__(self, df: Any, checkpoint: str | None = None, available_now: bool = True,
                  **kwargs: Any) -> None:
-        if not hasattr(df, "isStreaming") or not hasattr(df, "mapInArrow"):
+        # On the class: hasattr() on the DataFrame would ask the JVM (a property).
+        if not hasattr(type(df), "isStreaming") or not hasattr(type(df), "mapInArrow"):
             raise TypeError(
                 "from_spark() takes a Spark DataFrame (spark.read... or spark.readStream...), "
                 f"got {type(df).__name__}; for in-process data use Stream().to_spark()")

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from streams.spec import EventTime
+from streams_spark.round_trips import select_expr
 
 from .batch import encode_chunks
 from .codec import (
@@ -230,7 +231,7 @@ def _windows(df: Any, event_time: EventTime, last: str | None = None,
                "k", "items"]
     if event_time.bounds:
         columns.append("true AS `bounds`")
-    return groups.selectExpr(*columns)
+    return select_expr(groups, columns)
 
 
 class _NoState:

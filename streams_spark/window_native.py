@@ -38,6 +38,7 @@ from streams.operators._checks import key_function
 from streams.operators._late import seconds_of
 from streams.operators.window_bounds import Window, micros
 from streams.spec import EventTime, NodeSpec
+from streams_spark.round_trips import select_expr
 
 from .checks import ElementText, checked, checked_in_order, checking, kept_rows
 from .column_values import BOOL, FLOAT, INT, NONE, STR, Untraceable, Value, lift
@@ -198,7 +199,7 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
     if aggregates.counter is not None:  # over the rows the filters kept only
         columns_in.append(f"{aggregates.counter.value.col} AS `__c`")
     kept = kept_rows(df, keep, narrowing, row)
-    rows = kept.selectExpr(*map(row.resolve, columns_in))
+    rows = select_expr(kept, list(map(row.resolve, columns_in)))
     if kept.isStreaming:  # a static DataFrame's watermark is dropped by Spark's analyser
         rows = rows.withWatermark("__et", watermark_delay(event_time))
     keys = ["__k"] if keyed else []
@@ -213,7 +214,7 @@ def lower_window(df: Any, keep: Any, element: Any, window: NodeSpec, func: NodeS
         # A window's failure names the window: its bounds and key.
         text = window_text(event_time, starts, keyed)
         groups = checking(groups, checked(group_guards, func.name, lambda: text, Sql("true")))
-    return groups.selectExpr(*columns)
+    return select_expr(groups, columns)
 
 
 def _bounded(group: WindowValue, event_time: EventTime, starts: bool) -> Window[Any]:

@@ -53,6 +53,7 @@ from typing import Any
 from streams.inline_source import tree_copy
 from streams.operators.window_bounds import micros
 from streams.spec import NodeSpec
+from streams_spark.round_trips import select_expr
 
 from .checks import ElementText, after, checked, checked_in_order, checking, kept_rows
 from .column_values import Untraceable, Value, truth
@@ -298,8 +299,8 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
         received = checked_in_order(steps, row, Sql("true"))
         if keep is not None:
             received = after(keep, received)
-    base = kept_rows(df, received, narrowing, row).selectExpr(
-        "*", windowed_as, f"{key_sql} AS `__k`")
+    base = select_expr(kept_rows(df, received, narrowing, row),
+                       ["*", windowed_as, f"{key_sql} AS `__k`"])
     # A condition's failures are its guards, checked below; checking() keeps
     # one that still names a failure apart, as every filter that may fail.
     sides = [base if chosen is None else checking(base, row.resolve(chosen))
@@ -324,4 +325,4 @@ def lower_pairs(df: Any, keep: Any, element: Any, specs: list[NodeSpec], schema:
                   else bounds_of("`__l`.`__s`", event_time.size))
         window_text = Sql(f"to_json(named_struct({bounds}, 'key', `__l`.`__k`))")
         pairs = checking(pairs, checked(guards, func.name, lambda: window_text, Sql("true")))
-    return pairs.selectExpr(*columns)
+    return select_expr(pairs, columns)
