@@ -276,6 +276,8 @@ class Source(Stream[T]):
             try:
                 self._run_sync()
             except Exception as e:
+                if self._checkpointer is not None:  # its element failed: no step() follows
+                    self._checkpointer.abandon()
                 error = self._named(e)
                 if error is e:
                     raise
