@@ -1,10 +1,11 @@
-"""Timed operators on a synchronous stream: ``delay`` and ``partition(timeout=)``.
+"""Timed operators on a synchronous stream: ``delay``, ``partition(timeout=)``, ``timed_window``.
 
 Their timers run on the shared loop thread while the producer emits from
 its own, so each element takes the node's lock. Each graph is fed
 1,000,000 integers by ``emit`` with no loop running; its peer is a plain
 loop doing the node's bookkeeping (hold each element with its due time; cut
-groups of 7) in the same process. Rounds are interleaved; medians of the
+groups of 7; read the clock and append to the open window) in the same
+process. Rounds are interleaved; medians of the
 best-of-round times and paired ratios (streams / plain) are printed.
 
 Run: ``python benchmarks/timed_ops.py [--n 1000000] [--rounds 5]``
@@ -69,6 +70,29 @@ def plain_partition(n: int) -> None:
     del started
 
 
+def streams_window(n: int) -> None:
+    from streams import Stream
+
+    source: Stream[int] = Stream()
+    node = source.timed_window(10)
+    node.sink(noop)
+    emit = source.emit
+    for i in range(n):
+        emit(i)
+    node.destroy()
+
+
+def plain_window(n: int) -> None:
+    window: list[int] = []
+    now = time.monotonic
+    deadline = now() + 10
+    for i in range(n):
+        if now() >= deadline:
+            noop(window)
+            window, deadline = [], deadline + 10
+        window.append(i)
+
+
 def bench(title: str, contenders: dict[str, Callable[[int], None]], n: int, rounds: int
           ) -> None:
     times: dict[str, list[float]] = {k: [] for k in contenders}
@@ -93,6 +117,8 @@ def main() -> None:
     bench("delay(10)", {"plain": plain_delay, "streams": streams_delay}, args.n, args.rounds)
     bench("partition(7, timeout=10)", {"plain": plain_partition, "streams": streams_partition},
           args.n, args.rounds)
+    bench("timed_window(10)", {"plain": plain_window, "streams": streams_window}, args.n,
+          args.rounds)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ from .map_async import MapAsync
 from .pacing import Delay, RateLimit
 from .session_windows import SessionWindow
 from .stateful import StatefulMap
-from .timed import TimedWindow, TimedWindowUnique
+from .timed import TimedWindow
+from .timed_unique import TimedWindowUnique
 from .transform import Filter, Flatten, Map, Pluck, Remove, Starmap
 from .windows import Partition, PartitionUnique, SlidingWindow
 

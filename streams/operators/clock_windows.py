@@ -35,6 +35,7 @@ element costs one append whatever the number of windows holding it.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -48,6 +49,7 @@ from ..window_clock import TickTimes
 from ._checks import key_function
 from ._outbox import EPSILON, Outbox, arm, arm_for, armed_here
 from .durations import check_interval, check_slide
+from .pacing import call_when_free, locked_timer
 
 __all__ = ["ClockSlidingWindow"]
 
@@ -102,7 +104,7 @@ class ClockSlidingWindow(Stream[Any]):
     [('a', [('a', 1), ('a', 3)]), ('b', [('b', 2)])]
     """
 
-    __slots__ = ("_clock", "_inside", "_key", "_metadata", "_next", "_outbox", "_panes",
+    __slots__ = ("_clock", "_inside", "_key", "_lock", "_metadata", "_next", "_outbox", "_panes",
                  "_step", "_tick_times", "_timer", "_width", "interval", "key", "slide")
     _operator = "timed_window"
     _local_only = None
@@ -147,6 +149,9 @@ class ClockSlidingWindow(Stream[Any]):
         # streamz's metadata of the held elements (refs retained), as the panes.
         self._metadata: dict[int, dict[Any, list[Any]]] = {}
         self._timer: Handle | None = None
+        # Its timer may fire on the loop thread while its producer emits (see
+        # streams.operators.pacing): one at a time inside.
+        self._lock = threading.RLock()
         self._outbox = Outbox(self)
         Stream.__init__(self, upstream, **kwargs)
         self._arm(arm_for)
@@ -195,10 +200,8 @@ class ClockSlidingWindow(Stream[Any]):
             self._timer = (arm(self._clock, when, self._on_timer) if how is None
                            else how(self, self._clock, when, self._on_timer))
 
+    @locked_timer
     def _on_timer(self, due: float) -> None:
-        self._timer = None
-        if self._closed:
-            return
         self._advance(self._outbox.send_window, max(self._clock.now(), due))
         self._arm()
 
@@ -227,7 +230,12 @@ class ClockSlidingWindow(Stream[Any]):
         >>> L
         [[1]]
         """
-        return self._tick(self._outbox.emit)
+        if not self._lock.acquire(False):
+            return call_when_free(self._lock, self.tick)
+        try:
+            return self._tick(self._outbox.emit)
+        finally:
+            self._lock.release()
 
     def _tick(self, emit: Callable[..., Any]) -> Any:
         n = self._step
@@ -275,6 +283,14 @@ class ClockSlidingWindow(Stream[Any]):
     # -- elements ------------------------------------------------------------
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
+        if not self._lock.acquire(False):
+            return call_when_free(self._lock, self.update, x, who, metadata)
+        try:
+            return self._update(x, metadata)
+        finally:
+            self._lock.release()
+
+    def _update(self, x: Any, metadata: Any) -> Any:
         pending = None
         now = self._clock.now()
         if now >= self._next - EPSILON:
@@ -307,6 +323,14 @@ class ClockSlidingWindow(Stream[Any]):
     # -- end of stream -------------------------------------------------------
 
     def _flush(self) -> Any:
+        if not self._lock.acquire(False):
+            return call_when_free(self._lock, self._flush)
+        try:
+            return self._flush_held()
+        finally:
+            self._lock.release()
+
+    def _flush_held(self) -> Any:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

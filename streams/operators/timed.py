@@ -1,4 +1,4 @@
-"""Processing-time and tumbling event-time windows: timed_window, timed_window_unique.
+"""Processing-time and tumbling event-time windows: timed_window.
 
 Time comes only from the clock in force when the node is created
 (:func:`streams.clock.get_clock`): the running loop's clock in real runs, a
@@ -11,11 +11,10 @@ checks and ``close()`` are what emit them. Nothing held is dropped at close.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
-
-from toolz import identity
 
 from ..clock import Handle, get_clock
 from ..core import Stream
@@ -28,6 +27,7 @@ from ._checks import key_function
 from ._late import LateElementError, LateSide, late_error, seconds_code, seconds_of
 from ._outbox import EPSILON, Outbox, arm, arm_for, armed_here
 from .durations import check_interval
+from .pacing import call_when_free, locked_timer
 from .window_bounds import (
     closes_at,
     event_micros,
@@ -37,7 +37,7 @@ from .window_bounds import (
     watermark_micros,
 )
 
-__all__ = ["LateElementError", "TimedWindow", "TimedWindowUnique"]
+__all__ = ["LateElementError", "TimedWindow"]
 
 
 @Stream.register_api()
@@ -140,8 +140,8 @@ class TimedWindow(LateSide):
     # checks first; _due_us: when the earliest window held ends; _due: the
     # largest time seen from which that window is closed.
     __slots__ = ("_buffer", "_clock", "_deadline", "_due", "_due_us", "_hi", "_index", "_late_us",
-                 "_lo", "_max_time", "_metadata", "_open", "_origin", "_outbox", "_size_us",
-                 "_time", "_timer", "_windows", "interval", "lateness", "time")
+                 "_lo", "_lock", "_max_time", "_metadata", "_open", "_origin", "_outbox",
+                 "_size_us", "_time", "_timer", "_windows", "interval", "lateness", "time")
     _operator = "timed_window"
     _local_only = None
     _params = ("interval", "time", "lateness")
@@ -184,6 +184,9 @@ class TimedWindow(LateSide):
             self._size_us = micros_of(self._operator, "interval", self.interval)
             self._late_us = micros_of(self._operator, "lateness", self.lateness, zero=True)
         self._clock = get_clock()
+        # On the clock, its timer may fire on the loop thread while its
+        # producer emits (see streams.operators.pacing): one at a time inside.
+        self._lock = threading.RLock() if time is None else None
         self._origin = self._clock.now()
         self._index = 0  # the open window is [origin + index*I, origin + (index+1)*I)
         self._deadline = self._origin + self.interval
@@ -239,7 +242,14 @@ class TimedWindow(LateSide):
         >>> L
         [[1]]
         """
-        return self._tick(self._outbox.emit, self._deadline)
+        lock = self._lock
+        if lock is not None and not lock.acquire(False):
+            return call_when_free(lock, self.tick)
+        try:
+            return self._tick(self._outbox.emit, self._deadline)
+        finally:
+            if lock is not None:
+                lock.release()
 
     def _new_buffer(self) -> Any:
         return []
@@ -255,23 +265,30 @@ class TimedWindow(LateSide):
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         if self._time is not None:
             return self._update_event_time(x, metadata)
-        pending = None
-        now = self._clock.now()
-        if now >= self._deadline - EPSILON:
-            pending = self._tick(self._outbox.emit, now)
-        failed = self._add(x)
-        if failed is not None:
-            return _gather_pending([pending, failed])
-        if metadata:
-            retain_refs(metadata)
-            self._metadata.setdefault(None, []).append(metadata)
-        if not self._closed and not armed_here(self._timer):
-            # Built with no loop running (or under a loop since closed): start
-            # the timer on the loop running now, if one is.
-            self._timer = arm(self._clock, self._deadline, self._on_timer)
-        if pending is None:
-            return self._outbox.wait()
-        return pending
+        lock = self._lock
+        assert lock is not None
+        if not lock.acquire(False):
+            return call_when_free(lock, self.update, x, who, metadata)
+        try:  # the body here, not in a method: a call per element costs 5% (timed_ops.py)
+            pending = None
+            now = self._clock.now()
+            if now >= self._deadline - EPSILON:
+                pending = self._tick(self._outbox.emit, now)
+            failed = self._add(x)
+            if failed is not None:
+                return _gather_pending([pending, failed])
+            if metadata:
+                retain_refs(metadata)
+                self._metadata.setdefault(None, []).append(metadata)
+            if not self._closed and not armed_here(self._timer):
+                # Built with no loop running (or under a loop since closed): start
+                # the timer on the loop running now, if one is.
+                self._timer = arm(self._clock, self._deadline, self._on_timer)
+            if pending is None:
+                return self._outbox.wait()
+            return pending
+        finally:
+            lock.release()
 
     def _tick(self, emit: Callable[[Any], Any], now: float) -> Any:
         """Emit every window whose end has passed (the first holds the buffer)."""
@@ -289,10 +306,8 @@ class TimedWindow(LateSide):
             return emit(window)
         return emit_held(emit, window, self._metadata.pop(k, None))
 
+    @locked_timer
     def _on_timer(self, due: float) -> None:
-        self._timer = None
-        if self._closed:
-            return
         now = max(self._clock.now(), due)
         if now >= self._deadline - EPSILON:
             self._tick(self._outbox.send_window, now)  # empty ones skipped while busy
@@ -388,6 +403,16 @@ class TimedWindow(LateSide):
     # -- end of stream -----------------------------------------------------
 
     def _flush(self) -> Any:
+        lock = self._lock
+        if lock is not None and not lock.acquire(False):
+            return call_when_free(lock, self._flush)
+        try:
+            return self._flush_held()
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _flush_held(self) -> Any:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -401,78 +426,3 @@ class TimedWindow(LateSide):
             return _gather_pending([sent, self._outbox.wait()])
         pending = self._emit_window(self._outbox.emit, None, self._take()) if self._buffer else None
         return _gather_pending([pending, self._outbox.wait()])
-
-
-@Stream.register_api()
-class TimedWindowUnique(TimedWindow):
-    """Emit, every ``interval`` seconds, a tuple of the elements with distinct keys.
-
-    Like :meth:`timed_window` (empty windows included, checked on arrival,
-    flushed at close), but a key seen twice in a window is kept once.
-
-    Parameters
-    ----------
-    interval : float or str
-    key : callable or hashable
-        ``key(x)`` or ``x[key]``; the element itself by default.
-    keep : {"first", "last"}
-        Which occurrence to keep; the tuple follows the kept elements' order.
-
-    Examples
-    --------
-    >>> from streams import Stream, VirtualClock, use_clock
-    >>> with use_clock(VirtualClock()) as clock:
-    ...     source = Stream()
-    ...     L = source.timed_window_unique(1.0, key=len, keep="last").sink_to_list()
-    >>> for s in ["f", "b", "fo", "ba", "foo"]:
-    ...     source.emit(s)
-    >>> clock.advance(1.0)
-    >>> L
-    [('b', 'ba', 'foo')]
-    """
-
-    __slots__ = ("_key", "keep", "key")
-    _operator = "timed_window_unique"
-    _params = ("interval", "key", "keep")
-
-    def __new__(cls, upstream: Stream[Any], interval: float | str, key: Any = identity,
-                keep: str = "first", **kwargs: Any) -> Any:
-        # Its windows follow the clock, as streamz's: TimedWindow's event-time
-        # and sliding arguments would be taken and ignored (keys not unique).
-        given = [f"{n}=" for n in ("time", "lateness", "slide", "bounds") if n in kwargs]
-        if given:
-            raise TypeError(
-                f"timed_window_unique(): {', '.join(given)} not supported: its windows "
-                "follow the clock, as streamz's; on event time, or sliding, use "
-                "timed_window(..., time=, slide=) and keep each window's unique elements "
-                "in a map()")
-        return super(TimedWindow, cls).__new__(cls)
-
-    def __init__(self, upstream: Stream[Any], interval: float | str, key: Any = identity,
-                 keep: str = "first", **kwargs: Any) -> None:
-        if keep not in ("first", "last"):
-            raise ValueError(f"timed_window_unique(): keep must be 'first' or 'last', "
-                             f"got {keep!r}")
-        self.key = key
-        self._key = key_function(key)
-        self.keep = keep
-        super().__init__(upstream, interval, **kwargs)
-
-    def _new_buffer(self) -> Any:
-        return {}
-
-    def _add(self, x: Any) -> Any:
-        try:
-            k = self._key(x)
-            if self.keep == "last":
-                self._buffer.pop(k, None)  # re-insert: order follows the kept element
-                self._buffer[k] = x
-            elif k not in self._buffer:
-                self._buffer[k] = x
-        except Exception as e:
-            return self._fail(x, e)
-        return None
-
-    def _take(self) -> Any:
-        window, self._buffer = tuple(self._buffer.values()), {}
-        return window

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import math
 import pickle
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -393,3 +395,56 @@ def test_a_stage_fed_ticks_gives_what_the_node_gives_in_process(
         return s.timed_window(size, slide=slide, key=key)
 
     assert _on_a_stage(make, schedule, end, batch) == run(make, schedule, end)
+
+
+
+WINDOWS = {"tumbling": lambda s: s.timed_window(1.0),
+           "sliding": lambda s: s.timed_window(2.0, slide=1.0)}
+
+
+def _windows(window: Callable[[Stream[Any]], Stream[Any]], two_threads: bool) -> list[Any]:
+    """``a`` at 0 s, the clock moved to 2 s, ``b`` then, and close: the windows sent.
+
+    With ``two_threads`` the clock moves in a thread of its own, whose timer
+    sends the first window; ``b`` arrives, from a loop's thread, while that
+    window is still on its way downstream.
+    """
+    with use_clock(VirtualClock()) as clock:
+        source: Stream[str] = Stream()
+        on_its_way, go_on = threading.Event(), threading.Event()
+        timer_thread: list[threading.Thread] = []
+
+        def hand_over(w: Any) -> Any:
+            if threading.current_thread() in timer_thread and not on_its_way.is_set():
+                on_its_way.set()
+                go_on.wait()
+            return w
+
+        out = window(source).map(hand_over).sink_to_list()
+        source.emit("a")
+        if not two_threads:
+            clock.advance(2)
+            source.emit("b")
+        else:
+            timer_thread.append(threading.Thread(target=clock.advance, args=(2,)))
+            timer_thread[0].start()
+            on_its_way.wait()
+
+            async def arrive() -> None:
+                sent = source.emit("b")  # on a loop: never waits for the node here
+                go_on.set()
+                if sent is not None:
+                    await sent
+
+            asyncio.run(arrive())
+            timer_thread[0].join()
+        source.close()
+    return out
+
+
+@pytest.mark.parametrize("kind", WINDOWS)
+def test_an_element_arriving_while_the_timer_sends_a_window_waits_for_it(kind: str) -> None:
+    # A synchronous producer's timer fires on the shared loop thread: the
+    # element that comes meanwhile must neither send the same interval
+    # again nor a later window ahead of the timer's.
+    assert _windows(WINDOWS[kind], True) == _windows(WINDOWS[kind], False)
