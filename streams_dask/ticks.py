@@ -9,6 +9,7 @@ the tick reaches it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from .runner import Runner
 
 __all__ = ["TimedWindows", "WindowClock"]
+
+logger = logging.getLogger("streams")
 
 
 class WindowClock(window_clock.WindowClock):
@@ -94,6 +97,7 @@ class TimedWindows:
     _on_loop: bool
     _overlap: bool
     flush: Callable[[], Any]
+    _label: Callable[[], str]
     _driver: AsyncDriver | None
     _runner: Runner | None
     _ticks: WindowClock | None
@@ -119,7 +123,14 @@ class TimedWindows:
                 ticks.due(runner.pending)
                 runner.pump()  # delivered as they finish (deliver_as_done)
             else:  # plain scatter(): results are delivered by whoever sends, here the timer
-                self.flush()
+                try:
+                    self.flush()
+                except Exception as e:
+                    # No caller here (the loop's callback would only log it):
+                    # the producer's next emit, or the close, raises it first.
+                    logger.error("%s: a window its timer closed failed downstream: %s",
+                                 self._label(), e)
+                    runner.background_errors.insert(0, e)
         finally:
             runner.lock.release(settle=False)
 

@@ -173,6 +173,31 @@ def test_a_window_that_closes_while_the_producer_is_quiet_comes_out_then(
 
 
 @pytest.mark.dask
+@pytest.mark.parametrize("then", ["emit", "close"])
+def test_a_window_the_timer_closed_that_fails_downstream_is_raised_to_the_producer(
+        client: Client, clock: VirtualClock, then: str) -> None:
+    # The timer delivers a plain scatter()'s window while the producer is
+    # quiet; its failure has no caller there, so the producer's next call
+    # raises it (in-process: the close), and nothing is lost silently.
+    def total(w: list[int]) -> int:
+        if not w:
+            raise ZeroDivisionError("an empty window")
+        return sum(w)
+
+    source: Stream[Any] = Stream()
+    out = source.scatter(client=client).timed_window(0.5).gather().map(total).sink_to_list()
+    source.emit(1)
+    clock.advance(0.5)
+    clock.advance(0.5)  # an empty window: total() fails on the timer's thread
+    with pytest.raises(Exception, match="an empty window"):
+        if then == "emit":
+            source.emit(2)
+        else:
+            source.close()
+    assert out == [1]
+
+
+@pytest.mark.dask
 @pytest.mark.parametrize("first", ["an element", "the time"])
 def test_an_asynchronous_stream_ticks_on_its_own_loop_before_later_elements(
         cluster: LocalCluster, clock: VirtualClock, first: str) -> None:
