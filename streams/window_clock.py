@@ -18,6 +18,7 @@ from typing import Any
 
 from .clock import Clock, Handle, get_clock
 from .core import Stream
+from .operators._outbox import armed_here
 
 __all__ = ["EPSILON", "TickTimes", "WindowClock"]
 
@@ -162,9 +163,17 @@ class WindowClock:
         self._arm(len(self.windows) - 1)
 
     def due(self, out: list[int]) -> None:
-        """Put the ticks that are due into ``out`` (before the next element)."""
-        for window in self.windows:
+        """Put the ticks that are due into ``out`` (before the next element).
+
+        A timer of an event loop since closed (a pipeline built under one
+        ``asyncio.run()``, fed under the next, or after it) is armed again
+        here: else a window would close only with the next element.
+        """
+        for i, window in enumerate(self.windows):
             window.due(out)
+            timer = self.timers[i]
+            if timer is not None and not armed_here(timer):
+                self._arm(i)
 
     def closing(self) -> bool:
         """Whether a window's closing tick has come and is still to be taken."""

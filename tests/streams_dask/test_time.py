@@ -221,3 +221,36 @@ def test_an_asynchronous_stream_ticks_on_its_own_loop_before_later_elements(
 
     expected = [[1], [2]] if first == "an element" else [[], [2]]
     assert asyncio.run(main()) == expected
+
+
+@pytest.mark.dask
+@pytest.mark.parametrize("fed", ["under the next asyncio.run()", "synchronously, after it"])
+def test_a_window_built_under_one_loop_closes_on_its_timer_when_fed_later(
+        client: Client, fed: str) -> None:
+    # The windows' timer was armed on the loop the graph was built under,
+    # which closed with it: the first element arms it again, so the window
+    # closes while the producer is quiet, as in-process (the real clock,
+    # a 10 ms window: the test waits for the window, not for a time).
+    asynchronous = fed.startswith("under")
+    came = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def build() -> None:
+        source: Stream[int] = Stream(asynchronous=asynchronous)
+        windows = source.scatter(client=client).timed_window(0.01).gather()
+        windows.sink(lambda w: came.set() if w else None)
+        box["source"] = source
+
+    async def feed() -> bool:
+        await box["source"].emit(1)
+        seen = await asyncio.to_thread(came.wait, 30)
+        await box["source"].aclose()
+        return seen
+
+    asyncio.run(build())  # its timer goes with this loop
+    if asynchronous:
+        assert asyncio.run(feed())
+    else:
+        box["source"].emit(1)
+        assert came.wait(30)
+        box["source"].close()
