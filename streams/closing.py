@@ -224,6 +224,9 @@ def destroy(node: Stream[Any], streams: list[Stream[Any]] | None = None) -> None
     it on. Its timer (any node's ``_timer``) is cancelled, so nothing fires
     into a node cut from the graph.
     """
+    segments = [node._segment, *(u._segment for u in node.upstreams)]
+    for segment in {id(s): s for s in segments if s is not None}.values():
+        segment.check_destroy(node)
     if streams is not None:
         for u in list(streams):
             u.disconnect(node)

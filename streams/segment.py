@@ -38,9 +38,23 @@ class Segment:
     """A part of the graph that runs on another engine (see the module doc)."""
 
     backend: ClassVar[str] = "local"
+    #: Whether the engine runs it: its plan was made (at its first element).
+    started: bool = False
 
     def admit(self, node: Stream[Any]) -> None:
         """Accept ``node`` into the segment or raise a build-time error."""
+
+    def check_destroy(self, node: Stream[Any]) -> None:
+        """Raise if ``node`` (in the segment, or its ``gather()``) cannot be destroyed now.
+
+        A running segment's plan holds its nodes as they were when it
+        started: on the engine a destroyed node would go on running.
+        """
+        if self.started:
+            raise RuntimeError(
+                f"destroy(): {node._label()} is in a {self.backend.capitalize()} segment that "
+                "is already running, whose plan holds it as it was at the first element; "
+                "close() the source and build the graph again without it")
 
     def add_exit(self, gather: Stream[Any]) -> None:
         """Register a ``gather()`` node that brings results back."""

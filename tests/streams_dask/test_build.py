@@ -113,3 +113,35 @@ def test_bad_scatter_arguments(kwargs: dict[str, Any], error: type[Exception]) -
 def test_unordered_scatter_refuses_a_step_with_state() -> None:
     with pytest.raises(TypeError, match=r"scan\(\)|accumulate\(\)"):
         Stream().scatter(ordered=False).map(abs).scan(max)
+
+
+@pytest.mark.dask
+@pytest.mark.parametrize("which", ["scatter", "map", "timed_window", "gather"])
+def test_a_node_of_a_running_segment_is_not_destroyed_and_the_graph_goes_on(
+        client: Any, which: str) -> None:
+    # The workers run the plan made at the first element: cut from the
+    # graph here, the node would go on running there (and close() failed).
+    source: Stream[int] = Stream()
+    entry = source.scatter(client=client)
+    mapped = entry.map(abs)
+    window = mapped.timed_window(3600)
+    back = window.gather()
+    out = back.sink_to_list()
+    node = {"scatter": entry, "map": mapped, "timed_window": window, "gather": back}[which]
+    source.emit(-1)
+    with pytest.raises(RuntimeError, match=rf"destroy\(\): {which}.* Dask segment that is "
+                       "already running"):
+        node.destroy()
+    source.emit(-2)
+    source.close()
+    assert out == [[1, 2]]
+
+
+@pytest.mark.parametrize("which", ["map", "gather"])
+def test_a_node_of_a_segment_not_started_yet_is_destroyed(which: str) -> None:
+    source: Stream[int] = Stream()
+    mapped = source.scatter().map(abs)
+    back = mapped.gather()
+    node = {"map": mapped, "gather": back}[which]
+    node.destroy()
+    assert node not in source.downstreams[0].downstreams + mapped.downstreams

@@ -177,3 +177,20 @@ def test_an_unpicklable_element_is_named_not_a_bare_pickling_error(spark: Any) -
     assert "cannot be pickled to send to Spark executors" in text
     assert "the 2 element(s) of its batch were not sent" in text
     assert out == []
+
+
+@pytest.mark.parametrize("which", ["map", "gather"])
+def test_a_node_of_a_running_spark_segment_is_not_destroyed(spark: Any, which: str) -> None:
+    # Its plan was made at the first batch: cut here, the node would go on
+    # running in Spark.
+    source: Stream[int] = Stream()
+    mapped = source.to_spark(batch_size=2).map(abs)
+    back = mapped.gather()
+    out = back.sink_to_list()
+    source.emit(-1)
+    source.emit(-2)  # a batch: the segment runs
+    with pytest.raises(RuntimeError, match=rf"destroy\(\): {which}.* Spark segment"):
+        {"map": mapped, "gather": back}[which].destroy()
+    source.emit(-3)
+    source.close()
+    assert out == [1, 2, 3]
