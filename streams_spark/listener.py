@@ -11,6 +11,7 @@ starts on ``to_dataframe()``) reports to the bar.
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -25,7 +26,12 @@ Watcher = Callable[[int, tuple[str, int]], None]
 #: The whole progress report of a micro-batch (``StreamingQueryProgress``).
 ProgressWatcher = Callable[[Any], None]
 
+logger = logging.getLogger("streams")
+
+# Taken by Spark's threads in the listener: never held across a call to the JVM.
 _lock = threading.Lock()
+# Taken only by the threads that build pipelines: adding a listener calls the JVM.
+_listen_lock = threading.Lock()
 _listeners: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # session -> its
 _names: dict[str, int] = {}
 
@@ -34,16 +40,22 @@ class _Metric:
     """The watchers of one observed metric, and what keeps them.
 
     A metric is watched for the nodes that built it (``owners``: a bar, a
-    window, a join). Until a query that reports it has ended, the metric
-    keeps them (``pinned``): a pipeline built and started in one expression
-    keeps its bars while its query runs, though nothing of the user's holds
-    the graph. Once no query reports it any more, it keeps them only while
-    the user does: the same DataFrame started again reports to them, and
-    the metric is forgotten with the graph. A session stopped with the
-    query running ends no query; its metrics are forgotten with it.
+    window, a join). From when it is built until no query that runs it is
+    left, the metric keeps them (``pinned``): a pipeline built and started
+    in one expression keeps its bars while its query runs, though nothing
+    of the user's holds the graph. A query is known to run the metric from
+    its start (its plan observes the name), so one that fails or is stopped
+    before its first report lets go too, and of two queries on one
+    DataFrame the first to end leaves the graph to the other. Once no query
+    runs it, the metric keeps the owners only while the user does: the
+    same DataFrame started again reports to them, and the metric is
+    forgotten with the graph. A session stopped with the query running ends
+    no query; its metrics are forgotten with it. A DataFrame built and
+    never started keeps them until its session stops: the metric is made
+    for a step of it, and cannot tell when the user drops the DataFrame.
     """
 
-    __slots__ = ("owners", "pinned", "queries", "readers", "session", "watchers")
+    __slots__ = ("owners", "pinned", "readers", "runs", "session", "watchers")
 
     def __init__(self, session: Any) -> None:
         self.session = weakref.ref(session)
@@ -51,7 +63,9 @@ class _Metric:
         self.readers: list[ProgressWatcher] = []
         self.owners: list[weakref.ref[Any]] = []
         self.pinned: list[Any] | None = []  # the owners, held while a query may report
-        self.queries: set[str] = set()  # the running queries that reported it
+        # The runs (``runId``: a query restarted from its checkpoint keeps its
+        # id) that run it and have not ended.
+        self.runs: set[str] = set()
 
     def own(self, owners: Iterable[Any]) -> None:
         for owner in owners:
@@ -59,14 +73,14 @@ class _Metric:
             if self.pinned is not None:
                 self.pinned.append(owner)
 
-    def reported_by(self, query: str) -> None:
-        self.queries.add(query)
+    def run_by(self, run: str) -> None:
+        self.runs.add(run)
         if self.pinned is None:  # started again: its owners are alive, or it is gone
             self.pinned = [o for o in (r() for r in self.owners) if o is not None]
 
-    def ended(self, query: str) -> None:
-        self.queries.discard(query)
-        if not self.queries:
+    def ended(self, run: str) -> None:
+        self.runs.discard(run)
+        if not self.runs:
             self.pinned = None
 
     def gone(self) -> bool:
@@ -87,14 +101,58 @@ def _stopped(session: Any) -> bool:
         return True
 
 
+def _plan_metrics(session: Any, query: str) -> set[str]:
+    """The names of the metrics the running query ``query`` of ``session`` observes.
+
+    They are the ``CollectMetrics`` nodes (``DataFrame.observe``) of the plan
+    the query was started with, walked in the JVM: the plan it runs is built
+    later, on the query's own thread.
+    """
+    started = session.streams.get(query)
+    if started is None:
+        return set()
+    names = set()
+    nodes = [started._jsq.streamingQuery().analyzedPlan()]
+    while nodes:
+        node = nodes.pop()
+        if node.nodeName() == "CollectMetrics":
+            names.add(str(node.name()))
+        children = node.children()
+        nodes.extend(children.apply(i) for i in range(children.size()))
+    return names
+
+
 def _listener_class() -> Any:
     from pyspark.sql.streaming import StreamingQueryListener
 
     class SegmentListener(StreamingQueryListener):
         """Dispatches the observed metrics of each micro-batch by name."""
 
+        def __init__(self, session: Any) -> None:
+            super().__init__()
+            # Weakly: Spark holds the listener for as long as the JVM lives.
+            self._session = weakref.ref(session)
+
         def onQueryStarted(self, event: Any) -> None:
-            return None
+            # Spark calls this on the starting query's thread, before its first
+            # micro-batch; the metrics it runs are linked to it here, so that
+            # its end lets them go whether or not it ever reported.
+            session = self._session()
+            with _lock:
+                if not _metrics or session is None:  # no pipeline of ours to link
+                    return
+            # Outside the lock: Spark's listener thread may wait on it while
+            # this thread waits on the JVM.
+            try:
+                names = _plan_metrics(session, str(event.id))
+            except Exception:  # a session stopping: its metrics are forgotten with it
+                logger.debug("Query %s: its observed metrics could not be read; its "
+                             "progress reports link them", event.id, exc_info=True)
+                return
+            with _lock:
+                for name in names:
+                    if name in _metrics:
+                        _metrics[name].run_by(str(event.runId))
 
         def onQueryProgress(self, event: Any) -> None:
             progress = event.progress
@@ -104,7 +162,7 @@ def _listener_class() -> Any:
                     metric = _metrics.get(name)
                     if metric is None:
                         continue
-                    metric.reported_by(query)
+                    metric.run_by(str(progress.runId))  # if reading its plan failed at start
                     watchers, readers = list(metric.watchers), list(metric.readers)
                 for watcher in watchers:
                     watcher(int(row["rows"]), (query, int(progress.batchId)))
@@ -115,11 +173,11 @@ def _listener_class() -> Any:
             return None
 
         def onQueryTerminated(self, event: Any) -> None:
-            query = str(event.id)
+            run = str(event.runId)
             with _lock:
                 for metric in _metrics.values():
-                    if query in metric.queries:
-                        metric.ended(query)
+                    if run in metric.runs:
+                        metric.ended(run)
                 _forget_gone()
 
     return SegmentListener
@@ -152,16 +210,16 @@ def observed(df: Any, label: str, *more: Any) -> tuple[Any, str]:
 
 
 def _listen(session: Any) -> None:
-    """Add the session's one listener, once (call with the lock held)."""
-    if session not in _listeners:
-        listener = _listener_class()()
-        session.streams.addListener(listener)
-        _listeners[session] = listener
+    """Add the session's one listener, once (call without the lock)."""
+    with _listen_lock:
+        if session not in _listeners:
+            listener = _listener_class()(session)
+            session.streams.addListener(listener)
+            _listeners[session] = listener
 
 
 def _metric(session: Any, name: str, owners: Iterable[Any]) -> _Metric:
     """The metric ``name``, kept for ``owners`` (call with the lock held)."""
-    _listen(session)
     _forget_gone()
     metric = _metrics.get(name)
     if metric is None:
@@ -177,6 +235,7 @@ def watch(session: Any, name: str, watcher: Watcher, owners: Iterable[Any]) -> N
     may report ``name``, and after that while they are alive (:class:`_Metric`).
     The watcher must not hold them itself.
     """
+    _listen(session)
     with _lock:
         _metric(session, name, owners).watchers.append(watcher)
 
@@ -187,6 +246,7 @@ def watch_progress(session: Any, name: str, reader: ProgressWatcher,
 
     ``owners`` as for :func:`watch`.
     """
+    _listen(session)
     with _lock:
         _metric(session, name, owners).readers.append(reader)
 
