@@ -289,7 +289,9 @@ class Stream(StreamzExtras, OperatorAPI[T], Generic[T], metaclass=plugins.Stream
         Unlike streamz, a destroyed node is also cut from its downstreams,
         which learn that an upstream is gone (a live view stops, a ``zip``
         drops its buffer), and emitting into it raises instead of silently
-        feeding a half-removed graph.
+        feeding a half-removed graph. A node of a Dask or Spark segment
+        that is running (it ran its first element) is not destroyed: the
+        engine runs the plan it made then (``RuntimeError``).
         """
         closing.destroy(self, streams)
 
