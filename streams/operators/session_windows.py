@@ -19,7 +19,6 @@ from ..spec import EventTime
 from .durations import check_interval
 from .event_windows import Closed, _EventWindows
 from .window_bounds import (
-    MICROS,
     TIME_MICROS,
     bad_time,
     closes_at,
@@ -216,7 +215,7 @@ class SessionWindow(_EventWindows):
         closing, gap = self._closing, self._gap_us
         # watermark_micros(max_time, lateness), written in: once per element
         # that moves the largest time.
-        watermark = (round(max_time * MICROS) - self._late_us
+        watermark = (round(max_time * TIME_MICROS) - self._late_us
                      if -math.inf < max_time < math.inf else max_time)
         while closing and closing[0][0] < watermark:
             k = heapq.heappop(closing)[2]

@@ -178,7 +178,10 @@ def watermark_micros(max_time: float, lateness_us: int) -> float:
     (10000000, -inf)
     """
     if -_INF < max_time < _INF:  # never NaN (a time placed): event_micros' check not needed
-        return round(max_time * MICROS) - lateness_us
+        # The time's microsecond as event_micros takes it (a float product):
+        # an int time's exact one differs beyond 9e9 s, and the element at the
+        # largest time seen would fall behind its own watermark.
+        return round(max_time * TIME_MICROS) - lateness_us
     return max_time
 
 

@@ -393,3 +393,62 @@ def test_a_restored_node_closes_its_windows_on_the_watermark_not_only_at_close(
     out = again.sink_to_list()
     source.emit(("c", 100))
     assert [k for k, _ in out][:2] == ["a", "b"]
+
+
+#: An int event time past 9e9 s (a millisecond stamp taken as seconds), where
+#: ``t * 1e6`` is not the exact ``t * 10**6``.
+BIG = 1_700_000_000_125
+
+
+@pytest.mark.parametrize("build", [
+    lambda s: s.timed_window(10, time=1, key=0),
+    lambda s: s.timed_window(10, slide=5, time=1, key=0),
+    lambda s: s.session_window(10, time=1, key=0),
+], ids=["tumbling", "sliding", "session"])
+def test_an_element_at_the_largest_int_time_seen_is_not_late(build: Any) -> None:
+    # The watermark takes the time's microsecond as the element's is taken:
+    # with the exact product, the same time fell behind its own watermark.
+    source: Stream[Any] = Stream()
+    node = build(source)
+    late = node.late.sink_to_list()
+    for x in [("k", BIG + 5), ("k", BIG + 5), ("k", BIG + 5)]:
+        source.emit(x)
+    source.close()
+    assert late == []
+
+
+def test_an_interval_join_on_int_times_pairs_the_element_at_the_watermark() -> None:
+    left: Stream[Any] = Stream()
+    right: Stream[Any] = Stream()
+    joined = left.join(right, key=0, within=0, time=1)
+    pairs, late = joined.sink_to_list(), joined.late.sink_to_list()
+    for side in (left, right, left):
+        side.emit(("k", BIG))
+    assert (len(pairs), late) == (2, [])
+
+
+def test_a_keyed_scan_with_ttl_on_int_times_gives_the_same_after_a_restore() -> None:
+    from streams.state import restore_graph, snapshot_graph
+
+    def build() -> tuple[Stream[Any], list[Any]]:
+        s: Stream[Any] = Stream()
+        return s, s.scan(lambda n, x: n + 1, start=0, key=0, ttl=1, time=1).sink_to_list()
+
+    from streams.operators.window_bounds import event_micros
+
+    # A time whose next second is within ttl as the elements' times are taken,
+    # and beyond it by the exact product the restore took before.
+    t = next(t for t in itertools.count(BIG) if event_micros(t + 1) - event_micros(t)
+             <= 1_000_000 < (t + 1) * 10**6 - event_micros(t))
+    events = [("a", t), ("b", t + 1), ("a", t + 1)]  # "a" within ttl: kept
+    straight_source, straight = build()
+    for x in events:
+        straight_source.emit(x)
+    first_source, first = build()
+    for x in events[:2]:
+        first_source.emit(x)
+    snapshot = snapshot_graph(first_source)
+    second_source, second = build()
+    restore_graph(second_source, snapshot)
+    second_source.emit(events[2])
+    assert first + second == straight == [("a", 1), ("b", 1), ("a", 2)]
