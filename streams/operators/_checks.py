@@ -85,10 +85,29 @@ def check_count(op: str, name: str, value: Any, minimum: int = 1,
         raise ValueError(f"{op}(): {name} must be >= {minimum}, got {value}")
 
 
-def key_function(key: Any) -> Callable[[Any], Any]:
-    """A callable key as is; anything else ``k`` means ``x[k]`` (streamz)."""
+def key_function(key: Any, op: str = "", name: str = "key") -> Callable[[Any], Any]:
+    """A callable key as is; anything else ``k`` means ``x[k]`` (streamz).
+
+    An index that cannot be one (a list, a dict, a set: not hashable, as
+    ``x[k]`` of a dict or a tuple needs) is refused now rather than failing
+    on every element.
+
+    >>> key_function(1)(("a", "b"))
+    'b'
+    >>> key_function(["t"])
+    Traceback (most recent call last):
+    ...
+    TypeError: key= must be a function or an index x[k], got the list ['t']; ...
+    """
     if callable(key):
         return key  # type: ignore[no-any-return]
+    try:
+        hash(key)
+    except TypeError:
+        raise TypeError(
+            f"{f'{op}(): ' if op else ''}{name}= must be a function or an index x[k], got the "
+            f"{type(key).__name__} {short_repr(key)}; for several fields give a function "
+            "(lambda x: (x['a'], x['b'])) or a tuple") from None
     return operator.itemgetter(key)
 
 

@@ -126,7 +126,7 @@ class Accumulate(ExpiringKeys):
         self.returns_state = returns_state
         self.with_state = with_state
         self.key = key
-        self._key = None if key is None else key_function(key)
+        self._key = None if key is None else key_function(key, self._operator)
         self.args = ()
         self.kwargs = kwargs
         self.state: Any = {} if key is not None else start
@@ -328,7 +328,7 @@ class Unique(Stream[Any]):
         check_count("unique", "maxsize", maxsize, 1, optional=True)
         self.maxsize = maxsize
         self.key = key
-        self._key = key_function(key)
+        self._key = key_function(key, self._operator)
         self.hashable = hashable
         self.seen: Any = OrderedDict() if hashable else []
         Stream.__init__(self, upstream, **kwargs)

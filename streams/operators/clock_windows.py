@@ -124,7 +124,7 @@ class ClockSlidingWindow(Stream[Any]):
             raise ValueError(f"{op}(): lateness= needs time=, the element's event time; "
                              "without it windows follow the clock")
         self.key = key
-        self._key = None if key is None else key_function(key)
+        self._key = None if key is None else key_function(key, "timed_window")
         self._clock = get_clock()
         size, step = self.interval, self.slide
         ratio = size / step

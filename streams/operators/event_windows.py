@@ -85,11 +85,11 @@ class _EventWindows(LateSide):
             raise ValueError(f"{op}(): time= is required: these windows follow the elements' "
                              "event time; give time=lambda x: ... (seconds or a datetime)")
         self.time = time
-        self._time = key_function(time)
+        self._time = key_function(time, op, "time")
         self.lateness = check_interval(op, lateness, "lateness", zero=True)
         self._late_us = micros_of(op, "lateness", self.lateness, zero=True)
         self.key = key
-        self._key = None if key is None else key_function(key)
+        self._key = None if key is None else key_function(key, op)
         self.bounds = check_bounds(op, bounds)
         self._max_time = -math.inf
         self._held: dict[int, list[Any]] | None = None

@@ -48,8 +48,8 @@ def _sides(op: str, name: str, value: Any) -> tuple[Callable[[Any], Any], Callab
         if len(value) != 2:
             raise ValueError(f"{op}(): {name}= as a sequence must be a pair (left, right), "
                              f"got {len(value)} items: {short_repr(value)}")
-        return key_function(value[0]), key_function(value[1])
-    one = key_function(value)
+        return key_function(value[0], op, name), key_function(value[1], op, name)
+    one = key_function(value, op, name)
     return one, one
 
 

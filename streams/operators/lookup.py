@@ -125,9 +125,10 @@ class LookupJoin(Stream[Any]):
             raise TypeError("lookup(): key= is required: the function (or item key) giving "
                             "an element's key in the table")
         self.key = key
-        self._key = key_function(key)
+        self._key = key_function(key, "lookup")
         self.table_key = table_key
-        self._table_key = None if table_key is None else key_function(table_key)
+        self._table_key = (None if table_key is None
+                           else key_function(table_key, "lookup", "table_key"))
         self.default = default
         self._main = upstream
         self._table = table

@@ -121,7 +121,7 @@ class StatefulMap(ExpiringKeys):
         self.func = func
         self.start = start
         self.key = key
-        self._key = None if key is None else key_function(key)
+        self._key = None if key is None else key_function(key, self._operator)
         self.state: Any = {} if key is not None else None
         Stream.__init__(self, upstream, **kwargs)
 
@@ -135,13 +135,7 @@ class StatefulMap(ExpiringKeys):
         except (TypeError, ValueError):
             raise TypeError(f"stateful_map(): the function must return (new_state, outputs), "
                             f"got {result!r:.80}") from None
-        if isinstance(outputs, str | bytes | Mapping):  # one output, not its characters or keys
-            raise TypeError(
-                f"stateful_map(): outputs must be a list of elements, got the "
-                f"{type(outputs).__name__} {outputs!r:.60}, which would go as its "
-                f"{'keys' if isinstance(outputs, Mapping) else 'characters'}; return "
-                "(new_state, [output])")
-        return new, list(outputs)  # a failing iterable is this node's error
+        return new, _elements(outputs, "the function's outputs", "(new_state, [output])")
 
     def _arrive(self, x: Any) -> tuple[Any, list[Any]]:
         """``x``'s key and the keys its time expires (may raise: ``x``'s failure)."""
@@ -196,7 +190,7 @@ class StatefulMap(ExpiringKeys):
         state = self.state.pop(k, None)
         if self.on_expire is None or state is None:
             return []
-        return list(self.on_expire(k, state))
+        return _elements(self.on_expire(k, state), "on_expire's result", "[output]")
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         try:
@@ -243,3 +237,13 @@ class StatefulMap(ExpiringKeys):
         if error is not None:
             return failing_after(pending, error)
         return gather_pending(pending)
+
+
+def _elements(outputs: Any, what: str, instead: str) -> list[Any]:
+    """``outputs`` as a list of elements; one string, bytes or mapping is refused."""
+    if isinstance(outputs, str | bytes | Mapping):  # one output, not its characters or keys
+        raise TypeError(
+            f"stateful_map(): {what} must be a list of elements, got the "
+            f"{type(outputs).__name__} {outputs!r:.60}, which would go as its "
+            f"{'keys' if isinstance(outputs, Mapping) else 'characters'}; return {instead}")
+    return list(outputs)  # a failing iterable is this node's error

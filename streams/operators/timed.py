@@ -179,7 +179,7 @@ class TimedWindow(LateSide):
             raise ValueError(f"{self._operator}(): lateness= needs time=, the element's "
                              "event time; without it windows follow the clock")
         self.time = time
-        self._time = None if time is None else key_function(time)
+        self._time = None if time is None else key_function(time, self._operator, "time")
         if time is not None:
             self._size_us = micros_of(self._operator, "interval", self.interval)
             self._late_us = micros_of(self._operator, "lateness", self.lateness, zero=True)

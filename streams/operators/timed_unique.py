@@ -68,7 +68,7 @@ class TimedWindowUnique(TimedWindow):
             raise ValueError(f"timed_window_unique(): keep must be 'first' or 'last', "
                              f"got {keep!r}")
         self.key = key
-        self._key = key_function(key)
+        self._key = key_function(key, self._operator)
         self.keep = keep
         super().__init__(upstream, interval, **kwargs)
 

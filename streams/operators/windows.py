@@ -88,7 +88,7 @@ class Partition(Stream[Any]):
         self.n = n
         self.timeout = timeout
         self.key = key
-        self._key = None if key is None else key_function(key)
+        self._key = None if key is None else key_function(key, self._operator)
         self._buffer: dict[Any, list[Any]] = {}
         # streamz's metadata of the held elements, per group (refs retained).
         self._metadata: dict[Any, list[Any]] = {}
@@ -277,7 +277,7 @@ class PartitionUnique(Stream[Any]):
             raise ValueError(f"partition_unique(): keep must be 'first' or 'last', got {keep!r}")
         self.n = n
         self.key = key
-        self._key = key_function(key)
+        self._key = key_function(key, self._operator)
         self.keep = keep
         self._buffer: dict[Any, Any] = {}
         self._metadata: dict[Any, Any] = {}  # the kept elements' streamz metadata, by key

@@ -106,3 +106,18 @@ def test_a_text_file_that_cannot_be_opened_names_the_sink(tmp_path: Path) -> Non
     with pytest.raises(FileNotFoundError, match=r"sink_to_textfile\(\): cannot write to "
                                                 r".*out\.txt.*make its directory first"):
         Stream().sink_to_textfile(str(missing))
+
+
+@pytest.mark.parametrize("build, says", [
+    (lambda s: s.session_window(5, time=["t"]), r"session_window\(\): time="),
+    (lambda s: s.timed_window(5, time={"t"}), r"timed_window\(\): time="),
+    (lambda s: s.scan(max, start=0, key=["a", "b"]), r"key="),
+    (lambda s: s.stateful_map(lambda n, x: (n, [x]), key={"id": 1}), r"stateful_map\(\): key="),
+    (lambda s: s.partition(3, key=[0]), r"partition\(\): key="),
+    (lambda s: s.lookup(Stream(), key=["id"]), r"lookup\(\): key="),
+])
+def test_a_key_or_time_that_cannot_be_an_index_is_refused_when_built(
+        build: Any, says: str) -> None:
+    # x[["t"]] fails on every element (a list is no dict key): refused now.
+    with pytest.raises(TypeError, match=says + r".* must be a function or an index"):
+        build(Stream())

@@ -104,6 +104,22 @@ def test_on_expire_fires_when_event_time_passes_and_at_close() -> None:
     assert L == [("b", 1), ("a", 2), ("c", 1)]
 
 
+@pytest.mark.parametrize("result", ["a:1", {"a": 1}, b"a1"])
+def test_on_expire_returning_one_string_or_mapping_fails_not_its_pieces(result: Any) -> None:
+    # As the function's own outputs: one str would go as its characters, a
+    # dict as its keys.
+    from streams import NodeError
+
+    source = Stream()
+    node = source.stateful_map(lambda n, x: (n + 1, []), start=0, key=0, ttl=1, time=1,
+                               on_expire=lambda k, n: result)
+    L = node.sink_to_list()
+    source.emit(("a", 0))
+    with pytest.raises(NodeError, match="on_expire's result must be a list of elements"):
+        source.emit(("b", 5))
+    assert L == []
+
+
 def test_outputs_of_expiry_come_before_the_elements_own() -> None:
     source = Stream()
     node = source.stateful_map(lambda n, x: (n + 1, [("saw", x[0])]), start=0, key=0, ttl=1,
