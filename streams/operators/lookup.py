@@ -65,7 +65,9 @@ class LookupJoin(Stream[Any]):
     ``(key)`` deletes a key in either form. Each element ``x`` of this
     stream is emitted as ``(x, value)`` with the value its key ``key(x)``
     has when ``x`` arrives; the table is never joined backwards (a later
-    table update does not re-emit earlier elements).
+    table update does not re-emit earlier elements). Its output ends when
+    this stream closes: the table, often a changelog that stays open, may
+    go on changing for other nodes; its own close changes nothing.
 
     A key missing from the table gives ``(x, default)`` when ``default=`` is
     given; otherwise a ``KeyError`` goes to the node's error policy
@@ -139,6 +141,20 @@ class LookupJoin(Stream[Any]):
     def _add_upstream(self, upstream: Stream[Any]) -> None:
         raise ValueError(f"{self._label()} reads one stream and one table; it cannot take "
                          f"{upstream._label()} as a third input (union() them first)")
+
+    def _on_close(self, who: Stream[Any] | None) -> Any:
+        # Its output ends with the stream it enriches: the table sends nothing
+        # on, and usually stays open (a changelog), which would hold what is
+        # downstream (a window's last elements) for ever. The table's end
+        # changes nothing.
+        if who is self._table:
+            return None
+        return super()._on_close(None if who is self._main else who)
+
+    def _push_closed(self, x: Any) -> Any:
+        # Closed, only the table still sends (the stream it enriches has
+        # ended): it may go on changing, for other nodes; nothing goes on.
+        return None
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         if who is self._table:

@@ -407,6 +407,25 @@ def test_join_restored_from_a_snapshot_continues_as_an_uninterrupted_run(
     assert first + second == whole
 
 
+def test_lookup_ends_with_the_stream_it_enriches_while_the_table_stays_open() -> None:
+    # A window after it flushes at that close; the table (a changelog that
+    # stays open) goes on changing for its other nodes, and its own close
+    # changes nothing.
+    orders: Stream[Any] = Stream()
+    prices: Stream[Any] = Stream()
+    windows = orders.lookup(prices, key=0, default=0.0).timed_window(10, time=lambda p: p[0][1])
+    out, table = windows.sink_to_list(), prices.sink_to_list()
+    prices.emit(("apple", 1.5))
+    orders.emit(("apple", 1))
+    orders.emit(("apple", 2))
+    orders.close()
+    assert out == [[(("apple", 1), 1.5), (("apple", 2), 1.5)]]
+    prices.emit(("apple", 2.0))
+    prices.close()
+    assert out == [[(("apple", 1), 1.5), (("apple", 2), 1.5)]]
+    assert table == [("apple", 1.5), ("apple", 2.0)]
+
+
 @settings(max_examples=60, deadline=None)
 @given(lookup_inputs(), st.data())
 def test_lookup_restored_from_a_snapshot_continues_as_an_uninterrupted_run(
