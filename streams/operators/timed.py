@@ -27,7 +27,7 @@ from ._checks import key_function
 from ._late import LateElementError, LateSide, late_error, seconds_code, seconds_of
 from ._outbox import EPSILON, Outbox, arm, arm_for, armed_here
 from .durations import check_interval
-from .pacing import call_when_free, locked_timer
+from .pacing import call_when_free, locked_method, locked_timer
 from .window_bounds import (
     closes_at,
     event_micros,
@@ -223,6 +223,7 @@ class TimedWindow(LateSide):
 
     # -- processing time ---------------------------------------------------
 
+    @locked_method
     def tick(self) -> Any:
         """Close the open window now, as its timer would (processing time).
 
@@ -242,14 +243,7 @@ class TimedWindow(LateSide):
         >>> L
         [[1]]
         """
-        lock = self._lock
-        if lock is not None and not lock.acquire(False):
-            return call_when_free(lock, self.tick)
-        try:
-            return self._tick(self._outbox.emit, self._deadline)
-        finally:
-            if lock is not None:
-                lock.release()
+        return self._tick(self._outbox.emit, self._deadline)
 
     def _new_buffer(self) -> Any:
         return []
@@ -402,17 +396,8 @@ class TimedWindow(LateSide):
 
     # -- end of stream -----------------------------------------------------
 
+    @locked_method
     def _flush(self) -> Any:
-        lock = self._lock
-        if lock is not None and not lock.acquire(False):
-            return call_when_free(lock, self._flush)
-        try:
-            return self._flush_held()
-        finally:
-            if lock is not None:
-                lock.release()
-
-    def _flush_held(self) -> Any:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

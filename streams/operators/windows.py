@@ -21,7 +21,7 @@ from ..pending import gather_pending as _gather_pending
 from ..spec import Traits
 from ._checks import check_count, key_function
 from ._outbox import EPSILON, Outbox, arm
-from .pacing import call_when_free, locked_timer
+from .pacing import call_when_free, locked_method, locked_timer
 
 __all__ = ["Partition", "PartitionUnique", "SlidingWindow"]
 
@@ -208,24 +208,18 @@ class Partition(Stream[Any]):
         self._expire(self._outbox.send, max(self._clock.now(), due))
         self._arm_first()
 
+    @locked_method
     def _flush(self) -> Any:
-        lock = self._lock
-        if lock is not None and not lock.acquire(False):
-            return call_when_free(lock, self._flush)
-        try:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            groups, self._buffer = self._buffer, {}
-            self._started.clear()
-            # No later closing sends what a failure leaves: every group goes.
-            emit = self._outbox.emit
-            sent = emit_each(lambda k: self._emit_group(k, groups[k], emit),
-                             [k for k, g in groups.items() if g])
-            return _gather_pending([sent, self._outbox.wait()])
-        finally:
-            if lock is not None:
-                lock.release()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        groups, self._buffer = self._buffer, {}
+        self._started.clear()
+        # No later closing sends what a failure leaves: every group goes.
+        emit = self._outbox.emit
+        sent = emit_each(lambda k: self._emit_group(k, groups[k], emit),
+                         [k for k, g in groups.items() if g])
+        return _gather_pending([sent, self._outbox.wait()])
 
     def _emit_group(self, k: Any, group: list[Any], emit: Any) -> Any:
         """Emit ``group`` with its elements' metadata, if any, then release their refs."""
