@@ -33,12 +33,13 @@ class FromHttpServer(Source[bytes]):
         The port to listen on; 0 picks a free one.
     path : str
         URL path pattern (a regular expression) that accepts POSTs.
-    address : str
-        The interface to bind (loopback by default; streamz bound every
-        interface).
     server_kwargs : dict, optional
         Extra arguments for ``tornado.httpserver.HTTPServer`` (they override
         the bounds below).
+    address : str
+        The interface to bind (loopback by default; streamz bound every
+        interface). This and the arguments after it are keywords only: the
+        third positional argument is ``server_kwargs``, as in streamz.
     max_body : int
         Largest body accepted, in bytes (8 MiB by default; a chunked body is
         cut off there too); a larger one is answered ``400`` without being
@@ -85,8 +86,9 @@ class FromHttpServer(Source[bytes]):
     _operator = "from_http_server"
     _params = ("port", "path", "address")
 
-    def __init__(self, port: int, path: str = "/.*", address: str = "127.0.0.1",
-                 server_kwargs: dict[str, Any] | None = None, start: bool = False,
+    def __init__(self, port: int, path: str = "/.*",
+                 server_kwargs: dict[str, Any] | None = None, *, address: str = "127.0.0.1",
+                 start: bool = False,
                  max_body: int = 8 * 2**20, idle_timeout: float = 60.0,
                  max_connections: int = 256, max_in_flight: int = 64,
                  **kwargs: Any) -> None:
@@ -95,6 +97,9 @@ class FromHttpServer(Source[bytes]):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"from_http_server(): {name} must be an int >= 1, got "
                                  f"{value!r}")
+        if not isinstance(address, str):
+            raise TypeError(f"from_http_server(): address must be a str (the interface to "
+                            f"bind), got {address!r:.80}")
         if not idle_timeout > 0:
             raise ValueError(f"from_http_server(): idle_timeout must be > 0 seconds, got "
                              f"{idle_timeout!r}")

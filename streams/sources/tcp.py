@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from ..clock import get_clock
 from ..core import Stream
 from .base import Source, listen, serve_here, stop_serving
+
+logger = logging.getLogger("streams")
 
 __all__ = ["FromTcp", "check_port"]
 
@@ -59,15 +62,16 @@ class FromTcp(Source[bytes]):
         The port to listen on; 0 picks a free one.
     delimiter : bytes
         What ends a message.
-    address : str
-        The interface to bind (loopback by default; streamz bound every
-        interface).
     server_kwargs : dict, optional
         Extra arguments for ``tornado.tcpserver.TCPServer``.
+    address : str
+        The interface to bind (loopback by default; streamz bound every
+        interface). This and the arguments after it are keywords only: the
+        third positional argument is ``server_kwargs``, as in streamz.
     max_message : int
         Longest message accepted (1 MiB by default); a longer one closes its
-        connection. It also bounds what is read ahead of the pipeline per
-        connection.
+        connection, and a warning says so. What is read ahead of the
+        pipeline per connection is bounded by about twice that.
     idle_timeout : float, optional
         Seconds a connection may take to send its next complete message
         (time on :func:`streams.clock.get_clock`; the pipeline's own time
@@ -105,12 +109,18 @@ class FromTcp(Source[bytes]):
     _operator = "from_tcp"
     _params = ("port", "delimiter", "address")
 
-    def __init__(self, port: int, delimiter: bytes = b"\n", address: str = "127.0.0.1",
-                 server_kwargs: dict[str, Any] | None = None, start: bool = False,
-                 max_message: int = 2**20, idle_timeout: float | None = 300.0,
+    def __init__(self, port: int, delimiter: bytes = b"\n",
+                 server_kwargs: dict[str, Any] | None = None, *, address: str = "127.0.0.1",
+                 start: bool = False, max_message: int = 2**20, idle_timeout: float | None = 300.0,
                  max_connections: int = 256, **kwargs: Any) -> None:
         if not isinstance(delimiter, bytes) or not delimiter:
             raise ValueError(f"from_tcp(): delimiter must be non-empty bytes, got {delimiter!r}")
+        if not isinstance(address, str):
+            raise TypeError(f"from_tcp(): address must be a str (the interface to bind), got "
+                            f"{address!r:.80}")
+        if isinstance(max_message, bool) or not isinstance(max_message, int) or max_message < 1:
+            raise ValueError(f"from_tcp(): max_message must be an int >= 1 (bytes), got "
+                             f"{max_message!r}")
         if idle_timeout is not None and not idle_timeout > 0:
             raise ValueError(f"from_tcp(): idle_timeout must be > 0 seconds or None, got "
                              f"{idle_timeout!r}")
@@ -144,10 +154,15 @@ class FromTcp(Source[bytes]):
             async def handle_stream(self, stream: Any, address: Any) -> None:
                 await source._serve(stream)
 
-        listen(self, _Server(max_buffer_size=self.max_message, **self.server_kwargs))
+        # The buffer holds a message and what the stream read ahead of it (the
+        # next messages, in chunks of up to 64 KiB): max_message alone refused
+        # two messages shorter than it that came together.
+        # server_kwargs override it (streamz users pass max_buffer_size there).
+        listen(self, _Server(**{"max_buffer_size": 2 * self.max_message + 2**16,
+                                **self.server_kwargs}))
 
     async def _serve(self, stream: Any) -> None:
-        from tornado.iostream import StreamClosedError
+        from tornado.iostream import StreamClosedError, UnsatisfiableReadError
 
         if len(self._connections) >= self.max_connections:
             self.refused += 1
@@ -170,7 +185,11 @@ class FromTcp(Source[bytes]):
                     # By the client (its end of file: no error), or by us (an idle
                     # timeout; stop() ends the loop): only the client's end of
                     # file completes what it sent last.
-                    if stream.error is None and not timed_out:
+                    if isinstance(stream.error, UnsatisfiableReadError):
+                        # Tornado closed it: no delimiter within max_message.
+                        logger.warning("%s: a message longer than max_message=%d bytes; its "
+                                       "connection is closed", self._label(), self.max_message)
+                    elif stream.error is None and not timed_out:
                         await self._emit_rest(stream)
                     break
                 timer = (None if self.idle_timeout is None
@@ -179,6 +198,7 @@ class FromTcp(Source[bytes]):
                     data = await stream.read_until(self.delimiter, max_bytes=self.max_message)
                 except StreamClosedError:
                     continue  # what is still buffered is read above
+
                 finally:
                     if timer is not None:
                         timer.cancel()

@@ -187,3 +187,52 @@ def test_http_stop_on_the_callers_loop_waits_for_the_body_in_flight(
 
 async def _wait(awaitable: Any) -> None:
     await awaitable
+
+
+@pytest.mark.parametrize("max_message, size", [(100, 90), (2**20, 900_000)])
+def test_tcp_takes_messages_under_max_message_that_come_together(
+        max_message: int, size: int) -> None:
+    # What the stream reads ahead of a message (the next ones) counted
+    # against max_message: two messages under it, sent together, closed the
+    # connection after the first.
+    async def main() -> list[int]:
+        source = Stream.from_tcp(0, max_message=max_message)
+        L = source.map(len).sink_to_list()
+        source.start()
+        _, writer = await asyncio.open_connection("127.0.0.1", source.port)
+        writer.write((b"x" * (size - 1) + b"\n") * 5)
+        await writer.drain()
+        writer.close()
+        await until(lambda: len(L) == 5 or not source._connections and len(L) > 0)
+        await until(lambda: not source._connections)
+        await source.stop()
+        return L
+
+    assert asyncio.run(main()) == [size] * 5
+
+
+def test_tcp_closes_the_connection_of_a_message_over_max_message_saying_so(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> list[bytes]:
+        source = Stream.from_tcp(0, max_message=10)
+        L = source.sink_to_list()
+        source.start()
+        _, writer = await asyncio.open_connection("127.0.0.1", source.port)
+        writer.write(b"ok\n" + b"x" * 50 + b"\n")
+        await writer.drain()
+        await until(lambda: len(L) == 1 and not source._connections)
+        writer.close()
+        await source.stop()
+        return L
+
+    assert asyncio.run(main()) == [b"ok\n"]
+    assert "longer than max_message=10 bytes" in caplog.text
+
+
+def test_tcp_and_http_take_server_kwargs_third_as_streamz_does() -> None:
+    tcp = Stream.from_tcp(0, b"\n", {"max_buffer_size": 2**16})
+    http = Stream.from_http_server(0, "/x", {"max_body_size": 2**16})
+    assert (tcp.server_kwargs, tcp.address) == ({"max_buffer_size": 2**16}, "127.0.0.1")
+    assert (http.server_kwargs, http.address) == ({"max_body_size": 2**16}, "127.0.0.1")
+    with pytest.raises(TypeError, match="address must be a str"):
+        Stream.from_tcp(0, address=("127.0.0.1", 0))
