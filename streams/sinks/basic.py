@@ -247,6 +247,9 @@ class SinkToTextfile(Stream[Any]):
             raise TypeError(
                 f"sink_to_textfile(): file must be a path (str or pathlib.Path) or an open "
                 f"text file, got {type(file).__name__} {file!r:.60}")
+        if not isinstance(end, str):
+            raise TypeError(f"sink_to_textfile(): end must be a str (written after each "
+                            f"element), got {type(end).__name__} {end!r:.60}")
         if encoding is not None and hasattr(file, "write"):
             raise ValueError("sink_to_textfile(): encoding= is for a path; an open file "
                              "writes in the encoding it was opened with")

@@ -75,6 +75,10 @@ class SinkToStdout(Stream[Any]):
         if format not in _FORMATS:
             raise ValueError(
                 f"sink_to_stdout(): format must be one of {_FORMATS}, got {format!r}")
+        if file is not None and not hasattr(file, "write"):
+            raise TypeError(f"sink_to_stdout(): file must be an open text file (with a "
+                            f"write() method) or None for sys.stdout, got "
+                            f"{type(file).__name__} {file!r:.60}")
         self.format = format
         self.file = file
         self.flush = flush

@@ -121,3 +121,14 @@ def test_a_key_or_time_that_cannot_be_an_index_is_refused_when_built(
     # x[["t"]] fails on every element (a list is no dict key): refused now.
     with pytest.raises(TypeError, match=says + r".* must be a function or an index"):
         build(Stream())
+
+
+@pytest.mark.parametrize("build, says", [
+    (lambda s, p: s.sink_to_textfile(p, end=b"\n"), r"sink_to_textfile\(\): end must be a str"),
+    (lambda s, p: s.sink_to_stdout(file=3), r"sink_to_stdout\(\): file must be an open text"),
+])
+def test_a_sink_argument_every_element_would_fail_on_is_refused_when_built(
+        tmp_path: Path, build: Any, says: str) -> None:
+    with pytest.raises(TypeError, match=says):
+        build(Stream(), tmp_path / "out.txt")
+
