@@ -86,10 +86,12 @@ def check_topic(operator: str, topic: Any, *, wildcards: bool) -> None:
 
 
 def mqtt_client(operator: str, user: str | None, pw: str | None, *, client_id: str = "",
-                clean_session: bool = True) -> Any:
+                clean_session: bool = True, manual_ack: bool = False) -> Any:
     """A paho-mqtt client (callback API 2), or an ImportError saying what to install.
 
     ``client_id`` "" lets paho pick a random one (a clean session only).
+    ``manual_ack``: paho acknowledges a message at qos 1 or 2 only when told
+    to (``client.ack(mid, qos)``), not as soon as its callback returns.
     """
     try:
         import paho.mqtt.client as mqtt
@@ -98,7 +100,7 @@ def mqtt_client(operator: str, user: str | None, pw: str | None, *, client_id: s
         raise ImportError(f"{operator}() needs paho-mqtt: pip install 'streams[mqtt]' "
                           "(or paho-mqtt)") from None
     client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id,
-                         clean_session=clean_session)
+                         clean_session=clean_session, manual_ack=manual_ack)
     if user:
         client.username_pw_set(user, pw)
     return client
@@ -164,8 +166,9 @@ class FromMqtt(Source[Any]):
     ``asyncio.wrap_future(source.subscribed)`` to wait for the subscription.
     ``stop()`` disconnects (without a running loop, before it returns);
     messages received but not yet emitted then are counted in a warning,
-    never dropped without one. After a lost connection paho reconnects, and
-    the topic is subscribed again.
+    which says which of them the broker delivers again (see below), never
+    dropped without one. After a lost connection paho reconnects, and the
+    topic is subscribed again.
 
     Delivery is as the broker gives it at ``qos``. With 0 (streamz's): at
     most once; what is published while the connection is down is lost.
@@ -181,9 +184,16 @@ class FromMqtt(Source[Any]):
     until restarted unless ``persistence`` is on). Two clients connected
     with one id throw each other off the broker: give each running source
     its own. The session keeps its subscriptions: a source given the same
-    id with another topic also receives the old topic's messages. Messages
-    are acknowledged to the broker once queued here (``max_queue``): those
-    a crashed process had not emitted yet are not delivered again.
+    id with another topic also receives the old topic's messages.
+
+    A message is acknowledged to the broker once the pipeline is done with
+    it (its ``emit``, coroutine sinks included), in the order received.
+    With ``client_id``, a qos 1 message not emitted by ``stop()``, or by a
+    crashed process, or whose pipeline raised, is delivered again to the
+    next run with that id. At qos 2 paho confirms receipt (PUBREC) before
+    handing a message over, so the broker never sends it again: one not
+    emitted by ``stop()`` is lost (and said so), as are those of a session
+    of the run's own (no ``client_id``), which ``stop()`` ends.
 
     Parameters
     ----------
@@ -226,7 +236,7 @@ class FromMqtt(Source[Any]):
     ValueError: from_mqtt(): topic filter 'sensors/#/temperature': '#' must be a whole level...
     """
 
-    __slots__ = ("_connected", "_dropped", "_failure", "_queue", "_run_loop", "_session",
+    __slots__ = ("_connected", "_dropped", "_failure", "_kept", "_queue", "_run_loop", "_session",
                  "_wake", "client", "client_id", "client_kwargs", "connect_timeout", "host",
                  "keepalive", "max_queue", "port", "pw", "qos", "subscribed", "topic", "user")
     _operator = "from_mqtt"
@@ -261,7 +271,8 @@ class FromMqtt(Source[Any]):
         self._queue: queue.Queue[Any] = queue.Queue(max_queue)
         self._run_loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
-        self._dropped = 0
+        # Messages not emitted at stop, and those of them the broker delivers again.
+        self._dropped = self._kept = 0
         # The run's own persistent session (qos > 0, no client_id), ended at stop.
         self._session: str | None = None
         self._connected = False
@@ -340,16 +351,28 @@ class FromMqtt(Source[Any]):
         self._wakeup()
 
     def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
-        while True:
+        while not self.stopped:
             try:
                 # A timeout only to notice stop() while the queue is full.
                 self._queue.put(message, timeout=0.2)
-                break
+                self._wakeup()
+                return
             except queue.Full:
-                if self.stopped:
-                    self._dropped += 1
-                    return
-        self._wakeup()
+                pass
+        self._left(client, message)
+
+    def _left(self, client: Any, message: Any) -> None:
+        """Count a message not emitted (the run stops); acknowledge it if at qos 2.
+
+        The broker never sends a qos 2 message again (paho confirmed its
+        receipt): unacknowledged, it would only hold one of the session's
+        few places for messages in flight.
+        """
+        self._dropped += 1
+        if message.qos == 1 and self.client_id is not None:
+            self._kept += 1
+        elif message.qos == 2 and client is not None:
+            client.ack(message.mid, message.qos)
 
     def _wakeup(self) -> None:
         loop, wake = self._run_loop, self._wake
@@ -369,7 +392,7 @@ class FromMqtt(Source[Any]):
     async def _run_async(self) -> None:
         self._run_loop = asyncio.get_running_loop()
         self._wake = wake = asyncio.Event()
-        self._dropped = 0
+        self._dropped = self._kept = 0
         self._failure = None
         self._connected = False
         persistent = self.qos > 0
@@ -380,7 +403,7 @@ class FromMqtt(Source[Any]):
                          if persistent and not self.client_id else None)
         client = self.client = mqtt_client(
             "from_mqtt", self.user, self.pw, client_id=self.client_id or self._session or "",
-            clean_session=not persistent)
+            clean_session=not persistent, manual_ack=persistent)
         client.on_connect = self._on_connect
         client.on_connect_fail = self._on_connect_fail
         client.on_subscribe = self._on_subscribe
@@ -405,21 +428,34 @@ class FromMqtt(Source[Any]):
                 pending = self._push(message)
                 if pending is not None:
                     await pending
+                if message.qos:  # contract 9: acknowledged once its work is done
+                    client.ack(message.mid, message.qos)
         finally:
             await self._disconnect(client)
 
     async def _disconnect(self, client: Any) -> None:
-        self.stopped = True
+        self.stopped = True  # paho's thread queues no more: see _on_message
+        self._take_left(client)  # while connected: qos 2 ones are acknowledged
         client.disconnect()
         # Joins paho's thread, which may be waiting a moment on a full queue.
         await asyncio.to_thread(client.loop_stop)
         self.client = None
+        self._take_left(None)  # queued as stop() came, too late to acknowledge
         if self._session is not None and self._connected:
             await asyncio.to_thread(self._end_session, self._session)
-        left = self._queue.qsize() + self._dropped
+        left, kept = self._dropped, self._kept
         if left:
-            logger.warning("%s stopped with %d received message(s) not emitted", self._label(),
-                           left)
+            again = (f"; the broker delivers {'them' if kept == left else kept} again to the "
+                     f"next run with client_id {self.client_id!r}" if kept else "")
+            logger.warning("%s stopped with %d received message(s) not emitted%s",
+                           self._label(), left, again)
+
+    def _take_left(self, client: Any) -> None:
+        while True:
+            try:
+                self._left(client, self._queue.get_nowait())
+            except queue.Empty:
+                return
 
     def _end_session(self, client_id: str) -> None:
         """Have the broker discard the run's own session, which nobody will resume.
