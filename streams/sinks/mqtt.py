@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from ..core import Stream
@@ -26,6 +27,11 @@ class ToMqtt(Stream[Any]):
     error policy, naming the node: streamz published without waiting and
     lost such elements silently. The end of the stream (``close()``), or
     ``destroy()``, disconnects.
+
+    Elements are published one at a time, in the order emitted, on the
+    node's one connection, also when emits overlap (an asynchronous
+    ``emit`` not awaited, a ``buffer`` upstream), as streamz's synchronous
+    publish did.
 
     Parameters
     ----------
@@ -65,8 +71,8 @@ class ToMqtt(Stream[Any]):
     ValueError: to_mqtt(): cannot publish to 'sensors/#': '+' and '#' are wildcards...
     """
 
-    __slots__ = ("_refusal", "c_kw", "client", "host", "keepalive", "port", "publish_timeout",
-                 "pw", "qos", "retain", "topic", "user")
+    __slots__ = ("_lock", "_order", "_refusal", "c_kw", "client", "host", "keepalive", "port",
+                 "publish_timeout", "pw", "qos", "retain", "topic", "user")
     _operator = "to_mqtt"
     _local_only = "it holds a connection to the broker, in this process"
     _params = ("host", "port", "topic", "keepalive", "qos", "retain")
@@ -91,6 +97,12 @@ class ToMqtt(Stream[Any]):
         self.client: Any = None
         # The broker's refusal of paho's last reconnection (None once accepted).
         self._refusal: Any = None
+        # Held by the thread connecting and publishing (or disconnecting): two
+        # publications overlapping would each open a client of their own.
+        self._lock = threading.Lock()
+        # The running loop and the lock that queues its publications in the
+        # order emitted (a threading.Lock is not first come, first served).
+        self._order: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         Stream.__init__(self, upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
@@ -104,10 +116,18 @@ class ToMqtt(Stream[Any]):
             return None
         return self._publish_async(x)
 
+    def _loop_lock(self) -> asyncio.Lock:
+        """The lock queueing this loop's publications (an asyncio.Lock serves one loop)."""
+        loop = asyncio.get_running_loop()
+        if self._order is None or self._order[0] is not loop:
+            self._order = (loop, asyncio.Lock())
+        return self._order[1]
+
     async def _publish_async(self, x: Any) -> None:
         try:
-            # Connecting and waiting for the broker block: not on the loop.
-            await asyncio.to_thread(self._publish, x)
+            async with self._loop_lock():
+                # Connecting and waiting for the broker block: not on the loop.
+                await asyncio.to_thread(self._publish, x)
         except Exception as e:
             pending = self._fail(x, e)
             if pending is not None:
@@ -144,16 +164,17 @@ class ToMqtt(Stream[Any]):
     def _publish(self, x: Any) -> None:
         import paho.mqtt.client as mqtt
 
-        info = self._connect().publish(self.topic, x, self.qos, self.retain)
-        if info.rc != mqtt.MQTT_ERR_SUCCESS:
-            self._raise_refusal()
-            raise ConnectionError(f"{self._label()}: publishing to {self.topic!r} failed: "
-                                  f"{mqtt.error_string(info.rc)}")
-        info.wait_for_publish(self.publish_timeout)
-        if not info.is_published():
-            self._raise_refusal()
-            raise TimeoutError(f"{self._label()}: {self.topic!r} not published within "
-                               f"{self.publish_timeout} s")
+        with self._lock:
+            info = self._connect().publish(self.topic, x, self.qos, self.retain)
+            if info.rc != mqtt.MQTT_ERR_SUCCESS:
+                self._raise_refusal()
+                raise ConnectionError(f"{self._label()}: publishing to {self.topic!r} failed: "
+                                      f"{mqtt.error_string(info.rc)}")
+            info.wait_for_publish(self.publish_timeout)
+            if not info.is_published():
+                self._raise_refusal()
+                raise TimeoutError(f"{self._label()}: {self.topic!r} not published within "
+                                   f"{self.publish_timeout} s")
 
     def _raise_refusal(self) -> None:
         """Raise the broker's refusal of paho's reconnection, the cause of a failure."""
@@ -161,10 +182,16 @@ class ToMqtt(Stream[Any]):
             raise refused_error(self._label(), self.host, self.port, self._refusal)
 
     def _disconnect(self) -> None:
-        client, self.client = self.client, None
+        # After a publication in progress, which would otherwise connect again.
+        with self._lock:
+            client, self.client = self.client, None
         if client is not None:
             client.disconnect()
             client.loop_stop()
+
+    async def _disconnect_async(self) -> None:
+        async with self._loop_lock():  # after the publications queued before it
+            await asyncio.to_thread(self._disconnect)  # joins paho's thread: not on the loop
 
     def _flush(self) -> Any:
         # End of stream: everything was published (each element waited for).
@@ -173,7 +200,7 @@ class ToMqtt(Stream[Any]):
         except RuntimeError:
             self._disconnect()
             return None
-        return asyncio.to_thread(self._disconnect)  # joins paho's thread: not on the loop
+        return self._disconnect_async()
 
     def destroy(self, streams: list[Stream[Any]] | None = None) -> None:
         super().destroy(streams)

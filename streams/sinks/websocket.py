@@ -36,6 +36,11 @@ class ToWebsocket(Stream[Any]):
     the elements sent after it is back. The end of the stream
     (``close()``) or ``destroy()`` closes the connection.
 
+    Elements are sent one at a time, in the order emitted, on the node's
+    one connection, also when emits overlap (an asynchronous ``emit`` not
+    awaited, a ``buffer`` upstream): streamz opened a connection for each
+    element that arrived while the first was connecting, and left them open.
+
     Without a running loop the connection lives on the private loop that
     synchronous emits run on, which turns only while an element is being
     sent: there the client pings nothing by default (``ping_interval=None``)
@@ -71,7 +76,7 @@ class ToWebsocket(Stream[Any]):
     ['a', b'b']
     """
 
-    __slots__ = ("_ws_loop", "uri", "ws", "ws_kw")
+    __slots__ = ("_order", "_ws_loop", "uri", "ws", "ws_kw")
     _operator = "to_websocket"
     _local_only = "it holds a connection to the server, in this process"
     _params = ("uri", "ws_kwargs")
@@ -90,6 +95,9 @@ class ToWebsocket(Stream[Any]):
         #: The client connection once open, else None (streamz's attribute).
         self.ws: Any = None
         self._ws_loop: asyncio.AbstractEventLoop | None = None
+        # The running loop and the lock held while connecting and sending
+        # there (first come, first served: the order emitted).
+        self._order: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         Stream.__init__(self, upstream, **kwargs)
 
     @property
@@ -104,15 +112,24 @@ class ToWebsocket(Stream[Any]):
                 "elements to one of those first"))
         return self._send(x)
 
+    def _loop_lock(self) -> asyncio.Lock:
+        """The lock of the running loop's connection (an asyncio.Lock serves one loop)."""
+        loop = asyncio.get_running_loop()
+        if self._order is None or self._order[0] is not loop:
+            self._order = (loop, asyncio.Lock())
+        return self._order[1]
+
     async def _send(self, x: Any) -> None:
         try:
-            ws = await self._connection()
-            try:
-                await ws.send(x)
-            except Exception:
-                if self.ws is ws and ws.state is not _open_state():
-                    self.ws = None  # closed for good: the next element reconnects
-                raise
+            # Sends overlapping would each see no connection and open their own.
+            async with self._loop_lock():
+                ws = await self._connection()
+                try:
+                    await ws.send(x)
+                except Exception:
+                    if self.ws is ws and ws.state is not _open_state():
+                        self.ws = None  # closed for good: the next element reconnects
+                    raise
         except Exception as e:
             pending = self._fail(x, e)
             if pending is not None:
@@ -140,18 +157,23 @@ class ToWebsocket(Stream[Any]):
         return self.ws
 
     async def _close_connection(self) -> None:
-        ws, self.ws = self.ws, None
-        if ws is not None:
-            await ws.close()
+        async with self._loop_lock():  # after the sends queued before it
+            ws, self.ws = self.ws, None
+            if ws is not None:
+                await ws.close()
 
     def _flush(self) -> Any:
-        if self.ws is None:
-            return None
-        loop = self._ws_loop
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             running = None
+        # A send in progress here (destroy() during it) may be opening the
+        # first connection: closing after it closes that one.
+        opening = (self._order is not None and self._order[0] is running
+                   and self._order[1].locked())
+        if self.ws is None and not opening:
+            return None
+        loop = self._ws_loop
         if loop is not None and loop is not running and loop.is_running():
             # Opened on another thread's loop (the loop thread): close it there.
             asyncio.run_coroutine_threadsafe(self._close_connection(), loop).result(30)

@@ -16,6 +16,10 @@ __all__ = ["FromWebsocket", "import_websockets"]
 
 logger = logging.getLogger("streams")
 
+#: Server closings in progress, held until done (the loop references a task
+#: only weakly, and a handler that stops its source does not await its closing).
+_closing: set[asyncio.Future[None]] = set()
+
 
 def import_websockets(operator: str) -> Any:
     """The ``websockets`` package, or an ImportError saying what to install."""
@@ -80,8 +84,9 @@ class FromWebsocket(Source[Any]):
     ['hello', b'world']
     """
 
-    __slots__ = ("_connections", "_serving", "_sock", "host", "max_connections", "port",
-                 "refused", "s_kw", "server")
+    # _handlers: the tasks serving the open connections (see _Closing).
+    __slots__ = ("_connections", "_handlers", "_serving", "_sock", "host", "max_connections",
+                 "port", "refused", "s_kw", "server")
     _operator = "from_websocket"
     _params = ("host", "port", "serve_kwargs", "max_connections")
 
@@ -107,6 +112,7 @@ class FromWebsocket(Source[Any]):
         self._sock: socket.socket | None = None
         self._serving: asyncio.Future[None] | None = None
         self._connections: set[Any] = set()
+        self._handlers: set[asyncio.Task[Any]] = set()
         # A server loses nothing to starting before the graph is built (unlike
         # a finite source, which Source refuses to start early).
         super().__init__(start=False, **kwargs)
@@ -154,6 +160,9 @@ class FromWebsocket(Source[Any]):
             await ws.close(1013, "too many connections")
             return
         self._connections.add(ws)
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
         try:
             while not self.stopped:
                 try:
@@ -173,13 +182,17 @@ class FromWebsocket(Source[Any]):
                     return
         finally:
             self._connections.discard(ws)
+            self._handlers.discard(task)
 
     def stop(self) -> Any:
         """Stop listening and close the open connections; the stream stays open.
 
         The port is free when it returns: ``start()`` may follow at once. On a
         running loop, returns an awaitable of the connections' closing
-        (awaiting it is optional); from another thread, waits for it.
+        (awaiting it is optional); from another thread, waits for it. A node
+        of the source's own graph may await it (a coroutine sink that stops
+        its source): from a connection's handler it is done at once, and the
+        server finishes closing once that handler has returned.
         """
         if self._sock is not None and self._serves_elsewhere():
             # The server belongs to its loop's thread (the loop thread): stop it there.
@@ -211,7 +224,10 @@ class FromWebsocket(Source[Any]):
         if server is None:  # awaiting it raises what made _serve fail, if anything
             return failed if failed is not None else asyncio.ensure_future(asyncio.sleep(0))
         server.close()
-        return asyncio.ensure_future(self._server_closed(server, serving))
+        closed = asyncio.ensure_future(self._server_closed(server, serving))
+        _closing.add(closed)
+        closed.add_done_callback(_closing.discard)
+        return _Closing(closed, set(self._handlers))
 
     async def _stop_and_wait(self) -> None:
         pending = self.stop()
@@ -237,3 +253,24 @@ class FromWebsocket(Source[Any]):
             return asyncio.get_running_loop() is not loop
         except RuntimeError:
             return True
+
+
+class _Closing:
+    """What ``FromWebsocket.stop()`` returns on a loop: awaiting it waits for the
+    server to be closed, which waits for every connection's handler; awaited
+    from one of those handlers, it is done at once (waiting there would wait
+    for itself)."""
+
+    __slots__ = ("_closed", "_handlers")
+
+    def __init__(self, closed: asyncio.Future[None], handlers: set[asyncio.Task[Any]]) -> None:
+        self._closed = closed
+        self._handlers = handlers
+
+    def __await__(self) -> Any:
+        if asyncio.current_task() in self._handlers:
+            return None
+        return (yield from self._closed.__await__())
+
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        """Display nothing (a cell ending in ``source.stop()``)."""
