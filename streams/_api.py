@@ -195,13 +195,15 @@ class OperatorAPI(Generic[T]):
         def from_q(q: Any, sleep_time: float | str = 0.01, start: bool = False,
                    **kwargs: Any) -> FromQ: ...
         @staticmethod
-        def from_tcp(port: int, delimiter: bytes = b"\n", address: str = "127.0.0.1",
-                     server_kwargs: dict[str, Any] | None = None, start: bool = False,
-                     max_message: int = 1_048_576, idle_timeout: float | None = 300.0,
-                     max_connections: int = 256, **kwargs: Any) -> FromTcp: ...
+        def from_tcp(port: int, delimiter: bytes = b"\n",
+                     server_kwargs: dict[str, Any] | None = None, *, address: str = "127.0.0.1",
+                     start: bool = False, max_message: int = 1_048_576,
+                     idle_timeout: float | None = 300.0, max_connections: int = 256,
+                     **kwargs: Any) -> FromTcp: ...
         @staticmethod
-        def from_http_server(port: int, path: str = "/.*", address: str = "127.0.0.1",
-                             server_kwargs: dict[str, Any] | None = None, start: bool = False,
+        def from_http_server(port: int, path: str = "/.*",
+                             server_kwargs: dict[str, Any] | None = None, *,
+                             address: str = "127.0.0.1", start: bool = False,
                              max_body: int = 8_388_608, idle_timeout: float = 60.0,
                              max_connections: int = 256, max_in_flight: int = 64,
                              **kwargs: Any) -> FromHttpServer: ...
