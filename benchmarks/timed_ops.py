@@ -25,16 +25,21 @@ def noop(x: Any) -> None:
     return None
 
 
-def streams_delay(n: int) -> None:
+def _fed(build: Callable[[Any], Any], n: int) -> None:
+    """``n`` ints emitted into ``build(source)``, its output to a sink that does nothing."""
     from streams import Stream
 
     source: Stream[int] = Stream()
-    node = source.delay(10)
+    node = build(source)
     node.sink(noop)
     emit = source.emit
     for i in range(n):
         emit(i)
     node.destroy()  # held: dropped, the timer cancelled
+
+
+def streams_delay(n: int) -> None:
+    _fed(lambda s: s.delay(10), n)
 
 
 def plain_delay(n: int) -> None:
@@ -45,15 +50,7 @@ def plain_delay(n: int) -> None:
 
 
 def streams_partition(n: int) -> None:
-    from streams import Stream
-
-    source: Stream[int] = Stream()
-    node = source.partition(7, timeout=10)
-    node.sink(noop)
-    emit = source.emit
-    for i in range(n):
-        emit(i)
-    node.destroy()
+    _fed(lambda s: s.partition(7, timeout=10), n)
 
 
 def plain_partition(n: int) -> None:
@@ -71,15 +68,7 @@ def plain_partition(n: int) -> None:
 
 
 def streams_window(n: int) -> None:
-    from streams import Stream
-
-    source: Stream[int] = Stream()
-    node = source.timed_window(10)
-    node.sink(noop)
-    emit = source.emit
-    for i in range(n):
-        emit(i)
-    node.destroy()
+    _fed(lambda s: s.timed_window(10), n)
 
 
 def plain_window(n: int) -> None:

@@ -113,16 +113,22 @@ def stop_serving(source: Any, close: Callable[[], None] | None = None) -> Any:
 
 class _InFlight:
     """What a server source's ``stop()`` returns on a loop: awaiting it waits for the
-    elements in flight (see :func:`stop_serving`)."""
+    elements in flight, the tasks of its connections (see :func:`stop_serving`), or,
+    given ``closed``, for that (the server's close, which waits for them), raising
+    what it raises. Awaited from one of those tasks, it is done at once."""
 
-    __slots__ = ("_tasks",)
+    __slots__ = ("_closed", "_tasks")
 
-    def __init__(self, tasks: set[asyncio.Task[Any]]) -> None:
+    def __init__(self, tasks: set[asyncio.Task[Any]],
+                 closed: asyncio.Future[None] | None = None) -> None:
         self._tasks = tasks
+        self._closed = closed
 
     def __await__(self) -> Any:
         if asyncio.current_task() in self._tasks:
             return None  # called by an element's own graph: it ends after this element
+        if self._closed is not None:
+            return (yield from self._closed.__await__())
         pending = [t for t in self._tasks if not t.done()]
         if pending:
             yield from asyncio.wait(pending).__await__()

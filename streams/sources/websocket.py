@@ -9,7 +9,7 @@ from typing import Any
 
 from ..core import Stream
 from ..loop_thread import start_task
-from .base import Source, require_loop
+from .base import Source, _InFlight, require_loop
 from .tcp import check_port
 
 __all__ = ["FromWebsocket", "import_websockets"]
@@ -84,7 +84,7 @@ class FromWebsocket(Source[Any]):
     ['hello', b'world']
     """
 
-    # _handlers: the tasks serving the open connections (see _Closing).
+    # _handlers: the tasks serving the open connections (see base._InFlight).
     __slots__ = ("_connections", "_handlers", "_serving", "_sock", "host", "max_connections",
                  "port", "refused", "s_kw", "server")
     _operator = "from_websocket"
@@ -227,7 +227,7 @@ class FromWebsocket(Source[Any]):
         closed = asyncio.ensure_future(self._server_closed(server, serving))
         _closing.add(closed)
         closed.add_done_callback(_closing.discard)
-        return _Closing(closed, set(self._handlers))
+        return _InFlight(set(self._handlers), closed)
 
     async def _stop_and_wait(self) -> None:
         pending = self.stop()
@@ -253,24 +253,3 @@ class FromWebsocket(Source[Any]):
             return asyncio.get_running_loop() is not loop
         except RuntimeError:
             return True
-
-
-class _Closing:
-    """What ``FromWebsocket.stop()`` returns on a loop: awaiting it waits for the
-    server to be closed, which waits for every connection's handler; awaited
-    from one of those handlers, it is done at once (waiting there would wait
-    for itself)."""
-
-    __slots__ = ("_closed", "_handlers")
-
-    def __init__(self, closed: asyncio.Future[None], handlers: set[asyncio.Task[Any]]) -> None:
-        self._closed = closed
-        self._handlers = handlers
-
-    def __await__(self) -> Any:
-        if asyncio.current_task() in self._handlers:
-            return None
-        return (yield from self._closed.__await__())
-
-    def _ipython_display_(self, **kwargs: Any) -> None:
-        """Display nothing (a cell ending in ``source.stop()``)."""
