@@ -8,6 +8,7 @@ from typing import Any
 
 from ..core import Stream
 from ..sources.mqtt import check_mqtt_args, connack, mqtt_client, refused_error
+from .ordered import LoopLock
 
 __all__ = ["ToMqtt"]
 
@@ -100,9 +101,9 @@ class ToMqtt(Stream[Any]):
         # Held by the thread connecting and publishing (or disconnecting): two
         # publications overlapping would each open a client of their own.
         self._lock = threading.Lock()
-        # The running loop and the lock that queues its publications in the
-        # order emitted (a threading.Lock is not first come, first served).
-        self._order: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        # Queues the running loop's publications in the order emitted (a
+        # threading.Lock is not first come, first served).
+        self._order = LoopLock()
         Stream.__init__(self, upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
@@ -116,16 +117,10 @@ class ToMqtt(Stream[Any]):
             return None
         return self._publish_async(x)
 
-    def _loop_lock(self) -> asyncio.Lock:
-        """The lock queueing this loop's publications (an asyncio.Lock serves one loop)."""
-        loop = asyncio.get_running_loop()
-        if self._order is None or self._order[0] is not loop:
-            self._order = (loop, asyncio.Lock())
-        return self._order[1]
 
     async def _publish_async(self, x: Any) -> None:
         try:
-            async with self._loop_lock():
+            async with self._order.get():
                 # Connecting and waiting for the broker block: not on the loop.
                 await asyncio.to_thread(self._publish, x)
         except Exception as e:
@@ -190,7 +185,7 @@ class ToMqtt(Stream[Any]):
             client.loop_stop()
 
     async def _disconnect_async(self) -> None:
-        async with self._loop_lock():  # after the publications queued before it
+        async with self._order.get():  # after the publications queued before it
             await asyncio.to_thread(self._disconnect)  # joins paho's thread: not on the loop
 
     def _flush(self) -> Any:

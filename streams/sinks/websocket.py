@@ -7,6 +7,7 @@ from typing import Any
 
 from ..core import Stream
 from ..sources.websocket import import_websockets
+from .ordered import LoopLock
 
 __all__ = ["ToWebsocket"]
 
@@ -95,9 +96,9 @@ class ToWebsocket(Stream[Any]):
         #: The client connection once open, else None (streamz's attribute).
         self.ws: Any = None
         self._ws_loop: asyncio.AbstractEventLoop | None = None
-        # The running loop and the lock held while connecting and sending
-        # there (first come, first served: the order emitted).
-        self._order: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        # Held while connecting and sending (first come, first served: the
+        # order emitted).
+        self._order = LoopLock()
         Stream.__init__(self, upstream, **kwargs)
 
     @property
@@ -112,17 +113,11 @@ class ToWebsocket(Stream[Any]):
                 "elements to one of those first"))
         return self._send(x)
 
-    def _loop_lock(self) -> asyncio.Lock:
-        """The lock of the running loop's connection (an asyncio.Lock serves one loop)."""
-        loop = asyncio.get_running_loop()
-        if self._order is None or self._order[0] is not loop:
-            self._order = (loop, asyncio.Lock())
-        return self._order[1]
 
     async def _send(self, x: Any) -> None:
         try:
             # Sends overlapping would each see no connection and open their own.
-            async with self._loop_lock():
+            async with self._order.get():
                 ws = await self._connection()
                 try:
                     await ws.send(x)
@@ -157,7 +152,7 @@ class ToWebsocket(Stream[Any]):
         return self.ws
 
     async def _close_connection(self) -> None:
-        async with self._loop_lock():  # after the sends queued before it
+        async with self._order.get():  # after the sends queued before it
             ws, self.ws = self.ws, None
             if ws is not None:
                 await ws.close()
@@ -169,8 +164,7 @@ class ToWebsocket(Stream[Any]):
             running = None
         # A send in progress here (destroy() during it) may be opening the
         # first connection: closing after it closes that one.
-        opening = (self._order is not None and self._order[0] is running
-                   and self._order[1].locked())
+        opening = self._order.held()
         if self.ws is None and not opening:
             return None
         loop = self._ws_loop
