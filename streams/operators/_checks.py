@@ -10,6 +10,7 @@ import datetime as _dt
 import difflib
 import inspect
 import io
+import math
 import numbers
 import operator
 import pickle
@@ -18,8 +19,8 @@ from typing import Any
 
 from ..errors import short_repr
 
-__all__ = ["canonical_key", "check_callable", "check_count", "check_keywords", "key_bytes",
-           "key_function"]
+__all__ = ["NAN_KEY", "canonical_key", "check_callable", "check_count", "check_keywords",
+           "key_bytes", "key_function", "one_key"]
 
 
 def check_callable(op: str, func: Any, what: str = "a function as its first argument",
@@ -111,6 +112,39 @@ def key_function(key: Any, op: str = "", name: str = "key") -> Callable[[Any], A
     return operator.itemgetter(key)
 
 
+class _NaNKey(float):
+    """The type of :data:`NAN_KEY`: pickled as a reference to it, so it stays the one."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> str:
+        return "NAN_KEY"
+
+
+#: The key of every element whose key is a float NaN (see :func:`one_key`).
+NAN_KEY: float = _NaNKey("nan")
+
+
+def one_key(k: Any) -> Any:
+    """``k`` as a keyed state's key: every float NaN (``numpy.float64`` too) as :data:`NAN_KEY`.
+
+    A NaN equals nothing, itself included, so a dict finds a NaN key only
+    by identity: each element's NaN (a missing value) would be a key of its
+    own, and a NaN key kept in two structures (a state and its expiry)
+    would no longer be found once a checkpoint's pickle made two objects of
+    it. Spark groups NaN keys as one, and so does Dask's routing by key
+    bytes: made one here, a keyed step gives their result in-process too.
+
+    >>> one_key(float("nan")) is one_key(float("nan")) is NAN_KEY
+    True
+    >>> import pickle
+    >>> pickle.loads(pickle.dumps({NAN_KEY: 1}))[NAN_KEY], one_key("a"), one_key(2.5)
+    (1, 'a', 2.5)
+    """
+    # k != k first: it is False for any key but a NaN, at the cost of one comparison.
+    return NAN_KEY if k != k and isinstance(k, float) else k
+
+
 def canonical_key(key: Any) -> Any:
     """One form for keys a dict takes as one (``1``, ``1.0``, ``True``), in tuples and
     frozensets too (a frozenset's elements in one order).
@@ -136,7 +170,9 @@ def canonical_key(key: Any) -> Any:
     if isinstance(key, numbers.Integral) and not isinstance(key, bool):
         return int(key)  # a NumPy integer, an IntEnum: one key with the int
     if kind is float or key is None:
-        return key
+        return math.nan if key != key else key
+    if isinstance(key, float):  # a NaN (NAN_KEY, -nan) as one NaN's bytes; numpy.float64
+        return math.nan if key != key else float(key)
     if isinstance(key, str):
         return str.__str__(key)  # a str Enum member: one key with its value
     if isinstance(key, numbers.Number):

@@ -18,7 +18,7 @@ from ..errors import short_repr
 from ..fusion import Fuser
 from ..metadata import release_refs, retain_refs
 from ..pending import failing_after, gather_pending
-from ._checks import check_callable, check_count, check_keywords, key_function
+from ._checks import check_callable, check_count, check_keywords, key_function, one_key
 from .expiry import ExpiringKeys, Expiry, check_ttl
 
 __all__ = ["Accumulate", "Collect", "Frequencies", "Slice", "Unique"]
@@ -152,7 +152,7 @@ class Accumulate(ExpiringKeys):
             self.state, out = self._step(self.state, x)
             state = self.state
         else:
-            k = self._key(x)
+            k = one_key(self._key(x))
             if self._expiry is not None:
                 for gone in self._expiry.advance(k, self._expiry.seconds(x)):
                     self.state.pop(gone, None)

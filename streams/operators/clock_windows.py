@@ -46,7 +46,7 @@ from ..metadata import release_refs, retain_refs
 from ..pending import emit_each, gather_pending
 from ..spec import Traits
 from ..window_clock import TickTimes
-from ._checks import key_function
+from ._checks import key_function, one_key
 from ._outbox import EPSILON, Outbox, arm, arm_for, armed_here
 from .durations import check_interval, check_slide
 from .pacing import call_when_free, locked_method, locked_timer
@@ -289,7 +289,7 @@ class ClockSlidingWindow(Stream[Any]):
             k = _NO_KEY
             if self._key is not None:
                 try:
-                    k = self._key(x)
+                    k = one_key(self._key(x))
                     hash(k)
                 except Exception as e:
                     return gather_pending([pending, self._fail(x, e)])

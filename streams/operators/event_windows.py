@@ -48,7 +48,7 @@ from ..fusion import Fuser
 from ..metadata import emit_held, release_refs, retain_refs
 from ..pending import emit_each, gather_pending
 from ..spec import EventTime, Traits
-from ._checks import key_function
+from ._checks import key_function, one_key
 from ._late import LateSide, event_seconds, late_error, seconds_code
 from .durations import check_interval, check_slide
 from .window_bounds import (
@@ -116,7 +116,7 @@ class _EventWindows(LateSide):
     def _stamp(self, x: Any) -> tuple[float, Any]:
         """``x``'s event time and key (raising what the user's functions raise)."""
         t = event_seconds(self._time, x)
-        k = None if self._key is None else self._key(x)
+        k = None if self._key is None else one_key(self._key(x))
         hash(k)
         return t, k
 
@@ -131,7 +131,9 @@ class _EventWindows(LateSide):
         code = (f"{f.apply(t, self._time, x, hint='time')}\n"
                 f"{seconds_code(f, t)}")
         if self._key is not None:
-            code += f"\n{f.apply(k, self._key, x, hint='key')}\nhash({k})"
+            code += (f"\n{f.apply(k, self._key, x, hint='key')}\n"
+                     f"if {k} != {k}:\n    {k} = {f.bind(one_key, 'one_key')}({k})\n"
+                     f"hash({k})")
         f.step(self, x, code)
         self._fuse_arrive(f, x, t, k if self._key is not None else "None")
         return None

@@ -31,7 +31,7 @@ from ..errors import short_repr
 from ..metadata import release_refs, retain_refs
 from ..pending import emit_each
 from ..spec import JoinTime, Traits
-from ._checks import key_function
+from ._checks import key_function, one_key
 from ._late import LateElementError, LateSide, seconds_of
 from .durations import check_interval
 from .window_bounds import event_micros, micros_of, seconds, watermark_micros
@@ -237,7 +237,7 @@ class IntervalJoin(LateSide):
         else:
             raise ValueError(f"{self._label()} received from {who!r}, which is not its upstream")
         try:
-            k = self._key_of[side](x)
+            k = one_key(self._key_of[side](x))
             t = seconds_of(self._time_of[side](x))
             us = event_micros(t)
             hash(k)

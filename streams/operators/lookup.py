@@ -17,7 +17,7 @@ from typing import Any
 
 from ..core import NO_DEFAULT, Stream
 from ..errors import short_repr
-from ._checks import key_function
+from ._checks import key_function, one_key
 from .joins import _two_streams
 
 __all__ = ["LookupJoin", "Tombstone"]
@@ -162,7 +162,7 @@ class LookupJoin(Stream[Any]):
         if who is not self._main:
             raise ValueError(f"{self._label()} received from {who!r}, which is not its upstream")
         try:
-            k = self._key(x)
+            k = one_key(self._key(x))
             value = self.table.get(k, _MISSING)
         except Exception as e:
             return self._fail(x, e)
@@ -178,9 +178,9 @@ class LookupJoin(Stream[Any]):
         """Apply a table element: set or delete its key."""
         try:
             if isinstance(x, Tombstone):
-                self.table.pop(x.key, None)
+                self.table.pop(one_key(x.key), None)
             elif self._table_key is not None:
-                self.table[self._table_key(x)] = x
+                self.table[one_key(self._table_key(x))] = x
             else:
                 try:
                     if isinstance(x, Mapping | str | bytes | AbstractSet):
@@ -191,6 +191,7 @@ class LookupJoin(Stream[Any]):
                     raise TypeError(
                         f"lookup(): table elements must be (key, value) pairs, got "
                         f"{short_repr(x)}; for records give table_key=") from None
+                k = one_key(k)
                 if value is None:
                     self.table.pop(k, None)
                 else:

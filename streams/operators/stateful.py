@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core import Stream
 from ..pending import emit_each, failing_after, gather_pending
-from ._checks import check_callable, key_function
+from ._checks import check_callable, key_function, one_key
 from .expiry import ExpiringKeys, Expiry, check_ttl
 
 logger = logging.getLogger("streams")
@@ -141,7 +141,7 @@ class StatefulMap(ExpiringKeys):
         """``x``'s key and the keys its time expires (may raise: ``x``'s failure)."""
         if self._key is None:
             return None, []
-        k = self._key(x)
+        k = one_key(self._key(x))
         if self._expiry is None:
             return k, []
         return k, list(self._expiry.advance(k, self._expiry.seconds(x)))
@@ -217,15 +217,22 @@ class StatefulMap(ExpiringKeys):
     def _take(self, k: Any, x: Any, pending: list[Any], metadata: Any = None) -> None:
         """Run the function on ``x`` and emit its outputs (or its failure, to the policy).
 
-        Its outputs carry ``x``'s metadata, as a ``map``'s output does.
+        Its outputs carry ``x``'s metadata, as a ``map``'s output does. Every
+        output goes, even after one fails downstream (the state took ``x``:
+        emitting ``x`` again would not bring them back); the first failure
+        is raised after, as for an expired key's outputs.
         """
         try:
             outputs = self._advance(k, x)
         except Exception as e:
             pending.append(self._fail(x, e))
             return
-        for y in outputs:
+        if len(outputs) == 1:  # the usual case: no list of pending work to make
+            y = outputs[0]
             pending.append(self._emit(y) if metadata is None else self._emit(y, metadata))
+        elif outputs:
+            pending.append(emit_each(self._emit if metadata is None
+                                     else lambda y: self._emit(y, metadata), outputs))
 
     def _flush(self) -> Any:
         if self._expiry is None or self.on_expire is None:
@@ -241,9 +248,13 @@ class StatefulMap(ExpiringKeys):
 
 def _elements(outputs: Any, what: str, instead: str) -> list[Any]:
     """``outputs`` as a list of elements; one string, bytes or mapping is refused."""
+    if outputs is None:  # the likeliest way to mean "nothing": say how
+        raise TypeError(f"stateful_map(): {what} must be a list of elements, got None; "
+                        f"return {instead.replace('[output]', '[]')} to emit nothing")
     if isinstance(outputs, str | bytes | Mapping):  # one output, not its characters or keys
         raise TypeError(
             f"stateful_map(): {what} must be a list of elements, got the "
             f"{type(outputs).__name__} {outputs!r:.60}, which would go as its "
             f"{'keys' if isinstance(outputs, Mapping) else 'characters'}; return {instead}")
     return list(outputs)  # a failing iterable is this node's error
+

@@ -208,6 +208,13 @@ CASES: dict[str, Case] = {
         lambda s, x: s + x[1], start=0, key=0, ttl=10, time=1)),
     "stateful_map_ttl": linear(lambda h: h.map(lambda x: (x % 3, x)).stateful_map(
         _ttl_count, start=0, key=0, ttl=8, time=1, on_expire=lambda k, n: [("gone", k, n)])),
+    # A NaN key (a missing value) is one key on every engine, each element's
+    # NaN a new object (repr: a NaN equals no NaN, the outputs' lists neither).
+    "nan_keys_scan": linear(lambda h: h.map(lambda x: (float("nan") if x % 3 == 0 else x % 3, x))
+                            .scan(lambda s, x: s + x[1], start=0, key=0), slow_on_spark=True),
+    "nan_keys_session": linear(lambda h: h.map(lambda x: (float("nan") if x % 2 else 0.5, x))
+                               .session_window(3, time=1, key=0).map(repr), inputs=times,
+                               slow_on_spark=True),
     "stages": linear(lambda h: h.map(inc).map(lambda x: x * 2).scan(operator.add)
                      .map(str).partition(2)),
     "branches": Case(_branches, backends=LOCAL_AND_DASK),

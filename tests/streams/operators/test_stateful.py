@@ -153,3 +153,40 @@ def test_a_failure_downstream_of_an_expired_key_is_raised_and_the_element_still_
     source.emit(("b", 5.5))
     assert out == [("a", 1), ("b", 1), ("b", 2)]
     assert routed == []
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_every_output_goes_when_one_fails_downstream(asynchronous: bool) -> None:
+    # The state took the element: emitting it again would count it twice,
+    # so its other outputs must not wait for that.
+    import asyncio
+
+    source = Stream(asynchronous=asynchronous)
+    seen: list[int] = []
+
+    def sink(y: int) -> None:
+        if y == 1:
+            raise ValueError("no 1")
+        seen.append(y)
+
+    node = source.stateful_map(lambda n, x: (n + 1, [1, 2, 3]), start=0)
+    node.sink(sink)
+    with pytest.raises(NodeError, match="no 1"):
+        if asynchronous:
+            asyncio.run(source.emit(0))
+        else:
+            source.emit(0)
+    assert seen == [2, 3] and node.state == 1
+
+
+@pytest.mark.parametrize(("func", "on_expire", "message"), [
+    (lambda n, x: (n, None), None, r"got None; return \(new_state, \[\]\) to emit nothing"),
+    (lambda n, x: (n, []), lambda k, n: None, r"got None; return \[\] to emit nothing"),
+])
+def test_none_for_outputs_says_to_return_an_empty_list(func: Any, on_expire: Any,
+                                                      message: str) -> None:
+    source = Stream()
+    node = source.stateful_map(func, start=0, key=0, ttl=1, time=1, on_expire=on_expire)
+    with pytest.raises(Exception, match=message):
+        source.emit(("a", 0))
+        node.close()
