@@ -12,10 +12,11 @@ starts on ``to_dataframe()``) reports to the bar.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import weakref
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 __all__ = ["BatchCounter", "DroppingMarks", "count_input", "observed", "settle", "watch",
@@ -251,15 +252,40 @@ def watch_progress(session: Any, name: str, reader: ProgressWatcher,
         _metric(session, name, owners).readers.append(reader)
 
 
+#: Spark's ISO time, whose year may have more than four digits and a sign.
+_ISO = re.compile(r"([+-]?\d+)-(\d\d)-(\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(Z|[+-]\d\d:\d\d)")
+#: Days of the Gregorian calendar's 400-year cycle.
+_CYCLE_DAYS = 146_097
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def watermark_us(iso: str | None) -> int | None:
     """A watermark of a query's progress (``1970-01-01T00:00:07.500Z``) in microseconds.
 
+    Past the year 9999 (the end-of-stream row of a to_spark() window, see
+    :data:`streams_spark.routing.FAR_FUTURE`) Spark writes the year with a
+    sign and more digits, which ``datetime`` cannot hold: the date is taken
+    in the same place of an earlier 400-year cycle of the calendar (every
+    cycle has the same days), and the cycles between added back.
+
     >>> watermark_us("1970-01-01T00:00:07.500Z"), watermark_us(None)
     (7500000, None)
+    >>> watermark_us("+33658-09-27T01:46:40.000Z") / 1e6
+    1000000000000.0
     """
     if not iso:
         return None
-    return round(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1_000_000)
+    m = _ISO.fullmatch(iso)
+    if m is None:
+        raise ValueError(f"not a time of Spark's: {iso!r}")
+    year, month, rest, zone = m.groups()
+    cycles, in_cycle = divmod(int(year) - 2000, 400)
+    moment = datetime.fromisoformat(
+        f"{2000 + in_cycle}-{month}-{rest}{'+00:00' if zone == 'Z' else zone}")
+    # Integers throughout: a float of microseconds is not exact past 2255.
+    return ((moment - _EPOCH) // _MICROSECOND
+            + cycles * _CYCLE_DAYS * 86_400 * 1_000_000)
 
 
 class DroppingMarks:

@@ -31,16 +31,23 @@ from streams.operators.window_bounds import micros
 from streams.spec import NodeSpec
 
 from .codec import DATA, ERROR, FLUSH, PACK, ROW, carried_error, pickled_output
-from .event_seconds import event_seconds
+from .event_seconds import LAST_SECOND, event_seconds
 from .input_rows import InputRows
 from .packs import first_seen_codes, pack_payload, window_group
 from .plan import Route
 from .route_columns import ONE_GROUP, element_routes, key_bucket, window_routes
 
-__all__ = ["FAR_FUTURE", "MID_SCHEMA", "MID_SPANS", "NodeFailure", "Router"]
+__all__ = ["FAR_FUTURE", "MID_SCHEMA", "MID_SPANS", "WINDOW_REACH", "NodeFailure", "Router"]
 
-#: A time after every real event time (year 2200), for the end-of-stream row.
-FAR_FUTURE = 7.3e9
+#: The end-of-stream row's time (year 33658): its watermark must pass the end of
+#: every window, and an event time may be as late as Spark's timestamps go
+#: (:data:`~streams_spark.event_seconds.LAST_SECOND`, year 9999), its window
+#: ``size`` and ``lateness`` later still; a to_spark() segment refuses a window
+#: that could end beyond (:data:`WINDOW_REACH`). Spark's timestamps are longs
+#: of microseconds: this one is far from their end (year 294247).
+FAR_FUTURE = 1e12
+#: The longest ``size + lateness`` (or ``gap + lateness``) of a to_spark() window.
+WINDOW_REACH = FAR_FUTURE - LAST_SECOND - 1
 
 MID_SCHEMA = pa.schema([
     ("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()), ("p", pa.binary()),
@@ -225,8 +232,8 @@ class Router:
         """
         group_of = self.window_group
         if self.spans:
-            # Times Spark may not read as a microsecond (NaN, beyond the
-            # year 2200) go alone, as their own rows: Spark then decides.
+            # Times Spark may not read as a microsecond (NaN, infinities)
+            # go alone, as their own rows: Spark then decides.
             floored = np.abs(times) < FAR_FUTURE
         elif group_of is not None:
             floored = (times >= 0.0) & (times < FAR_FUTURE)

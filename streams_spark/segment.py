@@ -28,6 +28,7 @@ from streams.graph import NodeSpec
 from streams.window_clock import WindowClock
 
 from .plan import Plan, check_pickles, lower, refusal
+from .routing import WINDOW_REACH
 
 if TYPE_CHECKING:
     from .nodes import ToSpark
@@ -98,6 +99,16 @@ class SparkSegment(Segment):
         why = None if counted else refusal(spec)
         if why is not None:
             raise TypeError(why)
+        event_time = spec.traits.event_time
+        if event_time is not None and not self.resident \
+                and event_time.size + event_time.lateness > WINDOW_REACH:
+            # The end-of-stream row's watermark would not pass such a window's
+            # end: Spark would never emit it.
+            raise ValueError(
+                f"{node._label()}: a window this long (its "
+                f"{'gap' if event_time.session else 'size'} plus lateness, "
+                f"{event_time.size + event_time.lateness:g} s, over {WINDOW_REACH:.3g} s) "
+                "cannot close on Spark; call gather() before it to run it in-process")
         if spec.traits.join is not None and not self.resident:
             raise TypeError(
                 f"join() cannot run in a Spark segment: {node._label()} (a to_spark() "

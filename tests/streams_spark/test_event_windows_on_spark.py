@@ -147,3 +147,25 @@ def test_keys_equal_in_a_dict_share_a_window_on_spark(spark: Any) -> None:
                for on_spark in (False, True)]
     assert results[1] == results[0]
     assert [len(w) for _, w in results[1]] == [3, 1, 1]
+
+
+@pytest.mark.parametrize(("xs", "make"), [
+    ([(1.0, 1), (7.3e9, 2), (7.3e9 + 1, 3)], lambda s: s.timed_window(10, time=0)),
+    ([(1.0, 1), (7.3e9 - 3, 2)], lambda s: s.timed_window(7, time=0)),
+    ([(1.0, 1), (8e9, 2), (8e9 + 1, 3)], lambda s: s.timed_window(10, slide=5, time=0)),
+    ([(1.0, "a"), (8e9, "b"), (2.5e11, "b")], lambda s: s.session_window(10, time=0, key=1)),
+], ids=["at_7.3e9", "sharing_the_old_flush_window", "sliding_2223", "sessions_to_9999"])
+def test_windows_of_any_year_spark_takes_close_at_the_end(spark: Any, xs: list[Any],
+                                                          make: Any) -> None:
+    # The end-of-stream row's time was 7.3e9 s (2201): a window ending after it
+    # was lost, and a time after it made that row late (a LateElementError).
+    assert _run(make, xs, True) == _run(make, xs, False)
+
+
+def test_a_window_too_long_to_close_on_spark_is_refused_when_built() -> None:
+    with pytest.raises(ValueError, match=r"session_window\(1000000000000.0\): .* cannot close "
+                                         r"on Spark; call gather\(\) before it"):
+        Stream().to_spark().session_window(1e12, time=0)
+    with pytest.raises(ValueError, match="size plus lateness"):
+        Stream().to_spark().timed_window(1e11, time=0, lateness=7e11)
+    Stream().to_spark().timed_window(1e11, time=0, lateness=6e11)  # it fits

@@ -16,7 +16,7 @@ from streams_spark.codec import DATA, ERROR, FLUSH, PACK, ROW
 from streams_spark.packs import opened, pack_payload, windows_and_firsts, windows_of
 from streams_spark.plan import Route
 from streams_spark.route_columns import KEY_BUCKETS, ONE_GROUP, key_bucket
-from streams_spark.routing import NodeFailure, Router
+from streams_spark.routing import FAR_FUTURE, NodeFailure, Router
 
 ITEM = pa.struct([("seq", pa.int64()), ("sub", pa.int64()), ("kind", pa.int8()),
                   ("p", pa.binary())])
@@ -171,7 +171,7 @@ def test_window_packs_hold_the_elements_spark_puts_in_the_same_windows(
     step, alone, packs = round((slide or size) * 1e6), [], {}
     for x in xs:
         t = float(x[0])
-        if not 0 <= t < 7.3e9:
+        if not 0 <= t < FAR_FUTURE:
             alone.append(x)
             continue
         us = round(t * 1e6)
