@@ -157,6 +157,9 @@ def canonical_key(key: Any) -> Any:
     (1, 1, 2.5, 'a')
     >>> canonical_key(("a", 2.0, (False, 0.5)))
     ('a', 2, (0, 0.5))
+    >>> import numpy
+    >>> canonical_key(numpy.True_), canonical_key(numpy.float64(2.0))
+    (1, 2)
     """
     kind = type(key)
     if kind is str or kind is int:
@@ -179,6 +182,8 @@ def canonical_key(key: Any) -> Any:
         return _number(key)
     if isinstance(key, _dt.datetime | _dt.timedelta):
         return _moment(key)
+    if type(key).__name__ == "bool" and hasattr(key, "dtype"):  # numpy.bool_: no Integral
+        return int(key)
     return key
 
 

@@ -172,8 +172,8 @@ class IntervalJoin(LateSide):
 
     # _meta: streamz's metadata of held elements (refs retained), by arrival
     # number; None until an element comes with some (no state: refs are local).
-    __slots__ = ("_ended", "_heaps", "_key_of", "_late_us", "_left", "_mark_us", "_max_time",
-                 "_meta", "_right", "_seq", "_sides", "_time_of", "_units", "_within_us", "key",
+    __slots__ = ("_ended", "_heaps", "_key_of", "_late_us", "_mark_us", "_max_time",
+                 "_meta", "_seq", "_sides", "_time_of", "_units", "_within_us", "key",
                  "lateness", "time", "within")
     _operator = "join"
     # Both sides from one scatter(), a Dask stage runs it as here, in order, its
@@ -196,8 +196,6 @@ class IntervalJoin(LateSide):
         self.lateness = check_interval(op, lateness, "lateness", zero=True)
         self._within_us = micros_of(op, "within", self.within, zero=True)
         self._late_us = micros_of(op, "lateness", self.lateness, zero=True)
-        self._left = left
-        self._right = right
         # Per side: key -> {arrival number: (microsecond, element)} (dicts keep
         # arrival order), and a heap of (microsecond, arrival number, key) to
         # forget the oldest elements first without scanning every key.
@@ -228,6 +226,16 @@ class IntervalJoin(LateSide):
     def _add_upstream(self, upstream: Stream[Any]) -> None:
         raise ValueError(f"{self._label()} joins exactly two streams; it cannot take "
                          f"{upstream._label()} as a third (union() them first)")
+
+    # The sides are read from upstreams, not kept apart: an engine that runs the
+    # join here puts a gather() in place of an upstream (streams.segment.join_here).
+    @property
+    def _left(self) -> Stream[Any]:
+        return self.upstreams[0]
+
+    @property
+    def _right(self) -> Stream[Any]:
+        return self.upstreams[1]
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         if who is self._left:

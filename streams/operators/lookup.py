@@ -111,7 +111,7 @@ class LookupJoin(Stream[Any]):
     [{'user': 8}]
     """
 
-    __slots__ = ("_key", "_main", "_table", "_table_key", "default", "key", "table",
+    __slots__ = ("_key", "_table_key", "default", "key", "table",
                  "table_key")
     _operator = "lookup"
     _local_only = ("its output depends on how the table's and the stream's elements "
@@ -132,11 +132,19 @@ class LookupJoin(Stream[Any]):
         self._table_key = (None if table_key is None
                            else key_function(table_key, "lookup", "table_key"))
         self.default = default
-        self._main = upstream
-        self._table = table
         #: The table as it stands: key -> latest value.
         self.table: dict[Any, Any] = {}
         Stream.__init__(self, upstreams=[upstream, table], **kwargs)
+
+    # Read from upstreams, not kept apart: an engine that runs the lookup here
+    # puts a gather() in place of an upstream (streams.segment.join_here).
+    @property
+    def _main(self) -> Stream[Any]:
+        return self.upstreams[0]
+
+    @property
+    def _table(self) -> Stream[Any]:
+        return self.upstreams[1]
 
     def _add_upstream(self, upstream: Stream[Any]) -> None:
         raise ValueError(f"{self._label()} reads one stream and one table; it cannot take "

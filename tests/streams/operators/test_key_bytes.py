@@ -17,11 +17,12 @@ from enum import IntEnum, StrEnum
 from fractions import Fraction
 from typing import Any
 
+import numpy
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.operators._checks import key_bytes
+from streams.operators._checks import NAN_KEY, key_bytes, one_key
 
 #: Scalars that compare equal across types: 1 == 1.0 == True.
 scalars = st.one_of(st.integers(-3, 3), st.floats(-3, 3).map(lambda f: round(f * 2) / 2),
@@ -74,7 +75,7 @@ def test_equal_frozensets_built_in_any_order_give_equal_bytes() -> None:
 
 def test_the_bytes_are_the_same_in_another_process() -> None:
     probe = [("a", 1), ("b" * 3, 2.0, (True, None)), 7, "k", 2.5, frozenset("abcdefgh")]
-    code = ("import sys; from streams.operators._checks import key_bytes; "
+    code = ("import sys; from streams.operators._checks import NAN_KEY, key_bytes, one_key; "
             f"sys.stdout.write(repr([key_bytes(k) for k in {probe!r}]))")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True).stdout
@@ -103,6 +104,8 @@ Point = namedtuple("Point", "x y")
     (Point(1, "a"), (1, "a")),
     (1 + 0j, 1),
     (0.5 + 0j, 0.5),
+    (numpy.True_, True),
+    (numpy.False_, 0),
 ])
 def test_keys_of_other_types_a_dict_takes_as_one_give_equal_bytes(a: Any, b: Any) -> None:
     assert a == b and hash(a) == hash(b)  # one key of a dict
@@ -148,3 +151,12 @@ def test_times_a_dict_tells_apart_stay_apart_and_odd_ones_do_not_fail() -> None:
     east = datetime.min.replace(tzinfo=timezone(timedelta(hours=1)))  # no UTC form
     for odd in (pd.NaT, east):
         assert key_bytes(odd) == key_bytes(odd)
+
+
+def test_every_nan_key_gives_one_nans_bytes() -> None:
+    # Each a key of its own to a dict, but one key to every keyed operator
+    # (one_key), as to Spark: the bytes that route them agree.
+    nans = [NAN_KEY, float("nan"), -float("nan"), float("inf") - float("inf"),
+            numpy.float64("nan")]
+    assert len({key_bytes(k) for k in nans}) == 1
+    assert {one_key(k) is NAN_KEY for k in nans} == {True}
