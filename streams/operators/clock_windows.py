@@ -48,7 +48,7 @@ from ..spec import Traits
 from ..window_clock import TickTimes
 from ._checks import key_function, one_key
 from ._outbox import EPSILON, Outbox, arm, arm_for, armed_here
-from .durations import check_interval, check_slide
+from .durations import SAME_RATIO, check_interval, check_slide
 from .pacing import call_when_free, locked_method, locked_timer
 
 __all__ = ["ClockSlidingWindow"]
@@ -129,7 +129,7 @@ class ClockSlidingWindow(Stream[Any]):
         size, step = self.interval, self.slide
         ratio = size / step
         whole = round(ratio)
-        if abs(ratio - whole) <= 1e-9 * ratio:
+        if abs(ratio - whole) <= SAME_RATIO * ratio:  # as check_slide takes a slide
             # Every window starts where another ends: one tick per slide.
             self._width, self._inside = 1, whole - 1
             times = TickTimes(self._clock.now(), step)

@@ -16,8 +16,13 @@ import re
 from typing import Any
 
 from ..errors import short_repr
+from .window_bounds import micros_of
 
-__all__ = ["check_interval", "check_slide"]
+__all__ = ["SAME_RATIO", "check_interval", "check_slide"]
+
+#: On the clock, two durations (float seconds) that differ by no more than this
+#: part of one are taken as one: ``0.1 * 3`` is ``0.3``'s, not a longer one.
+SAME_RATIO = 1e-9
 
 _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e-?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
@@ -75,16 +80,34 @@ def _read(op: str, name: str, text: str) -> float:
                          f"like '500ms', '2s', '1min', '10 seconds' ({e})") from None
 
 
-def check_slide(op: str, interval: float, slide: Any) -> float:
+def check_slide(op: str, interval: float, slide: Any, event_time: bool = False) -> float:
     """``slide=`` of a window ``interval`` long (None: tumbling), checked at build time.
+
+    On ``event_time`` windows are cut in whole microseconds (see
+    :mod:`~streams.operators.window_bounds`), so the two are compared so;
+    on the clock, a slide longer than the window by no more than
+    :data:`SAME_RATIO` of it is the window's own length in float seconds
+    (``0.1 * 3`` for ``0.3``), as the clock windows take it.
 
     >>> check_slide("timed_window", 10.0, None), check_slide("timed_window", 10.0, "2s")
     (10.0, 2.0)
+    >>> check_slide("timed_window", 0.3, 0.1 * 3, event_time=True)  # both 300000 us
+    0.30000000000000004
+    >>> check_slide("timed_window", 0.3, 0.1 * 3)
+    0.30000000000000004
+    >>> check_slide("timed_window", 0.3, 0.301)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: timed_window(): slide=0.301 is longer than the window (0.3 s): ...
     """
     if slide is None:
         return interval
     seconds = check_interval(op, slide, "slide")
-    if seconds > interval:
+    if event_time:
+        longer = micros_of(op, "slide", seconds) > micros_of(op, "interval", interval)
+    else:
+        longer = seconds - interval > SAME_RATIO * interval
+    if longer:
         raise ValueError(f"{op}(): slide={slide!r} is longer than the window "
                          f"({interval:g} s): elements between windows would be in none; "
                          "give slide <= interval")

@@ -38,6 +38,7 @@ the methods under "run by key group" below are what it needs (see
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable
 from dataclasses import replace
@@ -52,12 +53,14 @@ from ._checks import key_function, one_key
 from ._late import LateSide, event_seconds, late_error, seconds_code
 from .durations import check_interval, check_slide
 from .window_bounds import (
+    LAST_MICROS,
     Window,
     check_bounds,
     closes_at,
     event_micros,
     first_time,
     micros_of,
+    past_last_time,
     sliding_bounds,
     watermark_micros,
 )
@@ -349,8 +352,11 @@ class SlidingTimedWindow(_EventWindows):
     # seen from which it is closed (window_bounds.closes_at).
     # _opened: (window index, key) -> the number (see _arrive_as) of the
     # element that opened it; None unless an engine numbers the elements.
-    __slots__ = ("_appends", "_arrival", "_due", "_due_us", "_hi", "_lo", "_opened", "_size_us",
-                 "_slide_us", "_windows", "interval", "slide")
+    # _closing: the indexes of _windows as a heap (ends grow with the index):
+    # a closing takes the windows it closes and looks at no other; no state,
+    # restore() rebuilds it.
+    __slots__ = ("_appends", "_arrival", "_closing", "_due", "_due_us", "_hi", "_lo", "_opened",
+                 "_size_us", "_slide_us", "_windows", "interval", "slide")
     _operator = "timed_window"
     _params = ("interval", "time", "lateness", "slide", "key", "bounds")
     _state = ("_windows", "_max_time", "_opened", "_unsent")
@@ -361,14 +367,15 @@ class SlidingTimedWindow(_EventWindows):
                  bounds: bool = False, **kwargs: Any) -> None:
         op = "timed_window"
         self.interval = check_interval(op, interval)
-        self.slide = check_slide(op, self.interval, slide)
+        self.slide = check_slide(op, self.interval, slide, event_time=True)
         self._setup(op, time, lateness, key, bounds)
         self._size_us = micros_of(op, "interval", self.interval)
         self._slide_us = micros_of(op, "slide", self.slide)
         # window index -> key -> elements; insertion order breaks ties in time.
         # By index first: the indices open at once are few ((size + lateness)
-        # / slide), whatever the number of keys, so closing scans only them.
+        # / slide), whatever the number of keys.
         self._windows: dict[int, dict[Any, list[Any]]] = {}
+        self._closing: list[int] = []
         self._set_due(math.inf)
         self._opened: dict[tuple[int, Any], int] | None = None
         self._arrival = 0
@@ -382,7 +389,8 @@ class SlidingTimedWindow(_EventWindows):
     def restore(self, state: dict[str, Any]) -> None:
         # Checkpoints from before _opened and _unsent lack them.
         super().restore({"_opened": None, "_unsent": [], **state})
-        self._set_due(self._end(min(self._windows, default=math.inf)))
+        self._closing = sorted(self._windows)  # a sorted list is a heap
+        self._set_due(self._end(self._closing[0] if self._closing else math.inf))
         self._forget_slice()
 
     def _arrive_as(self, seq: int, max_time: float) -> None:
@@ -429,11 +437,15 @@ class SlidingTimedWindow(_EventWindows):
         if self._end(first) <= watermark_micros(self._max_time, self._late_us):
             start, end = sliding_bounds(first, self.slide, self.interval)
             return f"falls in window [{start!r}, {end!r}), already closed"
+        if self._end(last) + self._late_us > LAST_MICROS:  # before any window holds it
+            raise past_last_time(f"the last window of time {t!r}", int(self._end(last)),
+                                 self.lateness)
         windows, opened = self._windows, self._opened
         for i in range(first, last + 1):
             by_key = windows.get(i)
             if by_key is None:
                 windows[i] = {k: [x]}
+                heapq.heappush(self._closing, i)
                 if self._end(i) < self._due_us:
                     self._set_due(self._end(i))
             else:
@@ -462,10 +474,12 @@ class SlidingTimedWindow(_EventWindows):
             return []
         self._forget_slice()  # its windows may close now
         watermark, opened = watermark_micros(max_time, self._late_us), self._opened
-        ready = sorted(i for i in self._windows if self._end(i) <= watermark)
+        closing, ready = self._closing, []
+        while closing and self._end(closing[0]) <= watermark:
+            ready.append(heapq.heappop(closing))
         # Keys of one window in the order their windows opened.
         closed = [(self._end(i), 0 if opened is None else opened.pop((i, k), 0), k, w,
                    sliding_bounds(i, self.slide, self.interval) if self.bounds else None)
                   for i in ready for k, w in self._windows.pop(i).items()]
-        self._set_due(self._end(min(self._windows, default=math.inf)))
+        self._set_due(self._end(closing[0] if closing else math.inf))
         return closed

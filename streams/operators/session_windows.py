@@ -9,8 +9,10 @@ group).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
+from operator import itemgetter
 from typing import Any
 
 from ..core import Stream
@@ -19,16 +21,20 @@ from ..spec import EventTime
 from .durations import check_interval
 from .event_windows import Closed, _EventWindows
 from .window_bounds import (
+    LAST_MICROS,
     TIME_MICROS,
     bad_time,
     closes_at,
     event_micros,
     micros_of,
+    past_last_time,
     seconds,
     watermark_micros,
 )
 
 __all__ = ["SessionWindow"]
+
+_start = itemgetter(0)  # a session's first microsecond
 
 
 @Stream.register_api()
@@ -129,7 +135,10 @@ class SessionWindow(_EventWindows):
         self._setup(op, time, lateness, key, bounds)
         self._gap_us = micros_of(op, "gap", self.gap)
         # key -> open sessions, each [first, last (microseconds), [(arrival,
-        # element)...], created].
+        # element)...], created], by first. A key's sessions never overlap
+        # (an element within a gap of two joins both), so they are in order of
+        # their last too: the sessions an element touches are next to each
+        # other, found by bisection, and those the watermark closes come first.
         self._sessions: dict[Any, list[list[Any]]] = {}
         self._seq = 0  # arrivals, to keep a merged session in arrival order
         # (microsecond after which a session of the key may close, arrival,
@@ -154,6 +163,9 @@ class SessionWindow(_EventWindows):
                 k: [[event_micros(s[0]), event_micros(s[1]), *s[2:]] for s in sessions]
                 for k, sessions in state["_sessions"].items()}}
         super().restore({"_unsent": [], **state})  # checkpoints from before _unsent lack it
+        # Checkpoints written before kept a key's sessions in the order made.
+        self._sessions = {k: sorted(sessions, key=_start)
+                          for k, sessions in self._sessions.items()}
         self._closing = [(s[1] + self._gap_us, s[3], k)
                          for k, sessions in self._sessions.items() for s in sessions]
         heapq.heapify(self._closing)
@@ -174,18 +186,32 @@ class SessionWindow(_EventWindows):
         except (ValueError, OverflowError):  # NaN, infinities
             raise bad_time(t) from None
         gap = self._gap_us
-        sessions = self._sessions.get(k, [])
-        touching = [s for s in sessions if s[0] - gap <= us <= s[1] + gap]
-        if not touching and us + gap < watermark_micros(self._max_time, self._late_us):
+        sessions = self._sessions.get(k)
+        if sessions is None:
+            sessions, hi, lo = [], 0, 0
+        else:
+            # The sessions touching us: those that start at us + gap at the
+            # latest (before hi) and end at us - gap at the earliest (from lo).
+            hi = len(sessions)
+            if sessions[-1][0] > us + gap:  # not the usual in-order case
+                hi = bisect.bisect_right(sessions, us + gap, key=_start)
+            lo = hi
+            while lo and sessions[lo - 1][1] + gap >= us:
+                lo -= 1
+        if lo == hi and us + gap < watermark_micros(self._max_time, self._late_us):
             return f"starts a session that ends at {seconds(us + gap)!r}, already closed"
+        if us + gap + self._late_us >= LAST_MICROS:  # before any change: _next_close() could
+            # not say when its session closes (one microsecond after its end plus lateness)
+            raise past_last_time(f"the session of time {t!r}", us + gap, self.lateness)
         seq = self._seq
         self._seq += 1
-        if not touching:
-            self._sessions.setdefault(k, []).append([us, us, [(seq, x)], seq])
+        if lo == hi:
+            sessions.insert(hi, [us, us, [(seq, x)], seq])
+            self._sessions[k] = sessions
             heapq.heappush(self._closing, (us + gap, seq, k))
             return None
-        if len(touching) == 1:  # the usual case: the element extends one session
-            session = touching[0]
+        if hi - lo == 1:  # the usual case: the element extends one session
+            session = sessions[lo]
             session[2].append((seq, x))  # the latest arrival: order is kept
             if us < session[0]:
                 session[0] = us
@@ -193,10 +219,11 @@ class SessionWindow(_EventWindows):
                 session[1] = us
                 heapq.heappush(self._closing, (us + gap, seq, k))
             return None
-        merged = [min(us, *(s[0] for s in touching)), max(us, *(s[1] for s in touching)),
+        touching = sessions[lo:hi]
+        merged = [min(us, touching[0][0]), max(us, touching[-1][1]),
                   [*heapq.merge(*(s[2] for s in touching)), (seq, x)],
                   min(s[3] for s in touching)]
-        self._sessions[k] = [s for s in sessions if all(s is not u for u in touching)] + [merged]
+        sessions[lo:hi] = [merged]
         heapq.heappush(self._closing, (merged[1] + gap, seq, k))
         return None
 
@@ -222,20 +249,20 @@ class SessionWindow(_EventWindows):
             sessions = self._sessions.get(k)
             if not sessions:
                 continue  # an entry of sessions already emitted
-            keep = []
+            n = 0  # the sessions closed: the first ones, that end first
             for s in sessions:
                 end = s[1] + gap
-                if end < watermark:
-                    elements = [x for _, x in s[2]]
-                    if self._by_seq:  # their metadata goes with the list emitted
-                        self._held_by(elements, [self._by_seq.pop(seq, None) for seq, _ in s[2]])
-                    ready.append((end, s[3], k, elements,
-                                  (seconds(s[0]), seconds(end)) if self.bounds else None))
-                else:
-                    keep.append(s)
-            if keep:
-                self._sessions[k] = keep
-            else:
+                if end >= watermark:
+                    break
+                elements = [x for _, x in s[2]]
+                if self._by_seq:  # their metadata goes with the list emitted
+                    self._held_by(elements, [self._by_seq.pop(seq, None) for seq, _ in s[2]])
+                ready.append((end, s[3], k, elements,
+                              (seconds(s[0]), seconds(end)) if self.bounds else None))
+                n += 1
+            if n == len(sessions):
                 del self._sessions[k]
+            else:
+                del sessions[:n]
         ready.sort(key=lambda r: (r[0], r[1]))
         return ready

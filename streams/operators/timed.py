@@ -10,6 +10,7 @@ checks and ``close()`` are what emit them. Nothing held is dropped at close.
 
 from __future__ import annotations
 
+import heapq
 import math
 import threading
 from collections.abc import Callable
@@ -29,10 +30,12 @@ from ._outbox import EPSILON, Outbox, arm, arm_for, armed_here
 from .durations import check_interval
 from .pacing import call_when_free, locked_method, locked_timer
 from .window_bounds import (
+    LAST_MICROS,
     closes_at,
     event_micros,
     first_time,
     micros_of,
+    past_last_time,
     seconds,
     watermark_micros,
 )
@@ -138,10 +141,14 @@ class TimedWindow(LateSide):
     # [k * _size_us, (k + 1) * _size_us) (see window_bounds). _lo, _hi, _open:
     # the last window an element joined, whose times and list the fused step
     # checks first; _due_us: when the earliest window held ends; _due: the
-    # largest time seen from which that window is closed.
-    __slots__ = ("_buffer", "_clock", "_deadline", "_due", "_due_us", "_hi", "_index", "_late_us",
-                 "_lo", "_lock", "_max_time", "_metadata", "_open", "_origin", "_outbox",
-                 "_size_us", "_time", "_timer", "_windows", "interval", "lateness", "time")
+    # largest time seen from which that window is closed. _closing: the
+    # indexes of _windows as a heap (ends grow with the index), so a closing
+    # takes the windows it closes and looks at no other: no state, restore()
+    # rebuilds it from _windows.
+    __slots__ = ("_buffer", "_clock", "_closing", "_deadline", "_due", "_due_us", "_hi", "_index",
+                 "_late_us", "_lo", "_lock", "_max_time", "_metadata", "_open", "_origin",
+                 "_outbox", "_size_us", "_time", "_timer", "_windows", "interval", "lateness",
+                 "time")
     _operator = "timed_window"
     _local_only = None
     _params = ("interval", "time", "lateness")
@@ -193,6 +200,7 @@ class TimedWindow(LateSide):
         self._timer: Handle | None = None
         self._buffer: Any = self._new_buffer()
         self._windows: dict[int, list[Any]] = {}
+        self._closing: list[int] = []
         # streamz's metadata of the held elements (refs retained), by window:
         # None for the open window of processing time, k in event time.
         self._metadata: dict[int | None, list[Any]] = {}
@@ -329,7 +337,11 @@ class TimedWindow(LateSide):
                 "already closed", self._max_time, self.lateness))
         window = self._windows.get(k)
         if window is None:
+            if end + self._late_us > LAST_MICROS:  # before any change: no window half made
+                return self._fail(x, past_last_time(f"the window of time {t!r}", end,
+                                                    self.lateness))
             window = self._windows[k] = []
+            heapq.heappush(self._closing, k)
             if end < self._due_us:
                 self._set_due(end)
         window.append(x)
@@ -349,8 +361,8 @@ class TimedWindow(LateSide):
         self._lo = math.inf
         self._hi = -math.inf
         self._open = None
-        windows = self._windows
-        self._set_due((min(windows) + 1) * self._size_us if windows else math.inf)
+        closing = self._closing
+        self._set_due((closing[0] + 1) * self._size_us if closing else math.inf)
 
     def _set_due(self, end_us: float) -> None:
         self._due_us = end_us
@@ -358,20 +370,25 @@ class TimedWindow(LateSide):
 
     def restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
+        self._closing = sorted(self._windows)  # a sorted list is a heap
         self._forget_open()
 
     def _emit_until(self, max_time: float) -> Any:
         """Emit the windows closed once ``max_time`` is the largest time seen."""
         if max_time < self._due:  # the usual case: no window held ends by then
             return self._outbox.wait()
-        windows, size = self._windows, self._size_us
+        windows, closing, size = self._windows, self._closing, self._size_us
         watermark = watermark_micros(max_time, self._late_us)
-        ready = sorted(k for k in windows if (k + 1) * size <= watermark)
+        pending = []
         try:
-            return _gather_pending([self._emit_window(self._outbox.emit, k, windows.pop(k))
-                                    for k in ready])
+            # Each window leaves the heap and the dict together, as it is
+            # emitted: those after one whose emission raised stay for the next.
+            while closing and (closing[0] + 1) * size <= watermark:
+                k = heapq.heappop(closing)
+                pending.append(self._emit_window(self._outbox.emit, k, windows.pop(k)))
         finally:
             self._forget_open()  # also when an emission raised half-way
+        return _gather_pending(pending)
 
     def _fusable(self) -> bool:
         return self._time is not None  # processing time reads the clock: update() does
@@ -407,6 +424,7 @@ class TimedWindow(LateSide):
                 sent = emit_each(lambda k: self._emit_window(emit, k, windows.pop(k)),
                                  sorted(windows))
             finally:
+                self._closing = sorted(windows)  # what is left, if anything is
                 self._forget_open()
             return _gather_pending([sent, self._outbox.wait()])
         pending = self._emit_window(self._outbox.emit, None, self._take()) if self._buffer else None

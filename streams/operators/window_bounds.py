@@ -21,21 +21,26 @@ same bounds:
 An event time is taken to its nearest microsecond (:func:`event_micros`),
 on Spark too, where it is not ``timestamp_seconds()``, which truncates: a
 time of ``1_000_001 / 1e6`` seconds is 1,000,000.9999999999 microseconds as
-floats, and its microsecond is 1,000,001, not 1,000,000.
+floats, and its microsecond is 1,000,001, not 1,000,000. The microseconds end
+at :data:`LAST_MICROS` (about 1.8e302 seconds): a window whose end plus
+lateness is past it has no largest time seen that closes it, and the element
+that would open it is the node's error (:func:`past_last_time`), in none of
+its windows.
 """
 
 from __future__ import annotations
 
 import math
 import struct
+import sys
 from collections.abc import Callable
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from ..errors import short_repr
 
-__all__ = ["MICROS", "TIME_MICROS", "Window", "bad_time", "check_bounds", "closes_at",
-           "event_micros", "first_time", "least_float", "micros", "micros_of", "seconds",
-           "sliding_bounds", "watermark_micros"]
+__all__ = ["LAST_MICROS", "MICROS", "TIME_MICROS", "Window", "bad_time", "check_bounds",
+           "closes_at", "event_micros", "first_time", "least_float", "micros", "micros_of",
+           "past_last_time", "seconds", "sliding_bounds", "watermark_micros"]
 
 T = TypeVar("T")
 
@@ -46,6 +51,22 @@ MICROS = 1_000_000
 TIME_MICROS = 1e6
 _INF = math.inf
 _FLOAT, _BITS, _SIGN = struct.Struct("<d"), struct.Struct("<Q"), 1 << 63
+
+
+def _last_micros() -> int:
+    """The microsecond of the largest float time whose microseconds a float holds."""
+    t = sys.float_info.max / TIME_MICROS
+    while not math.isinf(math.nextafter(t, _INF) * TIME_MICROS):
+        t = math.nextafter(t, _INF)
+    while math.isinf(t * TIME_MICROS):
+        t = math.nextafter(t, 0.0)
+    return round(t * TIME_MICROS)
+
+
+#: The last microsecond an event time has (about 1.8e302 seconds after 1970): a
+#: window whose end plus lateness is beyond it has no largest time seen that closes
+#: it (:func:`closes_at` has no answer), and is refused (:func:`past_last_time`).
+LAST_MICROS = _last_micros()
 
 
 class Window(NamedTuple, Generic[T]):
@@ -197,6 +218,25 @@ def closes_at(end_us: float, lateness_us: int) -> float:
     if math.isinf(end_us):
         return end_us
     return first_time(int(end_us) + lateness_us)
+
+
+def past_last_time(what: str, end_us: int, lateness: float) -> ValueError:
+    """The error for ``what``, a window ending at ``end_us``, that no watermark reaches.
+
+    A window closes once the largest time seen is ``lateness`` past its
+    end: when that is beyond :data:`LAST_MICROS`, no time closes it. The
+    element that would open it is refused whole, before it joins any
+    window, rather than held in windows that only ``close()`` would emit.
+
+    >>> closes_at(LAST_MICROS, 0)  # the last window that a time still closes
+    1.7976931348623154e+302
+    >>> past_last_time("the window [0.0, 10.0)", 10_000_000, 1.7e302)  # doctest: +ELLIPSIS
+    ValueError('the window [0.0, 10.0) ends at 10.0 s and would close lateness=1.7e+302 s ...')
+    """
+    return ValueError(f"{what} ends at {seconds(end_us)!r} s and would close lateness="
+                      f"{lateness!r} s after it, past the last event time (1.7e302 seconds "
+                      "of 1970, counted in microseconds): give a smaller lateness= (or window "
+                      "size, or gap), or earlier times")
 
 
 def micros_of(op: str, name: str, seconds: float, zero: bool = False) -> int:
