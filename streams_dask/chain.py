@@ -45,7 +45,11 @@ before sending the next nor unpickles the states.
   its events: an *anchor*. Until then the client holds every part task's
   future since the last anchor, so a worker that dies loses nothing: Dask
   recomputes what it held from those rounds, back to at most the anchor,
-  whose states are in the first task after it. The round after an anchor
+  whose states are in the first task after it. That takes every input of
+  those tasks giving what it gave the first time: a stateless stage before
+  them that is not provably pure (a random key) reaches them as the bytes
+  the client fetched of its output, not as a task Dask could run again
+  (see :class:`~streams_dask.worker.Drawn`). The round after an anchor
   starts from the anchor's states rather than the futures, which cuts the
   lineage (the scheduler forgets the older tasks); batches cut while an
   anchor is on its way wait for it, and leave together as one round.
@@ -236,7 +240,8 @@ class StateChain:
         run over the batches themselves (see :meth:`runs_prefix`): only
         for a stage every part computes alike
         (:func:`~streams_dask.pure_steps.replicable`). None: the batches
-        come as that stage's results.
+        come as that stage's results (their futures, or for a stage that
+        may not give the same result twice, the bytes the client fetched).
     """
 
     def __init__(self, submit: Callable[..., Future], plan: bytes,

@@ -23,6 +23,8 @@ too, each group told the stream's watermark: see
 
 from __future__ import annotations
 
+import io
+import pickle
 import time
 import zlib
 from collections.abc import Callable
@@ -53,12 +55,50 @@ class GroupStates(dict[int, Any]):
 def group_of(key: Any) -> int:
     """The key group of ``key``: the same in every worker process.
 
+    A key that holds an instance of a class defined in ``__main__`` (a
+    script's or a notebook's) is in group 0. Such a class reaches worker
+    processes by value, as a copy that pickle cannot write by reference
+    (it is not the ``__main__`` attribute of its name there), while in the
+    client's process (a cluster of threads) it can: group 0 everywhere
+    keeps its keys together wherever a checkpoint restores them. So is a
+    key that does not pickle at all (the node fails on it, or keeps it in
+    group 0's state).
+
     Examples
     --------
     >>> group_of("user-7") == group_of("user-7"), group_of(1) == group_of(1.0) == group_of(True)
     (True, True)
     """
-    return zlib.crc32(key_bytes(key)) % KEY_GROUPS
+    try:
+        data = key_bytes(key)
+    except Exception:
+        return 0
+    if b"__main__" in data and _holds_main_class(key):  # rare: the search is the cost
+        return 0
+    return zlib.crc32(data) % KEY_GROUPS
+
+
+class _MainClassFound(Exception):
+    pass
+
+
+class _MainClassFinder(pickle.Pickler):
+    """Pickles an object only to find a class of ``__main__`` in it (see :func:`group_of`)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, type) and obj.__module__ == "__main__":
+            raise _MainClassFound
+        return NotImplemented
+
+
+def _holds_main_class(key: Any) -> bool:
+    try:
+        _MainClassFinder(io.BytesIO(), protocol=5).dump(key)
+    except _MainClassFound:
+        return True
+    except Exception:
+        return False
+    return False
 
 
 def _grouper(plan: StagePlan) -> Callable[[Any], int]:

@@ -21,15 +21,20 @@ Python function whose bytecode
   assignment, no in-place operator (``+=`` on a global list mutates it);
 * imports nothing, yields nothing, defines no nested function (in Python
   3.11 a comprehension is one) and opens no ``with`` block;
-* closes over immutable values only.
+* closes over immutable values only;
+* uses a set (one it builds, or a constant, global or closure value) only
+  to test membership (``x in {"a", "b"}``): the order of a set of strings
+  depends on the process's hash seed, which workers started without a
+  nanny (``dask worker --no-nanny``) do not share, so ``list({a, b})[0]``
+  could differ from part to part.
 
 Reading globals and attributes, indexing, arithmetic and comparisons are
 taken to be pure, as they are for plain data; an element type whose
 operators have side effects, or whose ``str()`` shows its address, is not
-covered. The order of a set of strings depends on the process's hash seed:
-distributed's nannies give every worker the same one. An opcode this
-module does not know (a newer Python's) fails the check: the step then runs
-once, in a task of its own, which costs a transfer, never a result.
+covered, nor a set the step finds in an element or an attribute. An opcode
+this module does not know (a newer Python's) fails the check: the step then
+runs once, in a task of its own whose output the client fetches and hands
+on (see :mod:`streams_dask.runner`), which costs a round trip, never a result.
 """
 
 from __future__ import annotations
@@ -66,8 +71,8 @@ _PLAIN_OPS = frozenset({
     "LOAD_ATTR", "BINARY_OP", "BINARY_SUBSCR", "BINARY_SLICE", "COMPARE_OP", "IS_OP",
     "CONTAINS_OP", "UNARY_NEGATIVE", "UNARY_NOT", "UNARY_INVERT", "UNARY_POSITIVE",
     "BUILD_TUPLE", "BUILD_LIST", "BUILD_SET", "BUILD_MAP", "BUILD_CONST_KEY_MAP",
-    "BUILD_STRING", "BUILD_SLICE", "LIST_APPEND", "SET_ADD", "MAP_ADD", "LIST_EXTEND",
-    "SET_UPDATE", "DICT_UPDATE", "DICT_MERGE", "LIST_TO_TUPLE", "FORMAT_VALUE",
+    "BUILD_STRING", "BUILD_SLICE", "LIST_APPEND", "MAP_ADD", "LIST_EXTEND",
+    "DICT_UPDATE", "DICT_MERGE", "LIST_TO_TUPLE", "FORMAT_VALUE",
     "FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "CONVERT_VALUE", "UNPACK_SEQUENCE", "UNPACK_EX",
     "GET_ITER", "FOR_ITER", "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
     "JUMP", "JUMP_NO_INTERRUPT", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE",
@@ -113,12 +118,34 @@ def _pure_builtin(value: Any) -> bool:
         return False
 
 
+def _holds_set(value: Any) -> bool:
+    if isinstance(value, (set, frozenset)):
+        return True
+    return isinstance(value, tuple) and any(_holds_set(v) for v in value)
+
+
+def _loaded(func: types.FunctionType, ins: dis.Instruction) -> Any:
+    """The value a ``LOAD_CONST``, ``LOAD_DEREF`` or ``LOAD_GLOBAL`` (not of a call) pushes."""
+    if ins.opname == "LOAD_CONST":
+        return ins.argval
+    if ins.opname == "LOAD_DEREF":
+        cells = dict(zip(func.__code__.co_freevars, func.__closure__ or (), strict=True))
+        cell = cells.get(ins.argval)
+        return None if cell is None else cell.cell_contents
+    if ins.opname == "LOAD_GLOBAL" and not (ins.arg is not None and ins.arg & 1):
+        return _global(func, ins.argval)
+    return None
+
+
 def _calls_only_pure_builtins(func: types.FunctionType) -> bool:
     instructions = list(dis.get_instructions(func))
     for i, ins in enumerate(instructions):
         op = ins.opname
         if op not in _PLAIN_OPS:
             return False  # a method call, a store, an import, a yield, a nested function...
+        following = instructions[i + 1].opname if i + 1 < len(instructions) else ""
+        if (op == "BUILD_SET" or _holds_set(_loaded(func, ins))) and following != "CONTAINS_OP":
+            return False  # a set's order may differ by process (see the module's docstring)
         if op == "BINARY_OP" and ins.argrepr.endswith("="):
             return False  # in place: may mutate what a global or the element holds
         if op == "LOAD_ATTR" and _METHOD_ATTR and ins.arg is not None and ins.arg & 1:
@@ -129,13 +156,12 @@ def _calls_only_pure_builtins(func: types.FunctionType) -> bool:
             # (``sys.modules``), a generator a builtin would iterate, a dict
             # another call changes, differ from process to process or call to call.
             return False
-        if op == "LOAD_GLOBAL" and ins.arg is not None and ins.arg & 1:
+        if op == "LOAD_GLOBAL" and ins.arg is not None and ins.arg & 1 and (
+                not _builtin_named(func, ins.argval) or following == "LOAD_ATTR"):
             # The global starts a call (a NULL is pushed before it): it must
             # be a pure builtin, called as it is (not ``random.random``, a
             # module's attribute: the same flag).
-            following = instructions[i + 1].opname if i + 1 < len(instructions) else ""
-            if not _builtin_named(func, ins.argval) or following == "LOAD_ATTR":
-                return False
+            return False
     return True
 
 
@@ -151,6 +177,8 @@ def pure_function(func: Any) -> bool:
     (True, True)
     >>> pure_function(lambda x: (random.randrange(8), x)), pure_function(print)
     (False, False)
+    >>> pure_function(lambda x: x in {"a", "b"}), pure_function(lambda x: list({x, "a"})[0])
+    (True, False)
     >>> import sys
     >>> pure_function(lambda kv: (len(sys.modules) % 8, kv))  # a module's state: per process
     False
@@ -201,8 +229,10 @@ def replicable(plan_bytes: bytes) -> bool:
     """Whether every step of the stage pickled in ``plan_bytes`` is pure (:func:`pure_step`).
 
     Such a stage may run in each part of a keyed round (see
-    :meth:`streams_dask.chain.StateChain.runs_prefix`); any other runs once
-    per batch, in a task of its own.
+    :meth:`streams_dask.chain.StateChain.runs_prefix`), and Dask may compute
+    its output again for a stateful task that needs it; any other runs once
+    per batch, in a task of its own whose output the client fetches (see
+    :class:`streams_dask.worker.Drawn`).
 
     Examples
     --------

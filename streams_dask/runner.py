@@ -28,7 +28,11 @@ The runner turns elements arriving at ``scatter()`` into Dask tasks:
 A worker that dies loses nothing: every task's input is part of the task or
 of a task whose future the runner holds (nothing is scattered separately),
 so the scheduler recomputes lost results, and each result is replayed once,
-when it reaches the head.
+when it reaches the head. A stateful stage's tasks take nothing Dask could
+compute differently a second time: the output of a stateless stage before
+it that is not provably pure (:mod:`.pure_steps`: a random key, the clock)
+is fetched by the client, which hands its bytes to the stateful tasks (see
+:class:`~streams_dask.worker.Drawn`); a pure one's future is handed on.
 """
 
 from __future__ import annotations
@@ -52,14 +56,15 @@ from .held_refs import HeldRefs
 from .key_groups import parts
 from .pure_steps import replicable
 from .replay import Replay
+from .rounds import StartsRounds
 from .segment import Plan
 from .sync_driving import POLL_EVERY, DrivesSynchronously
-from .worker import Batch, StageResult, run_marked, run_prefix, run_stage, warm
+from .worker import Batch, StageResult, run_marked, run_prefix, run_prefix_once, run_stage, warm
 
 __all__ = ["POLL_EVERY", "DaskTaskError", "Runner"]
 
 
-class Runner(DeliversAsDone, DrivesSynchronously):
+class Runner(DeliversAsDone, DrivesSynchronously, StartsRounds):
     """Runs one Dask segment for its ``scatter()`` node.
 
     Parameters
@@ -118,14 +123,20 @@ class Runner(DeliversAsDone, DrivesSynchronously):
         # end-of-stream flag of each; and the second stage's rounds.
         self.waiting: deque[tuple[Any, bool, int]] = deque()
         self.chain: StateChain | None = None
+        #: The stateless stage before the chained one may give another result
+        #: if run again: its output comes to the client (see _ready_batches).
+        self.draws = False
         if plan.second is not None:
             # The parts of a keyed round may each run the stage before them
             # only if it gives them all the same elements: else they would
-            # disagree about an element's key (see :mod:`.pure_steps`).
-            replicated = plan.first is not None and plan.keyed and replicable(plan.first)
+            # disagree about an element's key (see :mod:`.pure_steps`). And
+            # a state built from an output Dask computed again (its worker
+            # died) would disagree with the events already taken of it.
+            pure = plan.first is not None and replicable(plan.first)
+            self.draws = plan.first is not None and not pure
             self.chain = StateChain(self._task, plan.second,
                                     parts(threads or 1) if plan.keyed else None,
-                                    plan.first if replicated else None)
+                                    plan.first if pure and plan.keyed else None)
         #: The events of the results taken, to push downstream.
         self.replay = Replay(nodes, exits, self.refs)
         self.submitted = 0  # tasks whose results are measured (one per batch)
@@ -269,11 +280,14 @@ class Runner(DeliversAsDone, DrivesSynchronously):
         assert self.chain is not None
         if self.plan.first is not None and batch and not self.chain.runs_prefix():
             try:
-                item = self._sent(batch, run_prefix, self.plan.first, Batch(batch))
+                item = self._sent(batch, run_prefix_once if self.draws else run_prefix,
+                                  self.plan.first, Batch(batch))
             except BatchNotSent:
                 if close:  # the end of stream goes on its own (as _lost's)
                     self._submit([], close=True)
                 raise
+            if self.draws:  # fetched: its round leaves once it is here
+                self._track(item)
         self.submitted += 1
         self.waiting.append((item, close, len(batch)))
         self._start_second()
@@ -292,60 +306,6 @@ class Runner(DeliversAsDone, DrivesSynchronously):
         except BatchNotSent:
             self._not_sent(self.refs.last(len(batch)))
             raise
-
-    def _start_second(self) -> None:
-        chain = self.chain
-        if chain is None or not chain.ready() or not self.waiting:
-            return
-        # Batches that waited (for a round ahead, or an anchor) run as one round.
-        waited = list(self.waiting)
-        self.waiting.clear()
-        try:
-            self._start_round(chain, waited)
-            return
-        except BatchNotSent as e:
-            error: BatchNotSent | None = e
-        # Not sent: then each batch as a round of its own, so that only the one
-        # that cannot be pickled is lost. They were the last ones sent.
-        first = self.refs.last(sum(size for _, _, size in waited)).start
-        errors = []
-        for i, entry in enumerate(waited if len(waited) > 1 else []):
-            if not chain.ready():  # an anchor on its way: the rest wait for it
-                self.waiting.extend(waited[i:])
-                break
-            try:
-                self._start_round(chain, [entry])
-            except BatchNotSent as e:
-                errors.append(e)
-                self._lost(first, entry)
-            first += entry[2]
-        if len(waited) == 1:
-            self._lost(first, waited[0])
-        else:
-            error = errors[0] if errors else None
-            for other in errors[1:]:  # with the first: an asynchronous stream has no later call
-                assert error is not None
-                error.add_note(f"and another batch was not sent: {other}")
-        self._start_second()  # an end of stream that was lost goes on its own
-        if error is not None:
-            raise error
-
-    def _start_round(self, chain: StateChain, waited: list[tuple[Any, bool, int]]) -> None:
-        """Submit the batches ``waited`` (with their end-of-stream flags, sizes) as one round."""
-        items = [item if isinstance(item, Future) else Batch(item) for item, _, _ in waited]
-        arg = items[0] if len(items) == 1 else {"parts": items}
-        batch = [x for b in items if isinstance(b, Batch) for x in b.items]
-        total = sum(size for _, _, size in waited)
-        for future in chain.start(batch, arg, total, waited[-1][1]):
-            self._track(future)
-
-    def _lost(self, first: int, entry: tuple[Any, bool, int]) -> None:
-        """The waited batch ``entry``, at positions from ``first``, was not sent; its end of
-        stream (if it carried it) waits to go on its own."""
-        _, close, size = entry
-        self._not_sent(range(first, first + size))
-        if close:
-            self.waiting.append(([], True, 0))
 
     def submit_close(self) -> list[BaseException]:
         """Submit everything pending, and the end of stream for stateful stages.
@@ -402,7 +362,13 @@ class Runner(DeliversAsDone, DrivesSynchronously):
         """The future whose result is needed next, if any."""
         if self.in_flight:
             return self.in_flight[0][0]
-        return None if self.chain is None else self.chain.head()
+        if self.chain is None:
+            return None
+        head = self.chain.head()
+        if head is None and self.draws and self.waiting:
+            first = self.waiting[0][0]  # a drawing stage's output, its round not started
+            return first if isinstance(first, Future) else None
+        return head
 
     # -- results fetched as tasks finish ------------------------------------------
     # (A synchronous producer waits for them through DrivesSynchronously.)
@@ -415,7 +381,8 @@ class Runner(DeliversAsDone, DrivesSynchronously):
     def _tracked(self, future: Future) -> bool:
         """Whether ``future``'s result is still to be taken."""
         return ((self.chain is not None and self.chain.holds(future))
-                or any(f is future for f, _ in self.in_flight))
+                or any(f is future for f, _ in self.in_flight)
+                or any(item is future for item, _, _ in self.waiting))
 
     def store(self, future: Future, result: Any) -> None:
         """Keep a fetched result by its task's key, or raise what the task met.
@@ -458,10 +425,15 @@ class Runner(DeliversAsDone, DrivesSynchronously):
             return any(f.key in self.fetched for f, _ in self.in_flight)
         if self.in_flight:
             return self.in_flight[0][0].key in self.fetched
+        if self.chain is not None and not self.chain.rounds:
+            head = self.head()  # a drawing stage's output, or nothing
+            return head is None or head.key in self.fetched
         return self.chain is None or self.chain.head_in(self.fetched)
 
     def _take_fetched(self) -> None:
         fetched = self.fetched
+        if self.draws:
+            self._start_second()  # a round whose input came
         if not self.ordered:
             for item in [i for i in self.in_flight if i[0].key in fetched]:
                 self.in_flight.remove(item)

@@ -74,7 +74,10 @@ def _read(node: Any, batch: list[Any], mine: set[int], rises: _Rises,
 
     Failures carried from an earlier stage go to the task of group 0, at
     their position; an element whose time or key raises goes to group 0,
-    where the node fails on it in its place, and moves no watermark.
+    where the node fails on it in its place, and moves no watermark. A key
+    that does not pickle on the worker (of a class a script defines) is in
+    group 0 too (see :func:`group_of`), but its element keeps its time and
+    moves the watermark, as in-process.
     """
     by_group: dict[int, list[tuple[int, Any]]] = {}
     known: dict[Any, int] = {}
@@ -87,7 +90,7 @@ def _read(node: Any, batch: list[Any], mine: set[int], rises: _Rises,
         try:
             t, k = node._stamp(x)
             g = known.get(k)
-            if g is None:
+            if g is None:  # group_of does not raise: the time above stays
                 g = known[k] = group_of(k)
         except Exception:
             t, g = -math.inf, 0

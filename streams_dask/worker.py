@@ -28,6 +28,7 @@ from streams.stage import (
 
 __all__ = [
     "Batch",
+    "Drawn",
     "Failure",
     "MarkedResult",
     "Passed",
@@ -40,6 +41,7 @@ __all__ = [
     "run_marked",
     "elements_of",
     "run_prefix",
+    "run_prefix_once",
     "run_stage",
     "stage_input",
     "Unsent",
@@ -143,6 +145,42 @@ def _sizeof_passed(passed: Passed) -> int:
 sizeof.register(Passed, _sizeof_passed)
 
 
+class Drawn:
+    """A stateless stage's result that may differ if computed again (:func:`run_prefix_once`).
+
+    Fetched by the client as a :class:`Batch` of the stage's output, pickled
+    here and never unpickled on the client, which then hands those bytes to
+    every task that takes the output: Dask has no task left to compute it
+    again from (for a task that needs it after a worker died), so a step
+    that draws at random, reads the clock or counts its calls gives every
+    taker what it gave the first one. An output that does not pickle comes
+    as an :class:`Unsent`: the takers then get its future, as a
+    :class:`Passed` one's, which only a task on its worker can take (there,
+    and only there, a lost worker has it computed again); elsewhere the
+    taking task fails, naming the step.
+    """
+
+    __slots__ = ("_plan", "value")
+
+    def __init__(self, value: StageResult, plan_bytes: bytes) -> None:
+        self.value = value
+        self._plan = plan_bytes
+
+    def __reduce__(self) -> Any:
+        try:
+            pickled = pickle.dumps(self.value.events, protocol=5)
+        except Exception as e:
+            return (Unsent, (_not_sent_on(self._plan, self.value.events, e),))
+        return (Batch, (None, pickled))
+
+
+def _sizeof_drawn(drawn: Drawn) -> int:
+    return int(sizeof(drawn.value))
+
+
+sizeof.register(Drawn, _sizeof_drawn)
+
+
 class Unsent:
     """What a stage's result that could not be pickled became: its error, for the task taking it."""
 
@@ -169,6 +207,23 @@ def run_prefix(plan_bytes: bytes, items: Batch | list[Any]) -> Passed:
     return Passed(run_stage(plan_bytes, items), plan_bytes)
 
 
+def run_prefix_once(plan_bytes: bytes, items: Batch | list[Any]) -> Drawn:
+    """Run a stateless stage that may not give the same result twice; the Dask task.
+
+    As :func:`run_prefix`, but its output is for the client to fetch (see
+    :class:`Drawn`).
+
+    >>> import cloudpickle
+    >>> from streams import Stream
+    >>> source = Stream()
+    >>> op = StageOp(source.map(lambda x: x + 1).describe(), ())
+    >>> plan = StagePlan("prefix-once", source.describe().id, (op.spec.id,), (op,), op.spec.id)
+    >>> pickle.loads(pickle.dumps(run_prefix_once(cloudpickle.dumps(plan), [1, 2]))).items
+    [2, 3]
+    """
+    return Drawn(run_stage(plan_bytes, items), plan_bytes)
+
+
 def _not_sent_on(plan_bytes: bytes, events: list[Any], error: Exception) -> str:
     """The error of a stage whose output could not be pickled, naming the output."""
     plan: StagePlan = pickle.loads(plan_bytes)
@@ -190,9 +245,9 @@ def _not_sent_on(plan_bytes: bytes, events: list[Any], error: Exception) -> str:
 
 
 def _taken(items: Any) -> Any:
-    """A previous stage's result as it came: a :class:`Passed` unwrapped, an
-    :class:`Unsent` raised."""
-    if isinstance(items, Passed):
+    """A previous stage's result as it came: a :class:`Passed` or :class:`Drawn`
+    unwrapped, an :class:`Unsent` raised."""
+    if isinstance(items, (Passed, Drawn)):
         return items.value
     if isinstance(items, Unsent):
         raise TypeError(items.error)
