@@ -52,6 +52,7 @@ from .segment import SparkSegment
 from .shipping import ship_library
 from .stages import COLUMNS
 from .stream import build_query_frame
+from .typed_payloads import payload_frame
 
 __all__ = ["to_dataframe"]
 
@@ -124,7 +125,7 @@ class TypedRows:
     """
 
     def __init__(self, schema_json: str, nodes: dict[int, tuple[str, str]], last: str,
-                 timezone: str = "UTC") -> None:
+                 timezone: str = "UTC", batch_rows: int = 0) -> None:
         from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import StructType
 
@@ -140,6 +141,7 @@ class TypedRows:
         self.names = self.schema.names
         self.nodes = nodes
         self.last = last
+        self.batch_rows = batch_rows  # PySpark's rows per Arrow batch (see frame)
         self.cols: list[list[Any]] = [[] for _ in self.names]
         self._appends = [c.append for c in self.cols]
 
@@ -225,8 +227,12 @@ class TypedRows:
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
     def frame(self) -> Any:
-        """The rows so far as a pandas frame (for a group function)."""
-        return self.batch().to_pandas()
+        """The rows so far as the pandas frame of an ``applyInPandasWithState`` function.
+
+        The frame holds Arrow IPC payloads, not the columns, which pandas
+        would change (see :mod:`streams_spark.typed_payloads`).
+        """
+        return payload_frame(self.batch(), self.batch_rows)
 
 
 def _integer_array(values: list[Any], to: pa.DataType) -> pa.Array:
@@ -461,7 +467,9 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
         # prints its DataFrame, which costs round trips to the JVM.
         last = specs[-1].name if specs else self._label()
         return partial(TypedRows, pickle.dumps(schema.jsonValue()).hex(), nodes, last,
-                       session.conf.get("spark.sql.session.timeZone") or "UTC")
+                       session.conf.get("spark.sql.session.timeZone") or "UTC",
+                       int(session.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch",
+                                            "10000")))
 
     if join is not None:  # Spark's stream-stream join of its two sides
         ahead = {id(n) for n in segment.lineage(join)}

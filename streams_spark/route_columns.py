@@ -5,21 +5,25 @@ of its pickle), a sequential stage's to its one group, a window's with
 their event time as the time function gives it (and, keyed, their pickled
 key: one pickle for keys one state in-process, 1, 1.0 and True). Each
 key is pickled once per task. :class:`streams_spark.routing.Router` packs
-the rows by these columns.
+the rows by these columns. A window is emitted with its first element's
+own key, not the one these bytes unpickle to (:func:`window_key_metadata`).
 """
 
 from __future__ import annotations
 
+import json
+import pickle
 import zlib
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from streams.operators._checks import key_bytes, key_function
 
 from .plan import Route
 
-__all__ = ["KEY_BUCKETS", "ONE_GROUP", "Routed", "element_routes", "key_bucket", "window_key",
-           "window_routes"]
+__all__ = ["KEY_BUCKETS", "ONE_GROUP", "Routed", "element_routes", "key_bucket",
+           "key_of_windows", "window_key", "window_key_metadata", "window_routes"]
 
 #: The key of the one group of a sequential stage (never a pickled key).
 ONE_GROUP = b"\x01"
@@ -50,12 +54,57 @@ def window_key(k: Any) -> bytes:
     """The pickle of a window's key: one for keys that are one state in-process.
 
     A dict takes 1, 1.0 and True as one key; Spark groups the windows by
-    these bytes.
+    these bytes. They unpickle to one form of the key (``1`` for all
+    three), which is not what in-process emits: see :func:`window_key_metadata`.
 
     >>> window_key(1) == window_key(1.0) == window_key(True) != window_key(1.5)
     True
     """
     return key_bytes(k)
+
+
+#: The key of :func:`window_key_metadata` in the metadata of Spark's ``k`` column.
+KEY_METADATA = "streams.window_key"
+
+#: How Spark's Arrow batches carry a column's metadata: as JSON, under this key.
+SPARK_METADATA = b"SPARK::metadata::json"
+
+
+def window_key_metadata(key: Any) -> dict[str, str]:
+    """The metadata of Spark's ``k`` column of windows keyed by ``key`` (a window's key= option).
+
+    In-process a keyed window is emitted with the key of the element that
+    opened it (``2.0``, ``True``, ``-0.0``), and Spark groups the windows by
+    :func:`window_key`, one form for all the keys a dict takes as one. The
+    metadata carries the key function, pickled, with the windows' rows
+    wherever they go (an executor's pass, a table collected on the driver):
+    :func:`key_of_windows` finds it there to take each window's key from its
+    first element.
+
+    Examples
+    --------
+    >>> meta = json.dumps(window_key_metadata(1)).encode()
+    >>> key_of_windows({SPARK_METADATA: meta})(("a", 2.0))
+    2.0
+    """
+    from pyspark import cloudpickle  # the one the worker's functions are pickled with
+
+    return {KEY_METADATA: cloudpickle.dumps(key).hex()}
+
+
+def key_of_windows(metadata: dict[bytes, bytes] | None) -> Callable[[Any], Any] | None:
+    """The key function of windows whose ``k`` field has ``metadata`` (None: not given).
+
+    See :func:`window_key_metadata`. Unpickled once per process for each key.
+    """
+    spark = (metadata or {}).get(SPARK_METADATA)
+    return None if spark is None else _key_function(spark)
+
+
+@lru_cache(maxsize=64)
+def _key_function(spark: bytes) -> Callable[[Any], Any] | None:
+    pickled = json.loads(spark).get(KEY_METADATA)
+    return None if pickled is None else key_function(pickle.loads(bytes.fromhex(pickled)))
 
 
 def element_routes(route: Route | None) -> Callable[[Any], tuple[bytes | None, Any]]:

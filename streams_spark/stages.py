@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from streams.operators._checks import one_key
 from streams.operators.window_bounds import Window, seconds
 from streams.spec import NodeSpec
 from streams.stage import Stage
@@ -41,7 +42,7 @@ from .codec import (
 )
 from .packs import opened, windows_and_firsts
 from .plan import Route, by_id, by_position, chain_plan
-from .route_columns import ONE_GROUP
+from .route_columns import ONE_GROUP, key_of_windows
 from .routing import Router
 from .worker_heap import freeze_worker_heap
 
@@ -126,6 +127,10 @@ class Driver:
 #: Makes the receiver of a stage's output: a :class:`Router` for the next
 #: stage, or typed rows for ``to_dataframe()`` (``streams_spark.dataframe``).
 Rows = Callable[[], Any]
+
+#: What a group function takes and returns: pandas frames, or Arrow tables
+#: and record batches (see :func:`keyed_scan`).
+Frame: TypeAlias = pd.DataFrame | pa.Table | pa.RecordBatch
 
 
 #: ``first`` of :func:`chain_task` when its input is the user's DataFrame.
@@ -251,8 +256,8 @@ def _bucket_state(saved: bytes, buckets: int, label: str) -> Any:
 
 
 def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSpec] | None = None,
-               rows_of: Rows | None = None, buckets: int = 0, closes: bool = False
-               ) -> Callable[[Any, Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
+               rows_of: Rows | None = None, buckets: int = 0, closes: bool = False,
+               arrow: bool = False) -> Callable[[Any, Iterator[Frame], Any], Iterator[Frame]]:
     """The ``applyInPandasWithState`` function of a node with per-key state.
 
     Each group is one of ``buckets`` buckets of keys (see :func:`key_bucket`);
@@ -264,20 +269,21 @@ def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSp
     Control and error rows (key ``b""``) pass through. ``closes``: a group
     is the whole input (a static DataFrame), so the stream ends after it:
     the node closes, as in-process (a ``ttl``'s ``on_expire`` of the keys
-    still held).
+    still held). ``arrow``: the group comes and leaves as Arrow tables and
+    record batches, not pandas frames (``applyInArrow``, see :func:`_columns`).
     """
     specs = [spec, *(after or ())]
     plan = chain_plan(specs)
     label = spec.name
 
-    def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+    def run(key: Any, frames: Iterator[Frame], state: Any) -> Iterator[Frame]:
         freeze_worker_heap()
         seqs, subs, kinds, ps = _columns(frames)
         rows = rows_of() if rows_of is not None else Router(route_to, specs[-1], specs)
         if not key[0]:
             for s, sb, kind, pv in zip(seqs, subs, kinds, ps, strict=True):
                 rows.passthrough(int(s), int(sb), int(kind), pv)
-            yield rows.frame()
+            yield rows.batch() if arrow else rows.frame()
             return
         stage = Stage(plan)
         stage.restore(by_id(specs, _bucket_state(state.get[0], buckets, label)
@@ -294,32 +300,33 @@ def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSp
             drive.drain(END_SEQ, 0)
         state.update((pickle.dumps((buckets, by_position(specs, stage.snapshot()), KEY_HASH),
                                    protocol=5),))
-        yield rows.frame()
+        yield rows.batch() if arrow else rows.frame()
 
     return run
 
 
 def sequential_chain(specs: list[NodeSpec], route_to: Route | None = None,
-                     rows_of: Rows | None = None, closes: bool = False) -> Callable[
-        [Any, Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
+                     rows_of: Rows | None = None, closes: bool = False, arrow: bool = False
+                     ) -> Callable[[Any, Iterator[Frame], Any], Iterator[Frame]]:
     """The ``applyInPandasWithState`` function of a chain with stateful nodes.
 
     All rows share one group (:data:`ONE_GROUP`); the nodes' states are the
     group's state. A ``FLUSH`` row flushes what the nodes hold, and so does
     the end of the group with ``closes`` (a static DataFrame: the group is
-    the whole input). Output rows are routed for ``route_to``.
+    the whole input). Output rows are routed for ``route_to``. ``arrow``:
+    Arrow in and out, as :func:`keyed_scan`.
     """
     plan = chain_plan(specs)
     last = specs[-1] if specs else None
 
-    def run(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+    def run(key: Any, frames: Iterator[Frame], state: Any) -> Iterator[Frame]:
         freeze_worker_heap()
         columns = _columns(frames)
         rows = rows_of() if rows_of is not None else Router(route_to, last, specs)
         if key[0] != ONE_GROUP:  # error and control rows pass through
             for s, sb, kind, pv in zip(*columns, strict=True):
                 rows.passthrough(int(s), int(sb), int(kind), pv)
-            yield rows.frame()
+            yield rows.batch() if arrow else rows.frame()
             return
         stage = Stage(plan)
         stage.restore(by_id(specs, pickle.loads(state.get[0]) if state.exists else None))
@@ -334,21 +341,25 @@ def sequential_chain(specs: list[NodeSpec], route_to: Route | None = None,
             stage.close()
             drive.drain(END_SEQ, 0)
         state.update((pickle.dumps(by_position(specs, stage.snapshot()), protocol=5),))
-        yield rows.frame()
+        yield rows.batch() if arrow else rows.frame()
 
     return run
 
 
-def _columns(frames: Iterator[pd.DataFrame]) -> tuple[list[Any], ...]:
+def _columns(frames: Iterator[Frame]) -> tuple[list[Any], ...]:
     """The ``seq``, ``sub``, ``kind`` and ``p`` columns of a group's frames, as lists.
 
     Unordered: :func:`~streams_spark.packs.opened` puts the elements in order
     (a pandas concat and sort would cost more than the group's Python work).
+    A frame is a pandas frame (``applyInPandasWithState``) or an Arrow table
+    (``applyInArrow``, a static DataFrame's groups: Arrow both ways, as the
+    output's typed columns need; see :mod:`streams_spark.typed_payloads`).
     """
     cols: tuple[list[Any], ...] = ([], [], [], [])
     for frame in frames:
         for col, name in zip(cols, ("seq", "sub", "kind", "p"), strict=True):
-            col.extend(frame[name].tolist())
+            col.extend(frame.column(name).to_pylist() if isinstance(frame, pa.Table)
+                       else frame[name].tolist())
     return cols
 
 
@@ -367,7 +378,11 @@ def _ordered_windows(batch: pa.RecordBatch | pa.Table) -> list[tuple[int, int, A
     Windows closing together are emitted as in-process: by end, then in the
     order they were opened (their first element's ``seq``). A keyed window
     is ``(key, elements)``; with a ``bounds`` column, the elements are a
-    :class:`~streams.Window` with the bounds Spark gave the window.
+    :class:`~streams.Window` with the bounds Spark gave the window. The key
+    is the first element's, as in-process (the ``k`` column's metadata
+    gives the key function, see
+    :func:`~streams_spark.route_columns.window_key_metadata`); without it,
+    the key the column's bytes unpickle to.
     """
     names = batch.schema.names
     lists, firsts = windows_and_firsts(batch.column(names.index("items")))
@@ -381,12 +396,21 @@ def _ordered_windows(batch: pa.RecordBatch | pa.Table) -> list[tuple[int, int, A
 
     ends = column("end").to_numpy(zero_copy_only=False)
     windows: list[Any] = lists if len(at) == len(firsts) else [lists[i] for i in at.tolist()]
+    elements = windows
     if "bounds" in names:
         starts = column("start").to_numpy(zero_copy_only=False)
         windows = list(map(Window, seconds(starts).tolist(), seconds(ends).tolist(), windows))
     keys = column("k")
+    keyf = key_of_windows(batch.schema.field("k").metadata)
     if keys.null_count == len(keys):  # unkeyed
         values = windows
+    elif keyf is not None:
+        # The key of the element that opened the window, as a dict keeps the
+        # first of keys it takes as one (2.0 and 2, True and 1, -0.0 and 0.0).
+        keyed = (keys.is_valid().to_numpy(zero_copy_only=False).tolist() if keys.null_count
+                 else [True] * len(windows))
+        values = [(one_key(keyf(xs[0])), w) if has else w
+                  for xs, w, has in zip(elements, windows, keyed, strict=True)]
     elif keys.null_count == 0:  # each key unpickled once
         if isinstance(keys, pa.ChunkedArray):  # a table's: one dictionary for all
             keys = keys.combine_chunks()

@@ -6,7 +6,7 @@ offsets in the checkpoint). Such a plan runs as one streaming query:
 
     file source (one Parquet file per micro-batch)
       -> mapInArrow (fused chain, routing columns)
-      -> groupBy(k).applyInPandasWithState (keyed scan; applyInPandas on a
+      -> groupBy(k).applyInPandasWithState (keyed scan; applyInArrow on a
          static DataFrame, whose groups come once)
       -> withWatermark + groupBy(window(t, size, slide) or session_window(t, gap),
          key) (an event-time window)
@@ -44,6 +44,7 @@ from .codec import (
 from .input_rows import carries
 from .late import LateElements
 from .plan import ChainStage, KeyedStage, Plan, Route, WindowStage, route_of
+from .route_columns import window_key_metadata
 from .routing import FAR_FUTURE, MID_SCHEMA, MID_SPANS, NodeFailure
 from .sql_text import named
 from .stages import (
@@ -57,6 +58,7 @@ from .stages import (
 )
 from .storage import location, scratch_location
 from .time_sql import spark_window, timestamp_of, watermark_delay
+from .typed_payloads import PAYLOADS, typed_batches
 from .window_sessions import sessions
 
 __all__ = ["StreamRunner", "build_query_frame", "window_groups"]
@@ -150,17 +152,24 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
             route = None  # that chain routes its own outputs
         if isinstance(stage, ChainStage | KeyedStage):
             to = rows_of if last else None
-            group = (sequential_chain(stage.specs, route, to, closes=static)
+            # A static DataFrame (a backfill): each group comes once, whole,
+            # to applyInArrow, Arrow both ways.
+            group = (sequential_chain(stage.specs, route, to, closes=static, arrow=static)
                      if isinstance(stage, ChainStage)
                      else keyed_scan(stage.spec, route, stage.after, to, stage.buckets,
-                                     closes=static))
-            schema = out_schema if last else mid
-            if df.isStreaming:
+                                     closes=static, arrow=static))
+            if static:
+                schema = out_schema if last else mid
+                df = df.groupBy("k").applyInArrow(_once(group, _arrow_schema(schema, df)),
+                                                  schema)
+            elif last:
+                # The typed rows cross pandas as payloads (see typed_payloads).
                 df = df.groupBy("k").applyInPandasWithState(
-                    group, schema, state, "append", GroupStateTimeout.NoTimeout)
+                    group, PAYLOADS, state, "append", GroupStateTimeout.NoTimeout
+                ).mapInArrow(typed_batches, out_schema)
             else:
-                # A static DataFrame (a backfill): each group comes once, whole.
-                df = df.groupBy("k").applyInPandas(_once(group), schema)
+                df = df.groupBy("k").applyInPandasWithState(
+                    group, mid, state, "append", GroupStateTimeout.NoTimeout)
             routed = True
         else:
             event_time = stage.spec.traits.event_time
@@ -214,7 +223,8 @@ def _windows(df: Any, event_time: EventTime, last: str | None = None,
     """Spark's windows of ``event_time`` over the rows of ``df`` (watermarked ``et``).
 
     One row per window and key: ``start`` and ``end`` (microseconds), ``k``
-    (the pickled key; null without a key) and ``items``, the window's rows;
+    (the pickled key, with the key function in its metadata; null without a
+    key) and ``items``, the window's rows;
     with ``bounds``, a ``bounds`` column too, which tells
     :func:`~streams_spark.stages.collected_rows` and the stage after the
     window to emit each window with its bounds. ``last``: the column of a
@@ -231,7 +241,11 @@ def _windows(df: Any, event_time: EventTime, last: str | None = None,
                "k", "items"]
     if event_time.bounds:
         columns.append("true AS `bounds`")
-    return select_expr(groups, columns)
+    windows = select_expr(groups, columns)
+    if event_time.key is None:
+        return windows
+    # Whoever reads the windows emits each with its first element's key.
+    return windows.withMetadata("k", window_key_metadata(event_time.key))
 
 
 class _NoState:
@@ -243,16 +257,32 @@ class _NoState:
         return None
 
 
-def _once(group: Any) -> Any:
-    """A group-state function as an ``applyInPandas`` function (static input)."""
+def _once(group: Any, schema: pa.Schema) -> Any:
+    """A group-state function of Arrow (``arrow=True``) as an ``applyInArrow`` function.
 
-    def run(key: Any, frame: Any) -> Any:
-        import pandas as pd
+    For a static input, whose groups come once: with no state to keep. The
+    output is cast to ``schema`` (see :func:`_arrow_schema`).
+    """
 
-        frames = list(group(key, iter([frame]), _NoState()))
-        return pd.concat(frames) if len(frames) != 1 else frames[0]
+    def run(key: tuple[pa.Scalar, ...], table: pa.Table) -> pa.Table:
+        out = pa.Table.from_batches(list(group(tuple(k.as_py() for k in key), iter([table]),
+                                               _NoState())))
+        return out if out.schema == schema else out.cast(schema)
 
     return run
+
+
+def _arrow_schema(schema: Any, df: Any) -> pa.Schema:
+    """The Spark ``schema`` as the Arrow schema ``applyInArrow`` requires of ``df``'s groups.
+
+    It casts nothing: a time column must be in UTC (typed rows are in the
+    session's time zone, the same instants), strings and binaries of the
+    size the session's ``useLargeVarTypes`` says.
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    large = df.sparkSession.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")
+    return to_arrow_schema(schema, timezone="UTC", prefers_large_types=large.lower() == "true")
 
 
 class StreamRunner:
