@@ -145,7 +145,7 @@ def _sizeof_passed(passed: Passed) -> int:
 sizeof.register(Passed, _sizeof_passed)
 
 
-class Drawn:
+class Drawn(Passed):
     """A stateless stage's result that may differ if computed again (:func:`run_prefix_once`).
 
     Fetched by the client as a :class:`Batch` of the stage's output, pickled
@@ -157,14 +157,10 @@ class Drawn:
     as an :class:`Unsent`: the takers then get its future, as a
     :class:`Passed` one's, which only a task on its worker can take (there,
     and only there, a lost worker has it computed again); elsewhere the
-    taking task fails, naming the step.
+    taking task fails, naming the step. Dask weighs it as a :class:`Passed`.
     """
 
-    __slots__ = ("_plan", "value")
-
-    def __init__(self, value: StageResult, plan_bytes: bytes) -> None:
-        self.value = value
-        self._plan = plan_bytes
+    __slots__ = ()
 
     def __reduce__(self) -> Any:
         try:
@@ -172,13 +168,6 @@ class Drawn:
         except Exception as e:
             return (Unsent, (_not_sent_on(self._plan, self.value.events, e),))
         return (Batch, (None, pickled))
-
-
-def _sizeof_drawn(drawn: Drawn) -> int:
-    return int(sizeof(drawn.value))
-
-
-sizeof.register(Drawn, _sizeof_drawn)
 
 
 class Unsent:
@@ -247,7 +236,7 @@ def _not_sent_on(plan_bytes: bytes, events: list[Any], error: Exception) -> str:
 def _taken(items: Any) -> Any:
     """A previous stage's result as it came: a :class:`Passed` or :class:`Drawn`
     unwrapped, an :class:`Unsent` raised."""
-    if isinstance(items, (Passed, Drawn)):
+    if isinstance(items, Passed):  # a Drawn one too
         return items.value
     if isinstance(items, Unsent):
         raise TypeError(items.error)
