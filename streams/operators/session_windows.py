@@ -18,6 +18,7 @@ from typing import Any
 from ..core import Stream
 from ..metadata import release_refs, retain_refs
 from ..spec import EventTime
+from ._checks import one_key
 from .durations import check_interval
 from .event_windows import Closed, _EventWindows
 from .window_bounds import (
@@ -257,7 +258,10 @@ class SessionWindow(_EventWindows):
                 elements = [x for _, x in s[2]]
                 if self._by_seq:  # their metadata goes with the list emitted
                     self._held_by(elements, [self._by_seq.pop(seq, None) for seq, _ in s[2]])
-                ready.append((end, s[3], k, elements,
+                # Its first element's own key, as a window's (and Spark's):
+                # not the one of the element whose entry closed it (2.0, 2).
+                key = k if self._key is None else one_key(self._key(s[2][0][1]))
+                ready.append((end, s[3], key, elements,
                               (seconds(s[0]), seconds(end)) if self.bounds else None))
                 n += 1
             if n == len(sessions):

@@ -452,3 +452,18 @@ def test_a_keyed_scan_with_ttl_on_int_times_gives_the_same_after_a_restore() -> 
     restore_graph(second_source, snapshot)
     second_source.emit(events[2])
     assert first + second == straight == [("a", 1), ("b", 1), ("a", 2)]
+
+
+@pytest.mark.parametrize("closed_by", ["watermark", "close"])
+def test_a_session_is_emitted_with_its_first_elements_key(closed_by: str) -> None:
+    # 2.0 and 2 are one key; the session is its first element's, as a window's
+    # (and Spark's): the watermark used to emit the key of its latest entry.
+    source = Stream()
+    out = source.session_window(1, time=0, key=1).sink_to_list()
+    source.emit((1, 2.0))
+    source.emit((1.5, 2))
+    source.emit((2.2, "y"))  # past 2.0's first entry (1 + 1), not the session's end
+    if closed_by == "watermark":
+        source.emit((10, "x"))
+    source.close()
+    assert [(type(k), k) for k, _ in out][:1] == [(float, 2.0)]
