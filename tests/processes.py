@@ -1,7 +1,8 @@
-"""Stopping the servers and clusters tests start as subprocesses."""
+"""Starting and stopping the servers and clusters tests run as subprocesses."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from typing import Any
 
@@ -15,3 +16,11 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float = 30) -> None:
     except subprocess.TimeoutExpired:  # pragma: no cover - a hung process
         proc.kill()
         proc.wait(timeout=timeout)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now, for a server a test starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+

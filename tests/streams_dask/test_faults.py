@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from distributed import Client
 
 import streams_dask  # noqa: F401
 from streams import Stream
-from tests.processes import stop_process
+from tests.processes import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,17 +87,10 @@ def test_killing_a_local_worker_process_loses_nothing(client: Client) -> None:
     assert pid not in client.run(os.getpid).values()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def external() -> Iterator[tuple[str, dict[str, subprocess.Popen[bytes]]]]:
     """``dask scheduler`` and two ``dask worker`` processes, torn down after."""
-    port = _free_port()
+    port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))

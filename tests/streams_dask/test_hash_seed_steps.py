@@ -11,7 +11,6 @@ others twice.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ import streams_dask  # noqa: F401
 from streams import Stream
 from streams_dask import chain
 from streams_dask.pure_steps import pure_function
-from tests.processes import stop_process
+from tests.processes import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,17 +69,10 @@ def test_a_set_is_pure_only_for_a_membership_test(func: Any, pure: bool) -> None
     assert pure_function(func) is pure
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def seeds_apart() -> Iterator[str]:
     """``dask scheduler`` and two ``dask worker --no-nanny`` with hash seeds 1 and 2."""
-    port = _free_port()
+    port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))

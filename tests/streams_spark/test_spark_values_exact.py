@@ -20,6 +20,7 @@ import pytest
 
 import streams_spark  # noqa: F401 - registers from_spark(), to_dataframe()
 from streams import Stream
+from tests.streams_spark.spark_plans import in_process
 
 pytestmark = pytest.mark.spark
 
@@ -69,15 +70,6 @@ def _sequential(s: Stream[Any]) -> Stream[Any]:
     return s.map(lambda r: (r.k, r.n, r.x)).scan(lambda _, x: x, start=None).map(_row)
 
 
-def _in_process(rows: list[Any], pipeline: Any) -> list[Any]:
-    source: Stream[Any] = Stream()
-    out = pipeline(source).sink_to_list()
-    for r in rows:
-        source.emit(r)
-    source.close()
-    return out
-
-
 def _written(rows: list[Any], spark: Any) -> list[Any]:
     # Spark gives the times as wall times of its session's time zone.
     zone = ZoneInfo(spark.conf.get("spark.sql.session.timeZone"))
@@ -86,7 +78,7 @@ def _written(rows: list[Any], spark: Any) -> list[Any]:
 
 
 def _expected(df: Any, pipeline: Any, names: list[str]) -> list[Any]:
-    return sorted((_exact({n: d[n] for n in names}) for d in _in_process(df.collect(), pipeline)),
+    return sorted((_exact({n: d[n] for n in names}) for d in in_process(df.collect(), pipeline)),
                   key=repr)
 
 
