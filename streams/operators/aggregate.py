@@ -126,7 +126,7 @@ class Accumulate(ExpiringKeys):
         self.returns_state = returns_state
         self.with_state = with_state
         self.key = key
-        self._key = None if key is None else key_function(key, self._operator)
+        self._key = None if key is None else key_function(key, "scan")
         self.args = ()
         self.kwargs = kwargs
         self.state: Any = {} if key is not None else start

@@ -111,7 +111,7 @@ def test_a_text_file_that_cannot_be_opened_names_the_sink(tmp_path: Path) -> Non
 @pytest.mark.parametrize("build, says", [
     (lambda s: s.session_window(5, time=["t"]), r"session_window\(\): time="),
     (lambda s: s.timed_window(5, time={"t"}), r"timed_window\(\): time="),
-    (lambda s: s.scan(max, start=0, key=["a", "b"]), r"key="),
+    (lambda s: s.scan(max, start=0, key=["a", "b"]), r"^scan\(\): key="),
     (lambda s: s.stateful_map(lambda n, x: (n, [x]), key={"id": 1}), r"stateful_map\(\): key="),
     (lambda s: s.partition(3, key=[0]), r"partition\(\): key="),
     (lambda s: s.lookup(Stream(), key=["id"]), r"lookup\(\): key="),
