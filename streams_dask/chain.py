@@ -21,7 +21,10 @@ before sending the next nor unpickles the states.
   that pickle small (:data:`SMALL_STATES`) come back with the events
   rather than cost a task. No merge task: on a worker it waited for a free
   thread, behind the next round's part task, which held back every round's
-  results by a part's run time.
+  results by a part's run time. A keyed part also says which positions of
+  the batch it took; the client checks that each was taken by one part
+  (:mod:`streams_dask.taken_positions`), which a key function that gives an
+  element another key at another call breaks.
 * **A cheap, pure stateless stage before a keyed one runs in each part.**
   The parts of a round read the whole batch anyway (a keyed window needs
   every element's time): each runs the stage before over the batch the
@@ -70,6 +73,7 @@ from distributed.protocol import pickle as dask_pickle
 from streams.carried_errors import StateNotPickled, state_not_pickled
 
 from .key_groups import GroupStates, run_key_groups, states_of, updated
+from .taken_positions import check_taken
 from .worker import Sealed, run_stage, stage_input, unsealed
 
 __all__ = ["ANCHOR_EVERY", "PREFIX_JUDGED_AFTER", "PREFIX_SHARE", "SMALL_STATES", "Link",
@@ -116,7 +120,9 @@ class Link(NamedTuple):
     when the states stay on the workers); ``seconds``: the longest part's
     run time; ``state_bytes``: the size of a part's pickled states;
     ``prefix_seconds``: the stateless stage before it, wherever it ran
-    (included in ``seconds`` when the part ran it).
+    (included in ``seconds`` when the part ran it); ``taken``: for a keyed
+    part that does not hold every key group, which positions of the batch
+    it took, one byte each (see :mod:`streams_dask.taken_positions`).
     """
 
     events: list[Any]
@@ -124,6 +130,7 @@ class Link(NamedTuple):
     seconds: float
     state_bytes: int = 0
     prefix_seconds: float = 0.0
+    taken: bytes | bytearray | None = None
 
 
 def _pickled(states: Any, plan_bytes: bytes) -> bytes | None:
@@ -172,18 +179,19 @@ def run_link(plan_bytes: bytes, items: Any, groups: tuple[int, ...] | None,
     started = time.perf_counter()
     states = _loaded(before.states if isinstance(before, Link) else unsealed(before))
     elements, prefix_seconds = stage_input(items, prefix)
+    taken = None
     if groups is None:
         result = run_stage(plan_bytes, elements, states, close)
         after = result.states
     else:
-        result = run_key_groups(plan_bytes, elements, groups, states, close)
+        result, taken = run_key_groups(plan_bytes, elements, groups, states, close)
         after = updated(states, result.states)
         # Sorted here, where the parts run at once: the client's merge of
         # sorted parts is then a linear pass.
         result.events.sort(key=_by_tag)
     pickled = _pickled(after, plan_bytes)
     return Link(result.events, pickled, time.perf_counter() - started,
-                len(pickled or b""), prefix_seconds)
+                len(pickled or b""), prefix_seconds, taken)
 
 
 def events_of(link: Link) -> Link:
@@ -381,8 +389,16 @@ class StateChain:
 
     def take(self, results: list[Link]) -> tuple[Link, int]:
         """The head round's results taken (one per part, in order): the round
-        as one :class:`Link` (see :func:`merge_links`) and its number of elements."""
+        as one :class:`Link` (see :func:`merge_links`) and its number of elements.
+
+        Raises :class:`~streams_dask.taken_positions.NondeterministicKey` if
+        the parts of a keyed round did not take each element exactly once
+        (a key function that gave an element another key at another call):
+        its events would double some elements and lose others.
+        """
         done = self.rounds.popleft()
+        if done.with_events and self.keyed:  # (an anchor of no elements: a round checked)
+            check_taken([r.taken for r in results], self.plan)
         self.state_bytes = [r.state_bytes for r in results]
         if done.with_events:  # an anchor of no elements returns the last round's again
             self.prefix_seconds += max(r.prefix_seconds for r in results)

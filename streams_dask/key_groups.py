@@ -19,6 +19,15 @@ output of an uninterrupted run.
 Keyed event-time windows (the ``watermark_key`` trait) run by key group
 too, each group told the stream's watermark: see
 :mod:`streams_dask.window_groups`.
+
+Each task calls the key function over the whole batch and keeps the
+elements of its own groups, so the key function must give an element the
+same key at every call; in-process it is called once. Each task reports the
+positions it took, and the client checks that every element was taken by
+exactly one (:mod:`streams_dask.taken_positions`): a random or clock-reading
+key is an error naming the node, not elements silently doubled or lost. A
+random key drawn in a ``map()`` before the keyed node is drawn once (see
+:mod:`streams_dask.pure_steps`).
 """
 
 from __future__ import annotations
@@ -119,7 +128,7 @@ def _grouper(plan: StagePlan) -> Callable[[Any], int]:
 
 
 def run_key_groups(plan_bytes: bytes, items: Any, groups: tuple[int, ...],
-                   sealed: Any, close: bool) -> StageResult:
+                   sealed: Any, close: bool) -> tuple[StageResult, bytearray | None]:
     """Run a keyed stage over the elements of ``groups``; a Dask task function.
 
     ``items`` is the batch (a :class:`~streams_dask.worker.Batch`) or the
@@ -128,6 +137,14 @@ def run_key_groups(plan_bytes: bytes, items: Any, groups: tuple[int, ...],
     ``(order, event)``: for a fold, the position in the batch (its length for
     what ``close`` flushes); failures carried from an earlier stage go with
     the task of group ``groups[0] == 0``.
+
+    And which positions of the batch this task took: a 1 at each (a carried
+    failure is taken by the task of group 0). Every task calls the key
+    function over the whole batch, so a key function that gives an element
+    another key at another call has it taken by two tasks or by none; the
+    client checks that each position was taken once
+    (:func:`~streams_dask.taken_positions.check_taken`). None when this task
+    holds every group: there is nothing to check.
     """
     from .window_groups import run_window_groups
     from .worker import elements_of, unsealed
@@ -137,10 +154,15 @@ def run_key_groups(plan_bytes: bytes, items: Any, groups: tuple[int, ...],
     batch = elements_of(items)
     stage = checkout(plan_bytes)
     plan = stage.plan
+    # One byte a position, written whether or not it is sent back: cheaper
+    # than asking at every element.
+    taken = bytearray(len(batch))
+    checked = len(groups) < KEY_GROUPS
     if plan.ops[0].spec.traits.watermark_key is not None:
-        windows, changed = run_window_groups(stage, batch, groups, states, close)
+        windows, changed = run_window_groups(stage, batch, groups, states, close, taken)
         release(stage)
-        return StageResult(windows, changed, time.perf_counter() - started)
+        return (StageResult(windows, changed, time.perf_counter() - started),
+                taken if checked else None)
     group = _grouper(plan)
     mine = set(groups)
     by_group: dict[int, list[tuple[int, Any]]] = {}
@@ -149,10 +171,12 @@ def run_key_groups(plan_bytes: bytes, items: Any, groups: tuple[int, ...],
         if type(x) is Failure:
             if 0 in mine:
                 out.append((pos, x))
+                taken[pos] = 1
             continue
         g = group(x)
         if g in mine:
             by_group.setdefault(g, []).append((pos, x))
+            taken[pos] = 1
     new: dict[int, GroupStates] = {}
     held = {g for s in (states or {}).values() for g in s}
     for g in sorted(mine if close else by_group):
@@ -176,7 +200,8 @@ def run_key_groups(plan_bytes: bytes, items: Any, groups: tuple[int, ...],
         for nid in run.stateful:
             new.setdefault(nid, GroupStates())[g] = taken_state(run.nodes[nid])
     release(stage)
-    return StageResult(out, new or None, time.perf_counter() - started)
+    return (StageResult(out, new or None, time.perf_counter() - started),
+            taken if checked else None)
 
 
 def taken_state(node: Any) -> dict[str, Any]:

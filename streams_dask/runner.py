@@ -59,6 +59,7 @@ from .replay import Replay
 from .rounds import StartsRounds
 from .segment import Plan
 from .sync_driving import POLL_EVERY, DrivesSynchronously
+from .taken_positions import NondeterministicKey
 from .worker import Batch, StageResult, run_marked, run_prefix, run_prefix_once, run_stage, warm
 
 __all__ = ["POLL_EVERY", "DaskTaskError", "Runner"]
@@ -335,7 +336,12 @@ class Runner(DeliversAsDone, DrivesSynchronously, StartsRounds):
 
     def _take_second(self, results: list[Any]) -> None:
         assert self.chain is not None
-        result, size = self.chain.take(results)
+        try:
+            result, size = self.chain.take(results)
+        except NondeterministicKey as e:  # its states are wrong: no round after it counts
+            self.failed = self.failed or e
+            self.broken = True
+            raise
         if size:  # rounds come back in order: the first items not done
             self._taken(result.seconds, range(self.refs.taken, self.refs.taken + size))
         self.replay.ready.extend(result.events)

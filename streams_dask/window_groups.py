@@ -12,7 +12,9 @@ before it:
 * each task reads the whole batch once, in order: every element's event time
   and key (the node's own :meth:`_stamp`), so its group, and the positions
   where the stream's largest time rises (a running max, from where the last
-  batch left it);
+  batch left it); the positions it takes go back to the client, which
+  checks that every element was taken by one task
+  (:mod:`streams_dask.taken_positions`);
 * each group's node is then given its elements in order, each with its
   number in the stream and the largest time by then (``_arrive_as``), and
   closes its windows at the rises where something of its own closes
@@ -69,8 +71,12 @@ class _Rises:
 
 
 def _read(node: Any, batch: list[Any], mine: set[int], rises: _Rises,
-          out: list[tuple[Any, Any]]) -> dict[int, list[tuple[int, Any]]]:
+          out: list[tuple[Any, Any]], taken: bytearray
+          ) -> dict[int, list[tuple[int, Any]]]:
     """The elements of the groups ``mine``, by group, and the rises of the batch.
+
+    Marks in ``taken`` the position of each element it keeps (see
+    :func:`~streams_dask.key_groups.run_key_groups`).
 
     Failures carried from an earlier stage go to the task of group 0, at
     their position; an element whose time or key raises goes to group 0,
@@ -86,6 +92,7 @@ def _read(node: Any, batch: list[Any], mine: set[int], rises: _Rises,
         if type(x) is Failure:
             if 0 in mine:
                 out.append(((pos, _OWN, *_NO_WINDOW), x))
+                taken[pos] = 1
             continue
         try:
             t, k = node._stamp(x)
@@ -100,6 +107,7 @@ def _read(node: Any, batch: list[Any], mine: set[int], rises: _Rises,
             rises.maxima.append(t)
         if g in mine:
             by_group.setdefault(g, []).append((pos, x))
+            taken[pos] = 1
     return by_group
 
 
@@ -142,13 +150,17 @@ class _GroupRun:
 
 
 def run_window_groups(stage: Stage, batch: list[Any], groups: tuple[int, ...],
-                      states: dict[int, GroupStates] | None, close: bool
+                      states: dict[int, GroupStates] | None, close: bool,
+                      taken: bytearray
                       ) -> tuple[list[tuple[Any, Any]], dict[int, GroupStates]]:
     """Run a keyed event-time window stage over the elements of ``groups``.
 
     Returns the tagged events (see the module's docstring) and the new
     states of the groups that changed, with the stream's :data:`SHARED`
-    largest time and count. ``stage`` is not released: it is the caller's.
+    largest time and count; marks in ``taken`` (one byte a position of
+    ``batch``) the positions it took (see
+    :func:`~streams_dask.key_groups.run_key_groups`). ``stage`` is not
+    released: it is the caller's.
     """
     plan = stage.plan
     head = plan.ops[0].spec.id
@@ -159,7 +171,7 @@ def run_window_groups(stage: Stage, batch: list[Any], groups: tuple[int, ...],
     rises = _Rises(before)
     mine = set(groups)
     out: list[tuple[Any, Any]] = []
-    by_group = _read(node, batch, mine, rises, out)
+    by_group = _read(node, batch, mine, rises, out, taken)
     held = {g for s in states.values() for g in s if g != SHARED}
     new: dict[int, GroupStates] = {}
     for g in sorted(mine & (held | set(by_group))):
