@@ -18,11 +18,16 @@ from typing import Any
 from ..errors import short_repr
 from .window_bounds import micros_of
 
-__all__ = ["SAME_RATIO", "check_interval", "check_slide"]
+__all__ = ["MAX_WINDOWS", "SAME_RATIO", "check_interval", "check_slide"]
 
 #: On the clock, two durations (float seconds) that differ by no more than this
 #: part of one are taken as one: ``0.1 * 3`` is ``0.3``'s, not a longer one.
 SAME_RATIO = 1e-9
+
+#: The most windows a sliding window's element may be in (``interval / slide``).
+#: Each holds the element: ``timed_window(3600, slide=1e-6)`` would put every
+#: element in 3.6e9 windows and never return from the first.
+MAX_WINDOWS = 100_000
 
 _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e-?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
@@ -99,6 +104,10 @@ def check_slide(op: str, interval: float, slide: Any, event_time: bool = False) 
     Traceback (most recent call last):
     ...
     ValueError: timed_window(): slide=0.301 is longer than the window (0.3 s): ...
+    >>> check_slide("timed_window", 3600, 1e-6, event_time=True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: timed_window(): slide=1e-06 puts each element in 3,600,000,000 windows ...
     """
     if slide is None:
         return interval
@@ -111,4 +120,15 @@ def check_slide(op: str, interval: float, slide: Any, event_time: bool = False) 
         raise ValueError(f"{op}(): slide={slide!r} is longer than the window "
                          f"({interval:g} s): elements between windows would be in none; "
                          "give slide <= interval")
+    if event_time:
+        per = -(-micros_of(op, "interval", interval) // micros_of(op, "slide", seconds))
+    else:
+        ratio = interval / seconds  # a ratio a rounding from whole is whole
+        per = round(ratio) if abs(ratio - round(ratio)) <= SAME_RATIO * ratio else math.ceil(ratio)
+    if per > MAX_WINDOWS:
+        raise ValueError(
+            f"{op}(): slide={slide!r} puts each element in {per:,} windows of {interval:g} s; "
+            f"at most {MAX_WINDOWS:,} are taken: give a longer slide, or aggregate in "
+            "tumbling windows of the slide and combine the last interval / slide of them "
+            "(timed_window(slide).map(agg).sliding_window(n).map(combine))")
     return seconds

@@ -186,3 +186,17 @@ def test_on_the_clock_a_slide_a_rounding_longer_than_the_window_is_the_window() 
     for longer in [0.3000004, 0.31]:
         with pytest.raises(ValueError, match=r"slide=0\.3.* is longer than the window \(0\.3 s\)"):
             windows(longer)
+
+
+@pytest.mark.parametrize("time", [identity, None], ids=["event-time", "clock"])
+def test_a_slide_that_puts_an_element_in_too_many_windows_is_refused_when_built(
+        time: Any) -> None:
+    # 3600 s sliding by a microsecond: each element in 3.6e9 windows, the first
+    # element never done. Refused, saying how to get the same result.
+    with pytest.raises(ValueError, match=r"^timed_window\(\): slide=1e-06 puts each element in "
+                                         r"3,600,000,000 windows .*sliding_window"):
+        Stream().timed_window(3600, slide=1e-6, time=time)
+    with use_clock(VirtualClock()):  # the most taken: 100,000 windows an element
+        Stream().timed_window(100, slide=0.001, time=time)
+        with pytest.raises(ValueError, match=r"100,001 windows"):
+            Stream().timed_window(100.001, slide=0.001, time=time)
