@@ -50,6 +50,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import struct
@@ -59,12 +60,18 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FORMAT_VERSION", "CheckpointError", "Job", "SlotFile", "Writer", "as_key",
-           "close_fds", "read_record", "remove_stale", "write_file"]
+__all__ = ["FORMAT_VERSION", "WRITERS", "CheckpointError", "Job", "SlotFile", "Writer", "afresh",
+           "as_key", "close_fds", "read_record", "remove_stale", "write_file"]
+
+logger = logging.getLogger("streams")
 
 #: The version written in the file's first block; readers refuse any other.
 FORMAT_VERSION = 2
 FILENAME = "checkpoint"
+#: The file, next to the checkpoint, naming the writers of sinks that number
+#: their writes (``sink_to_redis``) for a start without a checkpoint: see
+#: :mod:`streams.writer_names`.
+WRITERS = "writers.json"
 MAGIC = b"STREAMS-CHECKPOINT\n"
 BLOCK = 4096
 _SLOT = struct.Struct("<8sQQ32s")
@@ -78,6 +85,12 @@ _fdatasync: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
 
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be taken, read, or applied to this graph."""
+
+
+def afresh(directory: Path) -> str:
+    """What a refusal says to do to start afresh: all the directory holds goes, not one file."""
+    return (f"to start afresh, remove the directory {directory}, both its {FILENAME} and its "
+            f"{WRITERS}, or pass Checkpointer(restore=False)")
 
 
 class SlotFile:
@@ -224,7 +237,8 @@ def read_record(directory: Path, key: bytes | None = None) -> tuple[int, bytes] 
             raise CheckpointError(
                 f"{directory / old[-1]} has checkpoint format version 1, written by an earlier "
                 f"development version of streams; this version reads version {FORMAT_VERSION} "
-                "only: remove it to start afresh") from None
+                "only: remove it to start afresh, and the other checkpoint-N files with it "
+                f"(remove the directory {directory})") from None
         return None
     if not data.startswith(MAGIC):
         raise CheckpointError(f"{path} is not a streams checkpoint")
@@ -245,25 +259,53 @@ def read_record(directory: Path, key: bytes | None = None) -> tuple[int, bytes] 
     if key is not None and not keyed:
         raise CheckpointError(
             f"{path} is not signed with a key but key= was given: refusing it (it may have "
-            "been replaced); remove it to start afresh if it is yours")
+            f"been replaced); if it is yours, {afresh(directory)}")
     best: tuple[int, bytes] | None = None
-    for offset in (BLOCK, BLOCK + slot_size):
+    failed: list[tuple[int, int | None]] = []  # (slot, the sequence its header gives)
+    for slot, offset in enumerate((BLOCK, BLOCK + slot_size)):
         head = data[offset:offset + _SLOT.size]
+        if head == bytes(_SLOT.size):
+            continue  # never written (a new file's slot 1)
         if len(head) < _SLOT.size:
+            failed.append((slot, None))  # the file is shorter than its header says
             continue
         magic, sequence, length, digest = _SLOT.unpack(head)
         record = data[offset + _SLOT.size:offset + _SLOT.size + length]
-        if (magic == _SLOT_MAGIC and len(record) == length
-                and hmac.compare_digest(_digest(sequence, record, key), digest)
-                and (best is None or sequence > best[0])):
+        if not (magic == _SLOT_MAGIC and len(record) == length
+                and hmac.compare_digest(_digest(sequence, record, key), digest)):
+            failed.append((slot, sequence if magic == _SLOT_MAGIC else None))
+        elif best is None or sequence > best[0]:
             best = (sequence, record)
     if best is None:
         if key is not None:
             raise CheckpointError(
                 f"{path} fails its keyed check: it was changed by someone without the key, "
                 "written with another key, or damaged; nothing in it was loaded")
-        raise CheckpointError(f"{path} is damaged (neither of its slots holds a whole checkpoint)")
+        raise CheckpointError(f"{path} is damaged (neither of its slots holds a whole "
+                              f"checkpoint); {afresh(directory)}")
+    for slot, sequence in failed:
+        _warn_failed_slot(path, slot, sequence, best[0], key is not None)
     return best
+
+
+def _warn_failed_slot(path: Path, slot: int, sequence: int | None, restored: int,
+                      keyed: bool) -> None:
+    """Tell that one slot failed its check and the other was restored (see read_record).
+
+    A crash in the middle of a write leaves the slot being written so, and
+    the checkpoint before it is the right one to restore; but damage done to
+    the file later looks the same, and then the lost slot may have held the
+    newer checkpoint, after which entries were acknowledged (to Redis, say):
+    the user must hear of it.
+    """
+    claims = "" if sequence is None else f" (its header says checkpoint {sequence})"
+    logger.warning(
+        "%s: slot %d%s fails its %s; checkpoint %d, in slot %d, is restored instead. A write "
+        "cut short by a crash or a power loss does this, and then nothing is lost; but if the "
+        "file was damaged or changed after it was written, what the pipeline did and "
+        "acknowledged after checkpoint %d (entries acknowledged to a broker, output "
+        "committed) may be lost", path, slot, claims, "keyed check" if keyed else "checksum",
+        restored, 1 - slot, restored)
 
 
 class Job:

@@ -18,7 +18,9 @@ Examples
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
+import operator
 import os
 import pickle
 import sys
@@ -84,20 +86,79 @@ def _identity(index: int, node: Stream[Any], order: dict[int, int]) -> dict[str,
 
 #: Parameter values whose text is the same in every process (others are not compared).
 _PLAIN = (type(None), bool, int, float, str, bytes, datetime.timedelta)
+#: Callables whose text (``operator.itemgetter(0)``) says all they do.
+_SAID_BY_REPR = (operator.itemgetter, operator.attrgetter, operator.methodcaller)
+#: Longer texts of a function's bound arguments are recorded as a digest.
+_LONGEST = 120
 
 
-def _param_identity(node: Stream[Any]) -> dict[str, str]:
-    """The text of a stateful node's plain parameters, and its functions' names."""
-    found: dict[str, str] = {}
+def _param_identity(node: Stream[Any]) -> dict[str, Any]:
+    """What a stateful node's state means something under: its plain parameters' text,
+    its functions' identities (as :func:`_function_identity`), and the text of the
+    arguments its function is given (``args``, ``kwargs``: see :func:`_arguments_text`).
+
+    Functions were recorded by name only, and arguments not at all, before
+    this release: :func:`_same_param` compares such a record as it was.
+    """
+    found: dict[str, Any] = {}
     names = node._params if node._state_params is None else node._state_params
     for name in names:
         value = _text_of_path(getattr(node, name, None))
         if isinstance(value, _PLAIN) or (
                 isinstance(value, tuple) and all(isinstance(v, _PLAIN) for v in value)):
-            found[name] = repr(value)
-        elif callable(value) and not isinstance(value, type):
-            found[name] = _function_identity(value)["name"]
+            found[name] = repr(value)  # as earlier versions recorded it
+        elif isinstance(value, type):
+            found[name] = _name_of(value)
+        elif callable(value):
+            found[name] = _function_identity(value)
+        elif name in ("args", "kwargs") and isinstance(value, (tuple, dict)):
+            # The node's own container of the arguments its function is given.
+            found[name] = _arguments_text(value)
     return found
+
+
+def _value_text(value: Any, depth: int = 0) -> str:
+    """A value's text, the same in every process, never failing (for an identity).
+
+    Plain values (numbers, strings, None, timedeltas) are their ``repr``,
+    tuples and frozensets their items'; a function is its name, an
+    ``operator.itemgetter`` its ``repr``. Anything else is only its type: a
+    list, a dict or an object may change as the pipeline runs (a cache the
+    function fills), and must not make a restore of an unchanged pipeline
+    fail.
+
+    >>> _value_text(("a", 2.5, len, [1]))
+    "('a', 2.5, builtins.len, <builtins.list>)"
+    """
+    if isinstance(value, _PLAIN):
+        return repr(value)
+    if isinstance(value, _SAID_BY_REPR) and " at 0x" not in repr(value):
+        return repr(value)
+    if depth < 3 and isinstance(value, (tuple, frozenset)) and len(value) <= 100:
+        texts = [_value_text(v, depth + 1) for v in value]
+        if isinstance(value, frozenset):
+            return "frozenset({" + ", ".join(sorted(texts)) + "})"
+        return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
+    if callable(value):
+        return _name_of(getattr(value, "func", value))
+    return f"<{_name_of(type(value))}>"
+
+
+def _arguments_text(arguments: tuple[Any, ...] | dict[str, Any]) -> str:
+    """The text of the arguments given to a function (a node's ``args`` or ``kwargs``...).
+
+    >>> _arguments_text({"factor": 1, "cache": {}})
+    "{'cache': <builtins.dict>, 'factor': 1}"
+    """
+    if isinstance(arguments, dict):
+        return "{" + ", ".join(sorted(f"{k!r}: {_value_text(v)}"
+                                      for k, v in arguments.items())) + "}"
+    return _value_text(arguments)
+
+
+def _name_of(obj: Any) -> str:
+    qualname = getattr(obj, "__qualname__", type(obj).__name__)
+    return f"{getattr(obj, '__module__', '')}.{qualname}"
 
 
 def _source_identity(node: Stream[Any]) -> dict[str, Any] | None:
@@ -125,15 +186,17 @@ def _text_of_path(value: Any) -> Any:
 
 
 def _function_identity(func: Any) -> dict[str, Any]:
-    """The name and a digest of the code of a stateful node's function.
+    """The name and a digest of the code of a stateful node's function, and what is bound to it.
 
     State built by one function fed to another (a scan whose function
     changed) gives results neither would. The code digest depends on the
-    Python version, so it is compared only between equal versions.
+    Python version, so it is compared only between equal versions. What is
+    bound (``functools.partial``'s arguments, the defaults of the function's
+    parameters, an ``operator.itemgetter``'s items) is recorded as the text
+    of :func:`_value_text`, or its digest when long.
     """
     inner = getattr(func, "func", func)  # functools.partial
-    qualname = getattr(inner, "__qualname__", type(inner).__name__)
-    name = f"{getattr(inner, '__module__', '')}.{qualname}"
+    name = _name_of(inner)
     code = getattr(inner, "__code__", None)
     digest = None
     if code is not None:
@@ -144,7 +207,28 @@ def _function_identity(func: Any) -> dict[str, Any]:
                            if not isinstance(k, types.CodeType)]).encode())
             h.update(repr(c.co_names).encode())
         digest = h.hexdigest()[:16]
-    return {"name": name, "code": digest, "python": "{}.{}".format(*sys.version_info[:2])}
+    return {"name": name, "code": digest, "python": "{}.{}".format(*sys.version_info[:2]),
+            "bound": _bound_text(func)}
+
+
+def _bound_text(func: Any) -> str:
+    parts = []
+    if isinstance(func, functools.partial):
+        parts.append(f"args={_arguments_text(func.args)}, "
+                     f"keywords={_arguments_text(func.keywords)}")
+        func = func.func
+    if isinstance(func, _SAID_BY_REPR):
+        parts.append(_value_text(func))
+    defaults = getattr(func, "__defaults__", None)
+    kwdefaults = getattr(func, "__kwdefaults__", None)
+    if isinstance(defaults, tuple) and defaults:
+        parts.append(f"defaults={_value_text(defaults)}")
+    if isinstance(kwdefaults, dict) and kwdefaults:
+        parts.append(f"keyword defaults={_arguments_text(kwdefaults)}")
+    text = "; ".join(parts)
+    if len(text) > _LONGEST:
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    return text
 
 
 def _stable(const: Any) -> Any:
@@ -165,7 +249,28 @@ def _same_function(got: dict[str, Any], want: dict[str, Any] | None) -> bool:
         return True  # a checkpoint of an earlier version: nothing recorded
     if got["name"] != want.get("name"):
         return False
+    if "bound" in want and got.get("bound") != want["bound"]:  # (older ones record none)
+        return False
     return bool(got["python"] != want.get("python") or got["code"] == want.get("code"))
+
+
+def _same_param(got: Any, want: Any) -> bool:
+    """Whether a parameter's identity now (``got``) is the one recorded (``want``)."""
+    if isinstance(want, dict):  # a function, compared as the node's function is
+        return isinstance(got, dict) and _same_function(got, want)
+    if isinstance(got, dict):  # a function that earlier versions recorded by name only
+        return bool(want == got["name"])
+    return bool(got == want)
+
+
+def _function_change(got: dict[str, Any], want: dict[str, Any]) -> str:
+    """What differs between two function identities (:func:`_same_function` said they do)."""
+    if got["name"] != want.get("name"):
+        return f"{want.get('name')} then, {got['name']} now"
+    if "bound" in want and got.get("bound") != want["bound"]:
+        return (f"{got['name']} bound to {want['bound'] or 'nothing'} then, "
+                f"to {got['bound'] or 'nothing'} now")
+    return f"{got['name']}, its code changed"
 
 
 def _older_state(names: list[str], taken: Any, added: tuple[str, ...]) -> bool:
@@ -224,58 +329,62 @@ def snapshot_graph(node: Stream[Any], copy: bool = True) -> GraphSnapshot:
     return GraphSnapshot(tuple(identities(nodes)), states)
 
 
+#: What a refusal of a bare snapshot (not a Checkpointer's) says to do.
+AFRESH = "do not restore it, to start afresh"
+
+
 def _check_match(nodes: list[Stream[Any]], entries: tuple[dict[str, Any], ...],
-                 where: str) -> None:
+                 where: str, afresh: str = AFRESH) -> None:
+    found = first_difference(nodes, entries)
+    if found is not None:
+        what, why = found
+        raise CheckpointError(f"{where} {what}; {why} ({afresh})")
+
+
+def first_difference(nodes: list[Stream[Any]], entries: tuple[dict[str, Any], ...] | list[Any],
+                     then: str = "the checkpoint") -> tuple[str, str] | None:
+    """How the graph of ``nodes`` first differs from the identity ``entries`` recorded
+    (by ``then``), and why it matters; None if it does not."""
     got_all = identities(nodes)
+    changed = "a changed pipeline cannot resume from an old checkpoint"
     for i, n in enumerate(nodes):
         if i >= len(entries):
-            raise CheckpointError(
-                f"{where} does not match the graph: the graph has {len(nodes)} nodes, the "
-                f"checkpoint {len(entries)}; node {i} ({n._label()}) is not in the checkpoint")
+            return (f"does not match the graph: the graph has {len(nodes)} nodes, {then} "
+                    f"{len(entries)}; node {i} ({n._label()}) is not in {then}", changed)
         got, want = got_all[i], entries[i]
         if _older_state(got["state"], want.get("state"), n._state_added):
             got = {**got, "state": want["state"]}  # taken before some were kept: restored
+        at = f"does not match the graph at node {i}:"
         if {k: got[k] for k in ("operator", "name")} != {
                 k: want.get(k) for k in ("operator", "name")}:
-            raise CheckpointError(
-                f"{where} does not match the graph at node {i}: the graph has "
-                f"{n._label()}, the checkpoint has {_describe_entry(want)}; a changed "
-                "pipeline cannot resume from an old checkpoint (remove it to start afresh)")
+            return (f"{at} the graph has {n._label()}, {then} has {_describe_entry(want)}",
+                    changed)
         if got["state"] != want.get("state"):
-            raise CheckpointError(
-                f"{where} does not match the graph at node {i}: {n._label()} keeps "
-                f"{got['state']} here, the checkpoint {want.get('state')}: the node changed "
-                "(its parameters, or the library's version of it), and a changed pipeline "
-                "cannot resume from an old checkpoint (remove it to start afresh)")
+            return (f"{at} {n._label()} keeps {got['state']} here, {then} "
+                    f"{want.get('state')}: the node changed (its parameters, or the "
+                    "library's version of it)", changed)
         if "source" in want and not _recorded_equal(got.get("source") or {}, want["source"]):
-            raise CheckpointError(
-                f"{where} was taken over another input: node {i} ({n._label()}) reads "
-                f"{got.get('source')}, the checkpoint's read {want['source']}; its offsets "
-                "mean nothing here (remove the checkpoint to start afresh, or point the "
-                "source at the input it was taken over)")
+            return (f"was taken over another input: node {i} ({n._label()}) reads "
+                    f"{got.get('source')}, {then}'s read {want['source']}",
+                    "its offsets mean nothing here; point the source at the input it was "
+                    "taken over")
         if "function" in got and not _same_function(got["function"], want.get("function")):
-            raise CheckpointError(
-                f"{where} does not match the graph at node {i}: {n._label()}'s function "
-                f"changed ({want['function'].get('name')} then, {got['function']['name']} "
-                "now, or its code); state built by the old function would feed the new one "
-                "(remove the checkpoint to start afresh)")
-        if not _recorded_equal(got.get("params", {}), want.get("params", {})):
-            raise CheckpointError(
-                f"{where} does not match the graph at node {i}: {n._label()}'s parameters "
-                f"changed ({_changes(got.get('params', {}), want['params'])}); state kept "
-                "under the old ones means something else under these (remove the checkpoint "
-                "to start afresh)")
+            return (f"{at} {n._label()}'s function changed "
+                    f"({_function_change(got['function'], want['function'])})",
+                    "state built by the old function would feed the new one")
+        params, recorded = got.get("params", {}), want.get("params", {})
+        if not all(k in params and _same_param(params[k], v) for k, v in recorded.items()):
+            return (f"{at} {n._label()}'s parameters changed ({_changes(params, recorded)})",
+                    "state kept under the old ones means something else under these")
         if "upstreams" in want and got.get("upstreams") != want["upstreams"]:
-            raise CheckpointError(
-                f"{where} does not match the graph at node {i}: {n._label()} has its "
-                f"upstreams {got.get('upstreams')} (nodes in graph order), the checkpoint "
-                f"{want['upstreams']}; its state is kept per upstream (remove the checkpoint "
-                "to start afresh)")
+            return (f"{at} {n._label()} has its upstreams {got.get('upstreams')} (nodes in "
+                    f"graph order), {then} {want['upstreams']}",
+                    "its state is kept per upstream")
     if len(entries) > len(nodes):
-        raise CheckpointError(
-            f"{where} does not match the graph: the graph has {len(nodes)} nodes, the "
-            f"checkpoint {len(entries)}; checkpoint node {len(nodes)} "
-            f"({_describe_entry(entries[len(nodes)])}) is not in the graph")
+        return (f"does not match the graph: the graph has {len(nodes)} nodes, {then} "
+                f"{len(entries)}; {then.removeprefix('the ')} node {len(nodes)} "
+                f"({_describe_entry(entries[len(nodes)])}) is not in the graph", changed)
+    return None
 
 
 def _recorded_equal(got: dict[str, Any], want: dict[str, Any]) -> bool:
@@ -284,22 +393,33 @@ def _recorded_equal(got: dict[str, Any], want: dict[str, Any]) -> bool:
 
 
 def _changes(got: dict[str, Any], want: dict[str, Any]) -> str:
-    return ", ".join(f"{k} {want[k]} then, {got.get(k)} now" for k in want
-                     if got.get(k) != want[k])
+    return ", ".join(_change(k, got.get(k), v) for k, v in want.items()
+                     if not _same_param(got.get(k), v))
+
+
+def _change(name: str, got: Any, want: Any) -> str:
+    if isinstance(got, dict) and isinstance(want, dict):
+        return f"{name}: {_function_change(got, want)}"
+    return f"{name} {_shown(want)} then, {_shown(got)} now"
+
+
+def _shown(identity: Any) -> str:
+    return str(identity.get("name")) if isinstance(identity, dict) else str(identity)
 
 
 def restore_graph(node: Stream[Any], snapshot: GraphSnapshot, where: str = "snapshot",
-                  copy: bool = True) -> None:
+                  copy: bool = True, afresh: str = AFRESH) -> None:
     """Restore every node of the graph ``node`` belongs to from ``snapshot``.
 
     The nodes get a copy of its states, so one snapshot restores any number
     of times, or into several graphs; with ``copy=False`` they take its
     objects over (a snapshot used once, as one read from a checkpoint).
     Raises :class:`CheckpointError`, naming the node, if the graph differs
-    from the one the snapshot was taken of.
+    from the one the snapshot was taken of (ending with ``afresh``: what to
+    do to start afresh instead).
     """
     nodes = walk(node)
-    _check_match(nodes, snapshot.nodes, where)
+    _check_match(nodes, snapshot.nodes, where, afresh)
     # One copy of all the states: objects the nodes shared stay shared.
     states = deepcopy(snapshot.states) if copy else snapshot.states
     for n, state in zip(nodes, states, strict=True):

@@ -37,9 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import os
-import uuid
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
@@ -50,6 +48,7 @@ from ._checkpoint_io import (
     CheckpointError,
     Job,
     Writer,
+    afresh,
     as_key,
     close_fds,
     discard,
@@ -64,6 +63,7 @@ from .graph import walk
 from .loop_thread import asyncio_loop_running
 from .pending import gather_pending as _gather_pending
 from .snapshot import GraphSnapshot, _node_state, restore_graph, snapshot_graph
+from .writer_names import name_writers
 
 __all__ = [
     "FORMAT_VERSION",
@@ -76,11 +76,6 @@ __all__ = [
     "snapshot_graph",
     "write_checkpoint",
 ]
-
-#: The file, next to the checkpoint, naming the writers of sinks that number
-#: their writes (``sink_to_redis``) for a start without a checkpoint.
-WRITERS = "writers.json"
-
 
 class Checkpointer:
     """Take checkpoints of a running pipeline; resume it from the last one.
@@ -145,7 +140,8 @@ class Checkpointer:
         flush per checkpoint; a killed process loses nothing without it).
     restore : bool
         Resume from an existing checkpoint (False: remove it at once, so that a
-        crash before the new run's first checkpoint starts afresh).
+        crash before the new run's first checkpoint starts afresh, and draw
+        new writer names: see :mod:`streams.writer_names`).
     background : bool
         Write checkpoints in one writer thread, started for the purpose, while
         the pipeline goes on (default False: in the pipeline's own thread,
@@ -225,7 +221,8 @@ class Checkpointer:
                 snap = read_checkpoint(self.directory, self._key)
                 if snap is not None:
                     where = f"checkpoint {snap.sequence} in {self.directory / FILENAME}"
-                    restore_graph(node, snap, where=where, copy=False)  # read afresh
+                    restore_graph(node, snap, where=where, copy=False,  # read afresh
+                                  afresh=afresh(self.directory))
                     self.sequence = snap.sequence + 1
                     self.restored = True
             except BaseException:
@@ -233,35 +230,10 @@ class Checkpointer:
                 raise
         else:
             discard(self.directory, fsync)
-        if self._numbering and not self.restored:
-            self._name_writers(restore)
+        if self._numbering and not self.restored:  # names drawn or reused: see writer_names
+            name_writers(self.directory, walk(node), self._numbering, restore, fsync)
         remove_stale(self.directory)  # a write cut short leaves a temporary file
         self._writer = Writer(self.directory, fsync, self.sequence - 1, self._key)
-
-    def _name_writers(self, reuse: bool) -> None:
-        """Give each sink that numbers its writes its writer name, kept on disk.
-
-        The names of a fresh start are written (to ``WRITERS``) before the
-        first write: a crash before the first checkpoint restarts under the
-        same names, so the server skips what it already has. Removing the
-        directory, or ``restore=False``, draws new names.
-        """
-        path = self.directory / WRITERS
-        names: list[str] = []
-        if reuse and path.exists():
-            names = json.loads(path.read_text())
-        if len(names) != len(self._numbering):
-            names = [uuid.uuid4().hex for _ in self._numbering]
-            self.directory.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(WRITERS + ".tmp")
-            with open(tmp, "w") as f:
-                json.dump(names, f)
-                if self.fsync:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, path)
-        for n, name in zip(self._numbering, names, strict=True):
-            n._attach_checkpointer(name)  # type: ignore[attr-defined]
 
     @property
     def durable(self) -> int:
