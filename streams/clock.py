@@ -26,7 +26,9 @@ import contextlib
 import contextvars
 import heapq
 import itertools
+import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
@@ -36,6 +38,7 @@ __all__ = [
     "LoopClock",
     "VirtualClock",
     "get_clock",
+    "private_loop",
     "run_sync",
     "use_clock",
 ]
@@ -235,7 +238,45 @@ def use_clock(clock: Clock) -> Iterator[Clock]:
         _current.reset(token)
 
 
-_private_loop: asyncio.AbstractEventLoop | None = None
+class _ThreadLoop:
+    """A thread's private loop, closed when the thread ends.
+
+    Kept in a ``threading.local``: when the thread ends, its entry goes, this
+    holder with it, and the finalizer closes the loop (its selector's file
+    descriptors would leak otherwise, one set per thread that ever emitted).
+    The main thread's is closed at exit. Closing does not run the loop
+    again: a task an operator left on it (none is left once ``run_sync``
+    returns, unless a step never finishes) goes unfinished, as it would have
+    on a loop kept for the process.
+    """
+
+    __slots__ = ("__weakref__", "loop")
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        # The finalizer holds the loop, never the holder: it would keep it alive.
+        closing = weakref.finalize(self, self.loop.close)
+        # At exit, only the main thread's: a daemon thread still alive then
+        # may be running its loop, and closing a running loop raises.
+        closing.atexit = threading.current_thread() is threading.main_thread()
+
+
+_thread_loops = threading.local()
+
+
+def private_loop() -> asyncio.AbstractEventLoop | None:
+    """This thread's private loop (:func:`run_sync`), or None if it has none yet."""
+    holder: _ThreadLoop | None = getattr(_thread_loops, "holder", None)
+    return None if holder is None else holder.loop
+
+
+def __getattr__(name: str) -> Any:
+    # ``clock._private_loop`` was one loop for the process; it is now the
+    # calling thread's (streams.operators._outbox reads it to know whether
+    # a timer armed here would ever fire).
+    if name == "_private_loop":
+        return private_loop()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run_sync(pending: Awaitable[Any]) -> None:
@@ -243,12 +284,15 @@ def run_sync(pending: Awaitable[Any]) -> None:
 
     Used by a synchronous ``emit`` whose graph has coroutine steps: with no
     running loop there is nothing to hand the work to, so it runs here, on a
-    private loop kept for the whole process, before ``emit`` returns.
+    private loop of the calling thread, before ``emit`` returns. One loop per
+    thread: two threads each feeding their own pipeline each run their own
+    (a loop runs in one thread at a time). A thread's loop is kept while the
+    thread lives, and closed when it ends.
     """
-    global _private_loop
-    if _private_loop is None or _private_loop.is_closed():
-        _private_loop = asyncio.new_event_loop()
-    _private_loop.run_until_complete(_as_coroutine(pending))
+    holder: _ThreadLoop | None = getattr(_thread_loops, "holder", None)
+    if holder is None or holder.loop.is_closed():
+        holder = _thread_loops.holder = _ThreadLoop()
+    holder.loop.run_until_complete(_as_coroutine(pending))
 
 
 async def _as_coroutine(pending: Awaitable[Any]) -> None:

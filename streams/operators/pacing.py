@@ -35,6 +35,7 @@ from ._outbox import (
     EPSILON,
     Outbox,
     arm,
+    armed_here,
     being_cancelled,
     downstream_cancelled,
     running_loop,
@@ -204,7 +205,10 @@ class Delay(Stream[Any]):
                 retain_refs(metadata)
                 self._metadata.append(metadata or [])
             self._held.append((now + self.interval, x))
-            if self._timer is None:
+            if not armed_here(self._timer):
+                # None, or a timer of a loop since closed (fed under one
+                # asyncio.run(), then under the next or with no loop): it
+                # would never fire, and the elements would wait for the next.
                 self._timer = arm(self._clock, self._held[0][0], self._on_timer)
             return pending if pending is not None else self._outbox.wait()
         finally:
@@ -277,6 +281,11 @@ class RateLimit(Stream[Any]):
     running, ``emit`` blocks for the wait (on the loop's clock). streamz's
     metadata goes along, its refs held while the element waits.
 
+    Elements leave in the order they came. streamz lets an element whose
+    turn came while its producer blocked the loop pass one still waiting
+    (emitted a, b, then d after blocking past both turns: a, d, b); here
+    it goes after it.
+
     Examples
     --------
     >>> import asyncio
@@ -296,7 +305,7 @@ class RateLimit(Stream[Any]):
     (['a'], ['a', 'b'])
     """
 
-    __slots__ = ("_clock", "_error", "_next", "_turns", "interval")
+    __slots__ = ("_ahead", "_clock", "_error", "_next", "_turns", "interval")
     _operator = "rate_limit"
     _local_only = "time-based delivery is done in this process"
     _params = ("interval",)
@@ -310,16 +319,23 @@ class RateLimit(Stream[Any]):
         # first failure of one whose producer had stopped waiting.
         self._turns: set[asyncio.Task[None]] = set()
         self._error: BaseException | None = None
+        # Resolved once the last element to wait on a loop has gone: a later
+        # one goes after it, even if its own turn has come (see _later).
+        self._ahead: asyncio.Future[None] | None = None
         Stream.__init__(self, upstream, **kwargs)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         now = self._clock.now()
         turn = self._next
         self._next = max(now, turn) + self.interval
-        if now >= turn - EPSILON:
+        ahead = self._ahead
+        due = now >= turn - EPSILON
+        if due and (ahead is None or ahead.done()):
             return self._emit(x) if metadata is None else self._emit(x, metadata)
         loop = running_loop()
         if loop is None:
+            if due:  # those waiting are on a loop of another thread: nothing to wait on here
+                return self._emit(x) if metadata is None else self._emit(x, metadata)
             if not isinstance(self._clock, LoopClock):
                 # Waiting on a virtual clock needs someone to advance it: with
                 # no loop running nobody can, and the emit would hang forever.
@@ -327,31 +343,60 @@ class RateLimit(Stream[Any]):
                 raise RuntimeError("rate_limit() on a virtual clock waits on a running loop: "
                                    "emit from async code and advance with advance_async()")
             retain_refs(metadata)  # released once emitted
-            return self._later(turn - now, x, metadata)  # run by the synchronous emit
+            return self._later(turn, x, metadata)  # run by the synchronous emit
+        if ahead is not None and (ahead.done() or ahead.get_loop() is not loop):
+            ahead = None  # gone, or of a loop since ended: nothing to wait behind
         retain_refs(metadata)
         # The wait is a task of this node, not of the producer: cancelling
         # the producer's ``await emit`` must not take the element (and its
         # turn) away. The producer waits on ``done``.
         done: asyncio.Future[None] = loop.create_future()
-        task = loop.create_task(self._turn(turn - now, x, metadata, done))
+        gone = self._ahead = loop.create_future()
+        task = loop.create_task(self._turn(turn, x, metadata, done, ahead, gone))
         self._turns.add(task)
         task.add_done_callback(self._turns.discard)
         return done
 
-    async def _later(self, wait: float, x: Any, metadata: Any) -> None:
+    async def _later(self, turn: float, x: Any, metadata: Any,
+                     ahead: asyncio.Future[None] | None = None,
+                     gone: asyncio.Future[None] | None = None) -> None:
+        """Emit ``x`` at time ``turn``, after the element ``ahead`` of it has gone.
+
+        The wait is measured when the task runs, to ``turn``, not for the
+        wait there was at arrival: a producer that blocks the loop between
+        two emits starts the first task late, and a wait counted from then
+        would let a later element wake first. An element whose turn came
+        while the loop was blocked still waits for the one ahead, whose
+        timer has not fired yet: streamz lets it pass (a, d, b where a, b,
+        d were emitted); here they leave in the order they came. ``gone``
+        is resolved once ``x`` has been emitted, or has failed to be.
+        """
         try:
-            await self._clock.sleep(wait)
-        except BaseException:
-            release_refs(metadata)
-            raise
-        pending = self._emit(x) if metadata is None else emit_held(self._emit, x, [metadata])
+            try:
+                wait = turn - self._clock.now()
+                if wait > EPSILON:
+                    await self._clock.sleep(wait)
+                if ahead is not None and not ahead.done():
+                    # Shielded: cancelling this task must not cancel the
+                    # future the element behind this one waits for too.
+                    await asyncio.shield(ahead)
+            except BaseException:
+                release_refs(metadata)
+                raise
+            pending = self._emit(x) if metadata is None else emit_held(self._emit, x, [metadata])
+        finally:
+            # Not on a loop since closed (a task destroyed unfinished): its
+            # callbacks could not be scheduled, and nobody is left to wait.
+            if gone is not None and not gone.done() and not gone.get_loop().is_closed():
+                gone.set_result(None)
         if pending is not None:
             await pending
 
-    async def _turn(self, wait: float, x: Any, metadata: Any, done: asyncio.Future[None]) -> None:
-        """Emit ``x`` at its turn; tell its producer through ``done``."""
+    async def _turn(self, turn: float, x: Any, metadata: Any, done: asyncio.Future[None],
+                    ahead: asyncio.Future[None] | None, gone: asyncio.Future[None]) -> None:
+        """Emit ``x`` at its turn (:meth:`_later`); tell its producer through ``done``."""
         try:
-            await self._later(wait, x, metadata)
+            await self._later(turn, x, metadata, ahead, gone)
         except asyncio.CancelledError as e:
             if being_cancelled():  # the loop is ending: tell the producer, and close
                 done.cancel()

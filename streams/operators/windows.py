@@ -20,7 +20,7 @@ from ..pending import emit_each
 from ..pending import gather_pending as _gather_pending
 from ..spec import Traits
 from ._checks import check_count, key_function
-from ._outbox import EPSILON, Outbox, arm
+from ._outbox import EPSILON, Outbox, arm, armed_here
 from .pacing import call_when_free, locked_method, locked_timer
 
 __all__ = ["Partition", "PartitionUnique", "SlidingWindow"]
@@ -125,13 +125,19 @@ class Partition(Stream[Any]):
             expired = None
             if self.timeout is not None:
                 assert self._clock is not None
-                expired = self._expire(self._outbox.emit, self._clock.now())
+                now = self._clock.now()
+                expired = self._expire(self._outbox.emit, now)
             group = self._buffer.get(k)
             if group is None:
                 group = self._buffer[k] = []
                 if self.timeout is not None:
-                    self._start_group(k)
+                    self._started[k] = now
             group.append(x)
+            if self.timeout is not None and not armed_here(self._timer):
+                # None, or a timer of a loop since closed (fed under one
+                # asyncio.run(), then under the next or with no loop): it would
+                # never fire. For the oldest group, which may not be this one.
+                self._arm_first()
             if metadata:
                 retain_refs(metadata)
                 self._metadata.setdefault(k, []).append(metadata)
@@ -183,12 +189,6 @@ class Partition(Stream[Any]):
         if self._started:
             first = next(iter(self._started.values()))
             self._timer = arm(self._clock, first + self.timeout, self._on_timer)
-
-    def _start_group(self, k: Any) -> None:
-        assert self._clock is not None and self.timeout is not None
-        self._started[k] = self._clock.now()
-        if self._timer is None:
-            self._timer = arm(self._clock, self._started[k] + self.timeout, self._on_timer)
 
     def _expire(self, emit: Any, now: float) -> Any:
         """Emit the partial groups whose timeout has passed by ``now``, oldest first."""
