@@ -32,6 +32,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from .in_flight import in_flight, in_flight_of
+
 if TYPE_CHECKING:
     from .core import Stream
 
@@ -61,7 +63,7 @@ def settle(pending: Awaitable[Any], node: Stream[Any]) -> Any:
         return pending  # the push was already deferred behind earlier work
     if backlog is None:
         backlog = Backlog(node, loop)
-    return backlog.track(asyncio.ensure_future(pending, loop=loop))
+    return backlog.track(pending)
 
 
 class Backlog:
@@ -74,8 +76,12 @@ class Backlog:
     retrieved". Instead, while work is pending, the node's ``_push`` is
     replaced by :meth:`push`, which chains each new element behind the
     previous one; the original is put back once the backlog drains, so the
-    synchronous path pays nothing. Failures are logged (naming the node)
-    and do not stop the elements queued behind them.
+    synchronous path pays nothing. Failures are logged at once (naming the
+    node) and do not stop the elements queued behind them. An element's
+    failure nobody read from the Future its ``emit`` returned is also kept
+    and raised when the node closes, as a timer's failure is (see
+    :class:`streams.in_flight.InFlight`): a notebook cell that does not keep
+    that Future still hears of it.
     """
 
     __slots__ = ("loop", "node", "saved", "tail")
@@ -112,16 +118,31 @@ class Backlog:
             if pending is not None:
                 await pending
 
-        return self.track(self.loop.create_task(run()))
+        return self.track(run())
 
-    def track(self, future: asyncio.Future[Any]) -> asyncio.Future[Any]:
-        self.tail = future
-        future.add_done_callback(self._done)
-        return future
+    def track(self, work: Awaitable[Any]) -> asyncio.Future[Any]:
+        """Run ``work`` in a Task on the loop, the new tail; that Task."""
+        task = self.loop.create_task(self._run(work))
+        self.tail = task
+        task.add_done_callback(self._done)
+        return task
+
+    async def _run(self, work: Awaitable[Any]) -> None:
+        try:
+            await work
+        except Exception as e:
+            # Logged and kept here, in the Task: read in a done-callback, the
+            # failure would count as heard by whoever holds the Task.
+            kept = in_flight(self.node)
+            if kept is None or e is not kept.raised:  # a close raising a kept one: told
+                logger.error("%s: work scheduled by a synchronous emit failed",
+                             self.node._label(), exc_info=e)
+            if not self.node._closed:  # an element's: its close raises it, unless read
+                in_flight_of(self.node).failed(e, asyncio.current_task(), logged=True)
+            raise
 
     def _done(self, future: asyncio.Future[Any]) -> None:
-        if not future.cancelled() and (exc := future.exception()) is not None:
-            logger.error("%s: work scheduled by a synchronous emit failed",
-                         self.node._label(), exc_info=exc)
+        if self.node._closed and not future.cancelled():
+            future.exception()  # logged, and no later close raises it: asyncio need not
         if future is self.tail and self.node._push == self.push:
             self.node._push = self.saved

@@ -1,9 +1,11 @@
 """The end of a node: ``close()`` travelling down the graph, and ``destroy()``.
 
 ``close()`` flushes what each node holds (windows, partitions, buffers),
-then tells every downstream that no more elements will come. A node closes
-once all its upstreams have, and after any upstream still draining on the
-loop has finished. ``destroy()`` cuts a node out of the graph for good.
+waits for the work of elements emitted into it without ``await`` (see
+:class:`streams.in_flight.InFlight`), then tells every downstream that no
+more elements will come. A node closes once all its upstreams have, and
+after any upstream still draining on the loop has finished. ``destroy()``
+cuts a node out of the graph for good.
 
 The methods of :class:`~streams.core.Stream` call these functions; they are
 kept here so that the node's module holds the node's protocol only.
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import StreamClosedError
 from .fusion import invalidate
+from .in_flight import CLOSED_FROM, InFlight, in_flight
 from .pending import DONE, emit_each, failing_after, settle
 
 if TYPE_CHECKING:
@@ -61,9 +64,11 @@ def _begin(node: Stream[Any], queued: bool) -> Any:
                 return None
         else:
             try:
-                task = asyncio.ensure_future(pending, loop=asyncio.get_running_loop())
+                loop = asyncio.get_running_loop()
             except RuntimeError:  # no loop running here: the caller runs it
                 return pending
+            task = asyncio.ensure_future(pending, loop=loop)
+            CLOSED_FROM[task] = asyncio.current_task(loop)  # see InFlight.drained
     _closing[node] = task
     task.add_done_callback(lambda t: _ended(node, t))
     return task
@@ -80,6 +85,9 @@ def close(node: Stream[Any]) -> Any:
 
     On a running loop, what is still to do runs as a task, and a Future is
     returned (as ``emit`` does): the stream is closed even if nobody awaits it.
+    That includes waiting for the work of elements emitted without ``await``;
+    a failure of it that nobody read from ``emit``'s result is raised by the
+    close, once every node has closed (see :class:`~streams.in_flight.InFlight`).
     """
     __tracebackhide__ = True  # pytest, IPython: show the user's frames
     task = _closing.get(node)
@@ -98,8 +106,12 @@ def close(node: Stream[Any]) -> Any:
 async def aclose(node: Stream[Any]) -> None:
     """``await node.aclose()``: close, and wait for all work in flight to finish.
 
-    Cancelled (a timeout), it leaves the close running: a later ``aclose()``
-    waits for that close to finish and raises what it raised.
+    Work in flight includes elements emitted without ``await``: they go
+    through before the nodes below close, and the first failure of theirs
+    nobody read from ``emit``'s result is raised here, once all have closed
+    (a synchronous emit's on a running loop too). Cancelled (a timeout), it
+    leaves the close running: a later ``aclose()`` waits for that close to
+    finish and raises what it raised.
     """
     task = _closing.get(node)
     if task is None:
@@ -155,6 +167,7 @@ def _open(node: Stream[Any]) -> bool:
     A closed node whose downstreams' closing work runs on the loop (the
     synchronous API on a running loop: a :class:`~streams.backlog.Backlog`
     holds its push until that work is done) has sent it: it is not waited for.
+    One still waiting for its un-awaited emits' work has not.
     """
     from .backlog import Backlog
 
@@ -162,7 +175,10 @@ def _open(node: Stream[Any]) -> bool:
         return True
     backlog = Backlog.of(node)
     push = backlog.saved if backlog is not None else node._push
-    return push != node._push_closed
+    if push != node._push_closed:
+        return True
+    work = in_flight(node)
+    return work is not None and work.closing
 
 
 async def _close_after(node: Stream[Any], flushed: Awaitable[Any]) -> None:
@@ -195,13 +211,29 @@ def _closed_after_failure(node: Stream[Any], error: Exception) -> Any:
 def close_downstreams(node: Stream[Any]) -> Any:
     """Close every downstream of ``node`` (and its error stream).
 
-    A failure in one branch does not leave the others open: the first error
-    is re-raised once all have been closed.
+    First, the work of elements emitted into ``node`` without ``await`` (its
+    :class:`~streams.in_flight.InFlight`) is waited for: closed before it
+    ends, the nodes below would refuse the rest of those elements. A
+    failure in one branch does not leave the others open: the first error
+    (one of that work nobody read first) is re-raised once all have been closed.
     """
     targets = list(node.downstreams)
     if node._errors is not None:
         targets.append(node._errors)
-    return emit_each(lambda d: d._on_close(node), targets)
+    work = in_flight(node)
+    if work is None:  # nothing was emitted into it without finishing at once
+        return emit_each(lambda d: d._on_close(node), targets)
+    if work.tasks:
+        return _close_after_work(node, work, targets)
+    return emit_each(lambda d: d._on_close(node), targets, work.unread())
+
+
+async def _close_after_work(node: Stream[Any], work: InFlight, targets: list[Stream[Any]]
+                            ) -> None:
+    await work.drained()
+    pending = emit_each(lambda d: d._on_close(node), targets, work.unread())
+    if pending is not None:
+        await pending
 
 
 def remove_upstream(node: Stream[Any], upstream: Stream[Any]) -> None:

@@ -15,14 +15,16 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from .in_flight import InFlight, in_flight_of
+
 if TYPE_CHECKING:
     from .core import Stream
 
 logger = logging.getLogger("streams")
 
-__all__ = ["DONE", "Failing", "as_future", "asynchronous_of", "done", "emit_each", "failing_after",
-           "ELEMENT_TASKS", "element_task", "finish_emit", "gather_branches", "gather_pending",
-           "settle", "until_done"]
+__all__ = ["DONE", "ELEMENT_TASKS", "Failing", "as_future", "asynchronous_of", "done",
+           "element_task", "emit_each", "failing_after", "finish_emit", "gather_branches",
+           "gather_pending", "settle", "until_done"]
 
 
 class _Done:
@@ -91,7 +93,8 @@ def gather_branches(results: list[Any]) -> Any:
     return gather_pending(results, together=True)
 
 
-def emit_each(emit: Callable[[Any], Any], items: Iterable[Any]) -> Any:
+def emit_each(emit: Callable[[Any], Any], items: Iterable[Any],
+              error: BaseException | None = None) -> Any:
     """``emit(x)`` for every item, even after one fails downstream; their pending work.
 
     For ``close()``, which has no later time to send what is left (and the
@@ -102,7 +105,7 @@ def emit_each(emit: Callable[[Any], Any], items: Iterable[Any]) -> Any:
     first failure once it is done: the
     caller finishes it as any pending work (an ``await``, or a synchronous
     ``close()`` running it to the end; on a running loop, scheduled, its
-    failure logged).
+    failure logged). ``error``: a failure met before, raised first.
 
     >>> sent = []
     >>> def emit(x):
@@ -116,7 +119,6 @@ def emit_each(emit: Callable[[Any], Any], items: Iterable[Any]) -> Any:
     [1, 3]
     """
     pending = []
-    error: Exception | None = None
     for x in items:
         try:
             pending.append(emit(x))
@@ -127,7 +129,7 @@ def emit_each(emit: Callable[[Any], Any], items: Iterable[Any]) -> Any:
     return failing_after(pending, error)
 
 
-def failing_after(pending: list[Any], error: Exception) -> Any:
+def failing_after(pending: list[Any], error: BaseException) -> Any:
     """``error``, raised once ``pending``'s work is done; at once if none is pending.
 
     What a step returns that met ``error`` after other work of the same
@@ -165,14 +167,14 @@ class Failing:
 
     __slots__ = ("_work",)
 
-    def __init__(self, pending: list[Awaitable[Any]], error: Exception | None = None) -> None:
+    def __init__(self, pending: list[Awaitable[Any]], error: BaseException | None = None) -> None:
         self._work = _all(pending, error)  # error: met before these ran, else one of theirs
 
     def __await__(self) -> Any:
         return self._work.__await__()
 
 
-async def _all(pending: list[Awaitable[Any]], error: Exception | None = None,
+async def _all(pending: list[Awaitable[Any]], error: BaseException | None = None,
                together: bool = False) -> None:
     # Every one is awaited even after one fails (a coroutine left unawaited
     # would never run: another branch's element lost); the first failure
@@ -205,7 +207,7 @@ def element_task(work: Awaitable[Any]) -> asyncio.Future[Any]:
     return task
 
 
-def _kept_first(error: Exception | None, e: Exception, what: str) -> Exception:
+def _kept_first(error: BaseException | None, e: BaseException, what: str) -> BaseException:
     """The failure to raise: ``error`` if one came first, else ``e``; a later one is logged."""
     if error is None:
         return e
@@ -220,29 +222,31 @@ def settle(pending: Awaitable[Any], node: Stream[Any]) -> Any:
     return settle_on_loop(pending, node)
 
 
-def as_future(pending: Any) -> Any:
-    """What an asynchronous ``emit`` returns when work is still running.
+def as_future(pending: Any, node: Stream[Any] | None = None) -> Any:
+    """What an asynchronous ``emit`` into ``node`` returns when work is still running.
 
-    On a running loop, a Future: the work goes on even if nobody awaits
-    it, and it can be awaited any number of times, as streamz's ``emit``
-    result can (issue 15). With no loop, the awaitable as is.
+    On a running loop, a Future: the work goes on even if nobody awaits it,
+    and it can be awaited any number of times, as streamz's ``emit`` result
+    can (issue 15). With no loop, the awaitable as is.
 
     Work that is a Future of the running loop already (``buffer``'s room,
-    ``rate_limit``'s turn) is returned as it is; other work runs in a Task
-    of its own, with its own context, as ``asyncio.timeout()`` and
-    ``current_task()`` in a coroutine sink need. That Task costs an element
-    whose sink awaits one call in 100 about 40x a plain loop's
-    ``await sink(x)`` (``benchmarks/asyncemit.py``). Running the work at
-    once up to its first wait, in the emitting task, cut that to 6x but was
-    dropped: a sink's ``asyncio.timeout()`` then cancelled the producer, its
-    context variables became the producer's, and a Task cancelled before
-    its first step never reached the work already started.
+    ``rate_limit``'s turn: that node's close waits for it) is returned as it
+    is; other work runs in a Task of its own, with its own context, as
+    ``asyncio.timeout()`` and ``current_task()`` in a coroutine sink need.
+    That Task costs an element whose sink awaits one call in 100 about 40x a
+    plain loop's ``await sink(x)`` (``benchmarks/asyncemit.py``). Running the
+    work at once up to its first wait, in the emitting task, cut that to 6x
+    but was dropped: a sink's ``asyncio.timeout()`` then cancelled the
+    producer, its context variables became the producer's, and a Task
+    cancelled before its first step never reached the work already started.
 
-    A producer that stops waiting (``asyncio.wait_for`` timing out, its
-    task cancelled) cancels the Future it awaits: the work's own Task is
-    not that Future, so the element still goes through, as in streamz
-    (whose ``emit`` hands out a Future of its own); a failure it meets
-    then, which nobody awaits, is logged.
+    Until it ends, the Task is ``node``'s :class:`InFlight` work: closing
+    ``node`` waits for it, and raises its failure if nobody read it from the
+    Future. A producer that stops waiting (``asyncio.wait_for`` timing out,
+    its task cancelled) cancels the Future it awaits: the work's own Task is
+    not that Future, so the element still goes through, as in streamz (whose
+    ``emit`` hands out a Future of its own); a failure it meets then, which
+    nobody awaits, is logged, and raised at close.
     """
     try:
         loop = asyncio.get_running_loop()
@@ -251,19 +255,28 @@ def as_future(pending: Any) -> Any:
     if isinstance(pending, asyncio.Future) and pending.get_loop() is loop:
         return pending  # a Future of this loop as it is
     handed = loop.create_future()
-    # Not kept here: until it runs the loop holds the Task, then whatever it
-    # awaits does (as long as that can still finish it), as for any Task.
-    ELEMENT_TASKS.add(loop.create_task(_work(pending, handed)))
+    work = None
+    if node is not None:
+        global _last
+        ref, work = _last  # the node emitted into before, most often: no mapping look-up
+        if ref() is not node:
+            work = in_flight_of(node)
+            _last = (weakref.ref(node), work)
+    task = loop.create_task(_work(pending, handed, work))
+    ELEMENT_TASKS.add(task)
+    if work is not None and not task.done():  # done: an eager task factory ran it all
+        work.tasks[handed] = task
     return handed
 
 
-async def _work(pending: Awaitable[Any], handed: asyncio.Future[None]) -> None:
+async def _work(pending: Awaitable[Any], handed: asyncio.Future[None],
+                work: InFlight | None) -> None:
     """Run ``pending``, its outcome going to ``handed``, the Future ``emit`` handed out.
 
     Set from inside the work's Task, not by a callback when it ends: the
     producer then wakes as soon as it would on the Task itself (a callback
-    added one more turn of the loop per element: 30% of a tight
-    ``await emit`` loop's time).
+    added one more turn of the loop per element: 30% of a tight ``await
+    emit`` loop's time). The Task leaves ``work`` (its node's) the same way.
     """
     try:
         await pending
@@ -278,13 +291,25 @@ async def _work(pending: Awaitable[Any], handed: asyncio.Future[None]) -> None:
     except BaseException as e:
         if not handed.done():
             handed.set_exception(e)
+            if work is not None:  # raised at close unless someone reads it from ``handed``
+                work.failed(e, handed)
             return
         # The producer stopped waiting: nobody else will say so.
         logger.error("an element's work failed after its emit was no longer awaited: %s",
                      e, exc_info=e)
+        if work is not None:
+            work.failed(e, None, logged=True)
         return
+    finally:
+        if work is not None:
+            work.tasks.pop(handed, None)
     if not handed.done():
         handed.set_result(None)
+
+
+#: The last node :func:`as_future` was given (weakly) and its :class:`InFlight`.
+_last: tuple[Callable[[], Stream[Any] | None], InFlight | None] = (lambda: None, None)
+
 
 
 def finish_emit(node: Stream[Any], pending: Any, asynchronous: bool) -> Any:
@@ -295,7 +320,7 @@ def finish_emit(node: Stream[Any], pending: Any, asynchronous: bool) -> Any:
         if pending is None:
             return done() if asynchronous or node.asynchronous else None
     if asynchronous or node.asynchronous:
-        return as_future(pending)
+        return as_future(pending, node)
     return settle(pending, node)
 
 
