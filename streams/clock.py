@@ -270,15 +270,6 @@ def private_loop() -> asyncio.AbstractEventLoop | None:
     return None if holder is None else holder.loop
 
 
-def __getattr__(name: str) -> Any:
-    # ``clock._private_loop`` was one loop for the process; it is now the
-    # calling thread's (streams.operators._outbox reads it to know whether
-    # a timer armed here would ever fire).
-    if name == "_private_loop":
-        return private_loop()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def run_sync(pending: Awaitable[Any]) -> None:
     """Run pending work to completion when no loop is running.
 

@@ -16,20 +16,28 @@ they make when elements arrive, and on ``close()``.
 
 The in-flight task may belong to another loop than the one waiting for it
 (a timer on the loop thread, a synchronous ``emit`` on a private loop):
-:func:`~streams.pending.until_done` waits across threads.
+:func:`~streams.pending.until_done` waits across threads. With no loop
+running, the work an element leaves pending is run by the synchronous
+caller once the node has let go of its lock: a :class:`_Claim` marks it in
+flight meanwhile, so that a timer on the loop thread queues behind it
+instead of sending the next element past it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
+import threading
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock, Handle, LoopClock, run_sync
 from ..errors import NodeError
 from ..metadata import release_refs, retain_refs
-from ..pending import until_done
+from ..pending import gather_pending, until_done
 
 if TYPE_CHECKING:
     from ..core import Stream
@@ -44,10 +52,10 @@ EPSILON = 1e-9
 
 
 def _on_private_loop() -> bool:
-    from .. import clock
+    from ..clock import private_loop
 
     loop = running_loop()
-    return loop is not None and loop is clock._private_loop
+    return loop is not None and loop is private_loop()
 
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
@@ -144,6 +152,92 @@ def downstream_cancelled(node: Stream[Any], x: Any, exc: asyncio.CancelledError)
     return NodeError(node, x, exc)
 
 
+class _Claim:
+    """Work left pending with no loop running: in flight until its caller has run it.
+
+    Its caller, a synchronous ``emit``, runs it once the node has let go of
+    its lock, on its own private loop; a timer on the loop thread waits for
+    it meanwhile (:func:`_wait_for`). Not an asyncio Future, which belongs
+    to one loop: it is finished in one thread and waited for in another.
+    """
+
+    __slots__ = ("__weakref__", "_callbacks", "_done", "_lock", "_watch", "then", "thread")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._callbacks: list[Callable[[], Any]] = []
+        self._lock = threading.Lock()
+        self._watch: weakref.ref[Any] | None = None
+        self.thread = threading.get_ident()
+        # Timer emissions that came in this same thread while the work waited
+        # for it to run (a virtual clock advanced inside an emit): waiting for
+        # the work there would never end, so they run after it.
+        self.then: list[Awaitable[None]] = []
+
+    def done(self) -> bool:
+        return self._done
+
+    def finish(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def on_finish(self, callback: Callable[[], Any]) -> bool:
+        """Call ``callback()`` once finished (in the finishing thread); False if it is."""
+        with self._lock:
+            if self._done:
+                return False
+            self._callbacks.append(callback)
+            return True
+
+    def watch(self, work: Any) -> None:
+        """Finish when ``work`` is gone, whether it ran or not.
+
+        Dropped unrun (its caller raised before running it), it must not
+        hold up every later element. The callback holds the claim weakly:
+        a claim holding its own watcher strongly would be a reference
+        cycle, left for the garbage collector, per element.
+        """
+        self._watch = weakref.ref(work, functools.partial(_abandon, weakref.ref(self)))
+
+
+def _abandon(claim_ref: weakref.ref[_Claim], _: Any) -> None:
+    claim = claim_ref()
+    if claim is not None and not claim.done():
+        claim.then.clear()  # each dropped one finishes its own claim
+        claim.finish()
+
+
+def _wait_for(work: asyncio.Future[Any] | _Claim) -> Awaitable[None]:
+    """An awaitable for the work in flight, which never raises its failure.
+
+    Whoever owns the work reports its failure (see :func:`until_done`).
+    """
+    if isinstance(work, asyncio.Future):
+        return until_done(work)
+    return _claimed_done(work)
+
+
+async def _claimed_done(claim: _Claim) -> None:
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
+
+    def wake() -> None:
+        if not woken.done():  # a waiter cancelled has stopped waiting
+            woken.set_result(None)
+
+    def finished() -> None:  # in the thread that finished the claim
+        with contextlib.suppress(RuntimeError):  # the waiting loop is closed
+            loop.call_soon_threadsafe(wake)
+
+    if claim.on_finish(finished):
+        await woken
+
+
 class Outbox:
     """Ordered emission for ``node`` from callbacks; see the module docstring."""
 
@@ -151,32 +245,45 @@ class Outbox:
 
     def __init__(self, node: Stream[Any]) -> None:
         self.node = node
-        self.inflight: asyncio.Future[Any] | None = None
+        self.inflight: asyncio.Future[Any] | _Claim | None = None
         # The first failure of work sent from a timer, raised when the node
         # closes (nobody awaited that work to hear of it).
         self.error: BaseException | None = None
 
-    def _busy(self) -> asyncio.Future[Any] | None:
+    def _busy(self) -> asyncio.Future[Any] | _Claim | None:
+        """The work in flight, None when there is none or it is done.
+
+        Called holding the node's lock (or with one thread only): done work
+        is cleared here, not by a done-callback on the loop that ran it,
+        which would race with another thread putting the next in flight.
+        """
         inflight = self.inflight
-        # A task that finished clears itself a loop turn later (its
-        # done-callback): done is as good as gone.
-        return None if inflight is None or inflight.done() else inflight
+        if inflight is not None and inflight.done():
+            self.inflight = inflight = None
+        return inflight
 
     def emit(self, x: Any, metadata: Any = None) -> Any:
         """Emit ``x`` now, or behind the work in flight; return what is pending.
 
-        Work left pending becomes the in-flight task, so that a timer sends
+        Work left pending becomes the in-flight work, so that a timer sends
         the next element behind it; its failure goes to the caller, who
-        awaits what this returns. The caller may release ``metadata``'s refs
-        when this returns: an emission put off holds refs of its own until
-        it is done.
+        awaits what this returns. With no loop running, the caller (a
+        synchronous ``emit``) runs it once the node let go of its lock: it
+        is in flight until then, and an element behind other work is put
+        off to it too rather than waited for here, holding the lock. The
+        caller may release ``metadata``'s refs when this returns: an
+        emission put off holds refs of its own until it is done.
         """
         previous = self._busy()
         if previous is not None:
+            if running_loop() is None:
+                return self._claimed(self._after(previous, x, metadata))
             return self._start(self._after(previous, x, metadata), report=False)
         pending = self.node._emit(x) if metadata is None else self.node._emit(x, metadata)
-        if pending is None or running_loop() is None:
-            return pending  # none, or finished by the synchronous caller before it goes on
+        if pending is None:
+            return None
+        if running_loop() is None:
+            return self._claimed(self._settle(pending, x))
         return self._start(self._settle(pending, x), report=False)
 
     def send(self, x: Any, metadata: Any = None) -> None:
@@ -188,7 +295,14 @@ class Outbox:
         """
         previous = self._busy()
         if previous is not None:
-            self._start(self._after(previous, x, metadata), report=True)
+            work = self._after(previous, x, metadata)
+            if (isinstance(previous, _Claim) and previous.thread == threading.get_ident()
+                    and running_loop() is None):
+                # This thread runs that work once back in its caller: waiting
+                # for it here would never end. x goes right after it.
+                previous.then.append(self._reported(self._claimed(work)))
+                return
+            self._start(work, report=True)
             return
         try:
             pending = self.node._emit(x) if metadata is None else self.node._emit(x, metadata)
@@ -222,25 +336,27 @@ class Outbox:
         busy = self._busy()
         if self.node._closed and (busy is not None or self.error is not None):
             return self._drained()
-        return None if busy is None else until_done(busy)
+        return None if busy is None else _wait_for(busy)
 
     async def _drained(self) -> None:
-        while (busy := self._busy()) is not None:
-            await until_done(busy)
+        # Not _busy(): this runs without the node's lock.
+        while (busy := self.inflight) is not None and not busy.done():
+            await _wait_for(busy)
         if self.error is not None:
             error, self.error = self.error, None
             raise error
 
-    def _after(self, previous: asyncio.Future[Any], x: Any, metadata: Any = None) -> Any:
+    def _after(self, previous: asyncio.Future[Any] | _Claim, x: Any,
+               metadata: Any = None) -> Any:
         if metadata is None:
             return self._emit_after(previous, x)
         retain_refs(metadata)  # released once emitted, whatever the caller does
         return self._emit_after(previous, x, metadata)
 
-    async def _emit_after(self, previous: asyncio.Future[Any], x: Any,
+    async def _emit_after(self, previous: asyncio.Future[Any] | _Claim, x: Any,
                           metadata: Any = None) -> None:
         try:
-            await until_done(previous)
+            await _wait_for(previous)
         except BaseException:
             release_refs(metadata)
             raise
@@ -251,11 +367,39 @@ class Outbox:
         if pending is not None:
             await self._settle(pending, x)
 
-    async def _settle(self, pending: Awaitable[Any], x: Any) -> None:
+    async def _settle(self, pending: Any, x: Any) -> None:
+        if isinstance(pending, list):  # a streamz-style update's
+            pending = gather_pending(pending)
+            if pending is None:
+                return
         try:
             await pending
         except asyncio.CancelledError as e:
             raise downstream_cancelled(self.node, x, e) from e
+
+    def _claimed(self, work: Awaitable[None]) -> Awaitable[None]:
+        """``work``, which the synchronous caller runs, put in flight until it has."""
+        claim = _Claim()
+        self.inflight = claim
+        run = self._run_claimed(work, claim)
+        claim.watch(run)
+        return run
+
+    async def _run_claimed(self, work: Awaitable[None], claim: _Claim) -> None:
+        try:
+            await work
+        finally:
+            claim.finish()
+            then, claim.then = claim.then, []
+            for later in then:
+                await later  # reports its own failure
+
+    async def _reported(self, work: Awaitable[None]) -> None:
+        """``work`` sent from a timer: its failure is this node's to report."""
+        try:
+            await work
+        except Exception as e:
+            self._failed(e)
 
     def _start(self, coro: Any, report: bool) -> Any:
         """Run ``coro`` as the in-flight task; with no loop, to its end now.
@@ -276,15 +420,11 @@ class Outbox:
             return None
         task = loop.create_task(coro)
         self.inflight = task
-        task.add_done_callback(self._done_reported if report else self._done)
+        if report:
+            task.add_done_callback(self._done_reported)
         return task
 
-    def _done(self, task: asyncio.Future[Any]) -> None:
-        if task is self.inflight:
-            self.inflight = None
-
     def _done_reported(self, task: asyncio.Future[Any]) -> None:
-        self._done(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             self._failed(exc)
 

@@ -121,6 +121,9 @@ class MapAsync(_Worker):
             except Exception as e:
                 return self._fail(x, e)
             if inspect.isawaitable(result):
+                # Held while the call runs, as on a loop: the caller releases
+                # its own refs when this returns, before the call has run.
+                retain_refs(metadata)
                 return self._await_then(x, result, metadata)
             return self._emit(result) if metadata is None else self._emit(result, metadata)
         retain_refs(metadata)  # released once the result is emitted
@@ -133,16 +136,20 @@ class MapAsync(_Worker):
         return room
 
     async def _await_then(self, x: Any, call: Any, metadata: Any) -> None:
+        """Await ``call``, then emit its result; ``metadata``'s retained refs are let go then."""
         try:
-            result = await call
-        except Exception as e:
-            pending = self._fail(x, e)
-        except asyncio.CancelledError as e:
-            if being_cancelled():
-                raise
-            pending = self._fail(x, e)  # the call ended cancelled: it failed, as on a loop
-        else:
-            pending = self._emit(result) if metadata is None else self._emit(result, metadata)
+            try:
+                result = await call
+            except Exception as e:
+                pending = self._fail(x, e)
+            except asyncio.CancelledError as e:
+                if being_cancelled():
+                    raise
+                pending = self._fail(x, e)  # the call ended cancelled: it failed, as on a loop
+            else:
+                pending = self._emit(result) if metadata is None else self._emit(result, metadata)
+        finally:
+            release_refs(metadata)  # downstream retained its own if it keeps the result
         if pending is not None:
             await pending
 

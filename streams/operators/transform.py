@@ -15,6 +15,7 @@ from typing import Any
 from ..core import NO_DEFAULT, Stream
 from ..errors import NodeError
 from ..fusion import Fuser
+from ..metadata import release_refs, retain_refs
 from ..pending import failing_after, gather_pending
 from ..spec import Traits
 from ._checks import check_callable, check_keywords
@@ -61,13 +62,29 @@ class _FunctionNode(Stream[Any]):
             return f"{target} = {f.call(self.func, star + x, self.args, self.kwargs)}"
         return f.apply(target, self.func, x, self.args, self.kwargs)
 
-    async def _await_then(self, x: Any, result: Any, then: Callable[[Any], Any]) -> None:
+    def _await_then(self, x: Any, result: Any, then: Callable[[Any], Any],
+                    metadata: Any = None) -> Any:
+        """The work of awaiting the coroutine ``result`` for ``x``, then ``then(value)``.
+
+        ``metadata``'s refs are retained now and released once ``then`` has
+        returned (downstream retained its own if it keeps the element): the
+        caller releases its own when this returns, before the coroutine ran,
+        and a streamz source commits an element whose refs reach 0.
+        """
+        retain_refs(metadata)
+        return self._awaited(x, result, then, metadata)
+
+    async def _awaited(self, x: Any, result: Any, then: Callable[[Any], Any],
+                       metadata: Any) -> None:
         try:
-            value = await result
-        except Exception as e:
-            pending = self._fail(x, e)
-        else:
-            pending = then(value)
+            try:
+                value = await result
+            except Exception as e:
+                pending = self._fail(x, e)
+            else:
+                pending = then(value)
+        finally:
+            release_refs(metadata)
         if pending is not None:
             await pending
 
@@ -117,7 +134,9 @@ class Map(_FunctionNode):
         except Exception as e:
             return self._fail(x, e)
         if self._is_async:
-            return self._await_then(x, y, self._emit)
+            if metadata is None:
+                return self._await_then(x, y, self._emit)
+            return self._await_then(x, y, lambda v: self._emit(v, metadata), metadata)
         return self._emit(y) if metadata is None else self._emit(y, metadata)
 
     def _fuse(self, f: Fuser, x: str) -> str:
@@ -187,7 +206,7 @@ class Filter(_FunctionNode):
                 result = self.func(x, *self.args, **self.kwargs)  # type: ignore[misc]
             except Exception as e:
                 return self._fail(x, e)
-            return self._await_then(x, result, lambda k: self._decide(x, k, metadata))
+            return self._await_then(x, result, lambda k: self._decide(x, k, metadata), metadata)
         return self._decide(x, x if self.func is None else NO_DEFAULT, metadata)
 
     def _decide(self, x: Any, keep: Any, metadata: Any = None) -> Any:

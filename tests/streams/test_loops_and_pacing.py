@@ -38,7 +38,7 @@ def test_two_threads_each_emit_into_their_own_pipeline_while_the_other_runs_its_
 
     async def sink_a(x: int) -> None:
         loops["a"] = asyncio.get_running_loop()
-        loops["a is private"] = loops["a"] is clock_module._private_loop  # as _outbox reads it
+        loops["a is private"] = loops["a"] is clock_module.private_loop()  # as _outbox reads it
         a_running.set()
         assert b_done.wait(HANG)  # blocks A's loop, and only A's, while B emits
         out_a.append(x)
@@ -93,7 +93,7 @@ def test_a_thread_s_private_loop_is_closed_when_the_thread_ends() -> None:
         source = Stream()
         source.sink(sink)
         source.emit(1)
-        seen.append(clock_module._private_loop)
+        seen.append(clock_module.private_loop())
 
     thread = threading.Thread(target=produce)
     thread.start()
