@@ -13,6 +13,7 @@ from typing import IO, Any
 
 from ..core import NO_DEFAULT, Stream
 from ..fusion import Fuser
+from ..metadata import release_refs, retain_refs
 from ..operators._checks import check_callable, check_keywords
 from ..operators._outbox import being_cancelled
 
@@ -111,8 +112,19 @@ class Sink(Stream[Any]):
         except Exception as e:
             return self._fail(x, e)
         if result is not None and inspect.isawaitable(result):
-            return self._guard(x, result)
+            if metadata is None:
+                return self._guard(x, result)
+            # Held until the coroutine ends: the caller lets its refs go when
+            # this returns, and a streamz source commits an element at 0.
+            retain_refs(metadata)
+            return self._guard_held(x, result, metadata)
         return None
+
+    async def _guard_held(self, x: Any, result: Any, metadata: Any) -> None:
+        try:
+            await self._guard(x, result)
+        finally:
+            release_refs(metadata)
 
     async def _guard(self, x: Any, result: Any) -> None:
         try:

@@ -215,3 +215,28 @@ def test_a_timer_in_the_callers_own_thread_sends_after_the_work_that_caller_runs
     clock._now = 1.0  # 0's timer is late
     source.emit(2)  # sends 0 on arrival, then the other branch fires the timer
     assert out == [0, 1, 2]
+
+
+@pytest.mark.parametrize("on_a_loop", [True, False], ids=["on a loop", "no loop"])
+def test_a_coroutine_sink_holds_the_ref_until_its_coroutine_ends(on_a_loop: bool) -> None:
+    # Before: the sink let the ref go when its call returned the coroutine,
+    # so a streamz source committed the element before it was written.
+    released: list[str] = []
+    ref = RefCounter(cb=lambda: released.append("ref"))
+    seen_while_running: list[tuple[int, list[str]]] = []
+
+    async def write(x: int) -> None:
+        await asyncio.sleep(0)
+        seen_while_running.append((ref.count, list(released)))
+
+    source = Stream(asynchronous=on_a_loop)
+    source.sink(write)
+    if on_a_loop:
+        async def main() -> None:
+            await source.emit(1, metadata=[{"ref": ref}])
+
+        asyncio.run(main())
+    else:
+        source.emit(1, metadata=[{"ref": ref}])
+    assert seen_while_running == [(1, [])]
+    assert ref.count == 0 and released == ["ref"]
