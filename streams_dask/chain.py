@@ -358,7 +358,8 @@ class StateChain:
         # Each part on a worker of its own, the same from round to round: by
         # data locality alone, a part whose batch (a first stage's result)
         # weighs more than its state would follow the batch, and two parts
-        # could share one worker. Loosely: if that worker is gone, any other.
+        # could share one worker. Loosely: if that worker is gone, any other
+        # (and if none runs when the task is ready, see :mod:`.placement`).
         if not self.places:
             return {}
         return {"workers": [self.places[part % len(self.places)]],

@@ -20,6 +20,7 @@ from streams.segment import SegmentEntry, raised_after
 
 from .async_driver import AsyncDriver
 from .client import Connection, client_loop_running_here, connect, connect_async, inform_loop
+from .placement import PINNED_TASKS, register, register_async
 from .runner import Runner
 from .segment import DaskSegment, plan_stages
 from .ticks import TimedWindows, WindowClock
@@ -235,14 +236,17 @@ class Scatter(TimedWindows, SegmentEntry, Stream[Any]):
         if self._ticks is not None:
             runner.lock.after_release = self._after_release  # see TimedWindows
         self._runner = runner
-        runner.warm_workers(workers)
+        pinned = runner.chain is not None and register(connection.client, PINNED_TASKS)
+        runner.warm_workers(workers, pinned)
         return runner
 
     async def _astart(self) -> None:
         connection = await connect_async(self.client)
         workers = await connection.client.nthreads()
         self._runner = self._make_runner(connection, sum(workers.values()))
-        self._runner.warm_workers(workers)
+        pinned = (self._runner.chain is not None
+                  and await register_async(connection.client, PINNED_TASKS))
+        self._runner.warm_workers(workers, pinned)
         self._driver = AsyncDriver(self._runner)
 
     # -- data flow ------------------------------------------------------------

@@ -54,6 +54,7 @@ from .delivery_lock import DeliveryLock
 from .fetching import BatchNotSent, DaskTaskError, Fetcher, checked
 from .held_refs import HeldRefs
 from .key_groups import parts
+from .placement import places_of, refresh_places
 from .pure_steps import replicable
 from .replay import Replay
 from .rounds import StartsRounds
@@ -249,16 +250,18 @@ class Runner(DeliversAsDone, DrivesSynchronously, StartsRounds):
         self.submitted_elements -= len(positions)
         self.refs.done(positions)
 
-    def warm_workers(self, threads: dict[str, int]) -> None:
+    def warm_workers(self, threads: dict[str, int], pinned: bool = True) -> None:
         """Have each worker import the engine now (see :func:`~.worker.warm`).
 
         ``threads``: the workers' addresses and threads, where the chained
-        stage's parts then prefer to run (one part per thread).
+        stage's parts then prefer to run (one part per thread), if
+        ``pinned``: only where the scheduler frees tasks pinned to workers
+        that died (see :mod:`.placement`).
         """
         self.warming = [self.client.submit(warm, workers=[a], allow_other_workers=True,
                                            pure=False) for a in threads]
-        if self.chain is not None:
-            self.chain.places = [a for a, n in threads.items() for _ in range(n)]
+        if self.chain is not None and pinned:
+            self.chain.places = places_of(threads)
 
     def hold_refs(self, metadata: Any, index: int = -1) -> None:
         """Hold ``metadata``'s references for the pending item at ``index``
@@ -345,6 +348,11 @@ class Runner(DeliversAsDone, DrivesSynchronously, StartsRounds):
         if size:  # rounds come back in order: the first items not done
             self._taken(result.seconds, range(self.refs.taken, self.refs.taken + size))
         self.replay.ready.extend(result.events)
+        if self.chain.places and self.chain.since_anchor == 0 and not self.closed:
+            # An anchor: a cheap moment to see whether the workers changed
+            # (a part placed meanwhile on a dead worker's address runs on
+            # another: placement only), without waiting for the answer.
+            self.client.loop.add_callback(refresh_places, self.client, self.chain)
         self._start_second()
 
     def forget(self) -> None:
