@@ -24,6 +24,7 @@ from streams.segment import unsendable
 from streams.spec import NodeSpec
 from streams.stage import Stage
 
+from . import main_classes
 from .codec import (
     DATA,
     ERROR,
@@ -115,7 +116,7 @@ def chain_rows(stage: Stage, batches: Iterator[pa.RecordBatch], flush: bool,
         seqs.append(LAST_SEQ)
         subs.append(0)
         kinds.append(STATE)
-        ps.append(pickle.dumps(by_position(specs, stage.snapshot()), protocol=5))
+        ps.append(main_classes.dumps(by_position(specs, stage.snapshot())))
     if seqs:
         yield rows_table(seqs, subs, kinds, ps)
 
@@ -174,7 +175,7 @@ def encode_chunks(elements: list[Any], first_seq: int, parts: int) -> pa.Table:
         hi = min(n, lo + per_part)
         starts = range(lo, max(hi, lo + 1), CHUNK)
         try:
-            packed = [pack(elements[s:min(hi, s + CHUNK)]) for s in starts]
+            packed = [pack(elements[s:min(hi, s + CHUNK)], to_executors=True) for s in starts]
         except Exception as e:  # pickle's bare "cannot pickle ..." names no element
             raise unsendable("to_spark()", "Spark executors", elements, e) from e
         batches.append(pa.RecordBatch.from_arrays([

@@ -11,7 +11,9 @@ A chunk's values are a typed Arrow column when the chunk allows it: all
 no lone surrogate), all ``bool``, or all
 tuples of one length whose positions each hold one of those types (a struct
 column with fields ``_0, _1, ...``, read back as tuples). Anything else is
-pickled, one binary value per element. Typed columns are decoded
+pickled, one binary value per element (values holding a class of the
+user's ``__main__``: all of them in one, by value, see
+:mod:`streams_spark.main_classes`). Typed columns are decoded
 column-wise, which is much cheaper than unpickling element by element.
 
 This module owns every kind of row that crosses to Spark and back (data,
@@ -37,6 +39,9 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+
+from . import main_classes
+from .main_classes import by_value, holds_main_class, names_main
 
 if TYPE_CHECKING:
     from streams.spec import NodeSpec
@@ -161,21 +166,38 @@ def rows_table(seq: list[int], sub: list[int], kind: list[int], p: list[bytes]) 
     )
 
 
-def _column(values: Sequence[Any]) -> tuple[str, pa.Array]:
-    """``("v", typed array)`` if the types allow, else ``("p", pickles)``."""
+def _column(values: Sequence[Any], to_executors: bool = False) -> tuple[str, pa.Array]:
+    """``("v", typed array)`` if the types allow, else ``("p", pickles)``.
+
+    Or ``("c", [the list pickled by value])`` for values holding a class of
+    ``__main__`` (see :mod:`streams_spark.main_classes`): the class pickled
+    once for them all. ``to_executors``: the values leave the driver, where
+    such a class pickles plainly (by name), so the pickles are searched.
+    """
     column = _typed(values) if values else None
     if column is not None:
         return "v", column
     dumps = pickle.dumps
-    return "p", pa.array([dumps(x, protocol=5) for x in values], pa.binary())
+    try:
+        ps = [dumps(x, protocol=5) for x in values]
+    except Exception:
+        # On an executor a class of __main__ came by value; else this raises.
+        return "c", pa.array([main_classes.dumps(list(values), values)], pa.binary())
+    column = pa.array(ps, pa.binary())
+    if to_executors and names_main(memoryview(column.buffers()[2])) and holds_main_class(values):
+        return "c", pa.array([by_value(list(values))], pa.binary())
+    return "p", column
 
 
-def pack(values: Sequence[Any], errors: dict[int, bytes] | None = None) -> bytes:
+def pack(values: Sequence[Any], errors: dict[int, bytes] | None = None,
+         to_executors: bool = False) -> bytes:
     """One Arrow IPC stream holding ``values`` in order, typed where possible.
 
     ``errors`` maps positions to pickled error records: those positions of
     ``values`` are placeholders, and the values are then pickled (errors are
-    rare; keeping them in place keeps the order of events).
+    rare; keeping them in place keeps the order of events). ``to_executors``:
+    the driver's elements, whose classes of ``__main__`` travel by value
+    (see :func:`_column`).
 
     Examples
     --------
@@ -194,12 +216,11 @@ def pack(values: Sequence[Any], errors: dict[int, bytes] | None = None) -> bytes
     """
     if errors:
         marks = [errors.get(i) for i in range(len(values))]
-        dumps = pickle.dumps
-        p = pa.array([None if i in errors else dumps(x, protocol=5)
+        p = pa.array([None if i in errors else main_classes.dumps(x)
                       for i, x in enumerate(values)], pa.binary())
         table = pa.table({"p": p, "e": pa.array(marks, pa.binary())})
     else:
-        name, column = _column(values)
+        name, column = _column(values, to_executors)
         table = pa.table({name: column})
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
@@ -328,6 +349,8 @@ def unpack(blob: bytes) -> list[Any]:
             return list(zip(*(c.to_pylist() for c in col.flatten()), strict=True))
         return col.to_pylist()  # type: ignore[no-any-return]
     loads = pickle.loads
+    if "c" in names:  # the list, pickled by value
+        return loads(table.column("c")[0].as_py())  # type: ignore[no-any-return]
     ps = table.column("p").to_pylist()
     if "e" not in names:
         return [loads(b) for b in ps]
@@ -358,8 +381,8 @@ def carried_error(node_id: int, x: Any, exc: BaseException) -> bytes:
     >>> node, repr(element).startswith("<function"), error
     (3, True, ValueError('v'))
     """
-    try:
-        return pickle.dumps((node_id, x, exc), protocol=5)
+    try:  # an element of a class of __main__ crosses by value (see main_classes)
+        return main_classes.dumps((node_id, x, exc), (x, exc))
     except Exception:
         pass
     # The element or the exception cannot cross processes: keep their text.
@@ -381,7 +404,7 @@ def pickled_output(kind: int, value: Any, last: NodeSpec | None) -> tuple[int, b
     itself) the pickling error is raised.
     """
     try:
-        return kind, pickle.dumps(value, protocol=5)
+        return kind, main_classes.dumps(value)
     except Exception as e:
         if last is None:
             raise

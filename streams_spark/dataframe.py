@@ -48,7 +48,7 @@ from .listener import count_input
 from .native import lower_native
 from .plan import lower
 from .row_values import quoted
-from .segment import SparkSegment
+from .segment import SparkSegment, outside_resident
 from .shipping import ship_library
 from .stages import COLUMNS
 from .stream import build_query_frame
@@ -415,9 +415,7 @@ def to_dataframe(self: Stream[Any], schema: Any = None) -> Any:
     """
     segment = self._segment
     if not isinstance(segment, SparkSegment) or not segment.resident:
-        raise ValueError(
-            f"to_dataframe(): {self._label()} is not in a segment that starts at "
-            "Stream.from_spark(df); use gather() to bring results back into Python")
+        raise ValueError(outside_resident(self))
     paths = segment.paths(self)
     lineage = [] if any(self is e for e in segment.entries) else segment.lineage(self)
     join = next((n for n in lineage if n._traits().join is not None), None)

@@ -54,6 +54,7 @@ from streams.spec import JoinTime, NodeSpec
 from streams.stage import Stage
 
 from .codec import DATA, ERROR, carried_error, fail_on_executor, pickled_output
+from .column_names import renamed_for_pass
 from .event_seconds import on_spark
 from .listener import DroppingMarks, count_input, observed, watch_progress
 from .plan import chain_plan
@@ -230,10 +231,10 @@ def join_frame(segment: Any, join: Stream[Any], output: Stream[Any], after: list
     for side, (up, prefix) in enumerate(zip(join.upstreams, ("l", "r"), strict=True)):
         ((entry, specs),) = segment.paths(up)  # one path: a union before a join is refused
         rows = _side_rows(spec, side, specs[-1] if specs else None, nodes)
-        plan = chain_task(specs, None, COLUMNS, rows)
+        df, names = renamed_for_pass(count_input(entry.df, steps[side], entry._label))
+        plan = chain_task(specs, None, COLUMNS, rows, names)
         label = f"{join._label()} ({('left', 'right')[side]} side, from {entry._label()})"
-        sides.append(_side(count_input(entry.df, steps[side], entry._label), plan,
-                           prefix, times, label, (maxima, side), join))
+        sides.append(_side(df, plan, prefix, times, label, (maxima, side), join))
     left, right = sides
     within = f"INTERVAL {interval(times.within)}"
     condition = ((F.col("lk") == F.col("rk"))

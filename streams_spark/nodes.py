@@ -21,37 +21,15 @@ from streams.window_clock import WindowClock
 from .batch import BatchRunner
 from .codec import ErrorRecord
 from .listener import BatchCounter
+from .node_failures import NodeFailureInfo, node_failed
 from .plan import ChainStage, Plan, lower
 from .segment import SparkSegment
 from .shipping import ship_library
-from .stream import NodeFailureInfo
 
 __all__ = ["SparkSegment", "ToSpark"]
 
 #: Elements per micro-batch at most (a batch also closes on ``interval``).
 DEFAULT_BATCH_SIZE = 10_000
-
-
-def _check_policies_before_window(nodes: list[Stream[Any]]) -> None:
-    """Refuse ``skip``/``route`` before an event-time window lowered to Spark's.
-
-    Checked at the first batch. On Spark an error raised before such a
-    window fails the micro-batch: ``window()`` has no place for an error row.
-    Only the ``raise`` policy gives the in-process result there. (A window
-    whose ``late`` stream is sunk declares no event time: it runs as the
-    core's node, element by element, and takes any policy before it.)
-    """
-    for i, node in enumerate(nodes):
-        if node.describe().traits.event_time is not None:
-            for before in nodes[:i]:
-                if before._policy != "raise":
-                    raise ValueError(
-                        f"{before._label()}: on_error({before._policy!r}) cannot apply on "
-                        f"Spark before the event-time window {node._label()}: an error "
-                        "there fails the micro-batch (Spark's window() has no place for "
-                        "it). Keep on_error('raise') there, or gather() before the window "
-                        "and window in-process")
-            return
 
 
 @Stream.register_api()
@@ -197,15 +175,13 @@ class ToSpark(SegmentEntry, Stream[Any]):
 
     def _run(self, runner: Any, elements: list[Any], flush: bool,
              ticks: list[tuple[int, int]]) -> list[Any]:
-        """One micro-batch on Spark (a blocking call); a failed query names its node."""
+        """One micro-batch on Spark (a blocking call); a failed query raises its node's error."""
         try:
             values: list[Any] = (runner.run(elements, flush=flush, ticks=ticks) if ticks
                                  else runner.run(elements, flush=flush))
             return values
         except NodeFailureInfo as e:
-            node_id, x, exc = e.info
-            self.spark_segment.node(node_id)._fail(x, exc)
-            raise
+            node_failed(self.spark_segment, e.info)
 
     def run_batch(self, flush: bool = False,
                   errors: list[BaseException] | None = None) -> None:
@@ -259,7 +235,6 @@ class ToSpark(SegmentEntry, Stream[Any]):
                 "one Spark job per micro-batch); drop streaming=True, or give the window "
                 "an event time (timed_window(interval, time=func, lateness=...))"
             )
-        _check_policies_before_window(segment.nodes)
         bars = [n for n in segment.nodes if n._operator == "progress"]
         self._counter = BatchCounter(bars) if bars else None
         if plan.mode == "batch" and not self.streaming:

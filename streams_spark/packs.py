@@ -29,6 +29,7 @@ from streams.spec import EventTime
 
 from .codec import DATA, PACK, ROW, picklable_rows
 from .input_rows import rows_at
+from .main_classes import dumps
 
 __all__ = ["first_seen_codes", "opened", "pack_payload", "window_group", "windows_and_firsts",
            "windows_of"]
@@ -45,7 +46,7 @@ def pack_payload(seqs: list[int], subs: list[int], values: list[Any],
     >>> opened([3], [0], [PACK], [pack_payload([3, 4], [0, 0], ["a", "b"], [b"k", b"j"])])
     ([3, 4], [0, 0], [0, 0], ['a', 'b'], [b'k', b'j'])
     """
-    return pickle.dumps((seqs, subs, picklable_rows(values), keys), protocol=5)
+    return dumps((seqs, subs, picklable_rows(values), keys), values)
 
 
 def opened(seqs: Iterable[int], subs: Iterable[int], kinds: Iterable[int], ps: Iterable[Any]

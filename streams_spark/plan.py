@@ -111,6 +111,10 @@ class Route:
     #: the window unchanged travel in a column ``r`` of lists of it (see
     #: :mod:`streams_spark.input_rows`); None: they are pickled.
     rows: Any = None
+    #: For ``"window"``: where failures under ``skip`` or ``route`` are set aside
+    #: (a :class:`~streams_spark.window_failures.SetAside`); None: every failure
+    #: fails the micro-batch.
+    failures: Any = None
 
 
 @dataclass

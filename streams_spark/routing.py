@@ -135,6 +135,8 @@ class Router:
         #: are taken as each element arrives, as in-process.
         self.defers = self.to_window and not any(n.traits.stateful for n in nodes)
         self.keyed_window = False
+        #: Where failures bound for a window go under skip or route (see _error).
+        self.failures = route_to.failures if route_to is not None else None
         if self.to_window:
             assert route_to is not None and route_to.spec is not None
             event_time = route_to.spec.traits.event_time
@@ -193,27 +195,34 @@ class Router:
     def _close_window(self) -> None:
         """Route the elements bound for a window: their times (and keys) at once, then the packs.
 
-        An element whose key or time fails fails the query (see ``_error``)
-        once the elements before it are packed: the first error in element
-        order, as in-process.
+        An element whose key or time fails goes to ``_error`` once the
+        elements before it are packed: under ``raise`` it fails the query,
+        the first error in element order, as in-process; set aside (skip,
+        route), the elements after it are routed in turn.
         """
         seqs, subs, values, ks, raw = self._window
         self._window = ([], [], [], [], [])
-        failure: tuple[int, Exception] | None = None
-        if self.defers:
-            ks, raw, failure = self.route_all(values)
-        times, valid, error = event_seconds(raw)
-        if error is None and failure is not None:
-            valid, error = failure
-        if valid:
-            rows = (self.carried.rows_of(seqs[:valid], subs[:valid], values[:valid])
-                    if self.carried is not None else None)
-            self._pack_window(seqs[:valid], subs[:valid], values[:valid], ks[:valid],
-                              times[:valid], rows)
-        if error is not None:
+        while True:
+            failure: tuple[int, Exception] | None = None
+            if self.defers:
+                ks, raw, failure = self.route_all(values)
+            times, valid, error = event_seconds(raw)
+            if error is None and failure is not None:
+                valid, error = failure
+            if valid:
+                rows = (self.carried.rows_of(seqs[:valid], subs[:valid], values[:valid])
+                        if self.carried is not None else None)
+                self._pack_window(seqs[:valid], subs[:valid], values[:valid], ks[:valid],
+                                  times[:valid], rows)
+            if error is None:
+                return
             assert self.route_to is not None and self.route_to.spec is not None
             self._error(seqs[valid], subs[valid],
                         carried_error(self.route_to.spec.id, values[valid], error))
+            after = valid + 1  # set aside: the elements after it go on
+            seqs, subs, values = seqs[after:], subs[after:], values[after:]
+            if not self.defers:
+                ks, raw = ks[after:], raw[after:]
 
     def _pack_window(self, seqs: list[int], subs: list[int], values: list[Any],
                      ks: list[bytes | None], times: np.ndarray, rows: np.ndarray | None
@@ -374,9 +383,12 @@ class Router:
 
     def _error(self, seq: int, sub: int, p: bytes) -> None:
         if self.to_window:
-            # A window has no place for an error row: fail the query with the
-            # first error in element order (an earlier element held in a pack
-            # may be one that cannot be pickled).
+            # A window has no place for an error row: under skip or route the
+            # failure is set aside (streams_spark.window_failures); else it
+            # fails the query, with the first error in element order (an
+            # earlier element held in a pack may be one that cannot be pickled).
+            if self.failures is not None and self.failures.take(seq, sub, p):
+                return
             self._close_packs()
             raise NodeFailure(failure_text(bytes(p), self.labels))
         self._append(seq, sub, ERROR, p, b"", None, None)

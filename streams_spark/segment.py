@@ -33,7 +33,7 @@ from .routing import WINDOW_REACH
 if TYPE_CHECKING:
     from .nodes import ToSpark
 
-__all__ = ["SparkSegment", "state_kind"]
+__all__ = ["SparkSegment", "outside_resident", "state_kind"]
 
 
 class SparkSegment(Segment):
@@ -342,6 +342,46 @@ class SparkSegment(Segment):
             if n._node_id == node_id:
                 return n
         raise KeyError(node_id)
+
+
+#: The names the core gives a node's side streams (``node.errors``, ``node.late``).
+_SIDE_STREAMS = {"errors of ": "an error stream (node.errors)",
+                 "late of ": "a late stream (node.late)"}
+
+
+def outside_resident(node: Stream[Any]) -> str:
+    """Why ``node.to_dataframe()`` is refused: ``node`` is not in a ``from_spark()`` segment.
+
+    Named for what it reads where that is a node's side stream, which is
+    fed in Python on the driver whatever the segment it belongs to.
+
+    Examples
+    --------
+    >>> m = Stream().map(abs).on_error("route")
+    >>> print(outside_resident(m.errors.map(str)))
+    to_dataframe(): map(str) reads stream 'errors of map(abs)', an error stream
+    (node.errors): it is fed in Python on the driver, never in Spark, so it cannot
+    feed to_dataframe(). End the Spark segment with gather() and sink the side stream
+    in Python, or use on_error('skip') (logged on the executors)
+    """
+    todo, seen = [node], set()
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        what = next((w for prefix, w in _SIDE_STREAMS.items() if not n.upstreams
+                     and type(n) is Stream and (n.stream_name or "").startswith(prefix)), None)
+        if what is not None:
+            advice = ("use on_error('skip') (logged on the executors)" if "error" in what
+                      else "disconnect it")
+            return (f"to_dataframe(): {node._label()} reads {n._label()}, {what}: it is fed "
+                    "in Python on the driver, never in Spark, so it cannot feed "
+                    "to_dataframe(). End the Spark segment with gather() and sink the side "
+                    f"stream in Python, or {advice}")
+        todo.extend(n.upstreams)
+    return (f"to_dataframe(): {node._label()} is not in a segment that starts at "
+            "Stream.from_spark(df); use gather() to bring results back into Python")
 
 
 def state_kind(spec: NodeSpec) -> str | None:

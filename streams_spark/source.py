@@ -26,12 +26,14 @@ from .batch import load_checkpoint, save_checkpoint
 from .codec import DATA, ERROR, WINDOW, WINDOW_ITEMS, value_of
 from .late import LateElements
 from .listener import count_input, settle
+from .node_failures import reraise_node_failure
 from .nodes import SparkSegment
-from .plan import WindowStage
+from .plan import Plan, WindowStage
 from .shipping import ship_library
 from .stages import COLUMNS, collected_rows
 from .storage import Location, location
-from .stream import build_query_frame, query_name, reraise_node_failure
+from .stream import build_query_frame, query_name
+from .window_failures import failure_accumulator, needs_accumulator, taken
 
 __all__ = ["FromSpark"]
 
@@ -107,6 +109,8 @@ class FromSpark(Stream[Any]):
         self._failed: BaseException | None = None
         self._checkpoint_at: Location | None = None
         self._dropped_rows: LateElements | None = None
+        #: The failures set aside on the way to a window (see streams_spark.window_failures).
+        self._failures: Any = None
         Stream.__init__(self, **kwargs)
         self._segment = SparkSegment(self)  # type: ignore[arg-type]
 
@@ -143,7 +147,7 @@ class FromSpark(Stream[Any]):
         if any(isinstance(s, WindowStage) for s in plan.stages):
             self._dropped_rows = LateElements(plan, driver_fed=False)  # drops Spark reports
         df = count_input(self.df, segment.gathered(), self._label)
-        frame = build_query_frame(df, plan, first=COLUMNS)
+        frame = self._query_frame(df, plan)
         writer = (frame.writeStream.foreachBatch(self._deliver_batch)
                   .queryName(query_name(self))
                   .option("checkpointLocation", self._checkpoint_dir().child("query").uri))
@@ -183,11 +187,22 @@ class FromSpark(Stream[Any]):
             reraise_node_failure(e, self._segment)
             raise
 
+    def _query_frame(self, df: Any, plan: Plan) -> Any:
+        """The plan applied to ``df``; failures set aside on the way to a window come back."""
+        if any(isinstance(s, WindowStage) for s in plan.stages) and needs_accumulator(
+                plan.specs):
+            self._failures = failure_accumulator(df.sparkSession)
+        return build_query_frame(df, plan, first=COLUMNS, failures=self._failures)
+
     def _run_static(self) -> None:
         """A static DataFrame: one Spark job, its results delivered in order, then close."""
         segment = self._segment
         assert isinstance(segment, SparkSegment)
-        self._deliver_batch(build_query_frame(self.df, segment.plan(), first=COLUMNS), 0)
+        try:
+            self._deliver_batch(self._query_frame(self.df, segment.plan()), 0)
+        except Exception as e:
+            reraise_node_failure(e, segment)  # a node's error failed the job: raised as itself
+            raise
         self.close()
 
     def stop(self) -> None:
@@ -204,7 +219,8 @@ class FromSpark(Stream[Any]):
         # restarted query then neither loses nor repeats the others.
         late = self._dropped_rows.rows(self.query.recentProgress) if (
             self._dropped_rows is not None and self.query is not None) else []
-        errors = self._apply([*late, *collected_rows(df.toArrow())])
+        rows = collected_rows(df.toArrow())  # runs the micro-batch's job
+        errors = self._apply([*late, *taken(self._failures), *rows])
         if self.checkpoint is not None:
             states = [n.snapshot() for n in self._local_nodes()]
             save_checkpoint(self._delivered_at(), {"batch_id": batch_id, "states": states})

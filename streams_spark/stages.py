@@ -25,6 +25,7 @@ from streams.operators.window_bounds import Window, seconds
 from streams.spec import NodeSpec
 from streams.stage import Stage
 
+from . import main_classes
 from .codec import (
     CHUNK,
     DATA,
@@ -40,6 +41,7 @@ from .codec import (
     unpack,
     value_of,
 )
+from .column_names import named
 from .packs import opened, windows_and_firsts
 from .plan import Route, by_id, by_position, chain_plan
 from .route_columns import ONE_GROUP, key_of_windows
@@ -148,7 +150,7 @@ def _partition_base() -> int:
 
 
 def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool | str,
-               rows_of: Rows | None = None
+               rows_of: Rows | None = None, user_names: tuple[str, ...] | None = None
                ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function running ``specs`` then routing for ``route_to``.
 
@@ -161,7 +163,9 @@ def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool | str,
     steps after a window run in the same pass that opens its packs (see
     :func:`_ordered_windows`). Errors of the routing functions (the key
     or time function) are errors of the ``route_to`` node. ``rows_of``
-    replaces the routing with another receiver of the outputs.
+    replaces the routing with another receiver of the outputs. ``user_names``:
+    the user's column names, where the DataFrame was renamed for the pass
+    (see :mod:`streams_spark.column_names`).
     """
     plan = chain_plan(specs)
     last = specs[-1] if specs else None
@@ -176,6 +180,7 @@ def chain_task(specs: list[NodeSpec], route_to: Route | None, first: bool | str,
         for batch in batches:
             if first == COLUMNS:
                 # The user's DataFrame itself: its rows are the elements.
+                batch = named(batch, user_names)
                 carried = getattr(rows, "carried", None)
                 drive.push_all(base, elements_of(batch) if carried is None
                                else carried.start(batch, base))
@@ -298,8 +303,8 @@ def keyed_scan(spec: NodeSpec, route_to: Route | None = None, after: list[NodeSp
         if closes:
             stage.close()
             drive.drain(END_SEQ, 0)
-        state.update((pickle.dumps((buckets, by_position(specs, stage.snapshot()), KEY_HASH),
-                                   protocol=5),))
+        state.update((main_classes.dumps((buckets, by_position(specs, stage.snapshot()),
+                                          KEY_HASH)),))
         yield rows.batch() if arrow else rows.frame()
 
     return run
@@ -340,7 +345,7 @@ def sequential_chain(specs: list[NodeSpec], route_to: Route | None = None,
         if closes:
             stage.close()
             drive.drain(END_SEQ, 0)
-        state.update((pickle.dumps(by_position(specs, stage.snapshot()), protocol=5),))
+        state.update((main_classes.dumps(by_position(specs, stage.snapshot())),))
         yield rows.batch() if arrow else rows.frame()
 
     return run

@@ -19,7 +19,6 @@ processed everything available, and emits the results in batch order.
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import replace
 from typing import Any
 
@@ -41,11 +40,13 @@ from .codec import (
     unpack,
     value_of,
 )
+from .column_names import renamed_for_pass
 from .input_rows import carries
 from .late import LateElements
+from .node_failures import reraise_as_info
 from .plan import ChainStage, KeyedStage, Plan, Route, WindowStage, route_of
 from .route_columns import window_key_metadata
-from .routing import FAR_FUTURE, MID_SCHEMA, MID_SPANS, NodeFailure
+from .routing import FAR_FUTURE, MID_SCHEMA, MID_SPANS
 from .sql_text import named
 from .stages import (
     COLUMNS,
@@ -59,6 +60,7 @@ from .stages import (
 from .storage import location, scratch_location
 from .time_sql import spark_window, timestamp_of, watermark_delay
 from .typed_payloads import PAYLOADS, typed_batches
+from .window_failures import SetAside, failure_accumulator, needs_accumulator, taken
 from .window_sessions import sessions
 
 __all__ = ["StreamRunner", "build_query_frame", "window_groups"]
@@ -75,7 +77,8 @@ def _spark_schema(schema: pa.Schema) -> Any:
     return from_arrow_schema(schema)
 
 
-def _carrying(route: Route | None, df: Any, first: bool | str) -> Route | None:
+def _carrying(route: Route | None, df: Any, first: bool | str,
+              names: tuple[str, ...] | None = None) -> Route | None:
     """``route``, with the input rows carried by column where they can be.
 
     They can from a pass over a static DataFrame's own rows to a window
@@ -83,14 +86,23 @@ def _carrying(route: Route | None, df: Any, first: bool | str) -> Route | None:
     key, a batch's rows share few windows, in large groups, which travel
     more cheaply pickled (Nexmark's q5 took 1.10x the time with its rows as
     columns, q7 0.99x; its packs of sliding windows are copied into each).
+    Not from columns renamed for the pass (``names``, see
+    :mod:`streams_spark.column_names`): the rows would carry Spark's names.
     """
     if route is None or route.kind != "window" or route.spec is None:
         return route
     event_time = route.spec.traits.event_time
     if (event_time is None or event_time.key is None or first != COLUMNS or df.isStreaming
-            or not carries(df.schema)):
+            or names is not None or not carries(df.schema)):
         return route
     return replace(route, rows=df.schema)
+
+
+def _setting_aside(route: Route | None, aside: SetAside | None) -> Route | None:
+    """``route``, bound for a window, with where its failures are set aside."""
+    if route is None or route.kind != "window" or aside is None:
+        return route
+    return replace(route, failures=aside)
 
 
 def _routed_schema(route: Route | None) -> Any:
@@ -103,7 +115,7 @@ def _routed_schema(route: Route | None) -> Any:
 
 
 def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
-                      output: tuple[Rows, Any] | None = None) -> Any:
+                      output: tuple[Rows, Any] | None = None, failures: Any = None) -> Any:
     """Apply the plan's stages to the streaming DataFrame ``df``.
 
     ``df`` has ``seq`` and ``p`` (``first``), or the row columns, or is the
@@ -113,14 +125,21 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
     :func:`~streams_spark.stages.collected_rows`. With ``output`` (a maker of
     the receiver of the last stage's outputs, and the Spark schema of what
     it makes), the last stage writes those rows instead (``to_dataframe()``).
+    ``failures``: the accumulator of the failures set aside on the way to a
+    window, which the driver reads (see :mod:`streams_spark.window_failures`).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
+    names = None  # the user's column names, where the pass needs others
+    if first == COLUMNS:
+        df, names = renamed_for_pass(df)
     mid = _routed_schema(None)  # rows routed for no stateful stage
     static = not df.isStreaming
     state = _spark_schema(pa.schema([("s", pa.binary())]))
     stages = list(plan.stages)
+    aside = (SetAside(plan.specs, failures)
+             if any(isinstance(s, WindowStage) for s in stages) else None)
     rows_of, out_schema = output if output is not None else (None, mid)
     # Rows reaching a stateful stage must carry its routing columns (k, t);
     # each stage computes them for the next one on the rows it emits, so no
@@ -132,21 +151,25 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
         nxt = stages[i + 1] if i + 1 < len(stages) else None
         last = nxt is None and output is not None  # writes the output rows itself
         # A chain's mapInArrow pass over a static DataFrame may send spans.
-        route = route_of(nxt, static and isinstance(stage, ChainStage) and not stage.sequential)
+        route = _setting_aside(route_of(nxt, static and isinstance(stage, ChainStage)
+                                        and not stage.sequential), aside)
         if isinstance(stage, ChainStage) and not stage.sequential:
-            route = _carrying(route, df, first)
+            route = _carrying(route, df, first, names)
             spans = route is not None and route.spans
             carried = route is not None and route.rows is not None
-            df = df.mapInArrow(chain_task(stage.specs, route, first, rows_of if last else None),
+            df = df.mapInArrow(chain_task(stage.specs, route, first, rows_of if last else None,
+                                          names),
                                out_schema if last else _routed_schema(route))
             first = False
             routed = True
             continue
         if not routed:
-            route_in = _carrying(route_of(stage, static), df, first)
+            route_in = _carrying(_setting_aside(route_of(stage, static), aside), df, first,
+                                 names)
             spans = route_in is not None and route_in.spans
             carried = route_in is not None and route_in.rows is not None
-            df = df.mapInArrow(chain_task([], route_in, first), _routed_schema(route_in))
+            df = df.mapInArrow(chain_task([], route_in, first, None, names),
+                               _routed_schema(route_in))
             first = False
         if nxt is not None and isinstance(nxt, ChainStage) and not nxt.sequential:
             route = None  # that chain routes its own outputs
@@ -193,10 +216,10 @@ def build_query_frame(df: Any, plan: Plan, first: bool | str = True,
             routed = False
     if output is not None:
         if first:  # no stage at all: the input is the output
-            df = df.mapInArrow(chain_task([], None, first, rows_of), out_schema)
+            df = df.mapInArrow(chain_task([], None, first, rows_of, names), out_schema)
         return df
     if first:
-        df = df.mapInArrow(chain_task([], None, first), mid)
+        df = df.mapInArrow(chain_task([], None, first, None, names), mid)
     return df.select("seq", "sub", "kind", "p")
 
 
@@ -330,7 +353,10 @@ class StreamRunner:
         self.late = LateElements(plan) if windows else None
         src = (session.readStream.schema(StructType.fromJson(_spark_schema(_INPUT).jsonValue()))
                .option("maxFilesPerTrigger", 1).parquet(self.inbox.uri))
-        frame = build_query_frame(src, plan)
+        #: The failures set aside on the way to the window (None: none can be).
+        self.failures = (failure_accumulator(session)
+                         if windows and needs_accumulator(plan.specs) else None)
+        frame = build_query_frame(src, plan, failures=self.failures)
         self.query = (frame.writeStream.foreachBatch(self._collect)
                       .queryName(query_name(owner) if owner is not None
                                  else f"streams_{id(self)}")
@@ -339,7 +365,8 @@ class StreamRunner:
                       .trigger(processingTime="0 seconds").start())
 
     def _collect(self, df: Any, batch_id: int) -> None:
-        self.results[batch_id] = collected_rows(df.toArrow())
+        rows = collected_rows(df.toArrow())  # runs the micro-batch's job
+        self.results[batch_id] = [*taken(self.failures), *rows]
 
     def _write(self, table: pa.Table, elements: list[Any] | None = None) -> None:
         if elements and self.late is not None:
@@ -355,7 +382,7 @@ class StreamRunner:
         try:
             self.query.processAllAvailable()
         except Exception as e:
-            _reraise_node_failure(e)
+            reraise_as_info(e)
             raise
         out: list[tuple[int, bytes]] = self._late_rows()
         for bid in sorted(self.results):
@@ -427,25 +454,6 @@ def _control_table(seq: int) -> pa.Table:
                      "p": pa.array([FLUSH_MARK], pa.binary())}, schema=_INPUT)
 
 
-def _reraise_node_failure(exc: BaseException) -> None:
-    """Turn a query failure carrying a node's error into that error."""
-    text = str(exc)
-    at = text.find(NodeFailure.MARK)
-    if at < 0:
-        return
-    hexed = text[at + len(NodeFailure.MARK):].split()[0].strip("'\")")
-    raise NodeFailureInfo(pickle.loads(bytes.fromhex(hexed))) from exc
-
-
-def reraise_node_failure(exc: BaseException, segment: Any) -> None:
-    """Raise a query failure carrying a node's error through that node's policy."""
-    try:
-        _reraise_node_failure(exc)
-    except NodeFailureInfo as info:
-        node_id, x, error = info.info
-        segment.node(node_id)._fail(x, error)
-
-
 _names: dict[str, int] = {}
 
 
@@ -457,14 +465,6 @@ def query_name(node: Any) -> str:
     base = "".join(c if c.isalnum() else "_" for c in f"streams_{node._label()}")[:60]
     _names[base] = _names.get(base, 0) + 1
     return base if _names[base] == 1 else f"{base}_{_names[base]}"
-
-
-class NodeFailureInfo(Exception):
-    """The ``(node id, element, exception)`` a query failed with."""
-
-    def __init__(self, info: tuple[int, Any, BaseException]) -> None:
-        super().__init__(info)
-        self.info = info
 
 
 assert FAR_FUTURE > 0

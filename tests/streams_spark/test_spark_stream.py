@@ -86,17 +86,6 @@ def test_an_error_before_a_keyed_scan_and_a_window_is_raised_not_dropped(spark: 
         source.close()
 
 
-def test_skip_or_route_before_an_event_time_window_is_refused_at_the_first_batch(
-        spark: Any) -> None:
-    source = Stream()
-    parsed = source.to_spark().map(int, stream_name="parse").on_error("route")
-    parsed.timed_window(1.0, time=float).gather().sink_to_list()
-    with pytest.raises(ValueError, match=r"parse.*on_error\('route'\) cannot apply on Spark "
-                                         r"before the event-time window.*gather\(\) before"):
-        source.emit("1")
-        source.close()  # the first micro-batch
-
-
 def test_second_state_stage_is_refused_at_build_time() -> None:
     s = Stream().to_spark().scan(add_value, start=0, key=0)
     with pytest.raises(TypeError, match=r"accumulate\(\) cannot run in this Spark segment"):
