@@ -32,13 +32,12 @@ random key drawn in a ``map()`` before the keyed node is drawn once (see
 
 from __future__ import annotations
 
-import io
-import pickle
 import time
 import zlib
 from collections.abc import Callable
 from typing import Any
 
+from streams.main_classes import holds_main_class
 from streams.operators._checks import key_bytes, key_function
 from streams.stage import Failure, Stage, StagePlan, StageResult, checkout, release
 
@@ -82,32 +81,9 @@ def group_of(key: Any) -> int:
         data = key_bytes(key)
     except Exception:
         return 0
-    if b"__main__" in data and _holds_main_class(key):  # rare: the search is the cost
+    if b"__main__" in data and holds_main_class(key):  # rare: the search is the cost
         return 0
     return zlib.crc32(data) % KEY_GROUPS
-
-
-class _MainClassFound(Exception):
-    pass
-
-
-class _MainClassFinder(pickle.Pickler):
-    """Pickles an object only to find a class of ``__main__`` in it (see :func:`group_of`)."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, type) and obj.__module__ == "__main__":
-            raise _MainClassFound
-        return NotImplemented
-
-
-def _holds_main_class(key: Any) -> bool:
-    try:
-        _MainClassFinder(io.BytesIO(), protocol=5).dump(key)
-    except _MainClassFound:
-        return True
-    except Exception:
-        return False
-    return False
 
 
 def _grouper(plan: StagePlan) -> Callable[[Any], int]:
