@@ -95,3 +95,20 @@ def written(spark: Any, frame: Any, tmp_path: Path) -> list[tuple[Any, ...]]:
              .trigger(availableNow=True).start())
     query.awaitTermination()
     return sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+
+
+def both(xs: list[Any], build: Any, **kwargs: Any) -> tuple[list[Any], list[Any]]:
+    """``build``'s outputs over ``xs`` through ``to_spark(**kwargs)``, and in-process."""
+    from streams import Stream
+
+    local = Stream()
+    expected = build(local).sink_to_list()
+    for x in xs:
+        local.emit(x)
+    local.close()
+    source = Stream()
+    out = build(source.to_spark(**kwargs)).gather().sink_to_list()
+    for x in xs:
+        source.emit(x)
+    source.close()
+    return list(out), list(expected)

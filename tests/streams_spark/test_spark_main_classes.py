@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from streams import Stream
+from tests.streams_spark.spark_plans import both
 
 pytestmark = pytest.mark.spark
 
@@ -23,20 +24,6 @@ def script(monkeypatch: pytest.MonkeyPatch) -> tuple[type, type]:
     for cls in (point, color):
         monkeypatch.setattr(sys.modules["__main__"], cls.__name__, cls, raising=False)
     return point, color
-
-
-def both(xs: list[Any], build: Any, **kwargs: Any) -> tuple[list, list]:
-    local = Stream()
-    expected = build(local).sink_to_list()
-    for x in xs:
-        local.emit(x)
-    local.close()
-    source = Stream()
-    out = build(source.to_spark(**kwargs)).gather().sink_to_list()
-    for x in xs:
-        source.emit(x)
-    source.close()
-    return list(out), list(expected)
 
 
 def test_main_class_elements_go_to_spark_and_come_back(

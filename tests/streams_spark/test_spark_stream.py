@@ -8,26 +8,13 @@ import pytest
 
 from streams import NodeError, Stream
 from streams.operators.timed import LateElementError
+from tests.streams_spark.spark_plans import both
 
 pytestmark = pytest.mark.spark
 
 
 def add_value(total: int, kv: tuple[str, int]) -> int:
     return total + kv[1]
-
-
-def both(xs: list[Any], build: Any, **kwargs: Any) -> tuple[list, list]:
-    local = Stream()
-    expected = build(local).sink_to_list()
-    for x in xs:
-        local.emit(x)
-    local.close()
-    source = Stream()
-    out = build(source.to_spark(**kwargs)).gather().sink_to_list()
-    for x in xs:
-        source.emit(x)
-    source.close()
-    return list(out), list(expected)
 
 
 # JVMs start slowly on a loaded 2-core machine; no timing is asserted.
