@@ -135,14 +135,30 @@ def one_key(k: Any) -> Any:
     it. Spark groups NaN keys as one, and so does Dask's routing by key
     bytes: made one here, a keyed step gives their result in-process too.
 
+    A NaN inside a tuple key (``(user, missing_value)``) is made one in the
+    same way, at any depth: a tuple hashes its NaN by identity too.
+
     >>> one_key(float("nan")) is one_key(float("nan")) is NAN_KEY
     True
     >>> import pickle
     >>> pickle.loads(pickle.dumps({NAN_KEY: 1}))[NAN_KEY], one_key("a"), one_key(2.5)
     (1, 'a', 2.5)
+    >>> one_key(("u", float("nan"))) == one_key(("u", float("nan")))
+    True
     """
-    # k != k first: it is False for any key but a NaN, at the cost of one comparison.
+    # k != k first: it is False for any key but a NaN, at the cost of one comparison;
+    # a tuple compares its items by identity first, so a NaN in it is looked for.
+    if k.__class__ is tuple:
+        return _tuple_key(k)
     return NAN_KEY if k != k and isinstance(k, float) else k
+
+
+def _tuple_key(k: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The tuple ``k`` with every NaN in it (nested tuples too) as :data:`NAN_KEY`."""
+    for item in k:
+        if (isinstance(item, float) and item != item) or item.__class__ is tuple:
+            return tuple(one_key(i) for i in k)
+    return k
 
 
 def canonical_key(key: Any) -> Any:

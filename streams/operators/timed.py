@@ -152,7 +152,10 @@ class TimedWindow(LateSide):
     _operator = "timed_window"
     _local_only = None
     _params = ("interval", "time", "lateness")
-    _state = ("_buffer", "_windows", "_max_time")
+    # _elapsed (a property): how long the open window of the clock has been
+    # open, so a restored node closes it as far along as it was.
+    _state = ("_buffer", "_windows", "_max_time", "_elapsed")
+    _state_added = ("_elapsed",)  # older checkpoints: the open window starts afresh
     _graphviz_shape = "octagon"
 
     def __new__(cls, upstream: Stream[Any], interval: float | str, time: Any = None,
@@ -368,10 +371,31 @@ class TimedWindow(LateSide):
         self._due_us = end_us
         self._due = closes_at(end_us, self._late_us) if self._time is not None else math.inf
 
+    @property
+    def _elapsed(self) -> float:
+        """Seconds since the open window of the clock opened (0.0 on event time)."""
+        if self._time is not None:
+            return 0.0
+        return self._clock.now() - (self._deadline - self.interval)
+
+    @_elapsed.setter
+    def _elapsed(self, seconds: float) -> None:
+        # Time stops while a pipeline is down, as for the sliding windows of the
+        # clock (clock_windows): the restored window is as far along as it was.
+        if self._time is None:
+            self._origin = self._clock.now() - seconds
+            self._index = 0
+            self._deadline = self._origin + self.interval
+
     def restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
         self._closing = sorted(self._windows)  # a sorted list is a heap
         self._forget_open()
+        if self._time is None and "_elapsed" in state:  # the timer for the window's new end
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = None if self._closed else arm(self._clock, self._deadline,
+                                                        self._on_timer)
 
     def _emit_until(self, max_time: float) -> Any:
         """Emit the windows closed once ``max_time`` is the largest time seen."""

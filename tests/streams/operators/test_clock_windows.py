@@ -284,18 +284,25 @@ def test_an_unhashable_or_failing_key_is_this_nodes_error() -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(schedule=schedules, shape=shapes, end=steps, keyed=st.booleans(), data=st.data())
+@given(schedule=schedules, shape=shapes, end=steps,
+       kind=st.sampled_from(["sliding", "keyed", "tumbling"]), data=st.data())
 def test_a_snapshot_restored_into_a_new_node_goes_on_the_same(
-        schedule: Schedule, shape: tuple[int, float], end: float, keyed: bool,
+        schedule: Schedule, shape: tuple[int, float], end: float, kind: str,
         data: st.DataObject) -> None:
+    """Sliding, keyed and tumbling windows (TimedWindow, without slide= or key=) alike."""
     size, slide = shape
-    key = 0 if keyed else None
-    expected = run(lambda s: s.timed_window(size, slide=slide, key=key), schedule, end)
+
+    def make(s: Stream[Any]) -> Stream[Any]:
+        if kind == "tumbling":
+            return s.timed_window(size)
+        return s.timed_window(size, slide=slide, key=0 if kind == "keyed" else None)
+
+    expected = run(make, schedule, end)
     cut = data.draw(st.integers(0, len(schedule)), label="cut")
 
     with use_clock(VirtualClock()) as clock:
         source = Stream()
-        first = source.timed_window(size, slide=slide, key=key)
+        first = make(source)
         out1 = first.sink_to_list()
     for dt, x in schedule[:cut]:
         clock.advance(dt)
@@ -308,7 +315,7 @@ def test_a_snapshot_restored_into_a_new_node_goes_on_the_same(
     # The new run starts later, on another clock: time while down does not count.
     with use_clock(VirtualClock(start=1000.0)) as clock:
         source = Stream()
-        second = source.timed_window(size, slide=slide, key=key)
+        second = make(source)
         out2 = second.sink_to_list()
     second.restore(state)
     for dt, x in schedule[cut:]:
