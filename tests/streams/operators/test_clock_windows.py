@@ -178,6 +178,27 @@ def test_a_window_closes_on_arrival_when_no_timer_runs() -> None:
     assert out == [[1], [1], []]
 
 
+def test_a_keyed_window_takes_no_tick_for_empty_windows_after_the_clock_jumps(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A day without elements (a machine asleep, a timer that could not run) costs a keyed
+    1 ms window no tick once what it held is out: it emits no empty window."""
+    ticks = []
+    original = ClockSlidingWindow._tick
+    monkeypatch.setattr(ClockSlidingWindow, "_tick", lambda self, emit: ticks.append(
+        self._step) or original(self, emit))
+    with use_clock(NoTimers()) as clock:
+        source = Stream()
+        out = source.timed_window(0.002, slide=0.001, key=0).sink_to_list()
+    source.emit(("a", 1))
+    clock.advance(86_400.0)
+    source.emit(("a", 2))
+    clock.advance(0.0025)
+    source.close()
+    assert out == [("a", [("a", 1)]), ("a", [("a", 1)]), ("a", [("a", 2)]),
+                   ("a", [("a", 2)])]
+    assert len(ticks) < 10
+
+
 def test_tick_moves_the_windows_as_the_clock_would() -> None:
     with use_clock(VirtualClock()):
         source = Stream()
