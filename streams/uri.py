@@ -151,8 +151,9 @@ def _options(uri: Any, scheme: str, role: str, spec: Mapping[str, Callable[[Any]
     out = {}
     for name, value in merged.items():
         if name not in spec:
-            raise ValueError(f"{scheme}:// {role}: unknown option {name!r}; it takes: "
-                             f"{', '.join(sorted(spec))}")
+            takes = (f"it takes: {', '.join(sorted(spec))}" if spec else
+                     f"it takes none: remove ?{name}=...")
+            raise ValueError(f"{scheme}:// {role}: unknown option {name!r}; {takes}")
         try:
             out[name] = spec[name](value)
         except (TypeError, ValueError) as e:
@@ -160,10 +161,23 @@ def _options(uri: Any, scheme: str, role: str, spec: Mapping[str, Callable[[Any]
     return out
 
 
+def _shown(uri: Any) -> str:
+    """``uri`` for an error message, its password (if any) masked.
+
+    >>> from urllib.parse import urlsplit
+    >>> _shown(urlsplit("redis://me:secret@host:1/s")), _shown(urlsplit("tcp://host:x"))
+    ('redis://me:***@host:1/s', 'tcp://host:x')
+    """
+    if uri.password is None:
+        return str(uri.geturl())
+    user, _, address = uri.netloc.rpartition("@")
+    return str(uri._replace(netloc=f"{user.partition(':')[0]}:***@{address}").geturl())
+
+
 def _name(uri: Any, scheme: str, what: str) -> str:
     name = unquote(uri.path.lstrip("/"))
     if not name or "/" in name:
-        raise ValueError(f"{uri.geturl()!r}: give one {what} after the address, as in "
+        raise ValueError(f"{_shown(uri)!r}: give one {what} after the address, as in "
                          f"{scheme}://host:port/{what}")
     return name
 
@@ -172,11 +186,13 @@ def _host_port(uri: Any, scheme: str, default_port: int | None = None) -> tuple[
     host = uri.hostname or "127.0.0.1"
     try:
         port = uri.port
-    except ValueError:
-        port = None
+    except ValueError:  # written, but not a port: never the default in its place
+        written = uri.netloc.rpartition("@")[2].rpartition(":")[2]
+        raise ValueError(f"{_shown(uri)!r}: port {written!r} is not a port (a number "
+                         "from 1 to 65535)") from None
     if port is None:
         if default_port is None:
-            raise ValueError(f"{uri.geturl()!r}: give a port, as in {scheme}://127.0.0.1:9000")
+            raise ValueError(f"{_shown(uri)!r}: give a port, as in {scheme}://127.0.0.1:9000")
         port = default_port
     return host, port
 
@@ -252,7 +268,7 @@ def to_uri(upstream: Stream[Any], uri: str, **options: Any) -> Stream[Any]:
 def _topic(parts: Any) -> str:
     topic = unquote(parts.path[1:])
     if not topic:
-        raise ValueError(f"{parts.geturl()!r}: give a topic after the address, as in "
+        raise ValueError(f"{_shown(parts)!r}: give a topic after the address, as in "
                          "mqtt://localhost:1883/sensors/temperature")
     return topic
 
@@ -265,21 +281,22 @@ def _credentials(parts: Any) -> tuple[str | None, str | None]:
 
 def _kafka_servers(parts: Any) -> str:
     if not parts.netloc:
-        raise ValueError(f"{parts.geturl()!r}: give the brokers, as in "
+        raise ValueError(f"{_shown(parts)!r}: give the brokers, as in "
                          "kafka://localhost:9092/topic")
     return str(parts.netloc)
 
 
 def _redis_url(parts: Any, db: int) -> str:
     host, port = _host_port(parts, "redis", 6379)
-    auth = f"{parts.username or ''}:{parts.password}@" if parts.password else ""
+    auth = (f"{parts.username or ''}:{parts.password}@" if parts.password else
+            f"{parts.username}@" if parts.username else "")
     return f"redis://{auth}{host}:{port}/{db}"
 
 
 def _path(parts: Any) -> str:
     path = unquote(parts.netloc + parts.path)
     if not path:
-        raise ValueError(f"{parts.geturl()!r}: give a path, as in file:///tmp/data.txt")
+        raise ValueError(f"{_shown(parts)!r}: give a path, as in file:///tmp/data.txt")
     return path
 
 

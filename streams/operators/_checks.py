@@ -76,14 +76,28 @@ def check_keywords(op: str, func: Any, kwargs: dict[str, Any], options: tuple[st
 
 
 def check_count(op: str, name: str, value: Any, minimum: int = 1,
-                optional: bool = False) -> None:
-    """Raise unless ``value`` is an int >= ``minimum`` (or None if optional)."""
+                optional: bool = False) -> Any:
+    """``value`` as an int, if it is an int >= ``minimum`` (or None if optional); else raise.
+
+    A float with no fraction (``n / 2``) counts as its int, as streamz's
+    ``partition(2.0)`` takes it.
+
+    >>> check_count("partition", "n", 2.0), check_count("partition", "n", 3)
+    (2, 3)
+    >>> check_count("partition", "n", 2.5)
+    Traceback (most recent call last):
+    ...
+    TypeError: partition(): n must be an int, got 2.5
+    """
     if optional and value is None:
-        return
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{op}(): {name} must be an int, got {short_repr(value)}")
     if value < minimum:
         raise ValueError(f"{op}(): {name} must be >= {minimum}, got {value}")
+    return value
 
 
 def key_function(key: Any, op: str = "", name: str = "key") -> Callable[[Any], Any]:

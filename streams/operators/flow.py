@@ -163,7 +163,7 @@ class Buffer(_Worker):
         return replace(super()._traits(), identity_on_engine=True)
 
     def __init__(self, upstream: Stream[Any], n: int, **kwargs: Any) -> None:
-        check_count("buffer", "n", n)
+        n = check_count("buffer", "n", n)
         self.n = n
         self._queue: deque[Any] = deque()
         self._waiting: deque[tuple[Any, asyncio.Future[None]]] = deque()

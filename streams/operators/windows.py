@@ -82,7 +82,7 @@ class Partition(Stream[Any]):
 
     def __init__(self, upstream: Stream[Any], n: int, timeout: float | None = None,
                  key: Any = None, **kwargs: Any) -> None:
-        check_count("partition", "n", n)
+        n = check_count("partition", "n", n)
         if timeout is not None and not timeout > 0:
             raise ValueError(f"partition(): timeout must be > 0 seconds, got {timeout!r}")
         self.n = n
@@ -266,7 +266,7 @@ class PartitionUnique(Stream[Any]):
 
     def __init__(self, upstream: Stream[Any], n: int, key: Any = identity,
                  keep: str = "first", **kwargs: Any) -> None:
-        check_count("partition_unique", "n", n)
+        n = check_count("partition_unique", "n", n)
         if keep not in ("first", "last"):
             raise ValueError(f"partition_unique(): keep must be 'first' or 'last', got {keep!r}")
         self.n = n
@@ -348,7 +348,7 @@ class SlidingWindow(Stream[Any]):
 
     def __init__(self, upstream: Stream[Any], n: int, return_partial: bool = True,
                  **kwargs: Any) -> None:
-        check_count("sliding_window", "n", n)
+        n = check_count("sliding_window", "n", n)
         self.n = n
         self.return_partial = return_partial
         self._buffer: deque[Any] = deque(maxlen=n)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from ..core import Stream
@@ -112,6 +113,14 @@ class FromHttpServer(Source[bytes]):
         #: Connections closed at once, and requests answered 503, for being over the bounds.
         self.refused = 0
         self.port = check_port("from_http_server", port)
+        if not isinstance(path, str):
+            raise TypeError(f"from_http_server(): path must be a str (a regular expression "
+                            f"of the paths served), got {path!r:.80}")
+        try:  # tornado compiles it only at start(): a bad one fails here, when built
+            re.compile(path)
+        except re.error as e:
+            raise ValueError(f"from_http_server(): path {path!r} is not a regular "
+                             f"expression: {e}") from None
         self.path = path
         self.address = address
         self.server_kwargs = dict(server_kwargs or {})

@@ -74,12 +74,26 @@ def test_each_command_has_help(command: str) -> None:
     (["tap", "ws://127.0.0.1:0"], "a ws:// source is a server"),
     (["tap", "mqtt://127.0.0.1:9/t"], "a mqtt:// source is a subscription and never ends"),
     (["relay", "--input", "tcp://127.0.0.1:0", "--output", "stdio://"], "add --follow"),
+    # A port that is not one was taken as none: the scheme's default server was used.
+    (["tap", "redis://127.0.0.1:99999/events"], "port '99999' is not a port"),
+    (["relay", "--input", "stdio://", "--output", "mqtt://127.0.0.1:1883x/t"],
+     "port '1883x' is not a port"),
+    (["tap", "redis://me:secret@127.0.0.1:x/events"], "'redis://me:***@127.0.0.1:x/events'"),
+    (["tap", "http://127.0.0.1:0/events/[", "--follow"], "is not a regular expression"),
+    (["tap", "http://127.0.0.1:0/in?foo=1", "--follow"], "it takes none: remove ?foo=..."),
 ])
 def test_bad_uris_and_options_get_one_clear_line(args: list[str], message: str) -> None:
     done = streams_cli(*args)
     assert done.returncode == 2
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_redis_user_without_a_password_is_kept() -> None:
+    from streams import Stream
+
+    assert Stream.from_uri("redis://reader@127.0.0.1:7000/s").url == (
+        "redis://reader@127.0.0.1:7000/0")
 
 
 def test_relay_file_to_stdout_with_a_map(tmp_path: Path) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from streams import Stream
 
 
@@ -47,3 +51,22 @@ def test_sliding_window_short_stream_flushes_its_partial_window_at_close() -> No
     source.emit(1)
     source.close()
     assert out == [(1,)]
+
+
+@pytest.mark.parametrize("make", [
+    lambda s: s.partition(2.0), lambda s: s.partition_unique(2.0),
+    lambda s: s.sliding_window(2.0, return_partial=False), lambda s: s.buffer(2.0).partition(2)])
+def test_a_count_given_as_a_float_with_no_fraction_is_its_int(make: Any) -> None:
+    """streamz takes partition(2.0) (a count computed as n / 2): so does this library."""
+    source = Stream()
+    out = make(source).sink_to_list()
+    for x in range(4):
+        source.emit(x)
+    assert [list(w) for w in out][:2] in ([[0, 1], [2, 3]], [[0, 1], [1, 2]])
+
+
+@pytest.mark.parametrize("make", [lambda s: s.partition(2.5), lambda s: s.sliding_window(0.5),
+                                  lambda s: s.buffer(True)])
+def test_a_count_that_is_no_whole_number_is_refused_when_built(make: Any) -> None:
+    with pytest.raises(TypeError, match=r"n must be an int, got"):
+        make(Stream())
