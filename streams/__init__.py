@@ -28,7 +28,7 @@ from .networkx_graph import create_graph
 from .operators.lookup import Tombstone  # deletes a key from a lookup() table
 from .operators.window_bounds import Window  # an event-time window with its bounds
 from .plugins import load_plugins
-from .sinks.basic import Sink, SinkToList, SinkToTextfile
+from .sinks.basic import Sink, SinkToList, SinkToTextfile, sink_to_file
 from .sinks.durable import SinkToDurableTextfile  # issue 6: exactly-once file output
 from .sinks.kafka import ToKafka  # issue 16: Kafka (confluent-kafka imported lazily)
 from .sinks.mqtt import ToMqtt  # streamz's MQTT sink (paho-mqtt imported lazily)
@@ -40,7 +40,11 @@ from .sources.filenames import Filenames  # issue 15: streamz's Stream.filenames
 from .sources.http import FromHttpServer  # issue 3: async sources
 from .sources.iterable import FromIterable
 from .sources.kafka import FromKafka  # issue 16: Kafka (confluent-kafka imported lazily)
-from .sources.kafka_batched import FromKafkaBatched  # issue 16
+from .sources.kafka_batched import (  # issue 16
+    FromKafkaBatched,
+    from_kafka_batched,
+    get_message_batch,
+)
 from .sources.mqtt import FromMqtt  # streamz's MQTT source (paho-mqtt imported lazily)
 from .sources.periodic import FromPeriodic
 from .sources.process import FromProcess
@@ -54,6 +58,9 @@ from .state import Checkpointer, CheckpointError, checkpoint  # issue 6: checkpo
 
 __version__ = "0.1.0"
 
+#: streamz's name for :data:`NO_DEFAULT` (streamz's is a string, ``'--no-default--'``).
+no_default = NO_DEFAULT
+
 
 def identity(x: Any) -> Any:
     """Return ``x`` (streamz's ``identity``, a default key function).
@@ -62,6 +69,27 @@ def identity(x: Any) -> Any:
     3
     """
     return x
+
+
+def convert_interval(interval: Any) -> Any:
+    """Seconds from a duration string such as ``"500ms"``; other values as they are.
+
+    streamz's ``convert_interval``. Strings are read as the operators read
+    them (:mod:`streams.operators.durations`): ``"2s"``, ``"500ms"``,
+    ``"1min"`` without pandas, and with pandas any string
+    ``pandas.Timedelta`` reads. Unlike streamz, a bare number in a string
+    (``"5"``) is seconds, not nanoseconds.
+
+    Examples
+    --------
+    >>> convert_interval("500ms"), convert_interval("1min"), convert_interval(3)
+    (0.5, 60.0, 3)
+    """
+    if not isinstance(interval, str):
+        return interval
+    from .operators.durations import _read
+
+    return _read("convert_interval", "interval", interval)
 
 
 def __getattr__(name: str) -> Any:
@@ -126,11 +154,16 @@ __all__ = [
     "VirtualClock",
     "Window",
     "checkpoint",
+    "convert_interval",
     "create_graph",
     "describe",
+    "from_kafka_batched",
     "get_clock",
+    "get_message_batch",
     "identity",
     "load_plugins",
+    "no_default",
+    "sink_to_file",
     "use_clock",
     "visualize",
     "walk",

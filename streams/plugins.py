@@ -58,7 +58,15 @@ def _streamz_hint(klass: Any) -> str:
 
 def _lazy(ep: EntryPoint, modifier: Any) -> Any:
     def load(*args: Any, **kwargs: Any) -> Any:
-        klass = ep.load()
+        try:
+            klass = ep.load()
+        except ModuleNotFoundError as e:
+            if not ep.extras or ep.dist is None:
+                raise
+            # A module of the extra the entry point names (``scatter ... [dask]``).
+            raise ImportError(f"{ep.name}() needs {e.name}, which is not installed: pip "
+                              f'install "{ep.dist.name}[{",".join(ep.extras)}]"',
+                              name=e.name) from e
         Stream = _stream()
         if not (isinstance(klass, type) and issubclass(klass, Stream)):
             raise TypeError(
@@ -132,12 +140,22 @@ def load_plugins() -> list[str]:
     for group, modifier in _GROUPS.items():
         for ep in declared.select(group=group):
             if ep.name in vars(_stream()):
-                logger.warning("plugin %r (%s) ignored: Stream.%s exists",
-                               ep.name, ep.value, ep.name)
-                continue
+                if _registered_class(vars(_stream())[ep.name]) != f"{ep.module}:{ep.attr}":
+                    logger.warning("plugin %r (%s) ignored: Stream.%s exists",
+                                   ep.name, ep.value, ep.name)
+                continue  # else: its package was imported first and registered it
             setattr(_stream(), ep.name, _lazy(ep, modifier))
             added.append(ep.name)
     return added
+
+
+def _registered_class(method: Any) -> str | None:
+    """``module:Class`` of the node class ``method`` was registered for, if any."""
+    for _ in range(3):  # a staticmethod, its function, the class
+        method = getattr(method, "__wrapped__", None)
+        if isinstance(method, type):
+            return f"{method.__module__}:{method.__qualname__}"
+    return None
 
 
 class StreamType(type):

@@ -32,8 +32,30 @@ def test_the_streamz_surface_is_there() -> None:
         "flatten", "concat", "unique", "pluck", "collect", "slice", "frequencies", "sink",
         "sink_to_list", "sink_to_textfile", "emit", "connect", "disconnect", "destroy",
         "visualize", "gather", "from_iterable", "from_textfile", "register_api",
+        "scatter",  # as ``import streamz`` with dask installed: a plugin loading streams_dask
     }
     assert expected <= set(dir(Stream))
+
+
+#: streamz's own top-level names (not its helpers' imports) streams does not have:
+#: its machinery (loop thread, weak sets, Tornado callbacks, cuDF reading), the
+#: networkx-graph helpers ``readable_graph`` and ``to_graphviz``, not ported, and
+#: its Dask names, which are ``streams_dask``'s (the core imports no engine).
+STREAMZ_ONLY = {
+    "APIRegisterMixin", "DaskStream", "OrderedWeakrefSet", "PeriodicCallback",
+    "build_node_set", "get_io_loop", "get_message_batch_cudf", "readable_graph", "scatter",
+    "sync", "to_graphviz",
+}
+
+
+def test_streamz_top_level_names_are_there() -> None:
+    streamz = pytest.importorskip("streamz")
+    own = {name for name in dir(streamz) if not name.startswith("_")
+           and getattr(getattr(streamz, name), "__module__", "").startswith("streamz")}
+    own.add("no_default")  # a string: no ``__module__``
+    assert not STREAMZ_ONLY - own, "streamz has changed: update STREAMZ_ONLY"
+    missing = sorted(name for name in own - STREAMZ_ONLY if not hasattr(streams, name))
+    assert not missing, f"streamz has streamz.{missing}: add them to streams"
 
 
 @pytest.mark.parametrize("name", OPERATORS)
