@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from toolz import identity
 
-from . import closing, plugins
+from . import closing, loop_affinity, plugins
 from ._api import OperatorAPI
 from .cycles import check_connect, recursion_error
 from .errors import StreamClosedError, apply_policy, check_policy, error_stream, not_a_stream
@@ -64,12 +64,16 @@ class Stream(StreamzExtras, OperatorAPI[T], Generic[T], metaclass=plugins.Stream
         downstream step for the element has finished (backpressure).
         Inherited from the upstream when not given.
     loop : tornado.ioloop.IOLoop, optional
-        The loop a source runs on (streamz's ``loop``). Unlike streamz, a
-        synchronous ``emit`` runs in its caller's thread and timers on the
-        running loop (with none, the shared loop thread), not on ``loop``.
+        The loop the graph's work belongs to (streamz's ``loop``): a
+        synchronous ``emit`` called from another thread, into this node or
+        one upstream of it, runs on ``loop`` while the caller waits, as in
+        streamz (:mod:`streams.loop_affinity`). Without one, ``emit`` runs
+        in its caller's thread and timers on the running loop (with none,
+        the shared loop thread).
     ensure_io_loop : bool, optional
         With no ``loop``, set ``loop`` to the running loop, else to the
-        shared loop thread's, started now (:mod:`streams.loop_thread`).
+        shared loop thread's, started now (:mod:`streams.loop_thread`); it
+        is then the node's ``loop``, as if given.
 
     Examples
     --------
@@ -144,6 +148,7 @@ class Stream(StreamzExtras, OperatorAPI[T], Generic[T], metaclass=plugins.Stream
         self._asynchronous_given: bool | None = asynchronous
         self.asynchronous: bool = asynchronous_of(self, asynchronous)
         self.stream_name = stream_name
+        bound = loop is not None or ensure_io_loop  # the user's: see streams.loop_affinity
         if loop is None and (ensure_io_loop or getattr(self, "_clock", None) is not None):
             from .loop_thread import node_loop
 
@@ -164,6 +169,8 @@ class Stream(StreamzExtras, OperatorAPI[T], Generic[T], metaclass=plugins.Stream
             u.downstreams.append(self)
         if self.upstreams:
             _invalidate(self)
+        if bound and loop is not None:
+            loop_affinity.bind(self)
 
     # ------------------------------------------------------------------
     # Data flow
