@@ -1,5 +1,7 @@
-"""Sources; streamz's ``sink_to_file`` is importable from here, as there."""
+"""Sources; streamz's ``Source`` (the base of custom sources) and ``sink_to_file`` are
+importable from here, as there."""
 
 from ..sinks.basic import sink_to_file
+from .base import Source
 
-__all__ = ["sink_to_file"]
+__all__ = ["Source", "sink_to_file"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import inspect
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, TypeVar
@@ -14,6 +15,7 @@ from ..core import Stream
 from ..cycles import recursion_error
 from ..errors import NodeError, SourceError
 from ..pending import ELEMENT_TASKS, until_done
+from . import streamz_run
 
 __all__ = ["YIELD_EVERY", "Source", "SourceRun", "listen", "on_loop_thread", "require_loop",
            "serve_here", "stop_serving"]
@@ -191,6 +193,34 @@ class Source(Stream[T]):
     shared loop thread as streamz runs it: ``start()`` returns a
     ``concurrent.futures.Future`` of the run at once (see
     :mod:`streams.loop_thread`).
+
+    A custom source is written as for streamz: a subclass overrides
+    ``async def _run(self)``, one step, called again until ``self.stopped``,
+    or ``async def run(self)``. As in streamz, ``start()`` runs it on a
+    loop: as a task of the running loop, else on the shared loop thread
+    (returning the ``concurrent.futures.Future`` of the run); ``stop()``
+    ends it; the stream stays open. Inside, ``self.emit(x)`` and ``await
+    self.emit(x)`` both push ``x`` through the graph. Its failures reach
+    the user as a built-in source's do (see :meth:`start`).
+
+    Examples
+    --------
+    >>> from streams import Source
+    >>> class CountTo(Source):
+    ...     def __init__(self, n, **kwargs):
+    ...         self.n, self.i = n, 0
+    ...         super().__init__(**kwargs)
+    ...     async def _run(self):
+    ...         if self.i == self.n:
+    ...             self.stopped = True
+    ...             return
+    ...         await self.emit(self.i)
+    ...         self.i += 1
+    >>> source = CountTo(3)
+    >>> L = source.sink_to_list()
+    >>> source.start().result()  # no loop running: a run on the loop thread
+    >>> L
+    [0, 1, 2]
     """
 
     # _checkpointer: the streams.state.Checkpointer told of each finished
@@ -208,6 +238,10 @@ class Source(Stream[T]):
     #: streamz does (issue 15; streams.loop_thread).
     _needs_loop: ClassVar[bool] = False
     _graphviz_shape = "doubleoctagon"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        streamz_run.adopt(cls, Source, _RUN)  # a class written to streamz's protocol
 
     def __init__(self, start: bool = False, **kwargs: Any) -> None:
         self.started = False
@@ -407,8 +441,21 @@ class Source(Stream[T]):
                 raise exc
         await Stream.aclose(self)
 
+    async def run(self) -> None:
+        """Produce until stopped: await :meth:`_run` while not ``self.stopped``.
+
+        streamz's protocol: a custom source overrides this or ``_run``.
+        """
+        while not self.stopped:
+            step = self._run()
+            await (step if inspect.isawaitable(step) else asyncio.sleep(0))
+
+    async def _run(self) -> None:
+        """One step of :meth:`run`: a custom source overrides it (or ``run``)."""
+        raise NotImplementedError(streamz_run.NO_RUN.format(self._label()))
+
     def _run_sync(self) -> None:
-        raise NotImplementedError
+        raise NotImplementedError(streamz_run.NO_RUN.format(self._label()))
 
     def _end_sync(self) -> None:
         """The source is exhausted: close the stream, then the last checkpoint."""
@@ -429,4 +476,8 @@ class Source(Stream[T]):
             await pending
 
     async def _run_async(self) -> None:
-        raise NotImplementedError
+        # streamz's protocol (streams.sources.streamz_run): built-ins override this
+        ran = self.run()
+        if inspect.isawaitable(ran):
+            await ran
+        self.stopped = True  # as after stop(): start() runs it again
