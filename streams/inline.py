@@ -11,6 +11,7 @@ of ``def euro(b): return (b.auction, b.price * 0.908)`` becomes::
     except Exception as first_3:
         try:
             x_2 = f_1(x_1)  # the function's own exception, see below
+            raise first_3
         except BaseException as error_4:
             if error_4.__context__ is first_3:
                 error_4.__context__ = first_3.__context__
@@ -67,13 +68,16 @@ whose ``__code__`` is replaced in place (IPython's ``%autoreload`` does that)
 keeps running its old expression until the graph changes.
 
 Errors stay the user's: when the expression raises, the function itself is
-called on the same element (it has no effects but its result), so the
-exception the node's policy gets, its type, message and traceback through
-the user's function, is the one the call gives; it is not chained to the
-expression's (its ``__context__`` is what it would have been). Operations on
-the element (an attribute a class computes, an ``__add__``) run again in
-that call, which only happens for an element that fails. A try block costs
-nothing on Python 3.11+ until something raises.
+called on the same element, so the exception the node's policy gets, its
+type, message and traceback through the user's function, is the one the
+call gives; it is not chained to the expression's (its ``__context__`` is
+what it would have been). Operations on the element (an attribute a class
+computes, an ``__add__``) run again in that call, which only happens for an
+element that fails. Where the call succeeds (the expression changed the
+element: ``max(it)`` consumed an iterator before failing on a string in it),
+the expression's exception is the element's: it failed, as the function
+alone would have, never a value computed from what was left. A try block
+costs nothing on Python 3.11+ until something raises.
 
 Set ``STREAMS_NO_INLINE=1`` in the environment (or :data:`enabled` to False)
 to call every function, as before: a debugger's breakpoint or a coverage
@@ -136,13 +140,14 @@ def assignment(target: str, func: Any, arg: str, call: str,
     except Exception as first:
         try:
             y = f(x)
+            raise first
         except BaseException as error:
             if error.__context__ is first:
                 error.__context__ = first.__context__
             raise
     >>> text = assignment("y", lambda r: -r, "x", "f(x)", None, lambda hint: hint,
     ...                   lambda e: f"return fail(x, {e})")
-    >>> print(*text.splitlines()[5:9], sep=chr(10))  # then as above
+    >>> print(*text.splitlines()[6:10], sep=chr(10))  # then as above
         except Exception as error:
             if error.__context__ is first:
                 error.__context__ = first.__context__
@@ -201,9 +206,12 @@ def _with_fallback(computed: str, called: str, after: str, fresh: Callable[[str]
     handled = "" if failed is None else (
         f"    except Exception as {error}:\n{restore}"
         + "".join(f"        {line}\n" for line in failed(error).splitlines()))
+    # A call that succeeds where the expression raised ran on an element the
+    # expression changed (an iterator it consumed, a property with effects):
+    # the element failed, as the function alone would have failed on it.
     return ("try:\n" + "".join(f"    {line}\n" for line in computed.splitlines())
             + f"except Exception as {first}:\n"
-            f"    try:\n        {called}\n"
+            f"    try:\n        {called}\n        raise {first}\n"
             f"{handled}"
             f"    except BaseException as {error}:\n{restore}"
             f"        raise"
