@@ -171,7 +171,14 @@ class _RunEnd:
         current = asyncio.current_task()
         if current is self._task or (_RUN.get() is self._task and current in ELEMENT_TASKS):
             return None  # called by the run's own graph: it ends after this element
-        return (yield from self._task.__await__())
+        try:
+            return (yield from self._task.__await__())
+        except asyncio.CancelledError:
+            # The run was cancelled (an interrupt): it has ended, as stop() asks; a
+            # cancellation of the task awaiting this goes on.
+            if self._task.cancelled() and not (current is not None and current.cancelling()):
+                return None
+            raise
 
     def _ipython_display_(self, **kwargs: Any) -> None:
         """Display nothing (a cell ending in ``source.stop()``)."""
@@ -396,9 +403,17 @@ class Source(Stream[T]):
         return SourceError(self, error)
 
     async def _run_guarded(self) -> None:
+        __tracebackhide__ = True  # pytest and IPython: show the user's frames
         _RUN.set(asyncio.current_task())  # in this run's own context (its task's copy)
         try:
             await self._run_async()
+        except asyncio.CancelledError:
+            # Cancelled (a notebook's interrupt of `await source.start()`): stopped,
+            # so that start() runs it again from where it stands.
+            self.stopped = True
+            if self._checkpointer is not None:
+                self._checkpointer.abandon()
+            raise
         except Exception as e:
             self.stopped = True
             if self._checkpointer is not None:  # its element failed: no step() follows

@@ -6,6 +6,7 @@ Timing comes from events and the virtual clock; nothing sleeps.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 from pathlib import Path
 from typing import Any
@@ -454,3 +455,31 @@ def test_process_is_held_back_by_a_slow_pipeline(tmp_path: Path) -> None:
     sent = int(L[-1].split()[1])
     assert sent < 64 * 2**20  # held back long before writing everything
     assert len(L) - 1 == -(-sent // 1024)  # every line it wrote came through
+
+
+def test_a_run_cancelled_by_an_interrupt_is_stopped_and_starts_again() -> None:
+    """A notebook's interrupt of `await source.start()` cancels the run: the source is
+    stopped, `await source.stop()` does not raise, and start() runs it again from where
+    it stands (it returned the cancelled run, and raised CancelledError at once)."""
+
+    async def main() -> tuple[bool, list[int], bool]:
+        source = Stream.from_iterable(itertools.count())
+        seen = source.sink_to_list()
+        run = source.start()
+        while len(seen) < 10:
+            await asyncio.sleep(0)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        stopped = source.stopped
+        await source.stop()
+        n = len(seen)
+        again = source.start()
+        while len(seen) < n + 10:
+            await asyncio.sleep(0)
+        await source.stop()
+        return stopped, seen, again is not run
+
+    stopped, seen, new_run = asyncio.run(main())
+    assert stopped and new_run
+    assert seen == list(range(len(seen)))  # nothing lost or repeated across the interrupt
