@@ -162,7 +162,9 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
         Jupyter displays it inline as SVG (graphviz's ``_repr_mimebundle_``);
         ``.pipe(format="svg")`` gives the SVG bytes. Each node shows its
         operator, function and ``stream_name``; nodes that run on Dask or
-        Spark are tinted and boxed by segment.
+        Spark are tinted and boxed by segment. A node's error stream
+        (``node.errors``) and late stream (``node.late``) hang from it by
+        a dashed edge labelled ``errors`` or ``late``.
 
     Examples
     --------
@@ -212,6 +214,12 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
         )
         for uid in spec.upstream_ids:
             g.edge(str(uid), str(spec.id))
+        # A side stream has no upstream: the dashed edge says whose it is.
+        late = getattr(n, "_late", None)
+        for side, side_id in (("errors", spec.errors_id),
+                              ("late", None if late is None else late._node_id)):
+            if side_id is not None:
+                g.edge(str(spec.id), str(side_id), label=side, style="dashed")
     for cluster in clusters.values():
         g.subgraph(cluster)
     if filename is not None:

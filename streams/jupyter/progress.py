@@ -29,6 +29,7 @@ from ..clock import Clock, get_clock
 from ..core import Stream
 from ..fusion import Fuser
 from ..spec import Traits
+from .display import _hook_cell_end
 from .throttle import cell_end
 
 __all__ = ["Progress", "progress_bar"]
@@ -163,6 +164,9 @@ class Progress(Stream[Any]):
         # A disabled tqdm bar counts nothing; the count is still the state.
         self._tick = self._count_one if self.bar.disable else self.bar.update
         cell_end.add(self)
+        # In a kernel the count is redrawn when each cell ends, whether or not
+        # a live view has registered that hook before.
+        _hook_cell_end()
 
     @property
     def count(self) -> int:
