@@ -109,6 +109,8 @@ class Stream(StreamzExtras, OperatorAPI[T], Generic[T], metaclass=plugins.Stream
     _graphviz_orientation: ClassVar[int] = 0
     #: Not drawn: a node the library adds itself (a Jupyter live view).
     _graphviz_hidden: ClassVar[bool] = False
+    #: False for a node that only shows the stream (a live view, a plot): not in checkpoints.
+    _checkpointed: ClassVar[bool] = True
     #: True for ``gather()``: the node is not part of its upstream's segment.
     _ends_segment: ClassVar[bool] = False
     #: Declared True by a class whose node passes on every element it gets

@@ -5,6 +5,11 @@ buffers, source offsets... and the graph's identity (one entry per node in
 :func:`streams.graph.walk` order), which a restore compares with the running
 graph. :mod:`streams.state` writes snapshots to disk as checkpoints.
 
+A node that only shows the stream (a Jupyter live view, a live plot: its
+class sets ``_checkpointed = False``) is no part of the pipeline's identity
+or state: its entry is marked and skipped on restore, so showing a stream or
+not never changes whether a checkpoint restores.
+
 Examples
 --------
 >>> from streams import Stream
@@ -31,6 +36,7 @@ from typing import Any
 
 from ._checkpoint_io import CheckpointError
 from .core import Stream
+from .display_nodes import checkpointed, display_identity, pipeline_entries
 from .fusion import invalidate as _invalidate
 from .graph import walk
 
@@ -45,7 +51,8 @@ class GraphSnapshot:
     ----------
     nodes : tuple of dict
         One ``{"index", "operator", "name", "state"}`` entry per node: the
-        graph's identity, compared on restore.
+        graph's identity, compared on restore. A display-only node's entry
+        has ``"checkpointed": False`` and is not compared (see :func:`identities`).
     states : tuple
         One state dict per node (None for a stateless node).
     sequence : int
@@ -58,9 +65,29 @@ class GraphSnapshot:
 
 
 def identities(nodes: list[Stream[Any]]) -> list[dict[str, Any]]:
-    """The identity of each node of a graph (in :func:`~streams.graph.walk` order)."""
-    order = {id(n): i for i, n in enumerate(nodes)}
-    return [_identity(i, n, order) for i, n in enumerate(nodes)]
+    """The identity of each node of a graph (in :func:`~streams.graph.walk` order).
+
+    Nodes are numbered (``index``, ``upstreams``) among the checkpointed
+    ones only; a display-only node has an entry, so that the entries line up
+    with the states, but marked ``"checkpointed": False`` and with no index.
+
+    >>> from streams import Stream
+    >>> from streams.jupyter import LiveView
+    >>> source = Stream()
+    >>> view = LiveView(source, widget=False)  # shown before the rest was built
+    >>> _ = source.scan(max).sink_to_list()
+    >>> [(e["index"], e["operator"]) for e in identities(walk(source))]
+    [(0, 'stream'), (None, 'live_view'), (1, 'accumulate'), (2, 'sink_to_list')]
+    >>> unshown = Stream()
+    >>> _ = unshown.scan(max).sink_to_list()
+    >>> shown = [e for e in identities(walk(source)) if e.get("checkpointed", True)]
+    >>> shown == identities(walk(unshown))
+    True
+    """
+    kept = checkpointed(nodes)
+    order = {id(n): i for i, n in enumerate(kept)}
+    return [_identity(order[id(n)], n, order) if id(n) in order else display_identity(n)
+            for n in nodes]
 
 
 def _identity(index: int, node: Stream[Any], order: dict[int, int]) -> dict[str, Any]:
@@ -344,8 +371,13 @@ def _check_match(nodes: list[Stream[Any]], entries: tuple[dict[str, Any], ...],
 def first_difference(nodes: list[Stream[Any]], entries: tuple[dict[str, Any], ...] | list[Any],
                      then: str = "the checkpoint") -> tuple[str, str] | None:
     """How the graph of ``nodes`` first differs from the identity ``entries`` recorded
-    (by ``then``), and why it matters; None if it does not."""
-    got_all = identities(nodes)
+    (by ``then``), and why it matters; None if it does not.
+
+    Display-only nodes, in the graph or in the record, are left out of the comparison.
+    """
+    got_all = [e for e in identities(nodes) if e.get("checkpointed", True)]
+    nodes = checkpointed(nodes)
+    entries = pipeline_entries(entries)[1]
     changed = "a changed pipeline cannot resume from an old checkpoint"
     for i, n in enumerate(nodes):
         if i >= len(entries):
@@ -418,10 +450,12 @@ def restore_graph(node: Stream[Any], snapshot: GraphSnapshot, where: str = "snap
     from the one the snapshot was taken of (ending with ``afresh``: what to
     do to start afresh instead).
     """
-    nodes = walk(node)
+    nodes = checkpointed(walk(node))
     _check_match(nodes, snapshot.nodes, where, afresh)
+    # Display-only nodes' entries (and states: None) are skipped, as _check_match did.
+    kept = tuple(snapshot.states[p] for p in pipeline_entries(snapshot.nodes)[0])
     # One copy of all the states: objects the nodes shared stay shared.
-    states = deepcopy(snapshot.states) if copy else snapshot.states
+    states = deepcopy(kept) if copy else kept
     for n, state in zip(nodes, states, strict=True):
         if state is not None:
             try:

@@ -78,6 +78,7 @@ class _ViewNode(Stream[Any]):
     __slots__ = ("view",)
     _operator = "live_view"
     _graphviz_hidden = True  # the library adds it: visualize() draws the user's graph
+    _checkpointed = False  # showing a stream or not never changes its checkpoints
     _local_only = "it draws in this process"
     _graphviz_shape = "note"
 

@@ -41,6 +41,7 @@ class _PlotNode(_ViewNode):
     __slots__ = ()
     _operator = "sink_to_plot"
     _graphviz_hidden = False  # the user added it
+    _checkpointed = False  # but it only draws: adding or removing a plot keeps checkpoints
     _graphviz_shape = "trapezium"
 
 
