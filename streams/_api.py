@@ -163,8 +163,8 @@ class OperatorAPI(Generic[T]):
                                poll_interval: Any = "1s", npartitions: int | None = None,
                                refresh_partitions: bool = False, start: bool = False,
                                dask: bool = False, max_batch_size: int = 10000,
-                               keys: bool = False, client: Any = None,
-                               **kwargs: Any) -> FromKafkaBatched: ...
+                               keys: bool = False, engine: str | None = None,
+                               client: Any = None, **kwargs: Any) -> FromKafkaBatched: ...
         def to_kafka(self, topic: str, producer_config: dict[str, Any],
                      transactional: bool = False, key: Any = None,
                      **kwargs: Any) -> ToKafka: ...

@@ -174,6 +174,12 @@ class StreamType(type):
         def __getattr__(cls, name: str) -> Any:
             return plugin_attribute(cls, name)
 
+    def __dir__(cls) -> list[str]:
+        # Completion (``Stream.<tab>``) before any node exists lists the plugins too.
+        if not loaded:
+            load_plugins()
+        return sorted(type.__dir__(cls))
+
 
 def plugin_attribute(obj: Any, name: str) -> Any:
     if name.startswith("_") or loaded or not load_plugins():

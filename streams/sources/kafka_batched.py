@@ -333,14 +333,18 @@ register_operator(FromKafkaBatched)
 def from_kafka_batched(topic: str, consumer_params: dict[str, Any], poll_interval: Any = "1s",
                        npartitions: int | None = None, refresh_partitions: bool = False,
                        start: bool = False, dask: bool = False, max_batch_size: int = 10000,
-                       keys: bool = False, client: Any = None, **kwargs: Any) -> Stream[Any]:
+                       keys: bool = False, engine: str | None = None, client: Any = None,
+                       **kwargs: Any) -> Stream[Any]:
     """Emit lists of messages of a Kafka topic, one per partition per poll (streamz's signature).
 
     Returns the node emitting the batches (``source.starmap(get_message_batch)``,
     after ``scatter()`` with ``dask=True``: gather() it); ``.start()`` on it
     starts the source. ``auto.offset.reset`` defaults to ``"latest"``, as in
     streamz. Offsets are committed after every downstream step for the
-    batches has finished (see the module docs).
+    batches has finished (see the module docs). ``engine``: streamz's
+    ``"cudf"`` (batches as cuDF frames) is not supported; None, the default,
+    is taken. ``client``: the Dask client of ``dask=True`` (default: the
+    current one).
 
     Examples
     --------
@@ -350,6 +354,10 @@ def from_kafka_batched(topic: str, consumer_params: dict[str, Any], poll_interva
     >>> [u.describe().operator for u in batches.upstreams]
     ['from_kafka_batched']
     """
+    if engine is not None:
+        raise ValueError(f"from_kafka_batched(): engine={engine!r} is not supported (streamz "
+                         "reads batches into cuDF frames with engine='cudf'); leave it None for "
+                         "lists of messages")
     source = FromKafkaBatched(topic, consumer_params, poll_interval=poll_interval,
                               npartitions=npartitions, refresh_partitions=refresh_partitions,
                               max_batch_size=max_batch_size, keys=keys, **kwargs)

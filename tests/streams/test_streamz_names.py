@@ -175,3 +175,15 @@ def test_from_kafka_batched_is_the_stream_method() -> None:
     batches = streams.from_kafka_batched("events", {"bootstrap.servers": "h:9092",
                                                     "group.id": "etl"})
     assert [u.describe().operator for u in batches.upstreams] == ["from_kafka_batched"]
+
+
+def test_from_kafka_batched_takes_streamzs_arguments_in_streamzs_order() -> None:
+    def names(f: object) -> list[str]:
+        return list(inspect.signature(f).parameters)  # type: ignore[arg-type]
+
+    ours, theirs = names(streams.from_kafka_batched), names(streamz.from_kafka_batched)
+    assert ours[:len(theirs) - 1] == theirs[:-1]  # all but **kwargs, in order
+    params = {"bootstrap.servers": "h:9092", "group.id": "etl"}
+    assert streams.from_kafka_batched("events", params, engine=None) is not None
+    with pytest.raises(ValueError, match=r"engine='cudf' is not supported"):
+        streams.from_kafka_batched("events", params, engine="cudf")
