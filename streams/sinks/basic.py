@@ -8,7 +8,6 @@ import inspect
 import os
 import weakref
 from collections.abc import Callable
-from types import BuiltinFunctionType
 from typing import IO, Any
 
 from ..core import NO_DEFAULT, Stream
@@ -154,8 +153,6 @@ class Sink(Stream[Any]):
         r = f.fresh("r")
         f.step(self, x, f"{r} = {f.call(self.func, x, self.args, self.kwargs)}")
         guard = f.bind(self._guard, "guard")
-        if isinstance(self.func, BuiltinFunctionType):
-            return None  # C functions (list.append, print) never return awaitables
         if inspect.iscoroutinefunction(self.func):
             f.line(f"return {guard}({x}, {r})")
             return None

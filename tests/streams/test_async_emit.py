@@ -896,3 +896,21 @@ def test_a_graph_change_while_emits_queue_on_the_loop_does_not_stall_them() -> N
         return out, other
 
     assert asyncio.run(main()) == ([0, 1], [1])
+
+
+def test_a_c_function_sink_returning_an_awaitable_is_awaited() -> None:
+    """anext (a C function) returns an awaitable: the sink awaits it, fused as unfused."""
+
+    async def main() -> list[str]:
+        log: list[str] = []
+
+        async def agen(tag: str) -> Any:
+            log.append(f"{tag} started")
+            yield 1
+
+        source = Stream(asynchronous=True)
+        source.sink(anext)
+        await source.emit(agen("a"))
+        return log
+
+    assert asyncio.run(main()) == ["a started"]
