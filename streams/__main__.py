@@ -87,13 +87,9 @@ def _segment(demo: str) -> Any:
     from .demo import enrich
 
     if demo == "dask":
-        import streams_dask  # noqa: F401 - registers scatter()
-
         # Batches of up to 1,000 views, many in flight: results come back as tasks finish.
         return lambda s: s.scatter(batch_size=1000).map(enrich).gather()
     if demo == "spark":
-        import streams_spark  # noqa: F401 - registers to_spark()
-
         # Micro-batches of 1,000 views: results come back while the stream runs.
         return lambda s: s.to_spark(batch_size=1000).map(enrich).gather()
     return None

@@ -363,13 +363,10 @@ def from_kafka_batched(topic: str, consumer_params: dict[str, Any], poll_interva
                               max_batch_size=max_batch_size, keys=keys, **kwargs)
     node: Stream[Any] = source
     if dask:
-        try:
-            import streams_dask  # noqa: F401 - registers scatter()
-        except ImportError as e:  # pragma: no cover - depends on the environment
-            raise ImportError("from_kafka_batched(dask=True) needs streams_dask: "
-                              "pip install 'streams[dask]'") from e
         # Batching asked for: reads of several partitions overlap on the
-        # workers (a plain scatter() would wait for each read in turn).
+        # workers (a plain scatter() would wait for each read in turn). The
+        # engine joins as a plugin (streams.plugins): without dask, its error
+        # names the extra to install.
         node = source.scatter(client=client, batch_size=1000)
     batches = node.starmap(get_message_batch)
     if start:

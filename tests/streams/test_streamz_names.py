@@ -56,7 +56,7 @@ def test_every_engine_method_loads_its_engine_on_first_call() -> None:
         s = streams.Stream()
         print(type(s.to_dask()).__name__, type(s.scatter()).__name__,
               type(streams.Stream().to_spark()).__name__)
-        # The stand-ins are gone: the methods are the engines' registered classes.
+        # The plugin stubs are replaced: the methods are the engines' registered classes.
         print(streams.Stream.scatter.__wrapped__.__name__,
               streams.Stream.to_spark.__wrapped__.__name__)
     """)
