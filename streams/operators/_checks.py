@@ -113,9 +113,17 @@ def key_function(key: Any, op: str = "", name: str = "key") -> Callable[[Any], A
     Traceback (most recent call last):
     ...
     TypeError: key= must be a function or an index x[k], got the list ['t']; ...
+
+    A bool is refused too: ``time=True`` reads as a switch, and would be
+    taken as ``x[1]``.
     """
     if callable(key):
         return key  # type: ignore[no-any-return]
+    if isinstance(key, bool):
+        field = '"ts"' if name == "time" else '"user"'
+        raise TypeError(
+            f"{f'{op}(): ' if op else ''}{name}={key!r} is no {name} reader: give a function "
+            f"of the element or its index or field (x[k]), as {name}={field} or {name}=0")
     try:
         hash(key)
     except TypeError:

@@ -132,3 +132,15 @@ def test_a_sink_argument_every_element_would_fail_on_is_refused_when_built(
     with pytest.raises(TypeError, match=says):
         build(Stream(), tmp_path / "out.txt")
 
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda s: s.timed_window(10, time=True), r"timed_window\(\): time=True is no time reader"),
+    (lambda s: s.session_window(10, time=0, key=True),
+     r"session_window\(\): key=True is no key reader"),
+    (lambda s: s.scan(max, key=False), r"scan\(\): key=False is no key reader"),
+])
+def test_a_bool_where_a_reader_goes_is_refused(build: Any, message: str) -> None:
+    """time=True reads as a switch; it was taken as x[1], every time silently the second item."""
+    with pytest.raises(TypeError, match=message):
+        build(Stream())
