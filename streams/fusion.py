@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import itertools
 import linecache
+import operator
 import os
 import weakref
 from collections.abc import Callable, Iterator
@@ -116,6 +117,23 @@ def invalidate(node: Stream[Any]) -> None:
                 else:
                     n._push = n._compile_and_push
         todo.extend(n.upstreams)
+
+
+def recompiled_when_set(slot: str, doc: str) -> Any:
+    """A property kept in ``slot`` whose new value compiled code takes.
+
+    Compiled code holds a node's function (``map``'s ``func``): setting it
+    after the first element (``node.func = other``, as streamz users may)
+    drops that code (:func:`invalidate`), so the next element runs the new
+    one, as an uncompiled node would. Read in the hot path through ``slot``.
+    """
+
+    def set_value(node: Any, value: Any) -> None:
+        setattr(node, slot, value)
+        if hasattr(node, "upstreams"):  # built: code may hold the old value
+            invalidate(node)
+
+    return property(operator.attrgetter(slot), set_value, doc=doc)
 
 
 def compile_installed(node: Stream[Any]) -> Callable[[Any], Any]:

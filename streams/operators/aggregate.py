@@ -15,7 +15,7 @@ from toolz import identity
 
 from ..core import NO_DEFAULT, Stream
 from ..errors import short_repr
-from ..fusion import Fuser
+from ..fusion import Fuser, recompiled_when_set
 from ..metadata import release_refs, retain_refs
 from ..pending import failing_after, gather_pending
 from ._checks import check_callable, check_count, check_keywords, key_function, one_key
@@ -87,9 +87,9 @@ class Accumulate(ExpiringKeys):
 
     __slots__ = (
         "_expiry",
+        "_func",
         "_key",
         "args",
-        "func",
         "key",
         "kwargs",
         "returns_state",
@@ -101,6 +101,8 @@ class Accumulate(ExpiringKeys):
     )
     #: The initial state; shadows ``Stream.start()`` on this node, as in streamz.
     start: Any
+    _func: Any
+    func = recompiled_when_set("_func", "The function of (state, x).")
     _operator = "accumulate"
     _takes_function = True
     _local_only = None
@@ -136,7 +138,7 @@ class Accumulate(ExpiringKeys):
         """One step: the new state and the output, from the old state."""
         if state is NO_DEFAULT:
             return x, x
-        result = self.func(state, x, **self.kwargs)
+        result = self._func(state, x, **self.kwargs)
         if self.returns_state:
             try:
                 new, out = result

@@ -15,6 +15,7 @@ from typing import Any
 from ..core import NO_DEFAULT, Stream
 from ..errors import NodeError
 from ..fusion import Fuser
+from ..fusion import invalidate as _invalidate
 from ..metadata import release_refs, retain_refs
 from ..pending import failing_after, gather_pending
 from ..spec import Traits
@@ -26,7 +27,7 @@ __all__ = ["Filter", "Flatten", "Map", "Pluck", "Remove", "Starmap"]
 class _FunctionNode(Stream[Any]):
     """A node applying a user function with extra ``*args, **kwargs``."""
 
-    __slots__ = ("_is_async", "args", "func", "kwargs")
+    __slots__ = ("_func", "_is_async", "args", "kwargs")
     _params = ("args", "kwargs")
     _takes_function = True
     _local_only = None
@@ -39,12 +40,23 @@ class _FunctionNode(Stream[Any]):
         self.func = func
         self.args = args
         self.kwargs = kwargs
+        Stream.__init__(self, upstream, stream_name=stream_name)
+
+    @property
+    def func(self) -> Callable[..., Any] | None:
+        """The user function; set anew, the next element runs the new one."""
+        return self._func
+
+    @func.setter
+    def func(self, func: Callable[..., Any] | None) -> None:
+        self._func = func
         # An object whose ``__call__`` is a coroutine function is awaited too
         # (issue 3: coroutines are awaited, never passed on as values).
         self._is_async = func is not None and (
             inspect.iscoroutinefunction(func)
             or inspect.iscoroutinefunction(type(func).__call__))
-        Stream.__init__(self, upstream, stream_name=stream_name)
+        if hasattr(self, "upstreams"):  # built: compiled code holds the old one
+            _invalidate(self)
 
     def _fusable(self) -> bool:
         return not self._is_async
@@ -128,9 +140,9 @@ class Map(_FunctionNode):
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         try:
             if self._star:
-                y = self.func(*x, *self.args, **self.kwargs)  # type: ignore[misc]
+                y = self._func(*x, *self.args, **self.kwargs)  # type: ignore[misc]
             else:
-                y = self.func(x, *self.args, **self.kwargs)  # type: ignore[misc]
+                y = self._func(x, *self.args, **self.kwargs)  # type: ignore[misc]
         except Exception as e:
             return self._fail(x, e)
         if self._is_async:
@@ -203,16 +215,16 @@ class Filter(_FunctionNode):
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
         if self._is_async:
             try:
-                result = self.func(x, *self.args, **self.kwargs)  # type: ignore[misc]
+                result = self._func(x, *self.args, **self.kwargs)  # type: ignore[misc]
             except Exception as e:
                 return self._fail(x, e)
             return self._await_then(x, result, lambda k: self._decide(x, k, metadata), metadata)
-        return self._decide(x, x if self.func is None else NO_DEFAULT, metadata)
+        return self._decide(x, x if self._func is None else NO_DEFAULT, metadata)
 
     def _decide(self, x: Any, keep: Any, metadata: Any = None) -> Any:
         try:
             if keep is NO_DEFAULT:
-                keep = self.func(x, *self.args, **self.kwargs)  # type: ignore[misc]
+                keep = self._func(x, *self.args, **self.kwargs)  # type: ignore[misc]
             # The truth test is the user's code too (a numpy array raises).
             passes = bool(keep) is self._keep
         except Exception as e:

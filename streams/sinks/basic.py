@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from ..core import NO_DEFAULT, Stream
-from ..fusion import Fuser
+from ..fusion import Fuser, recompiled_when_set
 from ..metadata import release_refs, retain_refs
 from ..operators._checks import check_callable, check_keywords
 from ..operators._outbox import being_cancelled
@@ -75,7 +75,9 @@ class Sink(Stream[Any]):
     hello
     """
 
-    __slots__ = ("args", "func", "kwargs")
+    __slots__ = ("_func", "args", "kwargs")
+    _func: Any
+    func = recompiled_when_set("_func", "The function called on each element.")
     _operator = "sink"
     _local_only = "its side effects belong in this process"
     _takes_function = True
@@ -104,10 +106,10 @@ class Sink(Stream[Any]):
         _global_sinks.discard(self)
 
     def update(self, x: Any, who: Stream[Any] | None = None, metadata: Any = None) -> Any:
-        if self.func is None:
+        if self._func is None:
             return self._push(x)
         try:
-            result = self.func(x, *self.args, **self.kwargs)
+            result = self._func(x, *self.args, **self.kwargs)
         except Exception as e:
             return self._fail(x, e)
         if result is not None and inspect.isawaitable(result):

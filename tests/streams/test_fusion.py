@@ -266,3 +266,35 @@ def test_an_element_does_not_slip_through_a_node_a_sink_closed_on_its_way(
         below, refused = _fan_out_changed_by_a_sink("close", "emit")
     assert below == [10]
     assert refused == ["element 2", "element 3"]
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_function_set_anew_runs_from_the_next_element(fused: bool) -> None:
+    """node.func = other after the first element: the compiled code held the old one."""
+
+    def run() -> tuple[list[Any], ...]:
+        source: Stream[Any] = Stream()
+        m = source.map(lambda x: x + 1)
+        mapped = m.sink_to_list()
+        acc = source.scan(lambda a, x: a + x, start=0)
+        totals = acc.sink_to_list()
+        kept = source.filter(lambda x: x > 0)
+        passed = kept.sink_to_list()
+        first: list[Any] = []
+        then: list[Any] = []
+        sink = source.sink(first.append)
+        source.emit(1)
+        m.func = lambda x: x * 100
+        acc.func = lambda a, x: a * 10 + x
+        kept.func = lambda x: x > 5
+        sink.func = then.append
+        source.emit(2)
+        source.emit(7)
+        return mapped, totals, passed, first, then
+
+    if fused:
+        out = run()
+    else:
+        with unfused():
+            out = run()
+    assert out == ([2, 200, 700], [1, 12, 127], [1, 7], [1], [2, 7])
