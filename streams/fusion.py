@@ -119,17 +119,21 @@ def invalidate(node: Stream[Any]) -> None:
         todo.extend(n.upstreams)
 
 
-def recompiled_when_set(slot: str, doc: str) -> Any:
+def recompiled_when_set(slot: str, doc: str,
+                        then: Callable[[Any, Any], None] | None = None) -> Any:
     """A property kept in ``slot`` whose new value compiled code takes.
 
     Compiled code holds a node's function (``map``'s ``func``): setting it
     after the first element (``node.func = other``, as streamz users may)
     drops that code (:func:`invalidate`), so the next element runs the new
     one, as an uncompiled node would. Read in the hot path through ``slot``.
+    ``then(node, value)``: what else the node derives from the value.
     """
 
     def set_value(node: Any, value: Any) -> None:
         setattr(node, slot, value)
+        if then is not None:
+            then(node, value)
         if hasattr(node, "upstreams"):  # built: code may hold the old value
             invalidate(node)
 

@@ -14,8 +14,7 @@ from typing import Any
 
 from ..core import NO_DEFAULT, Stream
 from ..errors import NodeError
-from ..fusion import Fuser
-from ..fusion import invalidate as _invalidate
+from ..fusion import Fuser, recompiled_when_set
 from ..metadata import release_refs, retain_refs
 from ..pending import failing_after, gather_pending
 from ..spec import Traits
@@ -42,21 +41,17 @@ class _FunctionNode(Stream[Any]):
         self.kwargs = kwargs
         Stream.__init__(self, upstream, stream_name=stream_name)
 
-    @property
-    def func(self) -> Callable[..., Any] | None:
-        """The user function; set anew, the next element runs the new one."""
-        return self._func
-
-    @func.setter
-    def func(self, func: Callable[..., Any] | None) -> None:
-        self._func = func
+    def _note_async(self, func: Callable[..., Any] | None) -> None:
         # An object whose ``__call__`` is a coroutine function is awaited too
         # (issue 3: coroutines are awaited, never passed on as values).
         self._is_async = func is not None and (
             inspect.iscoroutinefunction(func)
             or inspect.iscoroutinefunction(type(func).__call__))
-        if hasattr(self, "upstreams"):  # built: compiled code holds the old one
-            _invalidate(self)
+
+    _func: Callable[..., Any] | None
+    func = recompiled_when_set(
+        "_func", "The user function; set anew, the next element runs the new one.",
+        then=_note_async)
 
     def _fusable(self) -> bool:
         return not self._is_async
@@ -203,7 +198,7 @@ class Filter(_FunctionNode):
     @property
     def predicate(self) -> Callable[..., Any] | None:
         """streamz's name for the function (:attr:`func`); None keeps truthy elements."""
-        return self.func
+        return self._func
     _keep = True
 
     def __init__(self, upstream: Stream[Any], predicate: Callable[..., Any] | None,
