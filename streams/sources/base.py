@@ -407,17 +407,14 @@ class Source(Stream[T]):
         _RUN.set(asyncio.current_task())  # in this run's own context (its task's copy)
         try:
             await self._run_async()
-        except asyncio.CancelledError:
-            # Cancelled (a notebook's interrupt of `await source.start()`): stopped,
-            # so that start() runs it again from where it stands.
-            self.stopped = True
-            if self._checkpointer is not None:
-                self._checkpointer.abandon()
-            raise
-        except Exception as e:
+        except (Exception, asyncio.CancelledError) as e:
             self.stopped = True
             if self._checkpointer is not None:  # its element failed: no step() follows
                 self._checkpointer.abandon()
+            if isinstance(e, asyncio.CancelledError):
+                # Cancelled (a notebook's interrupt of `await source.start()`):
+                # stopped, so that start() runs it again from where it stands.
+                raise
             if self._policy != "raise":  # the record holds the original, as a node's
                 pending = self._fail(None, e)
                 if pending is not None:
