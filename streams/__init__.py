@@ -24,7 +24,7 @@ from .core import NO_DEFAULT, Segment, Stream
 from .errors import ErrorRecord, NodeError, SourceError, StreamClosedError
 from .graph import GraphSpec, NodeSpec, describe, visualize, walk
 from .metadata import RefCounter  # issue 15: streamz's metadata reference counts
-from .networkx_graph import create_graph
+from .networkx_graph import build_node_set, create_graph, readable_graph, to_graphviz
 from .operators.lookup import Tombstone  # deletes a key from a lookup() table
 from .operators.window_bounds import Window  # an event-time window with its bounds
 from .plugins import load_plugins
@@ -153,6 +153,7 @@ __all__ = [
     "Tombstone",
     "VirtualClock",
     "Window",
+    "build_node_set",
     "checkpoint",
     "convert_interval",
     "create_graph",
@@ -163,7 +164,9 @@ __all__ = [
     "identity",
     "load_plugins",
     "no_default",
+    "readable_graph",
     "sink_to_file",
+    "to_graphviz",
     "use_clock",
     "visualize",
     "walk",

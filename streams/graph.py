@@ -238,7 +238,14 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
             out.write(data)
     return g
 
-from .networkx_graph import _clean_text, create_graph  # noqa: E402, F401 - streamz names
+# streamz's names in streamz.graph.
+from .networkx_graph import (  # noqa: E402, F401
+    _clean_text,
+    build_node_set,
+    create_graph,
+    readable_graph,
+    to_graphviz,
+)
 
 
 def streamz_str(node: Stream[Any]) -> str:

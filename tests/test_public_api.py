@@ -38,13 +38,11 @@ def test_the_streamz_surface_is_there() -> None:
 
 
 #: streamz's own top-level names (not its helpers' imports) streams does not have:
-#: its machinery (loop thread, weak sets, Tornado callbacks, cuDF reading), the
-#: networkx-graph helpers ``readable_graph`` and ``to_graphviz``, not ported, and
+#: its machinery (loop thread, weak sets, Tornado callbacks, cuDF reading) and
 #: its Dask names, which are ``streams_dask``'s (the core imports no engine).
 STREAMZ_ONLY = {
     "APIRegisterMixin", "DaskStream", "OrderedWeakrefSet", "PeriodicCallback",
-    "build_node_set", "get_io_loop", "get_message_batch_cudf", "readable_graph", "scatter",
-    "sync", "to_graphviz",
+    "get_io_loop", "get_message_batch_cudf", "scatter", "sync",
 }
 
 

@@ -52,3 +52,44 @@ def test_visualize_writes_a_picture(tmp_path: Path, fmt: str) -> None:
     g = source.visualize(str(target))
     assert target.exists() and target.stat().st_size > 100
     assert "numbers" in g.source and "map(abs)" in g.source
+
+
+def _readable(module: object) -> tuple[set[str], dict[tuple[str, str], dict[str, str]]]:
+    """A fan-out and a chain of two equal maps, through ``module``'s networkx helpers."""
+    import networkx as nx
+
+    source = module.Stream(stream_name="in")  # type: ignore[attr-defined]
+    head = source.map(abs)
+    head.map(abs).sink(print)
+    head.filter(bool).sink(len)  # streamz numbers equal labels in hash order: none here
+    g = nx.DiGraph()
+    module.create_graph(source, g)  # type: ignore[attr-defined]
+    readable = module.readable_graph(g)  # type: ignore[attr-defined]
+    return set(readable.nodes), {e: dict(a) for e, a in readable.edges.items()}
+
+
+def test_readable_graph_names_and_labels_nodes_as_streamz_does() -> None:
+    streamz = pytest.importorskip("streamz")
+    import streams
+
+    nodes, edges = _readable(streams)
+    assert (nodes, edges) == _readable(streamz)
+    # The fan-out's edges carry the order elements reach them in.
+    assert edges[(" map; abs ", " map; abs -1")] == {"label": "0"}
+    assert edges[(" map; abs ", " filter; bool ")] == {"label": "1"}
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot program is needed")
+def test_to_graphviz_draws_the_networkx_graph() -> None:
+    import networkx as nx
+
+    from streams import create_graph, readable_graph, to_graphviz
+
+    source = Stream(stream_name="in")
+    source.map(abs).sink(print)
+    g = nx.DiGraph()
+    create_graph(source, g)
+    svg = to_graphviz(readable_graph(g), rankdir="LR").pipe(format="svg")
+    assert b"map; abs" in svg and b"sink; print" in svg
+    # Unrelabelled, the nodes are hashes: drawn all the same.
+    assert to_graphviz(g, format="svg").pipe().count(b"<g id=\"node") == 3
