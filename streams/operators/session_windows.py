@@ -36,6 +36,7 @@ from .window_bounds import (
 __all__ = ["SessionWindow"]
 
 _start = itemgetter(0)  # a session's first microsecond
+_created = itemgetter(3)  # the arrival number of a session's first element
 
 
 @Stream.register_api()
@@ -136,10 +137,11 @@ class SessionWindow(_EventWindows):
         self._setup(op, time, lateness, key, bounds)
         self._gap_us = micros_of(op, "gap", self.gap)
         # key -> open sessions, each [first, last (microseconds), [(arrival,
-        # element)...], created], by first. A key's sessions never overlap
-        # (an element within a gap of two joins both), so they are in order of
-        # their last too: the sessions an element touches are next to each
-        # other, found by bisection, and those the watermark closes come first.
+        # element)...], created, the key of its first element], by first. A
+        # key's sessions never overlap (an element within a gap of two joins
+        # both), so they are in order of their last too: the sessions an
+        # element touches are next to each other, found by bisection, and
+        # those the watermark closes come first.
         self._sessions: dict[Any, list[list[Any]]] = {}
         self._seq = 0  # arrivals, to keep a merged session in arrival order
         # (microsecond after which a session of the key may close, arrival,
@@ -164,12 +166,18 @@ class SessionWindow(_EventWindows):
                 k: [[event_micros(s[0]), event_micros(s[1]), *s[2:]] for s in sessions]
                 for k, sessions in state["_sessions"].items()}}
         super().restore({"_unsent": [], **state})  # checkpoints from before _unsent lack it
-        # Checkpoints written before kept a key's sessions in the order made.
-        self._sessions = {k: sorted(sessions, key=_start)
+        # Checkpoints written before kept a key's sessions in the order made,
+        # and not the key of each session's first element: asked of it here.
+        self._sessions = {k: sorted((s if len(s) > 4 else [*s, self._first_key(k, s)]
+                                     for s in sessions), key=_start)
                           for k, sessions in self._sessions.items()}
         self._closing = [(s[1] + self._gap_us, s[3], k)
                          for k, sessions in self._sessions.items() for s in sessions]
         heapq.heapify(self._closing)
+
+    def _first_key(self, k: Any, session: list[Any]) -> Any:
+        """The key of ``session``'s first element, for a session restored without it."""
+        return k if self._key is None else one_key(self._key(session[2][0][1]))
 
     def _arrive_as(self, seq: int, max_time: float) -> None:
         super()._arrive_as(seq, max_time)
@@ -207,7 +215,7 @@ class SessionWindow(_EventWindows):
         seq = self._seq
         self._seq += 1
         if lo == hi:
-            sessions.insert(hi, [us, us, [(seq, x)], seq])
+            sessions.insert(hi, [us, us, [(seq, x)], seq, k])
             self._sessions[k] = sessions
             heapq.heappush(self._closing, (us + gap, seq, k))
             return None
@@ -221,9 +229,9 @@ class SessionWindow(_EventWindows):
                 heapq.heappush(self._closing, (us + gap, seq, k))
             return None
         touching = sessions[lo:hi]
+        first = min(touching, key=_created)  # its first element is the merged one's
         merged = [min(us, touching[0][0]), max(us, touching[-1][1]),
-                  [*heapq.merge(*(s[2] for s in touching)), (seq, x)],
-                  min(s[3] for s in touching)]
+                  [*heapq.merge(*(s[2] for s in touching)), (seq, x)], first[3], first[4]]
         sessions[lo:hi] = [merged]
         heapq.heappush(self._closing, (merged[1] + gap, seq, k))
         return None
@@ -260,8 +268,7 @@ class SessionWindow(_EventWindows):
                     self._held_by(elements, [self._by_seq.pop(seq, None) for seq, _ in s[2]])
                 # Its first element's own key, as a window's (and Spark's):
                 # not the one of the element whose entry closed it (2.0, 2).
-                key = k if self._key is None else one_key(self._key(s[2][0][1]))
-                ready.append((end, s[3], key, elements,
+                ready.append((end, s[3], s[4], elements,
                               (seconds(s[0]), seconds(end)) if self.bounds else None))
                 n += 1
             if n == len(sessions):

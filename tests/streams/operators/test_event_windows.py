@@ -467,3 +467,23 @@ def test_a_session_is_emitted_with_its_first_elements_key(closed_by: str) -> Non
         source.emit((10, "x"))
     source.close()
     assert [(type(k), k) for k, _ in out][:1] == [(float, 2.0)]
+
+
+def test_a_sessions_key_function_is_asked_once_per_element() -> None:
+    # A session's key is its first element's, kept when the session opens:
+    # closing it used to ask the key function again, of that element.
+    asked: list[Any] = []
+
+    def user(x: tuple[Any, float]) -> Any:
+        asked.append(x)
+        return x[0]
+
+    source = Stream()
+    out = source.session_window(1, time=1, key=user, lateness=5).sink_to_list()
+    events = [("a", 0.0), ("b", 0.5), ("a", 2.0), ("a", 1.0), ("b", 9.0)]
+    for x in events:  # ("a", 1.0) merges a's two sessions
+        source.emit(x)
+    source.close()
+    assert asked == events
+    assert out == [("b", [("b", 0.5)]), ("a", [("a", 0.0), ("a", 2.0), ("a", 1.0)]),
+                   ("b", [("b", 9.0)])]
