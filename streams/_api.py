@@ -217,7 +217,7 @@ class OperatorAPI(Generic[T]):
         @staticmethod
         def from_websocket(host: str, port: int, serve_kwargs: dict[str, Any] | None = None,
                            max_connections: int = 256, start: bool = False,
-                           **kwargs: Any) -> FromWebsocket: ...
+                           path: str | None = None, **kwargs: Any) -> FromWebsocket: ...
         @staticmethod
         def from_process(cmd: list[str] | str, open_kwargs: dict[str, Any] | None = None,
                          with_stderr: bool = False, with_end: bool = True, start: bool = False,

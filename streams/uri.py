@@ -33,7 +33,8 @@ URI                                         source / sink and options
                                             percent-decoded); ``qos``,
                                             ``keepalive``; source: ``client_id``;
                                             sink: ``retain``
-``ws://host:port[/path]``                   ``from_websocket`` (a server on host:port)
+``ws://host:port[/path]``                   ``from_websocket`` (a server on host:port,
+                                            of that path only if one is given)
                                             / ``to_websocket`` (a client of the URI);
                                             ``wss://`` for a TLS client
 ==========================================  ==========================================
@@ -229,7 +230,7 @@ def from_uri(uri: str, **options: Any) -> Stream[Any]:
     if scheme == "ws":
         host, port = _host_port(parts, scheme)
         _options(parts, scheme, "source", {}, options)
-        return Stream.from_websocket(host, port)
+        return Stream.from_websocket(host, port, path=parts.path or None)
     host, port = _host_port(parts, scheme, 80)
     _options(parts, scheme, "source", {}, options)
     return Stream.from_http_server(port, path=parts.path or "/.*",

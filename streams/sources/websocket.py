@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import socket
 from typing import Any
@@ -62,6 +63,10 @@ class FromWebsocket(Source[Any]):
         The port to listen on; 0 picks a free one.
     serve_kwargs : dict, optional
         Passed to ``websockets.asyncio.server.serve`` (``max_size``...).
+    path : str, optional
+        Serve only clients connecting to this path (``"/prices"``); others
+        are answered ``404 Not Found`` and never reach the pipeline. None
+        (the default, as streamz) serves every path.
     max_connections : int
         Connections served at once; one more is closed at once with code
         1013 (try again later).
@@ -82,16 +87,36 @@ class FromWebsocket(Source[Any]):
     >>> asyncio.run(main())
     >>> L
     ['hello', b'world']
+
+    Only one path served, as ``Stream.from_uri("ws://127.0.0.1:0/prices")``:
+
+    >>> from websockets.exceptions import InvalidStatus
+    >>> source = Stream.from_websocket("127.0.0.1", 0, path="/prices")
+    >>> L = source.sink_to_list()
+    >>> async def main():
+    ...     source.start()
+    ...     async with connect(f"ws://127.0.0.1:{source.port}/prices") as ws:
+    ...         await ws.send("1.5")
+    ...     try:
+    ...         await connect(f"ws://127.0.0.1:{source.port}/other")
+    ...     except InvalidStatus as e:
+    ...         print(e.response.status_code)
+    ...     await source.stop()
+    >>> asyncio.run(main())
+    404
+    >>> L
+    ['1.5']
     """
 
     # _handlers: the tasks serving the open connections (see base._InFlight).
     __slots__ = ("_connections", "_handlers", "_serving", "_sock", "host", "max_connections",
-                 "port", "refused", "s_kw", "server")
+                 "path", "port", "refused", "s_kw", "server")
     _operator = "from_websocket"
-    _params = ("host", "port", "serve_kwargs", "max_connections")
+    _params = ("host", "port", "serve_kwargs", "max_connections", "path")
 
     def __init__(self, host: str, port: int, serve_kwargs: dict[str, Any] | None = None,
-                 max_connections: int = 256, start: bool = False, **kwargs: Any) -> None:
+                 max_connections: int = 256, start: bool = False, path: str | None = None,
+                 **kwargs: Any) -> None:
         if not isinstance(host, str) or not host:
             raise ValueError(f"from_websocket(): host must be a non-empty str, got {host!r}")
         if (isinstance(max_connections, bool) or not isinstance(max_connections, int)
@@ -101,6 +126,12 @@ class FromWebsocket(Source[Any]):
         if serve_kwargs is not None and not isinstance(serve_kwargs, dict):
             raise TypeError(f"from_websocket(): serve_kwargs must be a dict, got "
                             f"{serve_kwargs!r}")
+        if path is not None and (not isinstance(path, str) or not path.startswith("/")
+                                 or "?" in path):
+            raise ValueError(f"from_websocket(): path must be a str starting with '/' and "
+                             f"holding no query ('?'), or None for every path; got {path!r}")
+        #: The only path served, or None for every path.
+        self.path = path
         self.host = host
         self.port = check_port("from_websocket", port)
         self.s_kw = dict(serve_kwargs or {})  # streamz's attribute name
@@ -148,9 +179,30 @@ class FromWebsocket(Source[Any]):
 
         # Not serving yet: until self.server is set (in this first step of the
         # task, which does not yield before), stop() may close the socket itself.
-        server = await serve(self._handle, sock=sock, **{**self.s_kw, "start_serving": False})
+        options = {**self.s_kw, "start_serving": False}
+        if self.path is not None:
+            options["process_request"] = self._only_path(self.s_kw.get("process_request"))
+        server = await serve(self._handle, sock=sock, **options)
         self.server = server
         await server.start_serving()
+
+    def _only_path(self, given: Any) -> Any:
+        """A ``process_request`` answering 404 to other paths, after ``given`` (the user's)."""
+        from http import HTTPStatus
+
+        async def process_request(connection: Any, request: Any) -> Any:
+            if given is not None:
+                response = given(connection, request)
+                if inspect.isawaitable(response):
+                    response = await response
+                if response is not None:
+                    return response
+            if request.path.partition("?")[0] != self.path:
+                return connection.respond(HTTPStatus.NOT_FOUND,
+                                          f"this server serves {self.path} only\n")
+            return None
+
+        return process_request
 
     async def _handle(self, ws: Any) -> None:
         from websockets.exceptions import ConnectionClosed

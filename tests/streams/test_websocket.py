@@ -196,6 +196,8 @@ def test_to_websocket_raises_naming_the_node_without_a_server() -> None:
      "max_connections must be an int >= 1"),
     (lambda: Stream.from_websocket("localhost", 0, serve_kwargs=[1]), TypeError,
      "serve_kwargs must be a dict"),
+    (lambda: Stream.from_websocket("localhost", 0, path="in"), ValueError,
+     "path must be a str starting with '/'"),
     (lambda: Stream().to_websocket("http://localhost:1"), ValueError,
      "uri must be a str starting with ws:// or wss://"),
     (lambda: Stream().to_websocket("ws://localhost:1", ws_kwargs=1), TypeError,
@@ -223,6 +225,44 @@ def test_ws_uri_names_the_server_and_the_client() -> None:
         await server.stop()
 
     asyncio.run(main())
+    assert got == ["x"]
+
+
+def test_a_ws_uri_path_is_the_only_one_served() -> None:
+    # The URI's path used to be dropped: every path was served.
+    from http import HTTPStatus
+
+    from websockets.exceptions import InvalidStatus
+
+    asked: list[str] = []
+
+    def process_request(connection: Any, request: Any) -> Any:  # the user's own, kept
+        asked.append(request.path)
+        if request.path == "/in?deny":
+            return connection.respond(HTTPStatus.FORBIDDEN, "no\n")
+        return None
+
+    server = Stream.from_uri("ws://127.0.0.1:0/in")
+    server.serve_kwargs["process_request"] = process_request
+    got = server.sink_to_list()
+    statuses: list[int] = []
+
+    async def main() -> None:
+        server.start()
+        for path in ("/other", "/in/more", "/in?deny"):
+            with pytest.raises(InvalidStatus) as refused:
+                await connect(f"ws://127.0.0.1:{server.port}{path}", open_timeout=GUARD)
+            statuses.append(refused.value.response.status_code)
+        async with connect(f"ws://127.0.0.1:{server.port}/in?v=1", open_timeout=GUARD) as ws:
+            await ws.send("x")
+        while not got:
+            await asyncio.sleep(0)
+        await server.stop()
+
+    asyncio.run(main())
+    assert server.path == "/in"
+    assert statuses == [404, 404, 403]
+    assert asked == ["/other", "/in/more", "/in?deny", "/in?v=1"]
     assert got == ["x"]
 
 
