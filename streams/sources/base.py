@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import inspect
 import logging
 from collections.abc import Callable, Coroutine
@@ -14,8 +13,9 @@ from ..clock import LoopClock, run_sync
 from ..core import Stream
 from ..cycles import recursion_error
 from ..errors import NodeError, SourceError
-from ..pending import ELEMENT_TASKS, until_done
+from ..pending import until_done
 from . import streamz_run
+from .run_task import _RUN, SourceRun, _RunEnd
 
 __all__ = ["YIELD_EVERY", "Source", "SourceRun", "listen", "on_loop_thread", "require_loop",
            "serve_here", "stop_serving"]
@@ -140,50 +140,6 @@ class _InFlight:
         """Display nothing (a cell ending in ``source.stop()``)."""
 
 
-class SourceRun(asyncio.Task[None]):
-    """The task of a source running on a loop (what ``start()`` returns there).
-
-    An ``asyncio.Task`` in every way, except that a notebook cell ending in
-    ``source.start()`` shows nothing rather than ``<Task pending ...>``.
-    """
-
-    def _ipython_display_(self, **kwargs: Any) -> None:
-        """Display nothing: the run is shown by the views of the stream."""
-
-
-#: The run whose element the current code works for: the run's task, and the
-#: tasks the library starts for its elements (each branch's coroutine sink), which
-#: copy its context (so do a sink's own tasks, which are not the run's: see
-#: streams.pending.ELEMENT_TASKS).
-_RUN: contextvars.ContextVar[asyncio.Task[None] | None] = contextvars.ContextVar(
-    "streams_source_run", default=None)
-
-
-class _RunEnd:
-    """What ``stop()`` returns on a loop: awaiting it waits for the run to end."""
-
-    __slots__ = ("_task",)
-
-    def __init__(self, task: asyncio.Task[None]) -> None:
-        self._task = task
-
-    def __await__(self) -> Any:
-        current = asyncio.current_task()
-        if current is self._task or (_RUN.get() is self._task and current in ELEMENT_TASKS):
-            return None  # called by the run's own graph: it ends after this element
-        try:
-            return (yield from self._task.__await__())
-        except asyncio.CancelledError:
-            # The run was cancelled (an interrupt): it has ended, as stop() asks; a
-            # cancellation of the task awaiting this goes on.
-            if self._task.cancelled() and not (current is not None and current.cancelling()):
-                return None
-            raise
-
-    def _ipython_display_(self, **kwargs: Any) -> None:
-        """Display nothing (a cell ending in ``source.stop()``)."""
-
-
 class Source(Stream[T]):
     """A node that produces elements itself once started.
 
@@ -294,8 +250,8 @@ class Source(Stream[T]):
         On a loop, a failure of the source itself (not of a node, which
         has its own error policy) goes through this node's policy: with
         ``"raise"`` (default) the awaitable returned here, the one
-        ``stop()`` returns and ``aclose()`` raise it, and it is logged at once in case
-        nobody awaits; ``"skip"`` logs it; ``"route"`` sends it to
+        ``stop()`` returns and ``aclose()`` raise it, and it is logged at once unless
+        the run is awaited (nobody may ever await it); ``"skip"`` logs it; ``"route"`` sends it to
         :attr:`errors`. What can be checked before running (a wrong client,
         a switch that needs a loop) raises from ``start()`` itself.
         """
@@ -421,9 +377,12 @@ class Source(Stream[T]):
                     await pending
                 return
             error = self._named(e)
-            # Logged now: a task nobody awaits would only be reported when
-            # collected, if ever, and the pipeline would wait forever.
-            if isinstance(error, SourceError):  # its message names the source
+            # Logged now unless awaited: a task nobody awaits would only be
+            # reported when collected, if ever, and the pipeline would wait
+            # forever. An awaited one raises to its awaiter: reported once.
+            if getattr(asyncio.current_task(), "awaited", False):
+                pass
+            elif isinstance(error, SourceError):  # its message names the source
                 logger.error("%s", error)
             else:
                 logger.error("%s failed: %s: %s", self._label(), type(e).__name__, e)

@@ -14,13 +14,16 @@ from streams import NodeError, Stream
 from streams.errors import SourceError
 
 
-def test_a_source_failing_on_a_loop_is_logged_and_raised_by_its_awaitables(
+def test_a_source_failing_on_a_loop_unawaited_is_logged_and_raised_by_its_awaitables(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     source = Stream.from_textfile(str(tmp_path / "missing.txt"), follow=False)
     source.sink_to_list()
 
     async def main() -> None:
-        task = source.start()
+        task = source.start()  # not awaited: its failure could go unseen
+        await asyncio.wait([task])
+        assert any("from_textfile" in r.getMessage() and "FileNotFoundError" in r.getMessage()
+                   for r in caplog.records)
         with pytest.raises(FileNotFoundError):
             await task
         with pytest.raises(FileNotFoundError):
@@ -30,8 +33,20 @@ def test_a_source_failing_on_a_loop_is_logged_and_raised_by_its_awaitables(
 
     with caplog.at_level(logging.ERROR, logger="streams"):
         asyncio.run(main())
-    assert any("from_textfile" in r.getMessage() and "FileNotFoundError" in r.getMessage()
-               for r in caplog.records)
+
+
+def test_an_awaited_source_failing_is_raised_once_not_logged_too(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    source = Stream.from_textfile(str(tmp_path / "missing.txt"), follow=False)
+    source.sink_to_list()
+
+    async def main() -> None:
+        with pytest.raises(FileNotFoundError):
+            await source.start()
+
+    with caplog.at_level(logging.ERROR, logger="streams"):
+        asyncio.run(main())
+    assert not [r.getMessage() for r in caplog.records if r.name == "streams"]
 
 
 def test_a_source_failure_goes_through_the_route_policy(tmp_path: Path) -> None:
@@ -181,13 +196,14 @@ def test_a_source_failure_on_a_loop_is_logged_once_naming_the_source(
     source = Stream.from_textfile(str(tmp_path / "missing.txt"))
     source.sink_to_list()
 
-    async def main() -> BaseException:
-        with pytest.raises(SourceError) as info:
-            await source.start()
-        return info.value
+    async def main() -> BaseException | None:
+        task = source.start()  # not awaited: logged
+        await asyncio.wait([task])
+        return task.exception()
 
     with caplog.at_level(logging.ERROR, logger="streams"):
         error = asyncio.run(main())
+    assert isinstance(error, SourceError)
     messages = [r.getMessage() for r in caplog.records if r.name == "streams"]
     assert messages == [str(error)]
     assert messages[0].count("failed") == 1
