@@ -250,10 +250,11 @@ class Source(Stream[T]):
         On a loop, a failure of the source itself (not of a node, which
         has its own error policy) goes through this node's policy: with
         ``"raise"`` (default) the awaitable returned here, the one
-        ``stop()`` returns and ``aclose()`` raise it, and it is logged at once unless
-        the run is awaited (nobody may ever await it); ``"skip"`` logs it; ``"route"`` sends it to
-        :attr:`errors`. What can be checked before running (a wrong client,
-        a switch that needs a loop) raises from ``start()`` itself.
+        ``stop()`` returns and ``aclose()`` raise it, and unless the run is
+        awaited it is logged at once (nobody may ever await it); ``"skip"``
+        logs it; ``"route"`` sends it to :attr:`errors`. What can be checked
+        before running (a wrong client, a switch that needs a loop) raises
+        from ``start()`` itself.
         """
         __tracebackhide__ = True  # pytest and IPython: the user's call is the cause
         if self.started and (not self.stopped or self._resuming):
@@ -380,11 +381,10 @@ class Source(Stream[T]):
             # Logged now unless awaited: a task nobody awaits would only be
             # reported when collected, if ever, and the pipeline would wait
             # forever. An awaited one raises to its awaiter: reported once.
-            if getattr(asyncio.current_task(), "awaited", False):
-                pass
-            elif isinstance(error, SourceError):  # its message names the source
+            awaited = getattr(asyncio.current_task(), "awaited", False)
+            if not awaited and isinstance(error, SourceError):  # it names the source
                 logger.error("%s", error)
-            else:
+            elif not awaited:
                 logger.error("%s failed: %s: %s", self._label(), type(e).__name__, e)
             if error is e:
                 raise
