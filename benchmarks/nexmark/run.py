@@ -9,9 +9,16 @@ same event objects, with their own operators; bytewax gets its fast path
 (input batches of 1,000, unordered windows: the events come in order).
 Each query's outputs are compared across contenders before any timing.
 
-Per query and round the contenders run one after the other; medians and
-the paired per-round ratio (bytewax time / streams time: how many times
-faster streams is) are printed. For q0, q1 and q2 a hand-written loop over
+Each contender first runs once untimed, and the outputs are compared
+then; in the timed rounds each output is dropped as soon as its run ends,
+so every run starts from the same heap (the events and the modules). Per
+round the contenders run one after the other, and rounds rotate which goes
+first (as ``spark_run.py``'s do): a run's time depends on the run before
+it (on 2026-12-06, 1M events, q1's streams run took 184 ms after the plain
+loop's and 171 ms after bytewax's), and a fixed order gave one contender
+the same neighbour every round. Medians and the paired per-round ratio
+(bytewax time / streams time: how many times faster streams is) are
+printed. For q0, q1 and q2 a hand-written loop over
 the events, with the functions' expressions written in, runs in the same
 rounds too: what no engine can beat in Python, so "plain loop: bytewax
 Nx its time" is the most any engine can be faster than bytewax there.
@@ -160,11 +167,12 @@ def comparable(query: str, out: list[Any]) -> list[Any]:
 
 
 def timed(run: Callable[[str, list[Any]], list[Any]], query: str,
-          events: list[Any]) -> tuple[float, list[Any]]:
+          events: list[Any]) -> tuple[float, int]:
+    """Seconds ``run`` takes over ``events``, and its number of outputs (dropped after)."""
     gc.collect()
     t0 = time.perf_counter()
     out = run(query, events)
-    return time.perf_counter() - t0, out
+    return time.perf_counter() - t0, len(out)
 
 
 def main() -> None:
@@ -182,27 +190,32 @@ def main() -> None:
     print(f"{'query':6} {'outputs':>9} {'streams ev/s':>13} {'bytewax ev/s':>13} "
           f"{'streams faster':>15}")
     for query in args.only.split(","):
-        ours, theirs, ratios, plain = [], [], [], []
-        n_out = 0
+        runs: dict[str, Callable[[str, list[Any]], list[Any]]] = {
+            "streams": streams_run, "bytewax": bytewax_run}
+        if query in PLAIN:
+            runs["plain"] = plain_run
+        # Untimed: the outputs compared, each contender's code warmed up.
+        out_s, out_b = streams_run(query, events), bytewax_run(query, events)
+        if query in PLAIN and plain_run(query, events) != out_s:
+            raise SystemExit(f"{query}: the plain loop's outputs differ")
+        a, b = comparable(query, out_s), comparable(query, out_b)
+        if a != b:
+            raise SystemExit(f"{query}: outputs differ: {len(a)} from streams, "
+                             f"{len(b)} from bytewax; first differences "
+                             f"{[x for x in a if x not in set(b)][:3]} / "
+                             f"{[x for x in b if x not in set(a)][:3]}")
+        n_out = len(out_s)
+        del out_s, out_b, a, b
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        names = list(runs)
         for r in range(args.rounds):
-            t_s, out_s = timed(streams_run, query, events)
-            t_b, out_b = timed(bytewax_run, query, events)
-            if query in PLAIN:
-                t_p, out_p = timed(plain_run, query, events)
-                plain.append(t_p)
-                if r == 0 and out_p != out_s:
-                    raise SystemExit(f"{query}: the plain loop's outputs differ")
-            if r == 0:
-                a, b = comparable(query, out_s), comparable(query, out_b)
-                if a != b:
-                    raise SystemExit(f"{query}: outputs differ: {len(a)} from streams, "
-                                     f"{len(b)} from bytewax; first differences "
-                                     f"{[x for x in a if x not in set(b)][:3]} / "
-                                     f"{[x for x in b if x not in set(a)][:3]}")
-                n_out = len(out_s)
-            ours.append(t_s)
-            theirs.append(t_b)
-            ratios.append(t_b / t_s)
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                t, n = timed(runs[name], query, events)
+                if n != n_out:
+                    raise SystemExit(f"{query}: {name} gave {n} outputs, not {n_out}")
+                times[name].append(t)
+        ours, theirs, plain = times["streams"], times["bytewax"], times.get("plain", [])
+        ratios = [b / s for b, s in zip(theirs, ours, strict=True)]
         print(f"{query:6} {n_out:>9,} {args.events / statistics.median(ours):>13,.0f} "
               f"{args.events / statistics.median(theirs):>13,.0f} "
               f"{statistics.median(ratios):>14.2f}x", flush=True)
