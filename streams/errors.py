@@ -340,7 +340,9 @@ def apply_policy(node: Stream[Any], x: Any, exc: BaseException) -> Any:
 def error_stream(node: Stream[Any]) -> Stream[ErrorRecord]:
     """A new stream for ``node.errors``: the failures routed by ``on_error("route")``."""
     from .core import Stream
+    from .graph import hang
 
     errors: Stream[ErrorRecord] = Stream(stream_name=f"errors of {node._label()}")
     errors.asynchronous = node.asynchronous
+    hang(errors, node)
     return errors

@@ -8,6 +8,7 @@ description each node gives of itself (defined in :mod:`streams.spec`).
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,24 @@ class GraphSpec:
     def downstream_ids(self, node_id: int) -> tuple[int, ...]:
         """The ids of the nodes fed by ``node_id``, in the order they are fed."""
         return self[node_id].downstream_ids
+
+
+#: A side stream (``node.errors``, ``node.late``) -> the node it hangs from, weakly.
+#: A side stream has no upstream; :func:`visualize` draws it in its node's graph.
+_HANGS_FROM: weakref.WeakKeyDictionary[Stream[Any], weakref.ref[Stream[Any]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def hang(side: Stream[Any], node: Stream[Any]) -> None:
+    """Record ``side`` as a side stream of ``node`` (its errors, its late elements)."""
+    _HANGS_FROM[side] = weakref.ref(node)
+
+
+def _root(node: Stream[Any]) -> Stream[Any]:
+    """The node whose side stream ``node`` is, and so on; ``node`` if it is none's."""
+    while (ref := _HANGS_FROM.get(node)) is not None and (owner := ref()) is not None:
+        node = owner
+    return node
 
 
 def walk(node: Stream[Any]) -> list[Stream[Any]]:
@@ -149,7 +168,8 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
     Parameters
     ----------
     node : Stream
-        Any node of the graph.
+        Any node of the graph, or a side stream of one (``node.errors``,
+        ``node.late``): the graph it hangs from is drawn.
     filename : str or None
         Where to write the picture (format from the extension: ``.png``,
         ``.svg``, ``.pdf``...). ``None`` writes nothing.
@@ -190,7 +210,7 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
     # Nodes of one Dask or Spark segment are drawn inside one labelled box
     # (a graphviz cluster), so where each part runs is visible at a glance.
     clusters: dict[int, Any] = {}
-    for n in walk(node):
+    for n in walk(_root(node)):
         if n._graphviz_hidden:
             continue
         spec = n.describe()

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import Stream
 from ..errors import short_repr
+from ..graph import hang
 from ..pending import emit_each
 from .window_bounds import bad_time, micros, seconds, watermark_micros
 
@@ -151,6 +152,7 @@ class LateSide(Stream[Any]):
         if late is None:
             late = Stream(stream_name=f"late of {self._label()}")
             late.asynchronous = self.asynchronous
+            hang(late, self)
             self._late = late
         return late
 

@@ -47,3 +47,17 @@ def test_a_node_without_side_streams_has_no_dashed_edge() -> None:
     source = Stream()
     source.map(int).on_error("skip").sink_to_list()
     assert not any("dashed" in attrs for attrs in _edges(source).values())
+
+
+def test_a_side_stream_visualized_draws_the_graph_it_hangs_from() -> None:
+    # A side stream has no upstream: drawn from it, only itself and what is
+    # below it used to show.
+    source = Stream(stream_name="in")
+    window = source.map(int).on_error("route").timed_window(10, time=lambda e: e, lateness=5)
+    window.sink_to_list()
+    window.late.sink_to_list()
+    errors = window.upstreams[0].errors
+    errors.sink_to_list()
+    whole = _edges(source)
+    assert _edges(errors) == whole == _edges(window.late)
+    assert (window.upstreams[0]._node_id, errors._node_id) in whole
