@@ -55,6 +55,7 @@ from ._checkpoint_io import (
     remove_stale,
 )
 from .checkpoint_graph import barrier_levels, taking_part
+from .checkpoint_lock import hold
 from .checkpoint_record import _encode, read_checkpoint, write_checkpoint
 from .checkpoint_timer import DueTimer
 from .clock import get_clock, run_sync
@@ -114,6 +115,9 @@ class Checkpointer:
     has closed) is on disk before the sources return. A write that fails
     is raised, as :class:`CheckpointError`, from the next checkpoint or
     :meth:`wait`; no later checkpoint is taken.
+
+    The directory is this process's while the Checkpointer lives: one in
+    another process is refused (see :mod:`streams.checkpoint_lock`).
 
     Every checkpoint holds the whole state: its cost grows with it. The
     file has two slots, each with room for 1.5 times the checkpoint, so it
@@ -216,6 +220,11 @@ class Checkpointer:
         self._sources, self._numbering = taking_part(
             self, node, needs_source=not manual and bool(every or interval))
         self._open = set(map(id, self._sources))
+        try:
+            hold(self.directory, self)  # before anything there is read or removed
+        except BaseException:
+            self.detach()  # refused: the sources are free for another Checkpointer
+            raise
         if restore:
             try:
                 snap = read_checkpoint(self.directory, self._key)

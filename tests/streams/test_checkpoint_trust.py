@@ -100,4 +100,4 @@ def test_a_stale_temporary_file_is_removed_at_the_next_start(tmp_path: Path) -> 
     stale = tmp_path / ".checkpoint.tmp"
     stale.write_bytes(b"\0" * 4096)  # a write killed before its rename
     assert run([1, 2, 3], tmp_path) == [6]
-    assert sorted(os.listdir(tmp_path)) == ["checkpoint"]
+    assert sorted(os.listdir(tmp_path)) == [".lock", "checkpoint"]

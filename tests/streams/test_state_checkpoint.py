@@ -147,7 +147,8 @@ def test_format_is_versioned_and_readable(tmp_path: Path) -> None:
     source, _ = scan_pipeline(range(3))
     Checkpointer(source, tmp_path, fsync=True)
     source.start()
-    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint"]  # no temporary file left
+    # No temporary file left; .lock is the directory's lock (streams.checkpoint_lock).
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "checkpoint"]
     first = (tmp_path / "checkpoint").read_bytes()[:BLOCK].rstrip(b"\0").split(b"\n")
     assert first[0] == b"STREAMS-CHECKPOINT"
     assert json.loads(first[1]) == {"version": FORMAT_VERSION, "slot_size": MIN_SLOT}
@@ -359,7 +360,7 @@ def test_a_fresh_start_replaces_an_earlier_runs_checkpoint(tmp_path: Path) -> No
     source, _ = scan_pipeline(range(2))
     Checkpointer(source, tmp_path, every=1000, restore=False, fsync=False)
     source.start()
-    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "checkpoint"]
     snap = read_checkpoint(tmp_path)
     assert snap is not None and snap.sequence == 0 and snap.states[1] == {"state": 1}
 

@@ -1,0 +1,98 @@
+"""One process at a time in a checkpoint directory: an advisory ``flock``.
+
+Two processes checkpointing into one directory (a service restarted while
+the old one still runs, a notebook and a script given the same path) would
+overwrite each other's checkpoints, and a restart would resume one run's
+node states with the other's source offsets. A :class:`~streams.Checkpointer`
+takes an exclusive ``flock`` on ``<directory>/.lock`` before it reads or
+removes anything there, and holds it while it lives; the kernel releases it
+when the process ends, however it ends (a crash, ``kill -9``), so a restart
+is never refused by a dead run. The Checkpointers of one process share the
+lock: building the pipeline again in a notebook, or a test restoring into a
+second graph, uses the directory as before.
+
+The file holds the holder's process id, for the refusal's message. Where
+``fcntl`` does not exist (Windows) nothing is locked.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["LOCKFILE", "hold"]
+
+#: The lock file's name in a checkpoint directory.
+LOCKFILE = ".lock"
+
+#: Directory (its real path) -> [descriptor holding the lock, Checkpointers holding it].
+_HELD: dict[str, list[int]] = {}
+_guard = threading.Lock()
+
+
+def hold(directory: Path, owner: object) -> None:
+    """Lock ``directory`` (created if needed) for this process while ``owner`` lives.
+
+    Raises
+    ------
+    streams.CheckpointError
+        Another process holds it; the message names the process.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> class Owner: ...
+    >>> directory, first, second = Path(tempfile.mkdtemp()), Owner(), Owner()
+    >>> hold(directory, first); hold(directory, second)  # one process: shared
+    >>> sorted(p.name for p in directory.iterdir())
+    ['.lock']
+    >>> del first, second  # the lock goes with its last holder
+    >>> str(directory.resolve()) in _HELD
+    False
+    """
+    if fcntl is None:  # pragma: no cover - Windows
+        return
+    from ._checkpoint_io import CheckpointError
+
+    directory.mkdir(parents=True, exist_ok=True)
+    key = os.path.realpath(directory)
+    with _guard:
+        held = _HELD.get(key)
+        if held is None:
+            fd = os.open(os.path.join(key, LOCKFILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                         0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+                os.close(fd)
+                raise CheckpointError(
+                    f"Checkpointer(): {directory} is in use by another process"
+                    f"{f' (pid {holder})' if holder else ''}: two pipelines checkpointing "
+                    "into one directory would overwrite each other's checkpoints; stop "
+                    "that one first, or give this pipeline a directory of its own"
+                ) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            held = _HELD[key] = [fd, 0]
+        held[1] += 1
+    weakref.finalize(owner, _release, key, held[0])
+
+
+def _release(key: str, fd: int) -> None:
+    with _guard:
+        held = _HELD.get(key)
+        if held is None or held[0] != fd:
+            return
+        held[1] -= 1
+        if held[1] == 0:
+            del _HELD[key]
+            os.close(fd)  # the lock goes with the descriptor
