@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 try:
@@ -37,8 +38,12 @@ _HELD: dict[str, list[int]] = {}
 _guard = threading.Lock()
 
 
-def hold(directory: Path, owner: object) -> None:
+def hold(directory: Path, owner: object) -> Callable[[], None]:
     """Lock ``directory`` (created if needed) for this process while ``owner`` lives.
+
+    Returns what lets ``owner`` go of it sooner (once; later calls do nothing):
+    a Checkpointer refused after taking it (a checkpoint of another graph) is
+    kept alive by its traceback, in a notebook until the next error.
 
     Raises
     ------
@@ -51,7 +56,7 @@ def hold(directory: Path, owner: object) -> None:
     >>> from pathlib import Path
     >>> class Owner: ...
     >>> directory, first, second = Path(tempfile.mkdtemp()), Owner(), Owner()
-    >>> hold(directory, first); hold(directory, second)  # one process: shared
+    >>> _ = hold(directory, first), hold(directory, second)  # one process: shared
     >>> sorted(p.name for p in directory.iterdir())
     ['.lock']
     >>> del first, second  # the lock goes with its last holder
@@ -59,7 +64,7 @@ def hold(directory: Path, owner: object) -> None:
     False
     """
     if fcntl is None:  # pragma: no cover - Windows
-        return
+        return lambda: None
     from ._checkpoint_io import CheckpointError
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -84,7 +89,7 @@ def hold(directory: Path, owner: object) -> None:
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             held = _HELD[key] = [fd, 0]
         held[1] += 1
-    weakref.finalize(owner, _release, key, held[0])
+    return weakref.finalize(owner, _release, key, held[0])
 
 
 def _release(key: str, fd: int) -> None:

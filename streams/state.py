@@ -220,23 +220,26 @@ class Checkpointer:
         self._sources, self._numbering = taking_part(
             self, node, needs_source=not manual and bool(every or interval))
         self._open = set(map(id, self._sources))
+        release = None
         try:
-            hold(self.directory, self)  # before anything there is read or removed
+            release = hold(self.directory, self)  # before anything there is read or removed
+            self._open_directory(node, restore, fsync)
         except BaseException:
-            self.detach()  # refused: the sources are free for another Checkpointer
+            self.detach()  # refused: the sources are free for another Checkpointer,
+            if release is not None:  # and the directory for another process
+                release()
             raise
+
+    def _open_directory(self, node: Stream[Any], restore: bool, fsync: bool) -> None:
+        """Restore from the checkpoint there (or remove it), and make ready to write."""
         if restore:
-            try:
-                snap = read_checkpoint(self.directory, self._key)
-                if snap is not None:
-                    where = f"checkpoint {snap.sequence} in {self.directory / FILENAME}"
-                    restore_graph(node, snap, where=where, copy=False,  # read afresh
-                                  afresh=afresh(self.directory))
-                    self.sequence = snap.sequence + 1
-                    self.restored = True
-            except BaseException:
-                self.detach()  # refused: the sources are free for another Checkpointer
-                raise
+            snap = read_checkpoint(self.directory, self._key)
+            if snap is not None:
+                where = f"checkpoint {snap.sequence} in {self.directory / FILENAME}"
+                restore_graph(node, snap, where=where, copy=False,  # read afresh
+                              afresh=afresh(self.directory))
+                self.sequence = snap.sequence + 1
+                self.restored = True
         else:
             discard(self.directory, fsync)
         if self._numbering and not self.restored:  # names drawn or reused: see writer_names

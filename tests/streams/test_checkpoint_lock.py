@@ -86,3 +86,22 @@ def test_checkpointers_of_one_process_share_the_directory_and_release_it(
     del first, second, first_source, source
     gc.collect()  # the sources' graphs refer to their Checkpointers
     assert key not in checkpoint_lock._HELD
+
+
+def test_a_checkpointer_refused_lets_the_directory_go_at_once(tmp_path: Path) -> None:
+    # Its traceback keeps it alive (in a notebook, until the next error): the
+    # lock must not wait for it to be collected.
+    from streams import checkpoint_lock
+
+    source, _ = _graph([1, 2])
+    Checkpointer(source, tmp_path, every=1)
+    source.start()
+    del source
+    gc.collect()
+    other = Stream.from_iterable([1])
+    other.map(str).sink_to_list()  # not the graph of the checkpoint
+    with pytest.raises(CheckpointError, match="does not match the graph") as refused:
+        Checkpointer(other, tmp_path, every=1)
+    assert refused.value.__traceback__ is not None
+    assert str(tmp_path.resolve()) not in checkpoint_lock._HELD
+    assert other._checkpointer is None
