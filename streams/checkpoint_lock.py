@@ -11,8 +11,12 @@ is never refused by a dead run. The Checkpointers of one process share the
 lock: building the pipeline again in a notebook, or a test restoring into a
 second graph, uses the directory as before.
 
-The file holds the holder's process id, for the refusal's message. Where
-``fcntl`` does not exist (Windows) nothing is locked.
+The lock is kept by the directory itself (its device and inode), not its
+path: a directory removed and made again is a new one to lock. A forked
+child holds the descriptor it inherited, not the lock: its own Checkpointer
+on the parent's directory is refused like any other process's. The file
+holds the holder's process id, for the refusal's message. Where ``fcntl``
+does not exist (Windows) nothing is locked.
 """
 
 from __future__ import annotations
@@ -33,9 +37,25 @@ __all__ = ["LOCKFILE", "hold"]
 #: The lock file's name in a checkpoint directory.
 LOCKFILE = ".lock"
 
-#: Directory (its real path) -> [descriptor holding the lock, Checkpointers holding it].
-_HELD: dict[str, list[int]] = {}
-_guard = threading.Lock()
+#: Directory (device, inode) -> [descriptor holding the lock, Checkpointers holding it].
+_HELD: dict[tuple[int, int], list[int]] = {}
+# Reentrant: a release runs from a finalizer, which the cyclic collector may
+# run in this thread while it holds the guard.
+_guard = threading.RLock()
+
+
+def _forget_inherited() -> None:
+    """In a forked child: the parent's locks are not the child's (its descriptors go)."""
+    for fd, _ in _HELD.values():
+        try:
+            os.close(fd)  # the parent's descriptor stays open: its lock stays
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited)
 
 
 def hold(directory: Path, owner: object) -> Callable[[], None]:
@@ -60,39 +80,47 @@ def hold(directory: Path, owner: object) -> Callable[[], None]:
     >>> sorted(p.name for p in directory.iterdir())
     ['.lock']
     >>> del first, second  # the lock goes with its last holder
-    >>> str(directory.resolve()) in _HELD
-    False
+    >>> _HELD
+    {}
     """
     if fcntl is None:  # pragma: no cover - Windows
         return lambda: None
-    from ._checkpoint_io import CheckpointError
-
     directory.mkdir(parents=True, exist_ok=True)
-    key = os.path.realpath(directory)
+    found = os.stat(directory)
+    key = (found.st_dev, found.st_ino)
     with _guard:
         held = _HELD.get(key)
         if held is None:
-            fd = os.open(os.path.join(key, LOCKFILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                         0o644)
+            fd = os.open(os.path.join(directory, LOCKFILE),
+                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
-                os.close(fd)
-                raise CheckpointError(
-                    f"Checkpointer(): {directory} is in use by another process"
-                    f"{f' (pid {holder})' if holder else ''}: two pipelines checkpointing "
-                    "into one directory would overwrite each other's checkpoints; stop "
-                    "that one first, or give this pipeline a directory of its own"
-                ) from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                _take(fd, directory)
+            except BaseException:
+                os.close(fd)  # a lock taken goes with it
+                raise
             held = _HELD[key] = [fd, 0]
         held[1] += 1
     return weakref.finalize(owner, _release, key, held[0])
 
 
-def _release(key: str, fd: int) -> None:
+def _take(fd: int, directory: Path) -> None:
+    """Lock the open lock file ``fd`` and write this process's id in it, or raise."""
+    from ._checkpoint_io import CheckpointError
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        raise CheckpointError(
+            f"Checkpointer(): {directory} is in use by another process"
+            f"{f' (pid {holder})' if holder else ''}: two pipelines checkpointing "
+            "into one directory would overwrite each other's checkpoints; stop "
+            "that one first, or give this pipeline a directory of its own") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+
+
+def _release(key: tuple[int, int], fd: int) -> None:
     with _guard:
         held = _HELD.get(key)
         if held is None or held[0] != fd:

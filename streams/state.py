@@ -192,7 +192,9 @@ class Checkpointer:
         if interval is not None and not interval > 0:
             raise ValueError(f"Checkpointer(): interval must be > 0 seconds, got {interval!r}")
         self.node = node
-        self.directory = Path(directory)
+        # Absolute: the lock (streams.checkpoint_lock) is taken on the directory
+        # now, and the files must go there even after a change of directory.
+        self.directory = Path(os.path.abspath(directory))
         self.every = every
         self.interval = interval
         self.fsync = fsync

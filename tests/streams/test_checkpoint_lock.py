@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import operator
+import os
 import signal
 import subprocess
 import sys
@@ -35,6 +36,15 @@ HOLDER = textwrap.dedent("""
     print("ready", flush=True)
     sys.stdin.read()  # until killed
 """)
+
+
+def _held(directory: Path) -> int:
+    """How many Checkpointers of this process hold ``directory`` (0: not locked here)."""
+    from streams import checkpoint_lock
+
+    found = os.stat(directory)
+    held = checkpoint_lock._HELD.get((found.st_dev, found.st_ino))
+    return 0 if held is None else held[1]
 
 
 def _graph(items: list[int]) -> tuple[Stream[int], list[int]]:
@@ -72,8 +82,6 @@ def test_a_directory_held_by_another_process_is_refused_until_it_dies(tmp_path: 
 
 def test_checkpointers_of_one_process_share_the_directory_and_release_it(
         tmp_path: Path) -> None:
-    from streams import checkpoint_lock
-
     first_source, _ = _graph([1, 2])
     first = Checkpointer(first_source, tmp_path, every=1)
     first_source.start()
@@ -81,18 +89,15 @@ def test_checkpointers_of_one_process_share_the_directory_and_release_it(
     second = Checkpointer(source, tmp_path, every=1)  # a graph built again: allowed
     source.start()
     assert second.restored and totals == [6]
-    key = str(tmp_path.resolve())
-    assert checkpoint_lock._HELD[key][1] == 2
+    assert _held(tmp_path) == 2
     del first, second, first_source, source
     gc.collect()  # the sources' graphs refer to their Checkpointers
-    assert key not in checkpoint_lock._HELD
+    assert _held(tmp_path) == 0
 
 
 def test_a_checkpointer_refused_lets_the_directory_go_at_once(tmp_path: Path) -> None:
     # Its traceback keeps it alive (in a notebook, until the next error): the
     # lock must not wait for it to be collected.
-    from streams import checkpoint_lock
-
     source, _ = _graph([1, 2])
     Checkpointer(source, tmp_path, every=1)
     source.start()
@@ -103,5 +108,87 @@ def test_a_checkpointer_refused_lets_the_directory_go_at_once(tmp_path: Path) ->
     with pytest.raises(CheckpointError, match="does not match the graph") as refused:
         Checkpointer(other, tmp_path, every=1)
     assert refused.value.__traceback__ is not None
-    assert str(tmp_path.resolve()) not in checkpoint_lock._HELD
+    assert _held(tmp_path) == 0
     assert other._checkpointer is None
+
+
+def test_a_forked_child_is_refused_the_parents_directory(tmp_path: Path) -> None:
+    # The child inherits the locked descriptor, not the lock: it used to be let
+    # in, and its restore=False removed the parent's checkpoint.
+    source, _ = _graph([1, 2])
+    parent = Checkpointer(source, tmp_path, every=1)
+    source.start()
+    before = (tmp_path / "checkpoint").read_bytes()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            try:
+                Checkpointer(_graph([1])[0], tmp_path, restore=False)
+                os.write(write, b"let in")
+            except CheckpointError as e:
+                os.write(write, b"refused" if f"(pid {os.getppid()})" in str(e) else
+                         str(e).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        answer = os.read(read, 4096)
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert answer == b"refused"
+    assert (tmp_path / "checkpoint").read_bytes() == before
+    assert parent.durable >= 0
+
+
+def test_a_relative_directory_stays_the_one_locked_after_a_chdir(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.chdir(first)
+    source, _ = _graph([1, 2])
+    Checkpointer(source, "ckpt", every=1)
+    monkeypatch.chdir(second)
+    source.start()  # used to write into second/ckpt, which nobody had locked
+    assert sorted(p.name for p in (first / "ckpt").iterdir()) == [".lock", "checkpoint"]
+    assert not (second / "ckpt").exists()
+
+
+def test_a_directory_removed_and_made_again_is_locked_again(tmp_path: Path) -> None:
+    import shutil
+
+    directory = tmp_path / "ckpt"
+    old, _ = _graph([1, 2])
+    Checkpointer(old, directory, every=1)  # still alive below
+    shutil.rmtree(directory)  # "to start afresh, remove the directory"
+    source, _ = _graph([1, 2])
+    Checkpointer(source, directory, every=1)
+    assert (directory / ".lock").exists()  # used to share the removed one's lock
+    other = subprocess.run(
+        [sys.executable, "-c", "import sys\nfrom streams import Checkpointer, Stream\n"
+         "s = Stream.from_iterable([1]); s.sink_to_list()\n"
+         "try:\n    Checkpointer(s, sys.argv[1])\nexcept Exception as e:\n"
+         "    print(type(e).__name__)\nelse:\n    print('let in')", str(directory)],
+        capture_output=True, text=True, timeout=GUARD, check=True)
+    assert other.stdout.strip() == "CheckpointError"
+
+
+def test_a_failure_after_the_lock_is_taken_lets_it_go(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from streams import checkpoint_lock
+
+    def full(*args: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint_lock.os, "pwrite", full)
+    with pytest.raises(OSError, match="No space left"):
+        Checkpointer(_graph([1])[0], tmp_path, every=1)
+    monkeypatch.undo()
+    source, totals = _graph([1, 2])
+    Checkpointer(source, tmp_path, every=1)  # used to be refused: a descriptor kept it
+    source.start()
+    assert totals == [1, 3]
