@@ -54,11 +54,21 @@ def hang(side: Stream[Any], node: Stream[Any]) -> None:
     _HANGS_FROM[side] = weakref.ref(node)
 
 
-def _root(node: Stream[Any]) -> Stream[Any]:
-    """The node whose side stream ``node`` is, and so on; ``node`` if it is none's."""
-    while (ref := _HANGS_FROM.get(node)) is not None and (owner := ref()) is not None:
-        node = owner
-    return node
+def _whole_graph(node: Stream[Any]) -> list[Stream[Any]]:
+    """:func:`walk` of ``node``, and of the nodes its graph's side streams hang from.
+
+    A side stream has no upstream: what is below one (``node.errors.map(f)``)
+    reaches it but not its node, whose graph holds it (walked from there).
+    """
+    nodes = walk(node)
+    seen = {id(n) for n in nodes}
+    for n in nodes:
+        ref = _HANGS_FROM.get(n)
+        owner = None if ref is None else ref()
+        if (owner is not None and id(owner) not in seen
+                and n in (owner._errors, getattr(owner, "_late", None))):
+            return _whole_graph(owner)  # a larger graph: it holds all of these
+    return nodes
 
 
 def walk(node: Stream[Any]) -> list[Stream[Any]]:
@@ -168,8 +178,8 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
     Parameters
     ----------
     node : Stream
-        Any node of the graph, or a side stream of one (``node.errors``,
-        ``node.late``): the graph it hangs from is drawn.
+        Any node of the graph, also of what hangs below a side stream
+        (``node.errors``, ``node.late``): the graph it hangs from is drawn.
     filename : str or None
         Where to write the picture (format from the extension: ``.png``,
         ``.svg``, ``.pdf``...). ``None`` writes nothing.
@@ -210,7 +220,7 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
     # Nodes of one Dask or Spark segment are drawn inside one labelled box
     # (a graphviz cluster), so where each part runs is visible at a glance.
     clusters: dict[int, Any] = {}
-    for n in walk(_root(node)):
+    for n in _whole_graph(node):
         if n._graphviz_hidden:
             continue
         spec = n.describe()

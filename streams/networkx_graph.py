@@ -38,6 +38,8 @@ def create_graph(node: Stream[Any], graph: Any) -> None:
     attributes (``label``, ``shape``, ``style``...); edges go downstream, and
     a node's edges to two or more downstreams are labelled with their order
     (``"0"``, ``"1"``...), the order in which each element is pushed to them.
+    A node's error and late streams hang from it by a dashed edge labelled
+    ``errors`` or ``late``.
 
     Examples
     --------
@@ -63,6 +65,10 @@ def create_graph(node: Stream[Any], graph: Any) -> None:
     for n in nodes:
         for u in n.upstreams:
             graph.add_edge(hash(u), hash(n))
+        # A side stream has no upstream: a dashed edge from its node, as visualize() draws.
+        for side, stream in (("errors", n._errors), ("late", getattr(n, "_late", None))):
+            if stream is not None:
+                graph.add_edge(hash(n), hash(stream), label=side, style="dashed")
         downstreams = list(n.downstreams)
         for i, d in enumerate(downstreams):
             if len(downstreams) > 1:
@@ -71,7 +77,8 @@ def create_graph(node: Stream[Any], graph: Any) -> None:
                 graph.add_edge(hash(n), hash(d))
 
 
-def build_node_set(node: Stream[Any], s: set[Stream[Any]] | None = None) -> set[Stream[Any]]:
+def build_node_set(node: Stream[Any] | None,
+                   s: set[Stream[Any]] | None = None) -> set[Stream[Any]]:
     """Every node connected to ``node``, upstream and down, added to ``s`` (a new set if None).
 
     Examples
@@ -82,6 +89,8 @@ def build_node_set(node: Stream[Any], s: set[Stream[Any]] | None = None) -> set[
     >>> build_node_set(out) == {source, out}
     True
     """
+    if node is None:  # as streamz
+        return s  # type: ignore[return-value]
     if s is None:
         s = set()
     s.update(walk(node))

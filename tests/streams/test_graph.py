@@ -97,3 +97,18 @@ def test_to_graphviz_draws_the_networkx_graph() -> None:
     assert b"map; abs" in svg and b"sink; print" in svg
     # Unrelabelled, the nodes are hashes: drawn all the same.
     assert to_graphviz(g, format="svg").pipe().count(b"<g id=\"node") == 3
+
+
+def test_create_graph_hangs_side_streams_from_their_node() -> None:
+    import networkx as nx
+
+    from streams import build_node_set, create_graph
+
+    source = Stream()
+    parsed = source.map(int).on_error("route")
+    parsed.errors.sink_to_list()
+    g = nx.DiGraph()
+    create_graph(source, g)
+    assert g.edges[hash(parsed), hash(parsed.errors)] == {"label": "errors", "style": "dashed"}
+    assert nx.is_weakly_connected(g)  # the error stream was an island
+    assert build_node_set(None) is None  # as streamz

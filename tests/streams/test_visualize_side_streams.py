@@ -57,7 +57,8 @@ def test_a_side_stream_visualized_draws_the_graph_it_hangs_from() -> None:
     window.sink_to_list()
     window.late.sink_to_list()
     errors = window.upstreams[0].errors
-    errors.sink_to_list()
+    shown = errors.map(repr)
+    shown.sink_to_list()
     whole = _edges(source)
-    assert _edges(errors) == whole == _edges(window.late)
+    assert _edges(errors) == whole == _edges(window.late) == _edges(shown)
     assert (window.upstreams[0]._node_id, errors._node_id) in whole
