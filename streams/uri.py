@@ -230,7 +230,9 @@ def from_uri(uri: str, **options: Any) -> Stream[Any]:
     if scheme == "ws":
         host, port = _host_port(parts, scheme)
         _options(parts, scheme, "source", {}, options)
-        return Stream.from_websocket(host, port, path=parts.path or None)
+        # ws://host:port/ is the server as ws://host:port is: every path.
+        return Stream.from_websocket(
+            host, port, path=None if parts.path in ("", "/") else parts.path)
     host, port = _host_port(parts, scheme, 80)
     _options(parts, scheme, "source", {}, options)
     return Stream.from_http_server(port, path=parts.path or "/.*",

@@ -7,6 +7,7 @@ import inspect
 import logging
 import socket
 from typing import Any
+from urllib.parse import unquote
 
 from ..core import Stream
 from ..loop_thread import start_task
@@ -64,9 +65,10 @@ class FromWebsocket(Source[Any]):
     serve_kwargs : dict, optional
         Passed to ``websockets.asyncio.server.serve`` (``max_size``...).
     path : str, optional
-        Serve only clients connecting to this path (``"/prices"``); others
-        are answered ``404 Not Found`` and never reach the pipeline. None
-        (the default, as streamz) serves every path.
+        Serve only clients connecting to this path (``"/prices"``; compared
+        percent-decoded, without the query string, so ``/a%20b`` is ``"/a
+        b"``); others are answered ``404 Not Found`` and never reach the
+        pipeline. None (the default, as streamz) serves every path.
     max_connections : int
         Connections served at once; one more is closed at once with code
         1013 (try again later).
@@ -197,7 +199,8 @@ class FromWebsocket(Source[Any]):
                     response = await response
                 if response is not None:
                     return response
-            if request.path.partition("?")[0] != self.path:
+            # As the client sent it (/a%20b) against the path as given (/a b).
+            if unquote(request.path.partition("?")[0]) != unquote(self.path or "/"):
                 return connection.respond(HTTPStatus.NOT_FOUND,
                                           f"this server serves {self.path} only\n")
             return None

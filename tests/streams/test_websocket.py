@@ -266,6 +266,37 @@ def test_a_ws_uri_path_is_the_only_one_served() -> None:
     assert got == ["x"]
 
 
+@pytest.mark.parametrize(("uri", "served", "refused"), [
+    ("ws://127.0.0.1:0/", ["/", "/x"], []),  # as ws://127.0.0.1:0: every path
+    ("ws://127.0.0.1:0/a%20b", ["/a%20b", "/a%20b?q=1"], ["/a", "/a%20b/"]),
+    ("ws://127.0.0.1:0/pr%C3%AFces", ["/pr%C3%AFces"], ["/prices"]),
+])
+def test_a_ws_uri_path_is_compared_percent_decoded(uri: str, served: list[str],
+                                                   refused: list[str]) -> None:
+    from websockets.exceptions import InvalidStatus
+
+    server = Stream.from_uri(uri)
+    got = server.sink_to_list()
+    statuses: list[int] = []
+
+    async def main() -> None:
+        server.start()
+        for path in served:
+            async with connect(f"ws://127.0.0.1:{server.port}{path}",
+                               open_timeout=GUARD) as ws:
+                await ws.send(path)
+        for path in refused:
+            with pytest.raises(InvalidStatus) as answer:
+                await connect(f"ws://127.0.0.1:{server.port}{path}", open_timeout=GUARD)
+            statuses.append(answer.value.response.status_code)
+        while len(got) < len(served):
+            await asyncio.sleep(0)
+        await server.stop()
+
+    asyncio.run(main())
+    assert sorted(got) == sorted(served) and statuses == [404] * len(refused)
+
+
 def test_to_websocket_reconnects_once_the_server_is_back() -> None:
     first = Stream.from_websocket("127.0.0.1", 0)
     got_first = first.sink_to_list()
