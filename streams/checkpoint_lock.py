@@ -91,8 +91,16 @@ def hold(directory: Path, owner: object) -> Callable[[], None]:
     with _guard:
         held = _HELD.get(key)
         if held is None:
-            fd = os.open(os.path.join(directory, LOCKFILE),
-                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fd = os.open(os.path.join(directory, LOCKFILE),
+                             os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as e:  # another user's lock file, a read-only directory
+                from ._checkpoint_io import CheckpointError
+
+                raise CheckpointError(
+                    f"Checkpointer(): cannot open {directory / LOCKFILE} to lock the "
+                    f"directory ({type(e).__name__}: {e.strerror}); give this pipeline a "
+                    "directory it can write") from e
             try:
                 _take(fd, directory)
             except BaseException:

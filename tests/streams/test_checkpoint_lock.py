@@ -192,3 +192,12 @@ def test_a_failure_after_the_lock_is_taken_lets_it_go(
     Checkpointer(source, tmp_path, every=1)  # used to be refused: a descriptor kept it
     source.start()
     assert totals == [1, 3]
+
+
+def test_a_lock_file_that_cannot_be_opened_says_so(tmp_path: Path) -> None:
+    (tmp_path / ".lock").mkdir()  # as root no permission stops it; a directory does
+    source, _ = _graph([1])
+    with pytest.raises(CheckpointError, match=r"cannot open .*\.lock to lock the directory "
+                                              r"\(IsADirectoryError"):
+        Checkpointer(source, tmp_path, every=1)
+    assert source._checkpointer is None
