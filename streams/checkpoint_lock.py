@@ -37,21 +37,35 @@ __all__ = ["LOCKFILE", "hold"]
 #: The lock file's name in a checkpoint directory.
 LOCKFILE = ".lock"
 
-#: Directory (device, inode) -> [descriptor holding the lock, Checkpointers holding it].
-_HELD: dict[tuple[int, int], list[int]] = {}
-# Reentrant: a release runs from a finalizer, which the cyclic collector may
-# run in this thread while it holds the guard.
-_guard = threading.RLock()
+
+class _Held:
+    """This process's lock of one directory: its descriptor and how many hold it."""
+
+    __slots__ = ("count", "fd")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.count = 0
+
+
+#: Directory (device, inode) -> its lock, while a Checkpointer of this process holds it.
+_HELD: dict[tuple[int, int], _Held] = {}
+_guard = threading.Lock()
+#: Releases asked for, done under the guard. A release runs from a finalizer,
+#: which the cyclic collector may run in the middle of hold() in this very
+#: thread: it must neither wait for the guard nor change _HELD there.
+_pending: list[tuple[tuple[int, int], _Held]] = []
 
 
 def _forget_inherited() -> None:
     """In a forked child: the parent's locks are not the child's (its descriptors go)."""
-    for fd, _ in _HELD.values():
+    for held in _HELD.values():
         try:
-            os.close(fd)  # the parent's descriptor stays open: its lock stays
+            os.close(held.fd)  # the parent's descriptor stays open: its lock stays
         except OSError:
             pass
     _HELD.clear()
+    _pending.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -79,9 +93,12 @@ def hold(directory: Path, owner: object) -> Callable[[], None]:
     >>> _ = hold(directory, first), hold(directory, second)  # one process: shared
     >>> sorted(p.name for p in directory.iterdir())
     ['.lock']
+    >>> found = directory.stat()
+    >>> _HELD[found.st_dev, found.st_ino].count
+    2
     >>> del first, second  # the lock goes with its last holder
-    >>> _HELD
-    {}
+    >>> (found.st_dev, found.st_ino) in _HELD
+    False
     """
     if fcntl is None:  # pragma: no cover - Windows
         return lambda: None
@@ -106,9 +123,10 @@ def hold(directory: Path, owner: object) -> Callable[[], None]:
             except BaseException:
                 os.close(fd)  # a lock taken goes with it
                 raise
-            held = _HELD[key] = [fd, 0]
-        held[1] += 1
-    return weakref.finalize(owner, _release, key, held[0])
+            held = _HELD[key] = _Held(fd)
+        held.count += 1
+    _drain()  # releases asked for meanwhile
+    return weakref.finalize(owner, _release, key, held)
 
 
 def _take(fd: int, directory: Path) -> None:
@@ -128,12 +146,22 @@ def _take(fd: int, directory: Path) -> None:
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
 
 
-def _release(key: tuple[int, int], fd: int) -> None:
-    with _guard:
-        held = _HELD.get(key)
-        if held is None or held[0] != fd:
-            return
-        held[1] -= 1
-        if held[1] == 0:
-            del _HELD[key]
-            os.close(fd)  # the lock goes with the descriptor
+def _release(key: tuple[int, int], held: _Held) -> None:
+    _pending.append((key, held))
+    _drain()
+
+
+def _drain() -> None:
+    """Do the releases asked for, unless the guard is taken (its holder does them then)."""
+    while _pending and _guard.acquire(blocking=False):
+        try:
+            while _pending:
+                key, held = _pending.pop()
+                if _HELD.get(key) is not held:
+                    continue  # a lock of before a fork, or already let go
+                held.count -= 1
+                if held.count == 0:
+                    del _HELD[key]
+                    os.close(held.fd)  # the lock goes with the descriptor
+        finally:
+            _guard.release()

@@ -44,7 +44,7 @@ def _held(directory: Path) -> int:
 
     found = os.stat(directory)
     held = checkpoint_lock._HELD.get((found.st_dev, found.st_ino))
-    return 0 if held is None else held[1]
+    return 0 if held is None else held.count
 
 
 def _graph(items: list[int]) -> tuple[Stream[int], list[int]]:
@@ -201,3 +201,22 @@ def test_a_lock_file_that_cannot_be_opened_says_so(tmp_path: Path) -> None:
                                               r"\(IsADirectoryError"):
         Checkpointer(source, tmp_path, every=1)
     assert source._checkpointer is None
+
+
+def test_a_release_while_the_guard_is_taken_is_done_by_its_holder(tmp_path: Path) -> None:
+    # A release runs from a finalizer, which the collector may run inside
+    # hold() in the same thread: it must not wait for the guard, nor be lost.
+    from streams import checkpoint_lock
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    checkpoint_lock.hold(tmp_path, owner)
+    with checkpoint_lock._guard:  # as hold() holds it
+        del owner  # its finalizer runs here, in this thread
+        assert _held(tmp_path) == 1  # asked for, not done
+    assert _held(tmp_path) == 1
+    checkpoint_lock.hold(tmp_path / "other", Owner())  # a holder does what was asked
+    assert _held(tmp_path) == 0
+    assert not checkpoint_lock._pending
