@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +116,9 @@ class Checkpointer:
     is raised, as :class:`CheckpointError`, from the next checkpoint or
     :meth:`wait`; no later checkpoint is taken.
 
-    The directory is this process's while the Checkpointer lives: one in
-    another process is refused (see :mod:`streams.checkpoint_lock`).
+    The directory is this process's while the Checkpointer lives, or until
+    :meth:`close`: one in another process is refused (see
+    :mod:`streams.checkpoint_lock`).
 
     Every checkpoint holds the whole state: its cost grows with it. The
     file has two slots, each with room for 1.5 times the checkpoint, so it
@@ -222,14 +223,14 @@ class Checkpointer:
         self._sources, self._numbering = taking_part(
             self, node, needs_source=not manual and bool(every or interval))
         self._open = set(map(id, self._sources))
-        release = None
+        self._release: Callable[[], None] | None = None
         try:
-            release = hold(self.directory, self)  # before anything there is read or removed
+            self._release = hold(self.directory, self)  # before anything there is read
             self._open_directory(node, restore, fsync)
         except BaseException:
             self.detach()  # refused: the sources are free for another Checkpointer,
-            if release is not None:  # and the directory for another process
-                release()
+            if self._release is not None:  # and the directory for another process
+                self._release()
             raise
 
     def _open_directory(self, node: Stream[Any], restore: bool, fsync: bool) -> None:
@@ -260,10 +261,24 @@ class Checkpointer:
         return self._writer.superseded
 
     def detach(self) -> None:
-        """Stop taking checkpoints of this pipeline."""
+        """Stop taking checkpoints of this pipeline (the directory stays this process's)."""
         self._timer.cancel()
         for s in self._sources:
             s._checkpointer = None
+
+    def close(self) -> None:
+        """Wait for the checkpoints taken, stop taking more, and let the directory go.
+
+        Another process may then checkpoint there (until then it is refused:
+        see :mod:`streams.checkpoint_lock`). Raises :class:`CheckpointError`
+        if writing one failed; the directory is let go all the same.
+        """
+        try:
+            self.wait()
+        finally:
+            self.detach()
+            if self._release is not None:
+                self._release()
 
     # -- what sources call -------------------------------------------------
 

@@ -220,3 +220,24 @@ def test_a_release_while_the_guard_is_taken_is_done_by_its_holder(tmp_path: Path
     checkpoint_lock.hold(tmp_path / "other", Owner())  # a holder does what was asked
     assert _held(tmp_path) == 0
     assert not checkpoint_lock._pending
+
+
+def test_close_lets_another_process_take_the_directory(tmp_path: Path) -> None:
+    source, _ = _graph([1, 2])
+    cp = Checkpointer(source, tmp_path, every=1)
+    source.start()
+    probe = ("import operator, sys\nfrom streams import Checkpointer, Stream\n"
+             "s = Stream.from_iterable([1, 2, 3]); out = s.scan(operator.add, start=0)"
+             ".sink_to_list()\n"
+             "try:\n    cp = Checkpointer(s, sys.argv[1], every=1)\nexcept Exception as e:\n"
+             "    print(type(e).__name__)\nelse:\n    s.start(); print(cp.restored, out)")
+
+    def other() -> str:
+        return subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True,
+                              text=True, timeout=GUARD, check=True).stdout.strip()
+
+    assert other() == "CheckpointError"
+    cp.close()
+    cp.close()  # once is enough; again does nothing
+    assert _held(tmp_path) == 0 and source._checkpointer is None
+    assert other() == "True [6]"  # resumed after 1, 2 from this process's checkpoint
