@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from .core import Stream
 
 __all__ = [
-    "GraphSpec", "NodeSpec", "describe", "label", "streamz_str", "visualize", "walk",
+    "GraphSpec", "NodeSpec", "describe", "label", "side_streams", "streamz_str", "visualize",
+    "walk",
 ]
 
 #: Attributes shown by ``str(node)``, as streamz's ``str_list``.
@@ -54,6 +55,12 @@ def hang(side: Stream[Any], node: Stream[Any]) -> None:
     _HANGS_FROM[side] = weakref.ref(node)
 
 
+def side_streams(node: Stream[Any]) -> list[tuple[str, Stream[Any]]]:
+    """``node``'s side streams made so far, by name: its ``errors``, its ``late`` elements."""
+    found = (("errors", node._errors), ("late", getattr(node, "_late", None)))
+    return [(name, side) for name, side in found if side is not None]
+
+
 def _whole_graph(node: Stream[Any]) -> list[Stream[Any]]:
     """:func:`walk` of ``node``, and of the nodes its graph's side streams hang from.
 
@@ -66,7 +73,7 @@ def _whole_graph(node: Stream[Any]) -> list[Stream[Any]]:
         ref = _HANGS_FROM.get(n)
         owner = None if ref is None else ref()
         if (owner is not None and id(owner) not in seen
-                and n in (owner._errors, getattr(owner, "_late", None))):
+                and any(side is n for _, side in side_streams(owner))):
             return _whole_graph(owner)  # a larger graph: it holds all of these
     return nodes
 
@@ -94,11 +101,7 @@ def walk(node: Stream[Any]) -> list[Stream[Any]]:
             continue
         seen[id(n)] = n
         todo.extend(n.upstreams)
-        if n._errors is not None:
-            todo.append(n._errors)  # error streams are part of the graph
-        late = getattr(n, "_late", None)  # so are late streams (event-time windows)
-        if late is not None:
-            todo.append(late)
+        todo.extend(side for _, side in side_streams(n))  # part of the graph too
         todo.extend(n.downstreams)
     nodes = sorted(seen.values(), key=lambda n: n._node_id)
     # Creation order is a topological order except after connect(); repair it.
@@ -245,11 +248,8 @@ def visualize(node: Stream[Any], filename: str | None = "mystream.png", **kwargs
         for uid in spec.upstream_ids:
             g.edge(str(uid), str(spec.id))
         # A side stream has no upstream: the dashed edge says whose it is.
-        late = getattr(n, "_late", None)
-        for side, side_id in (("errors", spec.errors_id),
-                              ("late", None if late is None else late._node_id)):
-            if side_id is not None:
-                g.edge(str(spec.id), str(side_id), label=side, style="dashed")
+        for name, side in side_streams(n):
+            g.edge(str(spec.id), str(side._node_id), label=name, style="dashed")
     for cluster in clusters.values():
         g.subgraph(cluster)
     if filename is not None:

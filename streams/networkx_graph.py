@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from .graph import walk
+from .graph import side_streams, walk
 
 if TYPE_CHECKING:
     from .core import Stream
@@ -66,9 +66,8 @@ def create_graph(node: Stream[Any], graph: Any) -> None:
         for u in n.upstreams:
             graph.add_edge(hash(u), hash(n))
         # A side stream has no upstream: a dashed edge from its node, as visualize() draws.
-        for side, stream in (("errors", n._errors), ("late", getattr(n, "_late", None))):
-            if stream is not None:
-                graph.add_edge(hash(n), hash(stream), label=side, style="dashed")
+        for name, side in side_streams(n):
+            graph.add_edge(hash(n), hash(side), label=name, style="dashed")
         downstreams = list(n.downstreams)
         for i, d in enumerate(downstreams):
             if len(downstreams) > 1:

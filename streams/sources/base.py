@@ -381,11 +381,11 @@ class Source(Stream[T]):
             # Logged now unless awaited: a task nobody awaits would only be
             # reported when collected, if ever, and the pipeline would wait
             # forever. An awaited one raises to its awaiter: reported once.
-            awaited = getattr(asyncio.current_task(), "awaited", False)
-            if not awaited and isinstance(error, SourceError):  # it names the source
-                logger.error("%s", error)
-            elif not awaited:
-                logger.error("%s failed: %s: %s", self._label(), type(e).__name__, e)
+            if not getattr(asyncio.current_task(), "awaited", False):
+                if isinstance(error, SourceError):  # its message names the source
+                    logger.error("%s", error)
+                else:
+                    logger.error("%s failed: %s: %s", self._label(), type(e).__name__, e)
             if error is e:
                 raise
             raise error from e

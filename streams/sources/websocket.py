@@ -183,14 +183,19 @@ class FromWebsocket(Source[Any]):
         # task, which does not yield before), stop() may close the socket itself.
         options = {**self.s_kw, "start_serving": False}
         if self.path is not None:
-            options["process_request"] = self._only_path(self.s_kw.get("process_request"))
+            options["process_request"] = self._only_path(self.path,
+                                                         self.s_kw.get("process_request"))
         server = await serve(self._handle, sock=sock, **options)
         self.server = server
         await server.start_serving()
 
-    def _only_path(self, given: Any) -> Any:
-        """A ``process_request`` answering 404 to other paths, after ``given`` (the user's)."""
+    @staticmethod
+    def _only_path(path: str, given: Any) -> Any:
+        """A ``process_request`` answering 404 but to ``path``, after ``given`` (the user's)."""
         from http import HTTPStatus
+
+        # As the client sends it (/a%20b) against the path as given (/a b).
+        wanted = unquote(path)
 
         async def process_request(connection: Any, request: Any) -> Any:
             if given is not None:
@@ -199,10 +204,9 @@ class FromWebsocket(Source[Any]):
                     response = await response
                 if response is not None:
                     return response
-            # As the client sent it (/a%20b) against the path as given (/a b).
-            if unquote(request.path.partition("?")[0]) != unquote(self.path or "/"):
+            if unquote(request.path.partition("?")[0]) != wanted:
                 return connection.respond(HTTPStatus.NOT_FOUND,
-                                          f"this server serves {self.path} only\n")
+                                          f"this server serves {path} only\n")
             return None
 
         return process_request
