@@ -127,6 +127,12 @@ class Traits:
         Its state is one state per ``key(x)`` but for the watermark, which
         every key shares (keyed event-time windows): an engine may keep each
         key's state apart if it tells each the stream's watermark.
+    interleaving : bool
+        It has several upstreams, and what it emits depends on how their
+        elements interleave (which of two came first), not only on each
+        upstream's own order: ``combine_latest``'s latest values, a lookup's
+        table, a join's watermark. An engine that delivers its inputs apart
+        must deliver them in the order they were emitted, or refuse it.
 
     Examples
     --------
@@ -145,6 +151,7 @@ class Traits:
     identity_on_engine: bool = False
     join: JoinTime | None = None
     watermark_key: Any = None
+    interleaving: bool = False
 
 
 def _frozen(params: Mapping[str, Any]) -> Mapping[str, Any]:

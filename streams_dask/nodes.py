@@ -196,11 +196,7 @@ class Scatter(TimedWindows, SegmentEntry, Stream[Any]):
         nodes = {n._node_id: n for n in segment.nodes}
         bound = self.max_in_flight or max(4, 3 * nthreads)
         elements = segment.element_bound()
-        # streamz's scatter() has no batching arguments: given none of ours
-        # and no buffer(), each emit waits for its element's results, as in
-        # streamz. Any of them asks for elements to overlap on the cluster.
-        self._overlap = (elements is not None or self.batch_size is not None
-                         or self.max_in_flight is not None or not self.ordered)
+        self._overlap = segment.overlap() is not None
         runner = Runner(connection, plan, nodes, segment.exits,
                         self.batch_size or DEFAULT_BATCH_SIZE, bound,
                         self._label(), self.ordered, threads=nthreads,

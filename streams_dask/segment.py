@@ -129,10 +129,46 @@ class DaskSegment(Segment):
         Each segment runs from its own ``scatter()``, so no task sees
         elements of both: as in streamz, ``node`` (a ``zip``, a ``union``)
         takes the gathered results, and ``gather()`` after it passes them on.
+        A node whose output depends on how its inputs interleave is refused
+        if a segment lets elements overlap: their results come back in
+        batches, not in the order they were emitted.
         """
         if not all(isinstance(o, DaskSegment) for o in others):
             return None
+        overlapping = [(s, why) for s in (self, *others)
+                       if isinstance(s, DaskSegment) and (why := s.overlap()) is not None]
+        if overlapping and node._traits().interleaving:
+            # Each input's results come back as its tasks finish: the node
+            # here would see another interleaving than was emitted (a join
+            # then judged elements late and lost pairs; a lookup read another
+            # table), so a run would not give the in-process result.
+            segment, why = overlapping[0]
+            op = node._operator
+            raise ValueError(
+                f"{node._label()}: its output depends on how its inputs' elements "
+                f"interleave, and {segment.entry._label()} is given {why}: its elements "
+                "overlap on the cluster and their results come back in batches, not as "
+                "they were emitted. Use scatter() without it (each element's results then "
+                f"come back before the next is emitted), branch the inputs from one "
+                f"scatter() if {op}() runs on Dask, or gather() each input first to "
+                f"{op}() them as they come back")
         return join_here(node)
+
+    def overlap(self) -> str | None:
+        """What makes elements overlap on the cluster (``"batch_size=1000"``), or None.
+
+        streamz's ``scatter()`` has no batching arguments: given none of
+        ours and no ``buffer()``, each ``emit`` waits for its element's
+        results, as in streamz. Any of them asks for elements to overlap
+        (see :class:`~streams_dask.nodes.Scatter`).
+        """
+        entry = self.entry
+        given = [f"{name}={getattr(entry, name)!r}" for name in ("batch_size", "max_in_flight")
+                 if getattr(entry, name) is not None]
+        given += [] if entry.ordered else ["ordered=False"]
+        bound = self.element_bound()
+        given += [] if bound is None else [f"buffer({bound}) in its segment"]
+        return " and ".join(given) or None
 
     def by_position(self, states: dict[int, Any]) -> dict[int, Any]:
         """``states`` (by node id) by each node's position in the segment instead.

@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..core import Stream
@@ -19,9 +20,9 @@ from ..pending import gather_pending
 from ._checks import check_count
 
 if TYPE_CHECKING:
-    from ..spec import NodeSpec
+    from ..spec import NodeSpec, Traits
 
-__all__ = ["CombineLatest", "Union", "Zip", "ZipLatest"]
+__all__ = ["CombineLatest", "InterleavedInputs", "Union", "Zip", "ZipLatest"]
 
 logger = logging.getLogger("streams")
 
@@ -32,6 +33,29 @@ def _index_of(node: Stream[Any], who: Stream[Any] | None) -> list[int]:
     if not found:
         raise ValueError(f"{node._label()} received from {who!r}, which is not its upstream")
     return found
+
+
+class InterleavedInputs(Stream[Any]):
+    """A node whose output depends on how its upstreams' elements interleave.
+
+    Which of two elements of different upstreams comes first changes what
+    it emits (``combine_latest``'s latest values, a lookup's table, a join's
+    watermark), not only each upstream's own order. Its traits say so
+    (:attr:`~streams.spec.Traits.interleaving`): an engine that would
+    deliver its inputs apart, each as its results come back, refuses it.
+
+    Examples
+    --------
+    >>> from streams import Stream
+    >>> a, b = Stream(), Stream()
+    >>> a.combine_latest(b).describe().traits.interleaving, a.zip(b).describe().traits.interleaving
+    (True, False)
+    """
+
+    __slots__ = ()
+
+    def _traits(self) -> Traits:
+        return replace(super()._traits(), interleaving=True)
 
 
 @Stream.register_api()
@@ -206,7 +230,7 @@ class Zip(Stream[Any]):
 
 
 @Stream.register_api()
-class CombineLatest(Stream[Any]):
+class CombineLatest(InterleavedInputs):
     """Emit a tuple of the latest element of each stream on every update.
 
     Parameters
@@ -312,7 +336,7 @@ class CombineLatest(Stream[Any]):
 
 
 @Stream.register_api()
-class ZipLatest(Stream[Any]):
+class ZipLatest(InterleavedInputs):
     """Pair every element of the first (lossless) stream with the latest of the others.
 
     Elements of the lossless stream that arrive before every other stream

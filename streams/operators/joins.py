@@ -33,6 +33,7 @@ from ..pending import emit_each
 from ..spec import JoinTime, Traits
 from ._checks import key_function, one_key
 from ._late import LateElementError, LateSide, seconds_of
+from .combine import InterleavedInputs
 from .durations import check_interval
 from .window_bounds import event_micros, micros_of, seconds, watermark_micros
 
@@ -71,7 +72,7 @@ def _two_streams(op: str, first: Stream[Any], second: Any, what: str) -> None:
 
 
 @Stream.register_api(attribute_name="join")
-class IntervalJoin(LateSide):
+class IntervalJoin(LateSide, InterleavedInputs):
     """Pair the elements of two streams with equal keys and event times ``within`` apart.
 
     Emits ``(l, r)`` for every element ``l`` of this stream (the left) and

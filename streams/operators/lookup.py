@@ -18,6 +18,7 @@ from typing import Any
 from ..core import NO_DEFAULT, Stream
 from ..errors import short_repr
 from ._checks import key_function, one_key
+from .combine import InterleavedInputs
 from .joins import _two_streams
 
 __all__ = ["LookupJoin", "Tombstone"]
@@ -56,7 +57,7 @@ _MISSING = _Missing()
 
 
 @Stream.register_api(attribute_name="lookup")
-class LookupJoin(Stream[Any]):
+class LookupJoin(InterleavedInputs):
     """Join each element to the latest value of its key in a changing table stream.
 
     The ``table`` stream's elements are ``(key, value)`` pairs (a value of
