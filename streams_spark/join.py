@@ -47,7 +47,7 @@ from typing import Any
 import pyarrow as pa
 
 from streams.core import Stream
-from streams.operators._checks import key_bytes, key_function
+from streams.operators._checks import key_function
 from streams.operators._late import seconds_of
 from streams.operators.window_bounds import micros_of, watermark_micros
 from streams.spec import JoinTime, NodeSpec
@@ -58,6 +58,7 @@ from .column_names import renamed_for_pass
 from .event_seconds import on_spark
 from .listener import DroppingMarks, count_input, observed, watch_progress
 from .plan import chain_plan
+from .route_columns import window_key
 from .stages import COLUMNS, Driver, Rows, chain_task
 from .time_sql import interval, spark_delay, timestamp_of
 from .worker_heap import freeze_worker_heap
@@ -109,7 +110,7 @@ class SideRows:
                 t = on_spark(seconds_of(self.time(x)))
                 kb = self.keys.get(k)
                 if kb is None:
-                    kb = self.keys[k] = key_bytes(k)
+                    kb = self.keys[k] = window_key(k)
             except Exception as e:  # an unhashable key too: as in-process
                 fail_on_executor(carried_error(self.join_id, x, e), self.nodes)
                 continue

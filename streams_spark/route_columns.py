@@ -12,13 +12,14 @@ own key, not the one these bytes unpickle to (:func:`window_key_metadata`).
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import zlib
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from streams.operators._checks import key_bytes, key_function
+from streams.operators._checks import holds_nan, key_bytes, key_function
 
 from .plan import Route
 
@@ -51,16 +52,25 @@ def key_bucket(kbytes: bytes, buckets: int = KEY_BUCKETS) -> bytes:
 
 
 def window_key(k: Any) -> bytes:
-    """The pickle of a window's key: one for keys that are one state in-process.
+    """The pickle of a window's (or a join's) key: one for keys that are one state in-process.
 
-    A dict takes 1, 1.0 and True as one key; Spark groups the windows by
-    these bytes. They unpickle to one form of the key (``1`` for all
-    three), which is not what in-process emits: see :func:`window_key_metadata`.
+    A dict takes 1, 1.0 and True as one key; Spark groups the windows, and
+    matches a join's sides, by these bytes. They unpickle to one form of the
+    key (``1`` for all three), which is not what in-process emits: see
+    :func:`window_key_metadata`. A tuple key holding a NaN is a key of its
+    own for each element in-process (a dict finds it only by identity, see
+    :func:`~streams.operators._checks.one_key`): its bytes are followed by
+    random ones, so that its element is grouped (or matched) with no other.
+    The caller takes one key object's bytes once: elements sharing that very
+    object share its bytes, as they share a state in-process.
 
     >>> window_key(1) == window_key(1.0) == window_key(True) != window_key(1.5)
     True
+    >>> window_key(("a", float("nan"))) != window_key(("a", float("nan")))
+    True
     """
-    return key_bytes(k)
+    b = key_bytes(k)
+    return b + os.urandom(16) if holds_nan(k) else b
 
 
 #: The key of :func:`window_key_metadata` in the metadata of Spark's ``k`` column.

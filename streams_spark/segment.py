@@ -132,6 +132,12 @@ class SparkSegment(Segment):
         _check_join_paths(self, node, lineage)
         self._check_union_paths(node, lineage)
         _check_one_state_stage([n.describe() for n in lineage[:-1]], spec)
+        if WindowClock.wants(node) and self.resident:
+            raise ValueError(
+                f"{node._label()}: closes its windows on the clock (processing time), "
+                "which Spark ticks only for a to_spark() segment fed from Python; in a "
+                "Stream.from_spark() segment give it time= (event time: Spark's window()), "
+                "or gather() before it to window in-process")
         if WindowClock.wants(node):
             # Its windows close on Spark, at ticks from to_spark(): the local
             # node must never fire its own timer (it would push empty windows

@@ -173,6 +173,20 @@ def one_key(k: Any) -> Any:
     return NAN_KEY if k != k and isinstance(k, float) else k
 
 
+def holds_nan(key: Any) -> bool:
+    """Whether a tuple (or frozenset) key holds a float NaN, at any depth.
+
+    A dict finds such a key only by identity (see :func:`one_key`): each
+    element's NaN there makes a key of its own. An engine grouping elements
+    by their key's bytes gives such a key bytes of its own.
+
+    >>> holds_nan(("a", float("nan"))), holds_nan((1, (2, float("nan")))), holds_nan(float("nan"))
+    (True, True, False)
+    """
+    return isinstance(key, tuple | frozenset) and any(
+        (isinstance(v, float) and v != v) or holds_nan(v) for v in key)
+
+
 def canonical_key(key: Any) -> Any:
     """One form for keys a dict takes as one (``1``, ``1.0``, ``True``), in tuples and
     frozensets too (a frozenset's elements in one order).

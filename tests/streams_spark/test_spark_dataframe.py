@@ -142,6 +142,17 @@ def test_misuse_is_refused_when_the_graph_is_built(spark: Any) -> None:
         Stream.from_spark([1, 2])
 
 
+@pytest.mark.parametrize("build", [
+    lambda s: s.timed_window(1), lambda s: s.timed_window(1, slide=0.5),
+    lambda s: s.map(abs).timed_window(1, key=0)], ids=["tumbling", "sliding", "keyed"])
+def test_a_processing_time_window_of_a_from_spark_segment_is_refused_when_built(
+        spark: Any, build: Any) -> None:
+    # It failed with an AttributeError of the segment's entry, and left the node closed.
+    df = spark.createDataFrame([(1,)], "n long")
+    with pytest.raises(ValueError, match=r"timed_window\(1.*processing time.*give it time="):
+        build(Stream.from_spark(df))
+
+
 def test_a_static_dataframe_delivered_to_python_needs_no_checkpoint(spark: Any) -> None:
     df = as_rows(spark, [("a", 1), ("b", 2), ("a", 3)])
     source = Stream.from_spark(df)

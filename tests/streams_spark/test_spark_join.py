@@ -221,6 +221,30 @@ def test_tuple_keys_equal_in_a_dict_are_one_key(spark: Any) -> None:
     assert same.map(lambda p: {"n": 1}).to_dataframe("n long").count() == 1
 
 
+def test_a_tuple_key_holding_a_nan_matches_nothing_as_in_process(spark: Any) -> None:
+    # In-process a dict finds (nan, 1) only by identity: each row's NaN is a
+    # key of its own, so such rows pair with none. Spark matched them by
+    # their pickled form, where every NaN is one.
+    rows = "k double, t long, id long"
+    left = spark.createDataFrame([(float("nan"), 2, 2), (1.0, 0, 0)], rows)
+    right = spark.createDataFrame([(float("nan"), 2, 12), (1.0, 0, 10)], rows)
+
+    def build(lhs: Stream[Any], rhs: Stream[Any]) -> Stream[Any]:
+        return lhs.join(rhs, key=lambda r: (r.k, 1), within=1, time="t").map(
+            lambda p: (p[0].id, p[1].id))
+
+    out = build(Stream.from_spark(left), Stream.from_spark(right)).to_dataframe(
+        "lid long, rid long")
+    heads: list[Stream[Any]] = [Stream(), Stream()]
+    expected = build(*heads).sink_to_list()
+    tagged = [(r.t, which, r) for which, df in enumerate((left, right)) for r in df.collect()]
+    for _, which, r in sorted(tagged, key=lambda x: (x[0], x[1])):
+        heads[which].emit(r)  # collected rows: fresh NaN objects, as Spark's rows give
+    for head in heads:
+        head.close()
+    assert sorted(tuple(r) for r in out.collect()) == sorted(expected) == [(0, 10)]
+
+
 def test_a_failing_key_function_fails_the_job_naming_the_join(spark: Any) -> None:
     df = spark.createDataFrame([("a", 1, 0)], SCHEMA)
     pairs = Stream.from_spark(df).join(Stream.from_spark(df), key=lambda r: 1 // 0,

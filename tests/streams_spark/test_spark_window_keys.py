@@ -164,3 +164,20 @@ def test_collected_windows_take_the_first_elements_key_by_the_key_columns_metada
     schema = table.schema.set(2, table.schema.field("k").with_metadata(meta))
     keyed = pa.Table.from_arrays(table.columns, schema=schema)
     assert [w for _, w in collected_rows(keyed)] == [(True, [(True, "x"), (1, "y")])]
+
+
+@pytest.mark.parametrize("build", [
+    lambda s: s.timed_window(10, time="t", key=lambda r: (r.x, 1)),
+    lambda s: s.session_window(10, time="t", key=lambda r: (r.x, 1)),
+], ids=["tumbling", "session"])
+def test_a_tuple_key_holding_a_nan_is_a_key_of_its_own_for_each_element(
+        spark: Any, build: Any) -> None:
+    # In-process a dict finds (nan, 1) only by identity: each element's NaN
+    # there opens windows of its own. Spark grouped them by their pickled
+    # form, where every NaN is one.
+    df = spark.createDataFrame([(NAN, 1, 0.5), (NAN, 2, 0.6), (1.0, 3, 0.7), (1.0, 4, 0.8)],
+                               COLUMNS)
+    counts = lambda s: build(s).map(lambda kw: (len(kw[1]),))
+    out = counts(Stream.from_spark(df)).to_dataframe("n long")
+    expected = _in_process(df, counts)
+    assert sorted(tuple(r) for r in out.collect()) == sorted(expected) == [(1,), (1,), (2,)]
