@@ -404,13 +404,17 @@ class Source(Stream[T]):
         return None if self._task is None else _RunEnd(self._task)
 
     async def aclose(self) -> None:
-        """Close the stream after the source's run; raise if the source failed."""
+        """Close the stream after the source's run; raise then if the source failed.
+
+        What the graph holds is flushed first (a failed run left it open, for
+        a new start() to go on): a service shutting down keeps its tail.
+        """
         task = self._task
-        if task is not None and task.done() and not task.cancelled():
-            exc = task.exception()
-            if exc is not None:
-                raise exc
+        failed = task is not None and task.done() and not task.cancelled()
+        exc = task.exception() if failed and task is not None else None
         await Stream.aclose(self)
+        if exc is not None:
+            raise exc
 
     async def run(self) -> None:
         """Produce until stopped: await :meth:`_run` while not ``self.stopped``.

@@ -218,3 +218,26 @@ def test_a_node_failure_is_not_renamed_as_the_sources(tmp_path: Path) -> None:
         source.start()
     assert isinstance(info.value, NodeError) and not isinstance(info.value, SourceError)
     assert info.value.element == "0\n"
+
+
+def test_aclose_after_a_failed_run_flushes_what_the_graph_holds_then_raises() -> None:
+    # A service shutting down with `await source.aclose()` kept a partial
+    # partition forever: aclose() raised the run's failure before closing.
+    def items() -> Any:
+        yield from range(5)
+        raise OSError("disk gone")
+
+    source = Stream.from_iterable(items())
+    held = source.partition(3).sink_to_list()
+
+    async def main() -> None:
+        task = source.start()  # not awaited: a service starts it and goes on
+        await asyncio.wait([task])
+        for _ in range(2):  # raised at every aclose(), as by the run's task
+            with pytest.raises(OSError, match="disk gone"):
+                await source.aclose()
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(logging.getLogger("streams"), "disabled", True)  # logged: nobody awaits
+        asyncio.run(main())
+    assert held == [(0, 1, 2), (3, 4)] and source._closed
