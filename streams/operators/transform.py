@@ -7,6 +7,7 @@ code for ``streams.fusion``. The two are tested against each other.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -19,6 +20,7 @@ from ..metadata import release_refs, retain_refs
 from ..pending import failing_after, gather_pending
 from ..spec import Traits
 from ._checks import check_callable, check_keywords
+from ._outbox import being_cancelled
 
 __all__ = ["Filter", "Flatten", "Map", "Pluck", "Remove", "Starmap"]
 
@@ -87,6 +89,13 @@ class _FunctionNode(Stream[Any]):
             try:
                 value = await result
             except Exception as e:
+                pending = self._fail(x, e)
+            except asyncio.CancelledError as e:
+                if being_cancelled():
+                    raise  # the producer awaiting emit is cancelled: that must go on
+                # The coroutine ended cancelled (a request cancelled under it):
+                # this element failed, as a coroutine sink's does. Raised as it
+                # is, it would pass for the producer's own cancellation.
                 pending = self._fail(x, e)
             else:
                 pending = then(value)

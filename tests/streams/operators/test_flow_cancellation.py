@@ -164,3 +164,41 @@ def test_a_producer_cancelled_while_an_async_sink_runs_is_cancelled() -> None:
             await producer
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("awaited", [True, False], ids=["awaited", "not-awaited"])
+@pytest.mark.parametrize("operator", ["map", "filter"])
+def test_a_coroutine_map_or_filter_ending_cancelled_fails_its_element(
+        operator: str, awaited: bool) -> None:
+    # It went past the error policy: an awaited emit raised a bare
+    # CancelledError (the producer looked cancelled), an unawaited one lost
+    # the element without a word, and nothing was routed.
+    async def keep(x: int) -> bool:
+        return bool(await cancelled_on_1(x) or True)
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        source = Stream(asynchronous=True)
+        node = (source.map(cancelled_on_1) if operator == "map" else source.filter(keep))
+        node.on_error("route")
+        out = node.sink_to_list()
+        errors = node.errors.sink_to_list()
+        for i in range(3):
+            future = source.emit(i)
+            if awaited:
+                await asyncio.wait_for(future, 10)
+        await asyncio.wait_for(source.aclose(), 10)
+        return out, [(r.element, type(r.exception)) for r in errors]
+
+    out, errors = asyncio.run(main())
+    assert out == ([0, 20] if operator == "map" else [0, 2])
+    assert errors == [(1, asyncio.CancelledError)]
+
+
+def test_a_coroutine_map_ending_cancelled_with_no_loop_raises_a_node_error() -> None:
+    source = Stream()
+    out = source.map(cancelled_on_1).sink_to_list()
+    source.emit(0)
+    with pytest.raises(NodeError, match="failed on element 1: CancelledError"):
+        source.emit(1)
+    source.emit(2)
+    assert out == [0, 20]
