@@ -59,7 +59,7 @@ def settle(pending: Awaitable[Any], node: Stream[Any]) -> Any:
 
         return run_sync(pending)
     backlog = Backlog.of(node)
-    if backlog is not None and pending is backlog.tail:
+    if backlog is not None and pending is backlog.handed:
         return pending  # the push was already deferred behind earlier work
     if backlog is None:
         backlog = Backlog(node, loop)
@@ -84,13 +84,14 @@ class Backlog:
     that Future still hears of it.
     """
 
-    __slots__ = ("loop", "node", "saved", "tail")
+    __slots__ = ("handed", "loop", "node", "saved", "tail")
 
     def __init__(self, node: Stream[Any], loop: asyncio.AbstractEventLoop) -> None:
         self.node = node
         self.loop = loop
         self.saved = node._push
-        self.tail: asyncio.Future[Any] | None = None
+        self.tail: asyncio.Future[Any] | None = None  # the last work's Task
+        self.handed: asyncio.Future[Any] | None = None  # the Future handed out for it
         node._push = self.push
         node._interrupted = True  # a compiled loop over the node must queue too
 
@@ -121,28 +122,51 @@ class Backlog:
         return self.track(run())
 
     def track(self, work: Awaitable[Any]) -> asyncio.Future[Any]:
-        """Run ``work`` in a Task on the loop, the new tail; that Task."""
-        task = self.loop.create_task(self._run(work))
-        self.tail = task
-        task.add_done_callback(self._done)
-        return task
+        """Run ``work`` in a Task on the loop, the new tail; a Future of its outcome.
 
-    async def _run(self, work: Awaitable[Any]) -> None:
+        The Future is not the Task: a caller that stops waiting for it
+        (``asyncio.wait_for`` timing out) cancels the Future, and the
+        element's work goes on, as an asynchronous emit's does
+        (:func:`streams.pending.as_future`); a failure it meets then is
+        logged, and raised at close.
+        """
+        handed = self.loop.create_future()
+        task = self.loop.create_task(self._run(work, handed))
+        self.tail, self.handed = task, handed
+        task.add_done_callback(self._done)
+        return handed
+
+    async def _run(self, work: Awaitable[Any], handed: asyncio.Future[Any]) -> None:
         try:
             await work
+        except asyncio.CancelledError:
+            if not handed.done():
+                handed.cancel()
+            raise
         except Exception as e:
             # Logged and kept here, in the Task: read in a done-callback, the
-            # failure would count as heard by whoever holds the Task.
+            # failure would count as heard by whoever holds the Future.
             kept = in_flight(self.node)
             if kept is None or e is not kept.raised:  # a close raising a kept one: told
                 logger.error("%s: work scheduled by a synchronous emit failed",
                              self.node._label(), exc_info=e)
-            if not self.node._closed:  # an element's: its close raises it, unless read
-                in_flight_of(self.node).failed(e, asyncio.current_task(), logged=True)
+            if handed.done():  # its caller stopped waiting: the close raises it
+                if not self.node._closed:
+                    in_flight_of(self.node).failed(e, None, logged=True)
+                return
+            handed.set_exception(e)
+            if self.node._closed:
+                handed.exception()  # logged, and no later close raises it: asyncio need not
+            else:  # an element's: its close raises it, unless read from ``handed``
+                in_flight_of(self.node).failed(e, handed, logged=True)
+            return
+        except BaseException as e:  # KeyboardInterrupt, SystemExit: the loop's to stop on
+            if not handed.done():
+                handed.set_exception(e)
             raise
+        if not handed.done():
+            handed.set_result(None)
 
-    def _done(self, future: asyncio.Future[Any]) -> None:
-        if self.node._closed and not future.cancelled():
-            future.exception()  # logged, and no later close raises it: asyncio need not
-        if future is self.tail and self.node._push == self.push:
+    def _done(self, task: asyncio.Future[Any]) -> None:
+        if task is self.tail and self.node._push == self.push:
             self.node._push = self.saved

@@ -259,3 +259,38 @@ def test_finished_work_leaves_no_task_and_no_read_failure_behind(
         asyncio.run(main())
     assert "an earlier failure is kept for close" in caplog.text
     assert "after the failure raised at close" in caplog.text
+
+
+def test_a_synchronous_emit_on_a_loop_goes_through_when_its_caller_stops_waiting(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # emit() handed out the element's own Task: a caller that gave up waiting
+    # (wait_for timing out) cancelled the element's work, and it vanished
+    # without a word. An asynchronous stream's element goes through.
+    gate = Gate()
+    failing = Gate()
+
+    async def sink(x: str) -> None:
+        await (failing if x == "c" else gate)(x)
+        if x == "c":
+            raise ValueError("sink failed on c")
+
+    async def main() -> list[Any]:
+        source = Stream()  # the synchronous API on a running loop, as in Jupyter
+        source.sink(sink)
+        seen = source.map(str.upper).sink_to_list()
+        source.emit("a")  # the sink holds it: what follows queues behind
+        for x in ("b", "c"):
+            source.emit(x).cancel()  # the caller stops waiting, as wait_for's timeout does
+        source.emit("d")
+        gate.open.set()
+        await settle()
+        failing.open.set()
+        with pytest.raises(ValueError, match="on c"):  # nobody awaits it any more
+            await source.close()
+        return seen
+
+    with caplog.at_level(logging.ERROR, logger="streams"):
+        seen = asyncio.run(main())
+    assert gate.done == ["a", "b", "d"] and failing.done == ["c"]
+    assert seen == ["A", "B", "C", "D"]
+    assert caplog.text.count("work scheduled by a synchronous emit failed") == 1
