@@ -216,7 +216,7 @@ class FromRedis(RedisAcks):
         ``claimed`` from other consumers do not move the offset (their ids
         may be older).
         """
-        if self._floor is not None and entries and not claimed:
+        if entries and not claimed and self.group is not None and self.claim_idle is None:
             entries = self._skip_covered(entries)
         push = take_push(self)
         with_id = self.with_id
