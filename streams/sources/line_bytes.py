@@ -17,6 +17,8 @@ from __future__ import annotations
 import codecs
 import functools
 
+from ..sinks.basic import check_encoding
+
 __all__ = ["delimiter_bytes"]
 
 
@@ -43,6 +45,7 @@ def delimiter_bytes(op: str, delimiter: str, encoding: str) -> bytes:
     ...
     ValueError: from_stdin(): encoding 'utf-16' writes each character in several bytes, ...
     """
+    check_encoding(op, encoding)  # an unknown name: a LookupError naming nothing
     bom = "".encode(encoding)  # utf-8-sig's, utf-16's: at the start of the file only
     if "\n x".encode(encoding)[len(bom):] != b"\n x":
         raise ValueError(

@@ -15,7 +15,6 @@ from itertools import islice
 from typing import Any
 
 from ..core import Stream
-from ..sinks.basic import check_encoding
 from .base import YIELD_EVERY
 from .file_source import FileSource, underneath
 from .line_bytes import delimiter_bytes
@@ -95,8 +94,7 @@ class FromStdin(FileSource[Any]):
                  start: bool = False, **kwargs: Any) -> None:
         if format not in _FORMATS:
             raise ValueError(f"from_stdin(): format must be one of {_FORMATS}, got {format!r}")
-        check_encoding("from_stdin", encoding)
-        delimiter_bytes("from_stdin", "\n", encoding)  # its lines are split as bytes
+        delimiter_bytes("from_stdin", "\n", encoding)  # a text encoding, its lines split as bytes
         self.format = format
         self.file = file
         self.encoding = encoding

@@ -78,6 +78,15 @@ def test_file_sinks_refuse_an_unknown_encoding_when_built(tmp_path: Path) -> Non
     assert not (tmp_path / "a.txt").exists()
 
 
+def test_a_file_source_refuses_an_unknown_encoding_as_the_sinks_do(tmp_path: Path) -> None:
+    # It raised a bare LookupError naming neither the source nor the option,
+    # and the relay command exited with status 1, not 2 as for a bad option.
+    with pytest.raises(ValueError, match=r"from_textfile\(\): unknown text encoding 'nope'"):
+        Stream.from_textfile(str(tmp_path / "in.txt"), encoding="nope")
+    with pytest.raises(ValueError, match=r"from_textfile\(\): unknown text encoding 'hex'"):
+        Stream.from_textfile(str(tmp_path / "in.txt"), encoding="hex")  # not a text codec
+
+
 def test_from_iterable_emits_everything_then_closes() -> None:
     source = Stream.from_iterable(range(7))
     out = source.partition(3).sink_to_list()
