@@ -297,7 +297,9 @@ def _redis_url(parts: Any, db: int) -> str:
 
 
 def _path(parts: Any) -> str:
-    path = unquote(parts.netloc + parts.path)
+    # file://localhost/p is the local /p (RFC 8089); file://data.txt, a relative path.
+    host = "" if parts.netloc.lower() == "localhost" and parts.path else parts.netloc
+    path = unquote(host + parts.path)
     if not path:
         raise ValueError(f"{_shown(parts)!r}: give a path, as in file:///tmp/data.txt")
     return path

@@ -89,6 +89,21 @@ def test_bad_uris_and_options_get_one_clear_line(args: list[str], message: str) 
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(("uri", "path"), [
+    ("file://{d}/in.txt", "{d}/in.txt"), ("file://localhost{d}/in.txt", "{d}/in.txt"),
+    ("file://LOCALHOST{d}/a%20b.txt", "{d}/a b.txt"), ("file://in.txt", "in.txt")])
+def test_a_file_uri_names_the_path_rfc_8089_does(tmp_path: Path, monkeypatch: Any,
+                                                  uri: str, path: str) -> None:
+    # file://localhost/tmp/in.txt was read as the relative path localhost/tmp/in.txt.
+    from streams import Stream
+
+    monkeypatch.chdir(tmp_path)  # the sink makes its file when built
+    uri, path = uri.format(d=tmp_path), path.format(d=tmp_path)
+    assert Stream.from_uri(uri).file == path
+    assert Stream().to_uri(uri).file == path
+    assert (tmp_path / Path(path).name).exists()
+
+
 def test_a_redis_user_without_a_password_is_kept() -> None:
     from streams import Stream
 
