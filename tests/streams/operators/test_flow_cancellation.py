@@ -53,9 +53,11 @@ def test_map_async_call_ending_cancelled_is_raised_at_close() -> None:
     assert asyncio.run(main()) == [0, 20]
 
 
-def test_map_async_call_ending_cancelled_with_no_loop_raises_a_node_error() -> None:
+@pytest.mark.parametrize("operator", ["map_async", "map"])
+def test_a_call_ending_cancelled_with_no_loop_raises_a_node_error(operator: str) -> None:
+    # map: a coroutine map skipped the error policy (a bare CancelledError).
     source = Stream()
-    out = source.map_async(cancelled_on_1).sink_to_list()
+    out = getattr(source, operator)(cancelled_on_1).sink_to_list()
     source.emit(0)
     with pytest.raises(NodeError, match="failed on element 1: CancelledError"):
         source.emit(1)
@@ -192,13 +194,3 @@ def test_a_coroutine_map_or_filter_ending_cancelled_fails_its_element(
     out, errors = asyncio.run(main())
     assert out == ([0, 20] if operator == "map" else [0, 2])
     assert errors == [(1, asyncio.CancelledError)]
-
-
-def test_a_coroutine_map_ending_cancelled_with_no_loop_raises_a_node_error() -> None:
-    source = Stream()
-    out = source.map(cancelled_on_1).sink_to_list()
-    source.emit(0)
-    with pytest.raises(NodeError, match="failed on element 1: CancelledError"):
-        source.emit(1)
-    source.emit(2)
-    assert out == [0, 20]
